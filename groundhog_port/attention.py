@@ -1,0 +1,42 @@
+"""The alignment model of RNNsearch: ``RecurrentLayerWithSearch.step_fprop`` (encdec.py:299).
+
+Bahdanau et al. (2015), eq. (6) and appendix A.1.2, as GroundHog computed it::
+
+    p_from_c = c @ A                  (once per sentence, outside the time loop: encdec.py:463)
+    p_from_h = s_{i-1} @ B
+    e_ij     = exp(tanh(p_from_h + p_from_c_j) @ D)
+    e_ij    *= c_mask_j               (padded batches only)
+    alpha_ij = e_ij / sum_j e_ij
+    ctx_i    = sum_j alpha_ij c_j
+
+Legacy quirk kept: exp-then-normalise WITHOUT subtracting the maximum energy.
+Theano did not rewrite this one into a stable softmax (unlike the output layer),
+so an energy above ~88 overflows to ``inf`` and the weights become ``nan`` exactly
+as in the original.  ``stable=True`` (CLI ``--stable-softmax``) subtracts the
+maximum first: a documented deviation, never the default.
+"""
+import torch
+
+
+def precompute_p_from_c(c, A):
+    """``p_from_c = c @ A`` for annotations ``c`` of shape ``(S, n, c_dim)`` -> ``(S, n, dim)``."""
+    return c @ A
+
+
+def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False):
+    """One attention step.
+
+    Shapes: ``h_prev (n, dim)``; ``c (S, m, c_dim)`` and ``p_from_c (S, m, dim)`` with
+    ``m == n`` (batch) or ``m == 1`` (one sentence broadcast over a beam);
+    ``c_mask (S, n)`` or None.  Returns ``ctx (n, c_dim)`` and ``alpha (S, n)``.
+    """
+    p = (h_prev @ B)[None] + p_from_c              # (S, n, dim)
+    score = (torch.tanh(p) @ D)[..., 0]            # (S, n)
+    if stable:
+        score = score - score.amax(0, keepdim=True)
+    energy = torch.exp(score)
+    if c_mask is not None:
+        energy = energy * c_mask
+    alpha = energy / energy.sum(0)
+    ctx = (c * alpha[:, :, None]).sum(0)
+    return ctx, alpha

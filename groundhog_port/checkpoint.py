@@ -1,0 +1,214 @@
+"""GroundHog ``*_model.npz`` -> the port's tensors, through ONE table.
+
+``legacy_param_table(cfg)`` lists every parameter the original model of this
+configuration saves (``Container.save`` writes one float32 array per Theano shared
+variable in ``lm_model.params``, keyed by its GroundHog name), the module attribute
+it fills, and its shape.  It also names the tensors GroundHog creates but never
+saves: biases of layers built with ``learn_bias=False`` (they stay at their initial
+value, zeros) and the layers built but never used (so they are not in
+``lm_model.params``).
+
+Loading is strict by default: a missing, unknown or wrongly shaped parameter is an
+error listing every offending name.  ``lenient=True`` reproduces
+``Container.load`` (groundhog/layers/basic.py:168): log and continue, a missing
+parameter stays at its ``skip_init=True`` value (zeros); only a shape mismatch
+raises.
+"""
+import logging
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import LegacyInputError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LegacyParam:
+    name: str      # GroundHog's name, the key in *_model.npz
+    path: str      # attribute path in RNNEncoderDecoder
+    shape: tuple
+
+
+@dataclass(frozen=True)
+class UnsavedTensor:
+    name: str      # the name GroundHog gives it
+    reason: str    # why no model file holds it, and what the port uses instead
+
+
+def _multilayer(table, unsaved, name, path, shape_in, shape_out, learn_bias=True):
+    table.append(LegacyParam(f"W_0_{name}", f"{path}.W", (shape_in, shape_out)))
+    if learn_bias:
+        table.append(LegacyParam(f"b_0_{name}", f"{path}.b", (shape_out,)))
+    else:
+        unsaved.append(UnsavedTensor(f"b_0_{name}", "learn_bias=False: never saved, added as "
+                                     "its initial value (zeros, init_bias with bias_scale=0)"))
+
+
+def _recurrent(table, name, path, dim, rec):
+    table.append(LegacyParam(f"W_{name}", f"{path}.W", (dim, dim)))
+    if rec.gating:
+        table.append(LegacyParam(f"G_{name}", f"{path}.G", (dim, dim)))
+    if rec.reseting:
+        table.append(LegacyParam(f"R_{name}", f"{path}.R", (dim, dim)))
+
+
+def _encoder(table, unsaved, cfg, prefix, path, rec):
+    dim, rank = cfg.dim, cfg.rank_n_approx
+    if prefix == "enc":
+        _multilayer(table, unsaved, "enc_approx_embdr", f"{path}.approx_embedder",
+                    cfg.n_sym_source, rank)
+    else:
+        unsaved.append(UnsavedTensor(
+            "W_0_back_enc_approx_embdr / b_0_back_enc_approx_embdr",
+            "built by the original but unused: the backward encoder embeds x[::-1] with the "
+            "forward encoder's approx_embedder (encdec.py:1320), so never saved"))
+    _multilayer(table, unsaved, f"{prefix}_input_embdr_0", f"{path}.input_embedder", rank, dim)
+    if rec.gating:
+        _multilayer(table, unsaved, f"{prefix}_update_embdr_0", f"{path}.update_embedder",
+                    rank, dim, learn_bias=False)
+    if rec.reseting:
+        _multilayer(table, unsaved, f"{prefix}_reset_embdr_0", f"{path}.reset_embedder",
+                    rank, dim, learn_bias=False)
+    _recurrent(table, f"{prefix}_transition_0", f"{path}.transition", dim, rec)
+    unsaved.append(UnsavedTensor(f"W_0_{prefix}_repr_contrib_0 / b_0_{prefix}_repr_contrib_0",
+                                 "built for stacked encoders only, unused with one level "
+                                 "(encdec.py:688), never saved"))
+
+
+def legacy_param_table(cfg):
+    """``(saved, unsaved)``: every saved parameter of this architecture, and the
+    tensors GroundHog names but never saves."""
+    table, unsaved = [], []
+    dim, rank, c_dim = cfg.dim, cfg.rank_n_approx, cfg.c_dim
+    _encoder(table, unsaved, cfg, "enc", "encoder", cfg.enc)
+    if cfg.needs_backward_encoder:
+        _encoder(table, unsaved, cfg, "back_enc", "backward_encoder", cfg.back_enc)
+    else:
+        unsaved.append(UnsavedTensor("*_back_enc_*", "backward=last_backward=False: the backward "
+                                     "encoder is built but feeds nothing, so never saved"))
+    d = "decoder"
+    _multilayer(table, unsaved, "dec_approx_embdr", f"{d}.approx_embedder", cfg.n_sym_target, rank)
+    _multilayer(table, unsaved, "dec_input_embdr_0", f"{d}.input_embedder", rank, dim)
+    if cfg.dec.gating:
+        _multilayer(table, unsaved, "dec_update_embdr_0", f"{d}.update_embedder", rank, dim,
+                    learn_bias=False)
+    if cfg.dec.reseting:
+        _multilayer(table, unsaved, "dec_reset_embdr_0", f"{d}.reset_embedder", rank, dim,
+                    learn_bias=False)
+    _recurrent(table, "dec_transition_0", f"{d}.transition", dim, cfg.dec)
+    if cfg.search:
+        table += [LegacyParam("A_dec_transition_0", f"{d}.A", (c_dim, dim)),
+                  LegacyParam("B_dec_transition_0", f"{d}.B", (dim, dim)),
+                  LegacyParam("D_dec_transition_0", f"{d}.D", (dim, 1))]
+    if cfg.bias_code:
+        _multilayer(table, unsaved, "dec_initializer_0", f"{d}.initializer", dim, dim)
+    else:
+        unsaved.append(UnsavedTensor("dec_initializer_0", "bias_code=False: ZeroLayer, s_0 = 0"))
+    if cfg.decoding_inputs:
+        _multilayer(table, unsaved, "dec_dec_inputter_0", f"{d}.dec_inputter", c_dim, dim,
+                    learn_bias=False)
+        if cfg.dec.gating:
+            _multilayer(table, unsaved, "dec_dec_updater_0", f"{d}.dec_updater", c_dim, dim,
+                        learn_bias=False)
+        if cfg.dec.reseting:
+            _multilayer(table, unsaved, "dec_dec_reseter_0", f"{d}.dec_reseter", c_dim, dim,
+                        learn_bias=False)
+    _multilayer(table, unsaved, "dec_repr_readout", f"{d}.repr_readout", c_dim, dim,
+                learn_bias=False)
+    _multilayer(table, unsaved, "dec_hid_readout_0", f"{d}.hid_readout", dim, dim)
+    if cfg.bigram:
+        _multilayer(table, unsaved, "dec_prev_readout_0", f"{d}.prev_readout", rank, dim,
+                    learn_bias=False)
+    sm, out = cfg.softmax_name, f"{d}.output_layer"
+    if rank:
+        table += [LegacyParam(f"W1_{sm}", f"{out}.W1", (cfg.softmax_in, rank)),
+                  LegacyParam(f"W2_{sm}", f"{out}.W2", (rank, cfg.n_sym_target))]
+    else:
+        table.append(LegacyParam(f"W_{sm}", f"{out}.W", (cfg.softmax_in, cfg.n_sym_target)))
+    table.append(LegacyParam(f"b_{sm}", f"{out}.b", (cfg.n_sym_target,)))
+    return table, unsaved
+
+
+def read_npz(path):
+    """All arrays of a GroundHog model file, never unpickling anything."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {}
+            for key in npz.files:
+                arrays[key] = npz[key]
+            return arrays
+    except FileNotFoundError:
+        raise LegacyInputError(path, "no such file") from None
+    except IsADirectoryError:
+        raise LegacyInputError(path, "is a directory, expected a *_model.npz file") from None
+    except ValueError as err:
+        if "allow_pickle" in str(err) or "Object arrays" in str(err):
+            raise LegacyInputError(path, "holds object arrays (pickled Python objects); a "
+                                   "GroundHog model file holds only float32 arrays") from None
+        raise LegacyInputError(path, f"not a readable .npz model file ({err})") from None
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, zipfile.LargeZipFile) as err:
+        raise LegacyInputError(path, f"truncated or corrupt .npz model file ({type(err).__name__}: "
+                               f"{err})") from None
+    except MemoryError:
+        raise LegacyInputError(path, "an array declares a size that does not fit in "
+                               "memory") from None
+
+
+def check_arrays(arrays, table, path, lenient=False):
+    """Compare a model file with the table; returns the problems found (lenient) or raises."""
+    expected = {p.name: p for p in table}
+    problems = []
+    for p in table:
+        if p.name not in arrays:
+            problems.append(f"missing {p.name} (expected shape {p.shape})")
+            continue
+        a = arrays[p.name]
+        if tuple(a.shape) != p.shape:
+            problems.append(f"{p.name}: expected shape {p.shape}, found {tuple(a.shape)}")
+        elif a.dtype != np.float32:
+            problems.append(f"{p.name}: expected float32, found {a.dtype}")
+    for name in sorted(set(arrays) - set(expected)):
+        problems.append(f"unknown parameter {name} (shape {tuple(arrays[name].shape)})")
+    if problems and not lenient:
+        raise LegacyInputError(path, "model file does not match the state: " + "; ".join(problems))
+    return problems
+
+
+def nonfinite_params(arrays):
+    """``{name: count}`` of parameters holding NaN or Inf."""
+    out = {}
+    for name, a in arrays.items():
+        if a.dtype.kind == "f":
+            n = int(a.size - np.isfinite(a).sum())
+            if n:
+                out[name] = n
+    return out
+
+
+def load_into(model, path, lenient=False, allow_nonfinite=False):
+    """Fill ``model`` from ``path``; returns the table used."""
+    table, _ = legacy_param_table(model.cfg)
+    arrays = read_npz(path)
+    problems = check_arrays(arrays, table, path, lenient)
+    bad = nonfinite_params({p.name: arrays[p.name] for p in table if p.name in arrays})
+    if bad and not allow_nonfinite:
+        listing = ", ".join(f"{k} ({v} values)" for k, v in sorted(bad.items()))
+        raise LegacyInputError(path, f"non-finite weights (NaN/Inf) in {listing}; pass "
+                               "--allow-nonfinite to use them anyway")
+    for problem in problems:
+        logger.warning("LENIENT LOAD (as GroundHog's Container.load): %s -- %s", path, problem)
+    for p in table:
+        a = arrays.get(p.name)
+        if a is None or tuple(a.shape) != p.shape:
+            if a is not None:  # GroundHog raises on shape mismatch even when lenient
+                raise LegacyInputError(path, f"{p.name}: expected shape {p.shape}, found "
+                                       f"{tuple(a.shape)}")
+            continue  # missing: stays zero, as with skip_init=True
+        target = model.get_parameter(p.path)
+        with torch.no_grad():
+            target.copy_(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
+    return table

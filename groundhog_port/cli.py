@@ -1,0 +1,54 @@
+"""``groundhog-port`` command line: one sub-command per module in :mod:`groundhog_port.commands`.
+
+Each command module exposes ``NAME``, ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``.  Bad input (:class:`~groundhog_port.errors.LegacyInputError`)
+becomes one line on stderr and exit code 2, never a traceback.
+"""
+import argparse
+import importlib
+import logging
+import sys
+
+from .errors import EXIT_INPUT, LegacyInputError
+
+COMMANDS = ("inspect", "score", "translate", "parity", "bleu", "reproduce")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="groundhog-port",
+        description="Run GroundHog (RNNsearch / RNNencdec) checkpoints in PyTorch, "
+        "with the original score.py / sample.py behaviour.",
+        epilog="exit codes: 0 success, 1 parity/comparison failure, 2 usage or input error, "
+        "3 some sentences could not be translated",
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"groundhog_port.commands.{name}")
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_INPUT
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return args._run(args)
+    except LegacyInputError as err:
+        print(f"groundhog-port {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print(f"groundhog-port {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""The decoder (``Decoder``, encdec.py:803): initial state, transition, readout.
+
+Pure step functions shared by teacher-forced scoring and by search, with the
+paper's notation (s = decoder state, y = target word, c = annotations)::
+
+    s_0      = tanh(c_1[-dim:] @ W_init + b_init)         (zeros when bias_code=False)
+    ctx_i    = attention(s_{i-1}, c)                       (search)  |  c[min(i, S-1)]  (encdec)
+    s_i      = GRU(s_{i-1}, emb(y_i) + ctx_i @ W_ctx)      (gates likewise)
+    t_i      = ctx_i @ W_repr + s_{i-1} @ W_hid + b_hid + [y_{i-1} > 0] * emb(y_{i-1}) @ W_prev
+    p(y_i)   = softmax(maxout(t_i) @ W1 @ W2 + b)
+
+Step order as in GroundHog's beam search: ``next_probs`` reads out from the
+*previous* state ``s_{i-1}``, the context attended with ``s_{i-1}`` and the
+previous word; ``next_states`` then computes ``s_i`` from the chosen word.
+"""
+import torch
+from torch import nn
+
+from . import attention
+from .layers import IDENTITY, MultiLayer, RecurrentLayer, SoftmaxLayer, maxout
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        dim, rank, c_dim, rec = cfg.dim, cfg.rank_n_approx, cfg.c_dim, cfg.dec
+        self.approx_embedder = MultiLayer(cfg.n_sym_target, rank, cfg.rank_n_activ)
+        self.input_embedder = MultiLayer(rank, dim, IDENTITY)
+        self.update_embedder = (MultiLayer(rank, dim, IDENTITY, learn_bias=False)
+                                if rec.gating else None)
+        self.reset_embedder = (MultiLayer(rank, dim, IDENTITY, learn_bias=False)
+                               if rec.reseting else None)
+        self.transition = RecurrentLayer(dim, rec)
+        if cfg.search:
+            # the alignment matrices of RecurrentLayerWithSearch (encdec.py:244)
+            self.A = nn.Parameter(torch.zeros(c_dim, dim), requires_grad=False)
+            self.B = nn.Parameter(torch.zeros(dim, dim), requires_grad=False)
+            self.D = nn.Parameter(torch.zeros(dim, 1), requires_grad=False)
+        # _create_initialization_layers (encdec.py:847): ZeroLayer without bias_code
+        self.initializer = MultiLayer(dim, dim, cfg.dec_init_activ) if cfg.bias_code else None
+        # _create_decoding_layers (encdec.py:861): context -> input / update / reset signals
+        ctx_layer = lambda on: MultiLayer(c_dim, dim, IDENTITY, learn_bias=False) if on else None
+        self.dec_inputter = ctx_layer(cfg.decoding_inputs)
+        self.dec_updater = ctx_layer(cfg.decoding_inputs and rec.gating)
+        self.dec_reseter = ctx_layer(cfg.decoding_inputs and rec.reseting)
+        # _create_readout_layers (encdec.py:897)
+        self.repr_readout = MultiLayer(c_dim, dim, IDENTITY, learn_bias=False)
+        self.hid_readout = MultiLayer(dim, dim, IDENTITY)
+        self.prev_readout = MultiLayer(rank, dim, IDENTITY, learn_bias=False) if cfg.bigram else None
+        self.output_layer = SoftmaxLayer(cfg.softmax_in, cfg.n_sym_target, rank)
+
+    # -- pieces -----------------------------------------------------------------------
+    def initial_state(self, c):
+        """``s_0`` from the first annotation's last ``dim`` columns; ``c (S, n, c_dim)``."""
+        init_c = c[0, :, -self.cfg.dim:]
+        if self.initializer is None:
+            return torch.zeros_like(init_c)
+        return self.initializer(init_c)
+
+    def signals(self, y):
+        """Word embedding and its input / update / reset contributions."""
+        emb = self.approx_embedder(y)
+        return (emb, self.input_embedder(emb),
+                None if self.update_embedder is None else self.update_embedder(emb),
+                None if self.reset_embedder is None else self.reset_embedder(emb))
+
+    def p_from_c(self, c):
+        return attention.precompute_p_from_c(c, self.A) if self.cfg.search else None
+
+    def context(self, s_prev, c, p_from_c, step, c_mask=None, stable=False):
+        """``(ctx, alpha)`` at target position ``step``; ``alpha`` is None without search.
+
+        Without search GroundHog uses ``c[min(step, S - 1)]`` (``c_pos``, encdec.py:1043;
+        ``PadLayer`` does the same for whole sequences, encdec.py:516).
+        """
+        if self.cfg.search:
+            return attention.align(s_prev, c, p_from_c, self.B, self.D, c_mask, stable)
+        ctx = c[min(step, c.shape[0] - 1)]
+        return ctx.expand(s_prev.shape[0], -1), None
+
+    def transition_step(self, x, x_z, x_r, s_prev, ctx, mask=None):
+        """``s_i``: word signals plus context contributions, then the GRU step."""
+        if self.dec_inputter is not None:
+            x = x + self.dec_inputter(ctx)
+            if x_z is not None and self.dec_updater is not None:
+                x_z = x_z + self.dec_updater(ctx)
+            if x_r is not None and self.dec_reseter is not None:
+                x_r = x_r + self.dec_reseter(ctx)
+        return self.transition.step(x, x_z, x_r, s_prev, mask)
+
+    def readout(self, s_prev, ctx, prev_term):
+        """Output layer input: ``repr(ctx) + hid(s_prev) + prev_term``, then the maxout."""
+        t = self.repr_readout(ctx) + self.hid_readout(s_prev[:, :self.cfg.dim])
+        if prev_term is not None:
+            t = t + prev_term
+        if self.cfg.deep_out:
+            t = apply_unary(self.cfg.unary_activ, t)
+        return t
+
+    def prev_word_term(self, y_prev, emb_prev):
+        """Bigram term in the one-step modes (encdec.py:1156).
+
+        Legacy quirk kept: with ``check_first_word`` it is multiplied by
+        ``(y_prev > 0)``, so it vanishes at the first step (y_prev = 0) and after
+        any word of index 0.
+        """
+        if self.prev_readout is None:
+            return None
+        term = self.prev_readout(emb_prev)
+        if self.cfg.check_first_word:
+            term = (y_prev > 0).to(term.dtype)[:, None] * term
+        return term
+
+    # -- one-step functions used by search (create_next_*_computer, encdec.py:1457) -------
+    def next_probs(self, c, p_from_c, step, y_prev, s_prev, stable=False):
+        """``p(y_i | y_<i, x)`` rows ``(n, n_sym_target)`` for states ``s_prev``."""
+        emb = self.approx_embedder(y_prev)
+        ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
+        return self.output_layer(self.readout(s_prev, ctx, self.prev_word_term(y_prev, emb)))
+
+    def next_states(self, c, p_from_c, step, y, s_prev, stable=False):
+        """``s_i`` after emitting words ``y`` from states ``s_prev``."""
+        _, x, x_z, x_r = self.signals(y)
+        ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
+        return self.transition_step(x, x_z, x_r, s_prev, ctx)
+
+    # -- teacher forcing (EVALUATION mode, encdec.py:963) -------------------------------
+    def evaluate(self, c, c_mask, y, y_mask, stable=False):
+        """Probabilities of every target position and the alignments.
+
+        ``c (S, n, c_dim)``, ``y (T, n)``, masks ``(S, n)`` / ``(T, n)``.  Returns
+        ``probs (T, n, n_sym_target)`` and ``alpha (T, S, n)`` (None without search).
+        The previous-word term is ``Shift``-ed by one position with zeros first
+        (no ``y > 0`` check in this mode, encdec.py:1162).
+        """
+        s = self.initial_state(c)
+        p_from_c = self.p_from_c(c)
+        emb, x, x_z, x_r = self.signals(y)
+        readouts, alphas = [], []
+        for t in range(y.shape[0]):
+            ctx, alpha = self.context(s, c, p_from_c, t, c_mask, stable)
+            prev = None
+            if self.prev_readout is not None:
+                prev = (torch.zeros_like(s[:, :self.cfg.dim]) if t == 0
+                        else self.prev_readout(emb[t - 1]))
+            readouts.append(self.readout(s, ctx, prev))
+            alphas.append(alpha)
+            s = self.transition_step(x[t], None if x_z is None else x_z[t],
+                                     None if x_r is None else x_r[t], s, ctx,
+                                     None if y_mask is None else y_mask[t])
+        probs = self.output_layer(torch.stack(readouts))
+        return probs, (torch.stack(alphas) if self.cfg.search else None)
+
+
+def apply_unary(activation, x):
+    """``UnaryOp(eval(unary_activ))``: ``Maxout(k)`` or an elementwise function."""
+    if activation.name == "maxout":
+        return maxout(x, activation.k)
+    return activation(x)

@@ -1,0 +1,73 @@
+"""Forward / backward encoders and the annotation composition (encdec.py:659, :1296).
+
+Annotations ``c`` (the paper's ``h_j``) are the concatenation, in this order, of
+the components the state switches on::
+
+    forward        h->_j                         (T, batch, dim)
+    last_forward   h->_T replicated over j
+    backward       h<-_j
+    last_backward  h<-_1 (backward state after reading the whole sentence), replicated
+
+so ``c_dim = n_components * dim``.
+"""
+import torch
+from torch import nn
+
+from .layers import IDENTITY, MultiLayer, RecurrentLayer
+
+
+class Encoder(nn.Module):
+    """One direction: embedders + a ``RecurrentLayer`` (``Encoder.build_encoder``, encdec.py:705).
+
+    Words go through the (shared) low-rank ``approx_embedder`` and then three
+    projections feeding the input, update-gate and reset-gate signals; the
+    gate projections have no learned bias (``learn_bias=False``, encdec.py:588).
+    """
+
+    def __init__(self, cfg, rec, with_approx_embedder):
+        super().__init__()
+        if with_approx_embedder:
+            self.approx_embedder = MultiLayer(cfg.n_sym_source, cfg.rank_n_approx, cfg.rank_n_activ)
+        self.input_embedder = MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY)
+        self.update_embedder = (MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY, learn_bias=False)
+                                if rec.gating else None)
+        self.reset_embedder = (MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY, learn_bias=False)
+                               if rec.reseting else None)
+        self.transition = RecurrentLayer(cfg.dim, rec)
+
+    def forward(self, approx_embeddings, mask, h0):
+        """Hidden states ``(T, batch, dim)`` of this direction over ``approx_embeddings``."""
+        x = self.input_embedder(approx_embeddings)
+        x_z = None if self.update_embedder is None else self.update_embedder(approx_embeddings)
+        x_r = None if self.reset_embedder is None else self.reset_embedder(approx_embeddings)
+        return self.transition.scan(x, x_z, x_r, h0, mask)
+
+
+def annotations(model, x, x_mask=None):
+    """``c`` for a batch ``x`` of word ids ``(T, batch)`` (mask ``(T, batch)`` or None).
+
+    The backward encoder reads ``x[::-1]`` with ``x_mask[::-1]`` (so in a padded
+    batch it starts on padding and keeps its zero state there), and -- a GroundHog
+    quirk kept here -- embeds it with the FORWARD encoder's ``approx_embedder``
+    (encdec.py:1320): the backward encoder's own approx embedder is created by the
+    original but plays no part, is never saved, and is not built here.
+    """
+    cfg = model.cfg
+    batch = x.shape[1]
+    h0 = x.new_zeros((batch, cfg.dim), dtype=model.dtype)
+    emb = model.encoder.approx_embedder(x)
+    forward = model.encoder(emb, x_mask, h0)
+    parts = []
+    if cfg.forward:
+        parts.append(forward)
+    if cfg.last_forward:
+        parts.append(forward[-1:].expand_as(forward))
+    if cfg.needs_backward_encoder:
+        x_rev = x.flip(0)
+        backward = model.backward_encoder(model.encoder.approx_embedder(x_rev),
+                                          None if x_mask is None else x_mask.flip(0), h0).flip(0)
+        if cfg.backward:
+            parts.append(backward)
+        if cfg.last_backward:
+            parts.append(backward[:1].expand_as(backward))
+    return torch.cat(parts, dim=-1)

@@ -1,0 +1,89 @@
+"""``RNNEncoderDecoder`` (encdec.py:1263): the model as search and scoring see it.
+
+Search sees it only through ``encode`` / ``initial_states`` / ``next_probs`` /
+``next_states`` (the four compiled functions sample.py uses); scoring through
+``score``.  Everything is float32, GroundHog's ``floatX``.
+"""
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .decoder import Decoder
+from .encoder import Encoder, annotations
+
+
+@dataclass
+class Scores:
+    """What ``score.py`` and ``create_probs_computer`` return for a batch.
+
+    ``cost (n,)`` is ``cost_per_sample`` (the score printed is ``-cost``);
+    ``word_probs (T, n)``; ``alignment (T, S, n)`` or None without search.
+    """
+    cost: torch.Tensor
+    word_probs: torch.Tensor
+    alignment: torch.Tensor
+
+
+class RNNEncoderDecoder(nn.Module):
+    def __init__(self, cfg, stable_softmax=False):
+        super().__init__()
+        self.cfg = cfg
+        self.stable = stable_softmax
+        self.encoder = Encoder(cfg, cfg.enc, with_approx_embedder=True)
+        self.backward_encoder = (Encoder(cfg, cfg.back_enc, with_approx_embedder=False)
+                                 if cfg.needs_backward_encoder else None)
+        self.decoder = Decoder(cfg)
+
+    @property
+    def dtype(self):
+        return torch.float32
+
+    @property
+    def device(self):
+        return self.decoder.hid_readout.b.device
+
+    # -- the four functions of sample.py's BeamSearch -------------------------------------
+    @torch.no_grad()
+    def encode(self, seq):
+        """Annotations ``c (S, c_dim)`` of one sentence (``create_representation_computer``)."""
+        x = torch.as_tensor(seq, dtype=torch.int64, device=self.device)[:, None]
+        return annotations(self, x)[:, 0]
+
+    @torch.no_grad()
+    def initial_states(self, c):
+        """``s_0`` as ``(1, dim)`` (``create_initializers``); ``c (S, c_dim)``."""
+        return self.decoder.initial_state(c[:, None])
+
+    @torch.no_grad()
+    def next_probs(self, c, p_from_c, step, y_prev, s_prev):
+        return self.decoder.next_probs(c, p_from_c, step, y_prev, s_prev, self.stable)
+
+    @torch.no_grad()
+    def next_states(self, c, p_from_c, step, y, s_prev):
+        return self.decoder.next_states(c, p_from_c, step, y, s_prev, self.stable)
+
+    def p_from_c(self, c):
+        """``c @ A`` for one sentence's ``c (S, c_dim)`` -> ``(S, 1, dim)``, or None."""
+        return self.decoder.p_from_c(c[:, None])
+
+    # -- scoring ----------------------------------------------------------------------
+    @torch.no_grad()
+    def score(self, x, x_mask, y, y_mask):
+        """Teacher-forced costs of a ``(time, batch)`` batch, as ``SoftmaxLayer.get_cost``.
+
+        ``cost_t = -log(p_t[y_t])`` from the float32 probability (cost_layers.py:1120),
+        so an underflowed probability gives ``inf``.  Legacy quirk kept: padded target
+        positions (id 0, mask 0) are still scored and then multiplied by the mask, so
+        ``inf * 0 = nan`` poisons the sentence sum exactly as in score.py
+        (MANIFEST section 9).  ``word_probs = exp(-cost)``, masked to 1 outside.
+        """
+        c = annotations(self, x, x_mask)
+        probs, alignment = self.decoder.evaluate(c, x_mask, y, y_mask, self.stable)
+        p_target = probs.gather(-1, y[..., None])[..., 0]
+        cost = -torch.log(p_target)
+        word_probs = torch.exp(-cost)
+        if y_mask is not None:
+            word_probs = word_probs * y_mask + 1 - y_mask
+            cost = cost * y_mask
+        return Scores(cost.sum(0), word_probs, alignment)
