@@ -17,10 +17,12 @@ maximum first: a documented deviation, never the default.
 """
 import torch
 
+from .numerics import mm
+
 
 def precompute_p_from_c(c, A):
     """``p_from_c = c @ A`` for annotations ``c`` of shape ``(S, n, c_dim)`` -> ``(S, n, dim)``."""
-    return c @ A
+    return mm(c, A)
 
 
 def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False):
@@ -30,8 +32,8 @@ def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False):
     ``m == n`` (batch) or ``m == 1`` (one sentence broadcast over a beam);
     ``c_mask (S, n)`` or None.  Returns ``ctx (n, c_dim)`` and ``alpha (S, n)``.
     """
-    p = (h_prev @ B)[None] + p_from_c              # (S, n, dim)
-    score = (torch.tanh(p) @ D)[..., 0]            # (S, n)
+    p = mm(h_prev, B)[None] + p_from_c              # (S, n, dim)
+    score = mm(torch.tanh(p), D)[..., 0]            # (S, n)
     if stable:
         score = score - score.amax(0, keepdim=True)
     energy = torch.exp(score)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from . import attention
-from .layers import IDENTITY, MultiLayer, RecurrentLayer, SoftmaxLayer, maxout
+from .layers import IDENTITY, MultiLayer, RecurrentLayer, SoftmaxLayer
 
 
 class Decoder(nn.Module):
@@ -95,7 +95,7 @@ class Decoder(nn.Module):
         if prev_term is not None:
             t = t + prev_term
         if self.cfg.deep_out:
-            t = apply_unary(self.cfg.unary_activ, t)
+            t = self.cfg.unary_activ(t)  # UnaryOp(eval(unary_activ)): Maxout(k) groups
         return t
 
     def prev_word_term(self, y_prev, emb_prev):
@@ -152,9 +152,3 @@ class Decoder(nn.Module):
         probs = self.output_layer(torch.stack(readouts))
         return probs, (torch.stack(alphas) if self.cfg.search else None)
 
-
-def apply_unary(activation, x):
-    """``UnaryOp(eval(unary_activ))``: ``Maxout(k)`` or an elementwise function."""
-    if activation.name == "maxout":
-        return maxout(x, activation.k)
-    return activation(x)

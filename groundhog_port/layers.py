@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from .activations import parse_activation
+from .numerics import mm
 
 #: ``'lambda x:x'``, the activation of every projection GroundHog builds without one
 IDENTITY = parse_activation("lambda x:x", "identity")
@@ -22,7 +23,7 @@ def affine_or_lookup(x, W):
     (an embedding lookup), float input is multiplied."""
     if x.dtype in (torch.int64, torch.int32):
         return W[x]
-    return x @ W
+    return mm(x, W)
 
 
 class MultiLayer(nn.Module):
@@ -53,15 +54,10 @@ class MultiLayer(nn.Module):
 
     def forward(self, x):
         if hasattr(self, "W1"):
-            emb = self.rank_n_activ(affine_or_lookup(x, self.W1)) @ self.W2
+            emb = mm(self.rank_n_activ(affine_or_lookup(x, self.W1)), self.W2)
         else:
             emb = affine_or_lookup(x, self.W)
         return self.activation(emb + self.b)
-
-
-def maxout(x, k):
-    """``Maxout(k)`` (encdec.py:541): consecutive groups of ``k`` units, ``max`` of each."""
-    return x.reshape(*x.shape[:-1], x.shape[-1] // k, k).amax(-1)
 
 
 class RecurrentLayer(nn.Module):
@@ -91,12 +87,12 @@ class RecurrentLayer(nn.Module):
     def step(self, x, x_z, x_r, h_prev, mask=None):
         """One step; ``x_z``/``x_r`` are None when there is no such gate."""
         if self.rec.reseting and x_r is not None:
-            r = self.rec.reseter(h_prev @ self.R + x_r)
-            h = self.rec.activation((r * h_prev) @ self.W + x)
+            r = self.rec.reseter(mm(h_prev, self.R) + x_r)
+            h = self.rec.activation(mm(r * h_prev, self.W) + x)
         else:
-            h = self.rec.activation(h_prev @ self.W + x)
+            h = self.rec.activation(mm(h_prev, self.W) + x)
         if self.rec.gating and x_z is not None:
-            z = self.rec.gater(h_prev @ self.G + x_z)
+            z = self.rec.gater(mm(h_prev, self.G) + x_z)
             h = z * h + (1 - z) * h_prev
         if mask is not None:
             mask = mask[:, None]
@@ -137,8 +133,8 @@ class SoftmaxLayer(nn.Module):
 
     def preactivation(self, x):
         if hasattr(self, "W1"):
-            return (x @ self.W1) @ self.W2 + self.b
-        return x @ self.W + self.b
+            return mm(mm(x, self.W1), self.W2) + self.b
+        return mm(x, self.W) + self.b
 
     def forward(self, x):
         return softmax_with_bias(self.preactivation(x))

@@ -57,11 +57,13 @@ class RNNEncoderDecoder(nn.Module):
 
     @torch.no_grad()
     def next_probs(self, c, p_from_c, step, y_prev, s_prev):
-        return self.decoder.next_probs(c, p_from_c, step, y_prev, s_prev, self.stable)
+        """``create_next_probs_computer``: ``(n, V)`` float32 for one sentence's ``c (S, c_dim)``."""
+        return self.decoder.next_probs(c[:, None], p_from_c, step, y_prev, s_prev, self.stable)
 
     @torch.no_grad()
     def next_states(self, c, p_from_c, step, y, s_prev):
-        return self.decoder.next_states(c, p_from_c, step, y, s_prev, self.stable)
+        """``create_next_states_computer``: ``(n, dim)`` new states after words ``y``."""
+        return self.decoder.next_states(c[:, None], p_from_c, step, y, s_prev, self.stable)
 
     def p_from_c(self, c):
         """``c @ A`` for one sentence's ``c (S, c_dim)`` -> ``(S, 1, dim)``, or None."""

@@ -1,0 +1,121 @@
+"""Literal port of ``BeamSearch.search`` and ``sample()`` (experiments/nmt/sample.py:33-190).
+
+This is the reference semantics; :mod:`groundhog_port.search.batched` must
+return exactly what it returns.  Every kept behaviour names its original line.
+"""
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .common import MAX_RETRY_BEAM, SearchFailed, check_kth, next_costs, select_cheapest
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Hypotheses:
+    """Finished hypotheses sorted by raw cost, as ``search()`` returns them (sample.py:133).
+
+    ``trans[i]`` are word ids ending with end-of-sequence; ``costs`` float64.
+    """
+    trans: list
+    costs: np.ndarray
+
+
+def sort_finished(fin_trans, fin_costs):
+    """sample.py:133-134 sorts with ``numpy.argsort`` (quicksort).  numpy sorts up
+    to 16 items by insertion sort, which is stable; a stable sort is used here for
+    every size, so exact-cost ties keep collection order (documented tie rule)."""
+    order = np.argsort(np.asarray(fin_costs, dtype=np.float64), kind="stable")
+    return Hypotheses([fin_trans[i] for i in order], np.asarray(fin_costs, dtype=np.float64)[order])
+
+
+class BeamSearch:
+    """``BeamSearch`` (sample.py:33) over a :class:`~groundhog_port.model.RNNEncoderDecoder`.
+
+    ``recorder``, if given, is called at every step with a dict of the step's
+    inputs and outputs (named as in trace.h5 ``/steps``).
+    """
+
+    def __init__(self, model, recorder=None):
+        self.model = model
+        self.eos_id = model.cfg.null_sym_target
+        self.unk_id = model.cfg.unk_sym_target
+        self.recorder = recorder
+
+    def search(self, seq, n_samples, ignore_unk=False, minlen=1):
+        """sample.py:47.  Raises :class:`SearchFailed` where the original crashed."""
+        model = self.model
+        device = model.device
+        c = model.encode(seq)                                    # sample.py:48
+        p_from_c = model.p_from_c(c)
+        states = model.initial_states(c)                         # sample.py:49, (1, dim)
+        fin_trans, fin_costs = [], []
+        trans = [[]]
+        costs = torch.zeros(1, dtype=torch.float64, device=device)
+        for k in range(3 * len(seq)):                            # sample.py:60, seq incl. EOS
+            if n_samples == 0:
+                break
+            # step 0 feeds previous word 0 (sample.py:67-69)
+            last_words = torch.tensor([t[-1] for t in trans] if k > 0 else [0] * len(trans),
+                                      dtype=torch.int64, device=device)
+            probs = model.next_probs(c, p_from_c, k, last_words, states)
+            flat = next_costs(costs, probs, k, minlen, ignore_unk, self.eos_id,
+                              self.unk_id).flatten()
+            check_kth(n_samples, flat.numel())                   # sample.py:82 crash
+            best = select_cheapest(flat[None], [n_samples])[0]
+            voc_size = probs.shape[1]
+            trans_indices = best // voc_size                     # Py2 integer '/' (sample.py:88)
+            word_indices = best % voc_size
+            new_costs = flat[best]
+            gathered = states[trans_indices]
+            new_states = model.next_states(c, p_from_c, k, word_indices, gathered)
+            if self.recorder is not None:
+                self.recorder(dict(k=k, last_words=last_words, states_in=states,
+                                   next_probs=probs, flat_next_costs=flat,
+                                   trans_indices=trans_indices, word_indices=word_indices,
+                                   costs=new_costs, states_gathered=gathered,
+                                   next_states=new_states))
+            # finished hypotheses leave the beam and shrink it (sample.py:108-120)
+            trans_prev = trans
+            words, origins = word_indices.tolist(), trans_indices.tolist()
+            trans, kept = [], []
+            for i in range(n_samples):
+                hyp = trans_prev[origins[i]] + [words[i]]
+                if words[i] != self.eos_id:
+                    trans.append(hyp)
+                    kept.append(i)
+                else:
+                    fin_trans.append(hyp)
+                    fin_costs.append(float(new_costs[i]))
+            n_samples = len(kept)
+            kept = torch.tensor(kept, dtype=torch.int64, device=device)
+            costs = new_costs[kept]
+            states = new_states[kept]
+        if not fin_trans:                                        # "dirty tricks", sample.py:122
+            if ignore_unk:
+                logger.warning("Did not manage without UNK")
+                return self.search(seq, n_samples, False, minlen)
+            if n_samples < MAX_RETRY_BEAM:
+                logger.warning("Still no translations: try beam size %d", n_samples * 2)
+                return self.search(seq, n_samples * 2, False, minlen)
+            logger.error("Translation failed")
+            # sample.py then crashes in numpy.argmin([]) (sample.py:269)
+            raise SearchFailed("Translation failed (attempt to get argmin of an empty sequence)")
+        return sort_finished(fin_trans, fin_costs)
+
+
+def sample(beam_search, seq, n_samples, ignore_unk=False, normalize=False):
+    """``sample()`` with ``beam_search`` (sample.py:145): hypotheses and their costs.
+
+    ``minlen = len(seq) // 2`` where ``seq`` includes end-of-sequence (Python 2
+    integer division, sample.py:152).  ``--normalize`` divides each cost by the
+    hypothesis length, end-of-sequence counted; the list stays in raw-cost order.
+    """
+    hyps = beam_search.search(seq, n_samples, ignore_unk=ignore_unk, minlen=len(seq) // 2)
+    costs = hyps.costs
+    if normalize:
+        costs = costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)
+    return Hypotheses(hyps.trans, costs)
