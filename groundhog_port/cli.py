@@ -11,7 +11,7 @@ import sys
 
 from .errors import EXIT_INPUT, LegacyInputError
 
-COMMANDS = ("inspect", "score", "translate", "parity", "bleu", "reproduce")
+COMMANDS = ("inspect", "score", "translate", "bleu")
 
 
 def build_parser():

@@ -1,0 +1,155 @@
+"""``groundhog-port score``: score.py's flags and output, byte for byte."""
+import logging
+import sys
+
+import numpy as np
+
+from ..data import read_text_lines
+from ..errors import EXIT_OK, LegacyInputError
+from ..outputs import Journal, Progress
+from ..scoring import batches_for, parse_pair, score_batch, score_pair
+from .common import add_model_arguments, open_from_args
+
+NAME = "score"
+HELP = "score sentence pairs as GroundHog's score.py did (--mode batch|txt|interact)"
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(p):
+    add_model_arguments(p)
+    p.add_argument("--src", help="source phrases (text, or GroundHog .h5 with --trg .h5)")
+    p.add_argument("--trg", help="target phrases")
+    p.add_argument("--scores", help="save scores to this file (default: standard output)")
+    p.add_argument("--print-probs", action="store_true",
+                   help="print probabilities instead of log-probabilities")
+    p.add_argument("--allow-unk", action="store_true", help="allow unknown words in the input")
+    p.add_argument("--mode", default="interact", choices=("batch", "txt", "interact"),
+                   help="processing mode (default interact, as score.py)")
+    p.add_argument("--n-batches", type=int, default=-1, help="score only the first n batches")
+    p.add_argument("--verbose", action="store_true",
+                   help="txt mode: print word probabilities and the alignment table")
+    p.add_argument("--y-noise", type=float,
+                   help="probability of replacing a target word by a random word (as score.py, "
+                        "numpy's unseeded global generator)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --scores: continue an interrupted run (whole batches are kept)")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress line even when stderr is not a terminal")
+
+
+def run(args):
+    exp = open_from_args(args)
+    if args.mode == "batch":
+        return batch_mode(exp, args)
+    if args.mode == "txt":
+        return txt_mode(exp, args)
+    return interact_mode(exp, args)
+
+
+def _complete_batches(records):
+    """Number of journal lines that form whole batches (record ``"b size"`` per line)."""
+    n, i = 0, 0
+    while i < len(records):
+        b, size = records[i].split()
+        j = i + int(size)
+        if j > len(records) or any(r.split()[0] != b for r in records[i:j]):
+            break
+        n = i = j
+    return n
+
+
+def batch_mode(exp, args):
+    """score.py:132-188: one ``{:.5e}`` line per pair (the log-probability, or with
+    ``--print-probs`` the probability), in batch order."""
+    if (args.src is None) != (args.trg is None):
+        raise LegacyInputError(None, "--src and --trg go together (or leave both out to score "
+                               "the training corpora named in the state)")
+    if args.resume and not args.scores:
+        raise LegacyInputError(None, "--resume needs --scores FILE")
+    journal = Journal(args.scores, args.resume, keep=_complete_batches) if args.scores else None
+    skip = len({r.split()[0] for r in journal.done_records}) if journal else 0
+    out = sys.stdout
+    progress = Progress(None, unit="pairs", enabled=True if args.progress else None)
+    try:
+        for b, batch in enumerate(batches_for(exp, args.src, args.trg, args.allow_unk,
+                                              args.n_batches)):
+            if b < skip:
+                continue
+            if args.y_noise:
+                random_words = np.random.randint(0, 100, batch.y.shape).astype("int64")
+                change = np.random.binomial(1, args.y_noise, batch.y.shape).astype("int64")
+                batch.y = change * random_words + (1 - change) * batch.y
+            scores = -score_batch(exp.model, batch).cost.numpy()
+            if args.print_probs:
+                scores = np.exp(scores)
+            for s in scores:
+                line = "{:.5e}".format(float(s))
+                if journal:
+                    journal.append(line, f"{b} {batch.size}")
+                else:
+                    out.write(line + "\n")
+            (journal or out).flush()
+            progress.update(batch.size)
+    except BaseException:
+        if journal:
+            journal.close_unfinished()
+        raise
+    progress.close()
+    if journal:
+        journal.commit()
+    logger.info("scored %d pairs, %.1f pairs/s", progress.count, progress.rate())
+    return EXIT_OK
+
+
+def txt_mode(exp, args):
+    """score.py:206-242: per pair ``-sum(log(word_probs))`` (float32, printed as numpy prints it);
+    with ``--verbose`` the word probabilities and the alignment table first."""
+    if not (args.src and args.trg):
+        raise LegacyInputError(None, "--mode txt needs --src and --trg")
+    src_lines, trg_lines = read_text_lines(args.src), read_text_lines(args.trg)
+    if len(src_lines) != len(trg_lines):
+        raise LegacyInputError(args.src, f"{len(src_lines)} source lines but {len(trg_lines)} "
+                               f"target lines in {args.trg}")
+    with np.printoptions(precision=3, linewidth=150, suppress=True):
+        for src_line, trg_line in zip(src_lines, trg_lines):
+            (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, src_line, trg_line,
+                                                                    args.allow_unk)
+            s = score_pair(exp.model, src_seq, trg_seq)
+            probs = s.word_probs.numpy()
+            if args.verbose:
+                print("Probs: ", probs.flatten())
+                if s.alignment is not None:
+                    print_alignment(s.alignment.numpy()[:, :, 0], src_line, src_words, trg_words)
+            print(-np.sum(np.log(probs)))
+    return EXIT_OK
+
+
+def print_alignment(alignment, src_line, src_words, trg_words):
+    """score.py:227-235: one row of attention weights per target word, then the source word
+    each target word attended to most (``<eos>`` past the last word)."""
+    print("Alignment:".ljust(20), src_line, "<eos>")
+    for i, word in enumerate(trg_words):
+        print("{}{}".format(word.ljust(20), alignment[i]))
+    print("Generated by:")
+    for i, word in enumerate(trg_words):
+        j = int(np.argmax(alignment[i]))
+        print("{} <--- {}".format(word, src_words[j] if j < len(src_words) else "<eos>"))
+
+
+def interact_mode(exp, args):
+    """score.py:189-205: read a source and a target line, print ids, probabilities, cost."""
+    while True:
+        try:
+            src_line = input("Source sequence: ")
+            trg_line = input("Target sequence: ")
+        except EOFError:
+            return EXIT_OK
+        try:
+            (src_seq, _), (trg_seq, _) = parse_pair(exp, src_line, trg_line, args.allow_unk)
+        except LegacyInputError as err:
+            print(f"error: {err}", file=sys.stderr)
+            continue
+        print("Binarized source: ", src_seq)
+        print("Binarized target: ", trg_seq)
+        probs = score_pair(exp.model, src_seq, trg_seq).word_probs.numpy()
+        print("Probs: {}, cost: {}".format(probs, -np.sum(np.log(probs))))

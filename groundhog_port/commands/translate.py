@@ -1,0 +1,112 @@
+"""``groundhog-port translate``: sample.py's flags, its output files, and more."""
+import logging
+import sys
+
+from ..data import read_text_lines
+from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
+from ..outputs import Journal, Progress
+from ..translate import Translation, Translator, total_cost, write_nbest
+from .common import add_model_arguments, open_from_args
+
+NAME = "translate"
+HELP = ("translate with beam search as GroundHog's sample.py did "
+        "(--beam-search --beam-size N --source F --trans F)")
+logger = logging.getLogger(__name__)
+
+#: sentences decoded together by default: the batched search returns exactly what the
+#: literal one returns (parity_tests/test_batched_search.py), and this is its sweet spot
+DEFAULT_BATCH_SIZE = 32
+
+
+def add_arguments(p):
+    add_model_arguments(p)
+    p.add_argument("--beam-search", action="store_true",
+                   help="use beam search (required: the random sampler is not ported yet)")
+    p.add_argument("--beam-size", type=int, help="beam size")
+    p.add_argument("--ignore-unk", action="store_true", help="never produce the unknown word")
+    p.add_argument("--source", help="file of source sentences, one per line")
+    p.add_argument("--trans", help="file to write the translations to")
+    p.add_argument("--normalize", action="store_true",
+                   help="choose by cost divided by the hypothesis length (EOS counted)")
+    p.add_argument("--verbose", action="store_true", help="print parsed inputs and translations")
+    p.add_argument("--n-best", metavar="FILE",
+                   help="also write every finished hypothesis with its cost (Moses n-best format)")
+    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                   help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}); 1 runs the "
+                        "literal sample.py loop; every size gives identical output")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from the lines already in TRANS.partial")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress line even when stderr is not a terminal")
+
+
+def run(args):
+    if not args.beam_search:
+        raise LegacyInputError(None, "random sampling (sample.py without --beam-search) is not "
+                               "ported yet; pass --beam-search --beam-size N")
+    if args.beam_size is None or args.beam_size < 1:
+        raise LegacyInputError(None, "--beam-size N (N >= 1) is required with --beam-search")
+    if args.batch_size < 1:
+        raise LegacyInputError(None, "--batch-size must be at least 1")
+    if bool(args.source) != bool(args.trans):
+        raise LegacyInputError(None, "--source and --trans go together")
+    exp = open_from_args(args)
+    translator = Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size)
+    if not args.source:
+        return interact(exp, translator)
+    lines = read_text_lines(args.source)
+    journal = Journal(args.trans, resume=args.resume)
+    done = [Translation.from_record(l, r) for l, r in zip(journal.done_lines, journal.done_records)]
+    if done:
+        logger.info("resuming %s after %d of %d lines", args.trans, len(done), len(lines))
+    progress = Progress(len(lines), enabled=True if args.progress else None)
+    progress.update(len(done))
+    results = list(done)
+    try:
+        step = max(1, args.batch_size)
+        for start in range(len(done), len(lines), step):
+            chunk = lines[start:start + step]
+            parsed = [exp.parse_source(line) for line in chunk]
+            for i, ((_, parsed_in), t) in enumerate(zip(parsed, translator.translate_seqs(
+                    [seq for seq, _ in parsed]))):
+                if args.verbose:
+                    print("Parsed Input:", parsed_in)
+                    print("Translation:", t.line)
+                if t.error is not None:
+                    logger.error("line %d of %s: the original sample.py fails here (%s); "
+                                 "writing an empty line", start + i + 1, args.source, t.error)
+                journal.append(t.line, t.record())
+                results.append(t)
+            journal.flush()
+            progress.update(len(chunk))
+    except BaseException:
+        journal.close_unfinished()
+        raise
+    progress.close()
+    journal.commit()
+    if args.n_best:
+        write_nbest(args.n_best, results)
+    print("Total cost of the translations: {}".format(total_cost(results)))
+    failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
+    if failed:
+        logger.error("%d sentence(s) could not be translated (lines %s): the original would "
+                     "have crashed at the first", len(failed), ", ".join(map(str, failed)))
+        return EXIT_PARTIAL
+    logger.info("%d sentences, %.1f sentences/s", len(results), progress.rate())
+    return EXIT_OK
+
+
+def interact(exp, translator):
+    """sample.py's interactive loop (sample.py:283): every hypothesis with its cost."""
+    while True:
+        try:
+            line = input("Input Sequence: ")
+        except EOFError:
+            return EXIT_OK
+        seq, parsed_in = exp.parse_source(line.strip())
+        print("Parsed Input:", parsed_in)
+        [t] = translator.translate_seqs([seq])
+        if t.error is not None:
+            print(f"Search failed: {t.error}", file=sys.stderr)
+        for sentence, cost in t.nbest:
+            print(f"{cost}: {sentence}")

@@ -1,0 +1,89 @@
+"""Open an archived GroundHog experiment the way sample.py / score.py do.
+
+``state = prototype_state(); state.update(pickle); state.update(changes)``, build the
+model the state describes, fill it from ``*_model.npz`` through the legacy name
+table, and find the vocabularies the state names (legacy absolute paths are looked
+up next to the state file and in ``--data-dir``).
+"""
+import logging
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import torch
+
+import legacy_states
+
+from . import checkpoint, vocab
+from .config import ModelConfig
+from .errors import LegacyInputError
+from .model import RNNEncoderDecoder
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_device(name):
+    """``cpu`` or ``cuda[:n]``; a clear error when CUDA is asked for but absent."""
+    name = name or "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise LegacyInputError(None, f"--device {name}: CUDA is not available on this machine")
+        # parity runs: no TF32 shortcuts in float32 matrix products
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    elif name != "cpu":
+        raise LegacyInputError(None, f"--device {name!r}: expected cpu or cuda")
+    return torch.device(name)
+
+
+@dataclass
+class Experiment:
+    """A state, its model and its vocabularies."""
+    state_path: Path
+    state: dict
+    cfg: ModelConfig
+    model: RNNEncoderDecoder
+    data_dir: Path = None
+    explicit_keys: frozenset = field(default_factory=frozenset)
+
+    def path(self, key):
+        return legacy_states.resolve_path(self.state, key, self.state_path, self.data_dir,
+                                          explicit=key in self.explicit_keys)
+
+    @cached_property
+    def src_word2idx(self):
+        """``state['word_indx']``: source word -> id (sample.py:237, score.py:129)."""
+        return vocab.load_word2idx(self.path("word_indx"))
+
+    @cached_property
+    def trg_word2idx(self):
+        """``state['word_indx_trgt']``: target word -> id (score.py:130)."""
+        return vocab.load_word2idx(self.path("word_indx_trgt"))
+
+    @cached_property
+    def src_idx2word(self):
+        """``state['indx_word']``: source id -> word (sample.py:247)."""
+        return vocab.load_idx2word(self.path("indx_word"))
+
+    @cached_property
+    def trg_idx2word(self):
+        """Target id -> word with ``<eol>``/``UNK`` set as ``LM_Model.load_dict`` does."""
+        return vocab.target_idx2word(self.state, vocab.load_idx2word(self.path("indx_word_target")))
+
+    def parse_source(self, line):
+        """``parse_input(state, indx_word, line, idx2word=idict_src)`` (sample.py:264)."""
+        return vocab.parse_input(self.state, self.src_word2idx, line, idx2word=self.src_idx2word)
+
+
+def open_experiment(state_path, model_path, changes="", data_dir=None, device="cpu",
+                    lenient=False, allow_nonfinite=False, stable_softmax=False):
+    """Load state, build the model, load the weights; see the module docstring."""
+    state_path = Path(state_path)
+    state = legacy_states.load_state(state_path, changes or "", data_dir)
+    cfg = ModelConfig.from_state(state, state_path)
+    model = RNNEncoderDecoder(cfg, stable_softmax=stable_softmax)
+    checkpoint.load_into(model, model_path, lenient=lenient, allow_nonfinite=allow_nonfinite)
+    model.to(resolve_device(device))
+    model.eval()
+    explicit = frozenset(legacy_states.parse_changes(changes or ""))
+    return Experiment(state_path, state, cfg, model, Path(data_dir) if data_dir else None, explicit)

@@ -1,0 +1,105 @@
+"""Output files that are never half-written, resumable runs, and a progress line.
+
+A :class:`Journal` writes result lines to ``PATH.partial`` and a matching record
+per line (a cost, a batch number...) to ``PATH.partial.journal``, both flushed as
+they go.  ``commit()`` renames ``PATH.partial`` to ``PATH`` (atomic within one
+directory) and removes the journal, so ``PATH`` only ever holds a complete run.
+After an interruption, ``--resume`` reopens the partial files, keeps every
+complete line (a line only counts once it and its journal record end with a
+newline) and the run continues from there.
+"""
+import os
+import sys
+import time
+from pathlib import Path
+
+from .errors import LegacyInputError
+
+
+class Journal:
+    def __init__(self, path, resume=False, keep=None):
+        """``keep(records) -> n`` may cut the kept prefix further (e.g. to a batch boundary)."""
+        self.path = Path(path)
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.journal = self.path.with_name(self.path.name + ".partial.journal")
+        if not self.path.parent.is_dir():
+            raise LegacyInputError(self.path, "output directory does not exist")
+        lines, records = [], []
+        if resume and self.partial.exists() and self.journal.exists():
+            lines = _complete_lines(self.partial)
+            records = _complete_lines(self.journal)
+            n = min(len(lines), len(records))
+            if keep is not None:
+                n = keep(records[:n])
+            lines, records = lines[:n], records[:n]
+        self.done_lines, self.done_records = lines, records
+        self._out = open(self.partial, "w", encoding="utf-8", newline="\n")
+        self._rec = open(self.journal, "w", encoding="utf-8", newline="\n")
+        for line, record in zip(lines, records):
+            self._out.write(line + "\n")
+            self._rec.write(record + "\n")
+        self.flush()
+
+    def append(self, line, record=""):
+        self._out.write(line + "\n")
+        self._rec.write(record + "\n")
+
+    def flush(self):
+        self._out.flush()
+        self._rec.flush()
+
+    def commit(self):
+        self._out.flush()
+        os.fsync(self._out.fileno())
+        self._out.close()
+        self._rec.close()
+        os.replace(self.partial, self.path)
+        self.journal.unlink()
+
+    def close_unfinished(self):
+        """Leave the partial files for ``--resume`` (interrupted or failed run)."""
+        self.flush()
+        self._out.close()
+        self._rec.close()
+
+
+def _complete_lines(path):
+    data = Path(path).read_bytes().decode("utf-8", errors="strict")
+    parts = data.split("\n")
+    return parts[:-1]  # the last piece is incomplete (or empty after a final newline)
+
+
+class Progress:
+    """``N/total items  x.x items/s`` on stderr, redrawn at most every half second.
+
+    Shown when stderr is a terminal, or always with ``enabled=True``.
+    """
+
+    def __init__(self, total, unit="sent", enabled=None, stream=None):
+        self.total, self.unit = total, unit
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.start = self.last = time.monotonic()
+        self.count = 0
+
+    def update(self, n=1):
+        self.count += n
+        now = time.monotonic()
+        if self.enabled and (now - self.last > 0.5 or self.count == self.total):
+            self.last = now
+            self._draw(now)
+
+    def rate(self):
+        elapsed = time.monotonic() - self.start
+        return self.count / elapsed if elapsed > 0 else 0.0
+
+    def _draw(self, now):
+        total = f"/{self.total}" if self.total else ""
+        self.stream.write(f"\r{self.count}{total} {self.unit}  {self.rate():.1f} {self.unit}/s")
+        self.stream.flush()
+
+    def close(self):
+        if self.enabled:
+            self._draw(time.monotonic())
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,97 @@
+"""Translating a file as ``sample.py --beam-search --source F --trans F`` did (sample.py:249-281).
+
+Per source line: ``parse_input`` (source vocabulary, ``null_sym_source`` appended),
+beam search with ``minlen = len(seq) // 2``, the hypothesis with the lowest (raw or
+length-normalised) cost written as words up to ``<eol>``, and ``total_cost`` summed
+in line order.  Where the original crashed (a sentence it could not translate), the
+port logs the original's message with the line number, writes an empty line and
+goes on: :attr:`TranslationRun.failed` lists those lines.
+"""
+import json
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .search.common import SearchFailed
+from .search.legacy import BeamSearch, sample
+from .vocab import render_translation
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Translation:
+    """One source line's outcome: every finished hypothesis (raw-cost order) or an error."""
+    line: str = ""                 # the chosen translation, words joined by spaces
+    cost: float = None             # its (normalised) cost; None when the search failed
+    error: str = None              # the original's error message when it failed
+    nbest: list = field(default_factory=list)   # [(sentence, cost)] in sample() order
+
+    def record(self):
+        return json.dumps({"cost": self.cost, "error": self.error, "nbest": self.nbest})
+
+    @classmethod
+    def from_record(cls, line, record):
+        d = json.loads(record)
+        return cls(line, d["cost"], d["error"], [tuple(x) for x in d["nbest"]])
+
+
+def choose(hyps, idx2word):
+    """``best = numpy.argmin(costs)`` (sample.py:269: the first minimum)."""
+    best = int(np.argmin(hyps.costs))
+    sentences = [render_translation(idx2word, t) for t in hyps.trans]
+    nbest = [(s, float(c)) for s, c in zip(sentences, hyps.costs)]
+    return Translation(sentences[best], float(hyps.costs[best]), None, nbest)
+
+
+class Translator:
+    """Beam search over many source lines: literal (``batch_size=1``) or batched."""
+
+    def __init__(self, experiment, beam_size, ignore_unk=False, normalize=False, batch_size=1):
+        self.exp = experiment
+        self.beam_size, self.ignore_unk, self.normalize = beam_size, ignore_unk, normalize
+        self.batch_size = batch_size
+        self.literal = BeamSearch(experiment.model)
+        self.batched = None
+        if batch_size > 1:
+            from .search.batched import BatchedBeamSearch
+            self.batched = BatchedBeamSearch(experiment.model)
+
+    def translate_seqs(self, seqs):
+        """Translations of parsed sources, in order."""
+        if self.batched is None:
+            results = []
+            for seq in seqs:
+                try:
+                    results.append(sample(self.literal, seq, self.beam_size,
+                                          self.ignore_unk, self.normalize))
+                except SearchFailed as err:
+                    results.append(err)
+        else:
+            results = self.batched.sample_many(seqs, self.beam_size, self.ignore_unk,
+                                               self.normalize, batch_size=self.batch_size)
+        out = []
+        for r in results:
+            if isinstance(r, SearchFailed):
+                out.append(Translation("", None, str(r)))
+            else:
+                out.append(choose(r, self.exp.trg_idx2word))
+        return out
+
+
+def total_cost(translations):
+    """``total_cost += costs[best]`` in line order (sample.py:273), failures skipped."""
+    total = 0.0
+    for t in translations:
+        if t.cost is not None:
+            total += t.cost
+    return total
+
+
+def write_nbest(path, translations):
+    """Moses n-best format: ``i ||| hypothesis ||| cost= C ||| -C`` (higher score is better)."""
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for i, t in enumerate(translations):
+            for sentence, cost in t.nbest:
+                f.write(f"{i} ||| {sentence} ||| cost= {cost!r} ||| {-cost!r}\n")
