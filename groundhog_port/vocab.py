@@ -1,0 +1,187 @@
+"""GroundHog vocabularies: loading, text -> ids (``parse_input``), ids -> text.
+
+Files (MANIFEST section 6/8): ``vocab.X.pkl`` is ``preprocess.py``'s dict word -> id
+(Python-2 protocol 2, byte-string keys); ``ivocab.X.pkl`` is ``invert-dict.py``'s dict
+id -> word (protocol 0).  Words are UTF-8 byte strings in the files and ``str`` here.
+Conventions: ``<s>``/``</s>`` -> 0, ``UNK`` -> 1, words from 2 by frequency, end of
+sequence = ``null_sym`` = V, and ``ivocab[0]`` is ``'</s>'`` in the recorded files.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from groundhog_port.errors import LegacyInputError
+from legacy_states.unpickle import safe_load_pickle
+
+
+class UnknownWordError(LegacyInputError):
+    """``parse_input(..., raise_unk=True)`` met a word that maps to ``unk_sym``."""
+
+    def __init__(self, word, position, path=None):
+        self.word = word
+        self.position = position
+        super().__init__(path, f"unknown word {word!r} (token {position + 1} of the sentence); "
+                               "the original stops with 'Unknown word' here (allow unknown words to map them to UNK)")
+
+
+# ---------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------
+
+def _describe(pairs):
+    return ", ".join(f"{k!r}: {v!r}" for k, v in pairs[:3])
+
+
+def _is_id(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _load_dict(path, what):
+    data = safe_load_pickle(path)
+    if not isinstance(data, dict):
+        raise LegacyInputError(path, f"a {what} is a pickled dict, this pickle holds a {type(data).__name__}")
+    if not data:
+        raise LegacyInputError(path, f"the {what} is empty")
+    return data
+
+
+def load_word2idx(path) -> dict[str, int]:
+    """word -> id dict from a ``vocab.*.pkl`` (``preprocess.py -d`` output).
+
+    An id -> word dict (an ``ivocab`` file) is refused with a message saying so.
+    """
+    data = _load_dict(path, "word -> id vocabulary")
+    items = list(data.items())
+    if all(_is_id(k) and isinstance(v, str) for k, v in items):
+        raise LegacyInputError(path, "this is an id -> word vocabulary (an ivocab file, "
+                                     f"e.g. {_describe(items)}); a word -> id vocabulary (vocab file) is needed here")
+    out = {}
+    for word, idx in items:
+        if not isinstance(word, str) or not _is_id(idx):
+            raise LegacyInputError(path, f"not a word -> id vocabulary: entry {word!r}: {idx!r} "
+                                         "(expected text -> integer)")
+        out[word] = int(idx)
+    return out
+
+
+def load_idx2word(path) -> dict[int, str]:
+    """id -> word dict from an ``ivocab.*.pkl`` (``invert-dict.py`` output).
+
+    A word -> id dict (a ``vocab`` file) is refused with a message saying so.
+    """
+    data = _load_dict(path, "id -> word vocabulary")
+    items = list(data.items())
+    if all(isinstance(k, str) and _is_id(v) for k, v in items):
+        raise LegacyInputError(path, "this is a word -> id vocabulary (a vocab file, "
+                                     f"e.g. {_describe(items)}); an id -> word vocabulary (ivocab file) is needed here")
+    out = {}
+    for idx, word in items:
+        if not _is_id(idx) or not isinstance(word, str):
+            raise LegacyInputError(path, f"not an id -> word vocabulary: entry {idx!r}: {word!r} "
+                                         "(expected integer -> text)")
+        out[int(idx)] = word
+    return out
+
+
+# ---------------------------------------------------------------------------
+# text -> ids
+# ---------------------------------------------------------------------------
+
+def split_words(line: str) -> list[str]:
+    """``line.split()`` as Python 2 did it on byte strings: only ASCII whitespace
+    (space, \\t, \\n, \\r, \\v, \\f) separates words; a no-break space stays inside a word."""
+    return [w.decode("utf-8") for w in line.encode("utf-8").split()]
+
+
+def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-1, null_sym=-1):
+    """Port of ``experiments/nmt/encdec.py:1494-1515`` ``parse_input``.
+
+    Returns ``(seq, parsed_in)``: ``seq`` is an int64 array of the word ids followed by
+    ``null_sym``.  Kept legacy behaviour:
+
+    * unknown words become ``unk_sym``; so does every id ``>= state['n_sym_source']`` --
+      compared with the **source** vocabulary size even when parsing the target side
+      (MANIFEST section 10: French ids 201..319 become UNK when scoring);
+    * ``unk_sym``/``null_sym`` < 0 mean ``state['unk_sym_source']``/``state['null_sym_source']``;
+    * ``raise_unk`` raises (:class:`UnknownWordError`) for any token that ends up as
+      ``unk_sym`` -- also a word whose id is too large, or the literal word ``UNK``;
+    * with a non-empty ``idx2word`` the second value is the space-joined words of ``seq``
+      with ``null_sym`` shown as ``'<eos>'`` and ``unk_sym`` as ``state['oov']``; otherwise
+      (``None`` or an empty dict, as the original's ``if idx2word:``) it is the token list.
+
+    Difference: the original writes those two entries into the caller's ``idx2word``
+    (``idx2word[null_sym] = '<eos>'``, ``idx2word[unk_sym] = oov``); this port does not
+    modify the caller's dict (the words returned are the same).
+    """
+    if unk_sym < 0:
+        unk_sym = state["unk_sym_source"]
+    if null_sym < 0:
+        null_sym = state["null_sym_source"]
+    n_sym_source = state["n_sym_source"]  # sic: also for the target side
+    if not _is_id(n_sym_source):
+        raise LegacyInputError(None, f"state['n_sym_source'] must be an integer, found {n_sym_source!r}")
+    words = split_words(line)
+    seq = np.zeros(len(words) + 1, dtype="int64")
+    for pos, word in enumerate(words):
+        idx = word2idx.get(word, unk_sym)
+        if idx >= n_sym_source:
+            idx = unk_sym
+        seq[pos] = idx
+        if idx == unk_sym and raise_unk:
+            raise UnknownWordError(word, pos)
+    seq[-1] = null_sym
+    if idx2word:
+        shown = dict(idx2word)
+        shown[null_sym] = "<eos>"
+        shown[unk_sym] = state["oov"]
+        try:
+            return seq, " ".join(shown[int(i)] for i in seq)
+        except KeyError as err:
+            raise LegacyInputError(None, f"id {err.args[0]} (from the word -> id vocabulary) is missing "
+                                         "from the id -> word vocabulary: the two files do not belong together") from None
+    return seq, words
+
+
+# ---------------------------------------------------------------------------
+# ids -> text
+# ---------------------------------------------------------------------------
+
+def target_idx2word(state, idx2word) -> dict[int, str]:
+    """The output dictionary of ``LM_Model.load_dict`` (LM_model.py:221-225).
+
+    A copy of the target ``idx2word`` with ``[null_sym_target] = '<eol>'`` and
+    ``[unk_sym_target] = state['oov']`` (the original modifies the loaded dict in place).
+    """
+    out = dict(idx2word)
+    out[state["null_sym_target"]] = "<eol>"
+    out[state["unk_sym_target"]] = state["oov"]
+    return out
+
+
+def indices_to_words(idx2word, ids) -> list[str]:
+    """``sample.py:137-143``: the words of ``ids`` up to (not including) the first id whose
+    word is ``'<eol>'``.  Pass the dictionary from :func:`target_idx2word`.
+
+    Index 0 is an ordinary word here (``'</s>'`` with the recorded ivocab files).
+    """
+    words = []
+    for i in ids:
+        try:
+            word = idx2word[int(i)]
+        except KeyError:
+            raise LegacyInputError(None, f"word id {int(i)} has no entry in the target id -> word "
+                                         "vocabulary (n_sym_target larger than the vocabulary?)") from None
+        if word == "<eol>":
+            break
+        words.append(word)
+    return words
+
+
+def render_translation(idx2word_target, ids) -> str:
+    """One line of ``sample.py --trans`` output (sample.py:156-158, 270): the words of the
+    chosen hypothesis joined by single spaces, end of sequence dropped.  ``idx2word_target``
+    is the dictionary from :func:`target_idx2word`."""
+    return " ".join(indices_to_words(idx2word_target, ids))

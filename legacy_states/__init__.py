@@ -1,0 +1,43 @@
+"""GroundHog's state prototypes as data, safe loading of ``*_state.pkl``, and ``changes``.
+
+* :mod:`.prototypes` -- the five prototypes of ``experiments/nmt/state.py``,
+  :data:`PROTOTYPES` and :func:`match_prototype`.
+* :mod:`.unpickle` -- :func:`safe_load_pickle` for Python-2 pickles (plain data only).
+* :mod:`.changes` -- :func:`parse_changes` for the ``key=value,...`` changes syntax.
+* :mod:`.load` -- :func:`load_state` and :func:`resolve_path`.
+"""
+
+from .changes import parse_changes
+from .load import LIST_PATH_KEYS, load_state, resolve_path
+from .prototypes import (
+    DATA_PATH_KEYS,
+    MATCH_IGNORED_KEYS,
+    PROTOTYPES,
+    match_prototype,
+    prototype_encdec_state,
+    prototype_phrase_lstm_state,
+    prototype_phrase_state,
+    prototype_search_state,
+    prototype_state,
+    same_value,
+)
+from .unpickle import MAX_PICKLE_BYTES, safe_load_pickle
+
+__all__ = [
+    "DATA_PATH_KEYS",
+    "LIST_PATH_KEYS",
+    "MATCH_IGNORED_KEYS",
+    "MAX_PICKLE_BYTES",
+    "PROTOTYPES",
+    "load_state",
+    "match_prototype",
+    "parse_changes",
+    "prototype_encdec_state",
+    "prototype_phrase_lstm_state",
+    "prototype_phrase_state",
+    "prototype_search_state",
+    "prototype_state",
+    "resolve_path",
+    "safe_load_pickle",
+    "same_value",
+]

@@ -1,0 +1,111 @@
+"""GroundHog's command-line ``changes`` to a state, parsed without eval.
+
+``sample.py``, ``score.py`` (and ``train.py``, once per argument) apply their trailing
+``changes`` argument with ``state.update(eval("dict({})".format(changes)))``
+(sample.py:228, score.py:114, train.py:74), so a change is written as Python keyword
+arguments: ``"seqlen=50,prefix='x_'"``.  :func:`parse_changes` reads the same text with
+Python's own parser (``ast``, which never runs anything) and accepts only literal values
+(``ast.literal_eval``): numbers (also negative), strings (commas inside are fine), lists,
+tuples, dicts, sets, ``True``/``False``/``None``.  Because ``dict(...)`` also accepts one
+positional mapping, ``"{'seqlen': 50}"`` and ``"**{'seqlen': 50}"`` work as they did in the
+original.  Expressions (``dim=2*32``) and names are refused with a message; so is a key
+given twice (a SyntaxError in the original).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from groundhog_port.errors import LegacyInputError
+
+#: longer changes text is refused (a real one is a few hundred characters)
+MAX_CHANGES_CHARS = 100_000
+
+_WHERE = "changes"
+
+
+def _fail(problem):
+    return LegacyInputError(_WHERE, problem)
+
+
+def _show(text, limit=80):
+    """repr of (the start of) the text, for messages"""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+def _literal(node, text, what):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        source = ast.get_source_segment(text, node) or ast.dump(node)
+        source = source if len(source) <= 80 else source[:80] + '...'
+        raise _fail(f"{what} is not a literal: {source!r} (only numbers, strings, lists, tuples, "
+                    "dicts, True/False/None are accepted; nothing is evaluated)") from None
+
+
+def _pairs_from_positional(value, source):
+    if isinstance(value, dict):
+        return list(value.items())
+    try:
+        pairs = [tuple(item) for item in value]
+        if all(len(p) == 2 for p in pairs):
+            return pairs
+    except TypeError:
+        pass
+    raise _fail(f"positional argument {source!r} is neither a dict nor a list of (key, value) pairs")
+
+
+def parse_changes(text: str | None) -> dict:
+    """``"key=value, key2=value2"`` -> ``{'key': value, 'key2': value2}`` (order kept).
+
+    Empty or blank text gives ``{}``.  Any syntax problem raises
+    :class:`LegacyInputError` (path ``changes``) saying what is wrong.
+    """
+    if text is None or not text.strip():
+        return {}
+    if len(text) > MAX_CHANGES_CHARS:
+        raise _fail(f"{len(text)} characters, more than the {MAX_CHANGES_CHARS} accepted")
+    wrapped = f"dict({text.strip()})"
+    try:
+        tree = ast.parse(wrapped, mode="eval")
+    except SyntaxError as err:
+        col = (err.offset or 1) - len("dict(")
+        hint = f" near character {col}" if 0 < col <= len(text.strip()) else ""
+        raise _fail(f"cannot parse {_show(text.strip())}{hint}: {err.msg} "
+                    "(expected key=value pairs separated by commas, e.g. seqlen=50,prefix='x_')") from None
+    except (ValueError, MemoryError, RecursionError) as err:
+        raise _fail(f"cannot parse {_show(text.strip())}: {type(err).__name__}") from None
+
+    call = tree.body
+    # the whole expression must still be one dict(...) call: text such as "a=1) + (2" or
+    # "a=1)(b=2" would otherwise close the call early
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"):
+        raise _fail(f"cannot parse {_show(text.strip())}: expected key=value pairs separated by commas")
+    if len(call.args) > 1:
+        raise _fail(f"more than one positional argument in {_show(text.strip())}: expected key=value pairs")
+
+    result: dict = {}
+
+    def put(key, value):
+        if not isinstance(key, str):
+            raise _fail(f"key {key!r} is not a string")
+        if key in result:
+            raise _fail(f"key {key!r} given twice")
+        result[key] = value
+
+    for arg in call.args:
+        if isinstance(arg, ast.Starred):
+            raise _fail(f"*{ast.get_source_segment(wrapped, arg.value)} is not accepted")
+        value = _literal(arg, wrapped, "positional argument")
+        for key, val in _pairs_from_positional(value, ast.get_source_segment(wrapped, arg)):
+            put(key, val)
+    for kw in call.keywords:
+        if kw.arg is None:  # **{...}
+            value = _literal(kw.value, wrapped, "**argument")
+            if not isinstance(value, dict):
+                raise _fail(f"**{ast.get_source_segment(wrapped, kw.value)!s} is not a dict")
+            for key, val in value.items():
+                put(key, val)
+        else:
+            put(kw.arg, _literal(kw.value, wrapped, f"value of {kw.arg!r}"))
+    return result

@@ -1,0 +1,633 @@
+"""tools/record_theano_traces.py: argument handling, the trace it writes (read back with
+groundhog_port.trace.TraceFile) and its Python-2.7 compatibility.
+
+GroundHog/Theano are not needed: ``main(argv, producer=...)`` takes a stand-in producer
+(FAKE_PRODUCER below, deterministic random records of the documented shapes).  When a
+Python 2.7 interpreter with numpy and h5py is found (``GROUNDHOG_PY2`` or the usual
+places), the same recording is also made under Python 2 and compared.
+"""
+import ast
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from groundhog_port.trace import TraceFile
+
+REPO = Path(__file__).resolve().parent.parent
+RECORDER = REPO / "tools" / "record_theano_traces.py"
+
+FAKE_PRODUCER = '''# -*- coding: utf-8 -*-
+"""A stand-in for GroundHog: deterministic random records of the documented shapes."""
+from __future__ import print_function, division
+import io
+import numpy
+
+V_SRC, V_TRG, DIM, LEVELS, C_DIM = 10, 12, 4, 1, 8
+
+
+class FakeProducer(object):
+    def __init__(self, fail_on=u"hello"):
+        self.rng = numpy.random.RandomState(1234)
+        self.fail_on = fail_on
+        self.returned = {"pairs": [], "batches": [], "repr": [], "beam": []}
+
+    def root_attrs(self):
+        return {"null_sym_source": V_SRC - 1, "null_sym_target": V_TRG - 1, "n_sym_source": V_SRC,
+                "n_sym_target": V_TRG, "unk_sym_source": 1, "unk_sym_target": 1, "seed": 1234,
+                "theano_version": "fake", "param_names": ["W_a", "b_b"]}
+
+    def _ids(self, line, v):
+        ids = [2 + (len(w) % (v - 3)) for w in line.split()] + [v - 1]
+        return numpy.array(ids, dtype="int64")
+
+    def pair(self, src_line, trg_line):
+        src, trg = self._ids(src_line, V_SRC), self._ids(trg_line, V_TRG)
+        probs = self.rng.uniform(0.01, 1, size=(len(trg), 1)).astype("float32")
+        rec = {"src_ids": src, "trg_ids": trg, "word_probs": probs,
+               "alignment": self.rng.uniform(size=(len(trg), len(src), 1)).astype("float32"),
+               "score": numpy.array([numpy.log(probs).sum()], dtype="float32")}
+        if len(self.returned["pairs"]) == 1:
+            rec["score"] = numpy.array([-numpy.inf], dtype="float32")
+        if len(self.returned["pairs"]) == 2:
+            rec["score"] = numpy.array([numpy.nan], dtype="float32")
+        self.returned["pairs"].append(rec)
+        return rec
+
+    def batches(self, source_path, target_path):
+        src = [l.strip() for l in io.open(source_path, encoding="utf-8")]
+        trg = [l.strip() for l in io.open(target_path, encoding="utf-8")]
+        for start in range(0, len(src), 3):
+            xs = [self._ids(l, V_SRC) for l in src[start:start + 3]]
+            ys = [self._ids(l, V_TRG) for l in trg[start:start + 3]]
+            rec = {}
+            for name, seqs in (("x", xs), ("y", ys)):
+                t = max(len(s) for s in seqs)
+                a = numpy.zeros((t, len(seqs)), dtype="int64")
+                m = numpy.zeros((t, len(seqs)), dtype="float32")
+                for j, s in enumerate(seqs):
+                    a[:len(s), j] = s
+                    m[:len(s), j] = 1
+                rec[name], rec[name + "_mask"] = a, m
+            rec["scores"] = -self.rng.uniform(1, 50, size=len(xs)).astype("float32")
+            rec["batch_size"] = 3
+            self.returned["batches"].append(rec)
+            yield rec
+
+    def representation(self, line):
+        line = line.strip()
+        seq = self._ids(line, V_SRC)
+        rec = {"seq": seq, "parsed_in": line + u" <eos>",
+               "c": self.rng.normal(size=(len(seq), C_DIM)).astype("float32"),
+               "init_states": self.rng.normal(size=(LEVELS, DIM)).astype("float32")}
+        self.returned["repr"].append(rec)
+        return rec
+
+    def _hyps(self, n):
+        trans = [numpy.append(self.rng.randint(2, V_TRG - 1, size=1 + self.rng.randint(4)), V_TRG - 1)
+                 for _ in range(n)]
+        costs = numpy.sort(self.rng.uniform(0, 20, size=n))
+        return trans, costs
+
+    def beam_search(self, seq, beam_size, ignore_unk=False, normalize=False, instrument=False):
+        if len(seq) == 2 and seq[0] == 2 + (len(self.fail_on) % (V_SRC - 3)):
+            err = ValueError("kth(=640) out of bounds (12)")
+            if instrument:
+                err.trace_steps = self._steps(2, beam_size)
+            raise err
+        trans, costs = self._hyps(beam_size)
+        if instrument:
+            return {"steps": self._steps(3, beam_size), "trans": trans, "costs": costs,
+                    "minlen": len(seq) // 2}
+        if normalize:
+            costs = costs / numpy.array([len(t) for t in trans])
+        rec = {"trans": trans, "costs": costs,
+               "sentences": [u" ".join(u"w%d" % w for w in t[:-1]) + u" é" for t in trans]}
+        self.returned["beam"].append(rec)
+        return rec
+
+    def _steps(self, n, beam):
+        steps = []
+        for k in range(n):
+            b = 1 if k == 0 else beam
+            probs = self.rng.uniform(size=(b, V_TRG)).astype("float32")
+            flat = -numpy.log(probs.astype("float64")).ravel()
+            flat[V_TRG - 1] = numpy.inf
+            best = numpy.argpartition(flat, beam)[:beam]
+            steps.append({"k": k, "n_samples": beam,
+                          "last_words": numpy.zeros(b, dtype="int64"),
+                          "states_in": self.rng.normal(size=(LEVELS, b, DIM)).astype("float32"),
+                          "next_probs": probs, "flat_next_costs": flat,
+                          "best_costs_indices": best, "trans_indices": best // V_TRG,
+                          "word_indices": best % V_TRG, "costs": flat[best],
+                          "states_gathered": self.rng.normal(size=(LEVELS, beam, DIM)).astype("float32"),
+                          "next_states": self.rng.normal(size=(LEVELS, beam, DIM)).astype("float32")})
+        if n == 2:
+            del steps[-1]["next_states"]  # a step cut short by the crash
+        return steps
+'''
+
+
+def same(a, b):
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    a, b = np.asarray(a), np.asarray(b)
+    return np.array_equal(a, b, equal_nan=a.dtype.kind == "f" and b.dtype.kind == "f")
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def rec():
+    return load_module("record_theano_traces", RECORDER)
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "src.txt").write_text("we have four hot schools .\nhello\nthe cat  \n", encoding="utf-8")
+    (tmp_path / "trg.txt").write_text("nous avons quatre écoles chaudes .\nbonjour\nle chat\n", encoding="utf-8")
+    (tmp_path / "fake_producer.py").write_text(FAKE_PRODUCER, encoding="utf-8")
+    return tmp_path
+
+
+def base_args(d, out="trace.h5"):
+    return ["--groundhog", str(d), "--state", str(d / "s.pkl"), "--model", str(d / "m.npz"),
+            "--source", str(d / "src.txt"), "--target", str(d / "trg.txt"), "--output", str(d / out)]
+
+
+# ---------------------------------------------------------------------------------------
+# arguments
+# ---------------------------------------------------------------------------------------
+def test_help(rec, capsys):
+    assert rec.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for opt in ("--groundhog", "--state", "--model", "--source", "--target", "--beam-sizes", "--steps"):
+        assert opt in out
+
+
+def test_missing_and_bad_arguments(rec, workdir, capsys):
+    assert rec.main([]) == 2
+    assert "required" in capsys.readouterr().err
+    args = base_args(workdir)
+    bad = list(args)
+    bad[bad.index("--source") + 1] = str(workdir / "nope.txt")
+    assert rec.main(bad) == 2
+    err = capsys.readouterr().err
+    assert "--source" in err and "not found" in err
+    assert rec.main(args + ["--beam-sizes", "5_wide"]) == 2
+    assert rec.main(args + ["--changes", "dim=open('x')"]) == 2
+    assert rec.main(args + ["--parts", "pairs,everything"]) == 2
+    assert rec.main(args + ["--steps", "-1"]) == 2
+    (workdir / "exists.h5").write_bytes(b"")
+    assert rec.main(base_args(workdir, "exists.h5")) == 2
+    capsys.readouterr()
+    # no producer: the state/model/GroundHog paths are checked before Theano is imported
+    assert rec.main(args) == 2
+    assert "record_theano_traces.py: error: --state" in capsys.readouterr().err
+
+
+def test_parse_changes_and_labels(rec):
+    assert rec.parse_changes("word_indx='/x/v.pkl', dim=32, cutoff=1e4, ok=True") == {
+        "word_indx": "/x/v.pkl", "dim": 32, "cutoff": 1e4, "ok": True}
+    assert rec.parse_changes("") == {}
+    for bad in ("x=foo()", "**d", "a=1,,", "__import__('os')"):
+        with pytest.raises(rec.InputError):
+            rec.parse_changes(bad)
+    assert rec.parse_beam_label("10_normalize") == (10, True, False)
+    assert rec.parse_beam_label("5_ignore_unk") == (5, False, True)
+    with pytest.raises(rec.InputError):
+        rec.parse_beam_label("0")
+
+
+# ---------------------------------------------------------------------------------------
+# the written trace
+# ---------------------------------------------------------------------------------------
+def record_with_fake(rec, d, out="trace.h5", extra=()):
+    fake = load_module("fake_producer_" + out.replace(".", "_"), d / "fake_producer.py")
+    producer = fake.FakeProducer()
+    argv = base_args(d, out) + ["--steps", "2", "--beam-sizes", "1", "5_normalize", "5_ignore_unk",
+                                "--case", "fake"] + list(extra)
+    assert rec.main(argv, producer=producer) == 0
+    return producer, d / out
+
+
+def test_recording_reads_back(rec, workdir):
+    producer, path = record_with_fake(rec, workdir)
+    assert not (workdir / "trace.h5.partial").exists()
+    got = producer.returned
+    with TraceFile(path) as tr:
+        assert tr.format_version == 1
+        a = tr.attrs
+        assert a["format_version"] == 1 and a["case"] == "fake" and a["null_sym_target"] == 11
+        assert a["param_names"] == ["W_a", "b_b"] and a["test_src_file"] == "src.txt"
+        assert tr.pair_indices() == [0, 1, 2]
+        for i, want in enumerate(got["pairs"]):
+            p = tr.pairs(i)
+            for k, v in want.items():
+                assert p[k].dtype == np.asarray(v).dtype
+                assert same(p[k], v), k
+        assert tr.pairs(0)["trg_line"] == "nous avons quatre écoles chaudes ."
+        assert tr.pairs(2)["src_line"] == "the cat" and tr.repr(2)["parsed_in"] == "the cat <eos>"
+        assert np.isneginf(tr.pairs(1)["score"][0]) and np.isnan(tr.pairs(2)["score"][0])
+        batches = tr.batch_all()
+        assert len(batches) == len(got["batches"]) == 1
+        for k in ("x", "y", "x_mask", "y_mask", "scores"):
+            assert np.array_equal(batches[0][k], got["batches"][0][k])
+        assert tr.batch()["batch_size"] == 3
+        for i, want in enumerate(got["repr"]):
+            r = tr.repr(i)
+            assert r["parsed_in"] == want["parsed_in"]
+            for k in ("seq", "c", "init_states"):
+                assert np.array_equal(r[k], want[k])
+        # steps: sentence 0 complete, sentence 1 ("hello") crashed after one full step
+        assert tr.steps_indices() == [0, 1] and tr.steps_attrs == {"beam_size": 5, "ignore_unk": False}
+        s0 = tr.steps(0)
+        assert s0.error is None and s0.n_steps == 3 and s0.minlen == 3
+        assert [st["k"] for st in s0.steps] == [0, 1, 2] and s0.steps[0]["states_in"].shape == (1, 1, 4)
+        assert len(s0.trans) == 5 and all(t[-1] == 11 for t in s0.trans)
+        s1 = tr.steps(1)
+        assert s1.error == "ValueError: kth(=640) out of bounds (12)" and s1.n_steps == 1 and s1.trans == []
+        # beam: every label, the crash recorded as an error record, the run goes on
+        assert tr.beam_labels() == ["1", "5_ignore_unk", "5_normalize"]
+        want_beams = iter(got["beam"])
+        for label, (size, norm, unk) in (("1", (1, False, False)), ("5_normalize", (5, True, False)),
+                                         ("5_ignore_unk", (5, False, True))):
+            run = tr.beam(label)
+            assert (run.beam_size, run.normalize, run.ignore_unk) == (size, norm, unk)
+            assert run.errors == {1: "ValueError: kth(=640) out of bounds (12)"}
+            assert run.attrs["seconds_per_sentence"] >= 0
+            for i in (0, 2):
+                want = next(want_beams)
+                s = run.sentences[i]
+                assert [list(t) for t in s.trans] == [list(t) for t in want["trans"]]
+                assert np.array_equal(s.costs, want["costs"])
+                assert s.best == int(np.argmin(want["costs"]))
+                assert s.best_sentence == want["sentences"][s.best] and s.best_sentence.endswith("é")
+        tr.validate()
+
+
+def test_parts_and_max_sentences(rec, workdir):
+    _, path = record_with_fake(rec, workdir, "part.h5", ["--parts", "repr,beam", "--max-sentences", "1"])
+    with TraceFile(path) as tr:
+        assert tr.repr_indices() == [0] and tr.pair_indices() == [] and tr.steps_indices() == []
+        assert not tr.has("batch_all") and sorted(tr.beam("1").sentences) == [0]
+
+
+def test_step_recorder_wrappers(rec):
+    """The pass-through wrappers record one complete step per next_probs call."""
+    r = rec.StepRecorder()
+    rng = np.random.RandomState(0)
+    voc, dim = 7, 3
+    probs_fn = r.wrap_next_probs(lambda c, k, y, *h: [rng.uniform(size=(len(y), voc)).astype("float32")])
+    states_fn = r.wrap_next_states(lambda c, k, y, *h: [s + 1 for s in h])
+    argpartition = r.wrap_argpartition(np.argpartition)
+    r.start()
+    beam, n = 1, 2
+    states = [np.zeros((1, dim), dtype="float32")]
+    costs = np.zeros(1)
+    for k in range(2):
+        last = np.zeros(beam, dtype="int64")
+        p = probs_fn(None, k, last, *states)[0]
+        flat = (costs[:, None] - np.log(p)).flatten()
+        best = argpartition(flat, n)[:n]
+        gathered = [s[best // voc] for s in states]
+        states = states_fn(None, k, best % voc, *gathered)
+        costs, beam = flat[best], n
+    assert argpartition(np.arange(5.0), 2)[:2].tolist() in ([0, 1], [1, 0])
+    steps = r.stop()
+    assert [s["k"] for s in steps] == [0, 1] and not r.active
+    for st in steps:
+        assert set(st) == {"k", "last_words", "states_in", "next_probs", "n_samples", "flat_next_costs",
+                           "best_costs_indices", "trans_indices", "word_indices", "costs",
+                           "states_gathered", "next_states"}
+        assert np.array_equal(st["trans_indices"], st["best_costs_indices"] // voc)
+        assert np.array_equal(st["costs"], st["flat_next_costs"][st["best_costs_indices"]])
+        assert st["next_states"].shape == (1, n, dim)
+    assert steps[0]["states_in"].shape == (1, 1, dim) and steps[1]["states_in"].shape == (1, n, dim)
+    # inactive: nothing recorded, results unchanged
+    probs_fn(None, 0, np.zeros(1, dtype="int64"), *states)
+    assert r.steps == []
+
+
+# ---------------------------------------------------------------------------------------
+# Python 2.7 compatibility
+# ---------------------------------------------------------------------------------------
+PY3_ONLY = {
+    ast.JoinedStr: "f-string", ast.AnnAssign: "annotated assignment", ast.Nonlocal: "nonlocal",
+    ast.YieldFrom: "yield from", ast.AsyncFunctionDef: "async def", ast.Await: "await",
+    ast.AsyncFor: "async for", ast.AsyncWith: "async with", ast.NamedExpr: "walrus",
+}
+
+
+def test_py2_compatible_syntax():
+    source = RECORDER.read_text(encoding="utf-8")
+    compile(source, str(RECORDER), "exec", dont_inherit=True)
+    tree = ast.parse(source)
+    problems = []
+    # f(a, *args) is Python 2; a starred expression anywhere else ([*a], a, *b = ..., f(*a, b)) is not
+    call_star = {id(n.args[-1]) for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
+                 and isinstance(n.args[-1], ast.Starred)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Starred) and id(node) not in call_star:
+            problems.append(f"line {node.lineno}: starred expression")
+        for kind, what in PY3_ONLY.items():
+            if isinstance(node, kind):
+                problems.append(f"line {node.lineno}: {what}")
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            a = node.args
+            if a.kwonlyargs or getattr(a, "posonlyargs", []):
+                problems.append(f"line {node.lineno}: keyword/positional-only arguments")
+            for arg in a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]:
+                if arg.annotation is not None:
+                    problems.append(f"line {node.lineno}: annotation")
+            if isinstance(node, ast.FunctionDef) and node.returns is not None:
+                problems.append(f"line {node.lineno}: return annotation")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            problems.append(f"line {node.lineno}: @ operator")
+        if isinstance(node, ast.Dict) and None in node.keys:
+            problems.append(f"line {node.lineno}: dict unpacking")
+        if isinstance(node, ast.Raise) and node.cause is not None:
+            problems.append(f"line {node.lineno}: raise ... from")
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [n.name for n in node.names]
+            problems += [f"line {node.lineno}: imports {n}" for n in names if n.startswith("groundhog_port")]
+    assert not problems, problems
+    assert "from __future__ import print_function, division" in source
+    assert "FileNotFoundError" not in source and "exist_ok" not in source and "perf_counter" not in source
+
+
+def find_py2():
+    cands = [os.environ.get("GROUNDHOG_PY2"), shutil.which("python2.7"), shutil.which("python2")]
+    cands += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/2.7*/bin/python")))
+    for c in cands:
+        if not c:
+            continue
+        try:
+            out = subprocess.run([c, "-c", "import sys; sys.stdout.write(str(sys.version_info[0]))"],
+                                 capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and out.stdout.strip() == "2":
+            return c
+    return None
+
+
+def test_compiles_and_records_under_python2(rec, workdir, tmp_path):
+    py2 = find_py2()
+    if py2 is None:
+        pytest.skip("no Python 2.7 interpreter found (set GROUNDHOG_PY2)")
+    shutil.copy(RECORDER, tmp_path / "rec2.py")
+    out = subprocess.run([py2, "-m", "py_compile", str(tmp_path / "rec2.py")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    has_libs = subprocess.run([py2, "-c", "import numpy, h5py"], capture_output=True).returncode == 0
+    if not has_libs:
+        pytest.skip("Python 2.7 found but without numpy/h5py: compiled only")
+    script = (
+        "import sys\n"
+        "sys.path[:0] = [%r, %r]\n"
+        "import rec2, fake_producer\n"
+        "sys.exit(rec2.main(sys.argv[1:], producer=fake_producer.FakeProducer()))\n"
+    ) % (str(tmp_path), str(workdir))
+    argv = base_args(workdir, "py2.h5") + ["--steps", "2", "--beam-sizes", "1", "5_normalize", "--case", "fake"]
+    run = subprocess.run([py2, "-c", script] + argv, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    _, py3_path = record_with_fake(rec, workdir, "py3.h5")
+    with TraceFile(workdir / "py2.h5") as t2, TraceFile(py3_path) as t3:
+        assert t2.format_version == 1 and t2.attrs["python_version"].startswith("2.7")
+        t2.validate()
+        for i in range(3):
+            for k, v in t3.pairs(i).items():
+                assert same(t2.pairs(i)[k], v), k
+            for k, v in t3.repr(i).items():
+                assert same(t2.repr(i)[k], v), k
+        for label in ("1", "5_normalize"):
+            a, b = t2.beam(label), t3.beam(label)
+            assert a.errors == b.errors
+            for i in (0, 2):
+                x, y = a.sentences[i], b.sentences[i]
+                assert (x.finished, x.best, x.best_sentence) == (y.finished, y.best, y.best_sentence)
+        s2, s3 = t2.steps(0), t3.steps(0)
+        assert s2.finished == s3.finished and t2.steps(1).error == t3.steps(1).error
+        for x, y in zip(s2.steps, s3.steps):
+            for k in ("next_probs", "flat_next_costs", "states_in", "states_gathered", "next_states"):
+                assert np.array_equal(x[k], y[k]), k
+            # the fake calls numpy's argpartition: its order differs between numpy versions
+            assert sorted(x["best_costs_indices"]) == sorted(y["best_costs_indices"])
+
+
+# ---------------------------------------------------------------------------------------
+# The real producer (GroundHogProducer) against a mock GroundHog + Theano
+# ---------------------------------------------------------------------------------------
+# A minimal stand-in with GroundHog's *interfaces* (module layout, class and function names,
+# call signatures, return conventions) and toy numerics -- enough to run the recorder's
+# GroundHog code path end to end: model loading, parse_input, the compiled-function wrappers,
+# sample.argpartition, the beam-doubling crash.  It is written for this test, not GroundHog code.
+MOCK_GROUNDHOG = {
+    "theano/__init__.py": """
+__version__ = "mock"
+class config(object):
+    floatX = "float32"
+""",
+    "experiments/__init__.py": "",
+    "experiments/nmt/__init__.py": """
+import numpy
+
+def prototype_state():
+    return dict(seed=3, null_sym_source=6, null_sym_target=8, n_sym_source=7, n_sym_target=9,
+                unk_sym_source=1, unk_sym_target=1, bs=2, oov="UNK", dim=3,
+                word_indx="/nonexistent/vocab.en.pkl", word_indx_trgt="/nonexistent/vocab.fr.pkl",
+                indx_word="/nonexistent/ivocab.en.pkl")
+
+def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-1, null_sym=-1):
+    unk_sym = state["unk_sym_source"] if unk_sym < 0 else unk_sym
+    null_sym = state["null_sym_source"] if null_sym < 0 else null_sym
+    words = line.split()
+    seq = numpy.array([word2idx.get(w, unk_sym) for w in words] + [null_sym], dtype="int64")
+    if idx2word:
+        idx2word[null_sym] = "<eos>"
+        idx2word[unk_sym] = state["oov"]
+        return seq, " ".join(idx2word[i] for i in seq)
+    return seq, words
+
+class _P(object):
+    def __init__(self, name):
+        self.name = name
+
+class _LM(object):
+    params = [_P("W_b"), _P("W_a")]
+    def load(self, path):
+        self.loaded = path
+
+class RNNEncoderDecoder(object):
+    def __init__(self, state, rng, skip_init=False, compute_alignment=False):
+        assert skip_init and compute_alignment
+        self.state = state
+    def build(self):
+        self.built = True
+    def create_lm_model(self):
+        self.lm = _LM()
+        self.lm.word_indxs = dict((i, "w%d" % i) for i in range(8))
+        self.lm.word_indxs[8] = "<eol>"
+        return self.lm
+    def create_probs_computer(self, return_alignment=False):
+        def probs(x, y):
+            p = numpy.full((len(y), 1), 0.5, dtype="float32")
+            return p, numpy.full((len(y), len(x), 1), 1.0 / len(x), dtype="float32")
+        return probs
+    def create_scorer(self, batch=False):
+        if batch:
+            return lambda x, y, xm, ym: [(numpy.log(0.5) * ym.sum(0)).astype("float32")]
+        return lambda x, y: [numpy.array([numpy.log(0.5) * len(y)], dtype="float32")]
+    def create_representation_computer(self):
+        return lambda seq: [numpy.outer(seq, numpy.ones(6)).astype("float32")]
+    def create_initializers(self):
+        return lambda c: [numpy.tanh(c[0, -3:])]
+    def create_next_probs_computer(self):
+        def next_probs(c, k, y, h):
+            logits = numpy.add.outer(h.sum(1), numpy.arange(9.0)) + y[:, None] % 3
+            p = numpy.exp(-numpy.abs(logits - 4.0 - k))
+            if c.shape[0] == 2:          # a one-word sentence: never ends (-> beam doubling)
+                p[:, 8] = 0.0
+            return [(p / p.sum(1, keepdims=True)).astype("float32")]
+        return next_probs
+    def create_next_states_computer(self):
+        return lambda c, k, y, h: [numpy.tanh(h + y[:, None] * 0.1).astype("float32")]
+""",
+    "experiments/nmt/sample.py": """
+import numpy
+from numpy import argpartition
+
+class BeamSearch(object):
+    def __init__(self, enc_dec):
+        self.enc_dec = enc_dec
+        self.eos = enc_dec.state["null_sym_target"]
+    def compile(self):
+        e = self.enc_dec
+        self.comp_repr = e.create_representation_computer()
+        self.comp_init_states = e.create_initializers()
+        self.comp_next_probs = e.create_next_probs_computer()
+        self.comp_next_states = e.create_next_states_computer()
+    def search(self, seq, n, ignore_unk=False, minlen=1):
+        c = self.comp_repr(seq)[0]
+        h = self.comp_init_states(c)[0][None, :]
+        hyps, costs, done, done_costs = [[]], numpy.zeros(1), [], []
+        for k in range(3 * len(seq)):
+            if n == 0:
+                break
+            last = numpy.array([t[-1] if t else 0 for t in hyps], dtype="int64")
+            logp = numpy.log(self.comp_next_probs(c, k, last, h)[0])
+            if k < minlen:
+                logp[:, self.eos] = -numpy.inf
+            flat = (costs[:, None] - logp).flatten()
+            best = argpartition(flat, n)[:n]
+            voc = logp.shape[1]
+            new = [hyps[i] + [w] for i, w in zip(best // voc, best % voc)]
+            h = self.comp_next_states(c, k, best % voc, h[best // voc])[0]
+            keep = [j for j, t in enumerate(new) if t[-1] != self.eos]
+            for j, t in enumerate(new):
+                if t[-1] == self.eos:
+                    done.append(t)
+                    done_costs.append(flat[best][j])
+                    n -= 1
+            hyps, costs, h = [new[j] for j in keep], flat[best][keep], h[keep]
+        if not done:
+            return self.search(seq, n * 2, False, minlen)
+        order = numpy.argsort(done_costs)
+        return [numpy.array(done[i]) for i in order], numpy.array(sorted(done_costs))
+
+def sample(lm_model, seq, n_samples, sampler=None, beam_search=None, ignore_unk=False,
+           normalize=False, alpha=1, verbose=False):
+    trans, costs = beam_search.search(seq, n_samples, ignore_unk=ignore_unk, minlen=len(seq) // 2)
+    if normalize:
+        costs = [co / len(t) for co, t in zip(costs, trans)]
+    sentences = [" ".join(lm_model.word_indxs[w] for w in t if lm_model.word_indxs[w] != "<eol>")
+                 for t in trans]
+    return sentences, costs, trans
+""",
+    "experiments/nmt/score.py": """
+import numpy
+
+class BatchBiTxtIterator(object):
+    def __init__(self, state, src, indx_src, trg, indx_trg, batch_size, raise_unk):
+        self.files, self.bs = (src, trg), batch_size
+    def start(self):
+        self.lines = [open(f).read().split("\\n")[:-1] for f in self.files]
+    def __iter__(self):
+        n = len(self.lines[0])
+        for s in range(0, n, self.bs):
+            out = {}
+            for name, lines in zip("xy", self.lines):
+                seqs = [[2 + len(w) % 4 for w in l.split()] + [6 if name == "x" else 8]
+                        for l in lines[s:s + self.bs]]
+                t = max(len(q) for q in seqs)
+                a = numpy.zeros((t, len(seqs)), dtype="int64")
+                m = numpy.zeros((t, len(seqs)), dtype="float32")
+                for j, q in enumerate(seqs):
+                    a[:len(q), j] = q
+                    m[:len(q), j] = 1
+                out[name], out[name + "_mask"] = a, m
+            yield out
+""",
+}
+
+
+def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
+    import pickle
+    gh = tmp_path / "gh"
+    for rel, text in MOCK_GROUNDHOG.items():
+        (gh / rel).parent.mkdir(parents=True, exist_ok=True)
+        (gh / rel).write_text(text.lstrip("\n"), encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir()
+    vocab_en = {"we": 2, "have": 3, "the": 4, "cat": 5}
+    ivocab_en = {v: k for k, v in vocab_en.items()}
+    for name, obj in (("vocab.en.pkl", vocab_en), ("vocab.fr.pkl", {"le": 2, "chat": 3}),
+                      ("ivocab.en.pkl", ivocab_en)):
+        (data / name).write_bytes(pickle.dumps(obj, protocol=2))
+    (workdir / "s.pkl").write_bytes(pickle.dumps({"seed": 3}, protocol=0))
+    (workdir / "m.npz").write_bytes(b"")
+    argv = base_args(workdir, "mock.h5")
+    argv[argv.index("--groundhog") + 1] = str(gh)
+    argv += ["--remap-dir", str(data), "--steps", "3", "--steps-beam", "2", "--beam-sizes", "1", "2_normalize",
+             "--changes", "bs=2", "--case", "mock"]
+    run = subprocess.run([sys.executable, str(RECORDER)] + argv, capture_output=True, text=True,
+                         timeout=120, cwd=str(workdir))
+    assert run.returncode == 0, run.stderr
+    assert "beam/1/1: ValueError: kth(=" in run.stderr  # "hello": the doubled beam overflows
+    with TraceFile(workdir / "mock.h5") as tr:
+        tr.validate()
+        a = tr.attrs
+        assert a["case"] == "mock" and a["theano_version"] == "mock" and a["param_names"] == ["W_a", "W_b"]
+        assert a["null_sym_target"] == 8 and a["seed"] == 3
+        assert tr.repr(0)["parsed_in"] == "we have UNK UNK UNK UNK <eos>"
+        assert tr.pairs(2)["src_ids"].tolist() == [4, 5, 6]
+        assert [b["x"].shape[1] for b in tr.batch_all()] == [2, 1] and tr.batch()["batch_size"] == 2
+        s0 = tr.steps(0)
+        assert s0.error is None and s0.minlen == 3 and s0.n_steps >= 3
+        assert s0.steps[0]["states_in"].shape == (1, 1, 3) and s0.steps[0]["next_probs"].shape == (1, 9)
+        for st in s0.steps:
+            assert np.array_equal(st["costs"], st["flat_next_costs"][st["best_costs_indices"]])
+            assert st["next_states"].shape == (1, st["n_samples"], 3)
+        fin = sorted((p + (w,), c) for step in s0.survivors(8) for p, w, c in step if w == 8)
+        assert sorted(s0.finished) == fin
+        # sentence 1 ("hello"): the search is redone with doubled beams until argpartition fails
+        s1 = tr.steps(1)
+        assert s1.error.startswith("ValueError: kth(=") and s1.trans == []
+        assert [st["k"] for st in s1.steps].count(0) > 1  # restarts at k = 0 are recorded
+        for label in ("1", "2_normalize"):
+            run_ = tr.beam(label)
+            assert set(run_.errors) == {1}
+            assert run_.sentences[0].best_sentence == " ".join(
+                "w%d" % w for w in run_.sentences[0].trans[run_.sentences[0].best][:-1])
+        assert tr.beam("2_normalize").normalize

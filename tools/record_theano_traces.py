@@ -1,0 +1,685 @@
+#!/usr/bin/env python
+# -*- coding: utf-8 -*-
+"""Record a GroundHog trace (``trace.h5``, format version 1) in a legacy environment.
+
+Run this where GroundHog and Theano are installed -- Python 2.7 with Theano 0.7-1.0, or
+Python 3 with Theano 1.0.5 and a Python-3 port of GroundHog -- to record what *your*
+checkpoint computes, so that groundhog-port can be checked against it
+(``groundhog-port parity --trace trace.h5``).  It loads the model exactly as GroundHog's
+``sample.py`` / ``score.py`` do::
+
+    state = prototype_state(); state.update(pickle.load(state.pkl)); state.update(changes)
+    enc_dec = RNNEncoderDecoder(state, RandomState(state['seed']), skip_init=True,
+                                compute_alignment=True)
+    enc_dec.build(); lm_model = enc_dec.create_lm_model(); lm_model.load(model.npz)
+
+and writes, for the sentence pairs in ``--source``/``--target``:
+
+* ``/pairs/{i}``      teacher-forced word probabilities, attention, score (score.py --mode=txt)
+* ``/batch_all/{b}``  the padded batches of score.py --mode=batch and their scores (+ ``/batch``)
+* ``/repr/{i}``       the annotations and initial decoder states (sample.py's parsing)
+* ``/steps/{i}``      for the first ``--steps`` sentences, a beam search of width
+                      ``--steps-beam`` instrumented at every step (the compiled
+                      next_probs / next_states functions and ``sample.argpartition`` are
+                      wrapped by pass-through recorders; GroundHog's code is not changed)
+* ``/beam/{label}``   sample.py's n-best lists for every ``--beam-sizes`` label
+                      (``N``, ``N_normalize``, ``N_ignore_unk``); a sentence on which
+                      sample.py would crash gets an ``error`` record and the run goes on.
+
+The layout is documented in groundhog-port's ``docs/trace_format.md``.
+
+Example (Python 2.7, GroundHog checkout in ~/GroundHog)::
+
+    THEANO_FLAGS=floatX=float32,device=cpu python tools/record_theano_traces.py \\
+        --groundhog ~/GroundHog --state search_state.pkl --model search_model.npz \\
+        --source test.en --target test.fr --output trace.h5 \\
+        --changes "word_indx='vocab.en.pkl',indx_word='ivocab.en.pkl'"
+
+This file must stay valid Python 2.7 *and* 3 (no f-strings, annotations or keyword-only
+arguments) and must not import groundhog_port: it runs in the legacy environment.
+"""
+from __future__ import print_function, division
+
+import argparse
+import ast
+import io
+import json
+import logging
+import os
+import platform
+import re
+import sys
+import time
+
+import numpy
+
+try:
+    text_type = unicode  # noqa: F821  (Python 2)
+except NameError:
+    text_type = str
+
+PY2 = sys.version_info[0] == 2
+
+FORMAT_VERSION = 1
+COMPRESS_ABOVE = 256
+DEFAULT_BEAMS = ["1", "5", "10", "1_normalize", "5_normalize", "10_normalize", "5_ignore_unk"]
+PARTS = ("pairs", "batch", "repr", "steps", "beam")
+STEP_FIELDS = (
+    ("last_words", "int64"),
+    ("states_in", "float32"),
+    ("next_probs", "float32"),
+    ("flat_next_costs", "float64"),
+    ("best_costs_indices", "int64"),
+    ("trans_indices", "int64"),
+    ("word_indices", "int64"),
+    ("costs", "float64"),
+    ("states_gathered", "float32"),
+    ("next_states", "float32"),
+)
+EXIT_OK = 0
+EXIT_INPUT = 2
+
+log = logging.getLogger("record_theano_traces")
+
+
+class InputError(Exception):
+    """A problem with the command line or an input file (exit code 2)."""
+
+
+class RecorderError(Exception):
+    """A failure of the recorder itself (never written to the trace as a sentence error)."""
+
+
+def error_text(exc):
+    """``"ValueError: kth(=512) out of bounds (321)"`` -- how the trace stores a crash."""
+    return "{0}: {1}".format(type(exc).__name__, exc)
+
+
+def to_text(value):
+    """Native str/bytes/unicode -> unicode text (UTF-8 assumed for bytes)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return text_type(value)
+
+
+# ----------------------------------------------------------------------------------------
+# Arguments
+# ----------------------------------------------------------------------------------------
+def parse_beam_label(label):
+    """``"10_normalize"`` -> ``(10, True, False)`` = (beam size, normalize, ignore_unk)."""
+    m = re.match(r"^(\d+)((?:_normalize|_ignore_unk)*)$", label)
+    if not m or int(m.group(1)) < 1:
+        raise InputError("bad --beam-sizes entry {0!r}: expected N, N_normalize, N_ignore_unk "
+                         "or N_normalize_ignore_unk with N >= 1".format(label))
+    flags = m.group(2)
+    return int(m.group(1)), "_normalize" in flags, "_ignore_unk" in flags
+
+
+def parse_changes(text):
+    """GroundHog's ``changes`` argument (``"key=value,key2=value2"``) without ``eval``.
+
+    sample.py / score.py do ``state.update(eval("dict({})".format(changes)))``; here every
+    value must be a Python literal (string, number, bool, None, tuple, list, dict).
+    """
+    text = (text or "").strip()
+    if not text:
+        return {}
+    try:
+        tree = ast.parse("dict({0})".format(text), mode="eval")
+    except SyntaxError as err:
+        raise InputError("--changes {0!r} is not of the form key=value,...: {1}".format(text, err))
+    call = tree.body
+    if (not isinstance(call, ast.Call) or getattr(call.func, "id", None) != "dict" or call.args
+            or getattr(call, "starargs", None) is not None or getattr(call, "kwargs", None) is not None):
+        raise InputError("--changes {0!r} is not of the form key=value,...".format(text))
+    out = {}
+    for kw in call.keywords:
+        if kw.arg is None:
+            raise InputError("--changes: '**' is not supported")
+        try:
+            out[kw.arg] = ast.literal_eval(kw.value)
+        except ValueError:
+            raise InputError("--changes: the value of {0} is not a literal".format(kw.arg))
+    return out
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog="record_theano_traces.py",
+        description="Record a GroundHog/Theano trace (trace.h5, format version 1) of a model "
+                    "for groundhog-port parity checks.  Runs under Python 2.7 or 3 where "
+                    "GroundHog and Theano are installed.",
+        epilog="exit codes: 0 success, 2 usage or input error")
+    p.add_argument("--groundhog", required=True, metavar="DIR",
+                   help="GroundHog checkout (the directory holding 'groundhog' and 'experiments'); "
+                        "put first on sys.path")
+    p.add_argument("--state", required=True, metavar="PKL", help="the model's *_state.pkl")
+    p.add_argument("--model", required=True, metavar="NPZ", help="the model's *_model.npz")
+    p.add_argument("--source", required=True, metavar="FILE", help="source sentences, one per line")
+    p.add_argument("--target", required=True, metavar="FILE",
+                   help="target sentences (same number of lines), for /pairs and /batch")
+    p.add_argument("--output", required=True, metavar="H5", help="trace file to write")
+    p.add_argument("--changes", default="", metavar="K=V,...",
+                   help="changes to the state, as sample.py's 'changes' argument "
+                        "(e.g. \"word_indx='vocab.en.pkl'\"); values must be literals")
+    p.add_argument("--remap-dir", metavar="DIR",
+                   help="for each vocabulary path in the state (word_indx, word_indx_trgt, "
+                        "indx_word, indx_word_target) that does not exist, use DIR/<basename> "
+                        "when that exists (archived states hold the training machine's paths)")
+    p.add_argument("--beam-sizes", nargs="+", default=list(DEFAULT_BEAMS), metavar="LABEL",
+                   help="sample.py configurations for /beam: N, N_normalize, N_ignore_unk "
+                        "(default: %(default)s)")
+    p.add_argument("--steps", type=int, default=8, metavar="N",
+                   help="instrument the beam search of the first N sentences (default 8; 0: none)")
+    p.add_argument("--steps-beam", type=int, default=5, metavar="K",
+                   help="beam width of the instrumented searches (default 5)")
+    p.add_argument("--max-sentences", type=int, default=None, metavar="N",
+                   help="only the first N lines for /pairs, /repr, /steps, /beam (default all; "
+                        "/batch_all always covers the whole files, as score.py does)")
+    p.add_argument("--parts", default=",".join(PARTS), metavar="LIST",
+                   help="comma-separated parts to record (default %(default)s)")
+    p.add_argument("--case", default=None, help="root attribute 'case' (a name for this model)")
+    p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return p
+
+
+def parse_args(argv):
+    """Parsed and checked arguments; raises InputError / SystemExit (argparse)."""
+    args = build_parser().parse_args(argv)
+    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    unknown = [x for x in parts if x not in PARTS]
+    if unknown:
+        raise InputError("--parts: unknown part(s) {0} (known: {1})".format(
+            ", ".join(unknown), ", ".join(PARTS)))
+    args.parts = parts
+    args.beams = [(label,) + parse_beam_label(label) for label in args.beam_sizes]
+    if args.steps < 0 or args.steps_beam < 1:
+        raise InputError("--steps must be >= 0 and --steps-beam >= 1")
+    if args.max_sentences is not None and args.max_sentences < 0:
+        raise InputError("--max-sentences must be >= 0")
+    args.changes_dict = parse_changes(args.changes)
+    for name in ("source", "target"):
+        if not os.path.isfile(getattr(args, name)):
+            raise InputError("--{0} {1}: file not found".format(name, getattr(args, name)))
+    if os.path.exists(args.output) and not args.force:
+        raise InputError("--output {0}: exists (use --force to overwrite)".format(args.output))
+    return args
+
+
+def read_lines(path):
+    """Lines of a UTF-8 file as unicode, without the newline (the producer strips them the
+    way GroundHog does: ``line.strip()`` on the interpreter's native string)."""
+    with io.open(path, "r", encoding="utf-8", newline="") as f:
+        text = f.read()
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+# ----------------------------------------------------------------------------------------
+# Writer: the trace layout (kept in step with groundhog_port.trace.TraceWriter)
+# ----------------------------------------------------------------------------------------
+class TraceLayoutWriter(object):
+    """Writes the groups of a version-1 trace with h5py."""
+
+    def __init__(self, path, root_attrs):
+        import h5py
+        self.h5py = h5py
+        self.f = h5py.File(path, "w")
+        self.f.attrs["format_version"] = numpy.int64(FORMAT_VERSION)
+        self.set_attrs(self.f, root_attrs)
+
+    def close(self):
+        self.f.close()
+
+    def set_attrs(self, obj, attrs):
+        for key in sorted(attrs):
+            value = attrs[key]
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                value = numpy.bool_(value)
+            elif isinstance(value, (bytes, text_type)):
+                value = to_text(value)
+            elif isinstance(value, (list, tuple)) and value and all(
+                    isinstance(v, (bytes, text_type)) for v in value):
+                value = numpy.array([to_text(v).encode("utf-8") for v in value])
+            elif isinstance(value, (dict, list, tuple)):
+                value = json.dumps(value, sort_keys=True)
+            elif isinstance(value, int) or (PY2 and isinstance(value, long)):  # noqa: F821
+                value = numpy.int64(value)
+            elif isinstance(value, float):
+                value = numpy.float64(value)
+            obj.attrs[key] = value
+
+    def group(self, path):
+        return self.f.require_group(path)
+
+    def dataset(self, group, name, value, dtype):
+        arr = numpy.ascontiguousarray(numpy.asarray(value, dtype=dtype))
+        if name in group:
+            del group[name]
+        if arr.size > COMPRESS_ABOVE:
+            group.create_dataset(name, data=arr, compression="gzip", shuffle=True)
+        else:
+            group.create_dataset(name, data=arr)
+
+    def pair(self, i, rec, src_line, trg_line):
+        g = self.group("pairs/{0}".format(i))
+        self.dataset(g, "src_ids", rec["src_ids"], "int64")
+        self.dataset(g, "trg_ids", rec["trg_ids"], "int64")
+        self.dataset(g, "word_probs", rec["word_probs"], "float32")
+        self.dataset(g, "alignment", rec["alignment"], "float32")
+        self.dataset(g, "score", numpy.atleast_1d(rec["score"]), "float32")
+        self.set_attrs(g, {"src_line": src_line, "trg_line": trg_line})
+
+    def batch(self, b, rec, batch_size):
+        names = (("x", "int64"), ("y", "int64"), ("x_mask", "float32"), ("y_mask", "float32"),
+                 ("scores", "float32"))
+        paths = ["batch_all/{0}".format(b)] + (["batch"] if b == 0 else [])
+        for path in paths:
+            g = self.group(path)
+            for name, dtype in names:
+                self.dataset(g, name, rec[name], dtype)
+        if b == 0:
+            self.set_attrs(self.f["batch"], {"batch_size": int(batch_size)})
+
+    def repr(self, i, rec):
+        g = self.group("repr/{0}".format(i))
+        self.dataset(g, "seq", rec["seq"], "int64")
+        self.dataset(g, "c", rec["c"], "float32")
+        self.dataset(g, "init_states", rec["init_states"], "float32")
+        self.set_attrs(g, {"parsed_in": rec.get("parsed_in")})
+
+    def steps(self, i, seq, rec, beam_size, ignore_unk, error=None):
+        self.set_attrs(self.group("steps"), {"beam_size": int(beam_size), "ignore_unk": bool(ignore_unk)})
+        g = self.group("steps/{0}".format(i))
+        steps = [st for st in rec.get("steps", []) if all(name in st for name, _ in STEP_FIELDS)]
+        for n, st in enumerate(steps):
+            sg = g.require_group("{0:03d}".format(n))
+            for name, dtype in STEP_FIELDS:
+                self.dataset(sg, name, st[name], dtype)
+            self.set_attrs(sg, {"k": int(st["k"]), "n_samples": int(st["n_samples"])})
+        self.dataset(g, "seq", seq, "int64")
+        if error is None:
+            flat, lengths = join_flat(rec["trans"])
+            self.dataset(g, "fin_trans_flat", flat, "int64")
+            self.dataset(g, "fin_trans_lengths", lengths, "int64")
+            self.dataset(g, "fin_costs", numpy.asarray(rec["costs"], dtype="float64").reshape(-1), "float64")
+        self.set_attrs(g, {"minlen": int(rec.get("minlen", len(seq) // 2)), "n_steps": len(steps),
+                           "error": error})
+
+    def beam_group(self, label, beam_size, normalize, ignore_unk):
+        self.set_attrs(self.group("beam/{0}".format(label)),
+                       {"beam_size": int(beam_size), "normalize": bool(normalize),
+                        "ignore_unk": bool(ignore_unk)})
+
+    def beam(self, label, i, trans, costs, best, best_sentence):
+        g = self.group("beam/{0}/{1}".format(label, i))
+        flat, lengths = join_flat(trans)
+        self.dataset(g, "fin_trans_flat", flat, "int64")
+        self.dataset(g, "fin_trans_lengths", lengths, "int64")
+        self.dataset(g, "fin_costs", numpy.asarray(costs, dtype="float64").reshape(-1), "float64")
+        self.set_attrs(g, {"best": int(best), "best_sentence": best_sentence})
+
+    def beam_error(self, label, i, message):
+        self.set_attrs(self.group("beam/{0}/{1}".format(label, i)), {"error": message})
+
+    def beam_timing(self, label, seconds_total, n_sentences):
+        self.set_attrs(self.group("beam/{0}".format(label)),
+                       {"seconds_total": float(seconds_total),
+                        "seconds_per_sentence": float(seconds_total) / max(1, n_sentences)})
+
+
+def join_flat(trans):
+    """Hypotheses -> (fin_trans_flat, fin_trans_lengths), both int64."""
+    seqs = [numpy.asarray(t, dtype="int64").reshape(-1) for t in trans]
+    lengths = numpy.array([len(s) for s in seqs], dtype="int64")
+    flat = numpy.concatenate(seqs) if seqs else numpy.zeros((0,), dtype="int64")
+    return flat.astype("int64"), lengths
+
+
+# ----------------------------------------------------------------------------------------
+# The producer that wraps GroundHog (only built for a real run)
+# ----------------------------------------------------------------------------------------
+class StepRecorder(object):
+    """Pass-through wrappers around the compiled beam-search functions and argpartition.
+
+    While ``active``, every call of next_probs opens a step record; the argpartition call
+    that follows fills the selection, the next_states call the new states.  The wrapped
+    functions return exactly what the originals return.
+    """
+
+    def __init__(self):
+        self.active = False
+        self.steps = []
+        self.current = None
+
+    def start(self):
+        self.active = True
+        self.steps = []
+        self.current = None
+
+    def stop(self):
+        self.active = False
+        steps, self.steps, self.current = self.steps, [], None
+        return steps
+
+    def wrap_next_probs(self, fn):
+        def next_probs(c, k, last_words, *states):
+            out = fn(c, k, last_words, *states)
+            if self.active:
+                self.current = {"k": int(k), "last_words": numpy.array(last_words, dtype="int64"),
+                                "states_in": numpy.array([numpy.array(s) for s in states]),
+                                "next_probs": numpy.array(out[0])}
+                self.steps.append(self.current)
+            return out
+        return next_probs
+
+    def wrap_argpartition(self, fn):
+        def argpartition(a, kth, *args, **kwargs):
+            out = fn(a, kth, *args, **kwargs)
+            cur = self.current
+            if self.active and cur is not None and "best_costs_indices" not in cur:
+                best = numpy.array(out[:kth], dtype="int64")
+                voc = cur["next_probs"].shape[1]
+                flat = numpy.array(a)
+                cur.update(n_samples=int(kth), flat_next_costs=flat, best_costs_indices=best,
+                           trans_indices=best // voc, word_indices=best % voc, costs=flat[best])
+            return out
+        return argpartition
+
+    def wrap_next_states(self, fn):
+        def next_states(c, k, inputs, *states):
+            out = fn(c, k, inputs, *states)
+            cur = self.current
+            if self.active and cur is not None:
+                cur["states_gathered"] = numpy.array([numpy.array(s) for s in states])
+                cur["next_states"] = numpy.array([numpy.array(s) for s in out])
+            return out
+        return next_states
+
+
+def load_pickle(path):
+    """A Python-2 pickle (GroundHog's states and vocabularies)."""
+    if PY2:
+        import cPickle
+        with open(path, "rb") as f:
+            return cPickle.load(f)
+    import pickle
+    with open(path, "rb") as f:
+        return pickle.load(f, encoding="utf-8")
+
+
+class GroundHogProducer(object):
+    """Computes every record with GroundHog's own functions (see the module docstring)."""
+
+    def __init__(self, args):
+        self.groundhog_dir = os.path.abspath(args.groundhog)
+        sys.path.insert(0, self.groundhog_dir)
+        t0 = time.time()
+        import theano
+        from experiments.nmt import RNNEncoderDecoder, prototype_state, parse_input
+        import experiments.nmt.sample as sample_mod
+        import experiments.nmt.score as score_mod
+        self.theano = theano
+        self.parse_input = parse_input
+        self.sample_mod = sample_mod
+        self.score_mod = score_mod
+
+        state = prototype_state()
+        state.update(load_pickle(args.state))
+        state.update(args.changes_dict)
+        if args.remap_dir:
+            for key in ("word_indx", "word_indx_trgt", "indx_word", "indx_word_target"):
+                old = state.get(key)
+                if isinstance(old, (bytes, text_type)) and not os.path.exists(old):
+                    new = os.path.join(args.remap_dir, os.path.basename(old))
+                    if os.path.exists(new):
+                        log.info("state[%r]: %s -> %s", key, old, new)
+                        state[key] = new
+        self.state = state
+        rng = numpy.random.RandomState(state["seed"])
+        self.enc_dec = RNNEncoderDecoder(state, rng, skip_init=True, compute_alignment=True)
+        self.enc_dec.build()
+        self.lm_model = self.enc_dec.create_lm_model()
+        self.lm_model.load(args.model)
+        self.indx_src = load_pickle(state["word_indx"])
+        self.indx_trg = load_pickle(state["word_indx_trgt"])
+        self.idict_src = load_pickle(state["indx_word"])
+        self.timings = {"build_load_s": time.time() - t0}
+
+        t0 = time.time()
+        self.searcher = sample_mod.BeamSearch(self.enc_dec)
+        self.searcher.compile()
+        self.recorder = StepRecorder()
+        bs = self.searcher
+        bs.comp_next_probs = self.recorder.wrap_next_probs(bs.comp_next_probs)
+        bs.comp_next_states = self.recorder.wrap_next_states(bs.comp_next_states)
+        sample_mod.argpartition = self.recorder.wrap_argpartition(sample_mod.argpartition)
+        self.timings["beam_compile_s"] = time.time() - t0
+        self._probs = None
+        self._scorer = None
+        self._batch_scorer = None
+
+    def _check_origin(self, exc):
+        """A failure inside GroundHog's search is recorded as an ``error`` record; anything
+        else is a bug of this recorder and must stop the run (RecorderError)."""
+        tb = sys.exc_info()[2]
+        while tb is not None:
+            if os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(self.groundhog_dir + os.sep):
+                return
+            tb = tb.tb_next
+        raise RecorderError("{0} raised outside GroundHog's code".format(error_text(exc)))
+
+    def _native(self, line):
+        """What sample.py / score.py pass on: ``line.strip()`` of the file's native string
+        (bytes under Python 2, so only ASCII whitespace is stripped there)."""
+        if PY2 and isinstance(line, text_type):
+            line = line.encode("utf-8")
+        return line.strip()
+
+    def root_attrs(self):
+        s = self.state
+        attrs = {
+            "theano_version": getattr(self.theano, "__version__", "unknown"),
+            "theano_floatX": self.theano.config.floatX,
+            "THEANO_FLAGS": os.environ.get("THEANO_FLAGS", ""),
+            "param_names": sorted(to_text(p.name) for p in self.lm_model.params),
+            "state_json": json.dumps(s, sort_keys=True, default=repr),
+            "timings_json": json.dumps(self.timings, sort_keys=True),
+        }
+        for key in ("seed", "null_sym_source", "null_sym_target", "n_sym_source", "n_sym_target",
+                    "unk_sym_source", "unk_sym_target"):
+            attrs[key] = int(s[key])
+        return attrs
+
+    def pair(self, src_line, trg_line):
+        s = self.state
+        if self._probs is None:
+            self._probs = self.enc_dec.create_probs_computer(return_alignment=True)
+            self._scorer = self.enc_dec.create_scorer()
+        src, _ = self.parse_input(s, self.indx_src, self._native(src_line), raise_unk=False,
+                                  unk_sym=s["unk_sym_source"], null_sym=s["null_sym_source"])
+        trg, _ = self.parse_input(s, self.indx_trg, self._native(trg_line), raise_unk=False,
+                                  unk_sym=s["unk_sym_target"], null_sym=s["null_sym_target"])
+        probs, alignment = self._probs(src, trg)
+        score = self._scorer(src, trg)[0]
+        return {"src_ids": src, "trg_ids": trg, "word_probs": probs, "alignment": alignment,
+                "score": score}
+
+    def batches(self, source_path, target_path):
+        s = self.state
+        if self._batch_scorer is None:
+            self._batch_scorer = self.enc_dec.create_scorer(batch=True)
+        it = self.score_mod.BatchBiTxtIterator(s, source_path, self.indx_src, target_path,
+                                               self.indx_trg, s["bs"], raise_unk=False)
+        it.start()
+        for batch in it:
+            scores = self._batch_scorer(batch["x"], batch["y"], batch["x_mask"], batch["y_mask"])[0]
+            rec = dict(batch)
+            rec["scores"] = scores
+            rec["batch_size"] = s["bs"]
+            yield rec
+
+    def representation(self, line):
+        seq, parsed_in = self.parse_input(self.state, self.indx_src, self._native(line),
+                                          idx2word=self.idict_src)
+        c = self.searcher.comp_repr(seq)[0]
+        init_states = numpy.array([numpy.array(x) for x in self.searcher.comp_init_states(c)])
+        return {"seq": seq, "parsed_in": to_text(parsed_in), "c": c, "init_states": init_states}
+
+    def beam_search(self, seq, beam_size, ignore_unk=False, normalize=False, instrument=False):
+        if instrument:
+            minlen = len(seq) // 2
+            self.recorder.start()
+            try:
+                trans, costs = self.searcher.search(seq, beam_size, ignore_unk=ignore_unk, minlen=minlen)
+            except Exception as exc:
+                self._check_origin(exc)
+                exc.trace_steps = self.recorder.stop()
+                raise
+            steps = self.recorder.stop()
+            return {"steps": steps, "trans": [numpy.asarray(t, dtype="int64") for t in trans],
+                    "costs": numpy.asarray(costs, dtype="float64"), "minlen": minlen}
+        try:
+            sentences, costs, trans = self.sample_mod.sample(
+                self.lm_model, seq, beam_size, beam_search=self.searcher,
+                ignore_unk=ignore_unk, normalize=normalize)
+        except Exception as exc:
+            self._check_origin(exc)
+            raise
+        return {"trans": [numpy.asarray(t, dtype="int64") for t in trans],
+                "costs": numpy.asarray(costs, dtype="float64"),
+                "sentences": [to_text(x) for x in sentences]}
+
+
+# ----------------------------------------------------------------------------------------
+# Recording
+# ----------------------------------------------------------------------------------------
+def record(args, producer):
+    src_lines = read_lines(args.source)
+    trg_lines = read_lines(args.target)
+    if len(src_lines) != len(trg_lines):
+        raise InputError("--source has {0} lines but --target has {1}".format(len(src_lines), len(trg_lines)))
+    n = len(src_lines) if args.max_sentences is None else min(args.max_sentences, len(src_lines))
+    import h5py
+    root = {
+        "case": args.case,
+        "recorder": "tools/record_theano_traces.py (groundhog-port)",
+        "python_version": platform.python_version(),
+        "numpy_version": numpy.__version__,
+        "h5py_version": h5py.version.version,
+        "test_src_file": os.path.basename(args.source),
+        "test_trg_file": os.path.basename(args.target),
+        "state_changes_json": json.dumps(args.changes_dict, sort_keys=True),
+        "model_file": os.path.basename(args.model),
+        "state_file": os.path.basename(args.state),
+    }
+    root.update(producer.root_attrs() if hasattr(producer, "root_attrs") else {})
+    partial = args.output + ".partial"
+    writer = TraceLayoutWriter(partial, root)
+    timings = {}
+    try:
+        if "pairs" in args.parts:
+            t0 = time.time()
+            for i in range(n):
+                writer.pair(i, producer.pair(src_lines[i], trg_lines[i]),
+                            src_lines[i].strip(), trg_lines[i].strip())
+            timings["pairs_total_s"] = time.time() - t0
+        if "batch" in args.parts:
+            t0 = time.time()
+            for b, rec in enumerate(producer.batches(args.source, args.target)):
+                writer.batch(b, rec, rec.get("batch_size", numpy.shape(rec["x"])[1]))
+            timings["batch_score_total_s"] = time.time() - t0
+        seqs = {}
+
+        def source_seq(i):
+            if i not in seqs:
+                seqs[i] = producer.representation(src_lines[i])
+            return seqs[i]
+
+        if "repr" in args.parts:
+            for i in range(n):
+                writer.repr(i, source_seq(i))
+        if "steps" in args.parts:
+            for i in range(min(args.steps, n)):
+                seq = source_seq(i)["seq"]
+                try:
+                    rec = producer.beam_search(seq, args.steps_beam, ignore_unk=False,
+                                               normalize=False, instrument=True)
+                    writer.steps(i, seq, rec, args.steps_beam, False)
+                except RecorderError:
+                    raise
+                except Exception as exc:  # the search crashed: keep the steps recorded so far
+                    log.warning("steps/%d: %s", i, error_text(exc))
+                    writer.steps(i, seq, {"steps": getattr(exc, "trace_steps", []),
+                                          "minlen": len(seq) // 2},
+                                 args.steps_beam, False, error=error_text(exc))
+        if "beam" in args.parts:
+            for label, beam_size, normalize, ignore_unk in args.beams:
+                writer.beam_group(label, beam_size, normalize, ignore_unk)
+                t0 = time.time()
+                n_err = 0
+                for i in range(n):
+                    seq = source_seq(i)["seq"]
+                    try:
+                        rec = producer.beam_search(seq, beam_size, ignore_unk=ignore_unk,
+                                                   normalize=normalize)
+                        best = int(numpy.argmin(rec["costs"]))  # sample.py: numpy.argmin(costs)
+                    except RecorderError:
+                        raise
+                    except Exception as exc:  # where sample.py would die: record and go on
+                        n_err += 1
+                        log.warning("beam/%s/%d: %s", label, i, error_text(exc))
+                        writer.beam_error(label, i, error_text(exc))
+                        continue
+                    writer.beam(label, i, rec["trans"], rec["costs"], best, rec["sentences"][best])
+                writer.beam_timing(label, time.time() - t0, n)
+                log.info("beam/%s: %d sentences, %d errors", label, n, n_err)
+        writer.set_attrs(writer.f, {"recorder_timings_json": json.dumps(timings, sort_keys=True)})
+    finally:
+        writer.close()
+    if os.path.exists(args.output):
+        os.remove(args.output)
+    os.rename(partial, args.output)
+    return EXIT_OK
+
+
+def main(argv=None, producer=None):
+    """Entry point; returns the exit code.  ``producer`` replaces GroundHog (tests)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_INPUT
+    except InputError as exc:
+        print("record_theano_traces.py: error: {0}".format(exc), file=sys.stderr)
+        return EXIT_INPUT
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if producer is None:
+            for name in ("state", "model"):
+                if not os.path.isfile(getattr(args, name)):
+                    raise InputError("--{0} {1}: file not found".format(name, getattr(args, name)))
+            if not os.path.isdir(os.path.join(args.groundhog, "experiments")):
+                raise InputError("--groundhog {0}: no 'experiments' directory there".format(args.groundhog))
+            producer = GroundHogProducer(args)
+        return record(args, producer)
+    except InputError as exc:
+        print("record_theano_traces.py: error: {0}".format(exc), file=sys.stderr)
+        return EXIT_INPUT
+    except (IOError, OSError) as exc:
+        print("record_theano_traces.py: error: {0}".format(exc), file=sys.stderr)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # GroundHog's data iterators join their fetcher threads in __del__; leave without that
+    os._exit(code)
