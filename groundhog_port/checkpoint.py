@@ -136,6 +136,11 @@ def legacy_param_table(cfg):
 def read_npz(path):
     """All arrays of a GroundHog model file, never unpickling anything."""
     try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+        if magic != b"PK\x03\x04":
+            raise LegacyInputError(path, "not a .npz archive (no zip header); a GroundHog model "
+                                   "file is numpy.savez output")
         with np.load(path, allow_pickle=False) as npz:
             arrays = {}
             for key in npz.files:

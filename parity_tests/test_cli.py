@@ -1,0 +1,118 @@
+"""The command line against the original programs' recorded outputs."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, case_dirs
+
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
+
+
+def cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "groundhog_port", *map(str, args)],
+                          capture_output=True, text=True, env=ENV, input=stdin)
+
+
+def _files(case):
+    return next(case.glob("*_state.pkl")), next(case.glob("*_model.npz"))
+
+
+def assert_scores_match(ours, recorded):
+    """Printed ``{:.5e}`` scores: same non-finite pattern, finite ones within the score
+    tolerance (rtol 1e-5 + atol 1e-5) plus half a unit of the last printed digit."""
+    a = np.array([float(x) for x in ours.split()])
+    b = np.array([float(x) for x in recorded.split()])
+    assert a.shape == b.shape
+    assert np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(np.isinf(a), np.isinf(b))
+    fin = np.isfinite(b)
+    bound = 1e-5 * np.abs(b[fin]) + 1e-5 + 0.5e-5 * 10.0 ** np.floor(np.log10(np.abs(b[fin])))
+    err = np.abs(a[fin] - b[fin])
+    assert (err <= bound).all(), f"max abs err {err.max()}, max rel {(err / np.abs(b[fin])).max()}"
+
+
+def test_translate_fixture_is_byte_identical(tmp_path):
+    F = FIXTURES / "search"
+    out = tmp_path / "trans.txt"
+    r = cli("translate", "--beam-search", "--beam-size", 10, "--state", F / "search_state.pkl",
+            "--source", F / "test.en", "--trans", out, "--batch-size", 1, F / "search_model.npz")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == (F / "trans_beam10.txt").read_bytes()
+    total = float(r.stdout.strip().rsplit(" ", 1)[1])
+    # sample.py printed "Total cost of the translations: 101.85478743498564"
+    assert r.stdout.startswith("Total cost of the translations: ")
+    assert abs(total - 101.85478743498564) <= 1e-6 * 101.85478743498564
+
+
+@pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
+def test_score_batch_reproduces_score_py(case):
+    state, model = _files(case)
+    r = cli("score", "--mode=batch", "--src", case / "test.en", "--trg", case / "test.fr",
+            "--allow-unk", "--state", state, model)
+    assert r.returncode == 0, r.stderr
+    assert_scores_match(r.stdout, (case / "scores_batch.txt").read_text())
+    holdout = case / "scores_batch_holdout.txt"
+    if holdout.exists() and (case / "holdout.en").exists():
+        r = cli("score", "--mode=batch", "--src", case / "holdout.en", "--trg",
+                case / "holdout.fr", "--allow-unk", "--state", state, model)
+        assert_scores_match(r.stdout, holdout.read_text())
+
+
+def test_search_variant_crash_line_is_empty_and_run_goes_on(tmp_path, legacy_root):
+    """sample.py died on test line 36 (`hello`); the port writes an empty line, exit 3."""
+    case = legacy_root / "search_variant"
+    state, model = _files(case)
+    out = tmp_path / "t.txt"
+    r = cli("translate", "--beam-search", "--beam-size", 1, "--state", state, "--source",
+            case / "test.en", "--trans", out, model)
+    assert r.returncode == 3, r.stderr
+    lines = out.read_text(encoding="utf-8").split("\n")[:-1]
+    recorded = (case / "trans_beam1.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(lines) == 40 and len(recorded) == 35
+    assert lines[:35] == recorded and lines[35] == ""
+    assert "line 36" in r.stderr and "kth(=512) out of bounds (321)" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
+def test_inspect_reports_zero_missing_or_unknown(case):
+    state, model = _files(case)
+    r = cli("inspect", "--state", state, model, "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["checkpoint"]["problems"] == [] and rep["checkpoint"]["nonfinite"] == {}
+    assert all(p["in_checkpoint"] for p in rep["parameters"])
+    assert rep["architecture"]["search"] == case.name.startswith("search")
+    assert rep["data"]["word_indx"]["size"] == 201 and rep["data"]["indx_word_target"]["size"] == 321
+
+
+def test_inspect_text_report():
+    F = FIXTURES / "search"
+    r = cli("inspect", "--state", F / "search_state.pkl", F / "search_model.npz")
+    assert r.returncode == 0, r.stderr
+    assert "prototype   prototype_search_state" in r.stdout
+    assert "annotation  forward + backward" in r.stdout
+    assert "A_dec_transition_0" in r.stdout and "MISSING" not in r.stdout
+
+
+@pytest.mark.parametrize("command", ["inspect", "score", "translate", "bleu"])
+def test_help(command):
+    r = cli(command, "--help")
+    assert r.returncode == 0 and "usage: groundhog-port " + command in r.stdout
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["translate", "--state", FIXTURES / "search" / "search_state.pkl", FIXTURES / "search" /
+      "search_model.npz"], "random sampling"),
+    (["translate", "--beam-search", "--state", FIXTURES / "search" / "search_state.pkl",
+      FIXTURES / "search" / "search_model.npz"], "--beam-size"),
+    (["score", "--mode", "batch", "--state", "/nonexistent/state.pkl", "m.npz"], "/nonexistent"),
+])
+def test_usage_errors_are_one_line(args, problem):
+    r = cli(*args)
+    assert r.returncode == 2
+    assert problem in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
