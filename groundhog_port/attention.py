@@ -2,7 +2,7 @@
 
 Bahdanau et al. (2015), eq. (6) and appendix A.1.2, as GroundHog computed it::
 
-    p_from_c = c @ A                  (once per sentence, outside the time loop: encdec.py:463)
+    p_from_c = c @ A                  (once per sentence, outside the time loop: encdec.py:462)
     p_from_h = s_{i-1} @ B
     e_ij     = exp(tanh(p_from_h + p_from_c_j) @ D)
     e_ij    *= c_mask_j               (padded batches only)

@@ -65,7 +65,7 @@ def _encoder(table, unsaved, cfg, prefix, path, rec):
         unsaved.append(UnsavedTensor(
             "W_0_back_enc_approx_embdr / b_0_back_enc_approx_embdr",
             "built by the original but unused: the backward encoder embeds x[::-1] with the "
-            "forward encoder's approx_embedder (encdec.py:1320), so never saved"))
+            "forward encoder's approx_embedder (encdec.py:1330), so never saved"))
     _multilayer(table, unsaved, f"{prefix}_input_embdr_0", f"{path}.input_embedder", rank, dim)
     if rec.gating:
         _multilayer(table, unsaved, f"{prefix}_update_embdr_0", f"{path}.update_embedder",

@@ -15,15 +15,15 @@ from .errors import UnsupportedModelError
 #: mirrors an ``assert`` or a "WARNING: untested" comment of the original.
 UNSUPPORTED = {
     "encoder_stack": (lambda v: v != 1, "stacked encoders are marked 'most probably doesn't work' "
-                      "in state.py:53 and are not ported"),
+                      "in state.py:58 and are not ported"),
     "decoder_stack": (lambda v: v != 1, "stacked decoders are marked 'most probably doesn't work' "
-                      "in state.py:53 (encdec.py:840 asserts 1 level with search)"),
-    "weight_noise": (lambda v: bool(v), "weight noise is marked 'not tested' in state.py:134"),
-    "weight_noise_rec": (lambda v: bool(v), "weight noise is marked 'not tested' in state.py:134"),
+                      "in state.py:58 (encdec.py:841 asserts 1 level with search)"),
+    "weight_noise": (lambda v: bool(v), "weight noise is marked 'not tested' in state.py:132"),
+    "weight_noise_rec": (lambda v: bool(v), "weight noise is marked 'not tested' in state.py:132"),
     "dropout": (lambda v: v < 1, "dropout is marked 'not tested and probably does not work' "
-                "in state.py:128"),
+                "in state.py:126"),
     "dropout_rec": (lambda v: v < 1, "dropout is marked 'not tested and probably does not work' "
-                    "in state.py:128"),
+                    "in state.py:126"),
     "use_nce": (lambda v: bool(v), "NCE training is not ported (score/translate need the full "
                 "softmax)"),
     "softmax_layer": (lambda v: v != "SoftmaxLayer", "only SoftmaxLayer is ported"),
@@ -43,7 +43,7 @@ def prefix_lookup(state, prefix, key):
 
     Mirrors ``prefix_lookup`` (encdec.py:560).  The backward encoder's prefix is
     ``back_enc`` and no prototype has ``back_enc_*`` keys, so it always runs on the
-    un-prefixed ``rec_*`` / ``activ`` defaults (state.py:95 says so).
+    un-prefixed ``rec_*`` / ``activ`` defaults (state.py:94 says so).
     """
     name = f"{prefix}_{key}"
     return state[name] if name in state else state[key]
@@ -103,7 +103,7 @@ class ModelConfig:
     def softmax_in(self):
         """Width fed to the output layer.
 
-        ``dim / maxout_part`` in Python 2 (encdec.py:946): integer division when
+        ``dim / maxout_part`` in Python 2 (encdec.py:943): integer division when
         ``maxout_part`` is an int (``Maxout(4)`` with ``maxout_part=4``), float
         division then ``int()`` in the initialiser when it is a float (``2.``).
         """
@@ -115,7 +115,7 @@ class ModelConfig:
 
     @property
     def softmax_name(self):
-        """'dec_deep_softmax' with deep_out, else the hard-coded 'dec_softmax' (encdec.py:950)."""
+        """'dec_deep_softmax' with deep_out, else the hard-coded 'dec_softmax' (encdec.py:958)."""
         return "dec_deep_softmax" if self.deep_out else "dec_softmax"
 
     @classmethod
@@ -155,14 +155,14 @@ class ModelConfig:
         search = bool(state["search"])
         if search and dec.layer != "RecurrentLayerWithSearch":
             raise UnsupportedModelError(path, "search=True needs dec_rec_layer="
-                                        "'RecurrentLayerWithSearch' (encdec.py:840 calls "
+                                        "'RecurrentLayerWithSearch' (encdec.py:842 calls "
                                         "set_decoding_layers on it)")
         if not search and dec.layer != "RecurrentLayer":
             raise UnsupportedModelError(path, f"dec_rec_layer={dec.layer!r} without search is "
                                         "not supported (the original passes it no context)")
         if search and not (dec.gating and dec.reseting):
             raise UnsupportedModelError(path, "RecurrentLayerWithSearch asserts gating and "
-                                        "reseting (encdec.py:205)")
+                                        "reseting (encdec.py:209)")
         unary = parse_activation(state["unary_activ"], "unary_activ")
         cfg = cls(
             dim=state["dim"], rank_n_approx=state["rank_n_approx"],

@@ -71,7 +71,7 @@ class Decoder(nn.Module):
     def context(self, s_prev, c, p_from_c, step, c_mask=None, stable=False):
         """``(ctx, alpha)`` at target position ``step``; ``alpha`` is None without search.
 
-        Without search GroundHog uses ``c[min(step, S - 1)]`` (``c_pos``, encdec.py:1043;
+        Without search GroundHog uses ``c[min(step, S - 1)]`` (``c_pos``, encdec.py:1023;
         ``PadLayer`` does the same for whole sequences, encdec.py:516).
         """
         if self.cfg.search:
@@ -99,7 +99,7 @@ class Decoder(nn.Module):
         return t
 
     def prev_word_term(self, y_prev, emb_prev):
-        """Bigram term in the one-step modes (encdec.py:1156).
+        """Bigram term in the one-step modes (encdec.py:1153).
 
         Legacy quirk kept: with ``check_first_word`` it is multiplied by
         ``(y_prev > 0)``, so it vanishes at the first step (y_prev = 0) and after
@@ -132,7 +132,7 @@ class Decoder(nn.Module):
         ``c (S, n, c_dim)``, ``y (T, n)``, masks ``(S, n)`` / ``(T, n)``.  Returns
         ``probs (T, n, n_sym_target)`` and ``alpha (T, S, n)`` (None without search).
         The previous-word term is ``Shift``-ed by one position with zeros first
-        (no ``y > 0`` check in this mode, encdec.py:1162).
+        (no ``y > 0`` check in this mode, encdec.py:1159).
         """
         s = self.initial_state(c)
         p_from_c = self.p_from_c(c)

@@ -21,7 +21,7 @@ class Encoder(nn.Module):
 
     Words go through the (shared) low-rank ``approx_embedder`` and then three
     projections feeding the input, update-gate and reset-gate signals; the
-    gate projections have no learned bias (``learn_bias=False``, encdec.py:588).
+    gate projections have no learned bias (``learn_bias=False``, encdec.py:599).
     """
 
     def __init__(self, cfg, rec, with_approx_embedder):
@@ -49,7 +49,7 @@ def annotations(model, x, x_mask=None):
     The backward encoder reads ``x[::-1]`` with ``x_mask[::-1]`` (so in a padded
     batch it starts on padding and keeps its zero state there), and -- a GroundHog
     quirk kept here -- embeds it with the FORWARD encoder's ``approx_embedder``
-    (encdec.py:1320): the backward encoder's own approx embedder is created by the
+    (encdec.py:1330): the backward encoder's own approx embedder is created by the
     original but plays no part, is never saved, and is not built here.
     """
     cfg = model.cfg

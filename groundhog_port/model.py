@@ -74,7 +74,7 @@ class RNNEncoderDecoder(nn.Module):
     def score(self, x, x_mask, y, y_mask):
         """Teacher-forced costs of a ``(time, batch)`` batch, as ``SoftmaxLayer.get_cost``.
 
-        ``cost_t = -log(p_t[y_t])`` from the float32 probability (cost_layers.py:1120),
+        ``cost_t = -log(p_t[y_t])`` from the float32 probability (cost_layers.py:1132),
         so an underflowed probability gives ``inf``.  Legacy quirk kept: padded target
         positions (id 0, mask 0) are still scored and then multiplied by the mask, so
         ``inf * 0 = nan`` poisons the sentence sum exactly as in score.py
