@@ -2,8 +2,8 @@
 from ..loading import open_experiment
 
 
-def add_model_arguments(parser, model_positional=True):
-    parser.add_argument("--state", required=True, help="the experiment's *_state.pkl")
+def add_model_arguments(parser, model_positional=True, state_required=True):
+    parser.add_argument("--state", required=state_required, help="the experiment's *_state.pkl")
     if model_positional:
         parser.add_argument("model_path", help="the experiment's *_model.npz")
         parser.add_argument("changes", nargs="?", default="",

@@ -1,9 +1,11 @@
 """``groundhog-port score``: score.py's flags and output, byte for byte."""
 import logging
 import sys
+from pathlib import Path
 
 import numpy as np
 
+from .. import plots
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..outputs import Journal, Progress
@@ -35,9 +37,16 @@ def add_arguments(p):
                    help="with --scores: continue an interrupted run (whole batches are kept)")
     p.add_argument("--progress", action="store_true",
                    help="show the progress line even when stderr is not a terminal")
+    p.add_argument("--plot-alignment", metavar="DIR",
+                   help="txt mode: write one attention heatmap per pair to DIR (PNG, as Figure 3 "
+                        "of Bahdanau et al.; RNNsearch models; needs groundhog-port[plot])")
 
 
 def run(args):
+    if args.plot_alignment:
+        if args.mode != "txt":
+            raise LegacyInputError(None, "--plot-alignment works with --mode txt")
+        plots.require_matplotlib()
     exp = open_from_args(args)
     if args.mode == "batch":
         return batch_mode(exp, args)
@@ -68,8 +77,14 @@ def batch_mode(exp, args):
         raise LegacyInputError(None, "--resume needs --scores FILE")
     journal = Journal(args.scores, args.resume, keep=_complete_batches) if args.scores else None
     skip = len({r.split()[0] for r in journal.done_records}) if journal else 0
+    kept = len(journal.done_lines) if journal else 0
+    # a cheap first pass (no model) counts the pairs, for the progress line
+    total = sum(b.size for b in batches_for(exp, args.src, args.trg, args.allow_unk,
+                                            args.n_batches))
+    if kept:
+        logger.info("resuming %s after %d of %d pairs (%d batches)", args.scores, kept, total, skip)
     out = sys.stdout
-    progress = Progress(None, unit="pairs", enabled=True if args.progress else None)
+    progress = Progress(total - kept, unit="pairs", enabled=True if args.progress else None)
     try:
         for b, batch in enumerate(batches_for(exp, args.src, args.trg, args.allow_unk,
                                               args.n_batches)):
@@ -97,7 +112,8 @@ def batch_mode(exp, args):
     progress.close()
     if journal:
         journal.commit()
-    logger.info("scored %d pairs, %.1f pairs/s", progress.count, progress.rate())
+    logger.info("scored %d pairs%s, %.1f pairs/s", progress.count,
+                f" (and kept {kept} from the interrupted run)" if kept else "", progress.rate())
     return EXIT_OK
 
 
@@ -110,8 +126,15 @@ def txt_mode(exp, args):
     if len(src_lines) != len(trg_lines):
         raise LegacyInputError(args.src, f"{len(src_lines)} source lines but {len(trg_lines)} "
                                f"target lines in {args.trg}")
+    plot_dir = None
+    if args.plot_alignment:
+        if not exp.cfg.search:
+            raise LegacyInputError(args.state, "--plot-alignment: this model has no attention "
+                                   "(search=False, an RNNencdec): there is no alignment to plot")
+        plot_dir = Path(args.plot_alignment)
+        plot_dir.mkdir(parents=True, exist_ok=True)
     with np.printoptions(precision=3, linewidth=150, suppress=True):
-        for src_line, trg_line in zip(src_lines, trg_lines):
+        for n, (src_line, trg_line) in enumerate(zip(src_lines, trg_lines), start=1):
             (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, src_line, trg_line,
                                                                     args.allow_unk)
             s = score_pair(exp.model, src_seq, trg_seq)
@@ -121,6 +144,11 @@ def txt_mode(exp, args):
                 if s.alignment is not None:
                     print_alignment(s.alignment.numpy()[:, :, 0], src_line, src_words, trg_words)
             print(-np.sum(np.log(probs)))
+            if plot_dir is not None:
+                plots.plot_alignment(s.alignment.numpy()[:, :, 0], src_words + ["<eos>"],
+                                     trg_words + ["<eos>"],
+                                     plot_dir / plots.plot_file_name(n, len(src_lines)),
+                                     title=f"{Path(args.src).name}, line {n}")
     return EXIT_OK
 
 

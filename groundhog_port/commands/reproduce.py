@@ -1,0 +1,115 @@
+"""``groundhog-port reproduce``: re-translate an archived experiment and compare with its outputs.
+
+Examples::
+
+    groundhog-port reproduce --case legacy_traces/search
+    groundhog-port reproduce --case legacy_traces/search_variant --json
+    groundhog-port reproduce --state s_state.pkl --model s_model.npz --source test.en \\
+        --ref test.fr --archived-trans trans_beam10_normalize.txt --beam-size 10 --normalize
+
+Exit codes: 0 every compared line identical, 1 some differ, 2 bad input.
+"""
+import json
+import logging
+from pathlib import Path
+
+import torch
+
+from ..errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
+from ..outputs import Progress
+from ..rescore import bleu_tokenizers
+from ..reproduce import (ArchivedFile, Settings, find_case, format_report, reproduce,
+                         sentences_to_translate)
+from .common import add_model_arguments, open_from_args
+from .translate import DEFAULT_BATCH_SIZE
+
+NAME = "reproduce"
+HELP = ("re-translate an archived experiment (--case DIR, or --state/--model/--source/"
+        "--archived-trans with its sample.py settings) and compare line by line, with BLEU")
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(p):
+    p.add_argument("--case", metavar="DIR",
+                   help="experiment folder: *_state.pkl, *_model.npz, test.en, test.fr and the "
+                        "trans_beamN[_normalize][_ignore_unk].txt files sample.py wrote (settings "
+                        "read from the names; trans_holdout_beamN.txt with holdout.en/.fr)")
+    add_model_arguments(p, model_positional=False, state_required=False)
+    p.add_argument("--model", metavar="NPZ", help="the experiment's *_model.npz (without --case)")
+    p.add_argument("--source", help="source sentences the archived file translates (without --case)")
+    p.add_argument("--ref", help="reference translations, for BLEU (optional without --case)")
+    p.add_argument("--archived-trans", action="append", metavar="FILE",
+                   help="archived sample.py --trans output (repeat for several runs with the "
+                        "same settings)")
+    p.add_argument("--beam-size", type=int, help="the archived run's --beam-size (without --case)")
+    p.add_argument("--normalize", action="store_true", help="the archived run used --normalize")
+    p.add_argument("--ignore-unk", action="store_true", help="the archived run used --ignore-unk")
+    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                   help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}, as translate); "
+                        "1 runs the literal sample.py loop")
+    p.add_argument("--tokenize", default="13a", choices=bleu_tokenizers(),
+                   help="sacrebleu tokenizer (default 13a, as `groundhog-port bleu`; 'none' for "
+                        "the tokenized text as it is); the multi-bleu number splits on spaces")
+    p.add_argument("--max-diffs", type=int, default=5,
+                   help="differing lines shown per file (default 5)")
+    p.add_argument("--save-dir", metavar="DIR",
+                   help="also write the reproduced translations there, named as the archived files")
+    p.add_argument("--threads", type=int,
+                   help="torch CPU threads (default: torch's); 1 is fastest for small models on "
+                        "a busy machine")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress line even when stderr is not a terminal")
+
+
+def _archived_files(args):
+    explicit = [name for name, v in (("--state", args.state), ("--model", args.model),
+                                     ("--source", args.source), ("--ref", args.ref),
+                                     ("--archived-trans", args.archived_trans),
+                                     ("--beam-size", args.beam_size)) if v]
+    if args.case:
+        if explicit or args.normalize or args.ignore_unk:
+            raise LegacyInputError(None, "--case reads the settings from the folder; leave out "
+                                   + ", ".join(explicit or ["--normalize/--ignore-unk"]))
+        case = find_case(args.case)
+        return case.state, case.model, case.files, case.skipped, str(case.directory)
+    missing = [n for n, v in (("--state", args.state), ("--model", args.model),
+                              ("--source", args.source), ("--archived-trans", args.archived_trans),
+                              ("--beam-size", args.beam_size)) if not v]
+    if missing:
+        raise LegacyInputError(None, "give --case DIR, or --state, --model, --source, "
+                               "--archived-trans and --beam-size (missing: "
+                               + ", ".join(missing) + ")")
+    if args.beam_size < 1:
+        raise LegacyInputError(None, "--beam-size must be at least 1")
+    settings = Settings(args.beam_size, args.normalize, args.ignore_unk)
+    for path in [args.source, args.ref, *args.archived_trans]:
+        if path and not Path(path).is_file():
+            raise LegacyInputError(path, "file not found")
+    files = [ArchivedFile(Path(f), settings, Path(args.source), Path(args.ref) if args.ref else None)
+             for f in args.archived_trans]
+    return Path(args.state), Path(args.model), files, [], None
+
+
+def run(args):
+    if args.batch_size < 1:
+        raise LegacyInputError(None, "--batch-size must be at least 1")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise LegacyInputError(None, "--threads must be at least 1")
+        torch.set_num_threads(args.threads)
+    state, model, files, skipped, case = _archived_files(args)
+    exp = open_from_args(args, model_path=model, state=state)
+    progress = Progress(sentences_to_translate(files), unit="sent",
+                        enabled=True if args.progress else None)
+    report = reproduce(exp, files, batch_size=args.batch_size, max_diffs=args.max_diffs,
+                       tokenize=args.tokenize, progress=progress.update, save_dir=args.save_dir)
+    progress.close()
+    report.update({"case": case, "state": str(state), "model": str(model), "skipped": skipped,
+                   "tokenize": args.tokenize})
+    logger.info("%d sentences, %.1f sentences/s", report["sentences"], report["sentences_per_second"])
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        print(format_report(report))
+    return EXIT_OK if report["all_identical"] else EXIT_MISMATCH

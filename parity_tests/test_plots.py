@@ -1,0 +1,139 @@
+"""``score --mode txt --plot-alignment DIR``: one attention heatmap per pair (Figure 3 of
+Bahdanau et al.: target words down, source words across, grayscale, white = 1).
+
+The picture tests need matplotlib (the ``plot`` extra) and skip without it; the error path
+for a missing matplotlib is tested everywhere by hiding the module.
+"""
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from groundhog_port import cli, plots
+from groundhog_port.data import read_text_lines
+
+CELL_PX = round(plots.CELL_INCHES * plots.DPI)
+MPL_REASON = "matplotlib is not installed (pip install groundhog-port[plot])"
+
+
+def _needs_matplotlib():
+    pytest.importorskip("matplotlib", reason=MPL_REASON)
+    import matplotlib.image
+    return matplotlib.image
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _longest_runs(mask):
+    """Length of the longest run of True along the last axis, per row."""
+    best = np.zeros(mask.shape[0], dtype=int)
+    cur = np.zeros(mask.shape[0], dtype=int)
+    for j in range(mask.shape[1]):
+        cur = np.where(mask[:, j], cur + 1, 0)
+        best = np.maximum(best, cur)
+    return best
+
+
+def heatmap_box(img):
+    """(top, left, height_px, width_px) of the heatmap in an RGB(A) float image.
+
+    The heatmap sits in the axes frame (black lines), so its height is the longest vertical
+    run of dark pixels (the frame's left and right sides) and its width the longest
+    horizontal one; label glyphs only make short runs.
+    """
+    dark = img[..., :3].mean(-1) < 0.5
+    col_runs = _longest_runs(dark.T)          # per column, vertical runs
+    row_runs = _longest_runs(dark)            # per row, horizontal runs
+    h, w = int(col_runs.max()), int(row_runs.max())
+    left = int(np.argmax(col_runs == h))
+    top = int(np.argmax(row_runs == w))
+    return top, left, h, w
+
+
+def _score_txt_argv(root, case, *extra):
+    d = root / case
+    return ["--log-level", "WARNING", "score", "--state", str(d / f"{case}_state.pkl"),
+            str(d / f"{case}_model.npz"), "--mode", "txt", "--src", str(d / "test.en"),
+            "--trg", str(d / "test.fr"), "--allow-unk", *extra]
+
+
+@pytest.mark.parametrize("rows,cols", [(3, 7), (9, 2), (5, 5)])
+def test_heatmap_shape_and_colours(tmp_path, rows, cols):
+    image = _needs_matplotlib()
+    a = np.zeros((rows, cols))
+    a[rows - 1, cols - 1] = 1.0                      # one white cell, bottom right
+    src = [f"s{j}" for j in range(cols - 1)] + ["<eos>"]
+    trg = [f"t{i}" for i in range(rows - 1)] + ["<eos>"]
+    path = plots.plot_alignment(a, src, trg, tmp_path / "a.png")
+    img = image.imread(path)
+    top, left, h, w = heatmap_box(img)
+    # rows = target length, columns = source length (square cells, +-2 px of frame)
+    assert abs(h - rows * CELL_PX) <= 2 and abs(w - cols * CELL_PX) <= 2, (h, w)
+    inner = img[top + 3:top + h - 3, left + 3:left + w - 3, :3]
+    assert inner[: CELL_PX // 2, : CELL_PX // 2].max() < 0.05               # 0 is black
+    assert inner[-(CELL_PX // 2):, -(CELL_PX // 2):].min() > 0.95           # 1 is white
+    assert np.allclose(inner[..., 0], inner[..., 1]) and np.allclose(inner[..., 1], inner[..., 2])
+
+
+def test_plot_rejects_mismatched_labels(tmp_path):
+    _needs_matplotlib()
+    with pytest.raises(ValueError, match="alignment of shape"):
+        plots.plot_alignment(np.zeros((2, 3)), ["a", "b"], ["x", "y"], tmp_path / "a.png")
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
+def test_score_txt_writes_one_png_per_pair(legacy_root, tmp_path, capsys):
+    image = _needs_matplotlib()
+    out = tmp_path / "plots"
+    assert cli.main(_score_txt_argv(legacy_root, "search", "--plot-alignment", str(out))) == 0
+    scores = capsys.readouterr().out.split()
+    src = read_text_lines(legacy_root / "search" / "test.en")
+    trg = read_text_lines(legacy_root / "search" / "test.fr")
+    assert len(scores) == len(src) == 40                 # the scores are still printed
+    pngs = sorted(out.glob("*.png"))
+    assert [p.name for p in pngs] == [plots.plot_file_name(i, 40) for i in range(1, 41)]
+    for p, s, t in zip(pngs, src, trg):
+        img = image.imread(p)
+        assert img.ndim == 3 and img.shape[2] in (3, 4)
+        _, _, h, w = heatmap_box(img)
+        n_trg, n_src = len(t.split()) + 1, len(s.split()) + 1    # <eos> on both sides
+        assert round(h / CELL_PX) == n_trg, (p.name, h, n_trg)
+        assert round(w / CELL_PX) == n_src, (p.name, w, n_src)
+
+
+def test_encdec_has_no_alignment(legacy_root, tmp_path, capsys):
+    _needs_matplotlib()
+    out = tmp_path / "plots"
+    assert cli.main(_score_txt_argv(legacy_root, "encdec", "--plot-alignment", str(out))) == 2
+    cap = capsys.readouterr()
+    assert "no attention" in cap.err and "no alignment to plot" in cap.err
+    assert cap.out == "" and not out.exists()
+
+
+def test_plot_needs_txt_mode(legacy_root, tmp_path, capsys):
+    argv = _score_txt_argv(legacy_root, "search", "--plot-alignment", str(tmp_path / "p"))
+    argv[argv.index("txt")] = "batch"
+    assert cli.main(argv) == 2
+    assert "--plot-alignment works with --mode txt" in capsys.readouterr().err
+
+
+def test_missing_matplotlib_is_a_clear_error_before_any_work(tmp_path, monkeypatch, capsys):
+    # hide matplotlib whether or not it is installed
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends",
+                 "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)
+    out = tmp_path / "plots"
+    # the model and corpus do not exist: the matplotlib check must come first
+    argv = ["score", "--state", str(tmp_path / "none_state.pkl"), str(tmp_path / "none.npz"),
+            "--mode", "txt", "--src", "a", "--trg", "b", "--plot-alignment", str(out)]
+    assert cli.main(argv) == 2
+    cap = capsys.readouterr()
+    assert "matplotlib" in cap.err and "pip install groundhog-port[plot]" in cap.err
+    assert cap.out == "" and not out.exists()
