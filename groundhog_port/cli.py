@@ -11,7 +11,7 @@ import sys
 
 from .errors import EXIT_INPUT, LegacyInputError
 
-COMMANDS = ("inspect", "score", "translate", "bleu")
+COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity")
 
 
 def build_parser():

@@ -30,6 +30,7 @@ Reading::
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .errors import LegacyInputError
+from .h5guard import check_dataset, check_global_heaps
 
 try:  # h5py is a hard dependency of the port, but keep the import error readable
     import h5py
@@ -155,9 +157,14 @@ COST_RTOL = Tolerance("allclose", rtol=1e-5, atol=1e-6, nonfinite_pattern=True,
                       note="beam costs (float64 sums of float32 -log p), |a-b| <= 1e-5*|b| + 1e-6: "
                            "a cost of 0.005 is a few quanta of 6e-8; +inf where p underflowed or was "
                            "masked")
-SURVIVOR_SET = Tolerance("set", rtol=1e-5,
-                         note="per-step survivors as a set of (hypothesis prefix, word, cost); "
-                              "their order is numpy argpartition's and not compared")
+STEP_COST = Tolerance("allclose", rtol=1e-5, atol=1e-5, nonfinite_pattern=True,
+                      note="per-step candidate costs, |a-b| <= 1e-5*|b| + 1e-5 (the issue's 1e-5 "
+                           "absolute for non-score quantities): -log p of one step moves with the "
+                           "float32 rounding of the logits (3.4e-6 seen at a cost of 0.108); +inf "
+                           "where p underflowed or was masked")
+SURVIVOR_SET = Tolerance("set", rtol=1e-5, atol=1e-5,
+                         note="per-step survivors as a set of (hypothesis prefix, word, cost), cost "
+                              "as STEP_COST; their order is numpy argpartition's and not compared")
 TRAIN_ALLCLOSE = Tolerance("allclose", atol=1e-5, rtol=1e-5,
                            note="training tensors reach |x| ~ 400, beyond float32 resolution at atol 1e-5")
 
@@ -180,7 +187,7 @@ TOLERANCES: Dict[str, Tolerance] = {
     "steps/{i}/{k:03d}/last_words": EXACT,
     "steps/{i}/{k:03d}/states_in": ATOL,
     "steps/{i}/{k:03d}/next_probs": ATOL,
-    "steps/{i}/{k:03d}/flat_next_costs": COST_RTOL,
+    "steps/{i}/{k:03d}/flat_next_costs": STEP_COST,
     "steps/{i}/{k:03d}/best_costs_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/trans_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/word_indices": SURVIVOR_SET,
@@ -382,6 +389,25 @@ def join_flat(trans: Sequence[Sequence[int]]) -> Tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------------------
 # Reader
 # --------------------------------------------------------------------------------------
+#: what h5py raises on a damaged file (bad B-tree, object header, link...), and what
+#: converting a malformed attribute value raises
+_DAMAGE = (OSError, RuntimeError, KeyError, ValueError, TypeError, OverflowError, IndexError)
+
+
+def _damage_is_input_error(method):
+    """A reader method on a damaged file raises one :class:`LegacyInputError` naming it."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except LegacyInputError:
+            raise
+        except _DAMAGE as err:
+            raise LegacyInputError(self.path, f"unreadable or damaged trace file "
+                                              f"({type(err).__name__}: {_one_line(err)})") from None
+    return wrapper
+
+
 class TraceFile:
     """Typed, read-only access to a ``trace.h5`` (format version 1).
 
@@ -396,8 +422,13 @@ class TraceFile:
             raise LegacyInputError(self.path, "trace file not found")
         try:
             self._f = h5py.File(self.path, "r")
-        except OSError as err:  # not HDF5, truncated, unreadable
+        except _DAMAGE as err:  # not HDF5, truncated, unreadable
             raise LegacyInputError(self.path, f"not a readable HDF5 trace file ({_one_line(err)})") from None
+        try:
+            check_global_heaps(self.path)
+        except LegacyInputError:
+            self._f.close()
+            raise
         try:
             raw = self._f.attrs.get("format_version", None)
             version = 1 if raw is None else _plain(raw)
@@ -413,7 +444,7 @@ class TraceFile:
                                f"(this reader knows version(s) {', '.join(map(str, SUPPORTED_VERSIONS))})")
             self.format_version = version
             self.attrs: Dict[str, Any] = {k: _plain(v) for k, v in self._f.attrs.items()}
-        except OSError as err:
+        except _DAMAGE as err:
             self._f.close()
             raise LegacyInputError(self.path, f"unreadable trace file ({_one_line(err)})") from None
         except LegacyInputError:
@@ -470,6 +501,7 @@ class TraceFile:
             if ds.ndim not in ndims:
                 raise self._err(full, f"{ds.ndim}-d, the format says "
                                       f"{' or '.join(str(n) for n in ndims)}-d")
+        check_dataset(ds, self.path, f"/{full}")
         try:
             return ds[()]
         except OSError as err:
@@ -493,9 +525,11 @@ class TraceFile:
         return self.attrs[name]
 
     # -- /pairs -------------------------------------------------------------------------
+    @_damage_is_input_error
     def pair_indices(self) -> List[int]:
         return self._indices("pairs")
 
+    @_damage_is_input_error
     def pairs(self, i: int) -> Dict[str, Any]:
         """``/pairs/{i}``: ``src_ids``, ``trg_ids``, ``word_probs``, ``alignment``, ``score``
         (arrays) and ``src_line``, ``trg_line`` (str)."""
@@ -507,6 +541,7 @@ class TraceFile:
         return out
 
     # -- /batch, /batch_all -------------------------------------------------------------
+    @_damage_is_input_error
     def batch(self) -> Dict[str, Any]:
         """``/batch``: the first padded batch (same as ``batch_all()[0]``) + ``batch_size``."""
         g = self._group("batch")
@@ -514,6 +549,7 @@ class TraceFile:
         out["batch_size"] = self._attr(g, "batch_size", "batch", optional=True)
         return out
 
+    @_damage_is_input_error
     def batch_all(self) -> List[Dict[str, np.ndarray]]:
         """``/batch_all/{b}`` for b = 0, 1, ...: ``x``, ``y`` (time, batch) int64, ``x_mask``,
         ``y_mask`` float32, ``scores`` (batch,) float32 -- what score.py --mode=batch printed."""
@@ -529,9 +565,11 @@ class TraceFile:
         return out
 
     # -- /repr --------------------------------------------------------------------------
+    @_damage_is_input_error
     def repr_indices(self) -> List[int]:
         return self._indices("repr")
 
+    @_damage_is_input_error
     def repr(self, i: int) -> Dict[str, Any]:
         """``/repr/{i}``: ``seq`` int64, ``c`` (len_src, c_dim) float32, ``init_states``
         (levels, dim) float32, ``parsed_in`` (str)."""
@@ -542,14 +580,17 @@ class TraceFile:
         return out
 
     # -- /steps -------------------------------------------------------------------------
+    @_damage_is_input_error
     def steps_indices(self) -> List[int]:
         return self._indices("steps")
 
     @property
+    @_damage_is_input_error
     def steps_attrs(self) -> Dict[str, Any]:
         g = self._group("steps")
         return {k: _plain(v) for k, v in g.attrs.items()}
 
+    @_damage_is_input_error
     def steps(self, i: int) -> SearchSteps:
         """``/steps/{i}``: the instrumented beam search of sentence i (:class:`SearchSteps`)."""
         top = self._group("steps")
@@ -591,11 +632,13 @@ class TraceFile:
                            trans=trans, costs=costs, error=error)
 
     # -- /beam --------------------------------------------------------------------------
+    @_damage_is_input_error
     def beam_labels(self) -> List[str]:
         if not self.has("beam"):
             return []
         return sorted(self._group("beam").keys(), key=_label_key)
 
+    @_damage_is_input_error
     def beam(self, label) -> BeamRun:
         """``/beam/{label}``: every sentence's n-best list (:class:`BeamRun`).
 
@@ -631,13 +674,16 @@ class TraceFile:
         return run
 
     # -- /sampler, /train_step (reference recordings only; read-only in version 1) --------
+    @_damage_is_input_error
     def sampler(self) -> Dict[str, Any]:
         """``/sampler``: group attrs, ``mrg_base_rstate_after_build`` and per call ``{i}``
         a dict of ``seq``, ``sample_ids``, ``sample_neg_log_probs``, ``costs`` + attrs."""
         g = self._group("sampler")
         out: Dict[str, Any] = {"attrs": {k: _plain(v) for k, v in g.attrs.items()}, "calls": {}}
         if "mrg_base_rstate_after_build" in g:
-            out["mrg_base_rstate_after_build"] = g["mrg_base_rstate_after_build"][()]
+            ds = g["mrg_base_rstate_after_build"]
+            check_dataset(ds, self.path, "/sampler/mrg_base_rstate_after_build")
+            out["mrg_base_rstate_after_build"] = ds[()]
         for i in _sorted_int_keys(g):
             where = f"sampler/{i}"
             cg = g[str(i)]
@@ -648,6 +694,7 @@ class TraceFile:
             out["calls"][i] = call
         return out
 
+    @_damage_is_input_error
     def train_step(self) -> Dict[str, Any]:
         """``/train_step``: the batch, ``rval_*``/JSON attrs and the per-parameter tensors."""
         g = self._group("train_step")
@@ -659,10 +706,14 @@ class TraceFile:
         out["attrs"] = attrs
         for sub in ("params_after", "clipped_grads", "gnorm2_after", "dnorm2_after"):
             sg = self._group(f"train_step/{sub}")
-            out[sub] = {name: sg[name][()] for name in sg.keys()}
+            out[sub] = {}
+            for name in sg.keys():
+                check_dataset(sg[name], self.path, f"/train_step/{sub}/{name}")
+                out[sub][name] = sg[name][()]
         return out
 
     # -- whole-file check ---------------------------------------------------------------
+    @_damage_is_input_error
     def validate(self) -> None:
         """Read every documented record once (raises :class:`LegacyInputError` on the first
         problem).  Used by tests and by ``groundhog-port inspect``-style checks."""
@@ -679,6 +730,7 @@ class TraceFile:
         for label in self.beam_labels():
             self.beam(label)
 
+    @_damage_is_input_error
     def iter_datasets(self) -> Iterator[Tuple[str, "h5py.Dataset"]]:
         """Every dataset in the file as ``(path, dataset)``."""
         found: List[Tuple[str, Any]] = []

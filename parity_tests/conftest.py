@@ -3,6 +3,9 @@
 The recordings live in ``../shared/legacy_traces`` beside the checkout, or where
 ``GROUNDHOG_LEGACY_TRACES`` points.  Tests that need them skip with a reason
 naming the path they looked at when it is absent.
+
+``--legacy-case DIR`` (repeatable) points ``test_legacy_cases.py`` at your own recorded
+case folders instead of the shared ones (see docs/trace_format.md, "Parity in your CI").
 """
 import os
 from pathlib import Path
@@ -27,3 +30,26 @@ def legacy_root():
     if not LEGACY_ROOT.is_dir():
         pytest.skip(f"recorded traces not found at {LEGACY_ROOT} (set GROUNDHOG_LEGACY_TRACES)")
     return LEGACY_ROOT
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("groundhog-port parity")
+    group.addoption("--legacy-case", action="append", default=[], metavar="DIR",
+                    help="a recorded case folder (*_state.pkl, *_model.npz, trace.h5, test files, "
+                         "vocabularies) for parity_tests/test_legacy_cases.py; repeatable.  "
+                         "Default: every case in the shared recordings")
+
+
+def legacy_case_dirs(config):
+    """The case folders ``test_legacy_cases.py`` runs on: ``--legacy-case`` ones, else the
+    shared recordings (:func:`case_dirs`)."""
+    given = config.getoption("legacy_case") or []
+    if given:
+        out = []
+        for d in given:
+            p = Path(d).expanduser().resolve()
+            if not p.is_dir():
+                raise pytest.UsageError(f"--legacy-case {d}: not a directory")
+            out.append(p)
+        return out
+    return case_dirs()

@@ -1,0 +1,123 @@
+"""``groundhog-port parity``: compare the port with a recorded GroundHog/Theano trace.
+
+Either name the files (``--state S --model M --trace T [--source F --target F]``) or a
+case folder laid out like ``shared/legacy_traces/<case>`` (``--case DIR``: one
+``*_state.pkl``, its ``*_model.npz``, ``trace.h5``, the test files the trace names
+(``test.en``/``test.fr``) and the vocabularies).  Prints one table (quantity | n | max
+abs err | max rel err | tolerance | result); exit 0 when every quantity passes, 1 when
+one fails, 2 on bad input.  The library behind it is :mod:`groundhog_port.parity`.
+"""
+import logging
+import sys
+import time
+
+import torch
+
+from ..errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
+from ..loading import open_experiment
+from ..outputs import Progress
+from ..parity import GROUPS, check, count_work, find_case, test_files_near
+from ..trace import TraceFile
+
+NAME = "parity"
+HELP = ("check the port against a recorded GroundHog/Theano trace (trace.h5): one row per "
+        "quantity with max abs/rel error and PASS/FAIL")
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(p):
+    p.add_argument("--case", metavar="DIR",
+                   help="a case folder: *_state.pkl, *_model.npz, trace.h5, test.en, test.fr, "
+                        "vocabularies (the options below override what is found there)")
+    p.add_argument("--state", help="the experiment's *_state.pkl")
+    p.add_argument("--model", help="the experiment's *_model.npz")
+    p.add_argument("--trace", help="the recorded trace (trace.h5, see docs/trace_format.md)")
+    p.add_argument("--source", help="the test source sentences the trace was recorded on "
+                                    "(default: the trace's test_src_file next to it)")
+    p.add_argument("--target", help="the test target sentences (default: test_trg_file next to "
+                                    "the trace)")
+    p.add_argument("--changes", default="", help="changes to the state, GroundHog syntax "
+                                                 "(as given to the recorder)")
+    p.add_argument("--data-dir", help="where to look for vocabularies whose stored (legacy "
+                                      "absolute) path does not exist (default with --case: DIR)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    p.add_argument("--only", metavar="GROUP[,GROUP]", action="append",
+                   help=f"compare only these groups ({', '.join(GROUPS)}); repeatable")
+    p.add_argument("--beam-labels", nargs="+", metavar="LABEL",
+                   help="restrict /beam to these labels (e.g. 1 5 10_normalize 5_ignore_unk)")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON (with the "
+                                                  "worst element of every quantity)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: the search runs on tiny tensors, where "
+                        "more threads only add synchronisation)")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress line even when stderr is not a terminal")
+
+
+def _groups(only):
+    if not only:
+        return GROUPS
+    out = []
+    for item in only:
+        for g in item.split(","):
+            g = g.strip()
+            if g and g not in GROUPS:
+                raise LegacyInputError(None, f"--only {g}: unknown group (known: {', '.join(GROUPS)})")
+            if g and g not in out:
+                out.append(g)
+    if not out:
+        raise LegacyInputError(None, "--only: no group given")
+    return tuple(out)
+
+
+def run(args):
+    groups = _groups(args.only)
+    if args.threads < 1:
+        raise LegacyInputError(None, "--threads must be at least 1")
+    if args.case:
+        files = find_case(args.case, args.state, args.model, args.trace, args.source, args.target)
+        state, model, trace = files.state, files.model, files.trace
+        source, target = files.source, files.target
+        data_dir = args.data_dir or files.dir
+    else:
+        missing = [o for o in ("state", "model", "trace") if not getattr(args, o)]
+        if missing:
+            raise LegacyInputError(None, "give --case DIR, or all of --state, --model and --trace "
+                                         f"(missing: {', '.join('--' + m for m in missing)})")
+        state, model, trace = args.state, args.model, args.trace
+        source, target = args.source, args.target
+        if source is None or target is None:
+            near_src, near_trg = test_files_near(trace)
+            source = source if source is not None else near_src
+            target = target if target is not None else near_trg
+        data_dir = args.data_dir
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    # sample.py's "Still no translations: try beam size 2n" retries are expected here
+    search_log = logging.getLogger("groundhog_port.search")
+    search_level = search_log.level
+    if not logger.isEnabledFor(logging.DEBUG):
+        search_log.setLevel(logging.ERROR)
+    try:
+        t0 = time.perf_counter()
+        exp = open_experiment(state, model, args.changes, data_dir=data_dir, device=args.device)
+        with TraceFile(trace) as tr:
+            progress = Progress(count_work(tr, groups, args.beam_labels), unit="items",
+                                enabled=True if args.progress else None)
+            report = check(exp, tr, groups=groups, beam_labels=args.beam_labels, source=source,
+                           target=target, progress=progress)
+            progress.close()
+    finally:
+        torch.set_num_threads(threads)
+        search_log.setLevel(search_level)
+    if report.n_compared == 0:
+        raise LegacyInputError(trace, f"the trace holds nothing of the selected group(s) "
+                                      f"{', '.join(groups)}")
+    report.seconds["total"] = time.perf_counter() - t0
+    print(report.table())
+    sys.stdout.flush()
+    if args.json:
+        report.to_json(args.json)
+    logger.info("parity: %d quantities, %d values compared in %.1f s", len(report.rows),
+                report.n_compared, report.seconds["total"])
+    return EXIT_OK if report.ok else EXIT_MISMATCH

@@ -1,0 +1,171 @@
+"""Forward-pass and beam-search parity with recorded GroundHog/Theano traces.
+
+This is the repository's forward/beam parity suite and the pytest form of
+``groundhog-port parity`` (both run :func:`groundhog_port.parity.check`).  For every case
+folder -- the shared recordings (``search``, ``encdec``, ``phrase``, ``search_variant``,
+``encdec_variant``), or only the folders given with ``--legacy-case DIR`` (repeatable) --
+there is one test per quantity group:
+
+* ``repr``   annotations ``c`` and initial decoder states; the parsed source ``seq``
+* ``pairs``  parsed ids, word probabilities, alignments and score of every test pair
+* ``batch``  score.py --mode=batch: the padded batches (==) and their scores
+* ``steps``  every instrumented search step fed with the recorded inputs: next_probs,
+             flat_next_costs, survivors (as a set), states_gathered, next_states; the
+             whole search re-run (finished hypotheses ==, costs)
+* ``beam[L]`` sample.py with beam label L on every sentence: n-best lists ==, costs, the
+             written line, and the original's crashes (same message)
+* ``sampler`` / ``train_step`` are reported as skipped "not yet covered" tests when the
+  trace holds them.
+
+A failing test's message is the parity table of its group (max abs / max rel error per
+quantity, the tolerance from ``groundhog_port.trace.TOLERANCES``, the worst element).
+
+Beam labels: for the shared cases the default run checks the labels ``1``, ``5``,
+``10_normalize`` and ``5_ignore_unk`` (the literal search on 40 sentences is the bulk of
+the time); set ``GROUNDHOG_PARITY_ALL_BEAMS=1`` to check every recorded label (also
+``1_normalize``, ``5_normalize``, ``10``).  Folders given with ``--legacy-case`` are
+always checked on every label their trace holds.
+
+Known divergences of the shared cases (``KNOWN_DIVERGENCES``) are separate
+``xfail(strict=True)`` tests with the reason, never edited expectations; the group test
+checks every other quantity of the group.
+"""
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import LEGACY_ROOT, legacy_case_dirs
+
+from groundhog_port.loading import open_experiment
+from groundhog_port.parity import GROUPS, NOT_COVERED, check, find_case
+from groundhog_port.trace import TraceFile
+
+DEFAULT_BEAM_LABELS = ("1", "5", "10_normalize", "5_ignore_unk")
+ALL_BEAMS = os.environ.get("GROUNDHOG_PARITY_ALL_BEAMS", "") not in ("", "0")
+
+#: (case, quantity) -> reason; only for the shared recordings (the folder under LEGACY_ROOT).
+#: Empty: every recorded quantity is within the tolerance table.
+KNOWN_DIVERGENCES = {}
+
+
+# ---------------------------------------------------------------------------------------
+# parametrisation: one test per (case, group)
+# ---------------------------------------------------------------------------------------
+def _is_shared(case_dir: Path) -> bool:
+    try:
+        return case_dir.resolve().parent == LEGACY_ROOT.resolve()
+    except OSError:
+        return False
+
+
+def _known(case_dir: Path):
+    if not _is_shared(case_dir):
+        return {}
+    return {q: why for (c, q), why in KNOWN_DIVERGENCES.items() if c == case_dir.name}
+
+
+def _params(config):
+    dirs = legacy_case_dirs(config)
+    if not dirs:
+        return [pytest.param(None, None, marks=pytest.mark.skip(
+            reason=f"no recorded cases at {LEGACY_ROOT} (set GROUNDHOG_LEGACY_TRACES or pass "
+                   "--legacy-case DIR)"), id="no-cases")]
+    out = []
+    for d in dirs:
+        trace = d / "trace.h5"
+        with TraceFile(trace) as tr:
+            present = {"repr": tr.has("repr"), "pairs": tr.has("pairs"),
+                       "batch": tr.has("batch_all") or tr.has("batch"), "steps": tr.has("steps")}
+            labels = tr.beam_labels()
+            extra = [g for g in NOT_COVERED if tr.has(g)]
+        if _is_shared(d) and not ALL_BEAMS:
+            labels = [l for l in labels if l in DEFAULT_BEAM_LABELS]
+        for g in GROUPS[:-1]:
+            if present[g]:
+                out.append(pytest.param(d, g, id=f"{d.name}-{g}"))
+        out += [pytest.param(d, f"beam:{l}", id=f"{d.name}-beam[{l}]") for l in labels]
+        out += [pytest.param(d, g, id=f"{d.name}-{g}") for g in extra]
+        out += [pytest.param(d, f"known:{q}", id=f"{d.name}-{q}-known",
+                             marks=pytest.mark.xfail(strict=True, reason=why))
+                for q, why in _known(d).items()]
+    return out
+
+
+def pytest_generate_tests(metafunc):
+    if {"case_dir", "group"} <= set(metafunc.fixturenames):
+        metafunc.parametrize(("case_dir", "group"), _params(metafunc.config))
+
+
+# ---------------------------------------------------------------------------------------
+# fixtures: each case is opened once, each group computed once
+# ---------------------------------------------------------------------------------------
+class _Cases:
+    def __init__(self):
+        self.opened = {}
+        self.reports = {}
+
+    def get(self, case_dir):
+        if case_dir not in self.opened:
+            files = find_case(case_dir)
+            exp = open_experiment(files.state, files.model, data_dir=files.dir)
+            self.opened[case_dir] = (files, exp, TraceFile(files.trace))
+        return self.opened[case_dir]
+
+    def report(self, case_dir, group, label=None):
+        key = (case_dir, group, label)
+        if key not in self.reports:
+            files, exp, tr = self.get(case_dir)
+            self.reports[key] = check(exp, tr, groups=(group,),
+                                      beam_labels=None if label is None else [label],
+                                      source=files.source, target=files.target)
+        return self.reports[key]
+
+    def close(self):
+        for _, _, tr in self.opened.values():
+            tr.close()
+
+
+@pytest.fixture(scope="module")
+def cases():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: more threads only add synchronisation
+    c = _Cases()
+    yield c
+    c.close()
+    torch.set_num_threads(threads)
+
+
+def _message(report, rows):
+    lines = [f"{report.trace}:"]
+    lines += [f"  {r.quantity}: {r.status}; n={r.n}, max abs err {r.max_abs}, max rel err "
+              f"{r.max_rel}, tolerance {r.tolerance.kind} (atol {r.tolerance.atol:g}, rtol "
+              f"{r.tolerance.rtol:g}); {r.n_bad} bad, worst {r.worst}" for r in rows]
+    lines += [f"    {r.quantity}: {n}" for r in rows for n in r.notes]
+    return "\n".join(lines) + "\n" + report.table(notes=False)
+
+
+# ---------------------------------------------------------------------------------------
+# the test
+# ---------------------------------------------------------------------------------------
+def test_parity(cases, case_dir, group):
+    if group in NOT_COVERED:
+        pytest.skip(f"/{group}: {NOT_COVERED[group]}")
+    known = _known(case_dir)
+    if group.startswith("known:"):
+        quantity = group[len("known:"):]
+        report = cases.report(case_dir, quantity.split("/")[0])
+        rows = [r for r in report.rows if r.quantity == quantity]
+        assert rows, f"{quantity} not in the report"
+        failing = [r for r in rows if not r.passed]
+        assert not failing, _message(report, failing)
+        return
+    if group.startswith("beam:"):
+        report = cases.report(case_dir, "beam", group[len("beam:"):])
+    else:
+        report = cases.report(case_dir, group)
+    rows = [r for r in report.rows if r.covered and r.quantity not in known]
+    assert rows and sum(r.n for r in rows) > 0, f"{group}: nothing compared in {report.trace}"
+    failing = [r for r in rows if not r.passed]
+    assert not failing, _message(report, failing)
