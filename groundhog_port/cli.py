@@ -10,6 +10,7 @@ import logging
 import sys
 
 from .errors import EXIT_INPUT, LegacyInputError
+from .loading import SMALL_MODEL_DIM, set_threads
 
 COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity")
 
@@ -23,6 +24,10 @@ def build_parser():
         "3 some sentences could not be translated",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--threads", type=int,
+                        help="torch CPU threads (default: 1 for models with dim < "
+                             f"{SMALL_MODEL_DIM}, where more threads only add synchronisation; "
+                             "torch's default otherwise)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"groundhog_port.commands.{name}")
@@ -41,6 +46,8 @@ def main(argv=None):
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
+        if args.threads is not None:
+            set_threads(args.threads)
         return args._run(args)
     except LegacyInputError as err:
         print(f"groundhog-port {args.command}: error: {err}", file=sys.stderr)

@@ -110,6 +110,8 @@ def test_help(command):
     (["translate", "--beam-search", "--state", FIXTURES / "search" / "search_state.pkl",
       FIXTURES / "search" / "search_model.npz"], "--beam-size"),
     (["score", "--mode", "batch", "--state", "/nonexistent/state.pkl", "m.npz"], "/nonexistent"),
+    (["--threads", "0", "inspect", "--state", FIXTURES / "search" / "search_state.pkl"],
+     "--threads must be at least 1"),
 ])
 def test_usage_errors_are_one_line(args, problem):
     r = cli(*args)

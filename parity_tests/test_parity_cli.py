@@ -145,7 +145,6 @@ def test_bad_input_exit_2_one_line(tmp_path, args, expect):
     (("--state", "s.pkl"), "--model"),
     (("--case", "{case}", "--only", "everything"), "unknown group"),
     (("--case", "{case}", "--only", "beam", "--beam-labels", "7_wide"), "not in the trace"),
-    (("--case", "{case}", "--threads", "0"), "--threads"),
 ])
 def test_bad_input_exit_2(capsys, args, expect):
     from groundhog_port import cli

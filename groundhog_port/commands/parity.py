@@ -11,7 +11,6 @@ import logging
 import sys
 import time
 
-import torch
 
 from ..errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from ..loading import open_experiment
@@ -47,9 +46,6 @@ def add_arguments(p):
                    help="restrict /beam to these labels (e.g. 1 5 10_normalize 5_ignore_unk)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON (with the "
                                                   "worst element of every quantity)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (default 1: the search runs on tiny tensors, where "
-                        "more threads only add synchronisation)")
     p.add_argument("--progress", action="store_true",
                    help="show the progress line even when stderr is not a terminal")
 
@@ -72,8 +68,6 @@ def _groups(only):
 
 def run(args):
     groups = _groups(args.only)
-    if args.threads < 1:
-        raise LegacyInputError(None, "--threads must be at least 1")
     if args.case:
         files = find_case(args.case, args.state, args.model, args.trace, args.source, args.target)
         state, model, trace = files.state, files.model, files.trace
@@ -91,8 +85,6 @@ def run(args):
             source = source if source is not None else near_src
             target = target if target is not None else near_trg
         data_dir = args.data_dir
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
     # sample.py's "Still no translations: try beam size 2n" retries are expected here
     search_log = logging.getLogger("groundhog_port.search")
     search_level = search_log.level
@@ -108,7 +100,6 @@ def run(args):
                            target=target, progress=progress)
             progress.close()
     finally:
-        torch.set_num_threads(threads)
         search_log.setLevel(search_level)
     if report.n_compared == 0:
         raise LegacyInputError(trace, f"the trace holds nothing of the selected group(s) "

@@ -13,7 +13,6 @@ import json
 import logging
 from pathlib import Path
 
-import torch
 
 from ..errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from ..outputs import Progress
@@ -54,9 +53,6 @@ def add_arguments(p):
                    help="differing lines shown per file (default 5)")
     p.add_argument("--save-dir", metavar="DIR",
                    help="also write the reproduced translations there, named as the archived files")
-    p.add_argument("--threads", type=int,
-                   help="torch CPU threads (default: torch's); 1 is fastest for small models on "
-                        "a busy machine")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--progress", action="store_true",
                    help="show the progress line even when stderr is not a terminal")
@@ -94,10 +90,6 @@ def _archived_files(args):
 def run(args):
     if args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise LegacyInputError(None, "--threads must be at least 1")
-        torch.set_num_threads(args.threads)
     state, model, files, skipped, case = _archived_files(args)
     exp = open_from_args(args, model_path=model, state=state)
     progress = Progress(sentences_to_translate(files), unit="sent",
