@@ -6,8 +6,8 @@ Bahdanau et al. (2015), eq. (6) and appendix A.1.2, as GroundHog computed it::
     p_from_h = s_{i-1} @ B
     e_ij     = exp(tanh(p_from_h + p_from_c_j) @ D)
     e_ij    *= c_mask_j               (padded batches only)
-    alpha_ij = e_ij / sum_j e_ij
-    ctx_i    = sum_j alpha_ij c_j
+    alpha_ij = e_ij / sum_j e_ij       (summed position by position: numerics.sum_positions)
+    ctx_i    = sum_j alpha_ij c_j      (one sentence: a matmul, see weighted_context)
 
 Legacy quirk kept: exp-then-normalise WITHOUT subtracting the maximum energy.
 Theano did not rewrite this one into a stable softmax (unlike the output layer),
@@ -17,12 +17,30 @@ maximum first: a documented deviation, never the default.
 """
 import torch
 
-from .numerics import mm
+from .numerics import mm, sum_positions
 
 
 def precompute_p_from_c(c, A):
     """``p_from_c = c @ A`` for annotations ``c`` of shape ``(S, n, c_dim)`` -> ``(S, n, dim)``."""
     return mm(c, A)
+
+
+def scores(h_prev, p_from_c, B, D):
+    """``tanh(p_from_h + p_from_c_j) @ D`` -> ``(S, n)``; ``p_from_c (S, m, dim)``."""
+    p = mm(h_prev, B)[None] + p_from_c              # (S, n, dim)
+    return mm(torch.tanh(p), D)[..., 0]             # (S, n)
+
+
+def weighted_context(alpha, c):
+    """``ctx_i = sum_j alpha_ij c_j`` for ``alpha (S, n)``, ``c (S, m, c_dim)`` -> ``(n, c_dim)``.
+
+    One sentence broadcast over a beam (``m == 1``): ``alpha^T @ c`` through the
+    row-count-invariant :func:`~groundhog_port.numerics.mm`, so a hypothesis gets the
+    same context whatever the beam size (the batched search relies on it).
+    """
+    if c.shape[1] == 1:
+        return mm(alpha.t().contiguous(), c[:, 0])
+    return (c * alpha[:, :, None]).sum(0)
 
 
 def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False):
@@ -32,13 +50,11 @@ def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False):
     ``m == n`` (batch) or ``m == 1`` (one sentence broadcast over a beam);
     ``c_mask (S, n)`` or None.  Returns ``ctx (n, c_dim)`` and ``alpha (S, n)``.
     """
-    p = mm(h_prev, B)[None] + p_from_c              # (S, n, dim)
-    score = mm(torch.tanh(p), D)[..., 0]            # (S, n)
+    score = scores(h_prev, p_from_c, B, D)          # (S, n)
     if stable:
         score = score - score.amax(0, keepdim=True)
     energy = torch.exp(score)
     if c_mask is not None:
         energy = energy * c_mask
-    alpha = energy / energy.sum(0)
-    ctx = (c * alpha[:, :, None]).sum(0)
-    return ctx, alpha
+    alpha = energy / sum_positions(energy)
+    return weighted_context(alpha, c), alpha

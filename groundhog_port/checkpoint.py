@@ -15,7 +15,10 @@ parameter stays at its ``skip_init=True`` value (zeros); only a shape mismatch
 raises.
 """
 import logging
+import struct
+import tokenize
 import zipfile
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,12 +153,15 @@ def read_npz(path):
         raise LegacyInputError(path, "no such file") from None
     except IsADirectoryError:
         raise LegacyInputError(path, "is a directory, expected a *_model.npz file") from None
-    except ValueError as err:
+    except (ValueError, SyntaxError, tokenize.TokenError) as err:  # also bad .npy headers
         if "allow_pickle" in str(err) or "Object arrays" in str(err):
             raise LegacyInputError(path, "holds object arrays (pickled Python objects); a "
                                    "GroundHog model file holds only float32 arrays") from None
         raise LegacyInputError(path, f"not a readable .npz model file ({err})") from None
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError, zipfile.LargeZipFile) as err:
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, zipfile.LargeZipFile,
+            NotImplementedError, RuntimeError, zlib.error, struct.error) as err:
+        # NotImplementedError: an unsupported compression method or flag; RuntimeError: an
+        # encrypted member; zlib.error: damaged compressed data
         raise LegacyInputError(path, f"truncated or corrupt .npz model file ({type(err).__name__}: "
                                f"{err})") from None
     except MemoryError:
@@ -194,10 +200,12 @@ def nonfinite_params(arrays):
     return out
 
 
-def load_into(model, path, lenient=False, allow_nonfinite=False):
-    """Fill ``model`` from ``path``; returns the table used."""
+def load_into(model, path, lenient=False, allow_nonfinite=False, arrays=None):
+    """Fill ``model`` from ``path`` (``arrays``: its :func:`read_npz`, if already read);
+    returns the table used."""
     table, _ = legacy_param_table(model.cfg)
-    arrays = read_npz(path)
+    if arrays is None:
+        arrays = read_npz(path)
     problems = check_arrays(arrays, table, path, lenient)
     bad = nonfinite_params({p.name: arrays[p.name] for p in table if p.name in arrays})
     if bad and not allow_nonfinite:
@@ -213,6 +221,9 @@ def load_into(model, path, lenient=False, allow_nonfinite=False):
                 raise LegacyInputError(path, f"{p.name}: expected shape {p.shape}, found "
                                        f"{tuple(a.shape)}")
             continue  # missing: stays zero, as with skip_init=True
+        if a.dtype.kind not in "fiub":  # lenient: text, structured, complex... cannot be weights
+            raise LegacyInputError(path, f"{p.name}: {a.dtype} values cannot be used as float32 "
+                                   "weights")
         target = model.get_parameter(p.path)
         with torch.no_grad():
             target.copy_(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))

@@ -6,6 +6,9 @@ reads when it builds ``RNNEncoderDecoder`` and refuses, through the single
 Nothing here evaluates a string from the state: activations go through the
 whitelist parser in :mod:`groundhog_port.activations`.
 """
+import math
+import numbers
+import reprlib
 from dataclasses import dataclass
 
 from .activations import Activation, parse_activation
@@ -30,6 +33,11 @@ UNSUPPORTED = {
     "dim_mult": (lambda v: v != 1, "dim_mult != 1 only makes sense for LSTMLayer, which cannot run"),
     "hid_mult": (lambda v: v != 1, "hid_mult != 1 gives an initial state the GRU cannot take"),
 }
+
+#: state keys read as flags (besides every ``*rec_gating`` / ``*rec_reseting``): a number or
+#: bool; anything else (an array, a string...) is refused before ``bool()`` sees it
+FLAG_KEYS = ("forward", "backward", "last_forward", "last_backward", "search", "bigram",
+             "bias_code", "decoding_inputs", "deep_out", "check_first_word")
 
 LSTM_REASON = (
     "LSTMLayer models cannot run in the original GroundHog: prototype_phrase_lstm_state is not "
@@ -122,15 +130,37 @@ class ModelConfig:
     def from_state(cls, state, path=None):
         """Build the config, refusing what the original cannot (or must not) run."""
         for key in ("dim", "rank_n_approx", "n_sym_source", "n_sym_target",
-                    "null_sym_source", "null_sym_target"):
+                    "null_sym_source", "null_sym_target", "unk_sym_source", "unk_sym_target"):
             if not isinstance(state.get(key), int) or isinstance(state.get(key), bool):
                 raise UnsupportedModelError(path, f"state[{key!r}] must be an int, found "
-                                            f"{state.get(key)!r}")
+                                            f"{reprlib.repr(state.get(key))}")
+        for key, value in state.items():
+            if key in FLAG_KEYS or key.endswith(("rec_gating", "rec_reseting")):
+                if not isinstance(value, numbers.Real):
+                    raise UnsupportedModelError(path, f"state[{key!r}] = {reprlib.repr(value)} "
+                                                "(expected True or False)")
+            elif key.endswith("rec_layer") and not isinstance(value, str):
+                raise UnsupportedModelError(path, f"state[{key!r}] = {reprlib.repr(value)} "
+                                            "(expected a layer name such as 'RecurrentLayer')")
+        for key, low in (("dim", 1), ("rank_n_approx", 0), ("n_sym_source", 1), ("n_sym_target", 1)):
+            if state[key] < low:
+                raise UnsupportedModelError(path, f"state[{key!r}] = {state[key]} (expected >= {low})")
+        for side in ("source", "target"):
+            for key in (f"null_sym_{side}", f"unk_sym_{side}"):
+                if not 0 <= state[key] < state[f"n_sym_{side}"]:
+                    raise UnsupportedModelError(path, f"state[{key!r}] = {state[key]} is not a word id "
+                                                f"(expected 0 <= id < n_sym_{side} = "
+                                                f"{state[f'n_sym_{side}']})")
         for key in ("enc_rec_layer", "dec_rec_layer", "rec_layer"):
             if state.get(key) == "LSTMLayer":
                 raise UnsupportedModelError(path, f"state[{key!r}] = 'LSTMLayer': {LSTM_REASON}")
         for key, (bad, reason) in UNSUPPORTED.items():
-            if key in state and bad(state[key]):
+            try:
+                refused = key in state and bad(state[key])
+            except (TypeError, ValueError):
+                raise UnsupportedModelError(path, f"state[{key!r}] = {reprlib.repr(state[key])} has "
+                                            "the wrong type for this option") from None
+            if refused:
                 raise UnsupportedModelError(path, f"state[{key!r}] = {state[key]!r} is not "
                                             f"supported: {reason}")
 
@@ -187,6 +217,11 @@ class ModelConfig:
                                         "original's RecurrentLayerWithSearch then has no context "
                                         "layers and fails")
         if cfg.deep_out:
+            mp = cfg.maxout_part
+            if (not isinstance(mp, (int, float)) or isinstance(mp, bool) or not math.isfinite(mp)
+                    or mp <= 0):
+                raise UnsupportedModelError(path, f"state['maxout_part'] = {mp!r} (expected a "
+                                            "positive number: the readout has dim / maxout_part units)")
             pieces = unary.k if unary.name == "maxout" else 1
             if cfg.dim % pieces or cfg.dim // pieces != cfg.softmax_in:
                 raise UnsupportedModelError(

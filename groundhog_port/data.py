@@ -77,6 +77,8 @@ mask of one position -- exactly what the original scored.
 from __future__ import annotations
 
 import itertools
+import numbers
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -84,6 +86,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .errors import LegacyInputError
+from .h5guard import check_dataset, check_global_heaps
 from .vocab import parse_input
 
 __all__ = [
@@ -128,11 +131,23 @@ class Batch:
         return {"x": self.x, "x_mask": self.x_mask, "y": self.y, "y_mask": self.y_mask}
 
 
+#: state values used as whole numbers when building batches
+_WHOLE_NUMBER_KEYS = frozenset({"bs", "seqlen", "sort_k_batches", "n_sym_source", "n_sym_target",
+                                "null_sym_source", "null_sym_target", "unk_sym_source",
+                                "unk_sym_target"})
+
+
 def _state_value(state, key):
     try:
-        return state[key]
+        value = state[key]
     except KeyError:
         raise LegacyInputError(None, f"state has no '{key}' (needed to build batches)") from None
+    if key in _WHOLE_NUMBER_KEYS and not (
+            (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)))
+            or (isinstance(value, float) and value.is_integer())):
+        raise LegacyInputError(None, f"state['{key}'] = {reprlib.repr(value)} is not a whole number "
+                                     "(needed to build batches)")
+    return value
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,6 +297,7 @@ def read_h5_bitext(path) -> H5Phrases:
         raise LegacyInputError(path, f"not a readable HDF5 file ({err}); {_H5_LAYOUT}") from None
     try:
         with handle:
+            check_global_heaps(path)
             for name in ("phrases", "indices"):
                 if name not in handle or not isinstance(handle[name], h5py.Dataset):
                     raise LegacyInputError(path, f"no dataset '/{name}'; {_H5_LAYOUT}")
@@ -301,6 +317,8 @@ def read_h5_bitext(path) -> H5Phrases:
                         path, f"'/indices' column '{col}' is {ix.dtype[col]}, not an integer; "
                               f"{_H5_LAYOUT}")
             try:
+                check_dataset(ix, path, "'/indices'")
+                check_dataset(ph, path, "'/phrases'")
                 table = ix[()]
                 phrases = ph[()].astype(np.int64)
             except (OSError, RuntimeError, ValueError) as err:

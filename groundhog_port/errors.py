@@ -22,6 +22,8 @@ class LegacyInputError(Exception):
 
     def __init__(self, path, problem):
         self.path = str(path) if path is not None else None
+        # one line whatever the problem quotes (e.g. an exception message holding a newline)
+        problem = str(problem).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
         self.problem = problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 

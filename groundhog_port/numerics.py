@@ -19,12 +19,37 @@ ROW_BLOCK = 4
 
 
 def mm(x, w):
-    """``x @ w`` for ``x (..., k)`` and ``w (k, n)``, row-count invariant."""
+    """``x @ w`` for ``x (..., k)`` and ``w (k, n)``, row-count invariant.
+
+    Narrow outputs (``4 < n < 12``) are computed ``ROW_BLOCK`` columns wider, with zero
+    columns: MKL's kernels for 5-7 and 9-11 output columns (k >= 8) give a row other
+    bits in products of 4 rows than in products of 8 or more, padded or not.
+    """
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
     rows = x2.shape[0]
     pad = -rows % ROW_BLOCK
     if pad:
         x2 = torch.cat([x2, x2.new_zeros((pad, x2.shape[1]))])
-    return torch.mm(x2, w)[:rows].reshape(*lead, w.shape[1])
+    n = w.shape[1]
+    if 4 < n < 12 and n % ROW_BLOCK:
+        w = torch.cat([w, w.new_zeros((w.shape[0], -n % ROW_BLOCK))], 1)
+        return torch.mm(x2, w)[:rows, :n].reshape(*lead, n)
+    return torch.mm(x2, w)[:rows].reshape(*lead, n)
 
+
+
+def sum_positions(x):
+    """``x.sum(0)`` added position by position: ``((x[0] + x[1]) + x[2]) + ...``.
+
+    ``torch.sum`` over dim 0 groups the terms by how many columns sit beside
+    a column (vectorised lanes, or a scalar tail with four partial sums) and by
+    the number of rows, so a hypothesis' attention normaliser would change with
+    the beam size and with padding.  This order is fixed: a column's result
+    depends on its own values only, and trailing zero rows leave it unchanged
+    (``acc + 0 == acc``), which is what lets a padded batch reproduce it.
+    """
+    acc = x[0].clone()
+    for j in range(1, x.shape[0]):
+        acc.add_(x[j])
+    return acc

@@ -22,8 +22,7 @@ class Journal:
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.journal = self.path.with_name(self.path.name + ".partial.journal")
-        if not self.path.parent.is_dir():
-            raise LegacyInputError(self.path, "output directory does not exist")
+        check_output_path(self.path)
         lines, records = [], []
         if resume and self.partial.exists() and self.journal.exists():
             lines = _complete_lines(self.partial)
@@ -33,8 +32,11 @@ class Journal:
                 n = keep(records[:n])
             lines, records = lines[:n], records[:n]
         self.done_lines, self.done_records = lines, records
-        self._out = open(self.partial, "w", encoding="utf-8", newline="\n")
-        self._rec = open(self.journal, "w", encoding="utf-8", newline="\n")
+        try:
+            self._out = open(self.partial, "w", encoding="utf-8", newline="\n")
+            self._rec = open(self.journal, "w", encoding="utf-8", newline="\n")
+        except OSError as err:
+            raise LegacyInputError(self.partial, f"cannot write ({err.strerror or err})") from None
         for line, record in zip(lines, records):
             self._out.write(line + "\n")
             self._rec.write(record + "\n")
@@ -53,7 +55,12 @@ class Journal:
         os.fsync(self._out.fileno())
         self._out.close()
         self._rec.close()
-        os.replace(self.partial, self.path)
+        try:
+            os.replace(self.partial, self.path)
+        except OSError as err:
+            raise LegacyInputError(self.path, f"cannot rename {self.partial.name} to it "
+                                   f"({err.strerror or err}); the complete output is in "
+                                   f"{self.partial}") from None
         self.journal.unlink()
 
     def close_unfinished(self):
@@ -63,10 +70,24 @@ class Journal:
         self._rec.close()
 
 
+def check_output_path(path):
+    """An output file we can create: its directory exists and it is not a directory."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise LegacyInputError(path, "output directory does not exist")
+    if path.is_dir():
+        raise LegacyInputError(path, "is a directory, expected an output file name")
+
+
 def _complete_lines(path):
-    data = Path(path).read_bytes().decode("utf-8", errors="strict")
-    parts = data.split("\n")
-    return parts[:-1]  # the last piece is incomplete (or empty after a final newline)
+    """The lines of ``path`` that end with a newline.  Split before decoding: a run killed
+    while its buffer was being written may end in the middle of a UTF-8 character."""
+    parts = Path(path).read_bytes().split(b"\n")[:-1]  # the last piece is incomplete
+    try:
+        return [p.decode("utf-8") for p in parts]
+    except UnicodeDecodeError as err:
+        raise LegacyInputError(path, f"not UTF-8 ({err.reason}): not a file this program wrote; "
+                               "remove it or run without --resume") from None
 
 
 class Progress:

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from .data import iter_h5_batches, iter_text_batches
+from .errors import LegacyInputError
 from .model import Scores
 from .vocab import parse_input
 
@@ -59,10 +60,15 @@ def batches_for(exp, src, trg, allow_unk, n_batches=-1):
     else:
         h5 = str(src).endswith(".h5") and str(trg).endswith(".h5")
     n = None if n_batches is None or n_batches < 0 else n_batches
-    if h5:
-        return iter_h5_batches(exp.state, src, trg, n_batches=n)
-    batches = iter_text_batches(exp.state, src, trg, exp.src_word2idx, exp.trg_word2idx,
-                                allow_unk=allow_unk)
+    try:
+        if h5:
+            return iter_h5_batches(exp.state, src, trg, n_batches=n)
+        batches = iter_text_batches(exp.state, src, trg, exp.src_word2idx, exp.trg_word2idx,
+                                    allow_unk=allow_unk)
+    except LegacyInputError as err:
+        if err.path is None:  # a state value (bs, seqlen, ...) that cannot build batches
+            raise LegacyInputError(exp.state_path, err.problem) from None
+        raise
     if n is None:
         return batches
     return (b for i, b in zip(range(n), batches))

@@ -40,7 +40,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .errors import LegacyInputError
-from .h5guard import check_dataset, check_global_heaps
+from .h5guard import check_dataset, check_global_heaps, read_attrs
 
 try:  # h5py is a hard dependency of the port, but keep the import error readable
     import h5py
@@ -430,7 +430,8 @@ class TraceFile:
             self._f.close()
             raise
         try:
-            raw = self._f.attrs.get("format_version", None)
+            raw = (read_attrs(self._f, self.path, "/", ["format_version"])["format_version"]
+                   if "format_version" in self._f.attrs else None)
             version = 1 if raw is None else _plain(raw)
             if isinstance(version, np.ndarray) and version.size == 1:
                 version = version.item()
@@ -443,7 +444,7 @@ class TraceFile:
                     self.path, f"unsupported trace format version {version} "
                                f"(this reader knows version(s) {', '.join(map(str, SUPPORTED_VERSIONS))})")
             self.format_version = version
-            self.attrs: Dict[str, Any] = {k: _plain(v) for k, v in self._f.attrs.items()}
+            self.attrs: Dict[str, Any] = {k: _plain(v) for k, v in read_attrs(self._f, self.path, "/").items()}
         except _DAMAGE as err:
             self._f.close()
             raise LegacyInputError(self.path, f"unreadable trace file ({_one_line(err)})") from None
@@ -512,7 +513,7 @@ class TraceFile:
             if optional:
                 return default
             raise self._err(where, f"attribute {name!r} missing")
-        return _plain(obj.attrs[name])
+        return _plain(read_attrs(obj, self.path, f"/{where}", [name])[name])
 
     def _indices(self, top: str) -> List[int]:
         if not self.has(top):
@@ -588,7 +589,7 @@ class TraceFile:
     @_damage_is_input_error
     def steps_attrs(self) -> Dict[str, Any]:
         g = self._group("steps")
-        return {k: _plain(v) for k, v in g.attrs.items()}
+        return {k: _plain(v) for k, v in read_attrs(g, self.path, "/steps").items()}
 
     @_damage_is_input_error
     def steps(self, i: int) -> SearchSteps:
@@ -649,7 +650,7 @@ class TraceFile:
         label = str(label)
         where = f"beam/{label}"
         g = self._group(where)
-        attrs = {k: _plain(v) for k, v in g.attrs.items()}
+        attrs = {k: _plain(v) for k, v in read_attrs(g, self.path, f"/{where}").items()}
         run = BeamRun(label=label,
                       beam_size=int(self._attr(g, "beam_size", where)),
                       normalize=bool(self._attr(g, "normalize", where, optional=True, default=False)),
@@ -679,7 +680,8 @@ class TraceFile:
         """``/sampler``: group attrs, ``mrg_base_rstate_after_build`` and per call ``{i}``
         a dict of ``seq``, ``sample_ids``, ``sample_neg_log_probs``, ``costs`` + attrs."""
         g = self._group("sampler")
-        out: Dict[str, Any] = {"attrs": {k: _plain(v) for k, v in g.attrs.items()}, "calls": {}}
+        out: Dict[str, Any] = {"attrs": {k: _plain(v) for k, v in read_attrs(g, self.path, "/sampler").items()},
+                               "calls": {}}
         if "mrg_base_rstate_after_build" in g:
             ds = g["mrg_base_rstate_after_build"]
             check_dataset(ds, self.path, "/sampler/mrg_base_rstate_after_build")
@@ -688,7 +690,7 @@ class TraceFile:
             where = f"sampler/{i}"
             cg = g[str(i)]
             call = {n: self._read(cg, n, "sampler/{i}", where) for n in SCHEMA["sampler/{i}"]}
-            call["attrs"] = {k: _plain(v) for k, v in cg.attrs.items()}
+            call["attrs"] = {k: _plain(v) for k, v in read_attrs(cg, self.path, f"/{where}").items()}
             if isinstance(call["attrs"].get("sentences"), str):
                 call["sentences"] = json.loads(call["attrs"]["sentences"])
             out["calls"][i] = call
@@ -699,7 +701,7 @@ class TraceFile:
         """``/train_step``: the batch, ``rval_*``/JSON attrs and the per-parameter tensors."""
         g = self._group("train_step")
         out: Dict[str, Any] = {n: self._read(g, n, "train_step", "train_step") for n in SCHEMA["train_step"]}
-        attrs = {k: _plain(v) for k, v in g.attrs.items()}
+        attrs = {k: _plain(v) for k, v in read_attrs(g, self.path, "/train_step").items()}
         for k in ("changed_params", "param_order"):
             if isinstance(attrs.get(k), str):
                 attrs[k] = json.loads(attrs[k])

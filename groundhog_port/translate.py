@@ -56,7 +56,7 @@ class Translator:
         self.batched = None
         if batch_size > 1:
             from .search.batched import BatchedBeamSearch
-            self.batched = BatchedBeamSearch(experiment.model)
+            self.batched = BatchedBeamSearch(experiment.model, batch_size=batch_size)
 
     def translate_seqs(self, seqs):
         """Translations of parsed sources, in order."""
@@ -70,7 +70,7 @@ class Translator:
                     results.append(err)
         else:
             results = self.batched.sample_many(seqs, self.beam_size, self.ignore_unk,
-                                               self.normalize, batch_size=self.batch_size)
+                                               self.normalize)
         out = []
         for r in results:
             if isinstance(r, SearchFailed):

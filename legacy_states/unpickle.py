@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -277,8 +278,15 @@ def _decode_bytes(value: bytes, trail, path):
             f"(byte 0x{value[err.start]:02x} at position {err.start})") from None
 
 
-def _finish(obj, path, trail=(), depth=0):
-    """Decode byte strings to str, replace numpy stubs, check nesting depth."""
+def _finish(obj, path, trail=(), depth=0, memo=None):
+    """Decode byte strings to str, replace numpy stubs, check nesting depth.
+
+    ``memo`` (id -> result) makes a container shared through the pickle memo finish once:
+    a pickle of n small tuples each holding the previous one twice is 2**n paths deep when
+    walked as a tree (the pickle form of the "billion laughs"), but n objects here.
+    """
+    if memo is None:
+        memo = {}
     if depth > MAX_DEPTH:
         raise LegacyInputError(path, f"{_where(trail)}: data nested more than {MAX_DEPTH} levels deep "
                                      "(or containing itself): not GroundHog data")
@@ -290,20 +298,24 @@ def _finish(obj, path, trail=(), depth=0):
         if obj.array is None:
             raise LegacyInputError(path, f"{_where(trail)}: numpy array without data")
         return obj.array
+    if id(obj) in memo:
+        return memo[id(obj)]
     if isinstance(obj, dict):
         out = {}
         for n, (key, value) in enumerate(obj.items()):
             key_trail = trail + (f"[key {key!r}]",)
-            new_key = _finish(key, path, key_trail, depth + 1)
+            new_key = _finish(key, path, key_trail, depth + 1, memo)
             shown = new_key if isinstance(new_key, (str, int, float)) else f"#{n}"
-            new_value = _finish(value, path, trail + (f"[{shown!r}]",), depth + 1)
+            new_value = _finish(value, path, trail + (f"[{shown!r}]",), depth + 1, memo)
             if new_key in out:
                 raise LegacyInputError(path, f"{_where(trail)}: key {new_key!r} occurs twice once decoded")
             out[new_key] = new_value
+        memo[id(obj)] = out
         return out
     if isinstance(obj, (list, tuple, set, frozenset)):
-        items = [_finish(v, path, trail + (f"[{i}]",), depth + 1) for i, v in enumerate(obj)]
-        return type(obj)(items)
+        items = [_finish(v, path, trail + (f"[{i}]",), depth + 1, memo) for i, v in enumerate(obj)]
+        memo[id(obj)] = out = type(obj)(items)
+        return out
     raise LegacyInputError(path, f"{_where(trail)}: {type(obj).__name__} object is not plain data")
 
 
@@ -334,7 +346,9 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
     except OSError as err:
         raise LegacyInputError(path, f"cannot read: {err.strerror or err}") from None
     try:
-        raw = _PlainDataUnpickler(io.BytesIO(data), path).load()
+        with warnings.catch_warnings():  # e.g. invalid escapes in a damaged protocol-0 string
+            warnings.simplefilter("ignore")
+            raw = _PlainDataUnpickler(io.BytesIO(data), path).load()
     except LegacyInputError:
         raise
     except RecursionError:
@@ -346,6 +360,37 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
     except Exception as err:  # anything the C unpickler raises on malformed input
         raise LegacyInputError(path, f"corrupt pickle ({type(err).__name__}: {err})") from None
     try:
-        return _finish(raw, path)
+        data = _finish(raw, path)
     except RecursionError:
         raise LegacyInputError(path, "pickle nested too deeply") from None
+    distinct, expanded = _sizes(data)
+    if expanded > MAX_SHARING * distinct + (1 << 20):
+        raise LegacyInputError(path, f"{distinct} objects that are {expanded} when expanded (the same "
+                                     "containers referenced over and over): not GroundHog data")
+    return data
+
+
+#: a container may be referenced from several places (the pickle memo), but data that
+#: expands to more than this many times its objects (plus a million) is refused: any code
+#: that walks it as a tree -- repr() in an error message, ==, json -- would take forever
+MAX_SHARING = 4
+
+
+def _sizes(obj, memo=None):
+    """``(distinct, expanded)``: containers and leaves counted once each, and as a tree."""
+    seen = {} if memo is None else memo
+    if isinstance(obj, dict):
+        children = list(obj.keys()) + list(obj.values())
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        children = obj
+    else:
+        return 1, 1
+    if id(obj) in seen:
+        return 0, seen[id(obj)]
+    distinct, expanded = 1, 1
+    for child in children:
+        d, e = _sizes(child, seen)
+        distinct += d
+        expanded += e
+    seen[id(obj)] = expanded
+    return distinct, expanded

@@ -84,7 +84,7 @@ def report(state_path, model_path=None, changes="", data_dir=None):
 def run(args):
     rep = report(args.state, args.model_path, args.changes, args.data_dir)
     if args.json:
-        print(json.dumps(rep, indent=2, ensure_ascii=False))
+        print(json.dumps(rep, indent=2, ensure_ascii=False, default=_json_value))
     else:
         print_text(rep)
     ck = rep.get("checkpoint")
@@ -94,6 +94,15 @@ def run(args):
               file=sys.stderr)
         return EXIT_INPUT
     return EXIT_OK
+
+
+def _json_value(value):
+    """State values JSON has no type for (numpy scalars and arrays, sets, complex)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return repr(value)
 
 
 def print_text(rep):

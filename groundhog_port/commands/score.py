@@ -8,6 +8,7 @@ import numpy as np
 from .. import plots
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
+from ..longlines import warn_long_lines
 from ..outputs import Journal, Progress
 from ..scoring import batches_for, parse_pair, score_batch, score_pair
 from .common import add_model_arguments, open_from_args
@@ -59,9 +60,12 @@ def _complete_batches(records):
     """Number of journal lines that form whole batches (record ``"b size"`` per line)."""
     n, i = 0, 0
     while i < len(records):
-        b, size = records[i].split()
-        j = i + int(size)
-        if j > len(records) or any(r.split()[0] != b for r in records[i:j]):
+        try:
+            b, size = records[i].split()
+            j = i + int(size)
+            if j > len(records) or any(r.split()[0] != b for r in records[i:j]):
+                break
+        except (ValueError, IndexError):  # a damaged record: keep the batches before it
             break
         n = i = j
     return n
@@ -75,6 +79,9 @@ def batch_mode(exp, args):
                                "the training corpora named in the state)")
     if args.resume and not args.scores:
         raise LegacyInputError(None, "--resume needs --scores FILE")
+    if args.src and not (str(args.src).endswith(".h5") and str(args.trg).endswith(".h5")):
+        for path in (args.src, args.trg):  # text: GroundHog's .h5 path skips long pairs itself
+            warn_long_lines(path, read_text_lines(path), exp.state, "scoring it", "score.py")
     journal = Journal(args.scores, args.resume, keep=_complete_batches) if args.scores else None
     skip = len({r.split()[0] for r in journal.done_records}) if journal else 0
     kept = len(journal.done_lines) if journal else 0
@@ -123,6 +130,8 @@ def txt_mode(exp, args):
     if not (args.src and args.trg):
         raise LegacyInputError(None, "--mode txt needs --src and --trg")
     src_lines, trg_lines = read_text_lines(args.src), read_text_lines(args.trg)
+    warn_long_lines(args.src, src_lines, exp.state, "scoring it", "score.py")
+    warn_long_lines(args.trg, trg_lines, exp.state, "scoring it", "score.py")
     if len(src_lines) != len(trg_lines):
         raise LegacyInputError(args.src, f"{len(src_lines)} source lines but {len(trg_lines)} "
                                f"target lines in {args.trg}")

@@ -4,7 +4,8 @@ import sys
 
 from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
-from ..outputs import Journal, Progress
+from ..longlines import warn_long_lines
+from ..outputs import Journal, Progress, check_output_path
 from ..translate import Translation, Translator, total_cost, write_nbest
 from .common import add_model_arguments, open_from_args
 
@@ -50,12 +51,15 @@ def run(args):
         raise LegacyInputError(None, "--batch-size must be at least 1")
     if bool(args.source) != bool(args.trans):
         raise LegacyInputError(None, "--source and --trans go together")
+    if args.n_best:
+        check_output_path(args.n_best)
     exp = open_from_args(args)
     translator = Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size)
     if not args.source:
         return interact(exp, translator)
     lines = read_text_lines(args.source)
-    journal = Journal(args.trans, resume=args.resume)
+    warn_long_lines(args.source, lines, exp.state)
+    journal = Journal(args.trans, resume=args.resume, keep=_readable_records)
     done = [Translation.from_record(l, r) for l, r in zip(journal.done_lines, journal.done_records)]
     if done:
         logger.info("resuming %s after %d of %d lines", args.trans, len(done), len(lines))
@@ -63,7 +67,8 @@ def run(args):
     progress.update(len(done))
     results = list(done)
     try:
-        step = max(1, args.batch_size)
+        # the batched search groups a chunk's sentences by length: give it several batches
+        step = 1 if args.batch_size == 1 else 4 * args.batch_size
         for start in range(len(done), len(lines), step):
             chunk = lines[start:start + step]
             parsed = [exp.parse_source(line) for line in chunk]
@@ -85,7 +90,10 @@ def run(args):
     progress.close()
     journal.commit()
     if args.n_best:
-        write_nbest(args.n_best, results)
+        try:
+            write_nbest(args.n_best, results)
+        except OSError as err:
+            raise LegacyInputError(args.n_best, f"cannot write ({err.strerror or err})") from None
     print("Total cost of the translations: {}".format(total_cost(results)))
     failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
     if failed:
@@ -94,6 +102,16 @@ def run(args):
         return EXIT_PARTIAL
     logger.info("%d sentences, %.1f sentences/s", len(results), progress.rate())
     return EXIT_OK
+
+
+def _readable_records(records):
+    """How many journal records, from the first, can be read back (a damaged one ends them)."""
+    for n, record in enumerate(records):
+        try:
+            Translation.from_record("", record)
+        except (ValueError, KeyError, TypeError):
+            return n
+    return len(records)
 
 
 def interact(exp, translator):

@@ -59,42 +59,34 @@ def select_cheapest(flat, n):
     Returns ``idx (B, max(n))`` int64 with ``-1`` past each row's ``n[b]``.
     """
     n = torch.as_tensor(n, dtype=torch.int64, device=flat.device)
-    k = int(n.max())
-    B = flat.shape[0]
-    if k == 0:
-        return torch.full((B, 0), -1, dtype=torch.int64, device=flat.device)
-    # NaN sorts last: a key of +inf with a flag keeps numbers first, then NaN by index.
+    B, L = flat.shape
+    k = int(n.max()) if n.numel() else 0
+    if k == 0 or L == 0:
+        return torch.full((B, k), -1, dtype=torch.int64, device=flat.device)
+    # total order: numbers (inf included) by (value, index), then NaN by index
     nan = torch.isnan(flat)
-    key = torch.where(nan, torch.full_like(flat, float("inf")), flat)
-    vals, _ = torch.topk(key, k, dim=1, largest=False, sorted=True)
-    rows = torch.arange(B, device=flat.device)
-    thr = vals[rows, (n - 1).clamp(min=0)][:, None]           # n-th smallest key
-    below = (key < thr) & ~nan
-    n_below = below.sum(1, keepdim=True)
-    at = (key == thr)
-    # among entries equal to the threshold, numbers come before NaN, then by index
-    at_num, at_nan = at & ~nan, at & nan
-    need = n[:, None] - n_below
-    take_num = at_num & (at_num.cumsum(1) <= need)
-    need_nan = need - take_num.sum(1, keepdim=True)
-    take_nan = at_nan & (at_nan.cumsum(1) <= need_nan)
-    chosen = below | take_num | take_nan
-    chosen &= (n[:, None] > 0)
-    # order: (key, nan flag, index); index order first, then two stable sorts
-    idx = torch.arange(flat.shape[1], device=flat.device).expand(B, -1)
-    pos = torch.where(chosen, idx, torch.full_like(idx, flat.shape[1]))
-    pos, _ = torch.sort(pos, dim=1)
-    pos = pos[:, :k]
-    valid = pos < flat.shape[1]
-    safe = torch.where(valid, pos, torch.zeros_like(pos))
-    sel_key = torch.gather(key, 1, safe)
-    sel_nan = torch.gather(nan, 1, safe) | ~valid
-    sel_key = torch.where(valid, sel_key, torch.full_like(sel_key, float("inf")))
-    order = torch.sort(sel_nan.to(torch.int8), dim=1, stable=True).indices
-    sel_key, safe, valid = (torch.gather(t, 1, order) for t in (sel_key, safe, valid))
-    sel_nan = torch.gather(sel_nan, 1, order)
-    # within the numbers block sort by key (stable keeps index order for ties)
-    key_for_sort = torch.where(sel_nan, torch.full_like(sel_key, float("inf")), sel_key)
-    order = torch.sort(key_for_sort, dim=1, stable=True).indices
-    safe, valid = torch.gather(safe, 1, order), torch.gather(valid, 1, order)
-    return torch.where(valid, safe, torch.full_like(safe, -1))
+    key = flat.masked_fill(nan, float("inf"))
+    kk = min(k, L)
+    smallest = torch.topk(key, kk, dim=1, largest=False, sorted=True).values
+    thr = smallest.gather(1, (n.clamp(1, kk) - 1)[:, None])    # each row's n-th smallest key
+    # only entries <= the threshold can be chosen: usually about n of them (more on ties)
+    rows, cols = (key <= thr).nonzero(as_tuple=True)           # row-major, index order
+    counts = torch.bincount(rows, minlength=B)
+    width = int(counts.max())
+    slot = torch.arange(rows.numel(), device=flat.device) - (torch.cumsum(counts, 0) - counts)[rows]
+    c_key = torch.full((B, width), float("inf"), dtype=flat.dtype, device=flat.device)
+    c_nan = torch.ones((B, width), dtype=torch.bool, device=flat.device)    # padding: last
+    c_idx = torch.full((B, width), L, dtype=torch.int64, device=flat.device)
+    c_key[rows, slot] = key[rows, cols]
+    c_nan[rows, slot] = nan[rows, cols]
+    c_idx[rows, slot] = cols
+    # two stable sorts of the (index-ordered) candidates: by value, then NaN flag
+    order = torch.sort(c_key, dim=1, stable=True).indices
+    c_nan, c_idx = torch.gather(c_nan, 1, order), torch.gather(c_idx, 1, order)
+    order = torch.sort(c_nan.to(torch.int8), dim=1, stable=True).indices
+    c_idx = torch.gather(c_idx, 1, order)
+    if width < k:
+        c_idx = torch.cat([c_idx, c_idx.new_full((B, k - width), L)], 1)
+    c_idx = c_idx[:, :k]
+    beyond = torch.arange(k, device=flat.device)[None] >= n[:, None]
+    return torch.where(beyond | (c_idx >= L), torch.full_like(c_idx, -1), c_idx)

@@ -1,0 +1,551 @@
+"""Batched beam search: many sentences at once, exactly what the literal search returns.
+
+:class:`BatchedBeamSearch` decodes a group of sentences together -- one padded
+source batch, every live hypothesis of every sentence as one row of one tensor --
+and returns, for each sentence, the finished list of
+:meth:`groundhog_port.search.legacy.BeamSearch.search` (same hypotheses, same
+order, bitwise-identical float64 costs) or the :class:`SearchFailed` it raises.
+
+Why the numbers are the same, piece by piece:
+
+* every matrix product goes through :func:`~groundhog_port.numerics.mm` (or the same
+  ``torch.mm`` call on the same zero-padded rows), whose rows do not depend on the
+  other rows; elementwise kernels (``exp``, ``tanh``, the Theano sigmoid, ``log``)
+  do not depend on where a value sits;
+* encoder: the padded batch runs without a mask.  Forward states at real positions
+  only see earlier (real) words; the backward encoder reads each sentence reversed
+  *within its own length* (padding after it), so it never starts on padding.  The
+  states at real positions are those of ``model.encode(seq)``;
+* attention: padded positions get an energy of exactly 0 (``torch.where``, not a
+  product: ``exp`` may overflow and ``inf * 0`` is NaN); the normaliser is
+  :func:`~groundhog_port.numerics.sum_positions` (``acc + 0 == acc``); the context
+  of a sentence's hypotheses is :func:`~groundhog_port.attention.weighted_context`
+  on that sentence's own ``(S, n)`` weights, as in the literal search;
+* the attention context of a hypothesis does not depend on its beam, so the context
+  computed for ``next_probs`` is reused for ``next_states`` (the literal search
+  recomputes it from the gathered states and gets the same bits);
+* selection: see :meth:`BatchedBeamSearch._select` -- a float32 prefilter keeps,
+  per row, the ``n + 1`` most probable words; the exact float64 costs of those
+  candidates go through :func:`~groundhog_port.search.common.select_cheapest`,
+  and the result is used only when it *provably* equals selection over the full
+  ``(rows, V)`` matrix; otherwise that sentence's step is redone on the full
+  matrix exactly as the literal search does it.
+
+Retries (``ignore_unk`` dropped, beam doubled) restart the sentence from step 0 in
+a later group, as sample.py:122-131 restarts the search.
+"""
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .. import attention
+from ..numerics import ROW_BLOCK, mm, sum_positions
+from .common import (MAX_RETRY_BEAM, SearchFailed, check_kth, legacy_log, next_costs,
+                     select_cheapest)
+from .legacy import Hypotheses, sort_finished
+
+logger = logging.getLogger(__name__)
+
+#: the message of legacy.BeamSearch.search when the beam reached MAX_RETRY_BEAM
+TRANSLATION_FAILED = "Translation failed (attempt to get argmin of an empty sequence)"
+
+#: word chunk of the candidate prefilter, and column block of the output matrix
+#: (vocabularies above CHUNKED_VOCAB words)
+CHUNK = 128
+OUT_BLOCK = 2048
+CHUNKED_VOCAB = 4096
+
+#: torch's CPU reductions split one output's reduction between threads from this many
+#: elements on (at::internal::GRAIN_SIZE); the literal search's softmax sum over a
+#: single row of that size would then not be the per-row sum of a bigger batch
+_GRAIN = 32768
+
+
+@dataclass
+class _Job:
+    """One attempt of ``search(seq, n, ignore_unk, minlen)`` for input sentence ``index``."""
+    index: int
+    n: int
+    ignore_unk: bool
+    minlen: int
+
+
+def _pad_rows(x):
+    """``x`` with zero rows appended up to a multiple of ROW_BLOCK (numerics.mm's padding)."""
+    pad = -x.shape[0] % ROW_BLOCK
+    return torch.cat([x, x.new_zeros((pad, x.shape[1]))]) if pad else x
+
+
+def output_blocks(W):
+    """``W (k, V)`` cut into contiguous column blocks of OUT_BLOCK words (one block up to
+    CHUNKED_VOCAB words): ``[(j0, j1, W[:, j0:j1])]``.
+
+    MKL multiplies by a 620 x 30001 matrix at half the speed it multiplies by its
+    2048-column blocks; each output element is the same dot product either way
+    (``parity_tests/test_batched_search.py`` checks it against numerics.mm).
+    """
+    V = W.shape[1]
+    if V <= CHUNKED_VOCAB:
+        return [(0, V, W)]
+    cuts = list(range(0, V, OUT_BLOCK)) + [V]
+    if cuts[-1] - cuts[-2] < 2 * ROW_BLOCK * ROW_BLOCK:        # no narrow last block
+        del cuts[-2]
+    return [(j0, j1, W[:, j0:j1].contiguous()) for j0, j1 in zip(cuts, cuts[1:])]
+
+
+class BatchedBeamSearch:
+    """``search_many`` / ``sample_many`` over an :class:`~groundhog_port.model.RNNEncoderDecoder`.
+
+    ``batch_size``: most sentences decoded together; ``max_rows``: most hypotheses
+    (rows of the ``(rows, V)`` probability matrix) a group starts with -- a sentence
+    whose beam alone is larger still runs, alone.
+    """
+
+    def __init__(self, model, batch_size=64, max_rows=2048):
+        self.model = model
+        self.cfg = model.cfg
+        self.eos_id = model.cfg.null_sym_target
+        self.unk_id = model.cfg.unk_sym_target
+        self.batch_size = int(batch_size)
+        self.max_rows = int(max_rows)
+        self._buffers = {}
+        self._blocks = None
+        #: counters of the last call (steps, rows, prefilter fallbacks), for tools
+        self.stats = {}
+
+    # -- public API ---------------------------------------------------------------------
+    def search_many(self, seqs, n_samples, ignore_unk=False, minlens=None):
+        """``BeamSearch.search(seq, n_samples, ignore_unk, minlen)`` for every ``seq``.
+
+        ``minlens``: one per sentence (default 1, ``search()``'s default).  Returns a list
+        in input order of :class:`Hypotheses` or :class:`SearchFailed` instances.
+        """
+        seqs = [np.asarray(s, dtype=np.int64) for s in seqs]
+        if minlens is None:
+            minlens = [1] * len(seqs)
+        if len(minlens) != len(seqs):
+            raise ValueError(f"{len(minlens)} minlens for {len(seqs)} sentences")
+        if isinstance(n_samples, (int, np.integer)):
+            n_samples = [int(n_samples)] * len(seqs)
+        jobs = [_Job(i, int(n), bool(ignore_unk), int(m))
+                for i, (n, m) in enumerate(zip(n_samples, minlens))]
+        with torch.inference_mode():
+            try:
+                return self._run(seqs, jobs)
+            finally:
+                self._buffers.clear()
+                self._blocks = None
+
+    def sample_many(self, seqs, n_samples, ignore_unk=False, normalize=False):
+        """``legacy.sample`` for every ``seq``: ``minlen = len(seq) // 2``; with
+        ``normalize`` the costs are divided by the hypothesis lengths (EOS included)."""
+        seqs = [np.asarray(s, dtype=np.int64) for s in seqs]
+        results = self.search_many(seqs, n_samples, ignore_unk, [len(s) // 2 for s in seqs])
+        if not normalize:
+            return results
+        out = []
+        for r in results:
+            if isinstance(r, Hypotheses):
+                r = Hypotheses(r.trans, r.costs / np.array([len(t) for t in r.trans],
+                                                           dtype=np.float64))
+            out.append(r)
+        return out
+
+    # -- driver -------------------------------------------------------------------------
+    def _run(self, seqs, jobs):
+        self.stats = dict(steps=0, row_steps=0, fallbacks=0, groups=0, rows_by_length={})
+        results = [None] * len(seqs)
+        encoded = {}
+        pending = jobs
+        while pending:
+            retries = []
+            for group in self._groups(pending, seqs):
+                missing = [j.index for j in group if j.index not in encoded]
+                if missing:
+                    for i, c in zip(missing, self._encode([seqs[i] for i in missing])):
+                        encoded[i] = c
+                for job, outcome in zip(group, self._decode(group, seqs, encoded)):
+                    if isinstance(outcome, _Job):
+                        retries.append(outcome)
+                    else:
+                        results[job.index] = outcome
+            pending = retries
+        return results
+
+    def _groups(self, jobs, seqs):
+        """Jobs sorted by source length, cut into groups of at most ``batch_size``
+        sentences and (unless one sentence alone exceeds it) ``max_rows`` hypotheses."""
+        order = sorted(jobs, key=lambda j: (len(seqs[j.index]), j.index))
+        group, rows = [], 0
+        for job in order:
+            if group and (len(group) >= self.batch_size or rows + job.n > self.max_rows):
+                yield group
+                group, rows = [], 0
+            group.append(job)
+            rows += job.n
+        if group:
+            yield group
+
+    def _buffer(self, name, shape, dtype):
+        """A reused scratch tensor (fresh large CPU allocations cost page faults every step)."""
+        numel = int(np.prod(shape))
+        buf = self._buffers.get(name)
+        if buf is None or buf.numel() < numel or buf.dtype != dtype:
+            buf = torch.empty(max(numel, 1), dtype=dtype, device=self.model.device)
+            self._buffers[name] = buf
+        return buf[:numel].view(shape)
+
+    # -- encoder ------------------------------------------------------------------------
+    def _encode(self, seqs):
+        """Annotations ``c (S_b, c_dim)`` of each sentence, equal to ``model.encode(seq)``."""
+        model, cfg = self.model, self.cfg
+        device = model.device
+        lens = [len(s) for s in seqs]
+        S, B = max(lens), len(seqs)
+        x = torch.zeros((S, B), dtype=torch.int64)
+        x_rev = torch.zeros((S, B), dtype=torch.int64)
+        for b, s in enumerate(seqs):
+            t = torch.as_tensor(s, dtype=torch.int64)
+            x[:len(s), b] = t
+            x_rev[:len(s), b] = t.flip(0)          # reversed within its own length
+        x, x_rev = x.to(device), x_rev.to(device)
+        h0 = torch.zeros((B, cfg.dim), dtype=model.dtype, device=device)
+        forward = model.encoder(model.encoder.approx_embedder(x), None, h0)
+        backward = None
+        if cfg.needs_backward_encoder:
+            # the backward encoder embeds with the forward approx_embedder (encoder.py)
+            backward = model.backward_encoder(model.encoder.approx_embedder(x_rev), None, h0)
+        out = []
+        for b, n in enumerate(lens):
+            f = forward[:n, b]
+            parts = []
+            if cfg.forward:
+                parts.append(f)
+            if cfg.last_forward:
+                parts.append(f[-1:].expand_as(f))
+            if backward is not None:
+                bw = backward[:n, b].flip(0)
+                if cfg.backward:
+                    parts.append(bw)
+                if cfg.last_backward:
+                    parts.append(bw[:1].expand_as(bw))
+            out.append(torch.cat(parts, dim=-1).contiguous())
+        return out
+
+    # -- one group ----------------------------------------------------------------------
+    def _decode(self, jobs, seqs, encoded):
+        """Decode ``jobs`` together; per job a Hypotheses, a SearchFailed or a retry _Job."""
+        model, cfg, dec = self.model, self.cfg, self.model.decoder
+        device = model.device
+        B = len(jobs)
+        self.stats["groups"] += 1
+        cs = [encoded[j.index] for j in jobs]
+        lens = torch.tensor([c.shape[0] for c in cs], dtype=torch.int64, device=device)
+        S = int(lens.max())
+        c_pad = torch.zeros((S, B, cfg.c_dim), dtype=model.dtype, device=device)
+        for b, c in enumerate(cs):
+            c_pad[:c.shape[0], b] = c
+        p_from_c = dec.p_from_c(c_pad)                    # (S, B, dim) or None
+        steps = [3 * c.shape[0] for c in cs]              # sample.py:60, seq incl. EOS
+        n = [j.n for j in jobs]
+        fin_trans = [[] for _ in jobs]
+        fin_costs = [[] for _ in jobs]
+        outcome = [None] * B
+
+        # rows: the live hypotheses, grouped by sentence in beam-slot order
+        states = dec.initial_state(c_pad)                 # (B, dim)
+        row_sent = torch.arange(B, device=device)
+        last_words = torch.zeros(B, dtype=torch.int64, device=device)
+        costs = torch.zeros(B, dtype=torch.float64, device=device)
+        hist = torch.zeros((B, 0), dtype=torch.int64, device=device)
+        active = list(range(B))                           # sentences with rows, in row order
+        rows_of = {b: 1 for b in active}
+
+        k = 0
+        while active:
+            # kth crash (sample.py:82) before anything else of the step
+            failed = []
+            for b in active:
+                try:
+                    check_kth(n[b], rows_of[b] * cfg.n_sym_target)
+                except SearchFailed as err:
+                    outcome[b] = err
+                    failed.append(b)
+            if failed:
+                keep = ~torch.isin(row_sent, torch.tensor(failed, device=device))
+                states, row_sent, last_words = states[keep], row_sent[keep], last_words[keep]
+                costs, hist = costs[keep], hist[keep]
+                active = [b for b in active if b not in failed]
+                if not active:
+                    break
+            self.stats["steps"] += 1
+            self.stats["row_steps"] += states.shape[0]
+            by_len = self.stats["rows_by_length"]
+            for b in active:
+                by_len[len(cs[b])] = by_len.get(len(cs[b]), 0) + rows_of[b]
+
+            ctx = self._context(k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens)
+            emb = dec.approx_embedder(last_words)
+            readout = dec.readout(states, ctx, dec.prev_word_term(last_words, emb))
+            sel_sent, sel_row, sel_word, sel_cost = self._select(
+                k, readout, costs, row_sent, active, rows_of, n, jobs)
+
+            # finished hypotheses leave the beam (sample.py:108-120)
+            is_eos = sel_word == self.eos_id
+            if bool(is_eos.any()):
+                fin = is_eos.nonzero()[:, 0]
+                f_sent = sel_sent[fin].tolist()
+                f_hist = torch.cat([hist[sel_row[fin]], sel_word[fin, None]], 1).tolist()
+                f_cost = sel_cost[fin].tolist()
+                for b, t, c in zip(f_sent, f_hist, f_cost):
+                    fin_trans[b].append(t)
+                    fin_costs[b].append(c)
+            alive = ~is_eos
+            n_alive = torch.zeros(B, dtype=torch.int64, device=device)
+            n_alive.index_add_(0, sel_sent[alive], torch.ones_like(sel_sent[alive]))
+            n_alive = n_alive.tolist()
+            ended = []
+            for b in active:
+                n[b] = n_alive[b]
+                if n[b] == 0 or k + 1 >= steps[b]:
+                    ended.append(b)
+                    outcome[b] = self._finish(jobs[b], fin_trans[b], fin_costs[b])
+            active = [b for b in active if b not in ended]
+            if ended:
+                alive &= ~torch.isin(sel_sent, torch.tensor(ended, device=device))
+            keep = alive.nonzero()[:, 0]
+            origin = sel_row[keep]
+            row_sent, last_words, costs = sel_sent[keep], sel_word[keep], sel_cost[keep]
+            hist = torch.cat([hist[origin], last_words[:, None]], 1)
+            rows_of = {b: n[b] for b in active}
+            if active:
+                _, x, x_z, x_r = dec.signals(last_words)
+                states = dec.transition_step(x, x_z, x_r, states[origin], ctx[origin])
+            k += 1
+        return outcome
+
+    def _finish(self, job, fin_trans, fin_costs):
+        """End of one attempt: sorted hypotheses, a retry, or the failure (sample.py:122-133)."""
+        if fin_trans:
+            return sort_finished(fin_trans, fin_costs)
+        if job.ignore_unk:
+            logger.warning("Did not manage without UNK")
+            return _Job(job.index, job.n, False, job.minlen)
+        if job.n < MAX_RETRY_BEAM:
+            logger.warning("Still no translations: try beam size %d", job.n * 2)
+            return _Job(job.index, job.n * 2, False, job.minlen)
+        logger.error("Translation failed")
+        return SearchFailed(TRANSLATION_FAILED)
+
+    # -- attention ----------------------------------------------------------------------
+    def _context(self, k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens):
+        """Context of every row at step ``k`` (``Decoder.context`` for each sentence)."""
+        cfg, dec = self.cfg, self.model.decoder
+        R = states.shape[0]
+        if not cfg.search:
+            # c[min(k, S_b - 1)] of each row's sentence (encdec.py:1043)
+            pos = torch.clamp(lens[row_sent], max=k + 1) - 1
+            return c_pad[pos, row_sent]
+        S = int(lens[active].max()) if len(active) < len(cs) else c_pad.shape[0]
+        dim = cfg.dim
+        # p = s @ B + p_from_c_j for every row and position, in a padded-row buffer
+        rows = S * R
+        flat = self._buffer("att", (rows + (-rows % ROW_BLOCK), dim), torch.float32)
+        p = flat[:rows].view(S, R, dim)
+        torch.index_select(p_from_c[:S], 1, row_sent, out=p)
+        p.add_(mm(states, dec.B))
+        p.tanh_()
+        flat[rows:].zero_()
+        score = torch.mm(flat, dec.D)[:rows, 0].view(S, R)     # == mm(tanh(p), D)
+        valid = torch.arange(S, device=states.device)[:, None] < lens[row_sent][None]
+        if self.model.stable:
+            score = score - score.masked_fill(~valid, -float("inf")).amax(0, keepdim=True)
+        energy = torch.where(valid, torch.exp(score), torch.zeros_like(score))
+        alpha = energy / sum_positions(energy)                 # (S, R)
+        ctx, r0 = [], 0
+        for b in active:
+            r1 = r0 + rows_of[b]
+            ctx.append(attention.weighted_context(alpha[:cs[b].shape[0], r0:r1], cs[b][:, None]))
+            r0 = r1
+        return torch.cat(ctx) if len(ctx) > 1 else ctx[0]
+
+    # -- output layer and selection -----------------------------------------------------
+    def _probs_parts(self, readout, single_rows=()):
+        """The output layer up to the softmax normaliser, in reused buffers.
+
+        Returns ``e64 (R, V)`` float64 = ``exp(z - max z)`` (computed in float32, then
+        widened: exact), the maxima of ``z`` per CHUNK words (or None), and ``inv (R, 1)``
+        = ``1 / sum(e64)``: ``probs = (e64 * inv).float()`` is
+        :func:`~groundhog_port.layers.softmax_with_bias` bit for bit.
+        """
+        out = self.model.decoder.output_layer
+        R = readout.shape[0]
+        V = self.cfg.n_sym_target
+        Rp = R + (-R % ROW_BLOCK)
+        h = mm(readout, out.W1) if hasattr(out, "W1") else readout
+        if 4 < V < 12:
+            blocks = [mm(h, out.W2 if hasattr(out, "W2") else out.W)]   # numerics.mm widens it
+        else:
+            if self._blocks is None:
+                self._blocks = output_blocks(out.W2 if hasattr(out, "W2") else out.W)
+            h_pad, blocks = _pad_rows(h), []
+            for i, (j0, j1, W) in enumerate(self._blocks):
+                z = self._buffer(f"z{i}", (Rp, j1 - j0), torch.float32)
+                torch.mm(h_pad, W, out=z)                       # == numerics.mm(h, W)[:, j0:j1]
+                blocks.append(z[:R])
+        chunk_max = [] if V > CHUNKED_VOCAB else None
+        j0 = 0
+        for z in blocks:
+            z.add_(out.b[j0:j0 + z.shape[1]])
+            j0 += z.shape[1]
+            if chunk_max is not None:
+                nfull = z.shape[1] // CHUNK
+                chunk_max.append(z[:, :nfull * CHUNK].unflatten(1, (nfull, CHUNK)).amax(-1))
+                if z.shape[1] % CHUNK:
+                    chunk_max.append(z[:, nfull * CHUNK:].amax(-1, keepdim=True))
+        if chunk_max is not None:
+            chunk_max = torch.cat(chunk_max, 1)
+            zmax = chunk_max.amax(-1, keepdim=True)            # == z.amax(-1): max is exact
+        else:
+            zmax = torch.cat([z.amax(-1, keepdim=True) for z in blocks], 1).amax(-1, keepdim=True)
+        e64 = self._buffer("e64", (R, V), torch.float64)
+        j0 = 0
+        for z in blocks:
+            z.sub_(zmax)
+            e64[:, j0:j0 + z.shape[1]].copy_(z.exp_())
+            j0 += z.shape[1]
+        total = e64.sum(-1, keepdim=True)
+        if (single_rows and R > 1 and V >= _GRAIN and torch.get_num_threads() > 1
+                and e64.device.type == "cpu"):
+            # the literal search sums a one-row beam in a one-row call, which torch
+            # splits between threads from _GRAIN elements on: do the same for those rows
+            for r in single_rows:
+                total[r] = e64[r:r + 1].sum(-1)
+        return e64, chunk_max, 1.0 / total
+
+    def _candidates(self, e64, chunk_max, m):
+        """``m`` words of largest ``e`` per row: ``(R, m)`` word ids and float32 values,
+        largest first.
+
+        With a large vocabulary the row is cut into chunks of CHUNK words: every word
+        outside the ``m`` chunks of largest maximum is <= each of those maxima, so the
+        ``m`` largest of the chunks' words are ``m`` largest words of the row.
+        """
+        if chunk_max is None or m >= chunk_max.shape[1]:
+            vals, words = torch.topk(e64, m, dim=1)
+            return words, vals.float()
+        R, V = e64.shape
+        top_chunks = torch.topk(chunk_max, m, dim=1).indices            # (R, m)
+        words = (top_chunks[:, :, None] * CHUNK
+                 + torch.arange(CHUNK, device=e64.device)).flatten(1)    # (R, m * CHUNK)
+        inside = words < V
+        vals = torch.gather(e64, 1, torch.where(inside, words, torch.zeros_like(words)))
+        # the last chunk is short: its missing words get -1 < any exp (>= 0)
+        vals = torch.where(inside, vals, torch.full_like(vals, -1.0))
+        vals, pos = torch.topk(vals, m, dim=1)
+        return torch.gather(words, 1, pos), vals.float()
+
+    def _select(self, k, readout, costs, row_sent, active, rows_of, n, jobs):
+        """The survivors of step ``k`` for every active sentence, as the literal search picks them.
+
+        Per row the ``m = n_b + 3`` words of highest probability are candidates (cost
+        is a non-increasing function of the probability, forbidden words aside); their
+        exact costs go through ``select_cheapest``.  Let ``T`` be the ``n_b``-th cost
+        chosen.  If ``T < inf`` and, in every row of the sentence whose words are not
+        all candidates, the least probable candidate *without* the minlen/UNK masks
+        costs more than ``T``, then every non-candidate costs more than ``T`` (or is a
+        forbidden word: ``inf``), is beaten by ``n_b`` candidates, and the selection is
+        the one over the full matrix, with the same order and ties.  Otherwise the step
+        of that sentence is redone on its full ``(rows, V)`` cost matrix.
+
+        Returns, in sentence order then ``select_cheapest`` order: sentence, row, word,
+        float64 cost of each survivor.
+        """
+        device = readout.device
+        V = self.cfg.n_sym_target
+        R = readout.shape[0]
+        single_rows = []
+        if V >= _GRAIN:
+            r0 = 0
+            for b in active:
+                if rows_of[b] == 1:
+                    single_rows.append(r0)
+                r0 += rows_of[b]
+        e64, chunk_max, inv = self._probs_parts(readout, single_rows)
+        n_act = [n[b] for b in active]
+        # n + 1 candidates besides the (at most two) words the masks may forbid
+        m = min(max(n_act) + 3, V)
+        words, vals = self._candidates(e64, chunk_max, m)
+        mth = vals[:, -1]                                       # least probable candidate
+        words, order = torch.sort(words, dim=1)                 # flat-index order
+        vals = torch.gather(vals, 1, order)
+        cand_logp = legacy_log((vals.double() * inv).float())   # == legacy_log(probs) there
+        mth_cost = costs - legacy_log((mth.double() * inv[:, 0]).float()).double()
+        logp = cand_logp
+        iu = torch.tensor([jobs[b].ignore_unk for b in active], device=device)
+        no_eos = torch.tensor([k < jobs[b].minlen for b in active], device=device)
+        # sentence slot of each row: sentences are active[0], active[1], ... in row order
+        counts = torch.tensor([rows_of[b] for b in active], device=device)
+        slot = torch.repeat_interleave(torch.arange(len(active), device=device), counts)
+        if bool(iu.any()) or bool(no_eos.any()):
+            forbid = ((words == self.unk_id) & iu[slot][:, None]) | \
+                     ((words == self.eos_id) & no_eos[slot][:, None])
+            logp = logp.masked_fill(forbid, -float("inf"))
+        cand_cost = costs[:, None] - logp.double()              # (R, m)
+
+        # one row of candidates per sentence, NaN-padded at the end
+        starts = torch.cumsum(counts, 0) - counts
+        local = torch.arange(R, device=device) - starts[slot]
+        width = int(counts.max()) * m
+        mat = torch.full((len(active), width), float("nan"), dtype=torch.float64, device=device)
+        pos = (slot * width + local * m)[:, None] + torch.arange(m, device=device)
+        mat.view(-1)[pos.flatten()] = cand_cost.flatten()
+        n_t = torch.tensor(n_act, dtype=torch.int64, device=device)
+        idx = select_cheapest(mat, n_t)                         # (B_act, max n), -1 padded
+        last = torch.gather(idx, 1, (n_t - 1)[:, None])[:, 0]
+        T = torch.gather(mat, 1, last[:, None])[:, 0]
+        if m < V:
+            ok_rows = mth_cost > T[slot]
+            bad = torch.zeros(len(active), dtype=torch.int64, device=device)
+            bad.index_add_(0, slot, (~ok_rows).long())
+            ok = (T < float("inf")) & (bad == 0)
+        else:
+            ok = torch.ones(len(active), dtype=torch.bool, device=device)
+
+        taken = idx >= 0
+        sel_slot = torch.arange(len(active), device=device)[:, None].expand_as(idx)[taken]
+        p = idx[taken]
+        sel_row = starts[sel_slot] + p // m
+        j = p % m
+        sel_word = words[sel_row, j]
+        sel_cost = cand_cost[sel_row, j]
+        if not bool(ok.all()):
+            sel_slot, sel_row, sel_word, sel_cost = self._fallback(
+                k, ok, e64, inv, costs, starts, counts, active, n_act, jobs,
+                sel_slot, sel_row, sel_word, sel_cost)
+        act = torch.tensor(active, dtype=torch.int64, device=device)
+        return act[sel_slot], sel_row, sel_word, sel_cost
+
+    def _fallback(self, k, ok, e64, inv, costs, starts, counts, active, n_act, jobs,
+                  sel_slot, sel_row, sel_word, sel_cost):
+        """Redo the selection of the sentences the prefilter cannot decide, on their full
+        ``(rows, V)`` cost matrix exactly as ``legacy.BeamSearch.search`` does."""
+        V = self.cfg.n_sym_target
+        pieces = []
+        ok_list = ok.tolist()
+        starts_l, counts_l = starts.tolist(), counts.tolist()
+        for s, b in enumerate(active):
+            if ok_list[s]:
+                mask = sel_slot == s
+                pieces.append((sel_slot[mask], sel_row[mask], sel_word[mask], sel_cost[mask]))
+                continue
+            self.stats["fallbacks"] += 1
+            r0, r1 = starts_l[s], starts_l[s] + counts_l[s]
+            probs = (e64[r0:r1] * inv[r0:r1]).float()           # softmax_with_bias rows
+            flat = next_costs(costs[r0:r1], probs, k, jobs[b].minlen, jobs[b].ignore_unk,
+                              self.eos_id, self.unk_id).flatten()
+            best = select_cheapest(flat[None], [n_act[s]])[0]
+            pieces.append((torch.full_like(best, s), r0 + best // V, best % V, flat[best]))
+        return tuple(torch.cat(t) for t in zip(*pieces))

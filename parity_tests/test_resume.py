@@ -1,0 +1,184 @@
+"""Interrupted runs: nothing half-written, and ``--resume`` finishes them byte for byte.
+
+``translate`` and ``score --mode batch --scores F`` write ``F.partial`` (+ ``F.partial.journal``)
+and rename it to ``F`` only at the end (:class:`groundhog_port.outputs.Journal`).  Each test
+starts the command on the bundled fixture, kills it (SIGKILL, and once SIGINT) once some
+lines are in ``F.partial``, checks that ``F`` does not exist, reruns with ``--resume`` and
+compares with an uninterrupted run: same bytes, same ``Total cost`` line.  The uninterrupted
+run goes on beside the interrupted one (two processes at a time).
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import FIXTURES
+
+FX = FIXTURES / "search"
+STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
+#: test.en lines the fixture model translates without doubling its beam (fast, steady)
+FAST_LINES = (1, 2, 3, 4, 5, 6, 18, 21, 22, 25)
+
+
+def start(*argv):
+    return subprocess.Popen([sys.executable, "-m", "groundhog_port", "--log-level", "INFO",
+                             *map(str, argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+
+
+def finish(proc, timeout=300):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def interrupt_after(proc, partial, n_lines, sig, timeout=300):
+    """Send ``sig`` once ``partial`` holds ``n_lines`` complete lines; wait for the end."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if partial.exists() and partial.read_bytes().count(b"\n") >= n_lines:
+            proc.send_signal(sig)
+            break
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"finished (exit {proc.returncode}) before {n_lines} lines were written:\n{err}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"no {n_lines} lines in {partial} after {timeout}s")
+        time.sleep(0.01)
+    return finish(proc)
+
+
+def check_interrupted(rc, err, sig, out_path):
+    partial = out_path.with_name(out_path.name + ".partial")
+    journal = out_path.with_name(out_path.name + ".partial.journal")
+    assert not out_path.exists(), "the final file exists after an interruption"
+    assert partial.exists() and journal.exists()
+    if sig == signal.SIGKILL:
+        assert rc == -signal.SIGKILL
+    else:
+        assert rc == 130, err
+        assert err.strip().splitlines()[-1].endswith("interrupted")
+        assert "Traceback" not in err
+    return partial.read_bytes().count(b"\n")
+
+
+N_LINES = 60
+
+
+class Reference:
+    """An uninterrupted run, started once and shared by the tests of this module."""
+
+    def __init__(self, args, out_path):
+        self.out_path = out_path
+        self.proc = start(*args, "--trans", out_path)
+        self._result = None
+
+    def result(self):
+        if self._result is None:
+            self._result = finish(self.proc)
+            assert self._result[0] == 0, self._result[2]
+        return self._result
+
+
+@pytest.fixture(scope="module")
+def translate_case(tmp_path_factory):
+    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
+    d = tmp_path_factory.mktemp("resume")
+    src = d / "src.en"
+    src.write_text("".join(lines[i - 1] + "\n" for i in FAST_LINES) * (N_LINES // len(FAST_LINES)),
+                   encoding="utf-8")
+    args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
+            "--batch-size", 1, "--source", src]
+    ref = Reference(args, d / "ref.fr")
+    yield args, ref
+    if ref.proc.poll() is None:
+        ref.proc.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_translate_resume(sig, translate_case, tmp_path):
+    args, reference = translate_case
+    out_path = tmp_path / "out.fr"
+    rc, _, err = interrupt_after(start(*args, "--trans", out_path),
+                                 out_path.with_name("out.fr.partial"), 8, sig)
+    kept = check_interrupted(rc, err, sig, out_path)
+    assert kept < N_LINES, "the run was not interrupted midway"
+
+    rc, out, err = finish(start(*args, "--trans", out_path, "--resume"))
+    _, out_ref, _ = reference.result()
+    ref_path = reference.out_path
+    assert rc == 0, err
+    assert "resuming" in err and f"of {N_LINES} lines" in err
+    assert out_path.read_bytes() == ref_path.read_bytes()
+    total = [l for l in out.splitlines() if l.startswith("Total cost of the translations: ")]
+    assert total and total == [l for l in out_ref.splitlines() if l.startswith("Total cost")]
+    assert not out_path.with_name("out.fr.partial").exists()
+    assert not out_path.with_name("out.fr.partial.journal").exists()
+
+
+def test_score_batch_resume(tmp_path):
+    """``--mode batch --scores F``: whole batches are kept (``bs=8`` here, so many batches)."""
+    src, trg = tmp_path / "big.en", tmp_path / "big.fr"
+    src.write_bytes((FX / "test.en").read_bytes() * 15)   # 600 pairs, 75 batches
+    trg.write_bytes((FX / "test.fr").read_bytes() * 15)
+    args = ["score", "--state", STATE, MODEL, "bs=8", "--mode", "batch", "--src", src, "--trg",
+            trg, "--allow-unk"]
+    ref_path, out_path = tmp_path / "ref.scores", tmp_path / "out.scores"
+    reference = start(*args, "--scores", ref_path)
+    rc, _, err = interrupt_after(start(*args, "--scores", out_path),
+                                 out_path.with_name("out.scores.partial"), 20, signal.SIGKILL)
+    kept = check_interrupted(rc, err, signal.SIGKILL, out_path)
+    rc_ref, _, err_ref = finish(reference)
+    assert rc_ref == 0, err_ref
+    assert kept < 600, "the run was not interrupted midway"
+
+    rc, out, err = finish(start(*args, "--scores", out_path, "--resume"))
+    assert rc == 0, err
+    assert "resuming" in err
+    assert out_path.read_bytes() == ref_path.read_bytes()
+    assert len(out_path.read_bytes().splitlines()) == 600
+    assert not out_path.with_name("out.scores.partial").exists()
+
+
+def test_resume_after_damaged_partial_files(tmp_path):
+    """A kill can leave a last line cut anywhere, even inside a UTF-8 character, and a
+    journal may be damaged: ``--resume`` keeps the complete, readable prefix and goes on."""
+    import json
+
+    import torch
+
+    from groundhog_port.cli import main
+    from groundhog_port.fuzzing import run_cli_inprocess
+    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
+    src = tmp_path / "s.en"
+    src.write_text("".join(lines[i - 1] + "\n" for i in FAST_LINES[:4]), encoding="utf-8")
+    out = tmp_path / "o.fr"
+    record = json.dumps({"cost": 1.5, "error": None, "nbest": [["kept line", 1.5]]})
+    cases = {
+        # two whole lines (the second's record is damaged) and half of "é"
+        "cut character, damaged record": (b"kept line\nsecond\ncaf\xc3", f"{record}\n{{not json\n", 1),
+        "cut character": (b"kept line\ncaf\xc3", f"{record}\n", 1),
+        "empty journal": (b"kept line\n", "", 0),
+    }
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, (partial, journal, kept) in cases.items():
+            out.with_name("o.fr.partial").write_bytes(partial)
+            out.with_name("o.fr.partial.journal").write_text(journal, encoding="utf-8")
+            rc, stdout, err = run_cli_inprocess(main, [
+                "--log-level", "WARNING", "translate", "--state", STATE, MODEL, "--beam-search",
+                "--beam-size", 5, "--batch-size", 1, "--source", src, "--trans", out, "--resume"])
+            assert rc == 0 and "Traceback" not in err, f"{name}: {err}"
+            got = out.read_text(encoding="utf-8").split("\n")
+            assert len(got) == 5 and got[4] == "", name
+            assert (got[0] == "kept line") == (kept == 1), name
+            total = float(stdout.split(": ")[1])
+            assert total > 0, name
+            out.unlink()
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""Benchmark: the literal beam search (legacy.BeamSearch) vs the batched one.
+
+Two models:
+
+* ``full``: RNNsearch-50 at full size (prototype_search_state: dim 1000,
+  rank_n_approx 620, 30001-word vocabularies) with random weights, built in memory
+  (no file).  How the weights are chosen so that decoding ends at realistic lengths
+  is in :func:`full_size_model`;
+* ``fixture``: a recorded case (``--case``, default ``<traces>/search``).
+
+On 100 random source sentences of 20-40 words (+ end-of-sequence), for beams 1, 5
+and 10, each search runs in its own worker process (so that peak RSS is its own):
+words/s (source words, end-of-sequence excluded), peak RSS
+(``resource.getrusage``), ``torch.cuda.max_memory_allocated`` on CUDA, achieved
+GFLOP/s and its share of the float32 matmul peak measured in the same run
+(best ``torch.mm`` of ``--peak-size`` square matrices).  The literal search can be
+limited to ``--n-literal`` sentences: its words/s is then per-sentence
+extrapolation (words / time of those sentences) and says so.  The batched search's
+n-best lists are compared with the literal ones on the sentences both decoded.
+
+FLOPs are counted from the configuration (:func:`step_flops`, :func:`encoder_flops`):
+matrix products only (elementwise work, the softmax and the selection are not
+counted), per hypothesis and target step: ``next_probs`` (one attention with
+the sentence's own length, readout, output layer) plus ``next_states`` (word
+signals, context inputs, GRU) -- the attention once, as the model needs it (the
+literal search computes it twice); the number of hypothesis-steps is the rows fed
+to ``next_probs``, retries included.  The encoder (both directions, ``c @ A``,
+initial state) is included and printed apart.
+
+Run ``python tools/bench_search.py --help``.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+
+# -- models -----------------------------------------------------------------------------------
+#: unit of the decoder state used as a length counter, and of the backward encoder
+COUNTER = 0
+#: component of the word embeddings held constant (1) to drive the counters' gates
+CONST = 0
+
+
+def full_size_model(seed=1234, device="cpu"):
+    """RNNsearch-50 at full size with random weights that end at realistic lengths.
+
+    Every matrix is N(0, 1/fan_in), the word embeddings N(0, 1), biases N(0, 0.01);
+    the output matrix W2 is scaled by 6 (peaked distributions: median top
+    probability ~0.5) and the output bias is a Zipf prior ``-0.5 log(1 + id)``.
+    Random weights alone never end a sentence (end-of-sequence has to beat 30000
+    random logits), so two counters are wired in:
+
+    * backward encoder unit ``COUNTER``: candidate ``tanh(3)``, constant update gate
+      ``z_e = 0.005`` (a constant embedding component ``CONST`` feeds the gate), so
+      after the whole sentence it holds ``h_v = 0.995 (1 - (1 - z_e)^L)``, which grows
+      with the source length L; the decoder's initial state reads it:
+      ``s0_u = tanh(-h_v)``;
+    * decoder unit ``COUNTER`` climbs from ``s0_u`` towards 0.995 with gate
+      ``z_d = 0.0043``: it crosses 0 after ~L target words;
+    * the end-of-sequence logit is ``800 * s_u + 24`` plus the usual random part,
+      through one maxout unit, one rank component and W2's end-of-sequence column:
+      about 4 logits more per word, so end-of-sequence wins around t ~ L.
+
+    Hypotheses end between ~0.6 L (minlen is L // 2) and ~1.3 L.
+    """
+    from legacy_states import prototype_search_state
+    from groundhog_port.config import ModelConfig
+    from groundhog_port.model import RNNEncoderDecoder
+
+    cfg = ModelConfig.from_state(prototype_search_state())
+    model = RNNEncoderDecoder(cfg)
+    g = torch.Generator().manual_seed(seed)
+    u, c = COUNTER, CONST
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+            elif name.endswith("approx_embedder.W"):
+                p.copy_(torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) / p.shape[0] ** 0.5)
+        enc, back, dec = model.encoder, model.backward_encoder, model.decoder
+        out = dec.output_layer
+        out.W2.mul_(6.0)
+        V, eos = cfg.n_sym_target, cfg.null_sym_target
+        out.b.copy_(-0.5 * torch.log1p(torch.arange(V, dtype=torch.float32)))
+        # constant embedding component CONST (source and target embeddings)
+        for emb in (enc.approx_embedder, dec.approx_embedder):
+            emb.W[:, c] = 0
+            emb.b[c] = 1
+        # counter units: candidate tanh(3), update gate sigmoid(g) held constant
+        logit = lambda z: float(np.log(z / (1 - z)))
+        for layer, inputs, gate in ((back, (back.input_embedder,), logit(0.005)),
+                                    (dec, (dec.input_embedder, dec.dec_inputter), logit(0.0043))):
+            layer.transition.W[:, u] = 0
+            layer.transition.G[:, u] = 0
+            for m in inputs:
+                m.W[:, u] = 0
+            layer.input_embedder.b[u] = 3.0
+            layer.update_embedder.W[:, u] = 0
+            layer.update_embedder.W[c, u] = gate
+        dec.dec_updater.W[:, u] = 0
+        # s0_u = tanh(-h_v): backward annotation of position 0 (c[0, -dim:]) -> initializer
+        dec.initializer.W[:, u] = 0
+        dec.initializer.W[u, u] = -1.0
+        dec.initializer.b[u] = 0
+        # end-of-sequence logit += 800 * s_u: readout columns 0, 1 (maxout unit 0) = 40 s_u,
+        # W1 row 0 -> rank component 0 only, W2 row 0 -> end-of-sequence only (x 20)
+        for m in (dec.repr_readout, dec.hid_readout, dec.prev_readout):
+            m.W[:, :2] = 0
+        dec.hid_readout.W[u, :2] = 40.0
+        dec.hid_readout.b[:2] = 0
+        out.W1[0, :] = 0
+        out.W1[:, 0] = 0
+        out.W1[0, 0] = 1.0
+        out.W2[0, :] = 0
+        out.W2[0, eos] = 20.0
+        out.b[eos] = 24.0
+    return model.to(device)
+
+
+def fixture_model(case_dir, device="cpu"):
+    from groundhog_port.loading import open_experiment
+    state = next(Path(case_dir).glob("*state.pkl"))
+    model_path = next(Path(case_dir).glob("*model.npz"))
+    return open_experiment(state, model_path, device=device).model
+
+
+def random_sentences(cfg, n, min_len, max_len, seed):
+    """``n`` sources of ``min_len``..``max_len`` random words (ids 2..eos-1) + end-of-sequence."""
+    rng = np.random.default_rng(seed)
+    eos = cfg.null_sym_source
+    return [np.append(rng.integers(2, eos, int(rng.integers(min_len, max_len + 1))), eos)
+            .astype(np.int64) for _ in range(n)]
+
+
+# -- FLOPs ------------------------------------------------------------------------------------
+def _gates(rec):
+    return 1 + int(rec.gating) + int(rec.reseting)
+
+
+def step_flops(cfg, S):
+    """Matrix-product FLOPs of one hypothesis at one target step, source length ``S``."""
+    dim, rank, cdim, V = cfg.dim, cfg.rank_n_approx, cfg.c_dim, cfg.n_sym_target
+    f = 0
+    if cfg.search:
+        f += 2 * dim * dim + 2 * S * dim + 2 * S * cdim        # s @ B, tanh(.) @ D, alpha @ c
+    f += 2 * cdim * dim + 2 * dim * dim                         # repr and hid readouts
+    if cfg.bigram:
+        f += 2 * rank * dim                                     # previous-word readout
+    f += (2 * cfg.softmax_in * rank + 2 * rank * V) if rank else 2 * cfg.softmax_in * V
+    g = _gates(cfg.dec)
+    f += 2 * rank * dim * g                                     # word signals
+    if cfg.decoding_inputs:
+        f += 2 * cdim * dim * g                                 # context inputs
+    f += 2 * dim * dim * g                                      # W, G, R
+    return f
+
+
+def encoder_flops(cfg, S):
+    """Matrix-product FLOPs of encoding one sentence of ``S`` ids (incl. end-of-sequence)."""
+    dim, rank = cfg.dim, cfg.rank_n_approx
+    per_word = 2 * rank * dim * _gates(cfg.enc) + 2 * dim * dim * _gates(cfg.enc)
+    if cfg.needs_backward_encoder:
+        per_word += 2 * rank * dim * _gates(cfg.back_enc) + 2 * dim * dim * _gates(cfg.back_enc)
+    f = S * per_word
+    if cfg.search:
+        f += 2 * S * cfg.c_dim * dim                            # p_from_c = c @ A
+    if cfg.bias_code:
+        f += 2 * dim * dim                                      # initial state
+    return f
+
+
+# -- one measurement (worker process) ---------------------------------------------------------
+def _peak_mib():
+    """Peak RSS of this process in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure_peak(size, repeats, device):
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        torch.mm(a, b)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return 2 * size ** 3 / best / 1e9
+
+
+def worker(args):
+    """Run one (model, search, beam) measurement; print one JSON line."""
+    import logging
+    logging.disable(logging.ERROR)
+    from groundhog_port.search.batched import BatchedBeamSearch
+    from groundhog_port.search.common import SearchFailed
+    from groundhog_port.search.legacy import BeamSearch, sample
+
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    model = full_size_model(args.seed, device) if args.model == "full" else \
+        fixture_model(args.case, device)
+    cfg = model.cfg
+    seqs = random_sentences(cfg, args.sentences, args.min_len, args.max_len, args.seed + 1)
+    if args.search == "literal":
+        seqs = seqs[:args.n_literal]
+    rss_model = _peak_mib()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    rows_S = []
+    with torch.inference_mode():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        if args.search == "literal":
+            results = []
+            for seq in seqs:
+                S = len(seq)
+                bs = BeamSearch(model, recorder=lambda d, S=S: rows_S.append(
+                    (d["next_probs"].shape[0], S)))
+                try:
+                    results.append(sample(bs, seq, args.beam))
+                except SearchFailed as err:
+                    results.append(err)
+            stats = {}
+        else:
+            bb = BatchedBeamSearch(model, batch_size=args.batch_size, max_rows=args.max_rows)
+            results = bb.sample_many(seqs, args.beam)
+            stats = dict(bb.stats)
+            rows_S = None
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+    if rows_S is not None:
+        row_steps = sum(r for r, _ in rows_S)
+        dec_flops = sum(r * step_flops(cfg, S) for r, S in rows_S)
+    else:
+        row_steps = stats["row_steps"]
+        dec_flops = sum(r * step_flops(cfg, S) for S, r in stats["rows_by_length"].items())
+    enc_flops = sum(encoder_flops(cfg, len(s)) for s in seqs)
+    out = []
+    for r in results:
+        if isinstance(r, SearchFailed):
+            out.append(str(r))
+        else:
+            out.append([r.trans, [float(c).hex() for c in r.costs]])
+    best_len = [len(r.trans[int(np.argmin(r.costs))]) for r in results
+                if not isinstance(r, SearchFailed)]
+    print(json.dumps(dict(
+        seconds=seconds, sentences=len(seqs), src_words=int(sum(len(s) - 1 for s in seqs)),
+        out_words=int(sum(best_len)), row_steps=int(row_steps), dec_flops=dec_flops,
+        enc_flops=enc_flops, peak_rss_mib=_peak_mib(), model_rss_mib=rss_model,
+        cuda_max_mib=(torch.cuda.max_memory_allocated() / 2 ** 20
+                      if device.type == "cuda" else None),
+        failed=sum(isinstance(r, SearchFailed) for r in results),
+        len_ratio=float(np.mean([b / (len(s) - 1) for b, s in zip(best_len, seqs)]))
+        if best_len else None,
+        stats=stats, results=out)))
+
+
+# -- driver -----------------------------------------------------------------------------------
+def run_worker(args, model, search, beam):
+    cmd = [sys.executable, __file__, "--worker", "--model", model, "--search", search,
+           "--beam", str(beam), "--device", args.device, "--case", str(args.case),
+           "--sentences", str(args.sentences), "--min-len", str(args.min_len),
+           "--max-len", str(args.max_len), "--seed", str(args.seed),
+           "--batch-size", str(args.batch_size), "--max-rows", str(args.max_rows),
+           "--threads", str(args.threads),
+           "--n-literal", str(args.n_literal_full if model == "full" else args.n_literal)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"worker failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compare(lit, bat):
+    """Sentences both decoded: identical lists and bitwise costs?"""
+    n = len(lit["results"])
+    same = sum(a == b for a, b in zip(lit["results"], bat["results"][:n]))
+    return same, n
+
+
+def parse_args(argv=None):
+    default_root = Path(os.environ.get("GROUNDHOG_LEGACY_TRACES",
+                                       REPO.parent / "shared" / "legacy_traces"))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Numbers depend on the machine's load: run it alone.")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--case", type=Path, default=default_root / "search",
+                   help="recorded case folder for the fixture model (default: %(default)s)")
+    p.add_argument("--models", default="full,fixture",
+                   help="comma-separated: full, fixture (default: %(default)s)")
+    p.add_argument("--beams", default="1,5,10", help="beam sizes (default: %(default)s)")
+    p.add_argument("--sentences", type=int, default=100, help="source sentences (default 100)")
+    p.add_argument("--min-len", type=int, default=20, help="shortest source, words (20)")
+    p.add_argument("--max-len", type=int, default=40, help="longest source, words (40)")
+    p.add_argument("--n-literal", type=int, default=100,
+                   help="sentences decoded by the literal search, fixture model (100)")
+    p.add_argument("--n-literal-full", type=int, default=10,
+                   help="sentences decoded by the literal search at full size (10); "
+                        "its words/s is then extrapolated per sentence")
+    p.add_argument("--batch-size", type=int, default=100,
+                   help="sentences decoded together by the batched search (100)")
+    p.add_argument("--max-rows", type=int, default=2048,
+                   help="hypotheses a batched group starts with, at most (2048)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads (default: torch's default, the number of cores)")
+    p.add_argument("--peak-size", type=int, default=4096, help="matmul peak: square size (4096)")
+    p.add_argument("--seed", type=int, default=1234, help="weights and sentences (1234)")
+    p.add_argument("--json", type=Path, help="also write every figure to this file")
+    # worker mode (internal)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--search", help=argparse.SUPPRESS)
+    p.add_argument("--beam", type=int, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.worker:
+        return worker(args)
+    device = torch.device(args.device)
+    peak = measure_peak(args.peak_size, 4, device)
+    print(f"device {args.device}, torch threads {torch.get_num_threads()}, "
+          f"float32 matmul peak (torch.mm {args.peak_size}^2, best of 5): {peak:.1f} GFLOP/s")
+    report = dict(peak_gflops=peak, device=args.device, threads=torch.get_num_threads(), rows=[])
+    header = (f"{'model':8} {'beam':>4} {'search':8} {'sents':>5} {'seconds':>8} {'words/s':>8} "
+              f"{'GFLOP/s':>8} {'%peak':>6} {'hyp-steps':>9} {'MFLOP/hs':>8} {'enc%':>5} "
+              f"{'RSS MiB':>8} {'cuda MiB':>8} {'len':>5} {'fails':>5}")
+    for model in args.models.split(","):
+        print(f"\n== {model} model" + ("" if model == "full" else f" ({args.case})"))
+        print(header)
+        for beam in [int(b) for b in args.beams.split(",")]:
+            res = {}
+            for search in ("literal", "batched"):
+                r = run_worker(args, model, search, beam)
+                flops = r["dec_flops"] + r["enc_flops"]
+                r["words_per_s"] = r["src_words"] / r["seconds"]
+                r["gflops"] = flops / r["seconds"] / 1e9
+                r["pct_peak"] = 100 * r["gflops"] / peak
+                res[search] = r
+                extrap = "*" if search == "literal" and r["sentences"] < args.sentences else " "
+                cuda = f"{r['cuda_max_mib']:8.0f}" if r["cuda_max_mib"] is not None else f"{'-':>8}"
+                print(f"{model:8} {beam:4d} {search:8}{extrap}{r['sentences']:5d} "
+                      f"{r['seconds']:8.2f} {r['words_per_s']:8.1f} {r['gflops']:8.1f} "
+                      f"{r['pct_peak']:6.1f} {r['row_steps']:9d} "
+                      f"{r['dec_flops'] / max(r['row_steps'], 1) / 1e6:8.2f} "
+                      f"{100 * r['enc_flops'] / flops:5.1f} {r['peak_rss_mib']:8.0f} {cuda} "
+                      f"{r['len_ratio'] or 0:5.2f} {r['failed']:5d}", flush=True)
+            same, n = compare(res["literal"], res["batched"])
+            lit, bat = res["literal"], res["batched"]
+            print(f"{'':8} {beam:4d} batched/literal: words/s x{bat['words_per_s'] / lit['words_per_s']:.1f}, "
+                  f"GFLOP/s x{bat['gflops'] / lit['gflops']:.1f}; identical n-best lists and "
+                  f"costs on {same}/{n} sentences decoded by both", flush=True)
+            for r in res.values():
+                r.pop("results")
+            report["rows"].append(dict(model=model, beam=beam, identical=same, compared=n, **res))
+    print("\n* literal search on fewer sentences: words/s and GFLOP/s extrapolated per sentence "
+          "(the rate over the sentences it decoded).\nGFLOP/s: matrix products only, decoder "
+          "(one attention per hypothesis-step) + encoder (column enc%); MFLOP/hs = decoder "
+          "MFLOP per hypothesis-step.  len: best hypothesis words / source words.")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+#!/usr/bin/env python
+"""Fuzz every loader with broken and hostile versions of the real fixture files.
+
+Each case runs in its own forked process (the loaders are imported once, before forking)
+with a CPU-time limit (``--timeout``, through ``RLIMIT_CPU``: past it the process is
+killed and the case counts as a hang; a wall-clock limit catches cases blocked without
+using CPU) and an address-space limit (``--memory-mb`` above what the process already
+uses, through ``RLIMIT_AS``: an allocation past it fails inside the loader).  Outcomes per
+loader:
+
+  loaded         the file was accepted (it may be a harmless mutation)
+  clean error    one LegacyInputError naming the file (CLI: exit 2, one 'error:' line)
+  unclear error  a LegacyInputError that is not one line / names no file; CLI exit != 0, 2
+  CRASH          any other exception, a traceback, or the process died on a signal
+  hang           still running after --timeout seconds
+  memory         MemoryError / failed allocation under the limit, or peak RSS above it
+  executed       the case's marker file exists: code from the file ran
+
+Cases are reproducible: case I of seed S is generated from random.Random(f"S:I") alone,
+so ``--only I`` replays it, and ``--save DIR`` keeps the files of every failing case.
+
+Examples::
+
+    python tools/fuzz.py --cases 10000 --jobs 2
+    python tools/fuzz.py --cases 200 --targets state,vocab --seed 7 --verbose
+    python tools/fuzz.py --seed 0 --only 4711 --save /tmp/case4711
+"""
+import argparse
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from groundhog_port import fuzzing  # noqa: E402
+
+
+#: a command run (cli target) loads a model and runs a search: it gets this many --timeout
+CLI_TIMEOUT_FACTOR = 3
+#: --timeout is CPU time (RLIMIT_CPU); a case blocked without using CPU is stopped after
+#: this many times it in wall-clock time
+WALL_FACTOR = 4
+
+
+def _factor(case):
+    return CLI_TIMEOUT_FACTOR if case.target == "cli" else 1
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog="outcomes and examples: see the module docstring "
+                                       "(python -m pydoc tools/fuzz.py)",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", type=int, default=1000, help="number of cases (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    p.add_argument("--timeout", type=float, default=20.0,
+                   help="CPU seconds per case before it counts as a hang (default 20; cli cases, "
+                        f"which load a model and search, get {CLI_TIMEOUT_FACTOR}x; a case also "
+                        f"stops after {WALL_FACTOR}x that in wall-clock time)")
+    p.add_argument("--memory-mb", type=int, default=2048,
+                   help="address space a case may add to the forked process, MiB (default 2048; "
+                        "0: no limit)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="cases run at once (default: the number of CPUs)")
+    p.add_argument("--targets", default=",".join(fuzzing.TARGETS),
+                   help=f"comma-separated loaders to fuzz (default all: {','.join(fuzzing.TARGETS)})")
+    p.add_argument("--weights", default="trace=0.7,cli=0.5",
+                   help="relative frequency of targets, e.g. 'trace=0.5' (default trace=0.7,cli=0.5)")
+    p.add_argument("--only", type=int, action="append", metavar="I",
+                   help="run only case I of this seed (repeatable)")
+    p.add_argument("--save", metavar="DIR", help="copy the files of every failing case here")
+    p.add_argument("--json", metavar="FILE", help="also write the summary and failures as JSON")
+    p.add_argument("--verbose", action="store_true", help="print every case")
+    return p.parse_args(argv)
+
+
+def _vm_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _child(fx, case, workdir, conn_w, memory_mb, cpu_seconds):
+    """Runs in the forked process: limits, the case, one JSON line back."""
+    try:
+        os.setsid()
+        if memory_mb:
+            limit = _vm_kib("VmSize") * 1024 + memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        # CPU seconds (SIGXCPU past them): a spinning loop is a hang whatever the machine's load
+        cpu = int(cpu_seconds) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+            signal.signal(s, signal.SIG_DFL)
+        # the loaders' log lines and warnings are not the report
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        rss0 = _vm_kib("VmRSS")
+        res = fuzzing.run_case(fx, case, workdir)
+        peak = max(0, _vm_kib("VmHWM") - rss0)
+        msg = {"outcome": res.outcome, "detail": res.detail, "peak_kib": peak}
+    except BaseException as err:  # noqa: BLE001
+        msg = {"outcome": "CRASH", "detail": f"harness: {type(err).__name__}: {err}", "peak_kib": 0}
+    os.write(conn_w, (json.dumps(msg) + "\n").encode())
+    os._exit(0)
+
+
+class Running:
+    def __init__(self, index, case, pid, fd, workdir):
+        self.index, self.case, self.pid, self.fd, self.workdir = index, case, pid, fd, workdir
+        self.start = time.monotonic()
+        self.buf = b""
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    targets = [t for t in args.targets.split(",") if t]
+    unknown = set(targets) - set(fuzzing.TARGETS)
+    if unknown:
+        print(f"fuzz.py: error: unknown target(s) {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    weights = {}
+    for item in filter(None, args.weights.split(",")):
+        k, _, v = item.partition("=")
+        weights[k] = float(v)
+    root = Path(tempfile.mkdtemp(prefix="gh-fuzz-"))
+    fx = fuzzing.Fixtures(scratch=root / "fixtures")
+    (root / "fixtures").mkdir()
+    targets = [t for t in targets if t in fuzzing.available_targets(fx)]
+    if fx.has_traces:
+        fx.small_trace()
+    # import everything the loaders use before forking, so each case starts warm; one
+    # thread per case (tiny matrices: threads only contend, and --jobs runs cases side by side)
+    import torch
+    torch.set_num_threads(1)
+    import legacy_states  # noqa: F401
+    from groundhog_port import cli, data, loading, scoring, trace  # noqa: F401
+    from groundhog_port.commands import inspect, score, translate  # noqa: F401
+    for p in fx.vocab_files + fx.text_files + [e.state for e in fx.experiments] + \
+            [e.model for e in fx.experiments] + fx.trace_files() + \
+            [p for pair in fx.bitext_pairs for p in pair]:
+        fx.read(p)
+
+    indices = args.only if args.only else range(args.cases)
+    pending = list(indices)
+    running = []
+    counts = defaultdict(Counter)
+    peaks = defaultdict(int)
+    failures = []
+    started = time.monotonic()
+    done = 0
+    mem_limit_kib = args.memory_mb * 1024 if args.memory_mb else None
+
+    def finish(r, outcome, detail, peak_kib=0):
+        nonlocal done
+        marker = r.workdir / fuzzing.MARKER_NAME
+        if marker.exists() and outcome != "executed":
+            detail = f"{fuzzing.MARKER_NAME} created; was: {outcome} {detail}"
+            outcome = "executed"
+        if outcome in ("loaded", "clean error") and mem_limit_kib and peak_kib > mem_limit_kib:
+            outcome, detail = "memory", f"peak RSS +{peak_kib // 1024} MiB; was: {outcome} {detail}"
+        counts[r.case.target][outcome] += 1
+        peaks[r.case.target] = max(peaks[r.case.target], peak_kib)
+        done += 1
+        if outcome in fuzzing.FAILURES:
+            failures.append({"index": r.index, "target": r.case.target, "case": r.case.label,
+                             "outcome": outcome, "detail": detail})
+            if args.save:
+                dest = Path(args.save) / f"{args.seed}-{r.index}-{r.case.target}"
+                dest.mkdir(parents=True, exist_ok=True)
+                for name, blob in r.case.files.items():
+                    (dest / name).write_bytes(blob)
+                (dest / "case.json").write_text(json.dumps(
+                    {"seed": args.seed, "index": r.index, "target": r.case.target,
+                     "case": r.case.label, "options": r.case.options, "outcome": outcome,
+                     "detail": detail}, indent=2, default=str))
+        if args.verbose or outcome in fuzzing.FAILURES:
+            print(f"[{r.index}] {r.case.target:6s} {outcome:13s} {r.case.label[:70]} | {detail[:150]}",
+                  flush=True)
+        elif done % 500 == 0:
+            el = time.monotonic() - started
+            print(f"... {done} cases, {el:.0f}s, {len(failures)} failing", flush=True)
+        shutil.rmtree(r.workdir, ignore_errors=True)
+
+    while pending or running:
+        while pending and len(running) < max(1, args.jobs):
+            i = pending.pop(0)
+            rng = fuzzing.case_rng(args.seed, i)
+            target = fuzzing.pick_target(rng, targets, weights)
+            workdir = root / f"case{i}"
+            workdir.mkdir()
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                case = fuzzing.random_case(rng, fx, target, workdir)
+            rfd, wfd = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(rfd)
+                _child(fx, case, workdir, wfd, args.memory_mb, args.timeout * _factor(case))
+            os.close(wfd)
+            running.append(Running(i, case, pid, rfd, workdir))
+        ready, _, _ = select.select([r.fd for r in running], [], [], 0.05)
+        now = time.monotonic()
+        for r in list(running):
+            if r.fd in ready:
+                chunk = os.read(r.fd, 65536)
+                if chunk:
+                    r.buf += chunk
+                    continue
+                # EOF: the child is done (or died)
+                os.close(r.fd)
+                _, status = os.waitpid(r.pid, 0)
+                running.remove(r)
+                if r.buf.strip():
+                    msg = json.loads(r.buf.decode().strip().splitlines()[-1])
+                    finish(r, msg["outcome"], msg["detail"], msg.get("peak_kib", 0))
+                elif os.WIFSIGNALED(status):
+                    sig = signal.Signals(os.WTERMSIG(status)).name
+                    if sig in ("SIGXCPU", "SIGKILL"):  # SIGKILL: past the hard CPU limit
+                        finish(r, "hang", f"over {args.timeout * _factor(r.case):.0f} CPU seconds ({sig})")
+                    else:
+                        finish(r, "CRASH", f"process killed by {sig}")
+                else:
+                    finish(r, "CRASH", f"process exited {os.WEXITSTATUS(status)} without a result")
+            elif now - r.start > WALL_FACTOR * args.timeout * _factor(r.case):
+                try:
+                    os.killpg(r.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(r.pid, 0)
+                os.close(r.fd)
+                running.remove(r)
+                finish(r, "hang", f"no result after {now - r.start:.0f}s")
+
+    elapsed = time.monotonic() - started
+    shutil.rmtree(root, ignore_errors=True)
+    print()
+    print(f"{done} cases in {elapsed:.0f}s (seed {args.seed}, timeout {args.timeout:.0f}s, "
+          f"memory limit {args.memory_mb} MiB, {args.jobs} jobs)")
+    cols = fuzzing.OUTCOMES
+    print(f"{'loader':8s} {'cases':>6s} " + " ".join(f"{c:>13s}" for c in cols) + "   peak RSS")
+    total = Counter()
+    for t in targets:
+        c = counts[t]
+        total.update(c)
+        print(f"{t:8s} {sum(c.values()):6d} " + " ".join(f"{c[o]:13d}" for o in cols)
+              + f"   +{peaks[t] // 1024} MiB")
+    print(f"{'all':8s} {sum(total.values()):6d} " + " ".join(f"{total[o]:13d}" for o in cols))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"cases": done, "seconds": round(elapsed, 1), "seed": args.seed,
+             "timeout": args.timeout, "memory_mb": args.memory_mb,
+             "per_loader": {t: dict(counts[t]) for t in targets},
+             "peak_rss_mib": {t: peaks[t] // 1024 for t in targets},
+             "failures": failures}, indent=2))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
