@@ -156,7 +156,7 @@ class ModelConfig:
                 raise UnsupportedModelError(path, f"state[{key!r}] = 'LSTMLayer': {LSTM_REASON}")
         for key, (bad, reason) in UNSUPPORTED.items():
             try:
-                refused = key in state and bad(state[key])
+                refused = key in state and bool(bad(state[key]))
             except (TypeError, ValueError):
                 raise UnsupportedModelError(path, f"state[{key!r}] = {reprlib.repr(state[key])} has "
                                             "the wrong type for this option") from None
