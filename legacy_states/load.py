@@ -71,6 +71,15 @@ def _stored_path(state, key, state_path):
     return value
 
 
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False also when the name cannot be looked up at all (too long,
+    a NUL byte...): such a state value names no usable file."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve_path(state: dict, key: str, state_path, data_dir=None, explicit: bool = False) -> Path:
     """The file to use for data-path ``key`` of ``state``.
 
@@ -83,18 +92,18 @@ def resolve_path(state: dict, key: str, state_path, data_dir=None, explicit: boo
     value = _stored_path(state, key, state_path)
     stored = Path(value)
     if explicit:
-        if stored.is_file():
+        if _is_file(stored):
             logger.info("%s: using %s (given in the changes)", key, stored)
             return stored
         raise LegacyInputError(stored, f"file for {key!r} given in the changes does not exist")
-    if stored.is_file():
+    if _is_file(stored):
         logger.info("%s: using %s (the path stored in the state)", key, stored)
         return stored
     candidates = [(Path(state_path).parent / stored.name, "next to the state file")]
     if data_dir is not None:
         candidates.append((Path(data_dir) / stored.name, "in the data directory"))
     for candidate, where in candidates:
-        if candidate.is_file():
+        if _is_file(candidate):
             logger.info("%s: %s does not exist; using %s (%s)", key, stored, candidate, where)
             return candidate
     looked = [str(stored)] + [str(c) for c, _ in candidates]

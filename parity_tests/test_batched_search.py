@@ -144,7 +144,7 @@ def sentences(draw, model):
 
 
 # -- random models -------------------------------------------------------------------------
-@settings(max_examples=45, deadline=None, derandomize=True,
+@settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_random_models_sample(data):
@@ -161,7 +161,7 @@ def test_random_models_sample(data):
     assert_same(expected, got, f"n={n} ignore_unk={ignore_unk} normalize={normalize}")
 
 
-@settings(max_examples=15, deadline=None, derandomize=True,
+@settings(max_examples=12, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_random_models_search_minlen(data):

@@ -394,6 +394,9 @@ REGRESSIONS = {
     "state rank_n_approx 10**30": lambda: _state_case("rank_n_approx", 10 ** 30),
     # data.py: int() of a list
     "state bs list": lambda: _state_case("bs", []),
+    # legacy_states/load.py: Path.is_file() raised ENAMETOOLONG
+    "state path too long": lambda: _state_case("word_indx", "x" * 5000),
+    "state path with NUL": lambda: _state_case("indx_word", "vocab\x00.pkl"),
     # an exception message holding a newline (a float opcode too large): two stderr lines
     "pickle float overflow": lambda: F.Case("state", "F1e+208125", {"state.pkl": b"F1e+208125\n."},
                                             {"experiment": "fixture"}),

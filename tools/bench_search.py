@@ -217,12 +217,13 @@ def worker(args):
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     model = full_size_model(args.seed, device) if args.model == "full" else \
-        fixture_model(args.case, device)
+        fixture_model(args.case, args.device)
     cfg = model.cfg
     seqs = random_sentences(cfg, args.sentences, args.min_len, args.max_len, args.seed + 1)
     if args.search == "literal":
         seqs = seqs[:args.n_literal]
     rss_model = _peak_mib()
+    local_peak = measure_peak(2048, 3, device)          # the machine as this run finds it
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     rows_S = []
@@ -270,7 +271,7 @@ def worker(args):
         enc_flops=enc_flops, peak_rss_mib=_peak_mib(), model_rss_mib=rss_model,
         cuda_max_mib=(torch.cuda.max_memory_allocated() / 2 ** 20
                       if device.type == "cuda" else None),
-        failed=sum(isinstance(r, SearchFailed) for r in results),
+        failed=sum(isinstance(r, SearchFailed) for r in results), local_peak=local_peak,
         len_ratio=float(np.mean([b / (len(s) - 1) for b, s in zip(best_len, seqs)]))
         if best_len else None,
         stats=stats, results=out)))
@@ -343,11 +344,17 @@ def main(argv=None):
         return worker(args)
     device = torch.device(args.device)
     peak = measure_peak(args.peak_size, 4, device)
-    print(f"device {args.device}, torch threads {torch.get_num_threads()}, "
-          f"float32 matmul peak (torch.mm {args.peak_size}^2, best of 5): {peak:.1f} GFLOP/s")
-    report = dict(peak_gflops=peak, device=args.device, threads=torch.get_num_threads(), rows=[])
+    load = os.getloadavg()[0]
+    print(f"device {args.device}, torch threads {torch.get_num_threads()}, load average "
+          f"{load:.1f} on {os.cpu_count()} cores, float32 matmul peak (torch.mm "
+          f"{args.peak_size}^2, best of 5): {peak:.1f} GFLOP/s")
+    if load > 0.5 and torch.get_num_threads() > 1 and device.type == "cpu":
+        print("note: other processes are running; with more than one thread every torch op "
+              "waits for all its OpenMP threads to be scheduled (--threads 1 is then faster)")
+    report = dict(peak_gflops=peak, device=args.device, threads=torch.get_num_threads(),
+                  load_average=load, rows=[])
     header = (f"{'model':8} {'beam':>4} {'search':8} {'sents':>5} {'seconds':>8} {'words/s':>8} "
-              f"{'GFLOP/s':>8} {'%peak':>6} {'hyp-steps':>9} {'MFLOP/hs':>8} {'enc%':>5} "
+              f"{'GFLOP/s':>8} {'%peak':>6} {'%peak2k':>7} {'hyp-steps':>9} {'MFLOP/hs':>8} {'enc%':>5} "
               f"{'RSS MiB':>8} {'cuda MiB':>8} {'len':>5} {'fails':>5}")
     for model in args.models.split(","):
         print(f"\n== {model} model" + ("" if model == "full" else f" ({args.case})"))
@@ -360,12 +367,13 @@ def main(argv=None):
                 r["words_per_s"] = r["src_words"] / r["seconds"]
                 r["gflops"] = flops / r["seconds"] / 1e9
                 r["pct_peak"] = 100 * r["gflops"] / peak
+                r["pct_local_peak"] = 100 * r["gflops"] / r["local_peak"]
                 res[search] = r
                 extrap = "*" if search == "literal" and r["sentences"] < args.sentences else " "
                 cuda = f"{r['cuda_max_mib']:8.0f}" if r["cuda_max_mib"] is not None else f"{'-':>8}"
                 print(f"{model:8} {beam:4d} {search:8}{extrap}{r['sentences']:5d} "
                       f"{r['seconds']:8.2f} {r['words_per_s']:8.1f} {r['gflops']:8.1f} "
-                      f"{r['pct_peak']:6.1f} {r['row_steps']:9d} "
+                      f"{r['pct_peak']:6.1f} {r['pct_local_peak']:7.1f} {r['row_steps']:9d} "
                       f"{r['dec_flops'] / max(r['row_steps'], 1) / 1e6:8.2f} "
                       f"{100 * r['enc_flops'] / flops:5.1f} {r['peak_rss_mib']:8.0f} {cuda} "
                       f"{r['len_ratio'] or 0:5.2f} {r['failed']:5d}", flush=True)
@@ -380,7 +388,9 @@ def main(argv=None):
     print("\n* literal search on fewer sentences: words/s and GFLOP/s extrapolated per sentence "
           "(the rate over the sentences it decoded).\nGFLOP/s: matrix products only, decoder "
           "(one attention per hypothesis-step) + encoder (column enc%); MFLOP/hs = decoder "
-          "MFLOP per hypothesis-step.  len: best hypothesis words / source words.")
+          "MFLOP per hypothesis-step.  %peak: of the peak above; %peak2k: of a 2048^2 "
+          "torch.mm peak measured by the worker\njust before its search (the machine as that "
+          "run found it).  len: best hypothesis words / source words.")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

@@ -16,11 +16,16 @@ Why the numbers are the same, piece by piece:
   only see earlier (real) words; the backward encoder reads each sentence reversed
   *within its own length* (padding after it), so it never starts on padding.  The
   states at real positions are those of ``model.encode(seq)``;
-* attention: padded positions get an energy of exactly 0 (``torch.where``, not a
-  product: ``exp`` may overflow and ``inf * 0`` is NaN); the normaliser is
+* attention is computed on the real (hypothesis, source position) pairs only, a
+  sentence's ``n x S`` pairs together; for the normaliser they are laid in an
+  ``(S_max, rows)`` grid whose other cells are exactly 0 (written, never a product
+  with a mask: ``exp`` may overflow and ``inf * 0`` is NaN) and summed with
   :func:`~groundhog_port.numerics.sum_positions` (``acc + 0 == acc``); the context
   of a sentence's hypotheses is :func:`~groundhog_port.attention.weighted_context`
   on that sentence's own ``(S, n)`` weights, as in the literal search;
+* the output layer multiplies by column blocks of the output matrix
+  (:func:`output_blocks`: same dot products, twice as fast with MKL); the softmax
+  normaliser is the same float64 ``sum`` over the same contiguous rows;
 * the attention context of a hypothesis does not depend on its beam, so the context
   computed for ``next_probs`` is reused for ``next_states`` (the literal search
   recomputes it from the gathered states and gets the same bits);
@@ -122,13 +127,19 @@ class BatchedBeamSearch:
         ``minlens``: one per sentence (default 1, ``search()``'s default).  Returns a list
         in input order of :class:`Hypotheses` or :class:`SearchFailed` instances.
         """
-        seqs = [np.asarray(s, dtype=np.int64) for s in seqs]
+        seqs = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
         if minlens is None:
             minlens = [1] * len(seqs)
-        if len(minlens) != len(seqs):
-            raise ValueError(f"{len(minlens)} minlens for {len(seqs)} sentences")
         if isinstance(n_samples, (int, np.integer)):
             n_samples = [int(n_samples)] * len(seqs)
+        if not len(minlens) == len(n_samples) == len(seqs):
+            raise ValueError(f"{len(seqs)} sentences, {len(n_samples)} beam sizes, "
+                             f"{len(minlens)} minlens")
+        if any(len(s) == 0 for s in seqs):
+            raise ValueError("empty source sentence (parse_input always appends end-of-sequence)")
+        if any(n < 1 for n in n_samples):
+            # sample.py would retry a beam of 0 forever (0 * 2 < 500)
+            raise ValueError(f"beam sizes must be >= 1, got {min(n_samples)}")
         jobs = [_Job(i, int(n), bool(ignore_unk), int(m))
                 for i, (n, m) in enumerate(zip(n_samples, minlens))]
         with torch.inference_mode():
@@ -248,6 +259,8 @@ class BatchedBeamSearch:
         for b, c in enumerate(cs):
             c_pad[:c.shape[0], b] = c
         p_from_c = dec.p_from_c(c_pad)                    # (S, B, dim) or None
+        if p_from_c is not None:                          # per sentence (S_b, dim)
+            p_from_c = [p_from_c[:c.shape[0], b].contiguous() for b, c in enumerate(cs)]
         steps = [3 * c.shape[0] for c in cs]              # sample.py:60, seq incl. EOS
         n = [j.n for j in jobs]
         fin_trans = [[] for _ in jobs]
@@ -341,34 +354,51 @@ class BatchedBeamSearch:
 
     # -- attention ----------------------------------------------------------------------
     def _context(self, k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens):
-        """Context of every row at step ``k`` (``Decoder.context`` for each sentence)."""
+        """Context of every row at step ``k`` (``Decoder.context`` for each sentence).
+
+        Attention works on the real (row, position) pairs only, row by row: sentence b's
+        ``n_b`` rows hold ``n_b x S_b`` consecutive pairs, which is the layout of the
+        literal search's ``alpha.t()`` for that sentence.
+        """
         cfg, dec = self.cfg, self.model.decoder
         R = states.shape[0]
         if not cfg.search:
             # c[min(k, S_b - 1)] of each row's sentence (encdec.py:1043)
             pos = torch.clamp(lens[row_sent], max=k + 1) - 1
             return c_pad[pos, row_sent]
-        S = int(lens[active].max()) if len(active) < len(cs) else c_pad.shape[0]
-        dim = cfg.dim
-        # p = s @ B + p_from_c_j for every row and position, in a padded-row buffer
-        rows = S * R
-        flat = self._buffer("att", (rows + (-rows % ROW_BLOCK), dim), torch.float32)
-        p = flat[:rows].view(S, R, dim)
-        torch.index_select(p_from_c[:S], 1, row_sent, out=p)
-        p.add_(mm(states, dec.B))
-        p.tanh_()
-        flat[rows:].zero_()
-        score = torch.mm(flat, dec.D)[:rows, 0].view(S, R)     # == mm(tanh(p), D)
-        valid = torch.arange(S, device=states.device)[:, None] < lens[row_sent][None]
+        device, dim = states.device, cfg.dim
+        sizes = [(rows_of[b], cs[b].shape[0]) for b in active]
+        N = sum(n * S for n, S in sizes)
+        flat = self._buffer("att", (N + (-N % ROW_BLOCK), dim), torch.float32)
+        # p = s @ B + p_from_c_j (attention.scores), sentence by sentence
+        hB = mm(states, dec.B)
+        off = r0 = 0
+        for b, (n, S) in zip(active, sizes):
+            torch.add(hB[r0:r0 + n, None], p_from_c[b][None], out=flat[off:off + n * S].view(n, S, dim))
+            off, r0 = off + n * S, r0 + n
+        flat[:N].tanh_()
+        flat[N:].zero_()
+        score = torch.mm(flat, dec.D)[:N, 0]                    # == mm(tanh(p), D), (N,)
+        # (R, S_max) views of the pairs, zeros elsewhere
+        S_rows = lens[row_sent]
+        S_max = int(max(S for _, S in sizes))
+        pair_row = torch.repeat_interleave(torch.arange(R, device=device), S_rows)
+        starts = torch.cumsum(S_rows, 0) - S_rows
+        slot = pair_row * S_max + torch.arange(N, device=device) - starts[pair_row]
         if self.model.stable:
-            score = score - score.masked_fill(~valid, -float("inf")).amax(0, keepdim=True)
-        energy = torch.where(valid, torch.exp(score), torch.zeros_like(score))
-        alpha = energy / sum_positions(energy)                 # (S, R)
-        ctx, r0 = [], 0
-        for b in active:
-            r1 = r0 + rows_of[b]
-            ctx.append(attention.weighted_context(alpha[:cs[b].shape[0], r0:r1], cs[b][:, None]))
-            r0 = r1
+            grid = torch.full((R * S_max,), -float("inf"), device=device)
+            grid[slot] = score
+            score = score - grid.view(R, S_max).amax(1)[pair_row]
+        energy = torch.exp(score)
+        grid = torch.zeros(R * S_max, device=device)
+        grid[slot] = energy
+        alpha = energy / sum_positions(grid.view(R, S_max).t())[pair_row]
+        ctx, off = [], 0
+        for b, (n, S) in zip(active, sizes):
+            # weighted_context(alpha_b (S, n), c_b): the same contiguous (n, S) operand
+            ctx.append(attention.weighted_context(alpha[off:off + n * S].view(n, S).t(),
+                                                  cs[b][:, None]))
+            off += n * S
         return torch.cat(ctx) if len(ctx) > 1 else ctx[0]
 
     # -- output layer and selection -----------------------------------------------------
