@@ -374,7 +374,7 @@ def main(argv=None):
                 print(f"{model:8} {beam:4d} {search:8}{extrap}{r['sentences']:5d} "
                       f"{r['seconds']:8.2f} {r['words_per_s']:8.1f} {r['gflops']:8.1f} "
                       f"{r['pct_peak']:6.1f} {r['pct_local_peak']:7.1f} {r['row_steps']:9d} "
-                      f"{r['dec_flops'] / max(r['row_steps'], 1) / 1e6:8.2f} "
+                      f"{r['dec_flops'] / max(r['row_steps'], 1) / 1e6:8.3f} "
                       f"{100 * r['enc_flops'] / flops:5.1f} {r['peak_rss_mib']:8.0f} {cuda} "
                       f"{r['len_ratio'] or 0:5.2f} {r['failed']:5d}", flush=True)
             same, n = compare(res["literal"], res["batched"])
