@@ -38,7 +38,6 @@ def mm(x, w):
     return torch.mm(x2, w)[:rows].reshape(*lead, n)
 
 
-
 def sum_positions(x):
     """``x.sum(0)`` added position by position: ``((x[0] + x[1]) + x[2]) + ...``.
 

@@ -14,7 +14,6 @@ message.  Checked on
   -0.0), the padded batched encoder against ``model.encode``, ``sum_positions``.
 """
 import logging
-import math
 
 import h5py
 import numpy as np
@@ -102,7 +101,7 @@ def build_model(family, V_src, V_trg, dim, rank, flags, seed, scales, stable=Fal
             if name.endswith("approx_embedder.W"):
                 p.copy_(noise * emb)
             elif name.startswith("decoder.output_layer"):
-                p.copy_(noise * (output if p.dim() == 2 else 1.0) / (p.shape[0] ** 0.5 if p.dim() == 2 else 1))
+                p.copy_(noise * output / p.shape[0] ** 0.5 if p.dim() == 2 else noise)
             elif name in ("decoder.D", "decoder.A", "decoder.B"):
                 p.copy_(noise * att / p.shape[0] ** 0.5)
             elif p.dim() == 2:

@@ -28,6 +28,13 @@ literal search computes it twice); the number of hypothesis-steps is the rows fe
 to ``next_probs``, retries included.  The encoder (both directions, ``c @ A``,
 initial state) is included and printed apart.
 
+Threads: ``--threads`` (default: torch's, one per core).  On a machine other
+processes are using, a run with more than one thread slows down several-fold (every
+torch op waits for all its OpenMP threads to be scheduled); ``--threads 1`` then
+gives steadier figures, measured against a one-thread peak.  The literal and the
+batched search give identical results only at the same thread count (MKL's
+reduction order may depend on it).
+
 Run ``python tools/bench_search.py --help``.
 """
 import argparse
@@ -354,8 +361,8 @@ def main(argv=None):
     report = dict(peak_gflops=peak, device=args.device, threads=torch.get_num_threads(),
                   load_average=load, rows=[])
     header = (f"{'model':8} {'beam':>4} {'search':8} {'sents':>5} {'seconds':>8} {'words/s':>8} "
-              f"{'GFLOP/s':>8} {'%peak':>6} {'%peak2k':>7} {'hyp-steps':>9} {'MFLOP/hs':>8} {'enc%':>5} "
-              f"{'RSS MiB':>8} {'cuda MiB':>8} {'len':>5} {'fails':>5}")
+              f"{'GFLOP/s':>8} {'%peak':>6} {'%peak2k':>7} {'hyp-steps':>9} {'MFLOP/hs':>8} "
+              f"{'enc%':>5} {'RSS MiB':>8} {'cuda MiB':>8} {'len':>5} {'fails':>5}")
     for model in args.models.split(","):
         print(f"\n== {model} model" + ("" if model == "full" else f" ({args.case})"))
         print(header)
@@ -379,8 +386,8 @@ def main(argv=None):
                       f"{r['len_ratio'] or 0:5.2f} {r['failed']:5d}", flush=True)
             same, n = compare(res["literal"], res["batched"])
             lit, bat = res["literal"], res["batched"]
-            print(f"{'':8} {beam:4d} batched/literal: words/s x{bat['words_per_s'] / lit['words_per_s']:.1f}, "
-                  f"GFLOP/s x{bat['gflops'] / lit['gflops']:.1f}; identical n-best lists and "
+            print(f"{'':8} {beam:4d} batched/literal: words/s "
+                  f"x{bat['words_per_s'] / lit['words_per_s']:.1f}, GFLOP/s x{bat['gflops'] / lit['gflops']:.1f}; identical n-best lists and "
                   f"costs on {same}/{n} sentences decoded by both", flush=True)
             for r in res.values():
                 r.pop("results")

@@ -369,16 +369,21 @@ class BatchedBeamSearch:
         device, dim = states.device, cfg.dim
         sizes = [(rows_of[b], cs[b].shape[0]) for b in active]
         N = sum(n * S for n, S in sizes)
-        flat = self._buffer("att", (N + (-N % ROW_BLOCK), dim), torch.float32)
-        # p = s @ B + p_from_c_j (attention.scores), sentence by sentence
+        # attention.scores: tanh(s @ B + p_from_c_j) @ D, one sentence at a time so that
+        # its n x S x dim block stays in cache between the three passes
         hB = mm(states, dec.B)
+        big = max(n * S for n, S in sizes)
+        p = self._buffer("att", (big + (-big % ROW_BLOCK), dim), torch.float32)
+        score = torch.empty(N, dtype=torch.float32, device=device)
         off = r0 = 0
         for b, (n, S) in zip(active, sizes):
-            torch.add(hB[r0:r0 + n, None], p_from_c[b][None], out=flat[off:off + n * S].view(n, S, dim))
-            off, r0 = off + n * S, r0 + n
-        flat[:N].tanh_()
-        flat[N:].zero_()
-        score = torch.mm(flat, dec.D)[:N, 0]                    # == mm(tanh(p), D), (N,)
+            rows = n * S
+            pb = p[:rows + (-rows % ROW_BLOCK)]
+            torch.add(hB[r0:r0 + n, None], p_from_c[b][None], out=pb[:rows].view(n, S, dim))
+            pb[:rows].tanh_()
+            pb[rows:].zero_()
+            score[off:off + rows] = torch.mm(pb, dec.D)[:rows, 0]   # == mm(tanh(p), D)
+            off, r0 = off + rows, r0 + n
         # (R, S_max) views of the pairs, zeros elsewhere
         S_rows = lens[row_sent]
         S_max = int(max(S for _, S in sizes))
