@@ -515,9 +515,8 @@ def _legacy_aheapsort(v, tosort, start, n):
     def a_set(i, val):
         tosort[start + i - 1] = val
 
-    for l in range(n >> 1, 0, -1):
-        tmp = a_get(l)
-        i, j = l, l << 1
+    def sift_down(tmp, i, n):
+        j = i << 1
         while j <= n:
             if j < n and v[a_get(j)] < v[a_get(j + 1)]:
                 j += 1
@@ -528,21 +527,14 @@ def _legacy_aheapsort(v, tosort, start, n):
             else:
                 break
         a_set(i, tmp)
+
+    for l in range(n >> 1, 0, -1):
+        sift_down(a_get(l), l, n)
     while n > 1:
         tmp = a_get(n)
         a_set(n, a_get(1))
         n -= 1
-        i, j = 1, 2
-        while j <= n:
-            if j < n and v[a_get(j)] < v[a_get(j + 1)]:
-                j += 1
-            if v[tmp] < v[a_get(j)]:
-                a_set(i, a_get(j))
-                i = j
-                j += j
-            else:
-                break
-        a_set(i, tmp)
+        sift_down(tmp, 1, n)
 
 
 def _fetches(src: H5Phrases, trg: H5Phrases, batch_size: int, max_len: int,

@@ -53,3 +53,13 @@ def legacy_case_dirs(config):
             out.append(p)
         return out
     return case_dirs()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny matrices: extra torch threads only contend (60x slower on a busy 2-core machine)."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

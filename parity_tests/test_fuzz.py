@@ -38,14 +38,7 @@ needs_traces = pytest.mark.skipif(not FX.has_traces, reason=f"no recorded traces
 needs_bitexts = pytest.mark.skipif(not FX.has_bitexts, reason=f"no .h5 bitexts at {FX.legacy}/data")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: extra threads only contend (60x slower on a busy 2-core machine)."""
-    import torch
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @contextmanager

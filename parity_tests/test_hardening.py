@@ -29,13 +29,7 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
 FAST = ["he is expensive .", "these gardens love the trains .", "he wants my friend ."]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    import torch
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def cli(*argv):
