@@ -9,6 +9,7 @@ import importlib
 import logging
 import sys
 
+from .distributed import SHARDED_COMMANDS, world_from_env
 from .errors import EXIT_INPUT, LegacyInputError
 from .loading import SMALL_MODEL_DIM, set_threads
 
@@ -48,6 +49,9 @@ def main(argv=None):
     try:
         if args.threads is not None:
             set_threads(args.threads)
+        if args.command not in SHARDED_COMMANDS and world_from_env():
+            raise LegacyInputError(None, f"'{args.command}' does not run under torchrun; only "
+                                   f"{' and '.join(SHARDED_COMMANDS)} are sharded")
         return args._run(args)
     except LegacyInputError as err:
         print(f"groundhog-port {args.command}: error: {err}", file=sys.stderr)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import plots
+from .. import distributed, plots, sharded
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..longlines import warn_long_lines
@@ -48,6 +48,9 @@ def run(args):
         if args.mode != "txt":
             raise LegacyInputError(None, "--plot-alignment works with --mode txt")
         plots.require_matplotlib()
+    if distributed.world_from_env() and args.mode != "batch":
+        raise LegacyInputError(None, "under torchrun only --mode batch is sharded")
+    distributed.setup(args)
     exp = open_from_args(args)
     if args.mode == "batch":
         return batch_mode(exp, args)
@@ -82,6 +85,8 @@ def batch_mode(exp, args):
     if args.src and not (str(args.src).endswith(".h5") and str(args.trg).endswith(".h5")):
         for path in (args.src, args.trg):  # text: GroundHog's .h5 path skips long pairs itself
             warn_long_lines(path, read_text_lines(path), exp.state, "scoring it", "score.py")
+    if distributed.world_from_env():
+        return sharded.score(args, exp, _complete_batches)
     journal = Journal(args.scores, args.resume, keep=_complete_batches) if args.scores else None
     skip = len({r.split()[0] for r in journal.done_records}) if journal else 0
     kept = len(journal.done_lines) if journal else 0

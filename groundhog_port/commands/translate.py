@@ -2,6 +2,7 @@
 import logging
 import sys
 
+from .. import distributed, sharded
 from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
@@ -53,12 +54,15 @@ def run(args):
         raise LegacyInputError(None, "--source and --trans go together")
     if args.n_best:
         check_output_path(args.n_best)
+    world = distributed.setup(args)
     exp = open_from_args(args)
     translator = Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size)
     if not args.source:
         return interact(exp, translator)
     lines = read_text_lines(args.source)
     warn_long_lines(args.source, lines, exp.state)
+    if world:
+        return sharded.translate(args, exp, translator, lines, 4 * args.batch_size)
     journal = Journal(args.trans, resume=args.resume, keep=_readable_records)
     done = [Translation.from_record(l, r) for l, r in zip(journal.done_lines, journal.done_records)]
     if done:

@@ -1,0 +1,164 @@
+"""``translate`` and ``score --mode batch`` dealt out over a torchrun world.
+
+The single-process commands (:mod:`groundhog_port.commands.translate`,
+:mod:`groundhog_port.commands.score`) call these when :func:`distributed.setup` found a
+world; the rounds, the gathering and the resume rule are in :mod:`groundhog_port.distributed`.
+The output file, its journal records and the final summary are those of the
+single-process run, so the two give byte-identical files.
+"""
+import logging
+
+import numpy as np
+
+from . import distributed
+from .errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
+from .outputs import Journal, Progress
+from .scoring import batches_for, score_batch
+from .translate import Translation, total_cost, write_nbest
+
+logger = logging.getLogger(__name__)
+
+
+def translate(args, exp, translator, lines, unit_lines):
+    """Units of ``unit_lines`` source lines; rank 0 writes ``--trans`` (and ``--n-best``)."""
+    world = distributed.world_from_env()
+    if args.verbose or not args.source:
+        raise LegacyInputError(None, "under torchrun, translate needs --source and --trans and "
+                               "does not take --verbose (only rank 0 writes)")
+    n_units = -(-len(lines) // unit_lines)
+    journal, first, out_lines, out_records = None, None, [], []
+    if world.is_root:
+        keep = _whole_units(unit_lines, len(lines))
+        journal = Journal(args.trans, resume=args.resume, keep=keep)
+        out_lines, out_records = list(journal.done_lines), list(journal.done_records)
+        first = len(journal.done_lines) // unit_lines if len(journal.done_lines) < len(lines) \
+            else n_units
+        if journal.done_lines:
+            logger.info("resuming %s after %d of %d lines", args.trans,
+                        len(journal.done_lines), len(lines))
+    first = distributed.broadcast(world, first if world.is_root else None)
+    progress = Progress(len(lines), enabled=True if args.progress else None) \
+        if world.is_root else None
+    if progress:
+        progress.update(min(first * unit_lines, len(lines)))
+
+    def compute(k):
+        chunk = lines[k * unit_lines:(k + 1) * unit_lines]
+        seqs = [exp.parse_source(line)[0] for line in chunk]
+        ts = translator.translate_seqs(seqs)
+        for i, t in enumerate(ts):
+            if t.error is not None:
+                logger.error("line %d of %s: the original sample.py fails here (%s); "
+                             "writing an empty line", k * unit_lines + i + 1, args.source, t.error)
+        return [t.line for t in ts], [t.record() for t in ts], len(chunk)
+
+    def emit(k, lines, records):
+        for line, record in zip(lines, records):
+            journal.append(line, record)
+        journal.flush()
+        out_lines.extend(lines)
+        out_records.extend(records)
+
+    try:
+        distributed.run_units(world, n_units, first, compute, emit, progress)
+    except BaseException:
+        if journal:
+            journal.close_unfinished()
+        raise
+    if not world.is_root:
+        distributed.finish(world)
+        return EXIT_OK
+    progress.close()
+    journal.commit()
+    results = [Translation.from_record(l, r) for l, r in zip(out_lines, out_records)]
+    if args.n_best:
+        try:
+            write_nbest(args.n_best, results)
+        except OSError as err:
+            raise LegacyInputError(args.n_best, f"cannot write ({err.strerror or err})") from None
+    distributed.finish(world)
+    print("Total cost of the translations: {}".format(total_cost(results)))
+    failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
+    if failed:
+        logger.error("%d sentence(s) could not be translated (lines %s): the original would "
+                     "have crashed at the first", len(failed), ", ".join(map(str, failed)))
+        return EXIT_PARTIAL
+    logger.info("%d sentences on %d processes, %.1f sentences/s", len(results), world.size,
+                progress.rate())
+    return EXIT_OK
+
+
+def score(args, exp, complete_batches):
+    """One unit per score.py batch; every rank walks the (model-free) batch iterator and
+    scores only its own batches.  ``complete_batches`` is the single-process resume rule."""
+    world = distributed.world_from_env()
+    if args.y_noise:
+        raise LegacyInputError(None, "--y-noise draws from numpy's unseeded global generator: "
+                               "it cannot be sharded reproducibly; run it in one process")
+    if not args.scores:
+        raise LegacyInputError(None, "under torchrun, score --mode batch needs --scores FILE "
+                               "(rank 0 writes it)")
+    sizes = [b.size for b in batches_for(exp, args.src, args.trg, args.allow_unk,
+                                         args.n_batches)]
+    journal, first = None, None
+    if world.is_root:
+        journal = Journal(args.scores, args.resume, keep=complete_batches)
+        first = len({r.split()[0] for r in journal.done_records})
+        if first:
+            logger.info("resuming %s after %d of %d pairs (%d batches)", args.scores,
+                        len(journal.done_lines), sum(sizes), first)
+    first = distributed.broadcast(world, first)
+    progress = Progress(sum(sizes), unit="pairs", enabled=True if args.progress else None) \
+        if world.is_root else None
+    if progress:
+        progress.update(sum(sizes[:first]))
+    batches = _Batches(exp, args)
+
+    def compute(b):
+        scores = -score_batch(exp.model, batches.get(b)).cost.numpy()
+        if args.print_probs:
+            scores = np.exp(scores)
+        lines = ["{:.5e}".format(float(s)) for s in scores]
+        return lines, [f"{b} {len(lines)}"] * len(lines), len(lines)
+
+    def emit(b, lines, records):
+        for line, record in zip(lines, records):
+            journal.append(line, record)
+        journal.flush()
+
+    try:
+        distributed.run_units(world, len(sizes), first, compute, emit, progress)
+    except BaseException:
+        if journal:
+            journal.close_unfinished()
+        raise
+    if world.is_root:
+        progress.close()
+        journal.commit()
+        logger.info("scored %d pairs on %d processes, %.1f pairs/s", progress.count,
+                    world.size, progress.rate())
+    distributed.finish(world)
+    return EXIT_OK
+
+
+class _Batches:
+    """Batch ``b`` of score.py's iterator; asked for in increasing order on each rank."""
+
+    def __init__(self, exp, args):
+        self._it = enumerate(batches_for(exp, args.src, args.trg, args.allow_unk,
+                                         args.n_batches))
+
+    def get(self, b):
+        for i, batch in self._it:
+            if i == b:
+                return batch
+        raise LegacyInputError(None, f"batch {b} vanished: the corpus changed during the run")
+
+
+def _whole_units(unit_lines, total):
+    """Resume keeps whole units only (or everything, when the run had finished)."""
+    def keep(records):
+        n = len(records)
+        return n if n >= total else n - n % unit_lines
+    return keep
+

@@ -1,0 +1,144 @@
+"""torchrun: two CPU processes (gloo) give byte-identical outputs to one process.
+
+Each test starts ``python -m torch.distributed.run --nproc-per-node 2 -m groundhog_port ...``
+on the bundled fixture model and compares the files with a single-process run of the same
+command; one kills a worker mid-run and checks that the job fails without a complete-looking
+output and that ``--resume`` finishes it identically.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from groundhog_port.distributed import world_from_env
+from groundhog_port.errors import LegacyInputError
+
+from conftest import FIXTURES, REPO
+
+F = FIXTURES / "search"
+MODEL = [f"--state={F / 'search_state.pkl'}", str(F / "search_model.npz")]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+
+def single(*argv):
+    return subprocess.run([sys.executable, "-m", "groundhog_port", *map(str, argv)],
+                          capture_output=True, text=True, env=ENV, cwd=REPO, timeout=600)
+
+
+def torchrun(*argv, nproc=2):
+    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                             str(nproc), "--standalone", "-m", "groundhog_port",
+                             *map(str, argv)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            cwd=REPO)
+
+
+def finish(proc, timeout=600):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def translate_args(trans, *extra):
+    return ["translate", "--beam-search", "--beam-size", "5", "--source", F / "test.en",
+            "--trans", trans, *extra, *MODEL]
+
+
+def test_translate_two_processes_identical(tmp_path):
+    one = single(*translate_args(tmp_path / "one.txt", "--n-best", tmp_path / "one.nbest"))
+    assert one.returncode == 0, one.stderr
+    rc, out, err = finish(torchrun(*translate_args(tmp_path / "two.txt", "--batch-size", "3",
+                                                   "--n-best", tmp_path / "two.nbest")))
+    assert rc == 0, err
+    assert (tmp_path / "two.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+    assert (tmp_path / "two.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()
+    # the summary line is rank 0's, once, and equal to the single run's
+    assert out.count("Total cost of the translations:") == 1
+    assert out.strip() == one.stdout.strip()
+    assert "2 processes, backend gloo" in err
+    assert not list(tmp_path.glob("*.partial*"))
+
+
+def test_score_h5_two_processes_identical(legacy_root, tmp_path):
+    data = legacy_root / "data"
+    args = ["score", "--mode", "batch", "--src", data / "binarized_text.shuffled.en.h5",
+            "--trg", data / "binarized_text.shuffled.fr.h5", "--allow-unk", "--n-batches", "7"]
+    one = single(*args, "--scores", tmp_path / "one.txt", *MODEL)
+    assert one.returncode == 0, one.stderr
+    rc, _, err = finish(torchrun(*args, "--scores", tmp_path / "two.txt", *MODEL))
+    assert rc == 0, err
+    text = (tmp_path / "two.txt").read_text()
+    assert text == (tmp_path / "one.txt").read_text()
+    assert len(text.splitlines()) == 7 * 32
+
+
+def _worker_pids(launcher_pid):
+    """RANK -> pid of the worker processes torchrun started."""
+    found = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) != launcher_pid:
+                continue
+            env = dict(kv.split("=", 1) for kv in (d / "environ").read_text().split("\0")
+                       if "=" in kv)
+        except (OSError, ValueError, IndexError):
+            continue
+        if "RANK" in env:
+            found[int(env["RANK"])] = int(d.name)
+    return found
+
+
+def test_dead_rank_fails_then_resume_finishes(tmp_path):
+    src = tmp_path / "src.en"
+    src.write_text((F / "test.en").read_text() * 4)  # long enough to be killed mid-run
+    args = ["translate", "--beam-search", "--beam-size", "5", "--source", src,
+            "--batch-size", "2", "--progress"]
+    out = tmp_path / "two.txt"
+    proc = torchrun(*args, "--trans", out, *MODEL)
+    partial = out.with_name("two.txt.partial")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if partial.exists() and partial.read_text().count("\n") >= 16:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    pids = _worker_pids(proc.pid)
+    assert set(pids) == {0, 1}, pids
+    os.kill(pids[1], signal.SIGKILL)
+    rc, _, err = finish(proc)
+    assert rc != 0
+    assert not out.exists(), "a run with a dead rank left a complete-looking output"
+    assert partial.exists()
+    assert "Signal 9 (SIGKILL)" in err or "exitcode" in err
+    rc, _, err = finish(torchrun(*args, "--trans", out, "--resume", *MODEL))
+    assert rc == 0, err
+    assert "resuming" in err
+    one = single(*args, "--trans", tmp_path / "one.txt", *MODEL)
+    assert one.returncode == 0, one.stderr
+    assert out.read_bytes() == (tmp_path / "one.txt").read_bytes()
+
+
+def test_world_from_env():
+    assert world_from_env({}) is None
+    assert world_from_env({"WORLD_SIZE": "1", "RANK": "0"}) is None
+    w = world_from_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1",
+                        "LOCAL_WORLD_SIZE": "2"})
+    assert (w.rank, w.size, w.local_rank, w.local_size, w.is_root) == (3, 4, 1, 2, False)
+    with pytest.raises(LegacyInputError, match="inconsistent"):
+        world_from_env({"WORLD_SIZE": "2", "RANK": "2"})
+    with pytest.raises(LegacyInputError, match="integers"):
+        world_from_env({"WORLD_SIZE": "two", "RANK": "0"})
+
+
+def test_unsharded_command_refused_under_torchrun(tmp_path):
+    env = {**ENV, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
+    r = subprocess.run([sys.executable, "-m", "groundhog_port", "score", "--mode", "txt",
+                        "--src", F / "test.en", "--trg", F / "test.fr", *MODEL],
+                       capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert r.returncode == 2
+    assert "only --mode batch is sharded" in r.stderr
