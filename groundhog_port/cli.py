@@ -12,7 +12,7 @@ import sys
 from .errors import EXIT_INPUT, LegacyInputError
 from .loading import SMALL_MODEL_DIM, set_threads
 
-COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity")
+COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "serve")
 
 
 def build_parser():
