@@ -13,6 +13,7 @@ Figure 3 obtain it).
 Only the decoding thread (:mod:`.batcher`) calls :meth:`Engine.decode`; parsing and
 formatting run in the request threads.
 """
+import logging
 import math
 from dataclasses import dataclass, field
 
@@ -100,7 +101,12 @@ class Engine:
     def warm_up(self):
         """Decode one empty sentence, so that the first request does not pay for first-call
         set-up (allocations, kernel selection)."""
-        self.decode([Job(self.prepare(""), 1)])
+        quiet = logging.getLogger("groundhog_port.search.batched")
+        was, quiet.disabled = quiet.disabled, True     # its retries of "" are expected
+        try:
+            self.decode([Job(self.prepare(""), 1)])
+        finally:
+            quiet.disabled = was
 
     # -- request threads ------------------------------------------------------------------
     def check_beam(self, beam):
