@@ -89,7 +89,8 @@ class TranslationServer(ThreadingHTTPServer):
 
     def server_close(self):
         super().server_close()
-        self.batcher.close()
+        if getattr(self, "batcher", None) is not None:   # absent when binding failed
+            self.batcher.close()
 
 
 def start_in_thread(server):
