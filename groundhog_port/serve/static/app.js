@@ -49,6 +49,8 @@
     }
     ctx.textAlign = "right"; ctx.fillStyle = "#1d2329";
     for (let t = 0; t < T; t++) ctx.fillText(label(att.target[t]), x0 - pad, y0 + t * cell + cell / 2);
+    // the geometry, for tests and tools that read the picture back
+    Object.assign(canvas.dataset, { x0: String(x0), y0: String(y0), cell: String(cell) });
     canvas.dataset.drawn = `${T}x${S}`;
   }
 
