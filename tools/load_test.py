@@ -11,6 +11,7 @@ Prints throughput, latency percentiles and the server's batching; exits 1 on any
 """
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -35,6 +36,9 @@ def main(argv=None):
                    help="tokenized source lines (default: the fixture's test.en)")
     p.add_argument("--expect", help="expected translations, one per line (default with the "
                    "fixture's sentences and beam 10: its trans_beam10.txt)")
+    p.add_argument("--serve-args", default="",
+                   help="extra `serve` options for the server --state starts, e.g. "
+                        "\"--batch-size 1\" (no batching) or \"--batch-wait-ms 20\"")
     p.add_argument("--deadline", type=float, default=300.0, help="seconds before it stops")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     args = p.parse_args(argv)
@@ -55,7 +59,7 @@ def main(argv=None):
         from groundhog_port.commands import serve
         from groundhog_port.serve.http import start_in_thread
         sargs = build_parser().parse_args(["serve", "--state", args.state, args.model or "",
-                                           "--port", "0"])
+                                           "--port", "0", *shlex.split(args.serve_args)])
         import logging
         logging.basicConfig(level=logging.WARNING)
         server = serve.build(sargs)
