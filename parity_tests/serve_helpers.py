@@ -5,13 +5,26 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from conftest import FIXTURES
+from sacremoses import MosesDetokenizer
 
 from groundhog_port.cli import build_parser
 from groundhog_port.commands import serve
 from groundhog_port.serve.http import start_in_thread
+from groundhog_port.vocab import load_word2idx
 
 FIXTURE = FIXTURES / "search"
 STATE, MODEL = FIXTURE / "search_state.pkl", FIXTURE / "search_model.npz"
+TEST_EN = (FIXTURE / "test.en").read_text(encoding="utf-8").splitlines()
+#: what the original sample.py wrote for test.en at beam 10 (recorded with the fixture)
+TRANS10 = (FIXTURE / "trans_beam10.txt").read_text(encoding="utf-8").splitlines()
+#: test.en as plain text, as a person types it (the server tokenizes it back)
+RAW_EN = [MosesDetokenizer(lang="en").detokenize(line.split()) for line in TEST_EN]
+
+
+def unknown_by_vocabulary(line):
+    """The tokens parse_input maps to UNK (id 1): not in vocab.en, or id >= n_sym_source."""
+    w2i = load_word2idx(FIXTURE / "vocab.en.pkl")
+    return [w for w in line.split() if w2i.get(w, 1) == 1 or w2i[w] >= 201]
 
 
 @contextmanager

@@ -15,17 +15,13 @@ import pytest
 from sacremoses import MosesDetokenizer
 
 from conftest import LEGACY_ROOT, REPO
-from serve_helpers import FIXTURE, MODEL, STATE, post_json, request, running_server
+from serve_helpers import (FIXTURE, MODEL, RAW_EN, STATE, TEST_EN, TRANS10, post_json, request,
+                           running_server, unknown_by_vocabulary)
 
 from groundhog_port.serve import loadtest
 from groundhog_port.serve.text import MosesText
 from groundhog_port.trace import TraceFile
-from groundhog_port.vocab import load_word2idx
 
-TEST_EN = (FIXTURE / "test.en").read_text(encoding="utf-8").splitlines()
-#: what the original sample.py wrote for test.en at beam 10 (recorded with the fixture)
-TRANS10 = (FIXTURE / "trans_beam10.txt").read_text(encoding="utf-8").splitlines()
-RAW_EN = [MosesDetokenizer(lang="en").detokenize(line.split()) for line in TEST_EN]
 #: Python 2's urllib.quote leaves these bytes alone (and '/', its default safe)
 PY2_SAFE = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-/")
 
@@ -81,12 +77,6 @@ def test_detokenizer_matches_detokenizer_perl(tokens, perl):
 
 # -- the web demo's GET API -------------------------------------------------------------
 
-def _unknown_by_vocabulary(line):
-    """The tokens parse_input maps to UNK (id 1): not in vocab.en, or id >= n_sym_source."""
-    w2i = load_word2idx(FIXTURE / "vocab.en.pkl")
-    return [w for w in line.split() if w2i.get(w, 1) == 1 or w2i[w] >= 201]
-
-
 def test_legacy_get_answers_as_sample_server(server):
     """Every test sentence, sent as the demo's front end sent it (plain text, urlencoded),
     8 at a time: the body is urllib.quote(detokenized sample.py translation + newline from
@@ -101,7 +91,7 @@ def test_legacy_get_answers_as_sample_server(server):
     with_unk = 0
     for i, (status, headers, body) in enumerate(answers):
         assert status == 200 and headers["Content-Type"] == "text/html"
-        unknown = _unknown_by_vocabulary(TEST_EN[i])
+        unknown = unknown_by_vocabulary(TEST_EN[i])
         with_unk += bool(unknown)
         expected = text.detokenize(TRANS10[i]) + "\n" + "\n" + ",".join(unknown)
         assert body.decode("ascii") == py2_quote(expected), i + 1
@@ -191,13 +181,13 @@ def test_attention_equals_recorded_alignment(server):
 
 
 def test_json_unknown_words_and_options(server):
-    k = next(i for i, l in enumerate(TEST_EN) if len(_unknown_by_vocabulary(l)) >= 2)
+    k = next(i for i, l in enumerate(TEST_EN) if len(unknown_by_vocabulary(l)) >= 2)
     status, data = post_json(server.url, {"text": RAW_EN[k], "beam_size": 3, "n_best": 2,
                                           "ignore_unk": True})
     assert status == 200 and data["beam_size"] == 3 and data["ignore_unk"] is True
     r = data["results"][0]
     assert r["tokens"] == TEST_EN[k].split()
-    assert r["unknown_words"] == _unknown_by_vocabulary(TEST_EN[k])
+    assert r["unknown_words"] == unknown_by_vocabulary(TEST_EN[k])
     assert [r["tokens"][p] for p in r["unknown_positions"]] == r["unknown_words"]
     assert len(r["nbest"]) <= 2 and "UNK" not in r["translation"].split()
     assert r["detokenized"] == MosesText().detokenize(r["translation"])

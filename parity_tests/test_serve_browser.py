@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from serve_helpers import FIXTURE, post_json, running_server
-from test_serve_api import RAW_EN, TEST_EN, TRANS10, _unknown_by_vocabulary
+from serve_helpers import (RAW_EN, TEST_EN, TRANS10, post_json, running_server,
+                           unknown_by_vocabulary)
 
 from groundhog_port.serve.text import MosesText
 
@@ -83,7 +83,7 @@ def _translate_in_page(driver, url, sentence):
 
 
 def test_page_translates_like_translate_and_draws_the_heatmap(browser, server, tmp_path):
-    k = next(i for i, l in enumerate(TEST_EN) if _unknown_by_vocabulary(l))
+    k = next(i for i, l in enumerate(TEST_EN) if unknown_by_vocabulary(l))
     By = _translate_in_page(browser, server.url, RAW_EN[k])
     find = lambda i: browser.find_element(By.ID, i)
     assert find("status").text.startswith("done"), find("status").text
@@ -98,7 +98,7 @@ def test_page_translates_like_translate_and_draws_the_heatmap(browser, server, t
         [h["translation"] for h in r["nbest"]]
     assert rows[0].get_attribute("class") == "best"
     marked = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#source-marked span.unk")]
-    assert marked == _unknown_by_vocabulary(TEST_EN[k]) and find("unknown-panel").is_displayed()
+    assert marked == unknown_by_vocabulary(TEST_EN[k]) and find("unknown-panel").is_displayed()
     # the heatmap: one cell per (target word, source word), grey level = 255 * weight
     att = r["attention"]
     T, S = len(att["target"]), len(att["source"])

@@ -16,6 +16,7 @@ milliseconds, and what was asked (beam size, the sentences, shortened).
 """
 import json
 import logging
+import sys
 import threading
 import time
 from concurrent.futures import CancelledError, TimeoutError as FutureTimeout
@@ -82,7 +83,6 @@ class TranslationServer(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address):
         # an exception outside the handler's own guards: one log line, the server goes on
-        import sys
         err = sys.exc_info()[1]
         logger.error("%s: connection error: %s: %s", client_address[0], type(err).__name__,
                      _one_line(err))
