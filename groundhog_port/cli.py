@@ -13,7 +13,7 @@ from .distributed import SHARDED_COMMANDS, world_from_env
 from .errors import EXIT_INPUT, LegacyInputError
 from .loading import SMALL_MODEL_DIM, set_threads
 
-COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity")
+COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "serve")
 
 
 def build_parser():

@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check "torch==2.13.0" -e ".[test]"
+bash tools/install_browser.sh
 python3 -m pytest -q "$@"

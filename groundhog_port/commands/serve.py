@@ -1,0 +1,90 @@
+"""``groundhog-port serve``: a translation server and page replacing GroundHog's web demo."""
+import logging
+import signal
+import threading
+
+from ..errors import EXIT_OK, LegacyInputError
+from .common import add_model_arguments, open_from_args
+
+NAME = "serve"
+HELP = ("serve translations over HTTP: the web demo's GET /?source=... API, a JSON API "
+        "(POST /translate), /health and a page with the attention heatmap")
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(p):
+    add_model_arguments(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; the original used all)")
+    p.add_argument("--port", type=int, default=8888, help="port (default 8888; 0: any free one)")
+    p.add_argument("--beam-size", type=int, default=10,
+                   help="beam size when a request names none (default 10, the demo's)")
+    p.add_argument("--pretokenized", action="store_true",
+                   help="sources arrive tokenized: split on whitespace, no Moses tokenizer "
+                        "(requests may also say so: tokenized=1 / \"tokenized\": true)")
+    p.add_argument("--source-lang", default="en", help="Moses tokenizer language (default en)")
+    p.add_argument("--target-lang", default="fr", help="Moses detokenizer language (default fr)")
+    g = p.add_argument_group("limits")
+    g.add_argument("--max-beam", type=int, default=50, help="largest beam a request may ask")
+    g.add_argument("--max-sentences", type=int, default=32, help="sentences per JSON request")
+    g.add_argument("--max-tokens", type=int, default=100, help="tokens per sentence")
+    g.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
+    g.add_argument("--max-body", type=int, default=65536, help="bytes of a JSON request body")
+    g.add_argument("--max-pending", type=int, default=256,
+                   help="sentences waiting to be decoded before requests get 503")
+    g.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds a request waits for its translation before a 503")
+    b = p.add_argument_group("batching")
+    b.add_argument("--batch-wait-ms", type=float, default=5.0,
+                   help="how long the decoder gathers concurrent requests (default 5 ms)")
+    b.add_argument("--batch-size", type=int, default=32,
+                   help="most sentences decoded together (default 32)")
+
+
+def build(args):
+    """The server the arguments describe (bound, not yet serving)."""
+    from ..serve.engine import Engine, Limits
+    from ..serve.http import TranslationServer
+    for name in ("beam_size", "max_beam", "max_sentences", "max_tokens", "max_chars",
+                 "max_body", "max_pending", "batch_size"):
+        if getattr(args, name) < 1:
+            raise LegacyInputError(None, f"--{name.replace('_', '-')} must be at least 1")
+    if not 0 <= args.port <= 65535:
+        raise LegacyInputError(None, f"--port {args.port}: expected 0..65535")
+    if args.beam_size > args.max_beam:
+        raise LegacyInputError(None, f"--beam-size {args.beam_size} is above --max-beam "
+                                     f"{args.max_beam}")
+    if args.batch_wait_ms < 0 or args.timeout <= 0:
+        raise LegacyInputError(None, "--batch-wait-ms must be >= 0 and --timeout > 0")
+    exp = open_from_args(args)
+    limits = Limits(args.max_beam, args.max_sentences, args.max_tokens, args.max_chars,
+                    args.max_body)
+    engine = Engine(exp, args.beam_size, limits, args.pretokenized, args.source_lang,
+                    args.target_lang, args.batch_size)
+    engine.warm_up()
+    try:
+        return TranslationServer((args.host, args.port), engine, args.batch_wait_ms / 1000,
+                                 args.batch_size, args.max_pending, args.timeout)
+    except OSError as err:
+        raise LegacyInputError(None, f"cannot listen on {args.host}:{args.port} "
+                                     f"({err.strerror or err})") from None
+
+
+def run(args):
+    server = build(args)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        logger.warning("listening on %s: reachable from other machines", args.host)
+
+    def stop(signum, frame):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+    signal.signal(signal.SIGTERM, stop)
+    print(f"groundhog-port serve: listening on {server.url} (page {server.url}, "
+          f"JSON POST {server.url}translate, legacy GET {server.url}?source=...)", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    logger.info("stopped after %d requests", server.requests)
+    return EXIT_OK

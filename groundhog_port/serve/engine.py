@@ -1,0 +1,210 @@
+"""What the server computes: source parsing, batched beam search, the chosen translation
+and its attention, all on one model.
+
+Parsing is ``parse_input`` of sample.py:264 on the Moses-tokenized sentence; the search
+is :class:`~groundhog_port.search.batched.BatchedBeamSearch` (``sample()`` with
+``minlen = len(seq) // 2``), which returns for every sentence exactly what the literal
+sample.py loop returns, whatever else is in the batch -- so a translation does not
+depend on which requests it was decoded with, and equals ``groundhog-port translate``'s.
+The attention matrix shown is the one of the chosen translation, teacher-forced through
+the model (``create_probs_computer(return_alignment=True)``, as score.py and the paper's
+Figure 3 obtain it).
+
+Only the decoding thread (:mod:`.batcher`) calls :meth:`Engine.decode`; parsing and
+formatting run in the request threads.
+"""
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..scoring import score_pair
+from ..search.batched import BatchedBeamSearch
+from ..search.common import SearchFailed
+from ..vocab import render_translation, split_words
+from . import legacy_api
+from .text import MosesText
+
+
+class RequestError(Exception):
+    """A request the server refuses: ``status`` (4xx/5xx) and a one-line message."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Limits:
+    """Bounds on what one request may ask (checked before any decoding)."""
+    max_beam: int = 50
+    max_sentences: int = 32
+    max_tokens: int = 100
+    max_chars: int = 2000
+    max_body: int = 65536
+
+
+@dataclass
+class Source:
+    """One source sentence ready to decode."""
+    text: str                      # as received
+    tokens: list                   # the words parse_input sees (tokenized unless pre-tokenized)
+    seq: np.ndarray                # ids, end-of-sequence appended
+    parsed: str                    # parse_input's second value ('... <eos>')
+
+
+@dataclass
+class Job:
+    """One sentence to decode with its settings; ``best`` picks the hypothesis shown."""
+    source: Source
+    beam: int
+    ignore_unk: bool = False
+    normalize: bool = False
+    legacy: bool = False           # the demo's choice: trans[0] (see legacy_api)
+    attention: bool = False
+    outcome: object = None         # Outcome, set by Engine.decode
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """A decoded sentence: every finished hypothesis (sample() order) and the chosen one."""
+    sentences: list = None         # hypotheses as text, raw-cost order
+    raw_costs: list = None
+    costs: list = None             # raw, or divided by the lengths (EOS counted) with normalize
+    best: int = None
+    trans: list = None             # word ids of the chosen hypothesis, EOS included
+    attention: np.ndarray = None   # (T, S) of the chosen hypothesis, or None
+    error: str = None              # sample.py's message where it fails
+
+    @property
+    def translation(self):
+        return "" if self.error else self.sentences[self.best]
+
+
+class Engine:
+    """A loaded :class:`~groundhog_port.loading.Experiment` served with fixed settings."""
+
+    def __init__(self, experiment, beam_size=10, limits=None, pretokenized=False,
+                 source_lang="en", target_lang="fr", batch_size=32):
+        self.exp = experiment
+        self.beam_size = beam_size
+        self.limits = limits or Limits()
+        self.pretokenized = pretokenized
+        self.text = MosesText(source_lang, target_lang)
+        self.search = BatchedBeamSearch(experiment.model, batch_size=batch_size)
+        self.has_attention = bool(experiment.cfg.search)
+        # load the vocabularies now: a missing file is a start-up error, not a request's
+        experiment.src_word2idx, experiment.src_idx2word, experiment.trg_idx2word
+
+    def warm_up(self):
+        """Decode one empty sentence, so that the first request does not pay for first-call
+        set-up (allocations, kernel selection)."""
+        quiet = logging.getLogger("groundhog_port.search.batched")
+        was, quiet.disabled = quiet.disabled, True     # its retries of "" are expected
+        try:
+            self.decode([Job(self.prepare(""), 1)])
+        finally:
+            quiet.disabled = was
+
+    # -- request threads ------------------------------------------------------------------
+    def check_beam(self, beam):
+        if isinstance(beam, bool) or not isinstance(beam, int):
+            raise RequestError(400, f"beam size must be an integer, got {beam!r}")
+        if not 1 <= beam <= self.limits.max_beam:
+            raise RequestError(400, f"beam size {beam} outside 1..{self.limits.max_beam}")
+        return beam
+
+    def prepare(self, text, pretokenized=None):
+        """:class:`Source` of one sentence, or a :class:`RequestError` over the limits."""
+        if not isinstance(text, str):
+            raise RequestError(400, f"a sentence must be a string, got {type(text).__name__}")
+        if len(text) > self.limits.max_chars:
+            raise RequestError(413, f"sentence of {len(text)} characters; at most "
+                                    f"{self.limits.max_chars}")
+        pre = self.pretokenized if pretokenized is None else pretokenized
+        tokens = split_words(text) if pre else self.text.tokenize(text)
+        line = " ".join(tokens)
+        tokens = split_words(line)                 # what parse_input splits (ASCII whitespace)
+        if len(tokens) > self.limits.max_tokens:
+            raise RequestError(413, f"sentence of {len(tokens)} tokens; at most "
+                                    f"{self.limits.max_tokens}")
+        seq, parsed = self.exp.parse_source(line)
+        return Source(text, tokens, seq, parsed)
+
+    def unknown(self, source):
+        """``[(position, word)]`` of the tokens that became the state's ``unk_sym_source``."""
+        unk = self.exp.state["unk_sym_source"]
+        return [(i, w) for i, (w, idx) in enumerate(zip(source.tokens, source.seq))
+                if int(idx) == unk]
+
+    def legacy_answer(self, job):
+        """The demo's answer body for a decoded legacy job (sample_server.py:84-93)."""
+        o = job.outcome
+        return legacy_api.answer(self.text.detokenize_legacy(o.translation),
+                                 legacy_api.unknown_words(job.source.tokens, job.source.seq))
+
+    # -- decoding thread ------------------------------------------------------------------
+    def decode(self, jobs):
+        """Decode ``jobs`` (one ``ignore_unk`` value) together; sets each ``job.outcome``."""
+        if not jobs:
+            return
+        ignore_unk = jobs[0].ignore_unk
+        assert all(j.ignore_unk == ignore_unk for j in jobs)
+        results = self.search.sample_many([j.source.seq for j in jobs], [j.beam for j in jobs],
+                                          ignore_unk, normalize=False)
+        i2w = self.exp.trg_idx2word
+        for job, hyps in zip(jobs, results):
+            if isinstance(hyps, SearchFailed):
+                job.outcome = Outcome(error=str(hyps))
+                continue
+            raw = np.asarray(hyps.costs, dtype=np.float64)
+            costs = raw
+            if job.normalize:                               # sample.py:153-155
+                costs = raw / np.array([len(t) for t in hyps.trans], dtype=np.float64)
+            # the demo shows trans[0]; translate picks numpy.argmin (sample.py:269)
+            best = 0 if job.legacy else int(np.argmin(costs))
+            o = Outcome([render_translation(i2w, t) for t in hyps.trans], raw.tolist(),
+                        costs.tolist(), best, list(hyps.trans[best]))
+            if job.attention and self.has_attention:
+                a = score_pair(self.exp.model, job.source.seq, o.trans).alignment
+                o.attention = a[:, :, 0].numpy()
+            job.outcome = o
+
+    # -- formatting -----------------------------------------------------------------------
+    def result_json(self, job, n_best=None):
+        """One entry of the JSON API's ``results``."""
+        src, o = job.source, job.outcome
+        unknown = self.unknown(src)
+        out = {
+            "source": src.text,
+            "tokens": src.tokens,
+            "unknown_words": [w for _, w in unknown],
+            "unknown_positions": [i for i, _ in unknown],
+            "error": o.error,
+        }
+        if o.error:
+            out.update(translation="", detokenized="", cost=None, nbest=[], attention=None)
+            return out
+        nbest = [{"translation": s, "cost": _num(c), "raw_cost": _num(r), "best": i == o.best}
+                 for i, (s, c, r) in enumerate(zip(o.sentences, o.costs, o.raw_costs))]
+        if n_best is not None:
+            nbest = nbest[:n_best]
+        out.update(translation=o.translation, detokenized=self.text.detokenize(o.translation),
+                   cost=_num(o.costs[o.best]), nbest=nbest, attention=None)
+        if o.attention is not None:
+            eos_t = self.exp.cfg.null_sym_target
+            i2w = self.exp.trg_idx2word
+            out["attention"] = {
+                "source": src.tokens + ["<eos>"],
+                "target": ["<eos>" if t == eos_t else i2w[t] for t in o.trans],
+                "weights": np.round(o.attention.astype(np.float64), 6).tolist(),
+            }
+        return out
+
+
+def _num(x):
+    """A cost for JSON: the float, or ``"inf"``/``"nan"`` (JSON has no such numbers)."""
+    x = float(x)
+    return x if math.isfinite(x) else str(x)

@@ -1,0 +1,158 @@
+"""A bounded load test of a running translation server (``tools/load_test.py``).
+
+``clients`` threads send ``requests`` requests in all (alternating the JSON API and the
+demo's GET API, or one of them), each with a sentence of the list in turn, to a server on
+a loopback address only; every answer is checked (status 200, and the translation equal
+to the expected line when expectations are given, else equal for equal sentences).  The
+run stops by itself: after the requests, or at ``deadline_s``.  It reports throughput,
+latency percentiles and the server's batching counters (from ``/health``).
+"""
+import http.client
+import ipaddress
+import json
+import socket
+import threading
+import time
+from urllib.parse import quote_plus, unquote, urlsplit
+
+import numpy as np
+
+from .text import MosesText
+
+
+def check_loopback(url):
+    """``(host, port)`` of ``url``, refused unless every address it names is loopback."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"{url}: expected http://HOST:PORT/")
+    port = parts.port or 80
+    for info in socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP):
+        if not ipaddress.ip_address(info[4][0]).is_loopback:
+            raise ValueError(f"{url}: {info[4][0]} is not a loopback address; the load test "
+                             "only targets this machine")
+    return parts.hostname, port
+
+
+def _request(host, port, method, path, body=None, timeout=60.0):
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def health(url):
+    host, port = check_loopback(url)
+    status, body = _request(host, port, "GET", "/health")
+    return json.loads(body) if status == 200 else None
+
+
+def run(url, sentences, expected=None, requests=200, clients=8, api="mixed", beam_size=None,
+        deadline_s=300.0, target_lang="fr"):
+    """Send the requests; returns a report dict (see :func:`format_report`).
+
+    ``sentences`` are tokenized source lines (as in ``test.en``): the JSON API gets them
+    with ``"tokenized": true``, the GET API their detokenized text (the server tokenizes
+    it back).  ``expected`` (optional) are the translations ``translate`` writes for them.
+    """
+    host, port = check_loopback(url)
+    text = MosesText("en", target_lang)
+    from sacremoses import MosesDetokenizer
+    raw = [MosesDetokenizer(lang="en").detokenize(s.split()) for s in sentences]
+    before = health(url)
+    lock = threading.Lock()
+    counter = iter(range(requests))
+    latencies, errors, answers, lost = [], [], {}, []
+    t_end = time.monotonic() + deadline_s
+
+    def one(i):
+        k = i % len(sentences)
+        kind = api if api != "mixed" else ("json" if i % 2 == 0 else "legacy")
+        if kind == "json":
+            payload = {"text": sentences[k], "tokenized": True, "attention": False}
+            if beam_size:
+                payload["beam_size"] = beam_size
+            status, body = _request(host, port, "POST", "/translate", json.dumps(payload).encode())
+            if status != 200:
+                return kind, k, status, body, None
+            r = json.loads(body)["results"][0]
+            return kind, k, status, body, (None if r["error"] else r["translation"])
+        path = "/?source=" + quote_plus(raw[k]) + (f"&beamwidth={beam_size}" if beam_size else "")
+        status, body = _request(host, port, "GET", path)
+        if status != 200:
+            return kind, k, status, body, None
+        return kind, k, status, body, unquote(body.decode("ascii")).split("\n")[0]
+
+    def client():
+        while time.monotonic() < t_end:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            t0 = time.monotonic()
+            try:
+                kind, k, status, body, translation = one(i)
+            except (OSError, http.client.HTTPException, ValueError) as err:
+                with lock:
+                    errors.append(f"request {i}: {type(err).__name__}: {err}")
+                    lost.append(i)
+                continue
+            ms = 1000 * (time.monotonic() - t0)
+            with lock:
+                latencies.append(ms)
+                if status != 200:
+                    errors.append(f"request {i} ({kind}, sentence {k + 1}): HTTP {status} "
+                                  f"{body[:200]!r}")
+                    continue
+                if kind == "legacy" and expected is not None:
+                    want = text.detokenize(expected[k])
+                elif expected is not None:
+                    want = expected[k]
+                else:
+                    want = answers.setdefault((kind, k), translation)
+                if translation != want:
+                    errors.append(f"request {i} ({kind}, sentence {k + 1}): got {translation!r}, "
+                                  f"expected {want!r}")
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, t_end - time.monotonic()) + 5)
+    wall = time.monotonic() - t0
+    after = health(url)
+    lat = np.array(latencies) if latencies else np.zeros(1)
+    batches = sentences_done = None
+    if before and after:
+        batches = after["batches"]["batches"] - before["batches"]["batches"]
+        sentences_done = after["batches"]["sentences"] - before["batches"]["sentences"]
+    done = len(latencies)
+    return {
+        "requests": requests, "answered": done, "clients": clients, "api": api,
+        "errors": errors, "unfinished": requests - done - len(lost),
+        "wall_s": wall, "throughput_rps": done / wall if wall > 0 else 0.0,
+        "latency_ms": {p: float(np.percentile(lat, p)) for p in (50, 90, 99)} |
+                      {"mean": float(lat.mean()), "max": float(lat.max())},
+        "decoder_batches": batches, "mean_batch": (sentences_done / batches) if batches else None,
+        "largest_batch": after["batches"]["largest_batch"] if after else None,
+    }
+
+
+def format_report(r):
+    lat = r["latency_ms"]
+    lines = [
+        f"{r['answered']}/{r['requests']} requests from {r['clients']} clients ({r['api']} API) "
+        f"in {r['wall_s']:.2f} s: {r['throughput_rps']:.1f} requests/s",
+        f"latency ms: p50 {lat[50]:.1f}  p90 {lat[90]:.1f}  p99 {lat[99]:.1f}  "
+        f"mean {lat['mean']:.1f}  max {lat['max']:.1f}",
+    ]
+    if r["decoder_batches"]:
+        lines.append(f"decoder: {r['decoder_batches']} batches, {r['mean_batch']:.2f} sentences "
+                     f"per batch on average, largest {r['largest_batch']}")
+    lines.append(f"errors: {len(r['errors'])}, not sent (deadline): {r['unfinished']}")
+    lines.extend(f"  {e}" for e in r["errors"][:10])
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Bounded load test of `groundhog-port serve` on this machine (loopback addresses only).
+
+    python tools/load_test.py --url http://127.0.0.1:8888/ [--requests 200 --clients 8]
+    python tools/load_test.py --state fixtures/search/search_state.pkl \\
+        fixtures/search/search_model.npz          # starts its own server on 127.0.0.1
+
+Sentences: the fixture's test.en (or --sentences F); answers are checked against
+--expect F (default with the fixture: the translations sample.py recorded, trans_beam10.txt).
+Prints throughput, latency percentiles and the server's batching; exits 1 on any error.
+"""
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from groundhog_port.serve import loadtest  # noqa: E402
+
+FIXTURE = REPO / "fixtures" / "search"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", help="a running server (loopback only)")
+    p.add_argument("--state", help="start a server for this state (with MODEL)")
+    p.add_argument("model", nargs="?", help="the *_model.npz for --state")
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--api", choices=("mixed", "json", "legacy"), default="mixed")
+    p.add_argument("--beam-size", type=int, help="beam per request (default: the server's)")
+    p.add_argument("--sentences", default=str(FIXTURE / "test.en"),
+                   help="tokenized source lines (default: the fixture's test.en)")
+    p.add_argument("--expect", help="expected translations, one per line (default with the "
+                   "fixture's sentences and beam 10: its trans_beam10.txt)")
+    p.add_argument("--serve-args", default="",
+                   help="extra `serve` options for the server --state starts, e.g. "
+                        "\"--batch-size 1\" (no batching) or \"--batch-wait-ms 20\"")
+    p.add_argument("--deadline", type=float, default=300.0, help="seconds before it stops")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    args = p.parse_args(argv)
+    if bool(args.url) == bool(args.state):
+        p.error("give --url or --state STATE MODEL")
+    if args.requests < 1 or args.clients < 1:
+        p.error("--requests and --clients must be at least 1")
+    sentences = Path(args.sentences).read_text(encoding="utf-8").splitlines()
+    expect = args.expect
+    if expect is None and Path(args.sentences).resolve() == (FIXTURE / "test.en").resolve() \
+            and args.beam_size in (None, 10):
+        expect = FIXTURE / "trans_beam10.txt"
+    expected = Path(expect).read_text(encoding="utf-8").splitlines() if expect else None
+    server = None
+    url = args.url
+    if args.state:
+        from groundhog_port.cli import build_parser
+        from groundhog_port.commands import serve
+        from groundhog_port.serve.http import start_in_thread
+        sargs = build_parser().parse_args(["serve", "--state", args.state, args.model or "",
+                                           "--port", "0", *shlex.split(args.serve_args)])
+        import logging
+        logging.basicConfig(level=logging.WARNING)
+        server = serve.build(sargs)
+        start_in_thread(server)
+        url = server.url
+    try:
+        loadtest.check_loopback(url)
+        report = loadtest.run(url, sentences, expected, args.requests, args.clients, args.api,
+                              args.beam_size, args.deadline)
+    except ValueError as err:
+        print(f"load_test: error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    print(loadtest.format_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 1 if report["errors"] or report["unfinished"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
