@@ -175,3 +175,28 @@ def test_progress_bar_moves_log_lines_above_itself(monkeypatch):
     pieces = err.getvalue().split("\r")
     assert "a warning\n" in pieces, pieces
     assert "40/40 [" in pieces[-1] and " sent/s]" in pieces[-1]
+
+
+def test_score_txt_explains_inf_once_without_numpy_warnings(tmp_path):
+    F = FIXTURES / "search"
+    r = cli("score", "--mode", "txt", "--src", F / "test.en", "--trg", F / "test.fr",
+            "--allow-unk", "--state", F / "search_state.pkl", F / "search_model.npz")
+    assert r.returncode == 0, r.stderr
+    scores = r.stdout.split()
+    n_inf = scores.count("inf")
+    assert len(scores) == 40 and n_inf > 0
+    assert "RuntimeWarning" not in r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if "pairs score inf, as in the original" in ln]
+    assert len(notes) == 1 and f": {n_inf} of 40 pairs score inf" in notes[0]
+
+
+def test_empty_source_file_warns(tmp_path):
+    F = FIXTURES / "search"
+    empty = tmp_path / "empty.en"
+    empty.write_text("")
+    r = cli("translate", "--beam-search", "--beam-size", 2, "--state", F / "search_state.pkl",
+            "--source", empty, "--trans", tmp_path / "t.txt", F / "search_model.npz")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "Total cost of the translations: 0.0\n"       # as sample.py
+    assert f"{empty} is empty: there is nothing to translate" in r.stderr
+    assert (tmp_path / "t.txt").read_text() == ""

@@ -60,6 +60,9 @@ def run(args):
     translator = Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size,
                             warnings=SearchWarnings(args.source))
     lines = read_text_lines(args.source)
+    if not lines:
+        logger.warning("%s is empty: there is nothing to translate (%s will be empty too)",
+                       args.source, args.trans)
     warn_long_lines(args.source, lines, exp.state)
     journal = Journal(args.trans, resume=args.resume, keep=_readable_records)
     done = [Translation.from_record(l, r) for l, r in zip(journal.done_lines, journal.done_records)]
