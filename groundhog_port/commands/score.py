@@ -40,7 +40,7 @@ def add_arguments(p):
                    help="show the progress line even when stderr is not a terminal")
     p.add_argument("--plot-alignment", metavar="DIR",
                    help="txt mode: write one attention heatmap per pair to DIR (PNG, as Figure 3 "
-                        "of Bahdanau et al.; RNNsearch models; needs groundhog-port[plot])")
+                        "of Bahdanau et al.; RNNsearch models; needs matplotlib: the plot extra)")
 
 
 def run(args):
