@@ -66,10 +66,15 @@ class Experiment:
     model: RNNEncoderDecoder
     data_dir: Path = None
     explicit_keys: frozenset = field(default_factory=frozenset)
+    _paths: dict = field(default_factory=dict, repr=False)
 
     def path(self, key):
-        return legacy_states.resolve_path(self.state, key, self.state_path, self.data_dir,
-                                          explicit=key in self.explicit_keys)
+        """The file ``state[key]`` names, resolved (and its resolution logged) once."""
+        if key not in self._paths:
+            self._paths[key] = legacy_states.resolve_path(
+                self.state, key, self.state_path, self.data_dir,
+                explicit=key in self.explicit_keys)
+        return self._paths[key]
 
     @cached_property
     def src_word2idx(self):

@@ -91,36 +91,40 @@ def _complete_lines(path):
 
 
 class Progress:
-    """``N/total items  x.x items/s`` on stderr, redrawn at most every half second.
+    """A progress bar (tqdm) on stderr: ``35/40 [00:02<00:00, 16.5 sent/s]``.
 
-    Shown when stderr is a terminal, or always with ``enabled=True``.
+    Shown when stderr is a terminal, or always with ``enabled=True``.  While it is shown,
+    log records go through tqdm (``logging_redirect_tqdm``), which clears the bar, prints
+    the record on its own line and redraws the bar below it.
     """
 
     def __init__(self, total, unit="sent", enabled=None, stream=None):
         self.total, self.unit = total, unit
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.start = self.last = time.monotonic()
+        self.start = time.monotonic()
         self.count = 0
+        self._bar = self._redirect = None
+        if self.enabled:
+            from tqdm import tqdm
+            from tqdm.contrib.logging import logging_redirect_tqdm
+            self._bar = tqdm(total=total or None, unit=f" {unit}", file=self.stream,
+                             mininterval=0.5, dynamic_ncols=True)
+            self._redirect = logging_redirect_tqdm(tqdm_class=tqdm)
+            self._redirect.__enter__()
 
     def update(self, n=1):
         self.count += n
-        now = time.monotonic()
-        if self.enabled and (now - self.last > 0.5 or self.count == self.total):
-            self.last = now
-            self._draw(now)
+        if self._bar is not None:
+            self._bar.update(n)
 
     def rate(self):
         elapsed = time.monotonic() - self.start
         return self.count / elapsed if elapsed > 0 else 0.0
 
-    def _draw(self, now):
-        total = f"/{self.total}" if self.total else ""
-        self.stream.write(f"\r{self.count}{total} {self.unit}  {self.rate():.1f} {self.unit}/s")
-        self.stream.flush()
-
     def close(self):
-        if self.enabled:
-            self._draw(time.monotonic())
-            self.stream.write("\n")
-            self.stream.flush()
+        """Leave the final bar on screen and give logging its handlers back (idempotent)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._redirect.__exit__(None, None, None)
+            self._bar = self._redirect = None

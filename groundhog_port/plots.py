@@ -6,7 +6,7 @@ sides), in grayscale with 0 black and 1 white, source words written across the t
 Each cell is a square of the same size in every picture, so a picture's shape follows the
 pair's lengths.
 
-matplotlib is an optional extra (``pip install groundhog-port[plot]``); only its
+matplotlib is an optional extra (``pip install -e ".[plot]"`` from a checkout); only its
 object-oriented API is used (``Figure`` + the Agg canvas), so the caller's pyplot state
 and backend are left alone.
 """
@@ -32,7 +32,7 @@ def require_matplotlib():
         from matplotlib.figure import Figure
     except ImportError as err:
         raise LegacyInputError(None, f"attention plots need matplotlib ({err}); install it with "
-                               "`pip install groundhog-port[plot]` (or `pip install matplotlib`)"
+                               "`pip install matplotlib` (from a checkout: `pip install -e \".[plot]\"`)"
                                ) from None
     return Figure, FigureCanvasAgg
 

@@ -34,7 +34,7 @@ from typing import Callable, Dict, List, Optional
 from .data import read_text_lines
 from .errors import LegacyInputError
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
-from .translate import Translator, total_cost
+from .translate import SearchWarnings, Translator, total_cost
 
 logger = logging.getLogger(__name__)
 
@@ -289,15 +289,19 @@ def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokeniz
             continue
         t0 = time.monotonic()
         s = f.settings
-        translator = Translator(exp, s.beam_size, s.ignore_unk, s.normalize, batch_size)
+        # sample.py's per-sentence retry warnings, summarised once per file and message
+        warnings = SearchWarnings(f"{f.source} ({s.describe()})", summarise=True)
+        translator = Translator(exp, s.beam_size, s.ignore_unk, s.normalize, batch_size, warnings)
         lines = sources[f.source]
         step = batch_size
         out = []
         for i in range(0, len(lines), step):
             seqs = [exp.parse_source(line)[0] for line in lines[i:i + step]]
-            out.extend(translator.translate_seqs(seqs))
+            out.extend(translator.translate_seqs(seqs, first_line=i + 1))
             if progress is not None:
                 progress(len(seqs))
+        if warnings.summary() is not None:
+            logger.warning("%s", warnings.summary())
         for i, t in enumerate(out):
             if t.error is not None:
                 logger.info("%s, line %d (%s): the original sample.py fails here: %s",
@@ -363,6 +367,14 @@ def _side_by_side(diffs, width=60):
     return rows
 
 
+#: why "archived-ref 23.66 (multi-bleu 15.68)" are two numbers, and which to quote
+BLEU_NOTE = ("BLEU X (multi-bleu Y): X is sacrebleu ({signature}), whose tokenizer re-splits the "
+             "already tokenized text (Moses escapes such as &apos; become '&', 'apos', ';' and "
+             "punctuation is split off), so it counts more, shorter n-grams; Y is what Moses' "
+             "multi-bleu.perl prints, splitting on whitespace only, as the 2014-2015 papers "
+             "did.  Quote X with its signature; compare Y with numbers from that time.")
+
+
 def format_report(report) -> str:
     """The human-readable report of :func:`reproduce` (plus ``case``/``skipped`` if set)."""
     out = []
@@ -404,6 +416,9 @@ def format_report(report) -> str:
             rel = abs(r["total_cost"] - a) / abs(a) if a else abs(r["total_cost"] - a)
             cost += f"; the original printed {a!r} (relative difference {rel:.1e})"
         out.append(cost)
+    signature = next((b["signature"] for r in report["files"] for b in r["bleu"].values() if b), None)
+    if signature:
+        out.append(BLEU_NOTE.format(signature=signature))
     for s in report.get("skipped", []):
         out.append(f"skipped {s['file']}: {s['reason']}")
     n_files = len(report["files"])

@@ -22,14 +22,19 @@ Three ways to score a hypothesis file against one or more reference files:
   - output ``BLEU = %.2f, %.1f/%.1f/%.1f/%.1f (BP=%.3f, ratio=%.3f, hyp_len=%d, ref_len=%d)``;
     with an all-empty reference it prints ``BLEU = 0, 0/0/0/0 (BP=0, ratio=0, hyp_len=0,
     ref_len=0)``.
-  - Perl ``chop`` removes the last character of every line: normally the newline, but on a
-    final line without a newline it removes the last real character.  :func:`read_lines`
-    with ``perl_chop=True`` reproduces that (and logs a warning); it is on for
-    ``--multi-bleu`` because the goal there is multi-bleu.perl's number.
-  - Where multi-bleu.perl would die (a hypothesis file with no tokens at all but non-empty
-    references: "Illegal division by zero") we return BLEU 0 with BP 0 and say so in
-    ``note``.  Unequal line counts are refused (multi-bleu.perl silently scores missing
-    references as length 9999).
+  - Files are read as multi-bleu.perl reads them: as bytes (``latin-1`` here, one character
+    per byte, so that any file is accepted and the ASCII-only rules above hold byte for
+    byte), lines end at ``\\n``, and Perl ``chop`` removes the last byte of every line:
+    normally the newline, but on a final line without a newline the last real byte
+    (:func:`perl_lines`, which logs a warning then).
+  - Reference files may have other line counts than the hypothesis: sentence ``s`` is
+    scored against the references that have a line ``s``; a hypothesis line no reference
+    has counts the script's initial "closest length" 9999 as its reference length, and
+    hypothesis lines past the end are never read.  :func:`multi_bleu` does the same
+    (the CLI warns about it).
+  - Where multi-bleu.perl dies (a hypothesis with no tokens at all but non-empty
+    references: "Illegal division by zero") :func:`multi_bleu` returns BLEU 0 with BP 0
+    and says so in ``note``; the CLI refuses it as an input error.
 
 * :func:`compare_lines` -- how many lines of a reproduced output are identical to an
   archived one (for ``groundhog-port reproduce``).
@@ -85,13 +90,12 @@ def unescape_moses(line: str) -> str:
     return line
 
 
-def read_lines(path, unescape: bool = False, perl_chop: bool = False) -> List[str]:
+def read_lines(path, unescape: bool = False) -> List[str]:
     """The lines of a UTF-8 text file, without their line terminators.
 
     Lines are separated by ``\\n`` only (not by the other characters ``str.splitlines``
     treats as line breaks, e.g. U+2028 or \\x1c, which can occur inside a sentence); a
-    ``\\r`` before the ``\\n`` is dropped.  ``perl_chop``: emulate Perl ``chop`` on a final
-    line without a newline (its last character is dropped).
+    ``\\r`` before the ``\\n`` is dropped.
     """
     p = Path(path)
     try:
@@ -112,25 +116,20 @@ def read_lines(path, unescape: bool = False, perl_chop: bool = False) -> List[st
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the file ended with a newline
-    elif perl_chop:
-        log.warning("%s: last line has no newline; multi-bleu.perl's chop drops its last "
-                    "character %r, and so do we (--multi-bleu)", p, lines[-1][-1:])
-        lines[-1] = lines[-1][:-1]
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
     if unescape:
         lines = [unescape_moses(ln) for ln in lines]
     return lines
 
 
-def read_parallel(hyp_path, ref_paths: Sequence, unescape: bool = False,
-                  perl_chop: bool = False) -> Tuple[List[str], List[List[str]]]:
+def read_parallel(hyp_path, ref_paths: Sequence, unescape: bool = False) -> Tuple[List[str], List[List[str]]]:
     """Read a hypothesis file and its reference files; all must have the same line count."""
     if not ref_paths:
         raise LegacyInputError(None, "at least one reference file (--ref) is needed")
-    hyps = read_lines(hyp_path, unescape=unescape, perl_chop=perl_chop)
+    hyps = read_lines(hyp_path, unescape=unescape)
     refs = []
     for rp in ref_paths:
-        lines = read_lines(rp, unescape=unescape, perl_chop=perl_chop)
+        lines = read_lines(rp, unescape=unescape)
         if len(lines) != len(hyps):
             raise LegacyInputError(rp, f"{len(lines)} reference lines but the hypothesis file "
                                        f"{hyp_path} has {len(hyps)} lines")
@@ -191,14 +190,13 @@ class MultiBleuResult:
 def multi_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lowercase: bool = False) -> MultiBleuResult:
     """Corpus BLEU exactly as Moses' multi-bleu.perl computes it (see module docstring).
 
-    ``hyps``: one string per sentence; ``refs``: one list of lines per reference file.
+    ``hyps``: one string per sentence; ``refs``: one list of lines per reference file (of
+    any length: sentence ``s`` uses the files that have a line ``s``, as multi-bleu.perl's
+    ``push @{$REF[$s++]}``).
     """
     refs = [list(r) for r in refs]
     if not refs:
         raise ValueError("multi_bleu needs at least one reference set")
-    for r in refs:
-        if len(r) != len(hyps):
-            raise ValueError(f"reference set has {len(r)} lines, hypotheses {len(hyps)}")
     correct = [0] * (MAX_ORDER + 1)
     total = [0] * (MAX_ORDER + 1)
     hyp_len = 0
@@ -207,8 +205,11 @@ def multi_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lowercase: bo
         words = perl_tokens(hyp, lowercase)
         c = len(words)
         max_ref: Counter = Counter()
+        # multi-bleu.perl's initial values: a sentence without any reference adds 9999
         closest_diff, closest_len = 9999, 9999
         for r in refs:
+            if s >= len(r):
+                continue
             rw = perl_tokens(r[s], lowercase)
             diff = abs(c - len(rw))
             if diff < closest_diff:
@@ -231,8 +232,7 @@ def multi_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lowercase: bo
                                note="all references empty (multi-bleu.perl prints the zero line and exits 1)")
     if hyp_len == 0:
         return MultiBleuResult(0.0, precisions, 0.0, 0.0, 0, ref_len, correct[1:], total[1:],
-                               note="hypothesis has no tokens: multi-bleu.perl dies here "
-                                    "(Illegal division by zero); reported as BLEU 0")
+                               note=DIES_ON_EMPTY_HYPOTHESIS)
     bp = 1.0
     if hyp_len < ref_len:
         bp = math.exp(1 - ref_len / hyp_len)
@@ -242,10 +242,55 @@ def multi_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lowercase: bo
                            correct[1:], total[1:])
 
 
+DIES_ON_EMPTY_HYPOTHESIS = ("hypothesis has no tokens: multi-bleu.perl dies here "
+                            "(Illegal division by zero); reported as BLEU 0")
+
+
+def perl_lines(path, unescape: bool = False) -> List[str]:
+    """The lines of ``path`` as multi-bleu.perl sees them after ``chop``.
+
+    Bytes are decoded as latin-1 (one character per byte: nothing is refused, and chop,
+    ``split`` and ``lc`` act on bytes as in Perl); every line loses its last byte, which
+    on a final line without a newline is a real character (logged).
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("latin-1")
+    except FileNotFoundError:
+        raise LegacyInputError(p, "file not found") from None
+    except OSError as err:
+        raise LegacyInputError(p, f"cannot read ({err.strerror or err})") from None
+    lines = text.split("\n")
+    last = lines.pop()  # "" when the file ends with a newline
+    if last:
+        log.warning("%s: last line has no newline; multi-bleu.perl's chop drops its last "
+                    "byte %r, and so do we (--multi-bleu)", p, last[-1:].encode("latin-1"))
+        lines.append(last[:-1])
+    if unescape:
+        lines = [unescape_moses(ln) for ln in lines]
+    return lines
+
+
 def multi_bleu_files(hyp_path, ref_paths: Sequence, lowercase: bool = False,
                      unescape: bool = False) -> MultiBleuResult:
-    """:func:`multi_bleu` on files, reading them as multi-bleu.perl does (``perl_chop``)."""
-    hyps, refs = read_parallel(hyp_path, ref_paths, unescape=unescape, perl_chop=True)
+    """:func:`multi_bleu` on files read as multi-bleu.perl reads them (:func:`perl_lines`).
+
+    Line counts that differ are scored as multi-bleu.perl scores them, with a warning.
+    """
+    if not ref_paths:
+        raise LegacyInputError(None, "at least one reference file (--ref) is needed")
+    hyps = perl_lines(hyp_path, unescape=unescape)
+    refs = [perl_lines(rp, unescape=unescape) for rp in ref_paths]
+    for rp, r in zip(ref_paths, refs):
+        if len(r) < len(hyps):
+            log.warning("%s: %d lines, but the hypothesis file %s has %d: scored as "
+                        "multi-bleu.perl does: the hypothesis lines past its end have no "
+                        "reference there (where no reference has a line, multi-bleu.perl "
+                        "counts a reference length of 9999)", rp, len(r), hyp_path, len(hyps))
+        elif len(r) > len(hyps):
+            log.warning("%s: %d lines, but the hypothesis file %s has %d: scored as "
+                        "multi-bleu.perl does, on the first %d reference lines only",
+                        rp, len(r), hyp_path, len(hyps), len(hyps))
     return multi_bleu(hyps, refs, lowercase=lowercase)
 
 

@@ -45,24 +45,92 @@ def choose(hyps, idx2word):
     return Translation(sentences[best], float(hyps.costs[best]), None, nbest)
 
 
-class Translator:
-    """Beam search over many source lines: literal (``batch_size=1``) or batched."""
+class SearchWarnings(logging.Filter):
+    """Names the source line in the beam search's log records.
 
-    def __init__(self, experiment, beam_size, ignore_unk=False, normalize=False, batch_size=1):
+    The search logs sample.py's messages as it printed them ("Still no translations: try
+    beam size 20", sample.py:126), which name no sentence.  While installed on the search
+    loggers this filter prefixes them with ``SOURCE, line N``; with ``summarise`` it holds
+    the warnings back instead and :meth:`summary` gives them in one line (``reproduce``
+    meets dozens of them on one file).
+    """
+    LOGGERS = ("groundhog_port.search.legacy", "groundhog_port.search.batched")
+
+    def __init__(self, source=None, summarise=False):
+        super().__init__()
+        self.source, self.summarise = source, summarise
+        self.first_line = 1    # line number of sentence 0 of the current batch of sentences
+        self.current = 0       # the literal search's sentence (the batched one says it)
+        self.held = {}         # line number -> [messages], in order
+
+    def filter(self, record):
+        line = self.first_line + getattr(record, "sentence", self.current)
+        message = record.getMessage()
+        if self.summarise and record.levelno == logging.WARNING:
+            self.held.setdefault(line, []).append(message)
+            return False
+        where = f"{self.source}, line {line}" if self.source else f"line {line}"
+        record.msg, record.args = f"{where}: {message}", None
+        return True
+
+    def __enter__(self):
+        for name in self.LOGGERS:
+            logging.getLogger(name).addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+
+    def summary(self, max_lines=10):
+        """The held warnings in one line (``None`` if there were none): per source line,
+        how many and the first and last (sample.py's beam-size retries run 20, 40, 80...)."""
+        if not self.held:
+            return None
+        parts = []
+        for line, messages in list(self.held.items())[:max_lines]:
+            span = repr(messages[0]) if len(messages) == 1 else \
+                f"{len(messages)}: {messages[0]!r} ... {messages[-1]!r}"
+            parts.append(f"line {line} ({span})")
+        more = f", and {len(self.held) - max_lines} more lines" if len(self.held) > max_lines else ""
+        where = f"{self.source}: " if self.source else ""
+        return (f"{where}the search's warnings (sample.py's) on {len(self.held)} sentence(s): "
+                + ", ".join(parts) + more)
+
+
+class Translator:
+    """Beam search over many source lines: literal (``batch_size=1``) or batched.
+
+    ``warnings``: an optional :class:`SearchWarnings` that names the line in the search's
+    messages (``translate_seqs(..., first_line=N)`` says which line the first sentence is).
+    """
+
+    def __init__(self, experiment, beam_size, ignore_unk=False, normalize=False, batch_size=1,
+                 warnings=None):
         self.exp = experiment
         self.beam_size, self.ignore_unk, self.normalize = beam_size, ignore_unk, normalize
         self.batch_size = batch_size
+        self.warnings = warnings
         self.literal = BeamSearch(experiment.model)
         self.batched = None
         if batch_size > 1:
             from .search.batched import BatchedBeamSearch
             self.batched = BatchedBeamSearch(experiment.model, batch_size=batch_size)
 
-    def translate_seqs(self, seqs):
-        """Translations of parsed sources, in order."""
+    def translate_seqs(self, seqs, first_line=1):
+        """Translations of parsed sources, in order; ``seqs[0]`` is line ``first_line``."""
+        if self.warnings is None:
+            return self._translate_seqs(seqs)
+        self.warnings.first_line = first_line
+        with self.warnings:
+            return self._translate_seqs(seqs)
+
+    def _translate_seqs(self, seqs):
         if self.batched is None:
             results = []
-            for seq in seqs:
+            for i, seq in enumerate(seqs):
+                if self.warnings is not None:
+                    self.warnings.current = i
                 try:
                     results.append(sample(self.literal, seq, self.beam_size,
                                           self.ignore_unk, self.normalize))

@@ -24,7 +24,7 @@ class UnknownWordError(LegacyInputError):
         self.word = word
         self.position = position
         super().__init__(path, f"unknown word {word!r} (token {position + 1} of the sentence); "
-                               "the original stops with 'Unknown word' here (allow unknown words to map them to UNK)")
+                               "the original stops with 'Unknown word' here; run with --allow-unk to map unknown words to UNK")
 
 
 # ---------------------------------------------------------------------------

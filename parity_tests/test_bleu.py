@@ -247,11 +247,7 @@ def test_cli_bleu_errors(tmp_path):
 
 
 def test_cli_bleu_through_main(tmp_path, capsys):
-    cli = pytest.importorskip("groundhog_port.cli")
-    try:
-        cli.build_parser()
-    except ImportError as err:  # another command module is not there yet
-        pytest.skip(f"CLI not complete: {err}")
+    from groundhog_port import cli
     hyp = write(tmp_path / "hyp", "a\nb\n")
     ref = write(tmp_path / "ref", "a\n")
     assert cli.main(["bleu", "--hyp", str(hyp), "--ref", str(ref)]) == EXIT_INPUT
@@ -282,3 +278,19 @@ def test_compare_files_archived_run2(legacy_root):
     case = legacy_root / "search"
     r = compare_files(case / "trans_beam10.txt", case / "trans_beam10_run2.txt")
     assert r["all_identical"] and r["identical"] == 40
+
+
+def test_multi_bleu_unequal_line_counts_as_the_perl_script(tmp_path, capsys):
+    # sentence 2 has only ref1: its length 2 is the closest; sentence 3 has no reference at
+    # all: multi-bleu.perl's initial closest length 9999 is added (r = 1 + 2 + 9999)
+    r = multi_bleu(["a", "b c", "d"], [["a"], ["a", "b c"]])
+    assert (r.hyp_len, r.ref_len) == (4, 10002)
+    assert (r.correct[0], r.total[0]) == (3, 4)
+    # through the CLI: the line, exit 0; an empty hypothesis file is where the script dies
+    hyp = write(tmp_path / "hyp", "a\n")
+    ref = write(tmp_path / "ref", "a\nb\n")
+    assert run_cmd(["--hyp", str(hyp), "--ref", str(ref), "--multi-bleu"]) == EXIT_OK
+    assert capsys.readouterr().out.startswith("BLEU = 0.00, 100.0/0.0/0.0/0.0 (BP=1.000, ratio=1.000, hyp_len=1, ref_len=1)")
+    write(hyp, "\n")
+    with pytest.raises(LegacyInputError, match="multi-bleu.perl dies here"):
+        run_cmd(["--hyp", str(hyp), "--ref", str(ref), "--multi-bleu"])

@@ -1,5 +1,7 @@
 """The command line against the original programs' recorded outputs."""
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -41,6 +43,9 @@ def test_translate_fixture_is_byte_identical(tmp_path):
             "--source", F / "test.en", "--trans", out, "--batch-size", 1, F / "search_model.npz")
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == (F / "trans_beam10.txt").read_bytes()
+    # sample.py's retry warnings name the sentence (line 36 needs beam 80)
+    for beam in (20, 40, 80):
+        assert f"test.en, line 36: Still no translations: try beam size {beam}" in r.stderr
     total = float(r.stdout.strip().rsplit(" ", 1)[1])
     # sample.py printed "Total cost of the translations: 101.85478743498564"
     assert r.stdout.startswith("Total cost of the translations: ")
@@ -96,6 +101,11 @@ def test_inspect_text_report():
     assert "prototype   prototype_search_state" in r.stdout
     assert "annotation  forward + backward" in r.stdout
     assert "A_dec_transition_0" in r.stdout and "MISSING" not in r.stdout
+    # each stored path is resolved, and its resolution logged, once
+    resolved = [ln for ln in r.stderr.splitlines() if "groundhog_port.paths" in ln]
+    assert len(resolved) == 4 and len(set(resolved)) == 4, r.stderr
+    # the training corpus is not in the fixture, and the report says that does not matter
+    assert "source            NOT FOUND (the training corpus: not needed to inspect" in r.stdout
 
 
 @pytest.mark.parametrize("command", ["inspect", "score", "translate", "bleu"])
@@ -118,3 +128,75 @@ def test_usage_errors_are_one_line(args, problem):
     assert r.returncode == 2
     assert problem in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_search_warnings_name_the_line_and_summarise(caplog):
+    from groundhog_port.translate import SearchWarnings
+    search_log = logging.getLogger("groundhog_port.search.legacy")
+    caplog.set_level(logging.INFO)
+    with SearchWarnings("test.en") as w:
+        w.first_line, w.current = 31, 5          # the literal search: sentence 5 of a chunk
+        search_log.warning("Still no translations: try beam size %d", 20)
+        # the batched search says which sentence of its chunk
+        logging.getLogger("groundhog_port.search.batched").error("Translation failed",
+                                                                 extra={"sentence": 2})
+    search_log.warning("outside")                 # removed on exit
+    assert [r.getMessage() for r in caplog.records] == [
+        "test.en, line 36: Still no translations: try beam size 20",
+        "test.en, line 33: Translation failed", "outside"]
+    caplog.clear()
+    with SearchWarnings("test.en (beam 10)", summarise=True) as w:
+        for line, beams in ((36, (20, 40, 80)), (37, (20,))):
+            w.current = line - 1
+            for b in beams:
+                search_log.warning("Still no translations: try beam size %d", b)
+    assert caplog.records == []                   # held back
+    assert w.summary() == (
+        "test.en (beam 10): the search's warnings (sample.py's) on 2 sentence(s): "
+        "line 36 (3: 'Still no translations: try beam size 20' ... 'Still no translations: "
+        "try beam size 80'), line 37 ('Still no translations: try beam size 20')")
+
+
+def test_progress_bar_moves_log_lines_above_itself(monkeypatch):
+    from groundhog_port.outputs import Progress
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    handler = logging.StreamHandler(sys.stderr)   # as logging.basicConfig(stream=sys.stderr)
+    logging.root.addHandler(handler)
+    try:
+        p = Progress(40, enabled=True)
+        p.update(35)
+        logging.getLogger("groundhog_port.test").warning("a warning")
+        p.update(5)
+        p.close()
+    finally:
+        logging.root.removeHandler(handler)
+    # the bar is cleared before the record, which gets a line of its own
+    pieces = err.getvalue().split("\r")
+    assert "a warning\n" in pieces, pieces
+    assert "40/40 [" in pieces[-1] and " sent/s]" in pieces[-1]
+
+
+def test_score_txt_explains_inf_once_without_numpy_warnings(tmp_path):
+    F = FIXTURES / "search"
+    r = cli("score", "--mode", "txt", "--src", F / "test.en", "--trg", F / "test.fr",
+            "--allow-unk", "--state", F / "search_state.pkl", F / "search_model.npz")
+    assert r.returncode == 0, r.stderr
+    scores = r.stdout.split()
+    n_inf = scores.count("inf")
+    assert len(scores) == 40 and n_inf > 0
+    assert "RuntimeWarning" not in r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if "pairs score inf, as in the original" in ln]
+    assert len(notes) == 1 and f": {n_inf} of 40 pairs score inf" in notes[0]
+
+
+def test_empty_source_file_warns(tmp_path):
+    F = FIXTURES / "search"
+    empty = tmp_path / "empty.en"
+    empty.write_text("")
+    r = cli("translate", "--beam-search", "--beam-size", 2, "--state", F / "search_state.pkl",
+            "--source", empty, "--trans", tmp_path / "t.txt", F / "search_model.npz")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "Total cost of the translations: 0.0\n"       # as sample.py
+    assert f"{empty} is empty: there is nothing to translate" in r.stderr
+    assert (tmp_path / "t.txt").read_text() == ""

@@ -100,8 +100,8 @@ def test_whole_corpus_progress_and_throughput(legacy_root, tmp_path, full_run, c
         assert cli.main(_score_argv(legacy_root, "search", out, "--n-batches", "3",
                                     "--progress")) == 0
     err = capsys.readouterr().err
-    assert f"{3 * BS}/{3 * BS} pairs" in err           # the progress line knows the total
-    assert re.search(r"[\d.]+ pairs/s", err)
+    assert f"{3 * BS}/{3 * BS} [" in err               # the progress bar knows the total
+    assert re.search(r"[\d.]+ pairs/s\]", err)
     assert any(re.fullmatch(rf"scored {3 * BS} pairs, [\d.]+ pairs/s", r.getMessage())
                for r in caplog.records)
     assert out.read_text().splitlines() == lines[:3 * BS]

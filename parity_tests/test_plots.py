@@ -14,7 +14,7 @@ from groundhog_port import cli, plots
 from groundhog_port.data import read_text_lines
 
 CELL_PX = round(plots.CELL_INCHES * plots.DPI)
-MPL_REASON = "matplotlib is not installed (pip install groundhog-port[plot])"
+MPL_REASON = "matplotlib is not installed (from a checkout: pip install -e \".[plot]\")"
 
 
 def _needs_matplotlib():
@@ -135,5 +135,5 @@ def test_missing_matplotlib_is_a_clear_error_before_any_work(tmp_path, monkeypat
             "--mode", "txt", "--src", "a", "--trg", "b", "--plot-alignment", str(out)]
     assert cli.main(argv) == 2
     cap = capsys.readouterr()
-    assert "matplotlib" in cap.err and "pip install groundhog-port[plot]" in cap.err
+    assert "matplotlib" in cap.err and "pip install matplotlib" in cap.err
     assert cap.out == "" and not out.exists()

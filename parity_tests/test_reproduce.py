@@ -90,7 +90,10 @@ def test_search_every_file_identical(search_text, legacy_root):
     assert "the original printed" in out                      # its "Total cost" line
     assert re.search(r"all identical: 6/6 files, 240/240 compared lines identical; "
                      r"200 sentences translated", out)        # run2 reuses beam 10
-    assert "200/200 sent" in err and "sent/s" in err          # the progress line
+    assert "200/200 [" in err and " sent/s]" in err           # the progress bar (tqdm)
+    # once, why sacrebleu and multi-bleu differ and which to quote
+    assert out.count("BLEU X (multi-bleu Y): X is sacrebleu (nrefs:1|case:mixed|eff:no|tok:13a|") == 1
+    assert "Quote X with its signature" in out
 
 
 def test_search_variant_every_written_line_identical(variant_json):

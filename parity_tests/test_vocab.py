@@ -155,6 +155,7 @@ def test_parse_input_unknown_words_and_raise_unk(legacy_root):
     assert seq[1] == 1 and seq[-1] == 200 and parsed.split()[1] == "UNK" and parsed.endswith(" <eos>")
     with pytest.raises(UnknownWordError) as err:
         parse_input(state, vocab["en"], "the giraffe sleeps", raise_unk=True)
+    assert "run with --allow-unk" in str(err.value)
     assert err.value.word == "giraffe" and err.value.position == 1 and "'giraffe'" in str(err.value)
     assert isinstance(err.value, LegacyInputError)
     # the literal word UNK also maps to unk_sym and is refused, as in the original

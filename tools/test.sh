@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs the package with its test extras (CPU torch) and runs the parity suite.
+# Installs groundhog-port with its test extras into the project's virtual environment
+# .venv/ (created on the first run, see tools/venv.sh; TORCH_SPEC / TORCH_INDEX_URL choose
+# torch) and runs the parity suite, printing the reason of every skipped test.
 # The README's test command; .ci/run calls it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --disable-pip-version-check "torch==2.13.0" -e ".[test]"
+source tools/venv.sh
+ensure_venv test
 bash tools/install_browser.sh
-python3 -m pytest -q "$@"
+python -m pytest -q -rs "$@"

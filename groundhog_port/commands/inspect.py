@@ -133,7 +133,9 @@ def print_text(rep):
     print("data")
     for key, d in rep["data"].items():
         if "error" in d:
-            print(f"  {key:<17} NOT FOUND: {d['error']}")
+            note = (" (the training corpus: not needed to inspect, translate or score "
+                    "text files)") if key in CORPUS_KEYS else ""
+            print(f"  {key:<17} NOT FOUND{note}: {d['error']}")
         else:
             size = f"  ({d['size']} entries)" if "size" in d else ""
             print(f"  {key:<17} {d['path']}{size}")

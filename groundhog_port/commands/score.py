@@ -40,7 +40,7 @@ def add_arguments(p):
                    help="show the progress line even when stderr is not a terminal")
     p.add_argument("--plot-alignment", metavar="DIR",
                    help="txt mode: write one attention heatmap per pair to DIR (PNG, as Figure 3 "
-                        "of Bahdanau et al.; RNNsearch models; needs groundhog-port[plot])")
+                        "of Bahdanau et al.; RNNsearch models; needs matplotlib: the plot extra)")
 
 
 def run(args):
@@ -147,7 +147,9 @@ def txt_mode(exp, args):
                                    "(search=False, an RNNencdec): there is no alignment to plot")
         plot_dir = Path(args.plot_alignment)
         plot_dir.mkdir(parents=True, exist_ok=True)
-    with np.printoptions(precision=3, linewidth=150, suppress=True):
+    n_inf = 0
+    # log(0) of an underflowed probability is score.py's inf, explained once below
+    with np.printoptions(precision=3, linewidth=150, suppress=True), np.errstate(divide="ignore"):
         for n, (src_line, trg_line) in enumerate(zip(src_lines, trg_lines), start=1):
             (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, src_line, trg_line,
                                                                     args.allow_unk)
@@ -157,13 +159,27 @@ def txt_mode(exp, args):
                 print("Probs: ", probs.flatten())
                 if s.alignment is not None:
                     print_alignment(s.alignment.numpy()[:, :, 0], src_line, src_words, trg_words)
-            print(-np.sum(np.log(probs)))
+            cost = -np.sum(np.log(probs))
+            n_inf += bool(np.isinf(cost))
+            print(cost)
             if plot_dir is not None:
                 plots.plot_alignment(s.alignment.numpy()[:, :, 0], src_words + ["<eos>"],
                                      trg_words + ["<eos>"],
                                      plot_dir / plots.plot_file_name(n, len(src_lines)),
                                      title=f"{Path(args.src).name}, line {n}")
+    if n_inf:
+        logger.warning(INF_NOTE, n_inf, len(src_lines), exp.cfg.n_sym_source)
+    if not src_lines:
+        logger.warning("%s is empty: there is nothing to score", args.src)
     return EXIT_OK
+
+
+#: why txt mode prints inf (README, "Scores of inf"); fidelity.md lists both quirks
+INF_NOTE = ("%d of %d pairs score inf, as in the original: a word's float32 probability "
+            "underflowed to 0 and score.py prints -sum(log p) (score.py:240).  Usually that word "
+            "is UNK, which the model almost never predicts; score.py's parse_input also turns "
+            "every target word with an id >= n_sym_source (%d) into UNK (encdec.py:1504).  See "
+            "the README, 'Scores of inf'")
 
 
 def print_alignment(alignment, src_line, src_words, trg_words):

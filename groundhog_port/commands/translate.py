@@ -7,7 +7,7 @@ from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
 from ..outputs import Journal, Progress, check_output_path
-from ..translate import Translation, Translator, total_cost, write_nbest
+from ..translate import SearchWarnings, Translation, Translator, total_cost, write_nbest
 from .common import add_model_arguments, open_from_args
 
 NAME = "translate"
@@ -56,10 +56,15 @@ def run(args):
         check_output_path(args.n_best)
     world = distributed.setup(args)
     exp = open_from_args(args)
-    translator = Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size)
     if not args.source:
-        return interact(exp, translator)
+        return interact(exp, Translator(exp, args.beam_size, args.ignore_unk, args.normalize,
+                                        args.batch_size))
+    translator = Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size,
+                            warnings=SearchWarnings(args.source))
     lines = read_text_lines(args.source)
+    if not lines:
+        logger.warning("%s is empty: there is nothing to translate (%s will be empty too)",
+                       args.source, args.trans)
     warn_long_lines(args.source, lines, exp.state)
     if world:
         return sharded.translate(args, exp, translator, lines, 4 * args.batch_size)
@@ -77,7 +82,7 @@ def run(args):
             chunk = lines[start:start + step]
             parsed = [exp.parse_source(line) for line in chunk]
             for i, ((_, parsed_in), t) in enumerate(zip(parsed, translator.translate_seqs(
-                    [seq for seq, _ in parsed]))):
+                    [seq for seq, _ in parsed], first_line=start + 1))):
                 if args.verbose:
                     print("Parsed Input:", parsed_in)
                     print("Translation:", t.line)
@@ -89,6 +94,7 @@ def run(args):
             journal.flush()
             progress.update(len(chunk))
     except BaseException:
+        progress.close()
         journal.close_unfinished()
         raise
     progress.close()

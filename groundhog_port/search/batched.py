@@ -343,13 +343,14 @@ class BatchedBeamSearch:
         """End of one attempt: sorted hypotheses, a retry, or the failure (sample.py:122-133)."""
         if fin_trans:
             return sort_finished(fin_trans, fin_costs)
+        which = {"sentence": job.index}   # for translate.SearchWarnings
         if job.ignore_unk:
-            logger.warning("Did not manage without UNK")
+            logger.warning("Did not manage without UNK", extra=which)
             return _Job(job.index, job.n, False, job.minlen)
         if job.n < MAX_RETRY_BEAM:
-            logger.warning("Still no translations: try beam size %d", job.n * 2)
+            logger.warning("Still no translations: try beam size %d", job.n * 2, extra=which)
             return _Job(job.index, job.n * 2, False, job.minlen)
-        logger.error("Translation failed")
+        logger.error("Translation failed", extra=which)
         return SearchFailed(TRANSLATION_FAILED)
 
     # -- attention ----------------------------------------------------------------------
