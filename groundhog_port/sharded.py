@@ -45,7 +45,7 @@ def translate(args, exp, translator, lines, unit_lines):
     def compute(k):
         chunk = lines[k * unit_lines:(k + 1) * unit_lines]
         seqs = [exp.parse_source(line)[0] for line in chunk]
-        ts = translator.translate_seqs(seqs)
+        ts = translator.translate_seqs(seqs, first_line=k * unit_lines + 1)
         for i, t in enumerate(ts):
             if t.error is not None:
                 logger.error("line %d of %s: the original sample.py fails here (%s); "
