@@ -12,7 +12,8 @@ import sys
 from .errors import EXIT_INPUT, LegacyInputError
 from .loading import SMALL_MODEL_DIM, set_threads
 
-COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity")
+COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "preprocess",
+            "invert_dict", "pkl2hdf5", "shuffle_hdf5", "convert")
 
 
 def build_parser():
@@ -31,7 +32,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"groundhog_port.commands.{name}")
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
