@@ -13,7 +13,7 @@ from .errors import EXIT_INPUT, LegacyInputError
 from .loading import SMALL_MODEL_DIM, set_threads
 
 COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "preprocess",
-            "invert_dict", "pkl2hdf5", "shuffle_hdf5", "convert")
+            "invert-dict", "pkl2hdf5", "shuffle-hdf5", "convert")
 
 
 def build_parser():
@@ -31,8 +31,8 @@ def build_parser():
                              "torch's default otherwise)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"groundhog_port.commands.{name}")
-        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module = importlib.import_module(f"groundhog_port.commands.{name.replace('-', '_')}")
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser

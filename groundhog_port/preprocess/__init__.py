@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import LegacyInputError
+from ..outputs import Progress
 from . import corpus as _corpus
 from .h5out import write_bitext_side, write_carray
 from .py2dict import Py2Dict
@@ -50,14 +51,19 @@ def preprocess(inputs, dictionary="vocab.pkl", binarized_text="binarized_text.pk
                                "-v <= 2 to mean 'every word': pass -v 1 for that)")
     if ngram is not None and ngram < 1:
         raise LegacyInputError(None, f"-n {ngram}: n-grams need n >= 1")
-    if split is not None and not (ngram and split > 0):
-        raise LegacyInputError(None, "-s needs -n (it splits the n-grams) and a positive size")
+    if split is not None and split < 0:
+        raise LegacyInputError(None, f"-s {split}: the validation set size must be positive")
+    if split and not ngram:
+        logger.warning("-s without -n: ignored, as in the original (it splits the n-grams)")
     if h5 and not pickle_text:
         raise LegacyInputError(None, "--h5 converts the binarized text: it needs -p")
     corpora = [_corpus.Corpus(str(p), _corpus.base_filename(str(p)), _corpus.read_lines(str(p)))
                for p in inputs]
+    n_lines = sum(len(c.lines) for c in corpora)
+    progress = Progress(n_lines, unit="lines")
     combined = _corpus.count_words(corpora, char, lowercase, dict_order,
-                                   reuse_counts=each and count and not overwrite)
+                                   reuse_counts=each and count and not overwrite, progress=progress)
+    progress.close()
     counted = combined if vocab is not None else corpora[-1].counter
     if sum(counted.values()) == 0 or all(w in (b"", "") for w in counted):
         what = "the input files hold" if vocab is not None else f"{corpora[-1].path} holds"
@@ -78,11 +84,14 @@ def preprocess(inputs, dictionary="vocab.pkl", binarized_text="binarized_text.pk
         staged.add_bytes(ivocab, dumps(_invert_loaded(as_py2_dict(word2idx).items(), dict_order,
                                                       ivocab), 0))
     if ngram or pickle_text:
-        sentences, ngram_counts, grams = _corpus.binarize(corpora, word2idx, char, lowercase, ngram)
+        progress = Progress(n_lines, unit="lines")
+        sentences, ngram_counts, grams = _corpus.binarize(corpora, word2idx, char, lowercase, ngram,
+                                                          progress)
+        progress.close()
         if ngram and len(word2idx) >= np.iinfo(np.uint16).max:
             raise LegacyInputError(None, f"-n: {len(word2idx)} words do not fit the uint16 "
                                    "n-gram array (preprocess.py:178)")
-        rng = np.random.RandomState(_seed(seed, "-s") if split else 0)
+        rng = np.random.RandomState(_seed(seed, "-s") if split and ngram else 0)
         start = 0
         for c, sents, n in zip(corpora, sentences, ngram_counts):
             if each and pickle_text:

@@ -38,6 +38,7 @@ import gzip
 import logging
 import os
 import pickle
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,10 +107,14 @@ def tokens(line: bytes, char: bool, lowercase: bool) -> list:
     return line.strip().split(b" ")
 
 
-def update_counts(counter, words) -> None:
-    """``Counter.update(iterable)`` of Python 2.7: ``self[w] = self.get(w, 0) + 1``."""
-    for w in words:
-        counter[w] = counter.get(w, 0) + 1
+def in_order(counts: dict, order: str):
+    """Counts gathered in a Python-3 dict, as the ``order`` dict that counted them.
+
+    A CPython 2.7 dict's layout depends only on the sequence of *new* keys inserted
+    (updating a present key moves nothing), i.e. on the first-occurrence order a Python-3
+    dict keeps: re-inserting the keys in that order gives Python 2's table exactly, and
+    the counting itself runs at C speed (``collections.Counter``)."""
+    return Py2Dict(counts.items()) if order == "py2" else dict(counts)
 
 
 def most_common(counter, n=None) -> list:
@@ -163,9 +168,9 @@ class Result:
     ngram_counts: list = field(default_factory=list)    # per corpus: rows of n-grams
 
 
-def count_words(corpora, char, lowercase, order, reuse_counts):
+def count_words(corpora, char, lowercase, order, reuse_counts, progress=None):
     """Part I and II of ``create_dictionary`` (preprocess.py:108-153)."""
-    combined = new_dict(order)
+    combined = Counter()
     for c in corpora:
         count_file = c.base + ".count.pkl"
         if reuse_counts and os.path.isfile(count_file):
@@ -176,13 +181,17 @@ def count_words(corpora, char, lowercase, order, reuse_counts):
             c.counter, c.reused_counts = load_count_file(count_file, order), True
         else:
             logger.info("Counting words in %s", os.path.basename(c.path))
-            c.counter = new_dict(order)
+            counter = Counter()
             for line in c.lines:
                 words = tokens(line, char, lowercase)
-                update_counts(c.counter, words)
-                update_counts(combined, words)
+                counter.update(words)
+                combined.update(words)
+                if progress:
+                    progress.update()
+            c.counter = in_order(counter, order)
         logger.info("%d unique words in %d sentences with a total of %d words.",
                     len(c.counter), len(c.lines), sum(c.counter.values()))
+    combined = in_order(combined, order)
     logger.info("Total: %d unique words in %d sentences with a total of %d words.",
                 len(combined), sum(len(c.lines) for c in corpora), sum(combined.values()))
     return combined
@@ -209,15 +218,18 @@ def build_vocab(corpora, combined, vocab_size, order):
     return vocab
 
 
-def binarize(corpora, vocab, char, lowercase, ngram):
+def binarize(corpora, vocab, char, lowercase, ngram, progress=None):
     """``binarize`` (preprocess.py:176-256) without the writing: per-corpus id lists, and
     the n-gram rows (``[0]*(n-1) + ids + [0]`` windows) when ``ngram``."""
     per_corpus, counts, blocks = [], [], []
+    lookup = dict(vocab.items())      # the same mapping; only the lookups get faster
     for c in corpora:
         logger.info("Binarizing %s.", os.path.basename(c.path))
         sentences = []
         for line in c.lines:
-            ids = [vocab.get(w, 1) for w in tokens(line, char, lowercase)]
+            ids = [lookup.get(w, 1) for w in tokens(line, char, lowercase)]
+            if progress:
+                progress.update()
             sentences.append(ids)
             if ngram:
                 padded = np.asarray([0] * (ngram - 1) + ids + [0], dtype=np.int64)
