@@ -245,3 +245,18 @@ def test_quirks_counts_ngrams_and_char_mode(tmp_path, monkeypatch):
     assert set(vc) == {"UNK", "<s>", "</s>", "a", "b", " ", "A", "É"}
     with open("vc.pkl", "rb") as f:
         assert b"X\x02\x00\x00\x00\xc3\x89" in f.read()     # BINUNICODE u'É', as Python 2
+
+
+def test_reused_count_files_are_left_out_of_the_combined_counts(tmp_path, monkeypatch):
+    """preprocess.py:117-122: a ``*.count.pkl`` of an earlier ``-e -c`` run is loaded (a
+    Python-2 ``Counter`` pickle) but, as in the original, not added to the combined counts."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "one.txt").write_text("x y\n")
+    (tmp_path / "two.txt").write_text("z z\n")
+    pp.preprocess(["one.txt"], dictionary="v1.pkl", each=True, count=True)
+    assert pickle.load(open("one.count.pkl", "rb"), encoding="utf-8") == {"x": 1, "y": 1}
+    pp.preprocess(["one.txt", "two.txt"], dictionary="v2.pkl", vocab=1, each=True, count=True)
+    assert set(pickle.load(open("v2.pkl", "rb"), encoding="utf-8")) == {"UNK", "<s>", "</s>", "z"}
+    pp.preprocess(["one.txt", "two.txt"], dictionary="v3.pkl", vocab=1, each=True, count=True,
+                  overwrite=True)
+    assert set(pickle.load(open("v3.pkl", "rb"), encoding="utf-8")) == {"UNK", "<s>", "</s>", "x", "y", "z"}

@@ -65,6 +65,11 @@ def preprocess(inputs, dictionary="vocab.pkl", binarized_text="binarized_text.pk
                                    reuse_counts=each and count and not overwrite, progress=progress)
     progress.close()
     counted = combined if vocab is not None else corpora[-1].counter
+    if vocab is not None and not combined and any(c.reused_counts for c in corpora):
+        raise LegacyInputError(None, "every input's counts come from an earlier run's *.count.pkl, "
+                               "which the original leaves out of the combined counts "
+                               "(preprocess.py:117-122): no words to build the dictionary "
+                               "from; pass -o to count again")
     if sum(counted.values()) == 0 or all(w in (b"", "") for w in counted):
         what = "the input files hold" if vocab is not None else f"{corpora[-1].path} holds"
         raise LegacyInputError(corpora[-1].path if vocab is None else None,
