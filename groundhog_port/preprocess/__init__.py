@@ -187,7 +187,8 @@ def invert_dict(src, dst, dict_order="py2"):
 
 def pkl2hdf5(src, dst):
     """``convert-pkl2hdf5.py SRC DST``: a pickled list of id lists -> one ``.h5`` side."""
-    raw = _load_raw(src, "binarized text")
+    from legacy_states import safe_load_pickle
+    raw = safe_load_pickle(src)       # the port's hardened loader: plain data, size and depth limits
     if not isinstance(raw, list) or not all(
             isinstance(s, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in s)
             for s in raw):
