@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import compat
 from .errors import LegacyInputError
 
 logger = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ def read_npz(path):
             arrays = {}
             for key in npz.files:
                 arrays[key] = npz[key]
-            return arrays
+        return compat.upgrade_model(arrays, path)  # old vintages, converted in memory
     except FileNotFoundError:
         raise LegacyInputError(path, "no such file") from None
     except IsADirectoryError:

@@ -13,7 +13,8 @@ from .distributed import SHARDED_COMMANDS, world_from_env
 from .errors import EXIT_INPUT, LegacyInputError
 from .loading import SMALL_MODEL_DIM, set_threads
 
-COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "serve")
+COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "serve",
+            "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5", "convert")
 
 
 def build_parser():
@@ -31,7 +32,7 @@ def build_parser():
                              "torch's default otherwise)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"groundhog_port.commands.{name}")
+        module = importlib.import_module(f"groundhog_port.commands.{name.replace('-', '_')}")
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from groundhog_port.compat import upgrade_state
 from groundhog_port.errors import LegacyInputError
 
 from .changes import parse_changes
@@ -48,7 +49,7 @@ def load_state(path, changes: str = "", data_dir=None) -> dict:
     if bad_keys:
         raise LegacyInputError(path, f"state keys must be strings, found {bad_keys[:5]!r}")
     state = prototype_state()
-    state.update(stored)
+    state.update(upgrade_state(stored, path))  # an old vintage, converted in memory
     state.update(parse_changes(changes))
     return state
 
