@@ -12,7 +12,7 @@ import sys
 from .errors import EXIT_INPUT, LegacyInputError
 from .loading import SMALL_MODEL_DIM, set_threads
 
-COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity")
+COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "train", "plot-training")
 
 
 def build_parser():
@@ -30,7 +30,7 @@ def build_parser():
                              "torch's default otherwise)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"groundhog_port.commands.{name}")
+        module = importlib.import_module(f"groundhog_port.commands.{name.replace('-', '_')}")
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
