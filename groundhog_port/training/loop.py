@@ -147,9 +147,10 @@ class MainLoop:
 
     def _store(self, name, value):
         arr = self.timings[name]
-        if self.step >= arr.shape[0]:  # DEVIATION: grow instead of IndexError
+        if self.step >= arr.shape[0]:  # DEVIATION: grow (to this run's size) instead of IndexError
+            size = max(self.step + 1, int(self.state["loopIters"] // self.state["trainFreq"] + 1))
             self.timings[name] = arr = np.concatenate(
-                [arr, np.zeros(self.step + 1 - arr.shape[0], dtype=arr.dtype)])
+                [arr, np.zeros(size - arr.shape[0], dtype=arr.dtype)])
         arr[self.step] = value
 
     # -- the loop ---------------------------------------------------------------------
