@@ -70,20 +70,19 @@ def adadelta_step(dnorm2, gnorm2, g, eps):
 class SGDAdadelta:
     """The trainer: ``step(batch)`` is one ``algo()`` call of the original.
 
-    ``params``: ``[(legacy name, tensor)]`` in ``lm_model.params`` order; they are updated
-    in place.  ``state``: the GroundHog state (``adarho``/``adaeps`` default to 0.96/1e-6
+    The model's saved parameters (:func:`trainable_params`, ``lm_model.params`` order) are
+    updated in place.  ``state``: the GroundHog state (``adarho``/``adaeps`` default to 0.96/1e-6
     when absent, as SGD_adadelta.py:46-49 sets them; the prototypes hold 0.95/1e-6).
     """
 
-    def __init__(self, model, state, params=None):
+    def __init__(self, model, state):
         self.model = model
         self.state = state
         if "adarho" not in state:
             state["adarho"] = 0.96
         if "adaeps" not in state:
             state["adaeps"] = 1e-6
-        if params is None:
-            params = trainable_params(model)
+        params = trainable_params(model)
         self.names = [n for n, _ in params]
         self.params = [p for _, p in params]
         dt, dev = self.params[0].dtype, self.params[0].device
