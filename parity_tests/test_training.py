@@ -44,11 +44,11 @@ def test_param_order_is_the_recorded_one(case):
     assert param_order(ModelConfig.from_state(state)) == recorded
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_train_step_parity(case, one_thread):
-    """/train_step: batch ==, cost / grad norm / properties / clipped gradients from the
-    recorded batch, the Adadelta update from the recorded gradients, under derived bounds."""
-    files = find_case(need(LEGACY_ROOT / case))
+def test_train_step_parity(one_thread):
+    """/train_step of the search case (test_legacy_cases.py runs the group on every case):
+    batch ==, cost / grad norm / properties / clipped gradients from the recorded batch, the
+    Adadelta update from the recorded gradients, under derived bounds."""
+    files = find_case(need(LEGACY_ROOT / "search"))
     exp = open_experiment(files.state, files.model, data_dir=files.dir)
     with TraceFile(files.trace) as tr:
         report = check(exp, tr, groups=("train_step",))
@@ -143,3 +143,38 @@ def test_100_updates_lower_the_training_cost(tmp_path, one_thread):
                         f"{tmp_path}/s_", 100, fx / "test.en", fx / "test.fr")
     assert r.cost_after < r.cost_before
     assert r.test_sentences == 40 and np.isfinite(r.test_cost)
+
+
+def test_interrupted_run_saves_and_resumes(tmp_path):
+    """SIGINT during a run: the update in progress finishes, everything is saved, and the
+    next run resumes at the saved step and iterator offset."""
+    import signal
+
+    from groundhog_port.training.loop import MainLoop, new_timings
+
+    class InterruptAfterFirstLine:
+        def __init__(self):
+            self.lines = []
+
+        def write(self, text):
+            if text.startswith(".. iter") and not self.lines:
+                os.kill(os.getpid(), signal.SIGINT)
+            self.lines.append(text)
+
+        def flush(self):
+            pass
+
+    fx = FIXTURES / "search"
+    exp = open_experiment(fx / "search_state.pkl", fx / "search_model.npz",
+                          f"prefix='{tmp_path}/s_',loopIters=50", data_dir=need(DATA))
+    out = InterruptAfterFirstLine()
+    loop = MainLoop(exp.model, exp.state, new_timings(exp.state), exp.path("source"),
+                    exp.path("target"), out=out)
+    assert loop.run() == 1
+    t = load_timings(tmp_path / "s_timing.npz")
+    assert int(t["step"]) == 1 and int(t["next_offset"]) > 0
+    assert not list(tmp_path.glob("*.partial"))
+    resumed = open_experiment(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", data_dir=DATA)
+    loop2 = MainLoop(resumed.model, resumed.state, t, resumed.path("source"),
+                     resumed.path("target"), out=out, max_updates=1)
+    assert loop2.run() == 1 and int(load_timings(tmp_path / "s_timing.npz")["step"]) == 2
