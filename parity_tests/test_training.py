@@ -178,3 +178,20 @@ def test_interrupted_run_saves_and_resumes(tmp_path):
     loop2 = MainLoop(resumed.model, resumed.state, t, resumed.path("source"),
                      resumed.path("target"), out=out, max_updates=1)
     assert loop2.run() == 1 and int(load_timings(tmp_path / "s_timing.npz")["step"]) == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--state", "{tmp}/missing_state.pkl"],
+    ["train", "--proto", "prototype_search_state", "prefix='{tmp}/x_'"],
+    ["train", "--state", str(FIXTURES / "search" / "search_state.pkl"), "--model", "{tmp}/junk.npz",
+     "--data-dir", str(DATA), "prefix='{tmp}/x_'"],
+    ["train", "--state", str(FIXTURES / "search" / "search_state.pkl"), "dropout=0.5"],
+    ["plot-training", "{tmp}/junk.npz", "--out", "{tmp}/c.png"],
+], ids=["missing-state", "no-corpora", "junk-model", "dropout", "junk-timing"])
+def test_bad_training_input_is_one_line(tmp_path, capsys, argv):
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    if "{tmp}/junk.npz" in argv and "--model" in argv:
+        need(DATA / "binarized_text.shuffled.en.h5")
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and " error: " in err[0], err
