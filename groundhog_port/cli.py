@@ -13,8 +13,9 @@ from .distributed import SHARDED_COMMANDS, world_from_env
 from .errors import EXIT_INPUT, LegacyInputError
 from .loading import SMALL_MODEL_DIM, set_threads
 
-COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "serve",
-            "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5", "convert")
+COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "train",
+            "plot-training", "serve", "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5",
+            "convert")
 
 
 def build_parser():

@@ -121,6 +121,9 @@ class Batch:
     y: np.ndarray
     y_mask: np.ndarray
     line_numbers: np.ndarray | None = None
+    #: h5 path: the fetcher's offset after the fetches this batch came from -- the iterator's
+    #: ``next_offset`` that MainLoop saves for resuming (TM_dataset.py:216, :261)
+    next_offset: int | None = None
 
     @property
     def size(self) -> int:
@@ -639,13 +642,15 @@ def _h5_batches(state, src, trg, batch_size, k_batches, max_len, use_infinite_lo
             order = legacy_argsort(lens)
         else:
             order = np.arange(len(pairs))
+        # full fetches stop right after their last pick; a short one ran to the end of the data
+        next_offset = int(pairs[-1]) + 1 if len(group[-1]) == batch_size else len(src)
         for k in range(k_batches):
             indices = order[k * batch_size:(k + 1) * batch_size]
             out = _padded_batch(state, [x[i] for i in indices], [y[i] for i in indices])
             if out is None:
                 continue
             X, Xmask, Y, Ymask, keep = out
-            yield Batch(X, Xmask, Y, Ymask, pairs[indices][keep])
+            yield Batch(X, Xmask, Y, Ymask, pairs[indices][keep], next_offset)
 
 
 def first_training_batch(state, src_h5=None, trg_h5=None) -> Batch:

@@ -34,8 +34,12 @@ What is compared (groups, selectable with ``groups=``):
     :class:`~groundhog_port.search.common.SearchFailed` with the message minus the
     exception type).
 
-``/sampler`` and ``/train_step`` are reported as NOT COVERED rows (the port has neither the
-MRG random sampler nor training yet); such rows never pass or fail, and are never dropped.
+``train_step``
+    one ``SGD_adadelta`` update: the batch, cost, gradient norm, clipped gradients and the
+    Adadelta update (:mod:`groundhog_port.training.parity`).
+
+``/sampler`` is reported as a NOT COVERED row (the port has no MRG random sampler yet);
+such rows never pass or fail, and are never dropped.
 
 Conventions of the figures: ``n`` counts array elements (token sequences: hypotheses;
 strings: sentences); ``max abs err`` is over elements finite on both sides; ``max rel err``
@@ -75,12 +79,11 @@ from .trace import Tolerance, TraceFile, tolerance_for
 from .translate import choose
 
 #: the groups :func:`check` compares, in report order
-GROUPS = ("repr", "pairs", "batch", "steps", "beam")
+GROUPS = ("repr", "pairs", "batch", "steps", "train_step", "beam")
 #: recorded groups the port cannot recompute yet (reported as NOT COVERED rows)
 NOT_COVERED = {
     "sampler": "not yet covered: the port has no MRG31k3p random sampler (sample.py without "
                "--beam-search)",
-    "train_step": "not yet covered: training (SGD_adadelta update) is not ported",
 }
 
 PASS, FAIL, NOT_COVERED_STATUS = "PASS", "FAIL", "NOT COVERED"
@@ -743,6 +746,8 @@ def count_work(tr: TraceFile, groups: Sequence[str], beam_labels=None) -> int:
         n += len(tr.batch_all()) + int(tr.has("batch"))
     if "steps" in groups:
         n += len(tr.steps_indices())
+    if "train_step" in groups and tr.has("train_step"):
+        n += 1
     if "beam" in groups:
         labels = tr.beam_labels() if beam_labels is None else beam_labels
         for label in labels:
@@ -772,7 +777,7 @@ def check(exp, trace: TraceFile, *, groups: Sequence[str] = GROUPS, beam_labels=
     seconds: Dict[str, float] = {}
     present = {"repr": trace.has("repr"), "pairs": trace.has("pairs"),
                "batch": trace.has("batch_all") or trace.has("batch"), "steps": trace.has("steps"),
-               "beam": trace.has("beam")}
+               "train_step": trace.has("train_step"), "beam": trace.has("beam")}
     with torch.no_grad():
         for g in GROUPS:
             if g not in groups or not present[g]:
@@ -786,6 +791,9 @@ def check(exp, trace: TraceFile, *, groups: Sequence[str] = GROUPS, beam_labels=
                 _check_batch(ctx, rows)
             elif g == "steps":
                 _check_steps(ctx, rows)
+            elif g == "train_step":
+                from .training.parity import check_train_step
+                check_train_step(ctx, rows)
             else:
                 _check_beam(ctx, rows, beam_labels)
             seconds[g] = time.perf_counter() - t0

@@ -1,0 +1,26 @@
+"""``groundhog-port plot-training``: training curves of experiments from their ``*_timing.npz``
+(what ``experiments/nmt/analysis.py``'s ``load_n_show_timings`` showed)."""
+from ..errors import EXIT_OK
+from ..training.curves import plot
+
+NAME = "plot-training"
+HELP = "plot training curves (rolling mean of log2_p_expl, ...) from *_timing.npz files"
+
+
+def add_arguments(p):
+    p.add_argument("timings", nargs="+", help="one or more *_timing.npz files")
+    p.add_argument("--out", required=True, help="the PNG to write")
+    p.add_argument("--y", default="log2_p_expl",
+                   help="the key to plot (log2_p_expl, log2_p_word, cost, grad_norm, ...)")
+    p.add_argument("--window", type=int, default=100, help="rolling-mean window in updates (100)")
+    p.add_argument("--start", type=int, default=0, help="first update shown")
+    p.add_argument("--finish", type=int, default=3000000, help="last update shown")
+    p.add_argument("--hours", action="store_true", help="hours on the x axis instead of updates")
+    p.add_argument("--labels", nargs="+", help="legend entries (default: the file names)")
+
+
+def run(args):
+    for line in plot(args.timings, args.out, labels=args.labels, y=args.y, hours=args.hours,
+                     start=args.start, finish=args.finish, window=args.window):
+        print(line)
+    return EXIT_OK

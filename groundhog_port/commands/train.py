@@ -1,0 +1,100 @@
+"""``groundhog-port train``: GroundHog's ``experiments/nmt/train.py`` (continue or start training).
+
+``train.py --state S --proto NAME changes...`` built ``state = NAME(); update(S);
+update(changes)`` (train.py:66-74); so does this command.  Files go to ``state['prefix']``
+(``<prefix>model.npz``, ``<prefix>state.pkl``, ``<prefix>timing.npz``), saved at the start,
+every ``saveFreq`` minutes and at the end.  With ``reload`` (the default) and an existing
+``<prefix>model.npz`` the run resumes from it and its timings -- run the same command again
+after an interruption.  Otherwise ``--model M`` starts from an existing checkpoint (e.g. an
+archived ``*_model.npz``: continue training or fine-tune on new corpora given as
+``source=['new.en.h5'] target=['new.fr.h5']``), and without it a new model is initialised.
+"""
+import logging
+from pathlib import Path
+
+import legacy_states
+from legacy_states.unpickle import safe_load_pickle
+
+from .. import checkpoint
+from ..config import ModelConfig
+from ..errors import EXIT_OK, LegacyInputError
+from ..loading import _auto_threads, resolve_device
+from ..model import RNNEncoderDecoder
+from ..training import files
+from ..training.init import initialize
+from ..training.loop import MainLoop, new_timings
+
+NAME = "train"
+HELP = ("train or continue training a model as GroundHog's train.py (SGD_adadelta, saving "
+        "every saveFreq minutes, resumable)")
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(p):
+    p.add_argument("--state", help="a *_state.pkl to start from (train.py --state)")
+    p.add_argument("--proto", default="prototype_state",
+                   help="the prototype the state is applied on (train.py --proto; default "
+                        f"prototype_state; one of {', '.join(legacy_states.PROTOTYPES)})")
+    p.add_argument("--model", help="start from this *_model.npz (when <prefix>model.npz does "
+                                   "not exist yet); without it a new model is initialised")
+    p.add_argument("changes", nargs="*", default=[],
+                   help="changes to the state, GroundHog syntax, e.g. \"prefix='out/search_'\" "
+                        "loopIters=6100 (parsed as literals, never evaluated)")
+    p.add_argument("--data-dir", help="where to look for corpora whose stored (legacy absolute) "
+                                      "path does not exist")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    p.add_argument("--max-updates", type=int,
+                   help="stop (and save) after this many updates of this run")
+
+
+def build_state(args):
+    if args.proto not in legacy_states.PROTOTYPES:
+        raise LegacyInputError(None, f"--proto {args.proto}: unknown prototype (known: "
+                                     f"{', '.join(legacy_states.PROTOTYPES)})")
+    state = legacy_states.PROTOTYPES[args.proto]()
+    if args.state:
+        stored = safe_load_pickle(args.state)
+        if not isinstance(stored, dict):
+            raise LegacyInputError(args.state, "a GroundHog state is a pickled dict")
+        state.update(stored)
+    changes = {}
+    for text in args.changes:
+        changes.update(legacy_states.parse_changes(text))
+    state.update(changes)
+    return state, frozenset(changes)
+
+
+def run(args):
+    state, explicit = build_state(args)
+    cfg = ModelConfig.from_state(state, args.state)
+    _auto_threads(cfg)
+    device = resolve_device(args.device)
+    where = Path(args.state) if args.state else Path("state.pkl")
+    corpora = [legacy_states.resolve_path(state, k, where, args.data_dir, explicit=k in explicit)
+               for k in ("source", "target")]
+    prefix = str(state["prefix"])
+    if not Path(prefix + "x").parent.is_dir():
+        raise LegacyInputError(prefix, "the folder of state['prefix'] does not exist; give "
+                                       "prefix='folder/name_' in the changes")
+    model = RNNEncoderDecoder(cfg)
+    own = Path(prefix + "model.npz")
+    if state.get("reload") and own.is_file():
+        checkpoint.load_into(model, own)
+        timing = Path(prefix + "timing.npz")
+        timings = files.load_timings(timing) if timing.is_file() else new_timings(state)
+        logger.info("resuming from %s at update %d", own, int(timings["step"]))
+    elif args.model:
+        checkpoint.load_into(model, args.model)
+        timings = new_timings(state)
+        logger.info("starting from %s", args.model)
+    else:
+        initialize(model, state)
+        timings = new_timings(state)
+        logger.info("new model (%s, seed %s)", args.proto, state["seed"])
+    if args.max_updates is not None and args.max_updates < 0:
+        raise LegacyInputError(None, "--max-updates must be >= 0")
+    model.to(device)
+    loop = MainLoop(model, state, timings, corpora[0], corpora[1], max_updates=args.max_updates)
+    n = loop.run()
+    logger.info("%d updates this run, %d in all; saved under %s", n, loop.step, prefix)
+    return EXIT_OK

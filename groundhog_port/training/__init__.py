@@ -1,0 +1,16 @@
+"""Training as GroundHog's ``train.py`` did it: ``SGD_adadelta`` updates inside ``MainLoop``.
+
+One room per part of the original:
+
+* :mod:`.cost`     -- the training cost (``SoftmaxLayer.get_cost`` with ``sum_over_time``)
+                      and ``LM_Model``'s reported properties;
+* :mod:`.order`    -- the order of ``lm_model.params`` (it fixes the summation order of the
+                      global gradient norm);
+* :mod:`.adadelta` -- ``SGD_adadelta``: gradient clipping, the non-finite guard and the
+                      Adadelta update, in the original's order of operations;
+* :mod:`.files`    -- ``*_model.npz``, Python-2 ``*_state.pkl``, ``*_timing.npz`` writers;
+* :mod:`.loop`     -- ``MainLoop.main``: saving every ``saveFreq`` minutes, resuming,
+                      the progress line;
+* :mod:`.curves`   -- ``analysis.py``'s training curves from ``*_timing.npz``;
+* :mod:`.parity`   -- the ``/train_step`` comparison with a recorded trace.
+"""
