@@ -34,8 +34,13 @@ What is compared (groups, selectable with ``groups=``):
     :class:`~groundhog_port.search.common.SearchFailed` with the message minus the
     exception type).
 
-``/sampler`` and ``/train_step`` are reported as NOT COVERED rows (the port has neither the
-MRG random sampler nor training yet); such rows never pass or fail, and are never dropped.
+``sampler``
+    the random sampler (sample.py without ``--beam-search``): the MRG seed derived from the
+    state, every MRG stream state (exact), the drawn ids and sentences (exact), ``-log p``
+    and costs under the derived bound (:mod:`groundhog_port.sampling.parity`).
+
+``/train_step`` is reported as a NOT COVERED row (training is not ported yet); such rows
+never pass or fail, and are never dropped.
 
 Conventions of the figures: ``n`` counts array elements (token sequences: hypotheses;
 strings: sentences); ``max abs err`` is over elements finite on both sides; ``max rel err``
@@ -75,11 +80,9 @@ from .trace import Tolerance, TraceFile, tolerance_for
 from .translate import choose
 
 #: the groups :func:`check` compares, in report order
-GROUPS = ("repr", "pairs", "batch", "steps", "beam")
+GROUPS = ("repr", "pairs", "batch", "steps", "sampler", "beam")
 #: recorded groups the port cannot recompute yet (reported as NOT COVERED rows)
 NOT_COVERED = {
-    "sampler": "not yet covered: the port has no MRG31k3p random sampler (sample.py without "
-               "--beam-search)",
     "train_step": "not yet covered: training (SGD_adadelta update) is not ported",
 }
 
@@ -743,6 +746,8 @@ def count_work(tr: TraceFile, groups: Sequence[str], beam_labels=None) -> int:
         n += len(tr.batch_all()) + int(tr.has("batch"))
     if "steps" in groups:
         n += len(tr.steps_indices())
+    if "sampler" in groups and tr.has("sampler"):
+        n += len(tr.sampler()["calls"])
     if "beam" in groups:
         labels = tr.beam_labels() if beam_labels is None else beam_labels
         for label in labels:
@@ -772,7 +777,7 @@ def check(exp, trace: TraceFile, *, groups: Sequence[str] = GROUPS, beam_labels=
     seconds: Dict[str, float] = {}
     present = {"repr": trace.has("repr"), "pairs": trace.has("pairs"),
                "batch": trace.has("batch_all") or trace.has("batch"), "steps": trace.has("steps"),
-               "beam": trace.has("beam")}
+               "sampler": trace.has("sampler"), "beam": trace.has("beam")}
     with torch.no_grad():
         for g in GROUPS:
             if g not in groups or not present[g]:
@@ -786,6 +791,9 @@ def check(exp, trace: TraceFile, *, groups: Sequence[str] = GROUPS, beam_labels=
                 _check_batch(ctx, rows)
             elif g == "steps":
                 _check_steps(ctx, rows)
+            elif g == "sampler":
+                from .sampling.parity import check_sampler
+                check_sampler(ctx, rows)
             else:
                 _check_beam(ctx, rows, beam_labels)
             seconds[g] = time.perf_counter() - t0

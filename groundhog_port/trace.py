@@ -693,7 +693,34 @@ class TraceFile:
             call["attrs"] = {k: _plain(v) for k, v in read_attrs(cg, self.path, f"/{where}").items()}
             if isinstance(call["attrs"].get("sentences"), str):
                 call["sentences"] = json.loads(call["attrs"]["sentences"])
+            if "rstate_shared_after_call" in cg:
+                call["rstate_after"] = self._rstates(cg["rstate_shared_after_call"],
+                                                     f"{where}/rstate_shared_after_call")
             out["calls"][i] = call
+        if "rstate_shared_before_first_call" in g:
+            out["rstate_before"] = self._rstates(g["rstate_shared_before_first_call"],
+                                                 "sampler/rstate_shared_before_first_call")
+        return out
+
+    def _rstates(self, group, where: str) -> Dict[int, Dict[str, Any]]:
+        """MRG state matrices ``{j}`` (full, int32 (n, 6)) or ``{j}_first8rows`` (their first
+        rows): ``{j: {"rows", "full", "sha256", "full_shape", "used_by_sample_fn"}}``."""
+        out: Dict[int, Dict[str, Any]] = {}
+        for name in group.keys():
+            m = re.fullmatch(r"(\d+)(_first8rows)?", name)
+            if m is None:
+                raise self._err(f"{where}/{name}", "unexpected dataset name (expected {j} or "
+                                                   "{j}_first8rows)")
+            ds = group[name]
+            check_dataset(ds, self.path, f"/{where}/{name}")
+            if ds.dtype != np.int32 or ds.ndim != 2 or ds.shape[1] != 6:
+                raise self._err(f"{where}/{name}", f"expected int32 (n, 6), found {ds.dtype} {ds.shape}")
+            attrs = {k: _plain(v) for k, v in read_attrs(ds, self.path, f"/{where}/{name}").items()}
+            shape = attrs.get("full_shape")
+            out[int(m.group(1))] = {"rows": ds[()], "full": m.group(2) is None,
+                                    "sha256": attrs.get("sha256"),
+                                    "full_shape": None if shape is None else tuple(int(x) for x in np.ravel(shape)),
+                                    "used_by_sample_fn": attrs.get("used_by_sample_fn")}
         return out
 
     @_damage_is_input_error

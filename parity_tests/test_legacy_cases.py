@@ -14,8 +14,9 @@ there is one test per quantity group:
              whole search re-run (finished hypotheses ==, costs)
 * ``beam[L]`` sample.py with beam label L on every sentence: n-best lists ==, costs, the
              written line, and the original's crashes (same message)
-* ``sampler`` / ``train_step`` are reported as skipped "not yet covered" tests when the
-  trace holds them.
+* ``sampler`` the random sampler: MRG seed and stream states, drawn ids and sentences (==),
+             -log p and costs under the derived bound (groundhog_port.sampling.parity)
+* ``train_step`` is reported as a skipped "not yet covered" test when the trace holds it.
 
 A failing test's message is the parity table of its group (max abs / max rel error per
 quantity, the tolerance from ``groundhog_port.trace.TOLERANCES``, the worst element).
@@ -77,7 +78,8 @@ def _params(config):
         trace = d / "trace.h5"
         with TraceFile(trace) as tr:
             present = {"repr": tr.has("repr"), "pairs": tr.has("pairs"),
-                       "batch": tr.has("batch_all") or tr.has("batch"), "steps": tr.has("steps")}
+                       "batch": tr.has("batch_all") or tr.has("batch"), "steps": tr.has("steps"),
+                       "sampler": tr.has("sampler")}
             labels = tr.beam_labels()
             extra = [g for g in NOT_COVERED if tr.has(g)]
         if _is_shared(d) and not ALL_BEAMS:
