@@ -150,6 +150,50 @@ class Sampler:
         draw = self.sample_fn(n_samples, n_steps_for(seq), alpha, seq)
         return finish(draw, self.exp.trg_idx2word, normalize)
 
+    def sample_many(self, seqs, n_samples, alpha=1.0, normalize=False, batch_size=32):
+        """:meth:`sample` on every ``seq`` in order, as successive calls of one process:
+        a list of :class:`Samples` or :class:`SamplingFailed` (those draw nothing).
+
+        ``batch_size > 1`` decodes that many sentences at once
+        (:mod:`groundhog_port.sampling.batched`) with the same draws; 1 is the literal loop.
+        """
+        if batch_size <= 1:
+            out = []
+            for seq in seqs:
+                try:
+                    out.append(self.sample(seq, n_samples, alpha, normalize))
+                except SamplingFailed as err:
+                    out.append(err)
+            return out
+        from .batched import BatchedSampler
+        T = temperature(alpha)
+        out, todo = [None] * len(seqs), []
+        for i, seq in enumerate(seqs):
+            steps = n_steps_for(seq)
+            try:
+                check_call(n_samples, steps)
+            except SamplingFailed as err:
+                out[i] = err
+                continue
+            todo.append((i, steps, [self.stream.uniform(n_samples) for _ in range(steps)]))
+        if todo:
+            batched = BatchedSampler(self.model, batch_size)
+            draws = batched.draw_many([seqs[i] for i, _, _ in todo], n_samples,
+                                      [s for _, s, _ in todo], T, [u for _, _, u in todo])
+            for (i, _, _), draw in zip(todo, draws):
+                out[i] = finish(draw, self.exp.trg_idx2word, normalize)
+        return out
+
+    def skip(self, seq, n_samples):
+        """Advance the stream as sampling ``seq`` would, without decoding (``--resume``)."""
+        steps = n_steps_for(seq)
+        try:
+            check_call(n_samples, steps)
+        except SamplingFailed:
+            return
+        for _ in range(steps):
+            self.stream.uniform(n_samples)
+
 
 @torch.no_grad()
 def draw_sentence(model, seq, n_samples, n_steps, T, unis, forced_ids=None):
