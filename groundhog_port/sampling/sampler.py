@@ -69,9 +69,14 @@ class Samples:
     order: List[int] = field(default_factory=list)   # numpy.argsort(costs), sample.py:183
 
     def verbose_lines(self):
-        """The lines ``sample(..., verbose=True)`` prints (sample.py:184-187)."""
-        lines = ["{}: {} {} {}".format(i, -self.costs[i], self.word_probs[i], self.sentences[i])
-                 for i in self.order]
+        """The lines ``sample(..., verbose=True)`` prints (sample.py:184-187).
+
+        numpy scalars are printed with ``str`` (shortest repr of their own precision), which
+        is what ``'{}'.format`` gave with the numpy of the recordings (numpy 2 formats a
+        float32 through Python's float instead).
+        """
+        lines = ["{}: {} {} {}".format(i, str(-self.costs[i]), str(self.word_probs[i]),
+                                       self.sentences[i]) for i in self.order]
         return lines + [""]
 
 
