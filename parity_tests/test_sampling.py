@@ -13,10 +13,8 @@ The recorded ``/sampler`` groups themselves are checked by ``test_legacy_cases.p
   models), bit for bit;
 * the command line in both forms.
 """
-import os
+import io
 import re
-import subprocess
-import sys
 
 import h5py
 import numpy as np
@@ -38,7 +36,6 @@ from groundhog_port.sampling.seed import derive_mrg_seed
 from groundhog_port.trace import TraceFile
 
 CASE_DIRS = case_dirs()
-ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
 
 
 @pytest.fixture(autouse=True)
@@ -240,28 +237,39 @@ def test_batched_equals_literal_on_random_models(seed, family, n, lengths, alpha
         _same(a, b)
 
 
-# -- the command line -----------------------------------------------------------------
-def cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "groundhog_port", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, input=stdin)
+# -- the command line (in-process: no interpreter start-up per case) --------------------
+def cli(capsys, *args, stdin=None, monkeypatch=None):
+    from groundhog_port.cli import main
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
 
 
 F = FIXTURES / "search"
 MODEL_ARGS = ("--state", F / "search_state.pkl", F / "search_model.npz")
 
 
-def test_batch_form(tmp_path):
+def _source(tmp_path, n, extra=""):
     src = tmp_path / "src.txt"
-    src.write_text("\n".join(F.joinpath("test.en").read_text().splitlines()[:4]) + "\n\n",
-                   encoding="utf-8")
+    src.write_text("\n".join(F.joinpath("test.en").read_text(encoding="utf-8").splitlines()[:n])
+                   + "\n" + extra, encoding="utf-8")
+    return src
+
+
+def test_batch_form(tmp_path, capsys, caplog):
+    src = _source(tmp_path, 4, "\n")            # and an empty last line
     outs = []
     for bs in (1, 8):
         out = tmp_path / f"out{bs}.txt"
-        r = cli("translate", "--source", src, "--trans", out, "--n-samples", 3, "--alpha", 0.8,
-                "--batch-size", bs, *MODEL_ARGS)
-        # the empty last line: sample_fn's scan of 0 steps fails in the original
-        assert r.returncode == 3, r.stderr
-        assert "0 iteration" in r.stderr
+        caplog.clear()
+        rc, _, _ = cli(capsys, "translate", "--source", src, "--trans", out, "--n-samples", 3,
+                       "--alpha", 0.8, "--batch-size", bs, *MODEL_ARGS)
+        # the empty line: sample_fn's scan of 0 steps fails in the original
+        assert rc == 3
+        assert "0 iteration" in caplog.text
         outs.append(out.read_text(encoding="utf-8"))
     assert outs[0] == outs[1]
     lines = outs[0].splitlines()
@@ -270,42 +278,40 @@ def test_batch_form(tmp_path):
     assert all(float(l.rsplit(" ||| ", 1)[1]) < 0 for l in lines)     # log-probabilities
 
 
-def test_batch_form_seed_changes_the_draw_and_resume_continues_the_stream(tmp_path):
-    src = tmp_path / "src.txt"
-    src.write_text("\n".join(F.joinpath("test.en").read_text().splitlines()[:6]) + "\n",
-                   encoding="utf-8")
+def test_batch_form_seed_changes_the_draw_and_resume_continues_the_stream(tmp_path, capsys):
+    src = _source(tmp_path, 5)
     full, other = tmp_path / "full.txt", tmp_path / "other.txt"
-    assert cli("translate", "--source", src, "--trans", full, "--n-samples", 4,
-               *MODEL_ARGS).returncode == 0
-    assert cli("translate", "--source", src, "--trans", other, "--n-samples", 4, "--seed", 99,
-               *MODEL_ARGS).returncode == 0
+    assert cli(capsys, "translate", "--source", src, "--trans", full, "--n-samples", 4,
+               *MODEL_ARGS)[0] == 0
+    assert cli(capsys, "translate", "--source", src, "--trans", other, "--n-samples", 4,
+               "--seed", 99, *MODEL_ARGS)[0] == 0
     assert full.read_text() != other.read_text()
-    # an interrupted run: the first 2 source lines (and half of the third) were written
+    # an interrupted run: 2 source lines and half of the third were written
     resumed = tmp_path / "resumed.txt"
     done = full.read_text(encoding="utf-8").splitlines()[:10]
     (tmp_path / "resumed.txt.partial").write_text("\n".join(done) + "\n", encoding="utf-8")
     (tmp_path / "resumed.txt.partial.journal").write_text(
         "\n".join(l.split(" ||| ")[0] for l in done) + "\n", encoding="utf-8")
-    r = cli("translate", "--source", src, "--trans", resumed, "--n-samples", 4, "--resume",
-            *MODEL_ARGS)
-    assert r.returncode == 0, r.stderr
+    rc, _, _ = cli(capsys, "translate", "--source", src, "--trans", resumed, "--n-samples", 4,
+                   "--resume", *MODEL_ARGS)
+    assert rc == 0
     assert resumed.read_text() == full.read_text()
 
 
-def test_interactive_form():
-    r = cli("translate", *MODEL_ARGS, stdin="the cat is red .\n2\n1.0\nhello\nx\n")
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
+def test_interactive_form(capsys, monkeypatch):
+    rc, out, _ = cli(capsys, "translate", *MODEL_ARGS, stdin="the cat is red .\n2\n1.0\nhello\nx\n",
+                     monkeypatch=monkeypatch)
+    assert rc == 0
     assert out.count("Input Sequence: ") == 3
     assert "How many samples? Inverse Temperature? Parsed Input: the cat is red . <eos>" in out
     assert "Exception while parsing your input:" in out        # 'x' is not a number
     body = out.split("Parsed Input: the cat is red . <eos>\n", 1)[1].split("\n\n", 1)[0]
-    lines = body.splitlines()
-    assert sorted(int(l.split(":", 1)[0]) for l in lines if l[0].isdigit()) == [0, 1]
+    entries = re.split(r"\n(?=\d+: )", body)
+    assert sorted(int(e.split(":", 1)[0]) for e in entries) == [0, 1]
 
 
 @pytest.mark.skipif(not CASE_DIRS, reason="recorded traces not found (set GROUNDHOG_LEGACY_TRACES)")
-def test_interactive_form_reproduces_the_recorded_first_call():
+def test_interactive_form_reproduces_the_recorded_first_call(capsys, monkeypatch):
     case = next((d for d in CASE_DIRS if d.name == "search"), None)
     if case is None:
         pytest.skip("the shared 'search' case is absent")
@@ -313,9 +319,10 @@ def test_interactive_form_reproduces_the_recorded_first_call():
         call = tr.sampler()["calls"][0]
     line = (case / "test.en").read_text(encoding="utf-8").splitlines()[call["attrs"]["test_index"]]
     f = find_case(case)
-    r = cli("translate", "--state", f.state, f.model, stdin=f"{line}\n5\n1.0\n")
-    assert r.returncode == 0, r.stderr
-    body = r.stdout.split("Parsed Input: ", 1)[1].split("\n", 1)[1].split("\n\n", 1)[0]
+    rc, out, _ = cli(capsys, "translate", "--state", f.state, "--data-dir", f.dir, f.model,
+                     stdin=f"{line}\n5\n1.0\n", monkeypatch=monkeypatch)
+    assert rc == 0
+    body = out.split("Parsed Input: ", 1)[1].split("\n", 1)[1].split("\n\n", 1)[0]
     # one entry per sample; numpy may wrap the probability array over several lines
     entries = re.split(r"\n(?=\d+: )", body)
     got = {int(e.split(":", 1)[0]): e.rsplit("] ", 1)[1] for e in entries}
@@ -329,7 +336,7 @@ def test_interactive_form_reproduces_the_recorded_first_call():
     (("--beam-search", "--beam-size", 2, "--n-samples", 3), "--n-samples only applies"),
     (("--n-samples", 3), "batch form"),
 ])
-def test_usage_errors(args, problem):
-    r = cli("translate", *args, *MODEL_ARGS)
-    assert r.returncode == 2
-    assert problem in r.stderr and len(r.stderr.strip().splitlines()) == 1
+def test_usage_errors(args, problem, capsys):
+    rc, _, err = cli(capsys, "translate", *args, *MODEL_ARGS)
+    assert rc == 2
+    assert problem in err and len(err.strip().splitlines()) == 1
