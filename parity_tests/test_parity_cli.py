@@ -75,14 +75,15 @@ def test_parity_case_passes_and_prints_the_table(tmp_path):
     assert rows["pairs/score"][4] == "rtol 1e-05 + atol 1e-05"
     assert rows["repr/c"][4] == "atol 1e-05"
     # never silently skipped: what the port cannot compute yet is a row
-    assert rows["sampler"][5].startswith("NOT COVERED") and rows["train_step"][5].startswith("NOT COVERED")
+    assert rows["train_step"][5].startswith("NOT COVERED")
     assert "quantities pass" in lines[-1]
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["ok"] is True and report["n_compared"] > 0
     by_q = {r["quantity"]: r for r in report["rows"]}
     assert by_q["repr/c"]["worst"].startswith("repr/") and "/c[" in by_q["repr/c"]["worst"]
     assert by_q["pairs/score"]["max_abs_err"] < 1e-4
-    assert by_q["sampler"]["status"] == "NOT COVERED" and by_q["sampler"]["passed"] is None
+    assert by_q["train_step"]["status"] == "NOT COVERED" and by_q["train_step"]["passed"] is None
+    assert "sampler/sample_ids" not in by_q          # not selected with --only
 
 
 def test_parity_reproduces_the_recorded_crashes(tmp_path):
