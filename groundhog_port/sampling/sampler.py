@@ -51,6 +51,9 @@ class Draw:
     ``neg_log_probs (n_steps, n_samples)`` float32 (``-log p`` of each drawn word)."""
     ids: np.ndarray
     neg_log_probs: np.ndarray
+    #: per drawn word, the distance of its uniform to the nearest running-sum boundary
+    #: (how far the probabilities could move before another word is drawn); None if unknown
+    margin: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -106,6 +109,17 @@ def multinomial_from_uniform(pvals, unis):
     cum = np.cumsum(np.asarray(pvals, dtype=np.float32).astype(np.float64), axis=1)
     hit = cum > np.asarray(unis, dtype=np.float32).astype(np.float64)[:, None]
     return np.where(hit.any(1), hit.argmax(1), 0).astype(np.int64)
+
+
+def boundary_margin(pvals, unis, ids):
+    """``min(u - S_{m-1}, S_m - u)`` for the word ``m`` drawn with uniform ``u`` (``S`` the
+    double running sums of :func:`multinomial_from_uniform`; ``inf`` for the word-0 quirk)."""
+    cum = np.cumsum(np.asarray(pvals, dtype=np.float32).astype(np.float64), axis=1)
+    u = np.asarray(unis, dtype=np.float32).astype(np.float64)
+    r = np.arange(len(ids))
+    above = cum[r, ids] - u
+    below = u - np.where(ids > 0, cum[r, np.maximum(ids - 1, 0)], 0.0)
+    return np.where(above > 0, np.minimum(above, below), np.inf)
 
 
 def output_probs(model, readout, T):
@@ -217,12 +231,15 @@ def draw_sentence(model, seq, n_samples, n_steps, T, unis, forced_ids=None):
     ids = np.zeros((n_steps, n_samples), dtype=np.int64)
     nlp = np.zeros((n_steps, n_samples), dtype=np.float64 if model.dtype == torch.float64
                    else np.float32)
+    margin = None if forced_ids is not None else np.zeros((n_steps, n_samples))
     for k in range(n_steps):
         emb = dec.approx_embedder(y)
         ctx, _ = dec.context(s, c[:, None], p_from_c, k)
         probs = output_probs(model, dec.readout(s, ctx, dec.prev_word_term(y, emb)), T)
         if forced_ids is None:
-            word = multinomial_from_uniform(probs.cpu().numpy(), unis[k])
+            p = probs.cpu().numpy()
+            word = multinomial_from_uniform(p, unis[k])
+            margin[k] = boundary_margin(p, unis[k], word)
         else:
             word = np.asarray(forced_ids[k], dtype=np.int64)
         y = torch.as_tensor(word, device=device)
@@ -230,7 +247,7 @@ def draw_sentence(model, seq, n_samples, n_steps, T, unis, forced_ids=None):
         nlp[k] = (-legacy_log(probs.gather(1, y[:, None])[:, 0])).cpu().numpy()
         _, x, x_z, x_r = dec.signals(y)
         s = dec.transition_step(x, x_z, x_r, s, ctx)
-    return Draw(ids, nlp)
+    return Draw(ids, nlp, margin)
 
 
 def finish(draw, idx2word, normalize=False):
