@@ -677,7 +677,8 @@ def _check_steps(ctx: _Context, rows: _Rows):
     r_fcost = rows.get("steps", "steps/fin_costs", "steps/0/fin_costs")
     # recorded data against recorded data: a check of the trace, reported apart
     r_last = rows.get("steps", "steps/last_words", "steps/0/000/last_words", self_check=True)
-    r_gath = rows.get("steps", "steps/states_gathered", "steps/0/000/states_gathered", self_check=True)
+    r_gath = rows.get("steps", "steps/states_gathered", "steps/0/000/states_gathered", self_check=True,
+                      tol=tolerance_for("steps/0/000/last_words"))
     model, model64 = ctx.model, ctx.model64
     eos, unk = model.cfg.null_sym_target, model.cfg.unk_sym_target
     searcher = BeamSearch(model)

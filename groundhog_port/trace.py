@@ -187,7 +187,7 @@ TOLERANCES: Dict[str, Tolerance] = {
     "steps/{i}/{k:03d}/trans_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/word_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/costs": SURVIVOR_SET,
-    "steps/{i}/{k:03d}/states_gathered": DERIVED_ABS,
+    "steps/{i}/{k:03d}/states_gathered": EXACT,    # trace self-check: states_in[:, trans_indices]
     "steps/{i}/{k:03d}/next_states": DERIVED_ABS,
     "steps/{i}/fin_trans_flat": EXACT,
     "steps/{i}/fin_trans_lengths": EXACT,
