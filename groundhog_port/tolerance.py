@@ -72,7 +72,7 @@ import numpy as np
 
 #: the fixed multiple of the float32 noise a recording may be off by (see module docstring
 #: and docs/trace_format.md for the evidence)
-K = 8.0
+K = 16.0
 #: float32 unit roundoff
 U32 = 2.0 ** -24
 #: smallest normal float32; below it float32 keeps a fixed spacing of 2**-149
@@ -121,6 +121,17 @@ def printed_quantum(x, digits: int = 5) -> np.ndarray:
     return 0.5 * 10.0 ** (e - digits)
 
 
+def cost_quantum(cost, prob) -> np.ndarray:
+    """Resolution of a recorded ``-log p`` (+ a float64 prefix) whose ``p`` was a float32:
+    one float32 spacing at the cost, plus ``ulp32(p) / p``, the cost step of one spacing of
+    ``p`` (1.2e-7 for a normal ``p``; 1.4 % at the subnormal ``p = 1e-43``, whose fixed
+    spacing 2**-149 makes the costs of two correct float32 computations differ by ~1e-3)."""
+    p = np.abs(np.asarray(prob, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step = np.where(p > 0, ulp32(p) / np.where(p > 0, p, 1.0), 0.0)
+    return ulp32(cost) + step
+
+
 def magnitude(kind: Kind, port64, given=None) -> np.ndarray:
     """``m`` of eq. (2) for every element."""
     q = np.asarray(port64, dtype=np.float64)
@@ -150,9 +161,11 @@ def _prepare(recorded, port32, port64):
     return r, p, q, fin32
 
 
-def _unit_noise(p, q, m, fin32):
+def _unit_noise(p, q, m, fin32, poolable=None):
     """|p32 - p64| / m over the elements that may enter a pool."""
     use = fin32 & np.isfinite(q) & (m > 0) & (np.abs(q) >= FLT32_TINY)
+    if poolable is not None:
+        use &= np.broadcast_to(np.asarray(poolable, dtype=bool), use.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.abs(p - q)[use] / m[use]
 
@@ -161,12 +174,13 @@ def _unit_noise(p, q, m, fin32):
 class Comparison:
     """The verdict on one array (element-wise arrays have the shape of ``recorded``).
 
-    ``err = |r - p64|`` (0 where not finite), ``noise`` (eq. 2), ``allowed`` (eq. 1 right
-    side), ``bad`` (over the bound, or a non-finite pattern mismatch), ``pattern_bad``,
+    ``err = |r - p64|`` (0 where not finite), ``own = |p32 - p64|`` (the port's float32
+    noise), ``noise`` (eq. 2), ``allowed`` (eq. 1 right side), ``bad`` (over the bound, or a non-finite pattern mismatch), ``pattern_bad``,
     ``sigma`` (the pooled noise per unit magnitude used), ``n_pool`` (its pool's size).
     """
 
     err: np.ndarray
+    own: np.ndarray
     noise: np.ndarray
     allowed: np.ndarray
     bad: np.ndarray
@@ -175,6 +189,7 @@ class Comparison:
     sigma: float
     n_pool: int
     kind: Kind
+    k: float = K
 
     @property
     def n_bad(self) -> int:
@@ -191,6 +206,16 @@ class Comparison:
             out = np.where(self.allowed > 0, self.err / np.where(self.allowed > 0, self.allowed, 1.0),
                            np.where(self.err > 0, np.inf, 0.0))
         return np.where(self.pattern_bad, np.inf, out)
+
+    def units(self) -> Optional[float]:
+        """``max((err - quantum) / noise)`` over the finite elements: the smallest ``K`` that
+        would pass them (the evidence for :data:`K`; 0 when every error is within the quantum)."""
+        if not self.finite.any():
+            return None
+        quantum = self.allowed - self.k * self.noise
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = np.where(self.finite & (self.noise > 0), (self.err - quantum) / self.noise, 0.0)
+        return float(max(0.0, u.max()))
 
     def max_err(self) -> Optional[float]:
         return float(self.err[self.finite].max()) if self.finite.any() else None
@@ -222,28 +247,30 @@ def judge(recorded, port32, port64, kind: Kind, sigma: float, n_pool: int, magni
         quantum = ulp32(np.maximum(np.where(fin, np.abs(r), 0.0), np.where(fin, np.abs(q), 0.0)))
     allowed = k * noise + np.broadcast_to(np.asarray(quantum, dtype=np.float64), r.shape)
     bad = pattern_bad | (fin & (err > allowed))
-    return Comparison(err, noise, allowed, bad, pattern_bad, fin, float(sigma), int(n_pool), kind)
+    return Comparison(err, own, noise, allowed, bad, pattern_bad, fin, float(sigma), int(n_pool), kind, k)
 
 
-def pooled_sigma(port32, port64, kind: Kind, magnitude_of=None) -> Tuple[float, int]:
-    """``(sigma, n)`` of eq. (3) over one array."""
+def pooled_sigma(port32, port64, kind: Kind, magnitude_of=None, poolable=None) -> Tuple[float, int]:
+    """``(sigma, n)`` of eq. (3) over one array (``poolable``: a mask of the elements whose
+    noise is representative, e.g. not derived from a subnormal probability)."""
     _, p, q, fin32 = _prepare(port32, port32, port64)
-    u = _unit_noise(p, q, magnitude(kind, q, magnitude_of), fin32)
+    u = _unit_noise(p, q, magnitude(kind, q, magnitude_of), fin32, poolable)
     return (float(np.sqrt(np.mean(u * u))) if u.size else 0.0), int(u.size)
 
 
 def compare(recorded, port32, port64, kind: Kind, magnitude_of=None, quantum=None,
-            sigma: Optional[float] = None, k: float = K) -> Comparison:
+            sigma: Optional[float] = None, k: float = K, poolable=None) -> Comparison:
     """Judge ``recorded`` against the port's float32 and float64 values of the same quantity.
 
     The pool of eq. (3) is the array itself (give arrays of at least :data:`POOL_MIN`
     elements, or pass ``sigma`` from a :class:`Pool`).  ``magnitude_of``: the number of
-    terms for ``TERMS`` (a factor on ``m`` for the other kinds).  Returns a
+    terms for ``TERMS`` (a factor on ``m`` for the other kinds).  ``quantum``: the
+    recorded value's resolution (default one float32 spacing).  Returns a
     :class:`Comparison`; ``.ok`` is the verdict.
     """
     n = 0
     if sigma is None:
-        sigma, n = pooled_sigma(port32, port64, kind, magnitude_of)
+        sigma, n = pooled_sigma(port32, port64, kind, magnitude_of, poolable)
     return judge(recorded, port32, port64, kind, sigma, n, magnitude_of, quantum, k)
 
 
@@ -264,14 +291,18 @@ class Pool:
     _sum_sq: float = 0.0
     _n: int = 0
 
-    def add(self, where: str, recorded, port32, port64, magnitude_of=None, quantum=None):
-        """One record (``magnitude_of``/``quantum`` as in :func:`compare`)."""
+    def add(self, where: str, recorded, port32, port64, magnitude_of=None, quantum=None,
+            poolable=None):
+        """One record (``magnitude_of``/``quantum``/``poolable`` as in :func:`compare`)."""
         _, p, q, fin32 = _prepare(recorded, port32, port64)
-        u = _unit_noise(p, q, magnitude(self.kind, q, magnitude_of), fin32)
+        u = _unit_noise(p, q, magnitude(self.kind, q, magnitude_of), fin32, poolable)
         self._sum_sq += float(np.sum(u * u))
         self._n += int(u.size)
         self._records.append((where, np.asarray(recorded), np.asarray(port32), np.asarray(port64),
                               magnitude_of, quantum, u))
+
+    def __len__(self):
+        return len(self._records)
 
     @property
     def sigma(self) -> float:

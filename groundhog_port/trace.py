@@ -133,10 +133,12 @@ class Tolerance:
     """How a recorded quantity is compared with the port's value.
 
     ``kind``: ``"exact"`` (==, for ids, token sequences, indices and 0/1 masks),
-    ``"atol"`` (|a - b| <= atol), ``"rtol"`` (|a - b| <= rtol * |b|, non-finite entries must
-    be non-finite at the same positions with the same value: nan, +inf or -inf),
-    ``"allclose"`` (|a - b| <= atol + rtol * |b|), ``"set"`` (per-step beam survivors
-    compared as sets of (hypothesis, word, cost), cost with ``rtol``).
+    ``"derived"`` (floating-point values: the float32-noise bound of
+    :mod:`groundhog_port.tolerance`, ``|recorded - port64| <= K * noise + quantum``, with
+    ``noise`` naming the :class:`~groundhog_port.tolerance.Kind` -- ``abs``, ``rel`` or
+    ``terms`` -- and non-finite entries compared as a pattern), ``"set"`` (per-step beam
+    survivors compared as sets of (hypothesis, word), their costs derived as ``noise``).
+    ``atol``/``rtol`` remain for callers comparing with a fixed bound of their own.
     """
 
     kind: str
@@ -144,66 +146,59 @@ class Tolerance:
     rtol: float = 0.0
     nonfinite_pattern: bool = False
     note: str = ""
+    noise: str = ""
 
 
 EXACT = Tolerance("exact")
-ATOL = Tolerance("atol", atol=1e-5, nonfinite_pattern=True)
-SCORE_RTOL = Tolerance("allclose", rtol=1e-5, atol=1e-5, nonfinite_pattern=True,
-                       note="sentence log-probabilities, |a-b| <= 1e-5*|b| + 1e-5; nan/-inf compared "
-                            "as a pattern.  The 1e-5 floor: float32 costs of near-certain words are "
-                            "quantised (p near 1 has steps of 6e-8) and GroundHog's own single and "
-                            "padded scorers differ by up to 6.1e-5 (MANIFEST section 9)")
-COST_RTOL = Tolerance("allclose", rtol=1e-5, atol=1e-6, nonfinite_pattern=True,
-                      note="beam costs (float64 sums of float32 -log p), |a-b| <= 1e-5*|b| + 1e-6: "
-                           "a cost of 0.005 is a few quanta of 6e-8; +inf where p underflowed or was "
-                           "masked")
-STEP_COST = Tolerance("allclose", rtol=1e-5, atol=1e-5, nonfinite_pattern=True,
-                      note="per-step candidate costs, |a-b| <= 1e-5*|b| + 1e-5 (the issue's 1e-5 "
-                           "absolute for non-score quantities): -log p of one step moves with the "
-                           "float32 rounding of the logits (3.4e-6 seen at a cost of 0.108); +inf "
-                           "where p underflowed or was masked")
-SURVIVOR_SET = Tolerance("set", rtol=1e-5, atol=1e-5,
-                         note="per-step survivors as a set of (hypothesis prefix, word, cost), cost "
-                              "as STEP_COST; their order is numpy argpartition's and not compared")
-TRAIN_ALLCLOSE = Tolerance("allclose", atol=1e-5, rtol=1e-5,
-                           note="training tensors reach |x| ~ 400, beyond float32 resolution at atol 1e-5")
-
+DERIVED_ABS = Tolerance("derived", noise="abs", nonfinite_pattern=True,
+                        note="bounded activations and single -log p terms: float32 noise "
+                             "independent of the value (groundhog_port.tolerance.ABS)")
+DERIVED_REL = Tolerance("derived", noise="rel", nonfinite_pattern=True,
+                        note="probabilities and attention weights: float32 noise proportional "
+                             "to the value (groundhog_port.tolerance.REL)")
+DERIVED_TERMS = Tolerance("derived", noise="terms", nonfinite_pattern=True,
+                          note="sums of per-word -log p (scores, beam costs): float32 noise "
+                               "proportional to the number of words (groundhog_port.tolerance.TERMS)")
+SURVIVOR_SET = Tolerance("set", noise="abs",
+                         note="per-step survivors as a set of (hypothesis prefix, word); their "
+                              "costs as flat_next_costs; the order is numpy argpartition's and "
+                              "not compared")
 #: quantity (documented path pattern) -> rule
 TOLERANCES: Dict[str, Tolerance] = {
     "pairs/{i}/src_ids": EXACT,
     "pairs/{i}/trg_ids": EXACT,
-    "pairs/{i}/word_probs": ATOL,
-    "pairs/{i}/alignment": ATOL,
-    "pairs/{i}/score": SCORE_RTOL,
+    "pairs/{i}/word_probs": DERIVED_ABS,
+    "pairs/{i}/alignment": DERIVED_REL,
+    "pairs/{i}/score": DERIVED_TERMS,
     "batch_all/{b}/x": EXACT,
     "batch_all/{b}/y": EXACT,
     "batch_all/{b}/x_mask": EXACT,
     "batch_all/{b}/y_mask": EXACT,
-    "batch_all/{b}/scores": SCORE_RTOL,
+    "batch_all/{b}/scores": DERIVED_TERMS,
     "repr/{i}/seq": EXACT,
-    "repr/{i}/c": ATOL,
-    "repr/{i}/init_states": ATOL,
+    "repr/{i}/c": DERIVED_ABS,
+    "repr/{i}/init_states": DERIVED_ABS,
     "steps/{i}/seq": EXACT,
     "steps/{i}/{k:03d}/last_words": EXACT,
-    "steps/{i}/{k:03d}/states_in": ATOL,
-    "steps/{i}/{k:03d}/next_probs": ATOL,
-    "steps/{i}/{k:03d}/flat_next_costs": STEP_COST,
+    "steps/{i}/{k:03d}/states_in": DERIVED_ABS,
+    "steps/{i}/{k:03d}/next_probs": DERIVED_REL,
+    "steps/{i}/{k:03d}/flat_next_costs": DERIVED_ABS,
     "steps/{i}/{k:03d}/best_costs_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/trans_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/word_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/costs": SURVIVOR_SET,
-    "steps/{i}/{k:03d}/states_gathered": ATOL,
-    "steps/{i}/{k:03d}/next_states": ATOL,
+    "steps/{i}/{k:03d}/states_gathered": EXACT,    # trace self-check: states_in[:, trans_indices]
+    "steps/{i}/{k:03d}/next_states": DERIVED_ABS,
     "steps/{i}/fin_trans_flat": EXACT,
     "steps/{i}/fin_trans_lengths": EXACT,
-    "steps/{i}/fin_costs": COST_RTOL,
+    "steps/{i}/fin_costs": DERIVED_TERMS,
     "beam/{label}/{i}/fin_trans_flat": EXACT,
     "beam/{label}/{i}/fin_trans_lengths": EXACT,
-    "beam/{label}/{i}/fin_costs": COST_RTOL,
+    "beam/{label}/{i}/fin_costs": DERIVED_TERMS,
     "sampler/{i}/seq": EXACT,
     "sampler/{i}/sample_ids": EXACT,
-    "sampler/{i}/sample_neg_log_probs": ATOL,
-    "sampler/{i}/costs": SCORE_RTOL,
+    "sampler/{i}/sample_neg_log_probs": DERIVED_ABS,
+    "sampler/{i}/costs": DERIVED_TERMS,
     "sampler/mrg_base_rstate_after_build": EXACT,
     "sampler/rstate_shared_before_first_call/{j}": EXACT,
     "sampler/{i}/rstate_shared_after_call/{j}_first8rows": EXACT,
@@ -211,18 +206,18 @@ TOLERANCES: Dict[str, Tolerance] = {
     "train_step/y": EXACT,
     "train_step/x_mask": EXACT,
     "train_step/y_mask": EXACT,
-    "train_step/params_after/{name}": TRAIN_ALLCLOSE,
-    "train_step/clipped_grads/{name}": TRAIN_ALLCLOSE,
-    "train_step/gnorm2_after/{name}": TRAIN_ALLCLOSE,
-    "train_step/dnorm2_after/{name}": TRAIN_ALLCLOSE,
-    "train_step@rval_cost": SCORE_RTOL,
-    "train_step@rval_grad_norm": SCORE_RTOL,
+    "train_step/params_after/{name}": DERIVED_ABS,
+    "train_step/clipped_grads/{name}": DERIVED_ABS,
+    "train_step/gnorm2_after/{name}": DERIVED_ABS,
+    "train_step/dnorm2_after/{name}": DERIVED_ABS,
+    "train_step@rval_cost": DERIVED_TERMS,
+    "train_step@rval_grad_norm": DERIVED_REL,
 }
 TOLERANCES["batch/x"] = EXACT
 TOLERANCES["batch/y"] = EXACT
 TOLERANCES["batch/x_mask"] = EXACT
 TOLERANCES["batch/y_mask"] = EXACT
-TOLERANCES["batch/scores"] = SCORE_RTOL
+TOLERANCES["batch/scores"] = DERIVED_TERMS
 
 _PATTERNS = [
     (re.compile(r"^steps/\d+/\d{3}/"), "steps/{i}/{k:03d}/"),
@@ -693,7 +688,34 @@ class TraceFile:
             call["attrs"] = {k: _plain(v) for k, v in read_attrs(cg, self.path, f"/{where}").items()}
             if isinstance(call["attrs"].get("sentences"), str):
                 call["sentences"] = json.loads(call["attrs"]["sentences"])
+            if "rstate_shared_after_call" in cg:
+                call["rstate_after"] = self._rstates(cg["rstate_shared_after_call"],
+                                                     f"{where}/rstate_shared_after_call")
             out["calls"][i] = call
+        if "rstate_shared_before_first_call" in g:
+            out["rstate_before"] = self._rstates(g["rstate_shared_before_first_call"],
+                                                 "sampler/rstate_shared_before_first_call")
+        return out
+
+    def _rstates(self, group, where: str) -> Dict[int, Dict[str, Any]]:
+        """MRG state matrices ``{j}`` (full, int32 (n, 6)) or ``{j}_first8rows`` (their first
+        rows): ``{j: {"rows", "full", "sha256", "full_shape", "used_by_sample_fn"}}``."""
+        out: Dict[int, Dict[str, Any]] = {}
+        for name in group.keys():
+            m = re.fullmatch(r"(\d+)(_first8rows)?", name)
+            if m is None:
+                raise self._err(f"{where}/{name}", "unexpected dataset name (expected {j} or "
+                                                   "{j}_first8rows)")
+            ds = group[name]
+            check_dataset(ds, self.path, f"/{where}/{name}")
+            if ds.dtype != np.int32 or ds.ndim != 2 or ds.shape[1] != 6:
+                raise self._err(f"{where}/{name}", f"expected int32 (n, 6), found {ds.dtype} {ds.shape}")
+            attrs = {k: _plain(v) for k, v in read_attrs(ds, self.path, f"/{where}/{name}").items()}
+            shape = attrs.get("full_shape")
+            out[int(m.group(1))] = {"rows": ds[()], "full": m.group(2) is None,
+                                    "sha256": attrs.get("sha256"),
+                                    "full_shape": None if shape is None else tuple(int(x) for x in np.ravel(shape)),
+                                    "used_by_sample_fn": attrs.get("used_by_sample_fn")}
         return out
 
     @_damage_is_input_error

@@ -2,7 +2,10 @@
 
 The recordings live in ``../shared/legacy_traces`` beside the checkout, or where
 ``GROUNDHOG_LEGACY_TRACES`` points.  Tests that need them skip with a reason
-naming the path they looked at when it is absent.
+naming the path they looked at when it is absent -- except in CI: with ``CI`` set
+(``true``/``1``; GitHub Actions and ``.ci/run`` set it) and no ``--legacy-case``, missing
+recordings (or a missing one of the five shared cases) end the run with a failure, so CI
+never goes green without having compared anything.
 
 ``--legacy-case DIR`` (repeatable) points ``test_legacy_cases.py`` at your own recorded
 case folders instead of the shared ones (see docs/trace_format.md, "Parity in your CI").
@@ -30,6 +33,26 @@ def legacy_root():
     if not LEGACY_ROOT.is_dir():
         pytest.skip(f"recorded traces not found at {LEGACY_ROOT} (set GROUNDHOG_LEGACY_TRACES)")
     return LEGACY_ROOT
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing_recordings():
+    """What of the shared recordings is absent (empty when all five cases are there)."""
+    if not LEGACY_ROOT.is_dir():
+        return [str(LEGACY_ROOT)]
+    return [c for c in CASES if not any((LEGACY_ROOT / c).glob("*state.pkl"))]
+
+
+def pytest_sessionstart(session):
+    if _ci() and not session.config.getoption("legacy_case"):
+        missing = missing_recordings()
+        if missing:
+            pytest.exit(f"CI: the recorded traces are required but missing at {LEGACY_ROOT} "
+                        f"({', '.join(missing)}); set GROUNDHOG_LEGACY_TRACES or pass --legacy-case DIR",
+                        returncode=1)
 
 
 def pytest_addoption(parser):

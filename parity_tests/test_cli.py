@@ -115,8 +115,8 @@ def test_help(command):
 
 
 @pytest.mark.parametrize("args, problem", [
-    (["translate", "--state", FIXTURES / "search" / "search_state.pkl", FIXTURES / "search" /
-      "search_model.npz"], "random sampling"),
+    (["translate", "--n-samples", "3", "--state", FIXTURES / "search" / "search_state.pkl",
+      FIXTURES / "search" / "search_model.npz"], "batch form"),
     (["translate", "--beam-search", "--state", FIXTURES / "search" / "search_state.pkl",
       FIXTURES / "search" / "search_model.npz"], "--beam-size"),
     (["score", "--mode", "batch", "--state", "/nonexistent/state.pkl", "m.npz"], "/nonexistent"),

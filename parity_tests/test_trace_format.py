@@ -310,16 +310,20 @@ def test_split_flat_and_labels():
 
 
 def test_tolerance_table():
+    """Every float quantity is judged by the derived float32-noise bound, with the noise kind
+    its arithmetic calls for (groundhog_port.tolerance); ids and sequences are exact."""
     score = tolerance_for("pairs/3/score")
-    assert (score.kind, score.rtol, score.atol) == ("allclose", 1e-5, 1e-5)
+    assert (score.kind, score.noise) == ("derived", "terms")
     assert score.nonfinite_pattern
-    assert tolerance_for("batch_all/1/scores").rtol == 1e-5
+    assert tolerance_for("batch_all/1/scores").noise == "terms"
     assert tolerance_for("batch/x").kind == "exact"
-    assert tolerance_for("steps/2/004/next_probs").atol == 1e-5
+    assert (tolerance_for("steps/2/004/next_probs").kind, tolerance_for("steps/2/004/next_probs").noise) \
+        == ("derived", "rel")
+    assert tolerance_for("steps/2/004/next_states").noise == "abs"
     assert tolerance_for("steps/2/004/word_indices").kind == "set"
     cost = tolerance_for("beam/10_normalize/3/fin_costs")
-    assert (cost.kind, cost.rtol, cost.atol) == ("allclose", 1e-5, 1e-6)
+    assert (cost.kind, cost.noise) == ("derived", "terms")
     assert tolerance_for("beam/10_normalize/3/fin_trans_flat").kind == "exact"
-    assert tolerance_for("train_step/params_after/W_0_enc_approx_embdr").kind == "allclose"
+    assert tolerance_for("train_step/params_after/W_0_enc_approx_embdr").kind == "derived"
     with pytest.raises(KeyError):
         tolerance_for("nowhere/x")

@@ -60,8 +60,11 @@ COUNTER = 0
 CONST = 0
 
 
-def full_size_model(seed=1234, device="cpu"):
+def full_size_model(seed=1234, device="cpu", state=None):
     """RNNsearch-50 at full size with random weights that end at realistic lengths.
+
+    ``state``: another size of the same architecture (default ``prototype_search_state()``;
+    ``tools/numpy_trace_producer.py`` uses smaller ones).
 
     Every matrix is N(0, 1/fan_in), the word embeddings N(0, 1), biases N(0, 0.01);
     the output matrix W2 is scaled by 6 (peaked distributions: median top
@@ -86,7 +89,7 @@ def full_size_model(seed=1234, device="cpu"):
     from groundhog_port.config import ModelConfig
     from groundhog_port.model import RNNEncoderDecoder
 
-    cfg = ModelConfig.from_state(prototype_search_state())
+    cfg = ModelConfig.from_state(state if state is not None else prototype_search_state())
     model = RNNEncoderDecoder(cfg)
     g = torch.Generator().manual_seed(seed)
     u, c = COUNTER, CONST

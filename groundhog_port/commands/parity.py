@@ -4,8 +4,9 @@ Either name the files (``--state S --model M --trace T [--source F --target F]``
 case folder laid out like ``shared/legacy_traces/<case>`` (``--case DIR``: one
 ``*_state.pkl``, its ``*_model.npz``, ``trace.h5``, the test files the trace names
 (``test.en``/``test.fr``) and the vocabularies).  Prints one table (quantity | n | max
-abs err | max rel err | tolerance | result); exit 0 when every quantity passes, 1 when
-one fails, 2 on bad input.  The library behind it is :mod:`groundhog_port.parity`.
+abs err | max rel err | tolerance | result; errors against the port's float64 shadow,
+bounds derived from the float32 noise: :mod:`groundhog_port.tolerance`); exit 0 when every
+quantity passes, 1 when one fails, 2 on bad input.  The library behind it is :mod:`groundhog_port.parity`.
 """
 import logging
 import sys
@@ -44,6 +45,11 @@ def add_arguments(p):
                    help=f"compare only these groups ({', '.join(GROUPS)}); repeatable")
     p.add_argument("--beam-labels", nargs="+", metavar="LABEL",
                    help="restrict /beam to these labels (e.g. 1 5 10_normalize 5_ignore_unk)")
+    p.add_argument("--float64-reference", action="store_true",
+                   help="also print, per quantity, the port's own float32 noise (max |float32 - "
+                        "float64 shadow|), the error and the allowed bound at the worst element, "
+                        "and max |recorded - port float32| (the bounds are always derived from "
+                        "the float64 shadow: docs/trace_format.md, Tolerances)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON (with the "
                                                   "worst element of every quantity)")
     p.add_argument("--progress", action="store_true",
@@ -105,7 +111,7 @@ def run(args):
         raise LegacyInputError(trace, f"the trace holds nothing of the selected group(s) "
                                       f"{', '.join(groups)}")
     report.seconds["total"] = time.perf_counter() - t0
-    print(report.table())
+    print(report.table(float64_reference=args.float64_reference))
     sys.stdout.flush()
     if args.json:
         report.to_json(args.json)

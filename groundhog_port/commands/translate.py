@@ -7,12 +7,14 @@ from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
 from ..outputs import Journal, Progress, check_output_path
+from ..sampling import cli as sampling_cli
 from ..translate import SearchWarnings, Translation, Translator, total_cost, write_nbest
 from .common import add_model_arguments, open_from_args
 
 NAME = "translate"
-HELP = ("translate with beam search as GroundHog's sample.py did "
-        "(--beam-search --beam-size N --source F --trans F)")
+HELP = ("translate as GroundHog's sample.py did: beam search (--beam-search --beam-size N "
+        "--source F --trans F) or random sampling (without --beam-search: interactive, or "
+        "--source F --n-samples N --alpha A --trans F)")
 logger = logging.getLogger(__name__)
 
 #: sentences decoded together by default: the batched search returns exactly what the
@@ -23,7 +25,8 @@ DEFAULT_BATCH_SIZE = 32
 def add_arguments(p):
     add_model_arguments(p)
     p.add_argument("--beam-search", action="store_true",
-                   help="use beam search (required: the random sampler is not ported yet)")
+                   help="use beam search; without it, sample randomly as sample.py does "
+                        "(Theano's MRG31k3p stream, draw for draw)")
     p.add_argument("--beam-size", type=int, help="beam size")
     p.add_argument("--ignore-unk", action="store_true", help="never produce the unknown word")
     p.add_argument("--source", help="file of source sentences, one per line")
@@ -40,12 +43,17 @@ def add_arguments(p):
                    help="continue an interrupted run from the lines already in TRANS.partial")
     p.add_argument("--progress", action="store_true",
                    help="show the progress line even when stderr is not a terminal")
+    sampling_cli.add_arguments(p)
 
 
 def run(args):
     if not args.beam_search:
-        raise LegacyInputError(None, "random sampling (sample.py without --beam-search) is not "
-                               "ported yet; pass --beam-search --beam-size N")
+        return sampling_cli.run(args)
+    for flag, value in (("--n-samples", args.n_samples), ("--alpha", args.alpha),
+                        ("--seed", args.seed)):
+        if value is not None:
+            raise LegacyInputError(None, f"{flag} only applies to random sampling (without "
+                                         "--beam-search)")
     if args.beam_size is None or args.beam_size < 1:
         raise LegacyInputError(None, "--beam-size N (N >= 1) is required with --beam-search")
     if args.batch_size < 1:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .common import MAX_RETRY_BEAM, SearchFailed, check_kth, next_costs, select_cheapest
+from .common import MAX_RETRY_BEAM, SearchFailed, check_kth, legacy_log, next_costs, select_cheapest
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +105,37 @@ class BeamSearch:
             # sample.py then crashes in numpy.argmin([]) (sample.py:269)
             raise SearchFailed("Translation failed (attempt to get argmin of an empty sequence)")
         return sort_finished(fin_trans, fin_costs)
+
+
+def path_costs(model, seq, trans):
+    """The cost ``search()`` gives each hypothesis in ``trans``, recomputed along its path.
+
+    ``sum_k -log p(trans[k] | trans[:k], seq)`` with the step functions of ``model`` (float64
+    sums, the previous word 0 at step 0 as sample.py:67-69 feeds it).  With the float64
+    shadow of the model (:meth:`~groundhog_port.model.RNNEncoderDecoder.float64_shadow`) this
+    is the exact cost the parity bounds measure noise against (:mod:`groundhog_port.tolerance`).
+    """
+    if not trans:
+        return np.zeros(0)
+    device = model.device
+    lengths = torch.tensor([len(t) for t in trans], device=device)
+    width = int(lengths.max())
+    words = torch.zeros((len(trans), width), dtype=torch.int64, device=device)
+    for i, t in enumerate(trans):
+        words[i, :len(t)] = torch.as_tensor(list(t), dtype=torch.int64)
+    c = model.encode(seq)
+    p_from_c = model.p_from_c(c)
+    states = model.initial_states(c).expand(len(trans), -1).contiguous()
+    costs = torch.zeros(len(trans), dtype=torch.float64, device=device)
+    prev = torch.zeros(len(trans), dtype=torch.int64, device=device)
+    for k in range(width):
+        probs = model.next_probs(c, p_from_c, k, prev, states)
+        y = words[:, k]
+        term = -legacy_log(probs.gather(1, y[:, None])[:, 0]).double()
+        costs += torch.where(k < lengths, term, torch.zeros_like(term))
+        states = model.next_states(c, p_from_c, k, y, states)
+        prev = y
+    return costs.cpu().numpy()
 
 
 def sample(beam_search, seq, n_samples, ignore_unk=False, normalize=False):

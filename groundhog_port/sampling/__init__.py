@@ -1,0 +1,27 @@
+"""Random sampling as GroundHog's sample.py does it without ``--beam-search``.
+
+* :mod:`.mrg` -- Theano's MRG31k3p generator (streams, substreams, float32 uniforms), exact;
+* :mod:`.seed` -- the stream seed, derived from the state as GroundHog's layer construction
+  draws it;
+* :mod:`.sampler` -- ``sample_fn`` and ``sample()`` for one sentence at a time;
+* :mod:`.batched` -- many sentences at once, the same draws;
+* :mod:`.parity` -- the ``/sampler`` checks of ``groundhog-port parity``;
+* :mod:`.cli` -- ``groundhog-port translate`` without ``--beam-search``.
+
+Library use::
+
+    from groundhog_port.loading import open_experiment
+    from groundhog_port.sampling import Sampler
+    exp = open_experiment("search_state.pkl", "search_model.npz")
+    sampler = Sampler(exp)                        # stream seeded as sample.py seeds it
+    seq, _ = exp.parse_source("the cat is red .")
+    s = sampler.sample(seq, n_samples=5, alpha=1.0)
+    s.sentences, s.costs                          # what sample() returns
+    many = sampler.sample_many(seqs, 5, 1.0, batch_size=32)   # continues the same stream
+"""
+from .mrg import MRGRandomStreams, StateMatrix
+from .sampler import Draw, Sampler, Samples, SamplingFailed, multinomial_from_uniform
+from .seed import derive_mrg_seed
+
+__all__ = ["MRGRandomStreams", "StateMatrix", "Draw", "Sampler", "Samples", "SamplingFailed",
+           "multinomial_from_uniform", "derive_mrg_seed"]

@@ -1,0 +1,145 @@
+"""Parity of the random sampler against a trace's ``/sampler`` group (MANIFEST section 7).
+
+What is compared, per quantity (rows of :class:`groundhog_port.parity.Report`):
+
+exact
+    ``sampler/mrg_seed`` (derived from the state by :func:`~.seed.derive_mrg_seed` against
+    the recorded attribute: a wrong derivation fails here, and the draws below use the
+    DERIVED seed, so it fails them too), ``sampler/mrg_base_rstate_after_build`` (the
+    stream's base state after ``build()``, i.e. after its two random ops),
+    ``sampler/rstate_before_first_call`` (every recorded state matrix: full arrays where
+    recorded, else the first rows and the sha256 of the full matrix),
+    ``sampler/seq`` / ``sampler/n_steps`` (the source parsed as sample.py parses it,
+    ``3 * (len(seq) - 1)``), ``sampler/sample_ids`` (the port's own draws, continuing one
+    stream over the calls in order), ``sampler/rstate_after_call`` (first rows + sha256
+    after every call), ``sampler/sentences``.
+derived bound (:mod:`groundhog_port.tolerance`)
+    ``sampler/sample_neg_log_probs`` (kind ``ABS``: single ``-log p`` terms) and
+    ``sampler/costs`` (kind ``TERMS``), both recomputed along the RECORDED ids (so one
+    differing id does not cascade) in float32 and in the float64 shadow of the model
+    (:func:`groundhog_port.parity.compare_values`).  The sampler's states are not recorded,
+    so step ``k``'s ``-log p`` carries ``k + 1`` recurrent steps of rounding: its noise
+    magnitude is ``k + 1``, and a cost of ``L`` terms has magnitude ``1 + ... + L``.
+"""
+import hashlib
+
+import numpy as np
+
+from ..trace import EXACT
+from .mrg import DEFAULT_N_STREAMS, MRGRandomStreams, StateMatrix
+from .sampler import Draw, Sampler, draw_sentence, finish, n_steps_for, temperature
+from .seed import derive_mrg_seed
+from ..vocab import indices_to_words
+
+#: random ops ``build()`` creates on the output layer's stream (two ``get_sample`` calls in
+#: ``sampling_step``, encdec.py:1228-1229); later ops (the recorder's third,
+#: ``create_next_states_computer``) come after ``mrg_base_rstate_after_build``
+OPS_IN_BUILD = 2
+
+def sha256_rows(rows):
+    return hashlib.sha256(np.ascontiguousarray(rows, dtype=np.int32).tobytes()).hexdigest()
+
+
+def _compare_state(row, where, port_rows, recorded, compare_exact, compare_text):
+    """One state matrix: full rows ==, or the first rows == and the sha256 of the whole."""
+    want = np.asarray(recorded["rows"])
+    if recorded["full"]:
+        compare_exact(row, where, port_rows, want)
+        return
+    compare_exact(row, f"{where}_first{len(want)}rows", port_rows[:len(want)], want)
+    if recorded["sha256"] is not None:
+        compare_text(row, f"{where}@sha256", sha256_rows(port_rows), str(recorded["sha256"]))
+
+
+def check_sampler(ctx, rows):
+    """Compare ``/sampler`` of ``ctx.tr`` into ``rows`` (see the module docstring)."""
+    from ..parity import compare_exact, compare_text, compare_values
+
+    exp, model = ctx.exp, ctx.model
+    rec = ctx.tr.sampler()
+    r_seed = rows.get("sampler", "sampler/mrg_seed", tol=EXACT)
+    r_base = rows.get("sampler", "sampler/mrg_base_rstate_after_build", tol=EXACT)
+    r_before = rows.get("sampler", "sampler/rstate_before_first_call", tol=EXACT)
+    r_seq = rows.get("sampler", "sampler/seq", tol=EXACT)
+    r_steps = rows.get("sampler", "sampler/n_steps", tol=EXACT)
+    r_ids = rows.get("sampler", "sampler/sample_ids", tol=EXACT)
+    r_after = rows.get("sampler", "sampler/rstate_after_call", tol=EXACT)
+    r_sent = rows.get("sampler", "sampler/sentences", tol=EXACT)
+    r_nlp = rows.get("sampler", "sampler/sample_neg_log_probs", "sampler/0/sample_neg_log_probs")
+    r_cost = rows.get("sampler", "sampler/costs", "sampler/0/costs")
+
+    seed = derive_mrg_seed(exp.state, exp.cfg, exp.state_path)
+    want_seed = rec["attrs"].get("mrg_seed")
+    if want_seed is not None:
+        compare_exact(r_seed, "sampler@mrg_seed", np.int64(seed), np.int64(want_seed))
+    before = rec.get("rstate_before", {})
+    streams = MRGRandomStreams(seed)
+    mats, base_after_build = {}, None
+    for j in range(max(list(before) + [OPS_IN_BUILD - 1]) + 1):
+        shape = before.get(j, {}).get("full_shape")
+        mats[j] = streams.new_state_matrix(shape[0] if shape else DEFAULT_N_STREAMS)
+        if j == OPS_IN_BUILD - 1:
+            base_after_build = streams.rstate.copy()
+    if "mrg_base_rstate_after_build" in rec:
+        compare_exact(r_base, "sampler/mrg_base_rstate_after_build", base_after_build,
+                      rec["mrg_base_rstate_after_build"])
+    for j, want in sorted(before.items()):
+        _compare_state(r_before, f"sampler/rstate_shared_before_first_call/{j:02d}", mats[j].rows,
+                       want, compare_exact, compare_text)
+    used = [j for j, w in before.items() if w.get("used_by_sample_fn")] or [0]
+    sampler = Sampler(exp, seed, stream=StateMatrix(mats[used[0]].rows))
+    shadow = model.float64_shadow()
+    closest = (np.inf, None)
+    for i, call in sorted(rec["calls"].items()):
+        where = f"sampler/{i}"
+        a = call["attrs"]
+        seq = np.asarray(call["seq"], dtype=np.int64)
+        line = ctx.src_line(int(a["test_index"])) if "test_index" in a else None
+        if line is not None:
+            compare_exact(r_seq, f"{where}/seq", np.asarray(exp.parse_source(line)[0], np.int64), seq)
+        n, n_steps, alpha = int(a["n_samples"]), int(a["n_steps"]), float(a["alpha"])
+        compare_exact(r_steps, f"{where}@n_steps", np.int64(n_steps_for(seq)), np.int64(n_steps))
+        draw = sampler.sample_fn(n, n_steps, alpha, seq)
+        compare_exact(r_ids, f"{where}/sample_ids", draw.ids, call["sample_ids"])
+        if draw.margin is not None and draw.margin.size:
+            closest = min(closest, (float(draw.margin.min()), where))
+        if "sentences" in call:
+            got = finish(draw, exp.trg_idx2word).sentences
+            want = list(call["sentences"])
+            for s, (g, w) in enumerate(zip(got, want)):
+                compare_text(r_sent, f"{where}@sentences[{s}]", g, w)
+            if len(got) != len(want):
+                r_sent.mismatch(where, f"{len(got)} sentences, recorded {len(want)}")
+        for j, want in sorted(call.get("rstate_after", {}).items()):
+            rows_j = sampler.stream.rows if j == used[0] else mats[j].rows
+            _compare_state(r_after, f"{where}/rstate_shared_after_call/{j:02d}", rows_j, want,
+                           compare_exact, compare_text)
+        # the float quantities along the recorded draw, float32 and float64 shadow
+        ids = np.asarray(call["sample_ids"], dtype=np.int64)
+        if ids.shape != (n_steps, n):
+            r_nlp.mismatch(where, f"recorded sample_ids of shape {ids.shape}, expected {(n_steps, n)}")
+            continue
+        T = temperature(alpha)
+        d32 = draw_sentence(model, seq, n, n_steps, T, None, forced_ids=ids)
+        d64 = draw_sentence(shadow, seq, n, n_steps, T, None, forced_ids=ids)
+        # step k's -log p carries the rounding of k + 1 recurrent steps: the states are
+        # recomputed from the source on (not recorded), so the noise grows with k
+        depth = np.broadcast_to(np.arange(1, n_steps + 1, dtype=np.float64)[:, None], ids.shape)
+        compare_values(r_nlp, f"{where}/sample_neg_log_probs", d32.neg_log_probs,
+                       d64.neg_log_probs, call["sample_neg_log_probs"], magnitude_of=depth)
+        f32 = finish(d32, exp.trg_idx2word)
+        f64 = finish(Draw(ids, d64.neg_log_probs), exp.trg_idx2word)
+        # a cost sums L float32 terms, term k with the noise of depth k + 1 (as above):
+        # magnitude 1 + 2 + ... + L (L = the words, and the <eol> if drawn)
+        lengths = [min(len(indices_to_words(exp.trg_idx2word, ids[:, s])) + 1, n_steps)
+                   for s in range(n)]
+        terms = [L * (L + 1) / 2 for L in lengths]
+        compare_values(r_cost, f"{where}/costs", np.asarray(f32.costs, np.float64),
+                       np.asarray(f64.costs, np.float64), call["costs"],
+                       magnitude_of=np.asarray(terms, np.float64))
+        ctx.tick()
+    if closest[1] is not None:
+        # ids are exact as long as no uniform sits closer to a boundary than the probability
+        # error (|p32 - p_theano| ~ 1e-6 here): the smallest distance met, for the record
+        r_ids.notes.append(f"closest draw: a uniform {closest[0]:.2g} from a running-sum "
+                           f"boundary ({closest[1]})")

@@ -1,0 +1,279 @@
+"""sample.py's random sampler: ``create_sampler`` / ``build_sampler`` and ``sample()``.
+
+``sample_fn(n_samples, n_steps, T, seq)`` (encdec.py:1426, the scan of
+``Decoder.build_sampler``, encdec.py:1235) draws ``n_samples`` translations word by word,
+all ``n_steps`` long (it never stops at end-of-sequence).  Step ``k`` (``sampling_step``,
+encdec.py:1201) from previous words ``y`` (zeros at k = 0) and states ``s`` (the initial
+state replicated)::
+
+    p    = softmax(T * (readout(s, ctx_k, y) @ W + b))    fprop with temp, cost_layers.py:961
+    u    = MRG uniforms, one per sample                    multinomial -> uniform, rng_mrg.py:906
+    y'   = first word m with  sum_{j<=m} p_j > u  (double sum; 0 if none)   multinomial.py:112
+    nlp  = -log p[y']                                      get_cost, cost_layers.py:1132
+    s'   = GRU(s, y', ctx_k)                               the second build_decoder call
+
+``p`` is the float32 softmax of :func:`groundhog_port.layers.softmax_with_bias` (Theano's
+``Softmax`` op on ``T * z`` computes like ``SoftmaxWithBias`` on ``z``); ``T`` is the
+float32 inverse temperature (``alpha``).  Without attention the context is
+``c[min(k, S - 1)]`` (``PadLayer(n_steps)`` then ``c_pos``, encdec.py:1027 and 1242,
+select the same row).
+
+``sample()`` (sample.py:163-188) then cuts each sample at its first ``<eol>`` word and
+returns ``cost = -sum(nlp[:len + 1])`` (the float32 sum numpy makes; a log-probability,
+higher is better), with ``--normalize`` divided by the number of words of the sentence
+(``len(s.strip().split(" "))``: an empty sentence counts 1).
+
+The stream: one :class:`~groundhog_port.sampling.mrg.StateMatrix` per process, created
+from the output layer's ``MRG_RandomStreams`` (:mod:`groundhog_port.sampling.seed`) and
+continued by every call, as successive calls of one sample.py process continue it.
+"""
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import numpy as np
+import torch
+
+from ..data import legacy_argsort
+from ..layers import softmax_with_bias
+from ..search.common import legacy_log
+from ..vocab import indices_to_words
+from .mrg import MRGRandomStreams, StateMatrix
+from .seed import derive_mrg_seed
+
+
+class SamplingFailed(Exception):
+    """A call the original ``sample_fn`` refuses (``str(err)`` is Theano's message)."""
+
+
+@dataclass
+class Draw:
+    """``sample_fn``'s outputs: ``ids (n_steps, n_samples)`` int64 and
+    ``neg_log_probs (n_steps, n_samples)`` float32 (``-log p`` of each drawn word)."""
+    ids: np.ndarray
+    neg_log_probs: np.ndarray
+    #: per drawn word, the distance of its uniform to the nearest running-sum boundary
+    #: (how far the probabilities could move before another word is drawn); None if unknown
+    margin: Optional[np.ndarray] = None
+
+
+@dataclass
+class Samples:
+    """What ``sample()`` returns with a sampler (sample.py:163-188), plus the raw draw.
+
+    ``costs[i]`` is sample ``i``'s log-probability (``numpy.float32``; ``numpy.float64``
+    when normalised), ``word_probs[i]`` its per-word probabilities ``exp(-nlp)`` up to
+    and including the first ``<eol>``.
+    """
+    sentences: List[str]
+    costs: list
+    word_probs: List[np.ndarray]
+    draw: Draw
+    normalize: bool = False
+    order: List[int] = field(default_factory=list)   # numpy.argsort(costs), sample.py:183
+
+    def verbose_lines(self):
+        """The lines ``sample(..., verbose=True)`` prints (sample.py:184-187).
+
+        numpy scalars are printed with ``str`` (shortest repr of their own precision), which
+        is what ``'{}'.format`` gave with the numpy of the recordings (numpy 2 formats a
+        float32 through Python's float instead).
+        """
+        lines = ["{}: {} {} {}".format(i, str(-self.costs[i]), str(self.word_probs[i]),
+                                       self.sentences[i]) for i in self.order]
+        return lines + [""]
+
+
+def n_steps_for(seq):
+    """``3 * (len(seq) - 1)`` (sample.py:168); ``seq`` includes end-of-sequence."""
+    return 3 * (len(seq) - 1)
+
+
+def check_call(n_samples, n_steps):
+    """The calls Theano's scan refuses (scan_op.py:1150-1158)."""
+    if n_steps < 0:
+        raise SamplingFailed(f"Scan was asked to run for negative number of step {n_steps}")
+    if n_steps == 0:
+        raise SamplingFailed("We didn't implemented yet the case where scan do 0 iteration")
+    if n_samples < 0:
+        raise SamplingFailed(f"negative number of samples {n_samples}")
+
+
+def multinomial_from_uniform(pvals, unis):
+    """``MultinomialFromUniform`` + ``argmax`` (multinomial.py:112-147, cost_layers.py:1059).
+
+    Row ``n``: the first ``m`` whose running sum of the float32 ``pvals`` -- accumulated in
+    double, left to right -- exceeds ``unis[n]``.  Legacy quirk kept: when no running sum
+    exceeds ``u`` (the row sums to less than ``u`` by rounding) the one-hot row is all
+    zeros and ``argmax`` gives word 0.
+    """
+    cum = np.cumsum(np.asarray(pvals, dtype=np.float32).astype(np.float64), axis=1)
+    hit = cum > np.asarray(unis, dtype=np.float32).astype(np.float64)[:, None]
+    return np.where(hit.any(1), hit.argmax(1), 0).astype(np.int64)
+
+
+def boundary_margin(pvals, unis, ids):
+    """``min(u - S_{m-1}, S_m - u)`` for the word ``m`` drawn with uniform ``u`` (``S`` the
+    double running sums of :func:`multinomial_from_uniform`; ``inf`` for the word-0 quirk)."""
+    cum = np.cumsum(np.asarray(pvals, dtype=np.float32).astype(np.float64), axis=1)
+    u = np.asarray(unis, dtype=np.float32).astype(np.float64)
+    r = np.arange(len(ids))
+    above = cum[r, ids] - u
+    below = u - np.where(ids > 0, cum[r, np.maximum(ids - 1, 0)], 0.0)
+    return np.where(above > 0, np.minimum(above, below), np.inf)
+
+
+def output_probs(model, readout, T):
+    """``SoftmaxLayer.fprop(state_below, temp=T)``: ``softmax(T * (x @ W + b))``."""
+    z = model.decoder.output_layer.preactivation(readout)
+    return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))
+
+
+def temperature(alpha):
+    """``T`` is a float32 scalar (``TT.scalar``, floatX): Theano rounds the Python float."""
+    return float(np.float32(alpha))
+
+
+class Sampler:
+    """``sample_fn`` with its MRG stream, for one model (the literal, one-sentence path).
+
+    ``mrg_seed``: the output layer's stream seed (default: derived from the state,
+    :func:`~groundhog_port.sampling.seed.derive_mrg_seed`).  ``stream``: a
+    :class:`StateMatrix` to continue instead (e.g. a copy of another sampler's).
+    """
+
+    def __init__(self, experiment, mrg_seed=None, stream: Optional[StateMatrix] = None):
+        self.exp = experiment
+        self.model = experiment.model
+        if stream is None:
+            if mrg_seed is None:
+                mrg_seed = derive_mrg_seed(experiment.state, experiment.cfg, experiment.state_path)
+            self.mrg_seed = int(mrg_seed)
+            self.streams = MRGRandomStreams(self.mrg_seed)
+            # build() creates two random ops in sampling_step (encdec.py:1228-1229); the
+            # scan's draws use the first one, the second is never evaluated
+            self.stream = self.streams.new_state_matrix()
+            self.unused_stream = self.streams.new_state_matrix()
+        else:
+            self.mrg_seed, self.streams, self.unused_stream = mrg_seed, None, None
+            self.stream = stream
+
+    @torch.no_grad()
+    def sample_fn(self, n_samples, n_steps, alpha, seq):
+        """``sample_fn(n_samples, n_steps, T, seq)``: a :class:`Draw`; continues the stream."""
+        check_call(n_samples, n_steps)
+        unis = [self.stream.uniform(n_samples) for _ in range(n_steps)]
+        return draw_sentence(self.model, seq, n_samples, n_steps, temperature(alpha), unis)
+
+    def sample(self, seq, n_samples, alpha=1.0, normalize=False):
+        """``sample(lm_model, seq, n_samples, sampler=..., alpha=...)`` (sample.py:163)."""
+        draw = self.sample_fn(n_samples, n_steps_for(seq), alpha, seq)
+        return finish(draw, self.exp.trg_idx2word, normalize)
+
+    def sample_many(self, seqs, n_samples, alpha=1.0, normalize=False, batch_size=32):
+        """:meth:`sample` on every ``seq`` in order, as successive calls of one process:
+        a list of :class:`Samples` or :class:`SamplingFailed` (those draw nothing).
+
+        ``batch_size > 1`` decodes that many sentences at once
+        (:mod:`groundhog_port.sampling.batched`) with the same draws; 1 is the literal loop.
+        """
+        if batch_size <= 1:
+            out = []
+            for seq in seqs:
+                try:
+                    out.append(self.sample(seq, n_samples, alpha, normalize))
+                except SamplingFailed as err:
+                    out.append(err)
+            return out
+        from .batched import BatchedSampler
+        T = temperature(alpha)
+        out, todo = [None] * len(seqs), []
+        for i, seq in enumerate(seqs):
+            steps = n_steps_for(seq)
+            try:
+                check_call(n_samples, steps)
+            except SamplingFailed as err:
+                out[i] = err
+                continue
+            todo.append((i, steps, [self.stream.uniform(n_samples) for _ in range(steps)]))
+        if todo:
+            batched = BatchedSampler(self.model, batch_size)
+            draws = batched.draw_many([seqs[i] for i, _, _ in todo], n_samples,
+                                      [s for _, s, _ in todo], T, [u for _, _, u in todo])
+            for (i, _, _), draw in zip(todo, draws):
+                out[i] = finish(draw, self.exp.trg_idx2word, normalize)
+        return out
+
+    def skip(self, seq, n_samples):
+        """Advance the stream as sampling ``seq`` would, without decoding (``--resume``)."""
+        steps = n_steps_for(seq)
+        try:
+            check_call(n_samples, steps)
+        except SamplingFailed:
+            return
+        for _ in range(steps):
+            self.stream.uniform(n_samples)
+
+
+@torch.no_grad()
+def draw_sentence(model, seq, n_samples, n_steps, T, unis, forced_ids=None):
+    """The scan of ``build_sampler`` for one sentence with the given uniforms.
+
+    ``unis``: ``n_steps`` float32 arrays of ``n_samples`` uniforms.  ``forced_ids``
+    (``(n_steps, n_samples)``): take these words instead of drawing (the float64 shadow
+    replays a draw this way); then ``unis`` may be None.
+    """
+    dec = model.decoder
+    device = model.device
+    c = model.encode(seq)
+    p_from_c = model.p_from_c(c)
+    s = model.initial_states(c).expand(n_samples, -1).contiguous()
+    y = torch.zeros(n_samples, dtype=torch.int64, device=device)
+    ids = np.zeros((n_steps, n_samples), dtype=np.int64)
+    nlp = np.zeros((n_steps, n_samples), dtype=np.float64 if model.dtype == torch.float64
+                   else np.float32)
+    margin = None if forced_ids is not None else np.zeros((n_steps, n_samples))
+    for k in range(n_steps):
+        emb = dec.approx_embedder(y)
+        ctx, _ = dec.context(s, c[:, None], p_from_c, k)
+        probs = output_probs(model, dec.readout(s, ctx, dec.prev_word_term(y, emb)), T)
+        if forced_ids is None:
+            p = probs.cpu().numpy()
+            word = multinomial_from_uniform(p, unis[k])
+            margin[k] = boundary_margin(p, unis[k], word)
+        else:
+            word = np.asarray(forced_ids[k], dtype=np.int64)
+        y = torch.as_tensor(word, device=device)
+        ids[k] = word
+        nlp[k] = (-legacy_log(probs.gather(1, y[:, None])[:, 0])).cpu().numpy()
+        _, x, x_z, x_r = dec.signals(y)
+        s = dec.transition_step(x, x_z, x_r, s, ctx)
+    return Draw(ids, nlp, margin)
+
+
+def finish(draw, idx2word, normalize=False):
+    """The rest of ``sample()`` (sample.py:169-188) on a :class:`Draw`."""
+    sentences, word_probs, costs = [], [], []
+    for i in range(draw.ids.shape[1]):
+        words = indices_to_words(idx2word, draw.ids[:, i])
+        sentences.append(" ".join(words))
+        probs = np.array(draw.neg_log_probs[:len(words) + 1, i])
+        word_probs.append(np.exp(-probs))
+        costs.append(-np.sum(probs))               # numpy's float32 sum
+    if normalize:
+        # float32 / int: numpy 1.x made it a float64 (sample.py:180-182)
+        counts = [len(s.strip().split(" ")) for s in sentences]
+        costs = [np.float64(float(co) / cn) for co, cn in zip(costs, counts)]
+    order = legacy_order(costs)
+    return Samples(sentences, costs, word_probs, draw, normalize, order)
+
+
+def legacy_order(costs):
+    """``numpy.argsort(costs)`` with numpy 1.23's tie order (the verbose print order).
+
+    ``data.legacy_argsort`` emulates numpy 1.23's introsort, which only compares keys with
+    ``<``: order-preserving integer ranks of the costs give it the same comparisons.
+    """
+    if not costs:
+        return []
+    ranks = np.unique(np.asarray(costs, dtype=np.float64), return_inverse=True)[1]
+    return [int(i) for i in legacy_argsort(ranks.ravel())]

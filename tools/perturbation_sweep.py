@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Sensitivity of the parity check: perturb one weight, see whether parity catches it.
+
+Each trial adds ``--delta`` to one random element of one of the chosen parameters (default:
+every dense matrix -- transition, gates, attention, readout, output projections; not the
+embedding tables, whose rows only matter for the words that occur), runs
+``groundhog_port.parity.check`` of the perturbed model against the recorded trace, and
+reports:
+
+* **caught**: parity fails (some recorded quantity is beyond its derived bound);
+* **beyond the bound**: the perturbation moves the EXACT value of some recorded quantity
+  (the perturbed model's float64 shadow against the clean model's) by more than the
+  derived bound ``K * noise + quantum`` (:mod:`groundhog_port.tolerance`), or changes a
+  token sequence;
+* **detectable**: it moves some exact value by more than the bound PLUS the float32 error
+  the recording already carries there (``|recorded - clean float64|``): no float32 rounding
+  of the recording can explain that change.  (A change between the two can hide in the
+  recording's own rounding when the two point the same way.)
+
+Target: every detectable perturbation caught.  Usage::
+
+    python tools/perturbation_sweep.py --case ../shared/legacy_traces/search --delta 1e-4 --trials 12
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from groundhog_port import parity as P  # noqa: E402
+from groundhog_port.checkpoint import legacy_param_table  # noqa: E402
+from groundhog_port.loading import open_experiment  # noqa: E402
+from groundhog_port.trace import TraceFile  # noqa: E402
+
+
+#: the comparison itself, before :class:`Capture` wraps it
+JUDGE = P.compare_values
+
+
+def dense_params(model):
+    """``{legacy name: tensor}`` of every 2-D weight that is not an embedding table."""
+    table, _ = legacy_param_table(model.cfg)
+    out = {}
+    for entry in table:
+        if len(entry.shape) != 2 or "approx_embdr" in entry.name:
+            continue
+        t = model
+        for part in entry.path.split("."):
+            t = getattr(t, part)
+        out[entry.name] = t
+    return out
+
+
+class Capture:
+    """Records what :func:`parity.check` compares: float values (port32, port64 and their
+    arguments) and token sequences / strings, by location."""
+
+    def __init__(self):
+        self.values, self.seqs = {}, {}
+
+    def __enter__(self):
+        self._cv, self._cs, self._ct = P.compare_values, P.compare_sequences, P.compare_text
+        cap = self
+
+        def cv(row, where, port32, port64, recorded, magnitude_of=None, quantum=None, poolable=None):
+            cap.values[where] = (row.quantity, row.tolerance, np.array(port32), np.array(port64),
+                                 magnitude_of, quantum, poolable, np.array(recorded, dtype=np.float64))
+            return cap._cv(row, where, port32, port64, recorded, magnitude_of, quantum, poolable)
+
+        def cs(row, where, got, want):
+            cap.seqs[where] = [tuple(int(t) for t in s) for s in got]
+            return cap._cs(row, where, got, want)
+
+        def ct(row, where, got, want):
+            cap.seqs[where] = got
+            return cap._ct(row, where, got, want)
+
+        P.compare_values, P.compare_sequences, P.compare_text = cv, cs, ct
+        return self
+
+    def __exit__(self, *exc):
+        P.compare_values, P.compare_sequences, P.compare_text = self._cv, self._cs, self._ct
+
+
+def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
+    """``(yes, where)``: the perturbed exact values beyond the bound around the clean exact
+    values (``with_recording_error``: the bound plus ``|recorded - clean float64|``), or
+    another token sequence / line."""
+    from groundhog_port import tolerance as tolmod
+
+    for where, got in pert.seqs.items():
+        if where in clean.seqs and clean.seqs[where] != got:
+            return True, where
+    rows = {}
+    for where, (quantity, tol, p32, p64, m, quantum, poolable, rec) in pert.values.items():
+        if where not in clean.values:
+            continue
+        ref = clean.values[where][3]
+        if ref.shape != p64.shape:
+            return True, where
+        fin = np.isfinite(rec) & np.isfinite(ref)
+        if quantum is None:
+            quantum = tolmod.ulp32(np.maximum(np.where(fin, np.abs(rec), 0), np.where(fin, np.abs(ref), 0)))
+        if with_recording_error:
+            quantum = quantum + np.where(fin, np.abs(rec - np.where(fin, ref, 0)), 0.0)
+        row = rows.setdefault(quantity, P.Row("sweep", quantity, tol))
+        JUDGE(row, where, p32, p64, ref, m, quantum, poolable)
+    for row in rows.values():
+        row.finish()
+        if row.n_bad:
+            return True, row.worst
+    return False, None
+
+
+def run_check(exp, tr, files, groups, labels):
+    return P.check(exp, tr, groups=groups, beam_labels=labels, source=files.source, target=files.target)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", default=str(REPO.parent / "shared" / "legacy_traces" / "search"))
+    ap.add_argument("--delta", type=float, default=1e-4, help="added to the chosen element")
+    ap.add_argument("--trials", type=int, default=12)
+    ap.add_argument("--params", nargs="+", help="legacy parameter names (default: every dense matrix)")
+    ap.add_argument("--groups", default="repr,pairs,steps",
+                    help=f"parity groups compared (default repr,pairs,steps; all: {','.join(P.GROUPS)})")
+    ap.add_argument("--beam-labels", nargs="+", help="with the beam group: these labels only")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    groups = tuple(g for g in args.groups.split(",") if g)
+    files = P.find_case(args.case)
+    exp = open_experiment(files.state, files.model, data_dir=files.dir)
+    params = dense_params(exp.model)
+    names = args.params or sorted(params)
+    unknown = [n for n in names if n not in params]
+    if unknown:
+        ap.error(f"not dense parameters of this model: {', '.join(unknown)}")
+    rng = np.random.RandomState(args.seed)
+    caught = n_detectable = caught_detectable = n_beyond = 0
+    t0 = time.perf_counter()
+    with TraceFile(files.trace) as tr, torch.no_grad():
+        with Capture() as clean:
+            base = run_check(exp, tr, files, groups, args.beam_labels)
+        if not base.ok:
+            print("the unperturbed model does not pass parity; the sweep needs a passing case",
+                  file=sys.stderr)
+            return 2
+        for trial in range(args.trials):
+            name = names[rng.randint(len(names))]
+            w = params[name]
+            idx = tuple(int(rng.randint(s)) for s in w.shape)
+            old = w[idx].item()
+            w[idx] = old + args.delta
+            try:
+                with Capture() as pert:
+                    rep = run_check(exp, tr, files, groups, args.beam_labels)
+            finally:
+                w[idx] = old
+            is_caught = not rep.ok
+            is_det, where = beyond(clean, pert, with_recording_error=True)
+            is_beyond = is_det or beyond(clean, pert, with_recording_error=False)[0]
+            caught += is_caught
+            n_beyond += is_beyond
+            n_detectable += is_det
+            caught_detectable += is_caught and is_det
+            fails = ", ".join(r.quantity for r in rep.failed[:4]) or "-"
+            print(f"trial {trial + 1:3d}: {name}{list(idx)} += {args.delta:g}: "
+                  f"{'CAUGHT' if is_caught else 'missed'} (failing: {fails}); "
+                  f"{'detectable' if is_det else 'beyond the bound only' if is_beyond else 'within float32 noise'}"
+                  + (f" (first at {where})" if is_det else ""), flush=True)
+    print(f"delta {args.delta:g}, {args.trials} trials on {files.name} ({', '.join(groups)}): caught "
+          f"{caught}/{args.trials}; beyond the bound {n_beyond}/{args.trials}; detectable "
+          f"{n_detectable}/{args.trials}; detectable and caught "
+          f"{caught_detectable}/{n_detectable}; {time.perf_counter() - t0:.0f} s")
+    return 0 if caught_detectable == n_detectable else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
