@@ -186,8 +186,8 @@ class Row:
         """Judge the records kept for pooling (small records, :class:`tolerance.Pool`)."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            for where, (recorded, port32), res in _pool_results(pool):
-                _account(self, where, recorded, port32, res)
+            for where, res in pool.results():
+                _account(self, where, res)
 
     @property
     def tolerance_text(self) -> str:
@@ -273,23 +273,16 @@ def compare_values(row: Row, where: str, port32, port64, recorded, magnitude_of=
         return
     sigma, n_pool = tolmod.pooled_sigma(p, q, kind, magnitude_of, poolable)
     if n_pool >= tolmod.POOL_MIN:
-        res = tolmod.judge(r, p, q, kind, sigma, n_pool, magnitude_of, quantum)
-        _account(row, where, r, p, res)
+        _account(row, where, tolmod.judge(r, p, q, kind, sigma, n_pool, magnitude_of, quantum))
         return
     if row._pool is None:
         row._pool = tolmod.Pool(kind)
     row._pool.add(where, r, p, q, magnitude_of, quantum, poolable)
 
 
-def _pool_results(pool: tolmod.Pool):
-    for (where, res), rec in zip(pool.results(), pool._records):
-        yield where, (rec[1], rec[2]), res
-
-
-def _account(row: Row, where: str, recorded, port32, res: tolmod.Comparison):
+def _account(row: Row, where: str, res: tolmod.Comparison):
     """Add one judged record to the row's figures."""
-    r = np.asarray(recorded, dtype=np.float64)
-    p = np.asarray(port32, dtype=np.float64)
+    r, p = res.recorded, res.port32
     row.n += r.size
     fin = res.finite
     if fin.any():

@@ -176,7 +176,8 @@ class Comparison:
 
     ``err = |r - p64|`` (0 where not finite), ``own = |p32 - p64|`` (the port's float32
     noise), ``noise`` (eq. 2), ``allowed`` (eq. 1 right side), ``bad`` (over the bound, or a non-finite pattern mismatch), ``pattern_bad``,
-    ``sigma`` (the pooled noise per unit magnitude used), ``n_pool`` (its pool's size).
+    ``sigma`` (the pooled noise per unit magnitude used), ``n_pool`` (its pool's size),
+    ``recorded``/``port32`` (the compared values, float64).
     """
 
     err: np.ndarray
@@ -190,6 +191,8 @@ class Comparison:
     n_pool: int
     kind: Kind
     k: float = K
+    recorded: Optional[np.ndarray] = None
+    port32: Optional[np.ndarray] = None
 
     @property
     def n_bad(self) -> int:
@@ -247,7 +250,8 @@ def judge(recorded, port32, port64, kind: Kind, sigma: float, n_pool: int, magni
         quantum = ulp32(np.maximum(np.where(fin, np.abs(r), 0.0), np.where(fin, np.abs(q), 0.0)))
     allowed = k * noise + np.broadcast_to(np.asarray(quantum, dtype=np.float64), r.shape)
     bad = pattern_bad | (fin & (err > allowed))
-    return Comparison(err, own, noise, allowed, bad, pattern_bad, fin, float(sigma), int(n_pool), kind, k)
+    return Comparison(err, own, noise, allowed, bad, pattern_bad, fin, float(sigma), int(n_pool), kind, k,
+                      r, p)
 
 
 def pooled_sigma(port32, port64, kind: Kind, magnitude_of=None, poolable=None) -> Tuple[float, int]:
@@ -280,13 +284,12 @@ class Pool:
 
     For quantities whose records are small (a sentence score, one n-best list's costs):
     :meth:`add` them all, then :meth:`results` judges each with the pool's ``sigma``
-    (every record's elements pooled).  ``big_records_alone=True`` judges records of at
-    least :data:`POOL_MIN` elements with their own pool (they still join the shared pool).
+    (every record's elements pooled).  Records of at least :data:`POOL_MIN` elements are
+    better judged at once with :func:`compare` (their own pool; nothing kept in memory).
     """
 
     kind: Kind
     k: float = K
-    big_records_alone: bool = False
     _records: List[tuple] = field(default_factory=list)
     _sum_sq: float = 0.0
     _n: int = 0
@@ -309,10 +312,6 @@ class Pool:
         return float(np.sqrt(self._sum_sq / self._n)) if self._n else 0.0
 
     def results(self) -> Iterator[Tuple[str, Comparison]]:
-        shared = self.sigma
-        for where, r, p, q, m, quantum, u in self._records:
-            if self.big_records_alone and u.size >= POOL_MIN:
-                sigma, n = float(np.sqrt(np.mean(u * u))), int(u.size)
-            else:
-                sigma, n = shared, self._n
-            yield where, judge(r, p, q, self.kind, sigma, n, m, quantum, self.k)
+        sigma = self.sigma
+        for where, r, p, q, m, quantum, _ in self._records:
+            yield where, judge(r, p, q, self.kind, sigma, self._n, m, quantum, self.k)
