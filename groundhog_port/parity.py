@@ -255,13 +255,14 @@ def compare_exact(row: Row, where: str, got, want):
 
 
 def compare_values(row: Row, where: str, port32, port64, recorded, magnitude_of=None, quantum=None,
-                   poolable=None):
+                   poolable=None, n_terms=None):
     """A floating-point quantity under the derived bound of :mod:`groundhog_port.tolerance`.
 
     ``port32``: the port's float32 value, ``port64``: the float64 shadow's, ``recorded``:
     the trace's.  Records with at least ``tolerance.POOL_MIN`` pooled elements are judged
     now with their own noise pool; smaller ones (a sentence score, one n-best list's costs)
-    join the row's pool and are judged by :meth:`Row.finish`.
+    join the row's pool and are judged by :meth:`Row.finish`.  ``n_terms``: the value is a
+    float32 running sum of that many terms (:func:`tolerance.sum_floor`).
     """
     kind = tolmod.KINDS[row.tolerance.noise]
     r = np.asarray(recorded)
@@ -273,11 +274,12 @@ def compare_values(row: Row, where: str, port32, port64, recorded, magnitude_of=
         return
     sigma, n_pool = tolmod.pooled_sigma(p, q, kind, magnitude_of, poolable)
     if n_pool >= tolmod.POOL_MIN:
-        _account(row, where, tolmod.judge(r, p, q, kind, sigma, n_pool, magnitude_of, quantum))
+        _account(row, where, tolmod.judge(r, p, q, kind, sigma, n_pool, magnitude_of, quantum,
+                                          n_terms=n_terms))
         return
     if row._pool is None:
         row._pool = tolmod.Pool(kind)
-    row._pool.add(where, r, p, q, magnitude_of, quantum, poolable)
+    row._pool.add(where, r, p, q, magnitude_of, quantum, poolable, n_terms)
 
 
 def _account(row: Row, where: str, res: tolmod.Comparison):
@@ -617,7 +619,7 @@ def _check_pairs(ctx: _Context, rows: _Rows):
         else:
             compare_values(r_al, f"{where}/alignment", _np(s.alignment), _np(s64.alignment), rec["alignment"])
         compare_values(r_sc, f"{where}/score", (-_np(s.cost)).astype(np.float32), -_np(s64.cost),
-                       rec["score"], magnitude_of=len(rec["trg_ids"]),
+                       rec["score"], magnitude_of=len(rec["trg_ids"]), n_terms=len(rec["trg_ids"]),
                        poolable=_normal_probs(_np(s.word_probs).min()))
         ctx.tick()
 
@@ -648,7 +650,8 @@ def _check_batch(ctx: _Context, rows: _Rows):
         mask = np.asarray(rec["y_mask"], dtype=np.float64)
         min_p = np.where(mask > 0, _np(s32.word_probs), 1.0).min(0)
         compare_values(r["scores"], f"{where}/scores", -_np(s32.cost).astype(np.float32), -_np(s64.cost),
-                       rec["scores"], magnitude_of=mask.sum(0), poolable=_normal_probs(min_p))
+                       rec["scores"], magnitude_of=mask.sum(0), n_terms=mask.shape[0],
+                       poolable=_normal_probs(min_p))
         ctx.tick()
 
 
