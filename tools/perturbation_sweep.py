@@ -102,9 +102,12 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
     for where, (quantity, tol, p32, p64, m, quantum, poolable, rec, n_terms) in pert.values.items():
         if where not in clean.values:
             continue
-        ref = clean.values[where][3]
+        clean32, ref = clean.values[where][2], clean.values[where][3]
         if ref.shape != p64.shape:
             return True, where
+        # where the clean float32 run is not finite (underflow, masking) the clean run's
+        # float32 value is the reference: the non-finite pattern is a float32 property
+        ref = np.where(np.isfinite(clean32), ref, clean32)
         fin = np.isfinite(rec) & np.isfinite(ref)
         if quantum is None:
             quantum = tolmod.ulp32(np.maximum(np.where(fin, np.abs(rec), 0), np.where(fin, np.abs(ref), 0)))
