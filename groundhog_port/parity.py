@@ -595,6 +595,20 @@ def _normal_probs(*probs):
     return np.logical_and.reduce([np.asarray(p, dtype=np.float64) >= tolmod.FLT32_TINY for p in probs])
 
 
+#: ``-log`` of the smallest normal float32: a word cost above it comes from a subnormal p
+SUBNORMAL_COST = -float(np.log(tolmod.FLT32_TINY))
+
+
+def _normal_sentences(token_costs, mask=None):
+    """Sentences (columns) none of whose (unmasked) word costs come from a subnormal
+    probability; non-finite costs are compared as a pattern, not pooled, anyway."""
+    c = np.asarray(token_costs, dtype=np.float64)
+    if mask is not None:
+        c = np.where(np.asarray(mask) > 0, c, 0.0)
+    with np.errstate(invalid="ignore"):
+        return ~(np.isfinite(c) & (c > SUBNORMAL_COST)).any(0)
+
+
 def _check_pairs(ctx: _Context, rows: _Rows):
     r_src = rows.get("pairs", "pairs/src_ids", "pairs/0/src_ids")
     r_trg = rows.get("pairs", "pairs/trg_ids", "pairs/0/trg_ids")
@@ -620,7 +634,7 @@ def _check_pairs(ctx: _Context, rows: _Rows):
             compare_values(r_al, f"{where}/alignment", _np(s.alignment), _np(s64.alignment), rec["alignment"])
         compare_values(r_sc, f"{where}/score", (-_np(s.cost)).astype(np.float32), -_np(s64.cost),
                        rec["score"], magnitude_of=len(rec["trg_ids"]), n_terms=len(rec["trg_ids"]),
-                       poolable=_normal_probs(_np(s.word_probs).min()))
+                       poolable=_normal_sentences(_np(s.token_costs)))
         ctx.tick()
 
 
@@ -648,10 +662,9 @@ def _check_batch(ctx: _Context, rows: _Rows):
         batch = SimpleNamespace(x=rec["x"], y=rec["y"], x_mask=rec["x_mask"], y_mask=rec["y_mask"])
         s32, s64 = score_batch(ctx.model, batch), score_batch(ctx.model64, batch)
         mask = np.asarray(rec["y_mask"], dtype=np.float64)
-        min_p = np.where(mask > 0, _np(s32.word_probs), 1.0).min(0)
         compare_values(r["scores"], f"{where}/scores", -_np(s32.cost).astype(np.float32), -_np(s64.cost),
                        rec["scores"], magnitude_of=mask.sum(0), n_terms=mask.shape[0],
-                       poolable=_normal_probs(min_p))
+                       poolable=_normal_sentences(_np(s32.token_costs), mask))
         ctx.tick()
 
 
