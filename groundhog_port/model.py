@@ -18,11 +18,14 @@ class Scores:
     """What ``score.py`` and ``create_probs_computer`` return for a batch.
 
     ``cost (n,)`` is ``cost_per_sample`` (the score printed is ``-cost``);
-    ``word_probs (T, n)``; ``alignment (T, S, n)`` or None without search.
+    ``word_probs (T, n)``; ``alignment (T, S, n)`` or None without search;
+    ``token_costs (T, n)``: ``-log p`` of every position before masking (the parity
+    bounds use it to recognise costs of subnormal probabilities).
     """
     cost: torch.Tensor
     word_probs: torch.Tensor
     alignment: torch.Tensor
+    token_costs: torch.Tensor = None
 
 
 class RNNEncoderDecoder(nn.Module):
@@ -96,9 +99,9 @@ class RNNEncoderDecoder(nn.Module):
         c = annotations(self, x, x_mask)
         probs, alignment = self.decoder.evaluate(c, x_mask, y, y_mask, self.stable)
         p_target = probs.gather(-1, y[..., None])[..., 0]
-        cost = -torch.log(p_target)
+        cost = token_costs = -torch.log(p_target)
         word_probs = torch.exp(-cost)
         if y_mask is not None:
             word_probs = word_probs * y_mask + 1 - y_mask
             cost = cost * y_mask
-        return Scores(cost.sum(0), word_probs, alignment)
+        return Scores(cost.sum(0), word_probs, alignment, token_costs)

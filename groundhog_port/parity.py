@@ -192,8 +192,8 @@ class Row:
         """Judge the records kept for pooling (small records, :class:`tolerance.Pool`)."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            for where, (recorded, port32), res in _pool_results(pool):
-                _account(self, where, recorded, port32, res)
+            for where, res in pool.results():
+                _account(self, where, res)
 
     @property
     def tolerance_text(self) -> str:
@@ -261,13 +261,14 @@ def compare_exact(row: Row, where: str, got, want):
 
 
 def compare_values(row: Row, where: str, port32, port64, recorded, magnitude_of=None, quantum=None,
-                   poolable=None):
+                   poolable=None, n_terms=None):
     """A floating-point quantity under the derived bound of :mod:`groundhog_port.tolerance`.
 
     ``port32``: the port's float32 value, ``port64``: the float64 shadow's, ``recorded``:
     the trace's.  Records with at least ``tolerance.POOL_MIN`` pooled elements are judged
     now with their own noise pool; smaller ones (a sentence score, one n-best list's costs)
-    join the row's pool and are judged by :meth:`Row.finish`.
+    join the row's pool and are judged by :meth:`Row.finish`.  ``n_terms``: the value is a
+    float32 running sum of that many terms (:func:`tolerance.sum_floor`).
     """
     kind = tolmod.KINDS[row.tolerance.noise]
     r = np.asarray(recorded)
@@ -279,23 +280,17 @@ def compare_values(row: Row, where: str, port32, port64, recorded, magnitude_of=
         return
     sigma, n_pool = tolmod.pooled_sigma(p, q, kind, magnitude_of, poolable)
     if n_pool >= tolmod.POOL_MIN:
-        res = tolmod.judge(r, p, q, kind, sigma, n_pool, magnitude_of, quantum)
-        _account(row, where, r, p, res)
+        _account(row, where, tolmod.judge(r, p, q, kind, sigma, n_pool, magnitude_of, quantum,
+                                          n_terms=n_terms))
         return
     if row._pool is None:
         row._pool = tolmod.Pool(kind)
-    row._pool.add(where, r, p, q, magnitude_of, quantum, poolable)
+    row._pool.add(where, r, p, q, magnitude_of, quantum, poolable, n_terms)
 
 
-def _pool_results(pool: tolmod.Pool):
-    for (where, res), rec in zip(pool.results(), pool._records):
-        yield where, (rec[1], rec[2]), res
-
-
-def _account(row: Row, where: str, recorded, port32, res: tolmod.Comparison):
+def _account(row: Row, where: str, res: tolmod.Comparison):
     """Add one judged record to the row's figures."""
-    r = np.asarray(recorded, dtype=np.float64)
-    p = np.asarray(port32, dtype=np.float64)
+    r, p = res.recorded, res.port32
     row.n += r.size
     fin = res.finite
     if fin.any():
@@ -606,6 +601,20 @@ def _normal_probs(*probs):
     return np.logical_and.reduce([np.asarray(p, dtype=np.float64) >= tolmod.FLT32_TINY for p in probs])
 
 
+#: ``-log`` of the smallest normal float32: a word cost above it comes from a subnormal p
+SUBNORMAL_COST = -float(np.log(tolmod.FLT32_TINY))
+
+
+def _normal_sentences(token_costs, mask=None):
+    """Sentences (columns) none of whose (unmasked) word costs come from a subnormal
+    probability; non-finite costs are compared as a pattern, not pooled, anyway."""
+    c = np.asarray(token_costs, dtype=np.float64)
+    if mask is not None:
+        c = np.where(np.asarray(mask) > 0, c, 0.0)
+    with np.errstate(invalid="ignore"):
+        return ~(np.isfinite(c) & (c > SUBNORMAL_COST)).any(0)
+
+
 def _check_pairs(ctx: _Context, rows: _Rows):
     r_src = rows.get("pairs", "pairs/src_ids", "pairs/0/src_ids")
     r_trg = rows.get("pairs", "pairs/trg_ids", "pairs/0/trg_ids")
@@ -630,8 +639,8 @@ def _check_pairs(ctx: _Context, rows: _Rows):
         else:
             compare_values(r_al, f"{where}/alignment", _np(s.alignment), _np(s64.alignment), rec["alignment"])
         compare_values(r_sc, f"{where}/score", (-_np(s.cost)).astype(np.float32), -_np(s64.cost),
-                       rec["score"], magnitude_of=len(rec["trg_ids"]),
-                       poolable=_normal_probs(_np(s.word_probs).min()))
+                       rec["score"], magnitude_of=len(rec["trg_ids"]), n_terms=len(rec["trg_ids"]),
+                       poolable=_normal_sentences(_np(s.token_costs)))
         ctx.tick()
 
 
@@ -659,9 +668,9 @@ def _check_batch(ctx: _Context, rows: _Rows):
         batch = SimpleNamespace(x=rec["x"], y=rec["y"], x_mask=rec["x_mask"], y_mask=rec["y_mask"])
         s32, s64 = score_batch(ctx.model, batch), score_batch(ctx.model64, batch)
         mask = np.asarray(rec["y_mask"], dtype=np.float64)
-        min_p = np.where(mask > 0, _np(s32.word_probs), 1.0).min(0)
         compare_values(r["scores"], f"{where}/scores", -_np(s32.cost).astype(np.float32), -_np(s64.cost),
-                       rec["scores"], magnitude_of=mask.sum(0), poolable=_normal_probs(min_p))
+                       rec["scores"], magnitude_of=mask.sum(0), n_terms=mask.shape[0],
+                       poolable=_normal_sentences(_np(s32.token_costs), mask))
         ctx.tick()
 
 

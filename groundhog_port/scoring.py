@@ -23,7 +23,7 @@ def score_batch(model, batch):
     t = lambda a: torch.as_tensor(a, device=dev)
     s = model.score(t(batch.x), t(batch.x_mask), t(batch.y), t(batch.y_mask))
     return Scores(s.cost.cpu(), s.word_probs.cpu(),
-                  None if s.alignment is None else s.alignment.cpu())
+                  None if s.alignment is None else s.alignment.cpu(), s.token_costs.cpu())
 
 
 def score_pair(model, src_seq, trg_seq):
@@ -34,7 +34,7 @@ def score_pair(model, src_seq, trg_seq):
     y = torch.as_tensor(np.asarray(trg_seq), device=dev)[:, None]
     s = model.score(x, torch.ones(x.shape, device=dev), y, torch.ones(y.shape, device=dev))
     return Scores(s.cost.cpu(), s.word_probs.cpu(),
-                  None if s.alignment is None else s.alignment.cpu())
+                  None if s.alignment is None else s.alignment.cpu(), s.token_costs.cpu())
 
 
 def parse_pair(exp, src_line, trg_line, allow_unk):

@@ -21,7 +21,7 @@ so its error ``|r - p64|`` is of the same size.  A recording is accepted when::
 
     |r - p64| <= K * noise + quantum                                            (1)
 
-    noise   = max(|p32 - p64|,  sigma * m,  U32 * m)         element-wise       (2)
+    noise   = max(|p32 - p64|,  sigma * m,  U32 * m  [, U32 * |p64| * sqrt(n)])     (2)
     sigma   = RMS over a pool of (|p32 - p64| / m)            noise per unit m   (3)
 
 * ``m`` is the element's noise *magnitude* given by the quantity's :class:`Kind`:
@@ -39,7 +39,9 @@ so its error ``|r - p64|`` is of the same size.  A recording is accepted when::
   beam costs).  Elements below float32's normal range (``|p64| < 1.2e-38``) stay out of a
   pool: there float32 has a fixed absolute spacing, accounted for by ``quantum``.
 * ``U32 = 2**-24`` (the float32 unit roundoff) per unit magnitude is a floor for records
-  with no noise at all (exactly representable results).
+  with no noise at all (exactly representable results); a value that is a running float32
+  sum of ``n`` terms (a sentence score) also gets ``U32 * |p64| * sqrt(n)``, the RMS size
+  of the sum's own roundings (:func:`sum_floor`), which two runs may share by chance.
 * ``quantum`` is the resolution of the recorded value: one float32 spacing (:func:`ulp32`)
   at the value (the recording rounded to float32, and below 1.2e-38 the subnormal spacing
   2**-149), or the printed precision of a number read from text (:func:`printed_quantum`).
@@ -77,7 +79,6 @@ K = 16.0
 U32 = 2.0 ** -24
 #: smallest normal float32; below it float32 keeps a fixed spacing of 2**-149
 FLT32_TINY = float(np.finfo(np.float32).tiny)
-FLT32_SUBNORMAL_SPACING = 2.0 ** -149
 #: an array with at least this many pooled elements is its own pool
 POOL_MIN = 64
 
@@ -176,7 +177,8 @@ class Comparison:
 
     ``err = |r - p64|`` (0 where not finite), ``own = |p32 - p64|`` (the port's float32
     noise), ``noise`` (eq. 2), ``allowed`` (eq. 1 right side), ``bad`` (over the bound, or a non-finite pattern mismatch), ``pattern_bad``,
-    ``sigma`` (the pooled noise per unit magnitude used), ``n_pool`` (its pool's size).
+    ``sigma`` (the pooled noise per unit magnitude used), ``n_pool`` (its pool's size),
+    ``recorded``/``port32`` (the compared values, float64).
     """
 
     err: np.ndarray
@@ -190,6 +192,8 @@ class Comparison:
     n_pool: int
     kind: Kind
     k: float = K
+    recorded: Optional[np.ndarray] = None
+    port32: Optional[np.ndarray] = None
 
     @property
     def n_bad(self) -> int:
@@ -228,11 +232,13 @@ class Comparison:
 
 
 def judge(recorded, port32, port64, kind: Kind, sigma: float, n_pool: int, magnitude_of=None,
-          quantum=None, k: float = K) -> Comparison:
+          quantum=None, k: float = K, n_terms=None) -> Comparison:
     """Eq. (1)-(2) with a given pooled ``sigma`` (see :func:`compare` and :class:`Pool`).
 
     ``quantum`` (broadcastable): the recorded value's resolution; default :func:`ulp32` of
-    ``max(|r|, |p64|)``.
+    ``max(|r|, |p64|)``.  ``n_terms``: the value is a running float32 sum of that many
+    terms; the noise is then at least ``U32 * |p64| * sqrt(n_terms)``, the RMS size of the
+    sum's own roundings (:func:`sum_floor`).
     """
     r, p, q, fin32 = _prepare(recorded, port32, port64)
     m = magnitude(kind, q, magnitude_of)
@@ -243,11 +249,22 @@ def judge(recorded, port32, port64, kind: Kind, sigma: float, n_pool: int, magni
         err = np.where(fin, np.abs(r - q), 0.0)
         own = np.where(fin, np.abs(p - q), 0.0)
     noise = np.maximum(own, np.maximum(sigma * m, U32 * m))
+    if n_terms is not None:
+        noise = np.maximum(noise, sum_floor(np.where(fin, q, 0.0), n_terms))
     if quantum is None:
         quantum = ulp32(np.maximum(np.where(fin, np.abs(r), 0.0), np.where(fin, np.abs(q), 0.0)))
     allowed = k * noise + np.broadcast_to(np.asarray(quantum, dtype=np.float64), r.shape)
     bad = pattern_bad | (fin & (err > allowed))
-    return Comparison(err, own, noise, allowed, bad, pattern_bad, fin, float(sigma), int(n_pool), kind, k)
+    return Comparison(err, own, noise, allowed, bad, pattern_bad, fin, float(sigma), int(n_pool), kind, k,
+                      r, p)
+
+
+def sum_floor(value, n_terms) -> np.ndarray:
+    """``U32 * |value| * sqrt(n_terms)``: every addition of a float32 running sum rounds by
+    up to half a spacing of the partial sum (~``U32 * |sum|``), independently, so ``n``
+    additions add ~``sqrt(n)`` of them (the worst case, ``n`` of them, is gamma_n * sum|t|).
+    Float32 noise a sum carries even where the float32 and float64 runs agree by chance."""
+    return U32 * np.abs(np.asarray(value, dtype=np.float64)) * np.sqrt(np.asarray(n_terms, dtype=np.float64))
 
 
 def pooled_sigma(port32, port64, kind: Kind, magnitude_of=None, poolable=None) -> Tuple[float, int]:
@@ -259,19 +276,19 @@ def pooled_sigma(port32, port64, kind: Kind, magnitude_of=None, poolable=None) -
 
 
 def compare(recorded, port32, port64, kind: Kind, magnitude_of=None, quantum=None,
-            sigma: Optional[float] = None, k: float = K, poolable=None) -> Comparison:
+            sigma: Optional[float] = None, k: float = K, poolable=None, n_terms=None) -> Comparison:
     """Judge ``recorded`` against the port's float32 and float64 values of the same quantity.
 
     The pool of eq. (3) is the array itself (give arrays of at least :data:`POOL_MIN`
     elements, or pass ``sigma`` from a :class:`Pool`).  ``magnitude_of``: the number of
     terms for ``TERMS`` (a factor on ``m`` for the other kinds).  ``quantum``: the
-    recorded value's resolution (default one float32 spacing).  Returns a
-    :class:`Comparison`; ``.ok`` is the verdict.
+    recorded value's resolution (default one float32 spacing).  ``n_terms``: see
+    :func:`judge`.  Returns a :class:`Comparison`; ``.ok`` is the verdict.
     """
     n = 0
     if sigma is None:
         sigma, n = pooled_sigma(port32, port64, kind, magnitude_of, poolable)
-    return judge(recorded, port32, port64, kind, sigma, n, magnitude_of, quantum, k)
+    return judge(recorded, port32, port64, kind, sigma, n, magnitude_of, quantum, k, n_terms)
 
 
 @dataclass
@@ -280,26 +297,25 @@ class Pool:
 
     For quantities whose records are small (a sentence score, one n-best list's costs):
     :meth:`add` them all, then :meth:`results` judges each with the pool's ``sigma``
-    (every record's elements pooled).  ``big_records_alone=True`` judges records of at
-    least :data:`POOL_MIN` elements with their own pool (they still join the shared pool).
+    (every record's elements pooled).  Records of at least :data:`POOL_MIN` elements are
+    better judged at once with :func:`compare` (their own pool; nothing kept in memory).
     """
 
     kind: Kind
     k: float = K
-    big_records_alone: bool = False
     _records: List[tuple] = field(default_factory=list)
     _sum_sq: float = 0.0
     _n: int = 0
 
     def add(self, where: str, recorded, port32, port64, magnitude_of=None, quantum=None,
-            poolable=None):
-        """One record (``magnitude_of``/``quantum``/``poolable`` as in :func:`compare`)."""
+            poolable=None, n_terms=None):
+        """One record (``magnitude_of``/``quantum``/``poolable``/``n_terms`` as in :func:`compare`)."""
         _, p, q, fin32 = _prepare(recorded, port32, port64)
         u = _unit_noise(p, q, magnitude(self.kind, q, magnitude_of), fin32, poolable)
         self._sum_sq += float(np.sum(u * u))
         self._n += int(u.size)
         self._records.append((where, np.asarray(recorded), np.asarray(port32), np.asarray(port64),
-                              magnitude_of, quantum, u))
+                              magnitude_of, quantum, n_terms))
 
     def __len__(self):
         return len(self._records)
@@ -309,10 +325,6 @@ class Pool:
         return float(np.sqrt(self._sum_sq / self._n)) if self._n else 0.0
 
     def results(self) -> Iterator[Tuple[str, Comparison]]:
-        shared = self.sigma
-        for where, r, p, q, m, quantum, u in self._records:
-            if self.big_records_alone and u.size >= POOL_MIN:
-                sigma, n = float(np.sqrt(np.mean(u * u))), int(u.size)
-            else:
-                sigma, n = shared, self._n
-            yield where, judge(r, p, q, self.kind, sigma, n, m, quantum, self.k)
+        sigma = self.sigma
+        for where, r, p, q, m, quantum, n_terms in self._records:
+            yield where, judge(r, p, q, self.kind, sigma, self._n, m, quantum, self.k, n_terms)

@@ -67,10 +67,12 @@ class Capture:
         self._cv, self._cs, self._ct = P.compare_values, P.compare_sequences, P.compare_text
         cap = self
 
-        def cv(row, where, port32, port64, recorded, magnitude_of=None, quantum=None, poolable=None):
+        def cv(row, where, port32, port64, recorded, magnitude_of=None, quantum=None, poolable=None,
+               n_terms=None):
             cap.values[where] = (row.quantity, row.tolerance, np.array(port32), np.array(port64),
-                                 magnitude_of, quantum, poolable, np.array(recorded, dtype=np.float64))
-            return cap._cv(row, where, port32, port64, recorded, magnitude_of, quantum, poolable)
+                                 magnitude_of, quantum, poolable, np.array(recorded, dtype=np.float64),
+                                 n_terms)
+            return cap._cv(row, where, port32, port64, recorded, magnitude_of, quantum, poolable, n_terms)
 
         def cs(row, where, got, want):
             cap.seqs[where] = [tuple(int(t) for t in s) for s in got]
@@ -97,19 +99,22 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
         if where in clean.seqs and clean.seqs[where] != got:
             return True, where
     rows = {}
-    for where, (quantity, tol, p32, p64, m, quantum, poolable, rec) in pert.values.items():
+    for where, (quantity, tol, p32, p64, m, quantum, poolable, rec, n_terms) in pert.values.items():
         if where not in clean.values:
             continue
-        ref = clean.values[where][3]
+        clean32, ref = clean.values[where][2], clean.values[where][3]
         if ref.shape != p64.shape:
             return True, where
+        # where the clean float32 run is not finite (underflow, masking) the clean run's
+        # float32 value is the reference: the non-finite pattern is a float32 property
+        ref = np.where(np.isfinite(clean32), ref, clean32)
         fin = np.isfinite(rec) & np.isfinite(ref)
         if quantum is None:
             quantum = tolmod.ulp32(np.maximum(np.where(fin, np.abs(rec), 0), np.where(fin, np.abs(ref), 0)))
         if with_recording_error:
             quantum = quantum + np.where(fin, np.abs(rec - np.where(fin, ref, 0)), 0.0)
         row = rows.setdefault(quantity, P.Row("sweep", quantity, tol))
-        JUDGE(row, where, p32, p64, ref, m, quantum, poolable)
+        JUDGE(row, where, p32, p64, ref, m, quantum, poolable, n_terms)
     for row in rows.values():
         row.finish()
         if row.n_bad:

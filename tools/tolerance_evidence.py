@@ -89,7 +89,6 @@ def score_self_differences(exp, m64, tr):
     d, p32, p64, m = [], [], [], []
     k = 0
     for rec in tr.batch_all():
-        batch = SimpleNamespace(**{n: rec[n] for n in ("x", "y", "x_mask", "y_mask")})
         for j, s in enumerate(rec["scores"]):
             i = k + j
             if i in single and np.isfinite(s) and np.isfinite(single[i]):
