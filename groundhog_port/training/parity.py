@@ -61,29 +61,16 @@ def _row(rows, quantity, kind=None):
         if kind is None:
             rows.rows[quantity] = Row("train_step", quantity, EXACT)
         else:
-            t = Tolerance("derived", note=f"|recorded - p64| <= {tol.K:g} * noise + quantum, "
-                                          f"noise of kind {kind.name}: {kind.note}")
-            rows.rows[quantity] = Row("train_step", quantity, t,
-                                      rule_extra=f" ({tol.K:g} x f32 noise, {kind.name})")
+            t = Tolerance("derived", noise=kind.name, nonfinite_pattern=True,
+                          note=f"noise of kind {kind.name}: {kind.note}")
+            rows.rows[quantity] = Row("train_step", quantity, t)
     return rows.rows[quantity]
 
 
 def _add(row, where, recorded, cmp):
     """Fold one :class:`~groundhog_port.tolerance.Comparison` into a report row."""
-    r = np.asarray(recorded, dtype=np.float64)
-    row.n += r.size
-    row.n_bad += cmp.n_bad
-    if cmp.finite.any():
-        err = cmp.err[cmp.finite]
-        row._errs(float(err.max()), float(np.max(np.where(r[cmp.finite] != 0,
-                                                         err / np.where(r[cmp.finite] != 0,
-                                                                        np.abs(r[cmp.finite]), 1),
-                                                         0.0))))
-    ratio = cmp.ratio
-    j = int(np.argmax(ratio)) if ratio.size else 0
-    if ratio.size:
-        idx = np.unravel_index(j, ratio.shape)
-        row._candidate(float(ratio.flat[j]), where + "[" + ", ".join(map(str, idx)) + "]")
+    from ..parity import _account
+    _account(row, where, cmp)
 
 
 def read_train_step(tr):
@@ -122,7 +109,7 @@ def _corpora(exp, trace_path):
 
 def check_train_step(ctx, rows):
     """Compare ``/train_step`` of ``ctx.tr`` into ``rows`` (see the module docstring)."""
-    from ..parity import compare_array, compare_text
+    from ..parity import compare_exact, compare_text
 
     exp = ctx.exp
     rec = read_train_step(ctx.tr)
@@ -135,7 +122,7 @@ def check_train_step(ctx, rows):
         row.notes.append(f"batch not compared: {err}; pass --data-dir")
     else:
         for k in ("x", "x_mask", "y", "y_mask"):
-            compare_array(_row(rows, f"train_step/{k}"), f"train_step/{k}", getattr(batch, k), rec[k])
+            compare_exact(_row(rows, f"train_step/{k}"), f"train_step/{k}", getattr(batch, k), rec[k])
     compare_text(_row(rows, "train_step/param_order"), "train_step@param_order",
                  " ".join(param_order(exp.cfg)), " ".join(rec["param_order"]))
 
