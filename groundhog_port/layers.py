@@ -216,7 +216,8 @@ def softmax_with_bias(z):
     ``e`` multiplied by the double ``1 / sum`` and rounded back to float32.  The
     double accumulation matters: probabilities near 1 then round like Theano's,
     which keeps costs of near-certain words (``-log p`` ~ 1e-7) in agreement.
+    (In a float64 model -- the tolerance model's shadow -- everything stays float64.)
     """
     e = torch.exp(z - z.amax(-1, keepdim=True))
     e64 = e.double()
-    return (e64 * (1.0 / e64.sum(-1, keepdim=True))).float()
+    return (e64 * (1.0 / e64.sum(-1, keepdim=True))).to(z.dtype)

@@ -37,7 +37,20 @@ class RNNEncoderDecoder(nn.Module):
 
     @property
     def dtype(self):
-        return torch.float32
+        """float32 (GroundHog's ``floatX``); float64 for :meth:`float64_shadow` copies."""
+        return self.decoder.hid_readout.b.dtype
+
+    def float64_shadow(self):
+        """A float64 copy computing the same functions from the same (float32) weights.
+
+        Every step function, the legacy quirks included, runs in double precision, so its
+        results are the exact values up to ~1e-16: the reference the float32 rounding noise
+        of the port (and of Theano) is measured against (:mod:`groundhog_port.tolerance`,
+        ``groundhog-port parity --float64-reference``).
+        """
+        import copy
+        shadow = copy.deepcopy(self)
+        return shadow.double()
 
     @property
     def device(self):

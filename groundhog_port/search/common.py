@@ -21,8 +21,8 @@ class SearchFailed(Exception):
 
 
 def legacy_log(probs):
-    """float32 ``log p`` (see module docstring)."""
-    return torch.log(probs.double()).float()
+    """float32 ``log p`` (see module docstring); float64 probabilities keep a float64 log."""
+    return torch.log(probs.double()).to(probs.dtype)
 
 
 def next_costs(costs, probs, step, minlen, ignore_unk, eos_id, unk_id):
