@@ -212,6 +212,10 @@ class BatchedBeamSearch:
     def _encode(self, seqs):
         """Annotations ``c (S_b, c_dim)`` of each sentence, equal to ``model.encode(seq)``."""
         model, cfg = self.model, self.cfg
+        if model.encoder.grconv:
+            # the grConv root depends on the sentence's length (its pyramid stops there), so
+            # an unmasked padded batch would not reproduce it: encode one by one (cheap)
+            return [model.encode(s) for s in seqs]
         device = model.device
         lens = [len(s) for s in seqs]
         S, B = max(lens), len(seqs)
