@@ -84,3 +84,23 @@ def annotations(model, x, x_mask=None):
         if cfg.last_backward:
             parts.append(backward[:1].expand_as(backward))
     return torch.cat(parts, dim=-1)
+
+
+@torch.no_grad()
+def grconv_gates(model, seq):
+    """The gating coefficients of the grConv over one sentence ``seq`` (word ids, ``<eos>``
+    included): ``(T - 1, T, 3)`` float32, level ``k`` (1-based, row ``k - 1``) at position
+    ``t`` = (w_new, w_left, w_right) of the node summarising words ``t-k .. t``.
+
+    What ``experiments/nmt/tree.py`` steps through (tree.py:79-83, 125: ``proj_x`` then
+    ``step_fprop(None, h, return_gates=True)`` once per level, no mask).  Positions
+    ``t < k`` reach past the first word (zeros on the left) and are not part of the tree.
+    """
+    enc = model.encoder
+    if not enc.grconv:
+        raise ValueError("the gating tree exists only for enc_rec_layer="
+                         "'RecursiveConvolutionalLayer'")
+    x = torch.as_tensor(seq, dtype=torch.int64, device=model.device)[:, None]
+    h = enc.input_embedder(enc.approx_embedder(x))
+    gates = [g[:, 0] for _, g in enc.transition.climb(h)]
+    return torch.stack(gates) if gates else h.new_zeros((0, len(seq), 3))

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import PENDING_ROOT
+from conftest import FIXTURES, PENDING_ROOT
 import legacy_states
 from groundhog_port import checkpoint
 from groundhog_port.cli import main
 from groundhog_port.commands.inspect import report as inspect_report
 from groundhog_port.config import ModelConfig
-from groundhog_port.encoder import annotations
+from groundhog_port.encoder import annotations, grconv_gates
 from groundhog_port.errors import UnsupportedModelError
 from groundhog_port.loading import open_experiment
 from groundhog_port.search.batched import BatchedBeamSearch
@@ -162,3 +162,44 @@ def test_inspect_lists_the_grconv_parameters():
         assert names[f"{n}_enc_transition_0"]["in_checkpoint"]
         assert names[f"{n}_enc_transition_0"]["module"] == f"encoder.transition.{n}"
     assert rep["checkpoint"]["problems"] == []
+
+
+def test_gates_are_distributions_and_compose_the_recorded_root(exp):
+    """``grconv_gates`` (what tree.py steps through): three weights summing to 1 per node,
+    and the levels they build end in the recorded annotation."""
+    model = exp.model
+    with TraceFile(CASE / "trace.h5") as tr:
+        seq, c = tr.repr(0)["seq"], tr.repr(0)["c"]
+    gates = grconv_gates(model, seq)
+    assert gates.shape == (len(seq) - 1, len(seq), 3)
+    assert torch.allclose(gates.sum(-1), torch.ones(()), atol=1e-6) and (gates >= 0).all()
+    with torch.no_grad():
+        enc = model.encoder
+        h = enc.input_embedder(enc.approx_embedder(torch.as_tensor(seq)[:, None]))
+        top = [level for level, _ in enc.transition.climb(h)][-1]
+    assert np.abs(top[-1, 0].numpy() - c[0]).max() <= 1e-6
+
+
+@needs_case
+def test_score_plot_tree_writes_one_png_per_sentence(tmp_path, one_thread):
+    pytest.importorskip("matplotlib")
+    src, trg = tmp_path / "s.en", tmp_path / "s.fr"
+    src.write_text("".join((CASE / "test.en").read_text(encoding="utf-8").splitlines(True)[:2]),
+                   encoding="utf-8")
+    trg.write_text("".join((CASE / "test.fr").read_text(encoding="utf-8").splitlines(True)[:2]),
+                   encoding="utf-8")
+    out = tmp_path / "trees"
+    rc = main(["score", "--mode", "txt", "--src", str(src), "--trg", str(trg), "--allow-unk",
+               "--plot-tree", str(out), "--state", str(STATE), "--data-dir", str(CASE), str(MODEL)])
+    assert rc == 0
+    pngs = sorted(out.glob("*.png"))
+    assert [p.name for p in pngs] == ["tree_0001.png", "tree_0002.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_plot_tree_refuses_a_gru_encoder(tmp_path, capsys):
+    F = FIXTURES / "search"
+    rc = main(["score", "--mode", "txt", "--src", str(F / "test.en"), "--trg", str(F / "test.fr"),
+               "--plot-tree", str(tmp_path), "--state", str(F / "search_state.pkl"),
+               str(F / "search_model.npz")])
+    assert rc == 2 and "no gating tree" in capsys.readouterr().err
