@@ -70,7 +70,7 @@ def prefix_lookup(state, prefix, key):
 class RecurrentConfig:
     """One GRU-like ``RecurrentLayer`` (rec_layers.py:839), ``RecurrentLayerWithSearch``, or
     (encoder only) the grConv ``RecursiveConvolutionalLayer`` (rconv_layers.py:27)."""
-    layer: str            # 'RecurrentLayer', 'RecurrentLayerWithSearch', 'RecursiveConvolutionalLayer'
+    layer: str  # 'RecurrentLayer', 'RecurrentLayerWithSearch', 'RecursiveConvolutionalLayer'
     activation: Activation  # candidate activation ('activ')
     gating: bool          # update gate z present ('rec_gating')
     reseting: bool        # reset gate r present ('rec_reseting')

@@ -130,6 +130,11 @@ class RecursiveConvolutionalLayer(nn.Module):
     mask.sum(0) - 1``, ``_grab_root``, :295-309): the whole sentence, its end-of-sequence
     symbol included.  ``fprop`` returns the root alone, one vector per sentence.
 
+    ``T = 1`` (an empty source line: ``<eos>`` alone) is a scan of 0 steps, which Theano
+    refuses: sample.py crashes there, and the searches report it as such
+    (``search.common.check_encodable``).  Scoring such a pair returns the input signal as
+    the root (no level is built) where score.py would crash: a deliberate difference.
+
     The layer's ``gating``/``reseting`` arguments are accepted and ignored (:45-48, "NOT
     USED"); the gates above are always on.  ``W``/``U`` are GroundHog's left/right names
     (``W`` multiplies the right child ``h_t``, ``U`` the left one ``h_{t-1}``).

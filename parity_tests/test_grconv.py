@@ -20,7 +20,7 @@ from groundhog_port.encoder import annotations, grconv_gates
 from groundhog_port.errors import UnsupportedModelError
 from groundhog_port.loading import open_experiment
 from groundhog_port.search.batched import BatchedBeamSearch
-from groundhog_port.search.common import SearchFailed
+from groundhog_port.search.common import SCAN_ZERO_STEPS, SearchFailed
 from groundhog_port.search.legacy import BeamSearch, sample
 from groundhog_port.trace import TraceFile
 
@@ -112,7 +112,9 @@ def test_batched_search_equals_literal(exp):
     model = exp.model
     with TraceFile(CASE / "trace.h5") as tr:
         seqs = [tr.repr(i)["seq"] for i in range(0, 40, 4)] + [tr.repr(36)["seq"]]
+    seqs.append(np.array([exp.cfg.null_sym_source]))  # an empty line: no level to build
     got = BatchedBeamSearch(model, batch_size=8).sample_many(seqs, 5)
+    assert str(got[-1]) == SCAN_ZERO_STEPS and "kth(=640)" in str(got[-2])
     bs = BeamSearch(model)
     for seq, hyps in zip(seqs, got):
         try:

@@ -179,7 +179,8 @@ def txt_mode(exp, args):
                 plots.plot_grconv_tree(grconv_gates(exp.model, src_seq).numpy(),
                                        src_words + ["<eos>"],
                                        tree_dir / plots.tree_file_name(n, len(src_lines)),
-                                       args.tree_threshold, title=f"{Path(args.src).name}, line {n}")
+                                       args.tree_threshold,
+                                       title=f"{Path(args.src).name}, line {n}")
     return EXIT_OK
 
 
