@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from . import compat
+from .config import GRCONV
 from .errors import LegacyInputError
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,15 @@ def _multilayer(table, unsaved, name, path, shape_in, shape_out, learn_bias=True
 
 
 def _recurrent(table, name, path, dim, rec):
+    if rec.layer == GRCONV:
+        # RecursiveConvolutionalLayer._init_params (rconv_layers.py:144-184), in its order
+        table += [LegacyParam(f"W_{name}", f"{path}.W", (dim, dim)),
+                  LegacyParam(f"U_{name}", f"{path}.U", (dim, dim)),
+                  LegacyParam(f"b_{name}", f"{path}.b", (dim,)),
+                  LegacyParam(f"GW_{name}", f"{path}.GW", (dim, 3)),
+                  LegacyParam(f"GU_{name}", f"{path}.GU", (dim, 3)),
+                  LegacyParam(f"Gb_{name}", f"{path}.Gb", (3,))]
+        return
     table.append(LegacyParam(f"W_{name}", f"{path}.W", (dim, dim)))
     if rec.gating:
         table.append(LegacyParam(f"G_{name}", f"{path}.G", (dim, dim)))

@@ -46,6 +46,15 @@ LSTM_REASON = (
     "model would hold only one of them (see phrase_lstm/FAILURE.txt)")
 
 
+GRCONV = "RecursiveConvolutionalLayer"
+
+GRCONV_GATES_REASON = (
+    "RecursiveConvolutionalLayer ignores the gate signals (rconv_layers.py:45-48, 'NOT USED'), so "
+    "the enc_update_embdr/enc_reset_embdr projections that encdec.py:596-607 builds for it are "
+    "disconnected from the cost and the original fails building the training graph "
+    "(theano.gradient.DisconnectedInputError); no such model can have been trained")
+
+
 def prefix_lookup(state, prefix, key):
     """``state[prefix_key]`` if present, else the un-prefixed default ``state[key]``.
 
@@ -59,8 +68,9 @@ def prefix_lookup(state, prefix, key):
 
 @dataclass(frozen=True)
 class RecurrentConfig:
-    """One GRU-like ``RecurrentLayer`` (rec_layers.py:839) or ``RecurrentLayerWithSearch``."""
-    layer: str            # 'RecurrentLayer' or 'RecurrentLayerWithSearch'
+    """One GRU-like ``RecurrentLayer`` (rec_layers.py:839), ``RecurrentLayerWithSearch``, or
+    (encoder only) the grConv ``RecursiveConvolutionalLayer`` (rconv_layers.py:27)."""
+    layer: str  # 'RecurrentLayer', 'RecurrentLayerWithSearch', 'RecursiveConvolutionalLayer'
     activation: Activation  # candidate activation ('activ')
     gating: bool          # update gate z present ('rec_gating')
     reseting: bool        # reset gate r present ('rec_reseting')
@@ -179,9 +189,14 @@ class ModelConfig:
 
         enc, back_enc, dec = rec("enc"), rec("back_enc"), rec("dec")
         for name, r in (("enc", enc), ("back_enc", back_enc)):
-            if r.layer != "RecurrentLayer":
+            allowed = ("RecurrentLayer", GRCONV) if name == "enc" else ("RecurrentLayer",)
+            if r.layer not in allowed:
                 raise UnsupportedModelError(path, f"{name} recurrent layer {r.layer!r} is not "
-                                            "supported (only RecurrentLayer)")
+                                            f"supported (only {' or '.join(allowed)})")
+        if enc.layer == GRCONV and (enc.gating or enc.reseting):
+            key = "enc_rec_gating" if enc.gating else "enc_rec_reseting"
+            raise UnsupportedModelError(path, f"state[{key!r}] = True with enc_rec_layer="
+                                        f"{GRCONV!r}: {GRCONV_GATES_REASON}")
         search = bool(state["search"])
         if search and dec.layer != "RecurrentLayerWithSearch":
             raise UnsupportedModelError(path, "search=True needs dec_rec_layer="
@@ -212,6 +227,13 @@ class ModelConfig:
         if cfg.n_components == 0:
             raise UnsupportedModelError(path, "no annotation component is on (forward, backward, "
                                         "last_forward, last_backward are all False)")
+        if enc.layer == GRCONV and cfg.forward and (cfg.n_components > 1 or search):
+            raise UnsupportedModelError(path, f"forward=True with enc_rec_layer={GRCONV!r}: the "
+                                        "grConv's 'forward' annotation is its root alone, one "
+                                        "position instead of one per word (rconv_layers.py:311), "
+                                        "which the original cannot concatenate with other "
+                                        "components (encdec.py:1353) nor attend over; use "
+                                        "last_forward")
         if search and not cfg.decoding_inputs:
             raise UnsupportedModelError(path, "search=True with decoding_inputs=False: the "
                                         "original's RecurrentLayerWithSearch then has no context "

@@ -9,11 +9,17 @@ the components the state switches on::
     last_backward  h<-_1 (backward state after reading the whole sentence), replicated
 
 so ``c_dim = n_components * dim``.
+
+With ``enc_rec_layer='RecursiveConvolutionalLayer'`` (the grConv of Cho et al. 2014b) the
+forward encoder's output is not one state per word but the root of the gated pyramid,
+one vector per sentence (rconv_layers.py:311): ``last_forward`` replicates it over the
+source positions (encdec.py:1339/1375), and ``forward`` alone is that single position.
 """
 import torch
 from torch import nn
 
-from .layers import IDENTITY, MultiLayer, RecurrentLayer
+from .config import GRCONV
+from .layers import IDENTITY, MultiLayer, RecurrentLayer, RecursiveConvolutionalLayer
 
 
 class Encoder(nn.Module):
@@ -22,6 +28,8 @@ class Encoder(nn.Module):
     Words go through the (shared) low-rank ``approx_embedder`` and then three
     projections feeding the input, update-gate and reset-gate signals; the
     gate projections have no learned bias (``learn_bias=False``, encdec.py:599).
+    A grConv encoder has only the input projection (its gates come from the layer
+    itself; the config refuses the gate embedders it would leave unused).
     """
 
     def __init__(self, cfg, rec, with_approx_embedder):
@@ -33,11 +41,16 @@ class Encoder(nn.Module):
                                 if rec.gating else None)
         self.reset_embedder = (MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY, learn_bias=False)
                                if rec.reseting else None)
-        self.transition = RecurrentLayer(cfg.dim, rec)
+        self.grconv = rec.layer == GRCONV
+        self.transition = (RecursiveConvolutionalLayer(cfg.dim, rec) if self.grconv
+                           else RecurrentLayer(cfg.dim, rec))
 
     def forward(self, approx_embeddings, mask, h0):
-        """Hidden states ``(T, batch, dim)`` of this direction over ``approx_embeddings``."""
+        """Hidden states ``(T, batch, dim)`` of this direction over ``approx_embeddings``,
+        or for grConv the roots ``(1, batch, dim)`` (encdec.py:766 passes the mask to both)."""
         x = self.input_embedder(approx_embeddings)
+        if self.grconv:
+            return self.transition(x, mask)
         x_z = None if self.update_embedder is None else self.update_embedder(approx_embeddings)
         x_r = None if self.reset_embedder is None else self.reset_embedder(approx_embeddings)
         return self.transition.scan(x, x_z, x_r, h0, mask)
@@ -53,7 +66,7 @@ def annotations(model, x, x_mask=None):
     original but plays no part, is never saved, and is not built here.
     """
     cfg = model.cfg
-    batch = x.shape[1]
+    length, batch = x.shape
     h0 = x.new_zeros((batch, cfg.dim), dtype=model.dtype)
     emb = model.encoder.approx_embedder(x)
     forward = model.encoder(emb, x_mask, h0)
@@ -61,7 +74,7 @@ def annotations(model, x, x_mask=None):
     if cfg.forward:
         parts.append(forward)
     if cfg.last_forward:
-        parts.append(forward[-1:].expand_as(forward))
+        parts.append(forward[-1:].expand(length, -1, -1))
     if cfg.needs_backward_encoder:
         x_rev = x.flip(0)
         backward = model.backward_encoder(model.encoder.approx_embedder(x_rev),
@@ -71,3 +84,23 @@ def annotations(model, x, x_mask=None):
         if cfg.last_backward:
             parts.append(backward[:1].expand_as(backward))
     return torch.cat(parts, dim=-1)
+
+
+@torch.no_grad()
+def grconv_gates(model, seq):
+    """The gating coefficients of the grConv over one sentence ``seq`` (word ids, ``<eos>``
+    included): ``(T - 1, T, 3)`` float32, level ``k`` (1-based, row ``k - 1``) at position
+    ``t`` = (w_new, w_left, w_right) of the node summarising words ``t-k .. t``.
+
+    What ``experiments/nmt/tree.py`` steps through (tree.py:79-83, 125: ``proj_x`` then
+    ``step_fprop(None, h, return_gates=True)`` once per level, no mask).  Positions
+    ``t < k`` reach past the first word (zeros on the left) and are not part of the tree.
+    """
+    enc = model.encoder
+    if not enc.grconv:
+        raise ValueError("the gating tree exists only for enc_rec_layer="
+                         "'RecursiveConvolutionalLayer'")
+    x = torch.as_tensor(seq, dtype=torch.int64, device=model.device)[:, None]
+    h = enc.input_embedder(enc.approx_embedder(x))
+    gates = [g[:, 0] for _, g in enc.transition.climb(h)]
+    return torch.stack(gates) if gates else h.new_zeros((0, len(seq), 3))

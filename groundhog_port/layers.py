@@ -109,6 +109,80 @@ class RecurrentLayer(nn.Module):
         return torch.stack(out)
 
 
+class RecursiveConvolutionalLayer(nn.Module):
+    """The gated recursive convolutional network, grConv (Cho et al. 2014b;
+    groundhog/layers/rconv_layers.py:27, ``step_fprop`` :196, ``fprop`` :259).
+
+    Level 0 is the input signal ``x`` (the ``input_embdr`` projection of each word).  Each
+    scan step (``T - 1`` of them, rconv_layers.py:288) builds the next level at *every*
+    position ``t`` from the pair (left ``h_{t-1}``, right ``h_t``) of the level below, the
+    left neighbour of position 0 being zeros (``prev_shifted``, :215)::
+
+        h~_t            = activation(h_t @ W + h_{t-1} @ U + b)               (:219-221)
+        (w_c, w_l, w_r) = softmax(h_{t-1} @ GU + h_t @ GW + Gb)                (:223-228)
+        h'_t            = w_c * h~_t + w_l * h_{t-1} + w_r * h_t               (:241)
+
+    so after ``l`` levels position ``t`` summarises words ``t-l .. t``: the pyramid of the
+    paper, kept as full-length levels as the original computes it.  In a padded batch the
+    step for level ``k`` is taken only by sentences with ``mask[k] != 0`` (``TT.switch``,
+    :250; the mask of the ``scan`` step is ``mask[1:]``), the others keep their level, and
+    the root of sentence ``b`` is position ``len_b - 1`` of the top level (``seqlens =
+    mask.sum(0) - 1``, ``_grab_root``, :295-309): the whole sentence, its end-of-sequence
+    symbol included.  ``fprop`` returns the root alone, one vector per sentence.
+
+    ``T = 1`` (an empty source line: ``<eos>`` alone) is a scan of 0 steps, which Theano
+    refuses: sample.py crashes there, and the searches report it as such
+    (``search.common.check_encodable``).  Scoring such a pair returns the input signal as
+    the root (no level is built) where score.py would crash: a deliberate difference.
+
+    The layer's ``gating``/``reseting`` arguments are accepted and ignored (:45-48, "NOT
+    USED"); the gates above are always on.  ``W``/``U`` are GroundHog's left/right names
+    (``W`` multiplies the right child ``h_t``, ``U`` the left one ``h_{t-1}``).
+    """
+
+    def __init__(self, dim, rec):
+        super().__init__()
+        self.rec = rec
+        self.W = _param(dim, dim)
+        self.U = _param(dim, dim)
+        self.b = _param(dim)
+        self.GW = _param(dim, 3)
+        self.GU = _param(dim, 3)
+        self.Gb = _param(3)
+
+    def step(self, level):
+        """One level up (``step_fprop`` without the mask): ``(new level, gates)``; ``level``
+        ``(T, batch, dim)``, gates ``(T, batch, 3)`` ordered (new, left, right)."""
+        left = torch.cat([torch.zeros_like(level[:1]), level[:-1]])
+        new = self.rec.activation(mm(level, self.W) + mm(left, self.U) + self.b)
+        gates = softmax_with_bias(mm(left, self.GU) + mm(level, self.GW) + self.Gb)
+        out = new * gates[..., 0:1] + left * gates[..., 1:2] + level * gates[..., 2:3]
+        return out, gates
+
+    def climb(self, x, mask=None):
+        """The ``scan`` of ``fprop`` (rconv_layers.py:288): yields ``(level_k, gates_k)`` for
+        k = 1 .. T-1, each ``(T, batch, dim)`` / ``(T, batch, 3)``, over inputs
+        ``x (T, batch, dim)``; where ``mask[k] == 0`` a sentence keeps level k-1."""
+        level = x
+        for k in range(1, x.shape[0]):
+            new, gates = self.step(level)
+            if mask is not None:
+                new = torch.where(mask[k][None, :, None] != 0, new, level)
+            level = new
+            yield level, gates
+
+    def forward(self, x, mask=None):
+        """The roots ``(1, batch, dim)`` over inputs ``x (T, batch, dim)``, mask ``(T, batch)``
+        (None: every position is a word, as for the single sentence of sample.py)."""
+        level = x
+        for level, _ in self.climb(x, mask):
+            pass
+        if mask is None:
+            return level[-1:]
+        last = mask.sum(0).long() - 1
+        return level[last, torch.arange(x.shape[1], device=x.device)][None]
+
+
 class SoftmaxLayer(nn.Module):
     """Output layer (groundhog/layers/cost_layers.py:878, fprop).
 

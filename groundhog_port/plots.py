@@ -81,3 +81,61 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None):
 def plot_file_name(index, total):
     """``align_0007.png`` for pair 7 (1-based) of ``total``: zero padded to sort in order."""
     return f"align_{index:0{max(4, len(str(total)))}d}.png"
+
+
+def plot_grconv_tree(gates, words, path, threshold=0.1, title=None):
+    """The grConv's gating tree of one sentence, drawn as ``experiments/nmt/tree.py`` does.
+
+    ``gates (T-1, T, 3)`` from :func:`groundhog_port.encoder.grconv_gates`; ``words`` the
+    ``T`` leaf labels (``<eos>`` included: the root the decoder reads covers it, where
+    tree.py leaves that column out).  Node ``(k, t)`` (level ``k``, words ``t-k .. t``)
+    sits above the middle of its words.  As in tree.py (:131-151), each node has a merge
+    point ``m`` fed by both children with weight ``w_new`` and an aggregation ``+`` fed by
+    ``m`` (``w_new``), the left child (``w_left``) and the right child (``w_right``); edges
+    are drawn from white (0) to black (1), those at or below ``threshold`` are left out.
+    """
+    Figure, FigureCanvasAgg = require_matplotlib()
+    g = np.asarray(gates, dtype=np.float64)
+    T = len(words)
+    if g.shape != (max(T - 1, 0), T, 3):
+        raise ValueError(f"gates of shape {g.shape} for {T} words")
+    labels = [_label(w) for w in words]
+    width = max(3.0, 0.9 * T + 1.0)
+    height = max(2.5, 0.8 * T + 1.0)
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes([0.02, 0.02, 0.96, 0.92 if title else 0.96])
+    pos = lambda k, t: (t - k / 2.0, float(k))            # noqa: E731
+    shade = lambda w: str(1.0 - min(max(w, 0.0), 1.0))     # noqa: E731  (matplotlib gray)
+
+    def edge(a, b, w):
+        if w > threshold:
+            ax.plot([a[0], b[0]], [a[1], b[1]], color=shade(w), lw=0.6 + 1.6 * w, zorder=1)
+    for t, word in enumerate(labels):
+        ax.text(t, -0.15, word, ha="center", va="top", rotation=90, fontsize=9)
+    for k in range(1, T):
+        for t in range(k, T):
+            w_new, w_left, w_right = g[k - 1, t]
+            node, left, right = pos(k, t), pos(k - 1, t - 1), pos(k - 1, t)
+            merge = (node[0], node[1] - 0.5)
+            edge(left, merge, w_new)
+            edge(right, merge, w_new)
+            edge(merge, node, w_new)
+            edge(left, node, w_left)
+            edge(right, node, w_right)
+            ax.scatter([merge[0]], [merge[1]], s=12, color="tab:blue", alpha=0.8, zorder=2)
+            ax.scatter([node[0]], [node[1]], s=40, color="tab:red", alpha=0.8, zorder=2)
+    ax.scatter([pos(0, t)[0] for t in range(T)], [0.0] * T, s=20, color="black", zorder=2)
+    ax.set_xlim(-0.8, T - 0.2)
+    ax.set_ylim(-0.25 - 0.11 * max(map(len, labels)), T - 0.5)
+    ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=9)
+    path = Path(path)
+    fig.savefig(path, format="png", dpi=DPI)
+    return path
+
+
+def tree_file_name(index, total):
+    """``tree_0007.png`` for sentence 7 (1-based) of ``total``."""
+    return f"tree_{index:0{max(4, len(str(total)))}d}.png"

@@ -7,6 +7,10 @@ naming the path they looked at when it is absent -- except in CI: with ``CI`` se
 recordings (or a missing one of the five shared cases) end the run with a failure, so CI
 never goes green without having compared anything.
 
+Recordings of model types added later (``../shared/pending_traces``, or
+``GROUNDHOG_PENDING_TRACES``; today ``grconv``) are found by :func:`pending_case_dirs`;
+``test_legacy_cases.py`` runs them like the shared cases.
+
 ``--legacy-case DIR`` (repeatable) points ``test_legacy_cases.py`` at your own recorded
 case folders instead of the shared ones (see docs/trace_format.md, "Parity in your CI").
 """
@@ -18,6 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 LEGACY_ROOT = Path(os.environ.get("GROUNDHOG_LEGACY_TRACES", REPO.parent / "shared" / "legacy_traces"))
+PENDING_ROOT = Path(os.environ.get("GROUNDHOG_PENDING_TRACES", LEGACY_ROOT.parent / "pending_traces"))
 CASES = ("search", "encdec", "phrase", "search_variant", "encdec_variant")
 
 
@@ -26,6 +31,13 @@ def case_dirs():
     if not LEGACY_ROOT.is_dir():
         return []
     return sorted(p for p in LEGACY_ROOT.iterdir() if p.is_dir() and any(p.glob("*state.pkl")))
+
+
+def pending_case_dirs():
+    """The recorded cases of ``pending_traces`` (same layout as a shared case)."""
+    if not PENDING_ROOT.is_dir():
+        return []
+    return sorted(p for p in PENDING_ROOT.iterdir() if p.is_dir() and any(p.glob("*state.pkl")))
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +87,7 @@ def legacy_case_dirs(config):
                 raise pytest.UsageError(f"--legacy-case {d}: not a directory")
             out.append(p)
         return out
-    return case_dirs()
+    return case_dirs() + pending_case_dirs()
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 This is the repository's forward/beam parity suite and the pytest form of
 ``groundhog-port parity`` (both run :func:`groundhog_port.parity.check`).  For every case
 folder -- the shared recordings (``search``, ``encdec``, ``phrase``, ``search_variant``,
-``encdec_variant``), or only the folders given with ``--legacy-case DIR`` (repeatable) --
+``encdec_variant``) and the pending ones (``grconv``), or only the folders given with ``--legacy-case DIR`` (repeatable) --
 there is one test per quantity group:
 
 * ``repr``   annotations ``c`` and initial decoder states; the parsed source ``seq``
@@ -38,16 +38,34 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import LEGACY_ROOT, legacy_case_dirs
+from conftest import LEGACY_ROOT, PENDING_ROOT, legacy_case_dirs
 
 from groundhog_port.loading import open_experiment
 from groundhog_port.parity import GROUPS, NOT_COVERED, check, find_case
 from groundhog_port.trace import TraceFile
 
 
-#: (case, quantity) -> reason; only for the shared recordings (the folder under LEGACY_ROOT).
-#: Empty: every recorded quantity is within the tolerance table.
-KNOWN_DIVERGENCES = {}
+#: (case, quantity) -> reason; only for the shared recordings (the folders under LEGACY_ROOT
+#: and PENDING_ROOT).
+_GRCONV_COSTS = (
+    "the constant bound (rtol 1e-5 + atol 1e-6) is tighter than Theano's disagreement with "
+    "itself on this model: beam/1/16 (the reference translation) cost 0.26505999 in "
+    "sample.py's step functions and 0.26506606 in the recorded teacher-forced score "
+    "(2.3e-5 relative); the port's costs are off by at most 3.6e-5 relative, and with "
+    "the recorded annotations substituted the error stays the same (decoder rounding, not "
+    "the grConv); issue 10's derived bound (tolerance.py) accepts every cost")
+KNOWN_DIVERGENCES = {
+    ("grconv", "pairs/word_probs"): (
+        "one probability of 337 (pairs/15 [6, 0], p = 0.318) is 1.17e-5 off, above the "
+        "constant atol 1e-5: this model's float32 noise (pairs/15 scores -36.8); with the "
+        "recorded annotations substituted it is 5.0e-6"),
+    ("grconv", "beam/1/fin_costs"): _GRCONV_COSTS,
+    ("grconv", "beam/5/fin_costs"): _GRCONV_COSTS,
+    ("grconv", "beam/10/fin_costs"): _GRCONV_COSTS,
+    ("grconv", "beam/5_normalize/fin_costs"): _GRCONV_COSTS,
+    ("grconv", "beam/10_normalize/fin_costs"): _GRCONV_COSTS,
+    ("grconv", "beam/5_ignore_unk/fin_costs"): _GRCONV_COSTS,
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -55,7 +73,7 @@ KNOWN_DIVERGENCES = {}
 # ---------------------------------------------------------------------------------------
 def _is_shared(case_dir: Path) -> bool:
     try:
-        return case_dir.resolve().parent == LEGACY_ROOT.resolve()
+        return case_dir.resolve().parent in (LEGACY_ROOT.resolve(), PENDING_ROOT.resolve())
     except OSError:
         return False
 
@@ -88,7 +106,8 @@ def _params(config):
         out += [pytest.param(d, g, id=f"{d.name}-{g}") for g in extra]
         out += [pytest.param(d, f"known:{q}", id=f"{d.name}-{q}-known",
                              marks=pytest.mark.xfail(strict=True, reason=why))
-                for q, why in _known(d).items()]
+                for q, why in _known(d).items()
+                if not q.startswith("beam/") or q.split("/")[1] in labels]
     return out
 
 
@@ -155,7 +174,8 @@ def test_parity(cases, case_dir, group):
     known = _known(case_dir)
     if group.startswith("known:"):
         quantity = group[len("known:"):]
-        report = cases.report(case_dir, quantity.split("/")[0])
+        group0, label = quantity.split("/")[:2]
+        report = cases.report(case_dir, group0, label if group0 == "beam" else None)
         rows = [r for r in report.rows if r.quantity == quantity]
         assert rows, f"{quantity} not in the report"
         failing = [r for r in rows if not r.passed]

@@ -131,6 +131,58 @@ class FakeProducer(object):
         if n == 2:
             del steps[-1]["next_states"]  # a step cut short by the crash
         return steps
+
+    # -- the random sampler: a toy stream whose state is advanced by each call --------------
+    def sampler_record(self, picked, n_samples, alpha):
+        streams = [numpy.arange(60, dtype="int32").reshape(10, 6) + 7,   # sample_fn's
+                   numpy.full((10, 6), 3, dtype="int32")]                # never advanced
+        before = [a.copy() for a in streams]
+        calls = []
+        for index, seq in picked:
+            n_steps = 3 * (len(seq) - 1)
+            rng = numpy.random.RandomState(int(streams[0][0, 0]))
+            ids = rng.randint(2, V_TRG, size=(n_steps, n_samples)).astype("int64")
+            nlp = rng.uniform(0, 3, size=(n_steps, n_samples)).astype("float32")
+            lengths = [n_steps] * n_samples
+            for j in range(n_samples):
+                ends = numpy.flatnonzero(ids[:, j] == V_TRG - 1)
+                if len(ends):
+                    lengths[j] = int(ends[0])
+            # sample.py: cost = -sum of the float32 log-probs up to and including </s>
+            costs = numpy.array([float(nlp[:lengths[j] + 1, j].sum()) for j in range(n_samples)])
+            streams[0] = streams[0] + 1
+            calls.append({"index": index, "seq": seq, "sample_ids": ids, "sample_neg_log_probs": nlp,
+                          "costs": costs, "sentences": [u"w%d é" % ids[0, j] for j in range(n_samples)],
+                          "n_samples": n_samples, "n_steps": n_steps, "alpha": alpha,
+                          "rstate_after": [a.copy() for a in streams]})
+        self.returned["sampler"] = {"before": before, "calls": calls}
+        return {"attrs": {"mrg_seed": 7, "mrg_seed_origin": u"fake"},
+                "base_rstate_after_build": numpy.arange(6, dtype="int32"),
+                "rstate_before": before, "used": [True, False], "calls": calls}
+
+    # -- one Adadelta update (SGD_adadelta.py) of a toy quadratic cost -----------------------
+    def train_step(self, rho=0.95, eps=1e-6):
+        x = numpy.array([[2, 3], [V_SRC - 1, 4], [0, V_SRC - 1]], dtype="int64")
+        mask = (numpy.arange(3)[:, None] < numpy.array([[2, 3]])).astype("float32")
+        before = {"W_a": self.rng.normal(size=(3, 2)).astype("float32"),
+                  "b_b": self.rng.normal(size=(2,)).astype("float32")}
+        order = ["b_b", "W_a"]
+        grads = {"W_a": (0.5 * before["W_a"]).astype("float32"),   # d/dW of 0.25 |W|^2
+                 "b_b": numpy.zeros(2, dtype="float32")}          # b_b not in the cost
+        gn2, dn2, after = {}, {}, {}
+        for n in order:
+            g = grads[n]
+            gn2[n] = ((1 - rho) * g ** 2).astype("float32")
+            step = -numpy.sqrt(numpy.float32(eps)) / numpy.sqrt(gn2[n] + numpy.float32(eps)) * g
+            dn2[n] = ((1 - rho) * step ** 2).astype("float32")
+            after[n] = (before[n] + step).astype("float32")
+        rec = {"x": x, "x_mask": mask, "y": x + 1, "y_mask": mask, "param_order": order,
+               "params_before": before, "params_after": after, "clipped_grads": grads,
+               "gnorm2_after": gn2, "dnorm2_after": dn2,
+               "rval": {"cost": numpy.float32(0.25 * (before["W_a"] ** 2).sum()), "lr": 1.0},
+               "attrs": {"iterator_start_offset": 0}}
+        self.returned["train_step"] = rec
+        return rec
 '''
 
 
@@ -275,6 +327,52 @@ def test_recording_reads_back(rec, workdir):
                 assert s.best == int(np.argmin(want["costs"]))
                 assert s.best_sentence == want["sentences"][s.best] and s.best_sentence.endswith("é")
         tr.validate()
+
+
+def test_sampler_and_train_step_groups(rec, workdir):
+    """/sampler and /train_step in MANIFEST section 7's layout: every record as the producer
+    returned it, the MRG states in full only for the stream sample_fn advanced (others: first
+    8 rows + sha256 of the whole array), params_after only for the parameters that changed."""
+    import hashlib
+    import h5py
+    producer, path = record_with_fake(rec, workdir, "groups.h5")
+    want_s, want_t = producer.returned["sampler"], producer.returned["train_step"]
+    with TraceFile(path) as tr:
+        smp = tr.sampler()
+        # the sentences with >= 3 tokens: 0 and 2 ("hello" has 2)
+        assert sorted(smp["calls"]) == [0, 2] and smp["attrs"]["mrg_seed"] == 7
+        assert smp["mrg_base_rstate_after_build"].tolist() == list(range(6))
+        for want in want_s["calls"]:
+            got = smp["calls"][want["index"]]
+            for k in ("seq", "sample_ids", "sample_neg_log_probs", "costs"):
+                assert got[k].dtype == np.asarray(want[k]).dtype or k == "costs"
+                assert np.array_equal(got[k], want[k]), k
+            assert got["sentences"][0].endswith("é") and got["attrs"]["n_steps"] == want["n_steps"]
+            assert got["attrs"]["test_index"] == want["index"] and got["attrs"]["alpha"] == 1.0
+        ts = tr.train_step()
+        assert ts["attrs"]["param_order"] == ["b_b", "W_a"] and ts["attrs"]["changed_params"] == ["W_a"]
+        assert sorted(ts["params_after"]) == ["W_a"]
+        assert np.array_equal(ts["params_after"]["W_a"], want_t["params_after"]["W_a"])
+        for sub in ("clipped_grads", "gnorm2_after", "dnorm2_after"):
+            assert sorted(ts[sub]) == ["W_a", "b_b"]
+            for n in ("W_a", "b_b"):
+                assert np.array_equal(ts[sub][n], want_t[sub][n]), (sub, n)
+        for k in ("x", "x_mask", "y", "y_mask"):
+            assert np.array_equal(ts[k], want_t[k])
+        assert ts["attrs"]["rval_cost"] == float(want_t["rval"]["cost"])
+        tr.validate()
+    with h5py.File(path, "r") as f:
+        before = f["sampler/rstate_shared_before_first_call"]
+        assert sorted(before) == ["00", "01_first8rows"]
+        full = before["00"]
+        assert full.shape == (10, 6) and bool(full.attrs["used_by_sample_fn"])
+        assert full.attrs["sha256"] == hashlib.sha256(np.ascontiguousarray(full[()]).tobytes()).hexdigest()
+        assert before["01_first8rows"].shape == (8, 6) and before["01_first8rows"].attrs["full_shape"].tolist() == [10, 6]
+        last = f["sampler/2/rstate_shared_after_call"]
+        assert sorted(last) == ["00_first8rows", "01_first8rows"]
+        assert last["00_first8rows"].attrs["sha256"] == hashlib.sha256(
+            want_s["calls"][-1]["rstate_after"][0].tobytes()).hexdigest()
+        assert f["sampler/0/sample_ids"].dtype == np.int64 and f["train_step/params_after/W_a"].dtype == np.float32
 
 
 def test_parts_and_max_sentences(rec, workdir):
@@ -438,6 +536,53 @@ MOCK_GROUNDHOG = {
 __version__ = "mock"
 class config(object):
     floatX = "float32"
+    cxx = "g++"
+""",
+    "theano/sandbox/__init__.py": "",
+    "theano/sandbox/rng_mrg.py": """
+import numpy
+
+class _Shared(object):
+    def __init__(self, value):
+        self.value = value
+    def get_value(self):
+        return self.value.copy()
+    def set_value(self, value):
+        self.value = value
+
+class MRG_RandomStreams(object):
+    def __init__(self, seed=12345):
+        self.rstate = numpy.array([seed] * 6, dtype="int32")
+        self.state_updates = []
+    def new_state(self, rows):
+        st = numpy.arange(rows * 6, dtype="int32").reshape(rows, 6) + self.rstate[0]
+        self.rstate = self.rstate + 1
+        sv = _Shared(st)
+        self.state_updates.append((sv, None))
+        return sv
+""",
+    "groundhog/__init__.py": "",
+    "groundhog/trainer/__init__.py": "",
+    "groundhog/trainer/SGD_adadelta.py": """
+import numpy
+from theano.sandbox.rng_mrg import _Shared
+
+class SGD(object):
+    def __init__(self, model, state, data):
+        self.model, self.data = model, data
+        zeros = lambda: [_Shared(numpy.zeros_like(p.get_value())) for p in model.params]
+        self.gs, self.gnorm2, self.dnorm2 = zeros(), zeros(), zeros()
+    def __call__(self):
+        batch = self.data.next()
+        for p, g, gn, dn in zip(self.model.params, self.gs, self.gnorm2, self.dnorm2):
+            grad = numpy.full_like(p.get_value(), float(batch["x"].sum()) / 100.0)
+            if p.name == "W_b":
+                grad[...] = 0           # a parameter this batch leaves unchanged
+            g.set_value(grad)
+            gn.set_value(0.05 * grad ** 2)
+            dn.set_value(0.05 * grad ** 2 + 1.0)
+            p.set_value(p.get_value() - grad)
+        return {"cost": 2.5, "grad_norm": 0.75, "lr": 1.0, "name": "not a number"}
 """,
     "experiments/__init__.py": "",
     "experiments/nmt/__init__.py": """
@@ -460,21 +605,63 @@ def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-
         return seq, " ".join(idx2word[i] for i in seq)
     return seq, words
 
-class _P(object):
+from theano.sandbox.rng_mrg import MRG_RandomStreams, _Shared
+
+class _P(_Shared):
     def __init__(self, name):
+        _Shared.__init__(self, numpy.zeros((2, 3), dtype="float32"))
         self.name = name
 
 class _LM(object):
-    params = [_P("W_b"), _P("W_a")]
+    def __init__(self):
+        self.params = [_P("W_b"), _P("W_a")]
     def load(self, path):
         self.loaded = path
+        for k, p in enumerate(self.params):
+            p.set_value(numpy.full((2, 3), k + 0.5, dtype="float32"))
+
+class _Layer(object):
+    def __init__(self, name, seed):
+        self.name = name
+        self.trng = MRG_RandomStreams(seed)
+
+class _Part(object):
+    pass
+
+class _Iterator(object):
+    def __init__(self, state):
+        self.state = state
+    def start(self, offset):
+        self.offset = offset
+    def next(self):
+        x = numpy.arange(6, dtype="int64").reshape(3, 2) + self.offset
+        m = numpy.ones((3, 2), dtype="float32")
+        return {"x": x, "x_mask": m, "y": x + 1, "y_mask": m}
+
+def get_batch_iterator(state):
+    return _Iterator(state)
 
 class RNNEncoderDecoder(object):
     def __init__(self, state, rng, skip_init=False, compute_alignment=False):
-        assert skip_init and compute_alignment
+        assert skip_init == compute_alignment  # sample.py's build, or train.py's
         self.state = state
+        self.rng = rng
     def build(self):
         self.built = True
+        self.encoder, self.backward_encoder, self.decoder = _Part(), _Part(), _Part()
+        self.encoder.transitions = [_Layer("enc_transition_0", self.rng.randint(1000))]
+        self.decoder.output_layer = _Layer("dec_deep_softmax", self.rng.randint(int(1e6)))
+        trng = self.decoder.output_layer.trng
+        self.sampler_state = trng.new_state(20)
+        trng.new_state(20)                      # a stream sample_fn never advances
+    def create_sampler(self, many_samples=False):
+        def sample_fn(n_samples, n_steps, T, seq):
+            st = self.sampler_state.get_value()
+            ids = (st[:n_steps, :n_samples] % 9).astype("int64")
+            ids[-1] = 8
+            self.sampler_state.set_value(st + 1)
+            return ids, numpy.full((n_steps, n_samples), 0.25, dtype="float32")
+        return sample_fn
     def create_lm_model(self):
         self.lm = _LM()
         self.lm.word_indxs = dict((i, "w%d" % i) for i in range(8))
@@ -548,6 +735,18 @@ class BeamSearch(object):
 
 def sample(lm_model, seq, n_samples, sampler=None, beam_search=None, ignore_unk=False,
            normalize=False, alpha=1, verbose=False):
+    if sampler is not None:
+        values, probs = sampler(n_samples, 3 * (len(seq) - 1), alpha, seq)
+        sentences, costs = [], []
+        for j in range(n_samples):
+            words = []
+            for w in values[:, j]:
+                if lm_model.word_indxs[w] == "<eol>":
+                    break
+                words.append(lm_model.word_indxs[w])
+            sentences.append(" ".join(words))
+            costs.append(-numpy.sum(-probs[:len(words) + 1, j]))
+        return sentences, costs, None
     trans, costs = beam_search.search(seq, n_samples, ignore_unk=ignore_unk, minlen=len(seq) // 2)
     if normalize:
         costs = [co / len(t) for co, t in zip(costs, trans)]
@@ -631,3 +830,31 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
             assert run_.sentences[0].best_sentence == " ".join(
                 "w%d" % w for w in run_.sentences[0].trans[run_.sentences[0].best][:-1])
         assert tr.beam("2_normalize").normalize
+        # root attributes the shared recordings carry
+        assert a["prototype"] == "prototype_state" and a["groundhog_commit"].startswith("unknown")
+        assert a["scan_mode"].startswith("python scan loop")
+        # /sampler: sentences 0 and 2 have >= 3 tokens; the stream sample_fn advanced is
+        # stored in full before the first call, the other one as first rows + sha256
+        smp = tr.sampler()
+        assert sorted(smp["calls"]) == [0, 2]
+        assert smp["attrs"]["mrg_seed"] == int(smp["mrg_base_rstate_after_build"][0]) - 2
+        assert "dec_deep_softmax" in smp["attrs"]["mrg_seed_origin"]
+        c0 = smp["calls"][0]
+        assert c0["sample_ids"].shape == (3 * (len(c0["seq"]) - 1), 5) and c0["costs"].shape == (5,)
+        assert c0["attrs"]["n_steps"] == 3 * (len(c0["seq"]) - 1) and c0["attrs"]["alpha"] == 1.0
+        import h5py
+        with h5py.File(workdir / "mock.h5", "r") as f:
+            before = f["sampler/rstate_shared_before_first_call"]
+            assert sorted(before) == ["00", "01_first8rows"]
+            assert bool(before["00"].attrs["used_by_sample_fn"]) and before["00"].shape == (20, 6)
+            assert not before["01_first8rows"].attrs["used_by_sample_fn"]
+            after = f["sampler/2/rstate_shared_after_call"]
+            assert np.array_equal(after["00_first8rows"][()], before["00"][:8] + 2)  # two calls
+            assert after["01_first8rows"].attrs["sha256"] == before["01_first8rows"].attrs["sha256"]
+        # /train_step: W_b got a zero gradient, so only W_a is in params_after
+        ts = tr.train_step()
+        assert ts["attrs"]["param_order"] == ["W_b", "W_a"] and ts["attrs"]["changed_params"] == ["W_a"]
+        assert sorted(ts["params_after"]) == ["W_a"] and sorted(ts["clipped_grads"]) == ["W_a", "W_b"]
+        assert ts["attrs"]["rval_cost"] == 2.5 and "rval_name" not in ts["attrs"]
+        assert ts["x"].tolist() == [[0, 1], [2, 3], [4, 5]] and ts["attrs"]["iterator_start_offset"] == 0
+        assert np.allclose(ts["params_after"]["W_a"], 1.5 - 15 / 100.0)

@@ -25,6 +25,21 @@ and writes, for the sentence pairs in ``--source``/``--target``:
 * ``/beam/{label}``   sample.py's n-best lists for every ``--beam-sizes`` label
                       (``N``, ``N_normalize``, ``N_ignore_unk``); a sentence on which
                       sample.py would crash gets an ``error`` record and the run goes on.
+* ``/sampler``        the random sampler (``create_sampler(many_samples=True)`` called
+                      through ``sample.sample(..., sampler=..., alpha=1.0)``) on the first
+                      ``--sampler-calls`` sentences with at least 3 tokens, with the MRG31k3p
+                      random state before and after each call
+* ``/train_step``     one update as train.py does it (a second model built with
+                      ``skip_init=False``, ``get_batch_iterator(state)``, ``SGD_adadelta``,
+                      the weights of ``--model``, the iterator started at offset 0, one
+                      ``algo()`` call): the batch, the returned values, the clipped gradients,
+                      the Adadelta accumulators and the parameters that changed; it reads the
+                      training corpus of the state (``source``/``target``, see ``--remap-dir``)
+
+Root attributes include ``groundhog_commit`` (read from the ``--groundhog`` checkout's git
+metadata, or ``--groundhog-commit``), ``prototype`` (the ``prototype_*_state`` of
+experiments/nmt/state.py the state differs least from, or ``--prototype``) and
+``scan_mode`` (whether Theano's C scan loop was available).
 
 The layout is documented in groundhog-port's ``docs/trace_format.md``.
 
@@ -63,7 +78,12 @@ PY2 = sys.version_info[0] == 2
 FORMAT_VERSION = 1
 COMPRESS_ABOVE = 256
 DEFAULT_BEAMS = ["1", "5", "10", "1_normalize", "5_normalize", "10_normalize", "5_ignore_unk"]
-PARTS = ("pairs", "batch", "repr", "steps", "beam")
+PARTS = ("pairs", "batch", "repr", "steps", "beam", "sampler", "train_step")
+#: MRG31k3p state arrays are stored in full only for the stream sample_fn uses (the others:
+#: their first rows and a sha256 of the whole array), as in the reference recordings
+FIRST_ROWS = 8
+#: the sampler calls use sentences of at least this many tokens (MANIFEST section 7, /sampler)
+SAMPLER_MIN_LEN = 3
 STEP_FIELDS = (
     ("last_words", "int64"),
     ("states_in", "float32"),
@@ -163,9 +183,10 @@ def build_parser():
                    help="changes to the state, as sample.py's 'changes' argument "
                         "(e.g. \"word_indx='vocab.en.pkl'\"); values must be literals")
     p.add_argument("--remap-dir", metavar="DIR",
-                   help="for each vocabulary path in the state (word_indx, word_indx_trgt, "
-                        "indx_word, indx_word_target) that does not exist, use DIR/<basename> "
-                        "when that exists (archived states hold the training machine's paths)")
+                   help="for each vocabulary or corpus path in the state (word_indx, "
+                        "word_indx_trgt, indx_word, indx_word_target, source, target) that does "
+                        "not exist, use DIR/<basename> when that exists (archived states hold "
+                        "the training machine's paths)")
     p.add_argument("--beam-sizes", nargs="+", default=list(DEFAULT_BEAMS), metavar="LABEL",
                    help="sample.py configurations for /beam: N, N_normalize, N_ignore_unk "
                         "(default: %(default)s)")
@@ -178,6 +199,15 @@ def build_parser():
                         "/batch_all always covers the whole files, as score.py does)")
     p.add_argument("--parts", default=",".join(PARTS), metavar="LIST",
                    help="comma-separated parts to record (default %(default)s)")
+    p.add_argument("--sampler-calls", type=int, default=5, metavar="N",
+                   help="/sampler: calls on the first N sentences with >= 3 tokens (default 5)")
+    p.add_argument("--sampler-samples", type=int, default=5, metavar="K",
+                   help="/sampler: samples drawn per call (default 5)")
+    p.add_argument("--prototype", default=None, metavar="NAME",
+                   help="root attribute 'prototype' (default: the prototype_*_state function of "
+                        "experiments.nmt the state differs least from)")
+    p.add_argument("--groundhog-commit", default=None, metavar="SHA",
+                   help="root attribute 'groundhog_commit' (default: read from --groundhog/.git)")
     p.add_argument("--case", default=None, help="root attribute 'case' (a name for this model)")
     p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
@@ -196,6 +226,8 @@ def parse_args(argv):
     args.beams = [(label,) + parse_beam_label(label) for label in args.beam_sizes]
     if args.steps < 0 or args.steps_beam < 1:
         raise InputError("--steps must be >= 0 and --steps-beam >= 1")
+    if args.sampler_calls < 0 or args.sampler_samples < 1:
+        raise InputError("--sampler-calls must be >= 0 and --sampler-samples >= 1")
     if args.max_sentences is not None and args.max_sentences < 0:
         raise InputError("--max-sentences must be >= 0")
     args.changes_dict = parse_changes(args.changes)
@@ -333,6 +365,68 @@ class TraceLayoutWriter(object):
                         "seconds_per_sentence": float(seconds_total) / max(1, n_sentences)})
 
 
+    def sampler(self, rec):
+        """``/sampler`` (MANIFEST section 7): ``rec`` as returned by a producer's
+        ``sampler_record``."""
+        g = self.group("sampler")
+        self.set_attrs(g, rec.get("attrs", {}))
+        self.dataset(g, "mrg_base_rstate_after_build", rec["base_rstate_after_build"], "int32")
+        self.rstates(self.group("sampler/rstate_shared_before_first_call"), rec["rstate_before"],
+                     rec["used"], mark_used=True)
+        for call in rec["calls"]:
+            cg = self.group("sampler/{0}".format(call["index"]))
+            self.dataset(cg, "seq", call["seq"], "int64")
+            self.dataset(cg, "sample_ids", call["sample_ids"], "int64")
+            self.dataset(cg, "sample_neg_log_probs", call["sample_neg_log_probs"], "float32")
+            self.dataset(cg, "costs", numpy.asarray(call["costs"], dtype="float64").reshape(-1), "float64")
+            self.set_attrs(cg, {"test_index": int(call["index"]), "n_samples": int(call["n_samples"]),
+                                "n_steps": int(call["n_steps"]), "alpha": float(call["alpha"]),
+                                "sentences": json.dumps([to_text(x) for x in call["sentences"]],
+                                                        ensure_ascii=False)})
+            self.rstates(self.group("sampler/{0}/rstate_shared_after_call".format(call["index"])),
+                         call["rstate_after"], [False] * len(call["rstate_after"]))
+
+    def rstates(self, group, arrays, used, mark_used=False):
+        """MRG state arrays ``{j:02d}``: in full where ``used``, else ``{j:02d}_first8rows``;
+        each with its ``full_shape`` and the ``sha256`` of the whole int32 array."""
+        for j, (a, is_used) in enumerate(zip(arrays, used)):
+            a = numpy.ascontiguousarray(numpy.asarray(a, dtype="int32"))
+            name = "{0:02d}".format(j) if is_used else "{0:02d}_first{1}rows".format(j, FIRST_ROWS)
+            self.dataset(group, name, a if is_used else a[:FIRST_ROWS], "int32")
+            attrs = {"full_shape": numpy.array(a.shape, dtype="int64"), "sha256": sha256_hex(a)}
+            if mark_used:
+                attrs["used_by_sample_fn"] = bool(is_used)
+            self.set_attrs(group[name], attrs)
+
+    def train_step(self, rec):
+        """``/train_step`` (MANIFEST section 7): ``rec`` as returned by a producer's
+        ``train_step``; ``params_after`` only for the parameters whose value changed."""
+        g = self.group("train_step")
+        for name, dtype in (("x", "int64"), ("x_mask", "float32"), ("y", "int64"), ("y_mask", "float32")):
+            self.dataset(g, name, rec[name], dtype)
+        order = [to_text(n) for n in rec["param_order"]]
+        changed = [n for n in order
+                   if not numpy.array_equal(numpy.asarray(rec["params_before"][n]),
+                                            numpy.asarray(rec["params_after"][n]))]
+        attrs = dict(rec.get("attrs", {}))
+        attrs.update({"param_order": json.dumps(order), "changed_params": json.dumps(changed)})
+        for key, value in rec["rval"].items():
+            attrs["rval_" + to_text(key)] = float(numpy.asarray(value))
+        self.set_attrs(g, attrs)
+        for sub, names in (("params_after", changed), ("clipped_grads", order),
+                           ("gnorm2_after", order), ("dnorm2_after", order)):
+            sg = self.group("train_step/" + sub)
+            for n in names:
+                self.dataset(sg, n, rec[sub][n], "float32")
+
+
+def sha256_hex(a):
+    """sha256 of an array's C-order bytes (how the reference recordings fingerprint the MRG
+    states they do not store in full)."""
+    import hashlib
+    return hashlib.sha256(numpy.ascontiguousarray(a).tobytes()).hexdigest()
+
+
 def join_flat(trans):
     """Hypotheses -> (fin_trans_flat, fin_trans_lengths), both int64."""
     seqs = [numpy.asarray(t, dtype="int64").reshape(-1) for t in trans]
@@ -413,6 +507,77 @@ def load_pickle(path):
         return pickle.load(f, encoding="utf-8")
 
 
+def git_commit(checkout):
+    """The commit a git checkout is at, from its metadata (no git needed), or None."""
+    git = os.path.join(checkout, ".git")
+    try:
+        if os.path.isfile(git):  # a worktree / submodule: "gitdir: <path>"
+            with io.open(git, encoding="utf-8") as f:
+                git = os.path.join(checkout, f.read().split(":", 1)[1].strip())
+        with io.open(os.path.join(git, "HEAD"), encoding="utf-8") as f:
+            head = f.read().strip()
+        if not head.startswith("ref:"):
+            return head
+        ref = head.split(":", 1)[1].strip()
+        if os.path.isfile(os.path.join(git, ref)):
+            with io.open(os.path.join(git, ref), encoding="utf-8") as f:
+                return f.read().strip()
+        with io.open(os.path.join(git, "packed-refs"), encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == ref:
+                    return parts[0]
+    except (IOError, OSError, IndexError):
+        pass
+    return None
+
+
+def closest_prototype(nmt, state):
+    """Name of the ``prototype_*_state`` of ``experiments.nmt`` the state differs least from
+    (the prototype train.py was given with ``--proto``, up to its ``changes``)."""
+    best = None
+    for name in sorted(dir(nmt)):
+        if not (name.startswith("prototype_") and name.endswith("state")):
+            continue
+        try:
+            proto = getattr(nmt, name)()
+        except Exception:  # a prototype the installed GroundHog cannot build
+            continue
+        n_diff = sum(1 for k in set(proto) | set(state)
+                     if k not in proto or k not in state or repr(proto[k]) != repr(state[k]))
+        if best is None or n_diff < best[0]:
+            best = (n_diff, name)
+    return best[1] if best else None
+
+
+def scan_mode(theano):
+    """How Theano runs scan loops here (speed only; the recorded values do not depend on it)."""
+    if not getattr(theano.config, "cxx", "x"):
+        return "no C compiler: Python implementations of every op, python scan loop"
+    try:
+        from theano.scan_module import scan_perform_ext  # noqa: F401
+        return "C scan loop (scan_perform_ext), inner graphs C-compiled"
+    except ImportError:
+        return "python scan loop (scan_perform_ext unavailable), inner graphs C-compiled"
+
+
+def record_mrg_seeds():
+    """Make every ``MRG_RandomStreams`` remember the seed it was created with (pass-through:
+    the stream is built exactly as before).  GroundHog's layers draw it from the model's
+    ``RandomState`` while they are built, so it is known only at construction."""
+    from theano.sandbox.rng_mrg import MRG_RandomStreams
+    if getattr(MRG_RandomStreams, "_recorder_wrapped", False):
+        return MRG_RandomStreams
+    original = MRG_RandomStreams.__init__
+
+    def __init__(self, seed=12345, *args, **kwargs):
+        original(self, seed, *args, **kwargs)
+        self._recorder_seed = seed
+    MRG_RandomStreams.__init__ = __init__
+    MRG_RandomStreams._recorder_wrapped = True
+    return MRG_RandomStreams
+
+
 class GroundHogProducer(object):
     """Computes every record with GroundHog's own functions (see the module docstring)."""
 
@@ -429,18 +594,25 @@ class GroundHogProducer(object):
         self.sample_mod = sample_mod
         self.score_mod = score_mod
 
+        import experiments.nmt as nmt
+        self.nmt = nmt
+        self.args = args
+        self.mrg_class = record_mrg_seeds()
+
         state = prototype_state()
         state.update(load_pickle(args.state))
         state.update(args.changes_dict)
         if args.remap_dir:
-            for key in ("word_indx", "word_indx_trgt", "indx_word", "indx_word_target"):
+            for key in ("word_indx", "word_indx_trgt", "indx_word", "indx_word_target", "source",
+                        "target"):
                 old = state.get(key)
-                if isinstance(old, (bytes, text_type)) and not os.path.exists(old):
-                    new = os.path.join(args.remap_dir, os.path.basename(old))
-                    if os.path.exists(new):
-                        log.info("state[%r]: %s -> %s", key, old, new)
-                        state[key] = new
+                if isinstance(old, list):  # the corpora: a list of paths
+                    new = [self._remap(key, p, args.remap_dir) for p in old]
+                else:
+                    new = self._remap(key, old, args.remap_dir)
+                state[key] = new
         self.state = state
+        self.prototype = closest_prototype(nmt, state)
         rng = numpy.random.RandomState(state["seed"])
         self.enc_dec = RNNEncoderDecoder(state, rng, skip_init=True, compute_alignment=True)
         self.enc_dec.build()
@@ -463,6 +635,15 @@ class GroundHogProducer(object):
         self._probs = None
         self._scorer = None
         self._batch_scorer = None
+
+    @staticmethod
+    def _remap(key, old, remap_dir):
+        if isinstance(old, (bytes, text_type)) and not os.path.exists(old):
+            new = os.path.join(remap_dir, os.path.basename(old))
+            if os.path.exists(new):
+                log.info("state[%r]: %s -> %s", key, old, new)
+                return new
+        return old
 
     def _check_origin(self, exc):
         """A failure inside GroundHog's search is recorded as an ``error`` record; anything
@@ -490,6 +671,9 @@ class GroundHogProducer(object):
             "param_names": sorted(to_text(p.name) for p in self.lm_model.params),
             "state_json": json.dumps(s, sort_keys=True, default=repr),
             "timings_json": json.dumps(self.timings, sort_keys=True),
+            "groundhog_commit": git_commit(self.groundhog_dir) or "unknown (not a git checkout)",
+            "prototype": self.prototype,
+            "scan_mode": scan_mode(self.theano),
         }
         for key in ("seed", "null_sym_source", "null_sym_target", "n_sym_source", "n_sym_target",
                     "unk_sym_source", "unk_sym_target"):
@@ -556,6 +740,112 @@ class GroundHogProducer(object):
                 "sentences": [to_text(x) for x in sentences]}
 
 
+    # -- /sampler ------------------------------------------------------------------------
+    def _streams(self):
+        """Every MRG stream of the model built for sampling, with its state arrays."""
+        found = []
+        for layer in self._layers(self.enc_dec):
+            trng = getattr(layer, "trng", None)
+            if isinstance(trng, self.mrg_class) and all(trng is not t for t, _ in found):
+                found.append((trng, layer))
+        return found
+
+    @staticmethod
+    def _layers(enc_dec):
+        for part in (enc_dec.encoder, enc_dec.backward_encoder, enc_dec.decoder):
+            for value in vars(part).values():
+                for layer in (value if isinstance(value, list) else [value]):
+                    if hasattr(layer, "trng"):
+                        yield layer
+
+    def sampler_record(self, picked, n_samples, alpha):
+        """``sample.sample(lm_model, seq, n_samples, sampler=sample_fn, alpha=alpha)`` on each
+        ``(index, seq)`` of ``picked``, in order, with the MRG states around the calls.  The
+        compiled ``sample_fn`` is wrapped by a pass-through recorder for its raw outputs."""
+        sample_fn = self.enc_dec.create_sampler(many_samples=True)
+        streams = self._streams()
+        shared = [(trng, layer, sv) for trng, layer in streams for sv, _ in trng.state_updates]
+        before = [numpy.array(sv.get_value()) for _, _, sv in shared]
+        raw = []
+
+        def recording_sampler(*args):
+            out = sample_fn(*args)
+            raw.append((args, [numpy.array(o) for o in out]))
+            return out
+        calls = []
+        for index, seq in picked:
+            sentences, costs, _ = self.sample_mod.sample(self.lm_model, seq, n_samples,
+                                                         sampler=recording_sampler, alpha=alpha)
+            args, (values, neg_log_probs) = raw[-1]
+            calls.append({"index": index, "seq": seq, "sample_ids": values,
+                          "sample_neg_log_probs": neg_log_probs, "costs": costs,
+                          "sentences": [to_text(x) for x in sentences], "n_samples": args[0],
+                          "n_steps": args[1], "alpha": args[2],
+                          "rstate_after": [numpy.array(sv.get_value()) for _, _, sv in shared]})
+        first_after = calls[0]["rstate_after"] if calls else before
+        used = [not numpy.array_equal(b, a) for b, a in zip(before, first_after)]
+        owner = [t for (t, _, _), u in zip(shared, used) if u]
+        if len(set(id(t) for t in owner)) > 1:
+            raise RecorderError("sample_fn advanced {0} MRG streams; the trace layout has one".format(
+                len(set(id(t) for t in owner))))
+        trng = owner[0] if owner else (streams[0][0] if streams else None)
+        if trng is None:
+            raise RecorderError("no MRG_RandomStreams found in the model's layers")
+        layer = [l for t, l in streams if t is trng][0]
+        keep = [k for k, (t, _, _) in enumerate(shared) if t is trng]
+        for call in calls:
+            call["rstate_after"] = [call["rstate_after"][k] for k in keep]
+        return {"attrs": {"mrg_seed": int(getattr(trng, "_recorder_seed", -1)),
+                          "mrg_seed_origin": "MRG_RandomStreams(seed) of layer {0!r} ({1}), seed "
+                                             "drawn from the layer-construction RandomState(state"
+                                             "['seed']) while the model was built".format(
+                                                 to_text(getattr(layer, "name", "?")),
+                                                 type(layer).__name__)},
+                "base_rstate_after_build": numpy.array(trng.rstate, dtype="int32"),
+                "rstate_before": [before[k] for k in keep], "used": [used[k] for k in keep],
+                "calls": calls}
+
+    # -- /train_step ----------------------------------------------------------------------
+    def train_step(self):
+        """One update as train.py would do it (MANIFEST section 7, /train_step)."""
+        from groundhog.trainer.SGD_adadelta import SGD as SGD_adadelta
+        state = dict(self.state)
+        enc_dec = self.nmt.RNNEncoderDecoder(state, numpy.random.RandomState(state["seed"]),
+                                             skip_init=False)
+        enc_dec.build()
+        lm_model = enc_dec.create_lm_model()
+        train_data = self.nmt.get_batch_iterator(state)
+        consumed = []
+        original_next = train_data.next
+
+        def recording_next(*args, **kwargs):
+            batch = original_next(*args, **kwargs)
+            consumed.append(batch)
+            return batch
+        train_data.next = recording_next
+        algo = SGD_adadelta(lm_model, state, train_data)
+        lm_model.load(self.args.model)
+        train_data.start(0)
+        names = [to_text(p.name) for p in lm_model.params]
+        before = dict((n, numpy.array(p.get_value())) for n, p in zip(names, lm_model.params))
+        rval = algo()
+        batch = consumed[0]
+        get = (lambda k: batch[k]) if isinstance(batch, dict) else (
+            lambda k: batch[("x", "y", "x_mask", "y_mask").index(k)])
+        values = lambda shared: dict((n, numpy.array(v.get_value())) for n, v in zip(names, shared))
+        return {"x": get("x"), "x_mask": get("x_mask"), "y": get("y"), "y_mask": get("y_mask"),
+                "rval": dict((k, v) for k, v in rval.items()
+                             if numpy.asarray(v).size == 1 and numpy.asarray(v).dtype.kind in "biuf"),
+                "param_order": names, "params_before": before,
+                "params_after": values(lm_model.params), "clipped_grads": values(algo.gs),
+                "gnorm2_after": values(algo.gnorm2), "dnorm2_after": values(algo.dnorm2),
+                "attrs": {"iterator_start_offset": 0,
+                          "note": "Fresh SGD_adadelta trainer (accumulators start at zero), model "
+                                  "loaded from the model file, first batch of "
+                                  "get_batch_iterator(state) started at offset 0, one call of "
+                                  "algo() = train_fn() + update_fn()."}}
+
+
 # ----------------------------------------------------------------------------------------
 # Recording
 # ----------------------------------------------------------------------------------------
@@ -579,6 +869,10 @@ def record(args, producer):
         "state_file": os.path.basename(args.state),
     }
     root.update(producer.root_attrs() if hasattr(producer, "root_attrs") else {})
+    if args.prototype:
+        root["prototype"] = args.prototype
+    if args.groundhog_commit:
+        root["groundhog_commit"] = args.groundhog_commit
     partial = args.output + ".partial"
     writer = TraceLayoutWriter(partial, root)
     timings = {}
@@ -639,6 +933,24 @@ def record(args, producer):
                     writer.beam(label, i, rec["trans"], rec["costs"], best, rec["sentences"][best])
                 writer.beam_timing(label, time.time() - t0, n)
                 log.info("beam/%s: %d sentences, %d errors", label, n, n_err)
+        for part, method in (("sampler", "sampler_record"), ("train_step", "train_step")):
+            if part in args.parts and not hasattr(producer, method):
+                log.warning("/%s not recorded: this producer offers no %s()", part, method)
+        if "sampler" in args.parts and hasattr(producer, "sampler_record") and args.sampler_calls:
+            t0 = time.time()
+            picked = []
+            for i in range(n):
+                if len(picked) == args.sampler_calls:
+                    break
+                seq = source_seq(i)["seq"]
+                if len(seq) >= SAMPLER_MIN_LEN:
+                    picked.append((i, seq))
+            writer.sampler(producer.sampler_record(picked, args.sampler_samples, 1.0))
+            timings["sampler_total_s"] = time.time() - t0
+        if "train_step" in args.parts and hasattr(producer, "train_step"):
+            t0 = time.time()
+            writer.train_step(producer.train_step())
+            timings["train_step_total_s"] = time.time() - t0
         writer.set_attrs(writer.f, {"recorder_timings_json": json.dumps(timings, sort_keys=True)})
     finally:
         writer.close()

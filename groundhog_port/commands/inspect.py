@@ -5,7 +5,7 @@ import sys
 import legacy_states
 
 from .. import checkpoint
-from ..config import ModelConfig
+from ..config import GRCONV, ModelConfig
 from ..errors import EXIT_INPUT, EXIT_OK, LegacyInputError
 from ..loading import Experiment
 
@@ -36,6 +36,8 @@ def report(state_path, model_path=None, changes="", data_dir=None):
         "differs_from_prototype": {k: state.get(k) for k in differing},
         "architecture": {
             "model": "RNNsearch (attention)" if cfg.search else "RNNencdec (fixed context)",
+            "encoder": ("RecursiveConvolutionalLayer (grConv)" if cfg.enc.layer == GRCONV
+                        else "RecurrentLayer (GRU)"),
             "dim": cfg.dim, "rank_n_approx": cfg.rank_n_approx,
             "n_sym_source": cfg.n_sym_source, "n_sym_target": cfg.n_sym_target,
             "null_sym_source": cfg.null_sym_source, "null_sym_target": cfg.null_sym_target,
@@ -114,6 +116,7 @@ def print_text(rep):
     print(f"model       {a['model']}")
     print(f"sizes       dim={a['dim']} rank_n_approx={a['rank_n_approx']} "
           f"n_sym_source={a['n_sym_source']} n_sym_target={a['n_sym_target']} c_dim={a['c_dim']}")
+    print(f"encoder     {a['encoder']}")
     print(f"annotation  {' + '.join(a['annotation_components'])}")
     r = a["readout"]
     print(f"readout     deep_out={r['deep_out']} unary_activ={r['unary_activ']!r} "

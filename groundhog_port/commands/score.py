@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import distributed, plots, sharded
+from ..encoder import grconv_gates
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..longlines import warn_long_lines
@@ -41,13 +42,21 @@ def add_arguments(p):
     p.add_argument("--plot-alignment", metavar="DIR",
                    help="txt mode: write one attention heatmap per pair to DIR (PNG, as Figure 3 "
                         "of Bahdanau et al.; RNNsearch models; needs matplotlib: the plot extra)")
+    p.add_argument("--plot-tree", metavar="DIR",
+                   help="txt mode: write the grConv gating tree of each source sentence to DIR "
+                        "(PNG, as experiments/nmt/tree.py draws it; enc_rec_layer="
+                        "'RecursiveConvolutionalLayer' models; needs matplotlib: the plot extra)")
+    p.add_argument("--tree-threshold", type=float, default=0.1, metavar="W",
+                   help="--plot-tree: leave out edges of weight <= W (tree.py's 'Threshold'; "
+                        "default 0.1)")
 
 
 def run(args):
-    if args.plot_alignment:
-        if args.mode != "txt":
-            raise LegacyInputError(None, "--plot-alignment works with --mode txt")
-        plots.require_matplotlib()
+    for flag, value in (("--plot-alignment", args.plot_alignment), ("--plot-tree", args.plot_tree)):
+        if value:
+            if args.mode != "txt":
+                raise LegacyInputError(None, f"{flag} works with --mode txt")
+            plots.require_matplotlib()
     if distributed.world_from_env() and args.mode != "batch":
         raise LegacyInputError(None, "under torchrun only --mode batch is sharded")
     distributed.setup(args)
@@ -147,6 +156,14 @@ def txt_mode(exp, args):
                                    "(search=False, an RNNencdec): there is no alignment to plot")
         plot_dir = Path(args.plot_alignment)
         plot_dir.mkdir(parents=True, exist_ok=True)
+    tree_dir = None
+    if args.plot_tree:
+        if not exp.model.encoder.grconv:
+            raise LegacyInputError(args.state, "--plot-tree: this model's encoder is not the "
+                                   "grConv (enc_rec_layer='RecursiveConvolutionalLayer'): it "
+                                   "has no gating tree")
+        tree_dir = Path(args.plot_tree)
+        tree_dir.mkdir(parents=True, exist_ok=True)
     n_inf = 0
     # log(0) of an underflowed probability is score.py's inf, explained once below
     with np.printoptions(precision=3, linewidth=150, suppress=True), np.errstate(divide="ignore"):
@@ -167,6 +184,12 @@ def txt_mode(exp, args):
                                      trg_words + ["<eos>"],
                                      plot_dir / plots.plot_file_name(n, len(src_lines)),
                                      title=f"{Path(args.src).name}, line {n}")
+            if tree_dir is not None:
+                plots.plot_grconv_tree(grconv_gates(exp.model, src_seq).numpy(),
+                                       src_words + ["<eos>"],
+                                       tree_dir / plots.tree_file_name(n, len(src_lines)),
+                                       args.tree_threshold,
+                                       title=f"{Path(args.src).name}, line {n}")
     if n_inf:
         logger.warning(INF_NOTE, n_inf, len(src_lines), exp.cfg.n_sym_source)
     if not src_lines:

@@ -47,8 +47,8 @@ import torch
 
 from .. import attention
 from ..numerics import ROW_BLOCK, mm, sum_positions
-from .common import (MAX_RETRY_BEAM, SearchFailed, check_kth, legacy_log, next_costs,
-                     select_cheapest)
+from .common import (MAX_RETRY_BEAM, SearchFailed, check_encodable, check_kth, legacy_log,
+                     next_costs, select_cheapest)
 from .legacy import Hypotheses, sort_finished
 
 logger = logging.getLogger(__name__)
@@ -169,7 +169,13 @@ class BatchedBeamSearch:
         self.stats = dict(steps=0, row_steps=0, fallbacks=0, groups=0, rows_by_length={})
         results = [None] * len(seqs)
         encoded = {}
-        pending = jobs
+        pending = []
+        for job in jobs:
+            try:
+                check_encodable(self.model, seqs[job.index])
+                pending.append(job)
+            except SearchFailed as err:
+                results[job.index] = err
         while pending:
             retries = []
             for group in self._groups(pending, seqs):
@@ -212,6 +218,10 @@ class BatchedBeamSearch:
     def _encode(self, seqs):
         """Annotations ``c (S_b, c_dim)`` of each sentence, equal to ``model.encode(seq)``."""
         model, cfg = self.model, self.cfg
+        if model.encoder.grconv:
+            # the grConv root depends on the sentence's length (its pyramid stops there), so
+            # an unmasked padded batch would not reproduce it: encode one by one (cheap)
+            return [model.encode(s) for s in seqs]
         device = model.device
         lens = [len(s) for s in seqs]
         S, B = max(lens), len(seqs)

@@ -20,6 +20,18 @@ class SearchFailed(Exception):
     """
 
 
+#: Theano's scan refuses to run 0 iterations (scan_op.py, ``perform``): the grConv's pyramid
+#: over a one-token source (an empty line: ``<eos>`` alone) has ``T - 1 = 0`` levels
+#: (rconv_layers.py:288-293), so sample.py crashes in ``comp_repr`` on such a line
+SCAN_ZERO_STEPS = "We didn't implemented yet the case where scan do 0 iteration"
+
+
+def check_encodable(model, seq):
+    """Raise :class:`SearchFailed` where the original's encoder crashed on ``seq``."""
+    if model.encoder.grconv and len(seq) < 2:
+        raise SearchFailed(SCAN_ZERO_STEPS)
+
+
 def legacy_log(probs):
     """float32 ``log p`` (see module docstring); float64 probabilities keep a float64 log."""
     return torch.log(probs.double()).to(probs.dtype)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .common import MAX_RETRY_BEAM, SearchFailed, check_kth, legacy_log, next_costs, select_cheapest
+from .common import (MAX_RETRY_BEAM, SearchFailed, check_encodable, check_kth, legacy_log,
+                     next_costs, select_cheapest)
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class BeamSearch:
         """sample.py:47.  Raises :class:`SearchFailed` where the original crashed."""
         model = self.model
         device = model.device
+        check_encodable(model, seq)
         c = model.encode(seq)                                    # sample.py:48
         p_from_c = model.p_from_c(c)
         states = model.initial_states(c)                         # sample.py:49, (1, dim)
