@@ -9,7 +9,7 @@ from .. import plots
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, Progress
+from ..outputs import Journal, Progress, write_failure
 from ..scoring import batches_for, parse_pair, score_batch, score_pair
 from .common import add_model_arguments, open_from_args
 
@@ -141,7 +141,10 @@ def txt_mode(exp, args):
             raise LegacyInputError(args.state, "--plot-alignment: this model has no attention "
                                    "(search=False, an RNNencdec): there is no alignment to plot")
         plot_dir = Path(args.plot_alignment)
-        plot_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            plot_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise write_failure(plot_dir, err) from None
     with np.printoptions(precision=3, linewidth=150, suppress=True):
         for n, (src_line, trg_line) in enumerate(zip(src_lines, trg_lines), start=1):
             (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, src_line, trg_line,

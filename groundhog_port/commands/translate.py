@@ -82,18 +82,14 @@ def run(args):
                                  "writing an empty line", start + i + 1, args.source, t.error)
                 journal.append(t.line, t.record())
                 results.append(t)
-            journal.flush()
             progress.update(len(chunk))
+        progress.close()
+        if args.n_best:  # before the commit: if it cannot be written, --resume redoes only it
+            write_nbest(args.n_best, results)
+        journal.commit()
     except BaseException:
         journal.close_unfinished()
         raise
-    progress.close()
-    journal.commit()
-    if args.n_best:
-        try:
-            write_nbest(args.n_best, results)
-        except OSError as err:
-            raise LegacyInputError(args.n_best, f"cannot write ({err.strerror or err})") from None
     print("Total cost of the translations: {}".format(total_cost(results)))
     failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
     if failed:
