@@ -7,6 +7,7 @@ becomes one line on stderr and exit code 2, never a traceback.
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from .errors import EXIT_INPUT, LegacyInputError
@@ -37,7 +38,19 @@ def build_parser():
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the partial output is kept for ``--resume``."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None):
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a thread): leave it
+        pass
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -52,6 +65,9 @@ def main(argv=None):
     except LegacyInputError as err:
         print(f"groundhog-port {args.command}: error: {err}", file=sys.stderr)
         return EXIT_INPUT
+    except Terminated:
+        print(f"groundhog-port {args.command}: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print(f"groundhog-port {args.command}: interrupted", file=sys.stderr)
         return 130
