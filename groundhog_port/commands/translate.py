@@ -5,7 +5,7 @@ import sys
 from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, Progress, check_output_path
+from ..outputs import Journal, OutputError, Progress, check_output_path
 from ..translate import Translation, Translator, total_cost, write_nbest
 from .common import add_model_arguments, open_from_args
 
@@ -85,7 +85,12 @@ def run(args):
             progress.update(len(chunk))
         progress.close()
         if args.n_best:  # before the commit: if it cannot be written, --resume redoes only it
-            write_nbest(args.n_best, results)
+            try:
+                write_nbest(args.n_best, results)
+            except OutputError as err:
+                raise OutputError(err.path, f"{err.problem}; the translations are kept in "
+                                  f"{journal.partial} (and its journal): rerun with --resume "
+                                  "once it can be written") from None
         journal.commit()
     except BaseException:
         journal.close_unfinished()
