@@ -196,8 +196,8 @@ def _run(*argv, limit=None):
 
 
 def _one_error_line(err, *words):
-    lines = [l for l in err.splitlines() if not l.startswith("WARNING")]
-    assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
+    lines = [l for l in err.splitlines() if "error:" in l]  # besides warnings (long lines...)
+    assert len(lines) == 1 and "Traceback" not in err, err
     for w in words:
         assert w in lines[0], err
 
@@ -268,17 +268,19 @@ def test_score_on_a_full_disk_then_resume(tmp_path):
     rc, _, err = _run(*args, "--scores", out, limit=200)
     assert rc == 2
     _one_error_line(err, "cannot write", "--resume")
-    assert not out.exists()
+    assert not out.exists() and (tmp_path / "s.partial").stat().st_size > 0
     rc, _, err = _run(*args, "--scores", out, "--resume")
-    assert rc == 0 and "resuming" in err, err
+    assert rc == 0, err
     assert out.read_bytes() == (tmp_path / "ref").read_bytes()
 
 
 def test_plots_on_a_full_disk(tmp_path):
     pytest.importorskip("matplotlib")
-    src = _src(tmp_path, 2)
+    src, trg = tmp_path / "s.en", tmp_path / "s.fr"
+    for name, path in (("test.en", src), ("test.fr", trg)):
+        path.write_bytes(b"".join((FX / name).read_bytes().splitlines(True)[:2]))
     rc, _, err = _run("score", "--state", STATE, MODEL, "--mode", "txt", "--allow-unk",
-                      "--src", src, "--trg", src, "--plot-alignment", tmp_path / "plots",
+                      "--src", src, "--trg", trg, "--plot-alignment", tmp_path / "plots",
                       limit=2000)
     assert rc == 2
     _one_error_line(err, "cannot write", "left as it was")
