@@ -51,27 +51,28 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread (main() called from a thread): leave it
         pass
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return EXIT_INPUT
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
+    name = "groundhog-port"
+    try:  # a signal while the command modules are imported is an interruption too
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_INPUT
+        name = f"groundhog-port {args.command}"
+        logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                            format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
         if args.threads is not None:
             set_threads(args.threads)
         return args._run(args)
     except LegacyInputError as err:
-        print(f"groundhog-port {args.command}: error: {err}", file=sys.stderr)
+        print(f"{name}: error: {err}", file=sys.stderr)
         return EXIT_INPUT
     except Terminated:
-        print(f"groundhog-port {args.command}: terminated", file=sys.stderr)
+        print(f"{name}: terminated", file=sys.stderr)
         return 143
     except KeyboardInterrupt:
-        print(f"groundhog-port {args.command}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
-
 
 if __name__ == "__main__":
     sys.exit(main())
