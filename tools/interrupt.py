@@ -241,6 +241,9 @@ def main(argv=None):
                                    "legacy_traces/encdec)")
     ap.add_argument("--jobs", type=int, default=1, help="trials run at once (default 1)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument("--time-budget", type=float, metavar="S",
+                    help="start no trial after S seconds (the table covers the trials run)")
+    ap.add_argument("--verbose", action="store_true", help="print every trial")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     rng = random.Random(seed)
@@ -272,11 +275,24 @@ def main(argv=None):
     table = defaultdict(Counter)
     failures = []
     from concurrent.futures import ThreadPoolExecutor
+    started = time.monotonic()
+
+    def run_planned(p):
+        if args.time_budget is not None and time.monotonic() - started > args.time_budget:
+            return None  # out of time
+        return trial(all_specs[p[1]], refs[p[1]], p[2], p[3], root)
+
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        futures = [(p, pool.submit(trial, all_specs[p[1]], refs[p[1]], p[2], p[3], root))
-                   for p in plan]
+        futures = [(p, pool.submit(run_planned, p)) for p in plan]
         for (i, n, sig, delay), fut in futures:
-            outcome, resumed, problems = fut.result()
+            result = fut.result()
+            if result is None:
+                continue
+            outcome, resumed, problems = result
+            if args.verbose:
+                print(f"[{i}] {n} {sig} after {delay:.2f}s: {outcome}"
+                      f"{', resumed identical' if resumed else ''}"
+                      f"{': FAILED' if problems else ''}", flush=True)
             table[(n, sig)][outcome] += 1
             table[(n, sig)]["trials"] += 1
             if resumed:
@@ -292,7 +308,8 @@ def main(argv=None):
     shutil.rmtree(root, ignore_errors=True)
     cols = ["trials", "finished first", "interrupted", "died during start-up",
             "interrupted (traceback)", "resumed identical", "FAILED"]
-    print(f"\n{args.trials} trials (seed {seed})")
+    n_run = sum(c["trials"] for c in table.values())
+    print(f"\n{n_run} trials (seed {seed})")
     print(f"{'command':10s} {'signal':8s} " + " ".join(f"{c:>14s}" for c in cols))
     total = Counter()
     for (n, sig), c in sorted(table.items()):
@@ -301,7 +318,7 @@ def main(argv=None):
     print(f"{'all':10s} {'':8s} " + " ".join(f"{total[k]:14d}" for k in cols))
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"seed": seed, "trials": args.trials,
+            {"seed": seed, "trials": n_run,
              "table": {f"{n} {s}": dict(c) for (n, s), c in table.items()},
              "failures": failures}, indent=2))
     return 1 if failures else 0
