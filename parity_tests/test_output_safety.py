@@ -317,3 +317,14 @@ def test_a_few_interruptions():
                        capture_output=True, text=True, env=ENV, timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "4 trials" in p.stdout
+
+
+def test_checkpoint_style_binary_output(tmp_path):
+    """What a training command does with a checkpoint: ``np.savez`` into ``atomic_output``."""
+    path = tmp_path / "m_model.npz"
+    arrays = {"W_0_enc_approx_embdr": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    with outputs.atomic_output(path, binary=True) as f:
+        np.savez(f, **arrays)
+    with np.load(path) as npz:
+        assert npz["W_0_enc_approx_embdr"].tolist() == arrays["W_0_enc_approx_embdr"].tolist()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m_model.npz"]
