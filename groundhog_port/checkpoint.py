@@ -15,10 +15,6 @@ parameter stays at its ``skip_init=True`` value (zeros); only a shape mismatch
 raises.
 """
 import logging
-import struct
-import tokenize
-import zipfile
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +23,7 @@ import torch
 from . import compat
 from .config import GRCONV
 from .errors import LegacyInputError
+from .untrusted import reading
 
 logger = logging.getLogger(__name__)
 
@@ -148,36 +145,33 @@ def legacy_param_table(cfg):
 
 
 def read_npz(path):
-    """All arrays of a GroundHog model file, never unpickling anything."""
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-        if magic != b"PK\x03\x04":
-            raise LegacyInputError(path, "not a .npz archive (no zip header); a GroundHog model "
-                                   "file is numpy.savez output")
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {}
-            for key in npz.files:
-                arrays[key] = npz[key]
-        return compat.upgrade_model(arrays, path)  # old vintages, converted in memory
-    except FileNotFoundError:
-        raise LegacyInputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise LegacyInputError(path, "is a directory, expected a *_model.npz file") from None
-    except (ValueError, SyntaxError, tokenize.TokenError) as err:  # also bad .npy headers
-        if "allow_pickle" in str(err) or "Object arrays" in str(err):
-            raise LegacyInputError(path, "holds object arrays (pickled Python objects); a "
-                                   "GroundHog model file holds only float32 arrays") from None
-        raise LegacyInputError(path, f"not a readable .npz model file ({err})") from None
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError, zipfile.LargeZipFile,
-            NotImplementedError, RuntimeError, zlib.error, struct.error) as err:
-        # NotImplementedError: an unsupported compression method or flag; RuntimeError: an
-        # encrypted member; zlib.error: damaged compressed data
-        raise LegacyInputError(path, f"truncated or corrupt .npz model file ({type(err).__name__}: "
-                               f"{err})") from None
-    except MemoryError:
-        raise LegacyInputError(path, "an array declares a size that does not fit in "
-                               "memory") from None
+    """All arrays of a GroundHog model file, never unpickling anything; old vintages are
+    converted in memory (:func:`compat.upgrade_model`).  numpy's zip reader runs inside the
+    untrusted-file guard: whatever it raises on a damaged archive (bad CRC, unsupported
+    compression method or flag, encrypted member, damaged deflate data, malformed ``.npy``
+    header...) is one error naming the file."""
+    with reading(path, "truncated or corrupt .npz model file"):
+        try:
+            with open(path, "rb") as f:
+                magic = f.read(4)
+            if magic != b"PK\x03\x04":
+                raise LegacyInputError(path, "not a .npz archive (no zip header); a GroundHog "
+                                       "model file is numpy.savez output")
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {key: npz[key] for key in npz.files}
+        except FileNotFoundError:
+            raise LegacyInputError(path, "no such file") from None
+        except IsADirectoryError:
+            raise LegacyInputError(path, "is a directory, expected a *_model.npz file") from None
+        except ValueError as err:
+            if "allow_pickle" in str(err) or "Object arrays" in str(err):
+                raise LegacyInputError(path, "holds object arrays (pickled Python objects); a "
+                                       "GroundHog model file holds only float32 arrays") from None
+            raise
+        except MemoryError:
+            raise LegacyInputError(path, "an array declares a size that does not fit in "
+                                   "memory") from None
+    return compat.upgrade_model(arrays, path)
 
 
 def check_arrays(arrays, table, path, lenient=False):

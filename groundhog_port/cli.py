@@ -7,6 +7,7 @@ becomes one line on stderr and exit code 2, never a traceback.
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from .distributed import SHARDED_COMMANDS, world_from_env
@@ -40,15 +41,29 @@ def build_parser():
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the partial output is kept for ``--resume``."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return EXIT_INPUT
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a thread): leave it
+        pass
+    name = "groundhog-port"
+    try:  # a signal while the command modules are imported is an interruption too
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_INPUT
+        name = f"groundhog-port {args.command}"
+        logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                            format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
         if args.threads is not None:
             set_threads(args.threads)
         if args.command not in SHARDED_COMMANDS and world_from_env():
@@ -56,12 +71,14 @@ def main(argv=None):
                                    f"{' and '.join(SHARDED_COMMANDS)} are sharded")
         return args._run(args)
     except LegacyInputError as err:
-        print(f"groundhog-port {args.command}: error: {err}", file=sys.stderr)
+        print(f"{name}: error: {err}", file=sys.stderr)
         return EXIT_INPUT
+    except Terminated:
+        print(f"{name}: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
-        print(f"groundhog-port {args.command}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -87,6 +87,7 @@ import numpy as np
 
 from .errors import LegacyInputError
 from .h5guard import check_dataset, check_global_heaps
+from .untrusted import reading
 from .vocab import parse_input
 
 __all__ = [
@@ -292,13 +293,15 @@ def read_h5_bitext(path) -> H5Phrases:
         import h5py
     except ImportError as err:  # pragma: no cover - h5py is a dependency
         raise LegacyInputError(path, f"reading .h5 bitexts needs h5py ({err})") from None
-    try:
-        handle = h5py.File(path, "r")
-    except FileNotFoundError:
-        raise LegacyInputError(path, "no such file") from None
-    except OSError as err:
-        raise LegacyInputError(path, f"not a readable HDF5 file ({err}); {_H5_LAYOUT}") from None
-    try:
+    # every h5py call on the file runs inside the guard: a damaged file can make h5py raise
+    # anything (issue 17: a UnicodeDecodeError for a field name of '/indices')
+    with reading(path, "cannot read the data (truncated or damaged file?)"):
+        try:
+            handle = h5py.File(path, "r")
+        except FileNotFoundError:
+            raise LegacyInputError(path, "no such file") from None
+        except OSError as err:
+            raise LegacyInputError(path, f"not a readable HDF5 file ({err}); {_H5_LAYOUT}") from None
         with handle:
             check_global_heaps(path)
             for name in ("phrases", "indices"):
@@ -319,19 +322,10 @@ def read_h5_bitext(path) -> H5Phrases:
                     raise LegacyInputError(
                         path, f"'/indices' column '{col}' is {ix.dtype[col]}, not an integer; "
                               f"{_H5_LAYOUT}")
-            try:
-                check_dataset(ix, path, "'/indices'")
-                check_dataset(ph, path, "'/phrases'")
-                table = ix[()]
-                phrases = ph[()].astype(np.int64)
-            except (OSError, RuntimeError, ValueError) as err:
-                raise LegacyInputError(path, f"cannot read the data (truncated or damaged "
-                                             f"file?): {err}") from None
-    except LegacyInputError:
-        raise
-    except (OSError, RuntimeError, KeyError) as err:
-        raise LegacyInputError(path, f"cannot read the data (truncated or damaged file?): "
-                                     f"{err}") from None
+            check_dataset(ix, path, "'/indices'")
+            check_dataset(ph, path, "'/phrases'")
+            table = ix[()]
+            phrases = ph[()].astype(np.int64)
     pos = table["pos"].astype(np.int64)
     length = table["length"].astype(np.int64)
     if pos.size and (pos.min() < 0 or length.min() < 0):

@@ -1200,3 +1200,16 @@ def case_rng(seed: int, index: int) -> random.Random:
 def pick_target(rng: random.Random, targets, weights=None):
     weights = weights or {}
     return rng.choices(targets, [weights.get(t, 1.0) for t in targets])[0]
+
+
+#: tools/fuzz.py's default relative frequency of targets (the others count 1)
+DEFAULT_WEIGHTS = {"trace": 0.7, "cli": 0.5}
+
+
+def seeded_case(fx: Fixtures, seed: int, index: int, workdir, targets=None, weights=None) -> Case:
+    """Case ``index`` of ``tools/fuzz.py --seed seed`` (default targets and weights): what
+    ``--only index`` replays, and what the regression tests replay."""
+    rng = case_rng(seed, index)
+    targets = list(targets) if targets is not None else available_targets(fx)
+    target = pick_target(rng, targets, DEFAULT_WEIGHTS if weights is None else weights)
+    return random_case(rng, fx, target, workdir)

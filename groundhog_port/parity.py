@@ -77,6 +77,7 @@ import torch
 
 from .data import read_text_lines
 from .errors import LegacyInputError
+from .outputs import atomic_write_text
 from .scoring import batches_for, parse_pair, score_batch, score_pair
 from .search.common import SearchFailed, next_costs, select_cheapest
 from .search.legacy import BeamSearch, path_costs, sample
@@ -488,7 +489,7 @@ class Report:
     def to_json(self, path=None) -> str:
         text = json.dumps(self.as_dict(), indent=2, allow_nan=False, ensure_ascii=False)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            atomic_write_text(path, text + "\n")  # complete or absent, even if interrupted
         return text
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import LegacyInputError
+from .outputs import atomic_output
 
 #: inches per heatmap cell; per label character (9 pt) and around the labels
 CELL_INCHES = 0.3
@@ -74,7 +75,8 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None):
     if title:
         fig.suptitle(title, fontsize=9, y=1 - 0.1 / height, va="top")
     path = Path(path)
-    fig.savefig(path, format="png", dpi=DPI)
+    with atomic_output(path, binary=True) as f:  # never a truncated picture
+        fig.savefig(f, format="png", dpi=DPI)
     return path
 
 

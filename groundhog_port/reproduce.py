@@ -33,6 +33,7 @@ from typing import Callable, Dict, List, Optional
 
 from .data import read_text_lines
 from .errors import LegacyInputError
+from .outputs import atomic_output
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
 from .translate import SearchWarnings, Translator, total_cost
 
@@ -331,7 +332,7 @@ def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokeniz
             r["crash_reproduced"] = port_error is not None and (orig is None or port_error in orig)
         if save_dir is not None:
             Path(save_dir).mkdir(parents=True, exist_ok=True)
-            with open(Path(save_dir) / f.name, "w", encoding="utf-8", newline="\n") as fh:
+            with atomic_output(Path(save_dir) / f.name) as fh:  # complete or absent
                 fh.writelines(t.line + "\n" for t in out)
         reports.append(r)
     elapsed = time.monotonic() - start

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import distributed
 from .errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
-from .outputs import Journal, Progress
+from .outputs import Journal, OutputError, Progress
 from .scoring import batches_for, score_batch
 from .translate import Translation, total_cost, write_nbest
 
@@ -69,13 +69,16 @@ def translate(args, exp, translator, lines, unit_lines):
         distributed.finish(world)
         return EXIT_OK
     progress.close()
-    journal.commit()
     results = [Translation.from_record(l, r) for l, r in zip(out_lines, out_records)]
-    if args.n_best:
+    if args.n_best:  # before the commit, as in one process: --resume redoes only the n-best
         try:
             write_nbest(args.n_best, results)
-        except OSError as err:
-            raise LegacyInputError(args.n_best, f"cannot write ({err.strerror or err})") from None
+        except OutputError as err:
+            journal.close_unfinished()
+            raise OutputError(err.path, f"{err.problem}; the translations are kept in "
+                              f"{journal.partial} (and its journal): rerun with --resume "
+                              "once it can be written") from None
+    journal.commit()
     distributed.finish(world)
     print("Total cost of the translations: {}".format(total_cost(results)))
     failed = [i + 1 for i, t in enumerate(results) if t.error is not None]

@@ -30,7 +30,6 @@ Reading::
 """
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ import numpy as np
 
 from .errors import LegacyInputError
 from .h5guard import check_dataset, check_global_heaps, read_attrs
+from .untrusted import reader_method, reading
 
 try:  # h5py is a hard dependency of the port, but keep the import error readable
     import h5py
@@ -384,23 +384,9 @@ def join_flat(trans: Sequence[Sequence[int]]) -> Tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------------------
 # Reader
 # --------------------------------------------------------------------------------------
-#: what h5py raises on a damaged file (bad B-tree, object header, link...), and what
-#: converting a malformed attribute value raises
-_DAMAGE = (OSError, RuntimeError, KeyError, ValueError, TypeError, OverflowError, IndexError)
-
-
-def _damage_is_input_error(method):
-    """A reader method on a damaged file raises one :class:`LegacyInputError` naming it."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except LegacyInputError:
-            raise
-        except _DAMAGE as err:
-            raise LegacyInputError(self.path, f"unreadable or damaged trace file "
-                                              f"({type(err).__name__}: {_one_line(err)})") from None
-    return wrapper
+#: every public reader method runs inside the untrusted-file guard: whatever h5py raises on
+#: a damaged file (or converting a malformed attribute value raises) is one error naming it
+_damage_is_input_error = reader_method("unreadable or damaged trace file")
 
 
 class TraceFile:
@@ -415,35 +401,27 @@ class TraceFile:
         self.path = Path(path)
         if not self.path.is_file():
             raise LegacyInputError(self.path, "trace file not found")
-        try:
+        with reading(self.path, "not a readable HDF5 trace file"):  # not HDF5, truncated
             self._f = h5py.File(self.path, "r")
-        except _DAMAGE as err:  # not HDF5, truncated, unreadable
-            raise LegacyInputError(self.path, f"not a readable HDF5 trace file ({_one_line(err)})") from None
         try:
-            check_global_heaps(self.path)
-        except LegacyInputError:
-            self._f.close()
-            raise
-        try:
-            raw = (read_attrs(self._f, self.path, "/", ["format_version"])["format_version"]
-                   if "format_version" in self._f.attrs else None)
-            version = 1 if raw is None else _plain(raw)
-            if isinstance(version, np.ndarray) and version.size == 1:
-                version = version.item()
-            try:
-                version = int(version)
-            except (TypeError, ValueError):
-                raise LegacyInputError(self.path, f"format_version attribute {raw!r} is not an integer") from None
-            if version not in SUPPORTED_VERSIONS:
-                raise LegacyInputError(
-                    self.path, f"unsupported trace format version {version} "
-                               f"(this reader knows version(s) {', '.join(map(str, SUPPORTED_VERSIONS))})")
-            self.format_version = version
-            self.attrs: Dict[str, Any] = {k: _plain(v) for k, v in read_attrs(self._f, self.path, "/").items()}
-        except _DAMAGE as err:
-            self._f.close()
-            raise LegacyInputError(self.path, f"unreadable trace file ({_one_line(err)})") from None
-        except LegacyInputError:
+            with reading(self.path, "unreadable trace file"):
+                check_global_heaps(self.path)
+                raw = (read_attrs(self._f, self.path, "/", ["format_version"])["format_version"]
+                       if "format_version" in self._f.attrs else None)
+                version = 1 if raw is None else _plain(raw)
+                if isinstance(version, np.ndarray) and version.size == 1:
+                    version = version.item()
+                try:
+                    version = int(version)
+                except (TypeError, ValueError):
+                    raise LegacyInputError(self.path, f"format_version attribute {raw!r} is not an integer") from None
+                if version not in SUPPORTED_VERSIONS:
+                    raise LegacyInputError(
+                        self.path, f"unsupported trace format version {version} "
+                                   f"(this reader knows version(s) {', '.join(map(str, SUPPORTED_VERSIONS))})")
+                self.format_version = version
+                self.attrs: Dict[str, Any] = {k: _plain(v) for k, v in read_attrs(self._f, self.path, "/").items()}
+        except BaseException:
             self._f.close()
             raise
 
@@ -474,6 +452,7 @@ class TraceFile:
             raise self._err(where, "expected a group, found a dataset")
         return obj
 
+    @_damage_is_input_error
     def has(self, where: str) -> bool:
         try:
             return where.strip("/") in self._f

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .outputs import atomic_output
 from .search.common import SearchFailed
 from .search.legacy import BeamSearch, sample
 from .vocab import render_translation
@@ -159,7 +160,7 @@ def total_cost(translations):
 
 def write_nbest(path, translations):
     """Moses n-best format: ``i ||| hypothesis ||| cost= C ||| -C`` (higher score is better)."""
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_output(path) as f:  # complete or absent; OutputError when it cannot be written
         for i, t in enumerate(translations):
             for sentence, cost in t.nbest:
                 f.write(f"{i} ||| {sentence} ||| cost= {cost!r} ||| {-cost!r}\n")

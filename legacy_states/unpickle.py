@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from groundhog_port.errors import LegacyInputError
+from groundhog_port.untrusted import describe, reading
 
 #: files larger than this are refused before reading (a GroundHog state is a few kB, a
 #: 30k-word vocabulary about 1 MB)
@@ -358,12 +359,13 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
     except (EOFError, pickle.UnpicklingError) as err:
         raise LegacyInputError(path, f"truncated or corrupt pickle ({err or type(err).__name__})") from None
     except Exception as err:  # anything the C unpickler raises on malformed input
-        raise LegacyInputError(path, f"corrupt pickle ({type(err).__name__}: {err})") from None
-    try:
-        data = _finish(raw, path)
-    except RecursionError:
-        raise LegacyInputError(path, "pickle nested too deeply") from None
-    distinct, expanded = _sizes(data)
+        raise LegacyInputError(path, f"corrupt pickle ({describe(err)})") from None
+    with reading(path, "corrupt pickle"):  # rebuilding numpy values from the raw bytes
+        try:
+            data = _finish(raw, path)
+        except RecursionError:
+            raise LegacyInputError(path, "pickle nested too deeply") from None
+        distinct, expanded = _sizes(data)
     if expanded > MAX_SHARING * distinct + (1 << 20):
         raise LegacyInputError(path, f"{distinct} objects that are {expanded} when expanded (the same "
                                      "containers referenced over and over): not GroundHog data")

@@ -411,6 +411,23 @@ def test_regressions(name):
     check(REGRESSIONS[name]())
 
 
+#: (seed, case) of tools/fuzz.py runs that found a failure, replayed exactly (the same
+#: generator, targets and weights as ``tools/fuzz.py --seed S --only I``)
+SEEDED_REGRESSIONS = [
+    # a corrupted compound-type field name of /indices: h5py raised UnicodeDecodeError (issue 17)
+    (424242, 736),
+]
+
+
+@pytest.mark.skipif(F.available_targets(FX) != list(F.TARGETS),
+                    reason="the recorded traces and .h5 bitexts are needed to generate the same cases")
+@pytest.mark.parametrize("seed, index", SEEDED_REGRESSIONS)
+def test_seeded_regressions(seed, index):
+    with tempfile.TemporaryDirectory() as d:
+        case = F.seeded_case(FX, seed, index, d)
+    check(case)
+
+
 def _isolated(fn, timeout=60):
     """``fn()`` in a forked process: a crash or an endless loop in C fails the test instead
     of killing or hanging the run.  Returns ``fn``'s outcome as (kind, message)."""

@@ -18,12 +18,16 @@ loader:
 
 Cases are reproducible: case I of seed S is generated from random.Random(f"S:I") alone,
 so ``--only I`` replays it, and ``--save DIR`` keeps the files of every failing case.
+``--seed fresh`` draws a new seed (printed first, and with every failure as the command
+that replays it); ``--time-budget S`` stops starting cases after S seconds (CI runs a fresh
+seed for about a minute on every run: ``.ci/run``).
 
 Examples::
 
     python tools/fuzz.py --cases 10000 --jobs 2
     python tools/fuzz.py --cases 200 --targets state,vocab --seed 7 --verbose
     python tools/fuzz.py --seed 0 --only 4711 --save /tmp/case4711
+    python tools/fuzz.py --seed fresh --cases 1000000 --time-budget 60
 """
 import argparse
 import json
@@ -36,7 +40,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -63,7 +67,10 @@ def parse_args(argv=None):
                                        "(python -m pydoc tools/fuzz.py)",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", type=int, default=1000, help="number of cases (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="run seed (default 0), or 'fresh' for a new random one (printed)")
+    p.add_argument("--time-budget", type=float, metavar="S",
+                   help="start no case after S seconds (the report covers the cases run)")
     p.add_argument("--timeout", type=float, default=20.0,
                    help="CPU seconds per case before it counts as a hang (default 20; cli cases, "
                         f"which load a model and search, get {CLI_TIMEOUT_FACTOR}x; a case also "
@@ -75,14 +82,25 @@ def parse_args(argv=None):
                    help="cases run at once (default: the number of CPUs)")
     p.add_argument("--targets", default=",".join(fuzzing.TARGETS),
                    help=f"comma-separated loaders to fuzz (default all: {','.join(fuzzing.TARGETS)})")
-    p.add_argument("--weights", default="trace=0.7,cli=0.5",
-                   help="relative frequency of targets, e.g. 'trace=0.5' (default trace=0.7,cli=0.5)")
+    default_weights = ",".join(f"{k}={v}" for k, v in fuzzing.DEFAULT_WEIGHTS.items())
+    p.add_argument("--weights", default=default_weights,
+                   help=f"relative frequency of targets, e.g. 'trace=0.5' (default {default_weights})")
     p.add_argument("--only", type=int, action="append", metavar="I",
                    help="run only case I of this seed (repeatable)")
     p.add_argument("--save", metavar="DIR", help="copy the files of every failing case here")
     p.add_argument("--json", metavar="FILE", help="also write the summary and failures as JSON")
     p.add_argument("--verbose", action="store_true", help="print every case")
     return p.parse_args(argv)
+
+
+def _seed(text):
+    """``--seed``: an integer, or ``fresh`` for one drawn from the OS (printed, replayable)."""
+    if text == "fresh":
+        return int.from_bytes(os.urandom(4), "little")
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'fresh', got {text!r}") from None
 
 
 def _vm_kib(field):
@@ -155,8 +173,10 @@ def main(argv=None):
             [p for pair in fx.bitext_pairs for p in pair]:
         fx.read(p)
 
+    print(f"fuzz.py: seed {args.seed} (replay a case with: python tools/fuzz.py --seed "
+          f"{args.seed} --only I)", flush=True)
     indices = args.only if args.only else range(args.cases)
-    pending = list(indices)
+    pending = deque(indices)
     running = []
     counts = defaultdict(Counter)
     peaks = defaultdict(int)
@@ -191,21 +211,23 @@ def main(argv=None):
         if args.verbose or outcome in fuzzing.FAILURES:
             print(f"[{r.index}] {r.case.target:6s} {outcome:13s} {r.case.label[:70]} | {detail[:150]}",
                   flush=True)
+        if outcome in fuzzing.FAILURES:
+            print(f"    replay: python tools/fuzz.py --seed {args.seed} --only {r.index}", flush=True)
         elif done % 500 == 0:
             el = time.monotonic() - started
             print(f"... {done} cases, {el:.0f}s, {len(failures)} failing", flush=True)
         shutil.rmtree(r.workdir, ignore_errors=True)
 
     while pending or running:
+        if args.time_budget is not None and time.monotonic() - started > args.time_budget:
+            pending.clear()  # out of time: finish the running cases, start no more
         while pending and len(running) < max(1, args.jobs):
-            i = pending.pop(0)
-            rng = fuzzing.case_rng(args.seed, i)
-            target = fuzzing.pick_target(rng, targets, weights)
+            i = pending.popleft()
             workdir = root / f"case{i}"
             workdir.mkdir()
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                case = fuzzing.random_case(rng, fx, target, workdir)
+                case = fuzzing.seeded_case(fx, args.seed, i, workdir, targets, weights)
             rfd, wfd = os.pipe()
             pid = os.fork()
             if pid == 0:

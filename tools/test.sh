@@ -8,4 +8,8 @@ cd "$(dirname "$0")/.."
 source tools/venv.sh
 ensure_venv test
 bash tools/install_browser.sh
+# a fresh fuzz seed on every run, printed for replay (--seed N --only I); FUZZ_SECONDS=0 skips
+if [ "${FUZZ_SECONDS:-60}" != 0 ]; then
+    python tools/fuzz.py --seed fresh --cases 1000000 --time-budget "${FUZZ_SECONDS:-60}"
+fi
 python -m pytest -q -rs "$@"

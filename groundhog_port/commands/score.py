@@ -10,7 +10,7 @@ from ..encoder import grconv_gates
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, Progress
+from ..outputs import Journal, Progress, write_failure
 from ..scoring import batches_for, parse_pair, score_batch, score_pair
 from .common import add_model_arguments, open_from_args
 
@@ -155,7 +155,10 @@ def txt_mode(exp, args):
             raise LegacyInputError(args.state, "--plot-alignment: this model has no attention "
                                    "(search=False, an RNNencdec): there is no alignment to plot")
         plot_dir = Path(args.plot_alignment)
-        plot_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            plot_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise write_failure(plot_dir, err) from None
     tree_dir = None
     if args.plot_tree:
         if not exp.model.encoder.grconv:
@@ -163,7 +166,10 @@ def txt_mode(exp, args):
                                    "grConv (enc_rec_layer='RecursiveConvolutionalLayer'): it "
                                    "has no gating tree")
         tree_dir = Path(args.plot_tree)
-        tree_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            tree_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise write_failure(tree_dir, err) from None
     n_inf = 0
     # log(0) of an underflowed probability is score.py's inf, explained once below
     with np.printoptions(precision=3, linewidth=150, suppress=True), np.errstate(divide="ignore"):

@@ -6,7 +6,7 @@ from .. import distributed, sharded
 from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, Progress, check_output_path
+from ..outputs import Journal, OutputError, Progress, check_output_path
 from ..sampling import cli as sampling_cli
 from ..translate import SearchWarnings, Translation, Translator, total_cost, write_nbest
 from .common import add_model_arguments, open_from_args
@@ -99,19 +99,20 @@ def run(args):
                                  "writing an empty line", start + i + 1, args.source, t.error)
                 journal.append(t.line, t.record())
                 results.append(t)
-            journal.flush()
             progress.update(len(chunk))
+        progress.close()
+        if args.n_best:  # before the commit: if it cannot be written, --resume redoes only it
+            try:
+                write_nbest(args.n_best, results)
+            except OutputError as err:
+                raise OutputError(err.path, f"{err.problem}; the translations are kept in "
+                                  f"{journal.partial} (and its journal): rerun with --resume "
+                                  "once it can be written") from None
+        journal.commit()
     except BaseException:
         progress.close()
         journal.close_unfinished()
         raise
-    progress.close()
-    journal.commit()
-    if args.n_best:
-        try:
-            write_nbest(args.n_best, results)
-        except OSError as err:
-            raise LegacyInputError(args.n_best, f"cannot write ({err.strerror or err})") from None
     print("Total cost of the translations: {}".format(total_cost(results)))
     failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
     if failed:

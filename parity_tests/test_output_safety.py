@@ -1,0 +1,330 @@
+"""Damaged files and failing outputs: one clear error, exit 2, and nothing half-written.
+
+* The untrusted-file guard (:mod:`groundhog_port.untrusted`): whatever h5py, numpy's zip
+  reader or the unpickler raises on a damaged file -- here forced by making the library
+  raise exception types nobody lists -- is one error naming the file.
+* Outputs under stress (:mod:`groundhog_port.outputs`): a full disk (``RLIMIT_FSIZE``, i.e.
+  ``ulimit -f``, with SIGXFSZ ignored: writes fail with EFBIG as they do with ENOSPC; and a
+  real 4 KiB tmpfs where the test may mount one), a second process on the same output (the
+  lock), interrupted runs (``tools/interrupt.py``, a few trials).
+"""
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, LEGACY_ROOT
+from groundhog_port import outputs
+from groundhog_port.errors import LegacyInputError
+
+FX = FIXTURES / "search"
+STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
+REPO = Path(__file__).resolve().parent.parent
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
+BITEXT = LEGACY_ROOT / "data" / "binarized_text.shuffled.en.h5"
+
+#: exception types a library may raise on bad bytes that no reader lists explicitly
+UNLISTED = [UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), IndexError("x"),
+            AttributeError("x"), AssertionError("x"), ZeroDivisionError("x"), SystemError("x")]
+
+
+def _raiser(err):
+    def raise_it(*args, **kwargs):
+        raise err
+    return raise_it
+
+
+# ---------------------------------------------------------------------------------------------
+# the untrusted-file guard
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not BITEXT.is_file(), reason=f"no .h5 bitext at {BITEXT}")
+@pytest.mark.parametrize("err", UNLISTED, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("where", ["File.__getitem__", "Dataset.__getitem__", "Dataset.dtype"])
+def test_any_h5py_failure_is_one_error(where, err, monkeypatch):
+    import h5py
+    from groundhog_port.data import read_h5_bitext
+    cls, name = where.split(".")
+    monkeypatch.setattr(getattr(h5py, cls), name,
+                        property(_raiser(err)) if name == "dtype" else _raiser(err))
+    with pytest.raises(LegacyInputError) as info:
+        read_h5_bitext(BITEXT)
+    assert info.value.path == str(BITEXT) and type(err).__name__ in str(info.value)
+
+
+@pytest.mark.skipif(not (LEGACY_ROOT / "encdec" / "trace.h5").is_file(), reason="no recorded trace")
+@pytest.mark.parametrize("err", UNLISTED, ids=lambda e: type(e).__name__)
+def test_any_trace_failure_is_one_error(err, monkeypatch):
+    import h5py
+    from groundhog_port.trace import TraceFile
+    path = LEGACY_ROOT / "encdec" / "trace.h5"
+    with TraceFile(path) as tf:
+        monkeypatch.setattr(h5py.Group, "__getitem__", _raiser(err))
+        monkeypatch.setattr(h5py.Group, "__contains__", _raiser(err))
+        for method in (tf.pair_indices, lambda: tf.pairs(0), tf.validate, lambda: tf.has("x")):
+            with pytest.raises(LegacyInputError) as info:
+                method()
+            assert info.value.path == str(path)
+
+
+@pytest.mark.parametrize("err", UNLISTED, ids=lambda e: type(e).__name__)
+def test_any_npz_or_pickle_failure_is_one_error(err, monkeypatch):
+    import legacy_states.unpickle
+    from groundhog_port import checkpoint
+    monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", _raiser(err))
+    with pytest.raises(LegacyInputError, match=type(err).__name__) as info:
+        checkpoint.read_npz(MODEL)
+    assert info.value.path == str(MODEL)
+    monkeypatch.setattr(legacy_states.unpickle, "_finish", _raiser(err))
+    with pytest.raises(LegacyInputError, match=type(err).__name__) as info:
+        legacy_states.safe_load_pickle(STATE)
+    assert info.value.path == str(STATE)
+
+
+def test_memory_errors_are_not_hidden():
+    """A MemoryError is a bug to prevent (sizes are checked first), not an input error."""
+    from groundhog_port.untrusted import reading
+    with pytest.raises(MemoryError):
+        with reading("f.h5"):
+            raise MemoryError()
+    with pytest.raises(LegacyInputError, match=r"^f\.h5: damaged \(KeyError: 'x'\)$"):
+        with reading("f.h5", "damaged"):
+            raise KeyError("x")
+
+
+# ---------------------------------------------------------------------------------------------
+# the output API, in-process
+# ---------------------------------------------------------------------------------------------
+
+def _in_child(fn):
+    """``fn()`` in a forked child (so a file-size limit stays there); returns its message."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            msg = f"ok {fn()}"
+        except BaseException as err:  # noqa: BLE001 - reported to the parent
+            msg = f"{type(err).__name__} {err}"
+        os.write(w, msg.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        msg = f.read().decode()
+    os.waitpid(pid, 0)
+    return msg
+
+
+def _file_size_limit(n):
+    """``ulimit -f``: writes past ``n`` bytes fail with EFBIG (SIGXFSZ ignored)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+
+
+def test_journal_on_a_full_disk_keeps_a_resumable_prefix(tmp_path):
+    out = tmp_path / "o.txt"
+
+    def fill():
+        _file_size_limit(1000)
+        j = outputs.Journal(out)
+        for i in range(10 ** 4):
+            j.append(f"line {i} é", f"record {i}")
+    msg = _in_child(fill)
+    assert msg.startswith("OutputError ") and "cannot write" in msg and "--resume" in msg, msg
+    assert not out.exists()
+    j = outputs.Journal(out, resume=True)
+    n = len(j.done_lines)
+    assert n > 10 and j.done_lines == [f"line {i} é" for i in range(n)]
+    assert j.done_records == [f"record {i}" for i in range(n)]
+    j.append("last", "r")
+    j.commit()
+    assert out.read_text(encoding="utf-8").splitlines()[-2:] == [f"line {n - 1} é", "last"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.txt"]
+
+
+def test_atomic_output_never_leaves_a_half_file(tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text("old\n")
+
+    def write():
+        _file_size_limit(1000)
+        outputs.atomic_write_text(out, "x" * 5000)
+    msg = _in_child(write)
+    assert msg.startswith("OutputError ") and "left as it was" in msg, msg
+    assert out.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    outputs.atomic_write_text(out, "new\n")
+    assert out.read_text() == "new\n"
+
+
+def test_second_writer_is_refused(tmp_path):
+    out = tmp_path / "o.txt"
+    j = outputs.Journal(out)
+    j.append("a", "1")
+    for second in (lambda: outputs.Journal(out, resume=True),
+                   lambda: outputs.atomic_write_text(out, "b\n")):
+        with pytest.raises(outputs.OutputBusyError, match="another process is writing it"):
+            second()
+    j.append("b", "2")
+    j.commit()
+    assert out.read_text() == "a\nb\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# the commands
+# ---------------------------------------------------------------------------------------------
+
+def _src(tmp_path, n=6):
+    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
+    src = tmp_path / "s.en"
+    src.write_text("".join(lines[i] + "\n" for i in range(n)), encoding="utf-8")
+    return src
+
+
+def _run(*argv, limit=None):
+    p = subprocess.run([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
+                        *map(str, argv)], capture_output=True, text=True, env=ENV, cwd=REPO,
+                       preexec_fn=(lambda: _file_size_limit(limit)) if limit else None,
+                       timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def _one_error_line(err, *words):
+    lines = [l for l in err.splitlines() if "error:" in l]  # besides warnings (long lines...)
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in lines[0], err
+
+
+def test_translate_on_a_full_disk_then_resume(tmp_path):
+    """``--trans`` and ``--n-best`` past ``ulimit -f``: exit 2, one line, nothing renamed
+    into place, partial and journal kept; ``--resume`` (limit lifted) finishes the job with
+    the bytes of an uninterrupted run."""
+    args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 3,
+            "--source", _src(tmp_path)]
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    rc, ref_out, err = _run(*args, "--trans", ref / "t", "--n-best", ref / "n")
+    assert rc == 0, err
+    out = tmp_path / "t"
+    rc, _, err = _run(*args, "--trans", out, "--n-best", tmp_path / "n", limit=300)
+    assert rc == 2
+    _one_error_line(err, "cannot write", "--resume")
+    assert not out.exists() and not (tmp_path / "n").exists()
+    assert (tmp_path / "t.partial").exists() and (tmp_path / "t.partial.journal").exists()
+    rc, res_out, err = _run(*args, "--trans", out, "--n-best", tmp_path / "n", "--resume")
+    assert rc == 0, err
+    assert out.read_bytes() == (ref / "t").read_bytes()
+    assert (tmp_path / "n").read_bytes() == (ref / "n").read_bytes()
+    assert res_out.splitlines()[-1] == ref_out.splitlines()[-1]  # Total cost of the translations
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n", "ref", "s.en", "t"]
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 4 KiB tmpfs (root only): a real ENOSPC.  Yields (directory, grow())."""
+    d = tmp_path / "tmpfs"
+    d.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(d)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mount -t tmpfs is not permitted here")
+    try:
+        yield d, lambda: subprocess.run(["mount", "-o", "remount,size=1m", str(d)], check=True)
+    finally:
+        subprocess.run(["umount", str(d)], capture_output=True)
+
+
+def test_n_best_on_a_full_tmpfs_then_resume(tiny_tmpfs, tmp_path):
+    """The translations fit, the n-best list does not (ENOSPC): the translations are not
+    renamed into place either, and ``--resume`` after space is freed writes both."""
+    d, grow = tiny_tmpfs
+    args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 10,
+            "--source", _src(tmp_path, 12), "--trans", tmp_path / "t", "--n-best", d / "n"]
+    rc, _, err = _run(*args)
+    assert rc == 2
+    _one_error_line(err, "No space left on device", "--resume", "t.partial")
+    assert not (tmp_path / "t").exists() and (tmp_path / "t.partial.journal").exists()
+    assert list(d.iterdir()) == []
+    grow()
+    rc, _, err = _run(*args, "--resume")
+    assert rc == 0, err
+    assert (tmp_path / "t").read_text().count("\n") == 12 and (d / "n").stat().st_size > 4096
+
+
+def test_score_on_a_full_disk_then_resume(tmp_path):
+    args = ["score", "--state", STATE, MODEL, "bs=4", "--mode", "batch", "--allow-unk",
+            "--src", FX / "test.en", "--trg", FX / "test.fr"]
+    rc, _, err = _run(*args, "--scores", tmp_path / "ref")
+    assert rc == 0, err
+    out = tmp_path / "s"
+    rc, _, err = _run(*args, "--scores", out, limit=200)
+    assert rc == 2
+    _one_error_line(err, "cannot write", "--resume")
+    assert not out.exists() and (tmp_path / "s.partial").stat().st_size > 0
+    rc, _, err = _run(*args, "--scores", out, "--resume")
+    assert rc == 0, err
+    assert out.read_bytes() == (tmp_path / "ref").read_bytes()
+
+
+def test_plots_on_a_full_disk(tmp_path):
+    pytest.importorskip("matplotlib")
+    src, trg = tmp_path / "s.en", tmp_path / "s.fr"
+    for name, path in (("test.en", src), ("test.fr", trg)):
+        path.write_bytes(b"".join((FX / name).read_bytes().splitlines(True)[:2]))
+    rc, _, err = _run("score", "--state", STATE, MODEL, "--mode", "txt", "--allow-unk",
+                      "--src", src, "--trg", trg, "--plot-alignment", tmp_path / "plots",
+                      limit=2000)
+    assert rc == 2
+    _one_error_line(err, "cannot write", "left as it was")
+    assert list((tmp_path / "plots").iterdir()) == []
+
+
+def test_second_process_on_the_same_output_is_refused(tmp_path):
+    """A process holds the lock on ``F.partial`` (as a running translate does): a second
+    command pointed at ``F`` refuses at once and leaves the first one's file alone."""
+    out = tmp_path / "t"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from groundhog_port import outputs; "
+         "j = outputs.Journal(sys.argv[1]); j.append('first', '{}'); print('ready', flush=True); "
+         "sys.stdin.read()", str(out)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        for resume in ([], ["--resume"]):
+            rc, _, err = _run("translate", "--state", STATE, MODEL, "--beam-search",
+                              "--beam-size", 2, "--source", _src(tmp_path, 1), "--trans", out,
+                              *resume)
+            assert rc == 2
+            _one_error_line(err, "another process is writing it")
+        assert (tmp_path / "t.partial").read_text() == "first\n"
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+def test_a_few_interruptions():
+    """tools/interrupt.py, 4 trials (the 200-trial figures are in docs/hardening.md)."""
+    p = subprocess.run([sys.executable, str(REPO / "tools" / "interrupt.py"), "--trials", "4",
+                        "--commands", "translate,score", "--seed", "17"],
+                       capture_output=True, text=True, env=ENV, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "4 trials" in p.stdout
+
+
+def test_checkpoint_style_binary_output(tmp_path):
+    """What a training command does with a checkpoint: ``np.savez`` into ``atomic_output``."""
+    path = tmp_path / "m_model.npz"
+    arrays = {"W_0_enc_approx_embdr": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    with outputs.atomic_output(path, binary=True) as f:
+        np.savez(f, **arrays)
+    with np.load(path) as npz:
+        assert npz["W_0_enc_approx_embdr"].tolist() == arrays["W_0_enc_approx_embdr"].tolist()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m_model.npz"]
