@@ -12,9 +12,9 @@ import numpy as np
 
 from . import distributed
 from .errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
-from .outputs import Journal, OutputError, Progress
+from .outputs import Journal, Progress
 from .scoring import batches_for, score_batch
-from .translate import Translation, total_cost, write_nbest
+from .translate import Translation, report_failures, total_cost, write_nbest_then_commit
 
 logger = logging.getLogger(__name__)
 
@@ -70,21 +70,14 @@ def translate(args, exp, translator, lines, unit_lines):
         return EXIT_OK
     progress.close()
     results = [Translation.from_record(l, r) for l, r in zip(out_lines, out_records)]
-    if args.n_best:  # before the commit, as in one process: --resume redoes only the n-best
-        try:
-            write_nbest(args.n_best, results)
-        except OutputError as err:
-            journal.close_unfinished()
-            raise OutputError(err.path, f"{err.problem}; the translations are kept in "
-                              f"{journal.partial} (and its journal): rerun with --resume "
-                              "once it can be written") from None
-    journal.commit()
+    try:
+        write_nbest_then_commit(args.n_best, results, journal)
+    except BaseException:
+        journal.close_unfinished()
+        raise
     distributed.finish(world)
     print("Total cost of the translations: {}".format(total_cost(results)))
-    failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
-    if failed:
-        logger.error("%d sentence(s) could not be translated (lines %s): the original would "
-                     "have crashed at the first", len(failed), ", ".join(map(str, failed)))
+    if report_failures(results):
         return EXIT_PARTIAL
     logger.info("%d sentences on %d processes, %.1f sentences/s", len(results), world.size,
                 progress.rate())

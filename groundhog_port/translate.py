@@ -164,3 +164,27 @@ def write_nbest(path, translations):
         for i, t in enumerate(translations):
             for sentence, cost in t.nbest:
                 f.write(f"{i} ||| {sentence} ||| cost= {cost!r} ||| {-cost!r}\n")
+
+
+def write_nbest_then_commit(path, results, journal):
+    """``--n-best`` before the translations are committed: if it cannot be written, the
+    journal keeps every translation and ``--resume`` redoes only the n-best list (the
+    caller leaves the journal unfinished on any exception)."""
+    from .outputs import OutputError
+    if path:
+        try:
+            write_nbest(path, results)
+        except OutputError as err:
+            raise OutputError(err.path, f"{err.problem}; the translations are kept in "
+                              f"{journal.partial} (and its journal): rerun with --resume "
+                              "once it can be written") from None
+    journal.commit()
+
+
+def report_failures(results):
+    """Log the lines where the original sample.py crashed; True when there are any."""
+    failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
+    if failed:
+        logger.error("%d sentence(s) could not be translated (lines %s): the original would "
+                     "have crashed at the first", len(failed), ", ".join(map(str, failed)))
+    return bool(failed)

@@ -62,7 +62,8 @@ def copy_case(src, dst, with_trace=True):
 # ---------------------------------------------------------------------------------------
 def test_parity_case_passes_and_prints_the_table(tmp_path):
     case = need_case("search_variant")
-    out = parity("--case", case, "--only", "repr,pairs,batch", "--json", tmp_path / "r.json")
+    out = parity("--case", case, "--only", "repr,pairs,batch,sampler,train_step", "--json",
+                 tmp_path / "r.json")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     header = [c.strip() for c in lines[0].split("|")]
@@ -79,14 +80,16 @@ def test_parity_case_passes_and_prints_the_table(tmp_path):
     assert not [q for q, r in rows.items() if r[5].startswith("NOT COVERED")]
     for group in ("sampler/", "train_step/"):
         assert [q for q in rows if q.startswith(group)], group
+        assert all(r[5] == "PASS" for q, r in rows.items() if q.startswith(group)), group
     assert "quantities pass" in lines[-1]
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["ok"] is True and report["n_compared"] > 0
     by_q = {r["quantity"]: r for r in report["rows"]}
     assert by_q["repr/c"]["worst"].startswith("repr/") and "/c[" in by_q["repr/c"]["worst"]
     assert by_q["pairs/score"]["max_abs_err"] < 1e-4
-    assert by_q["train_step"]["status"] == "NOT COVERED" and by_q["train_step"]["passed"] is None
-    assert "sampler/sample_ids" not in by_q          # not selected with --only
+    assert by_q["train_step/params_after"]["status"] == "PASS"
+    assert by_q["sampler/sample_ids"]["passed"] is True
+    assert "steps/next_probs" not in by_q          # not selected with --only
 
 
 def test_parity_reproduces_the_recorded_crashes(tmp_path):

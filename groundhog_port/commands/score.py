@@ -154,22 +154,14 @@ def txt_mode(exp, args):
         if not exp.cfg.search:
             raise LegacyInputError(args.state, "--plot-alignment: this model has no attention "
                                    "(search=False, an RNNencdec): there is no alignment to plot")
-        plot_dir = Path(args.plot_alignment)
-        try:
-            plot_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise write_failure(plot_dir, err) from None
+        plot_dir = _output_dir(args.plot_alignment)
     tree_dir = None
     if args.plot_tree:
         if not exp.model.encoder.grconv:
             raise LegacyInputError(args.state, "--plot-tree: this model's encoder is not the "
                                    "grConv (enc_rec_layer='RecursiveConvolutionalLayer'): it "
                                    "has no gating tree")
-        tree_dir = Path(args.plot_tree)
-        try:
-            tree_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise write_failure(tree_dir, err) from None
+        tree_dir = _output_dir(args.plot_tree)
     n_inf = 0
     # log(0) of an underflowed probability is score.py's inf, explained once below
     with np.printoptions(precision=3, linewidth=150, suppress=True), np.errstate(divide="ignore"):
@@ -201,6 +193,16 @@ def txt_mode(exp, args):
     if not src_lines:
         logger.warning("%s is empty: there is nothing to score", args.src)
     return EXIT_OK
+
+
+def _output_dir(path):
+    """A folder for plots, created if needed; a failure is one error line."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise write_failure(path, err) from None
+    return path
 
 
 #: why txt mode prints inf (README, "Scores of inf"); fidelity.md lists both quirks

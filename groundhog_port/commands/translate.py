@@ -6,9 +6,10 @@ from .. import distributed, sharded
 from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, OutputError, Progress, check_output_path
+from ..outputs import Journal, Progress, check_output_path
 from ..sampling import cli as sampling_cli
-from ..translate import SearchWarnings, Translation, Translator, total_cost, write_nbest
+from ..translate import (SearchWarnings, Translation, Translator, report_failures, total_cost,
+                         write_nbest_then_commit)
 from .common import add_model_arguments, open_from_args
 
 NAME = "translate"
@@ -101,23 +102,13 @@ def run(args):
                 results.append(t)
             progress.update(len(chunk))
         progress.close()
-        if args.n_best:  # before the commit: if it cannot be written, --resume redoes only it
-            try:
-                write_nbest(args.n_best, results)
-            except OutputError as err:
-                raise OutputError(err.path, f"{err.problem}; the translations are kept in "
-                                  f"{journal.partial} (and its journal): rerun with --resume "
-                                  "once it can be written") from None
-        journal.commit()
+        write_nbest_then_commit(args.n_best, results, journal)
     except BaseException:
         progress.close()
         journal.close_unfinished()
         raise
     print("Total cost of the translations: {}".format(total_cost(results)))
-    failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
-    if failed:
-        logger.error("%d sentence(s) could not be translated (lines %s): the original would "
-                     "have crashed at the first", len(failed), ", ".join(map(str, failed)))
+    if report_failures(results):
         return EXIT_PARTIAL
     logger.info("%d sentences, %.1f sentences/s", len(results), progress.rate())
     return EXIT_OK

@@ -116,11 +116,11 @@ class MainLoop:
     """One training run: ``model`` (on its device), the GroundHog ``state`` (``prefix``
     names the files), ``timings`` (new or loaded), the two ``.h5`` corpora."""
 
-    def __init__(self, model, state, timings, source, target, out=sys.stdout,
+    def __init__(self, model, state, timings, source, target, out=None,
                  max_updates=None):
         self.model, self.state, self.timings = model, state, timings
         self.source, self.target = source, target
-        self.out = out
+        self.out = out  # None: sys.stdout at the time of printing (it may be replaced)
         self.max_updates = max_updates
         prepare_state(state)
         self.algo = SGDAdadelta(model, state)
@@ -205,7 +205,7 @@ class MainLoop:
                 if not math.isfinite(rvals["cost"]) and st["on_nan"] == "raise":
                     st["gotNaN"] = 1
                     self.save()
-                    print("Got NaN while training", file=self.out)
+                    print("Got NaN while training", file=self.out or sys.stdout)
                     last_cost = 0
                 self.step += 1
                 done += 1
@@ -226,5 +226,5 @@ class MainLoop:
               "step time %s whole time %s lr %.2e words/s %.0f"
               % (self.step, r["cost"], r["grad_norm"], r["log2_p_word"], r["log2_p_expl"],
                  print_time(r["time_step"]), print_time(r["whole_time"]), r["lr"], wps),
-              file=self.out, flush=True)
+              file=self.out or sys.stdout, flush=True)
 
