@@ -95,7 +95,7 @@ def _worker_pids(launcher_pid):
 
 def test_dead_rank_fails_then_resume_finishes(tmp_path):
     src = tmp_path / "src.en"
-    src.write_text((F / "test.en").read_text() * 4)  # long enough to be killed mid-run
+    src.write_text((F / "test.en").read_text() * 3)  # long enough to be killed mid-run
     args = ["translate", "--beam-search", "--beam-size", "5", "--source", src,
             "--batch-size", "2", "--progress"]
     out = tmp_path / "two.txt"
