@@ -145,33 +145,38 @@ def legacy_param_table(cfg):
 
 
 def read_npz(path):
-    """All arrays of a GroundHog model file, never unpickling anything; old vintages are
-    converted in memory (:func:`compat.upgrade_model`).  numpy's zip reader runs inside the
-    untrusted-file guard: whatever it raises on a damaged archive (bad CRC, unsupported
-    compression method or flag, encrypted member, damaged deflate data, malformed ``.npy``
-    header...) is one error naming the file."""
-    with reading(path, "truncated or corrupt .npz model file"):
+    """All arrays of a GroundHog model file (:func:`read_npz_arrays`); old vintages are
+    converted in memory (:func:`compat.upgrade_model`)."""
+    return compat.upgrade_model(read_npz_arrays(path), path)
+
+
+def read_npz_arrays(path, kind="model"):
+    """All arrays of a GroundHog ``*_{kind}.npz`` file (``model`` or ``timing``), never
+    unpickling anything.  numpy's zip reader runs inside the untrusted-file guard: whatever
+    it raises on a damaged archive (bad CRC, unsupported compression method or flag,
+    encrypted member, damaged deflate data, malformed ``.npy`` header...) is one error
+    naming the file."""
+    with reading(path, f"truncated or corrupt .npz {kind} file"):
         try:
             with open(path, "rb") as f:
                 magic = f.read(4)
             if magic != b"PK\x03\x04":
-                raise LegacyInputError(path, "not a .npz archive (no zip header); a GroundHog "
-                                       "model file is numpy.savez output")
+                raise LegacyInputError(path, f"not a .npz archive (no zip header); a GroundHog "
+                                       f"{kind} file is numpy.savez output")
             with np.load(path, allow_pickle=False) as npz:
-                arrays = {key: npz[key] for key in npz.files}
+                return {key: npz[key] for key in npz.files}
         except FileNotFoundError:
             raise LegacyInputError(path, "no such file") from None
         except IsADirectoryError:
-            raise LegacyInputError(path, "is a directory, expected a *_model.npz file") from None
+            raise LegacyInputError(path, f"is a directory, expected a *_{kind}.npz file") from None
         except ValueError as err:
             if "allow_pickle" in str(err) or "Object arrays" in str(err):
-                raise LegacyInputError(path, "holds object arrays (pickled Python objects); a "
-                                       "GroundHog model file holds only float32 arrays") from None
+                raise LegacyInputError(path, f"holds object arrays (pickled Python objects); a "
+                                       f"GroundHog {kind} file holds only numeric arrays") from None
             raise
         except MemoryError:
             raise LegacyInputError(path, "an array declares a size that does not fit in "
                                    "memory") from None
-    return compat.upgrade_model(arrays, path)
 
 
 def check_arrays(arrays, table, path, lenient=False):

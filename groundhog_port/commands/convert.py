@@ -64,14 +64,6 @@ def convert_state(path):
         raise LegacyInputError(path, f"cannot write this state as a Python-2 pickle ({err})") from None
 
 
-def _read_npz(path):
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, EOFError) as err:
-        raise LegacyInputError(path, f"not a readable .npz file ({err})") from None
-
-
 def _savez(arrays):
     def write(tmp):
         with open(tmp, "wb") as f:
@@ -95,17 +87,18 @@ def run(args):
         if old:
             staged.add_bytes(dst, data)
     else:
-        names = set(_read_npz(src))
-        if names & TIMING_MARKERS:
-            kind, raw = "timing", _read_npz(src)
+        raw = checkpoint.read_npz_arrays(src, "timing" if src.name.endswith("timing.npz")
+                                         else "model")
+        if set(raw) & TIMING_MARKERS:
+            kind = "timing"
             old = compat.is_old_timing(raw)
             if old:
                 staged.add(dst, _savez(compat.rename_costs(raw, src)))
         else:
-            kind, raw = "model", _read_npz(src)
+            kind = "model"
             old = compat.is_old_model(raw)
             if old:
-                staged.add(dst, _savez(checkpoint.read_npz(src)))
+                staged.add(dst, _savez(compat.upgrade_model(raw, src)))
     if not old:
         logger.info("%s: a %s file already in today's layout: nothing to convert, nothing written",
                     src, kind)

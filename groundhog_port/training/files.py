@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checkpoint import legacy_param_table
+from ..checkpoint import legacy_param_table, read_npz_arrays
 from ..errors import LegacyInputError
 
 
@@ -57,11 +57,7 @@ def save_timings(path, timings):
 
 def load_timings(path):
     """A ``*_timing.npz`` as the dict ``MainLoop.load`` makes of it (mainLoop.py:253)."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, EOFError) as err:
-        raise LegacyInputError(path, f"not a readable timing file ({err})") from None
+    return read_npz_arrays(path, "timing")
 
 
 def plain(value, where="state"):
