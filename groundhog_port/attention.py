@@ -7,7 +7,7 @@ Bahdanau et al. (2015), eq. (6) and appendix A.1.2, as GroundHog computed it::
     e_ij     = exp(tanh(p_from_h + p_from_c_j) @ D)
     e_ij    *= c_mask_j               (padded batches only)
     alpha_ij = e_ij / sum_j e_ij       (summed position by position: numerics.sum_positions)
-    ctx_i    = sum_j alpha_ij c_j      (one sentence: a matmul, see weighted_context)
+    ctx_i    = sum_j alpha_ij c_j      (a matmul per sentence, see weighted_context)
 
 Legacy quirk kept: exp-then-normalise WITHOUT subtracting the maximum energy.
 Theano did not rewrite this one into a stable softmax (unlike the output layer),
@@ -28,27 +28,33 @@ def precompute_p_from_c(c, A):
 def scores(h_prev, p_from_c, B, D):
     """``tanh(p_from_h + p_from_c_j) @ D`` -> ``(S, n)``; ``p_from_c (S, m, dim)``."""
     p = mm(h_prev, B)[None] + p_from_c              # (S, n, dim)
-    return mm(torch.tanh(p), D)[..., 0]             # (S, n)
+    return mm(p.tanh_(), D)[..., 0]                 # (S, n); in place: p is S x n x dim
 
 
-def weighted_context(alpha, c):
+def weighted_context(alpha, c, c_rows=None):
     """``ctx_i = sum_j alpha_ij c_j`` for ``alpha (S, n)``, ``c (S, m, c_dim)`` -> ``(n, c_dim)``.
 
     One sentence broadcast over a beam (``m == 1``): ``alpha^T @ c`` through the
     row-count-invariant :func:`~groundhog_port.numerics.mm`, so a hypothesis gets the
-    same context whatever the beam size (the batched search relies on it).
+    same context whatever the beam size (the batched search relies on it).  A batch of
+    sentences (``m == n``, teacher forcing): one product per sentence, ``alpha_b^T @ c_b``
+    as a batched matmul over ``c_rows``, the batch-major copy ``(n, S, c_dim)`` of ``c``
+    that the caller makes once for all steps (without it, one is made here).
     """
     if c.shape[1] == 1:
         return mm(alpha.t().contiguous(), c[:, 0])
-    return (c * alpha[:, :, None]).sum(0)
+    if c_rows is None:
+        c_rows = c.transpose(0, 1).contiguous()
+    return torch.bmm(alpha.t()[:, None, :], c_rows)[:, 0]
 
 
-def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False):
+def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False, c_rows=None):
     """One attention step.
 
     Shapes: ``h_prev (n, dim)``; ``c (S, m, c_dim)`` and ``p_from_c (S, m, dim)`` with
     ``m == n`` (batch) or ``m == 1`` (one sentence broadcast over a beam);
-    ``c_mask (S, n)`` or None.  Returns ``ctx (n, c_dim)`` and ``alpha (S, n)``.
+    ``c_mask (S, n)`` or None; ``c_rows``: ``c`` batch-major, see :func:`weighted_context`.
+    Returns ``ctx (n, c_dim)`` and ``alpha (S, n)``.
     """
     score = scores(h_prev, p_from_c, B, D)          # (S, n)
     if stable:
@@ -57,4 +63,4 @@ def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False):
     if c_mask is not None:
         energy = energy * c_mask
     alpha = energy / sum_positions(energy)
-    return weighted_context(alpha, c), alpha
+    return weighted_context(alpha, c, c_rows), alpha

@@ -68,30 +68,36 @@ class Decoder(nn.Module):
     def p_from_c(self, c):
         return attention.precompute_p_from_c(c, self.A) if self.cfg.search else None
 
-    def context(self, s_prev, c, p_from_c, step, c_mask=None, stable=False):
-        """``(ctx, alpha)`` at target position ``step``; ``alpha`` is None without search.
+    def context(self, s_prev, c, p_from_c, step, c_mask=None, stable=False, c_rows=None):
+        """``(ctx, alpha)`` at target position ``step``; ``alpha`` is None without search
+        (``c_rows``: see :func:`~groundhog_port.attention.align`).
 
         Without search GroundHog uses ``c[min(step, S - 1)]`` (``c_pos``, encdec.py:1023;
         ``PadLayer`` does the same for whole sequences, encdec.py:516).
         """
         if self.cfg.search:
-            return attention.align(s_prev, c, p_from_c, self.B, self.D, c_mask, stable)
+            return attention.align(s_prev, c, p_from_c, self.B, self.D, c_mask, stable, c_rows)
         ctx = c[min(step, c.shape[0] - 1)]
         return ctx.expand(s_prev.shape[0], -1), None
 
-    def transition_step(self, x, x_z, x_r, s_prev, ctx, mask=None):
-        """``s_i``: word signals plus context contributions, then the GRU step."""
+    def context_signals(self, x, x_z, x_r, ctx):
+        """Word signals plus the context's contributions (``decoding_inputs``)."""
         if self.dec_inputter is not None:
             x = x + self.dec_inputter(ctx)
             if x_z is not None and self.dec_updater is not None:
                 x_z = x_z + self.dec_updater(ctx)
             if x_r is not None and self.dec_reseter is not None:
                 x_r = x_r + self.dec_reseter(ctx)
+        return x, x_z, x_r
+
+    def transition_step(self, x, x_z, x_r, s_prev, ctx, mask=None):
+        """``s_i``: word signals plus context contributions, then the GRU step."""
+        x, x_z, x_r = self.context_signals(x, x_z, x_r, ctx)
         return self.transition.step(x, x_z, x_r, s_prev, mask)
 
     def readout(self, s_prev, ctx, prev_term):
         """Output layer input: ``repr(ctx) + hid(s_prev) + prev_term``, then the maxout."""
-        t = self.repr_readout(ctx) + self.hid_readout(s_prev[:, :self.cfg.dim])
+        t = self.repr_readout(ctx) + self.hid_readout(s_prev[..., :self.cfg.dim])
         if prev_term is not None:
             t = t + prev_term
         if self.cfg.deep_out:
@@ -131,24 +137,56 @@ class Decoder(nn.Module):
 
         ``c (S, n, c_dim)``, ``y (T, n)``, masks ``(S, n)`` / ``(T, n)``.  Returns
         ``probs (T, n, n_sym_target)`` and ``alpha (T, S, n)`` (None without search).
-        The previous-word term is ``Shift``-ed by one position with zeros first
-        (no ``y > 0`` check in this mode, encdec.py:1159).
+        """
+        readouts, alpha = self.teacher_forced_readouts(c, c_mask, y, y_mask, stable)
+        return self.output_layer(readouts), alpha
+
+    def evaluate_targets(self, c, c_mask, y, y_mask, stable=False):
+        """Like :meth:`evaluate`, but only the probabilities of the target words ``y``,
+        ``(T, n)``: what scoring needs, without the ``(T, n, n_sym_target)`` matrix
+        (:meth:`~groundhog_port.layers.SoftmaxLayer.target_probs`)."""
+        readouts, alpha = self.teacher_forced_readouts(c, c_mask, y, y_mask, stable)
+        return self.output_layer.target_probs(readouts, y), alpha
+
+    def teacher_forced_readouts(self, c, c_mask, y, y_mask, stable=False):
+        """The output layer's inputs ``(T, n, softmax_in)`` of every target position, and
+        the alignments ``(T, S, n)`` (None without search).
+
+        Only the recurrence runs step by step: the readout's products read states and
+        contexts that the loop has already produced, so they run once over all ``T * n``
+        rows afterwards, and so do the context signals of RNNencdec, whose contexts are
+        known in advance (:func:`~groundhog_port.numerics.mm` makes a row's result
+        independent of the row count, so this is the step-by-step arithmetic).  The
+        previous-word term is ``Shift``-ed by one position with zeros first (no ``y > 0``
+        check in this mode, encdec.py:1159).
         """
         s = self.initial_state(c)
-        p_from_c = self.p_from_c(c)
         emb, x, x_z, x_r = self.signals(y)
-        readouts, alphas = [], []
-        for t in range(y.shape[0]):
-            ctx, alpha = self.context(s, c, p_from_c, t, c_mask, stable)
-            prev = None
-            if self.prev_readout is not None:
-                prev = (torch.zeros_like(s[:, :self.cfg.dim]) if t == 0
-                        else self.prev_readout(emb[t - 1]))
-            readouts.append(self.readout(s, ctx, prev))
-            alphas.append(alpha)
-            s = self.transition_step(x[t], None if x_z is None else x_z[t],
-                                     None if x_r is None else x_r[t], s, ctx,
-                                     None if y_mask is None else y_mask[t])
-        probs = self.output_layer(torch.stack(readouts))
-        return probs, (torch.stack(alphas) if self.cfg.search else None)
-
+        T = y.shape[0]
+        at = lambda a, t: None if a is None else a[t]
+        states, contexts, alphas = [], [], []
+        if self.cfg.search:
+            p_from_c = self.p_from_c(c)
+            # one batch-major copy of c for the contexts of all steps (attention.align)
+            c_rows = c.transpose(0, 1).contiguous() if c.shape[1] > 1 else None
+        else:
+            # RNNencdec: the contexts do not depend on the states, so their products
+            # run once over all T * n rows, before the recurrence
+            contexts = [self.context(s, c, None, t)[0] for t in range(T)]
+            x, x_z, x_r = self.context_signals(x, x_z, x_r, torch.stack(contexts))
+        for t in range(T):
+            states.append(s)
+            signals = x[t], at(x_z, t), at(x_r, t)
+            if self.cfg.search:
+                ctx, alpha = self.context(s, c, p_from_c, t, c_mask, stable, c_rows)
+                contexts.append(ctx)
+                alphas.append(alpha)
+                signals = self.context_signals(*signals, ctx)
+            s = self.transition.step(*signals, s, at(y_mask, t))
+        s_prev = torch.stack(states)
+        prev = None
+        if self.prev_readout is not None:
+            prev = torch.cat([torch.zeros_like(s_prev[:1, :, :self.cfg.dim]),
+                              self.prev_readout(emb[:-1])])
+        readouts = self.readout(s_prev, torch.stack(contexts), prev)
+        return readouts, (torch.stack(alphas) if self.cfg.search else None)

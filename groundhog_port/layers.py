@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .activations import parse_activation
-from .numerics import mm
+from .numerics import mm, output_blocks
 
 #: ``'lambda x:x'``, the activation of every projection GroundHog builds without one
 IDENTITY = parse_activation("lambda x:x", "identity")
@@ -183,6 +183,11 @@ class RecursiveConvolutionalLayer(nn.Module):
         return level[last, torch.arange(x.shape[1], device=x.device)][None]
 
 
+#: rows of logits :meth:`SoftmaxLayer.target_probs` computes at once (a multiple of
+#: numerics.ROW_BLOCK; 128 x 30,001 float32 logits are 15 MB, inside a 32 MB L3)
+TARGET_BLOCK_ROWS = 128
+
+
 class SoftmaxLayer(nn.Module):
     """Output layer (groundhog/layers/cost_layers.py:878, fprop).
 
@@ -212,6 +217,42 @@ class SoftmaxLayer(nn.Module):
 
     def forward(self, x):
         return softmax_with_bias(self.preactivation(x))
+
+    @torch.no_grad()
+    def target_probs(self, x, y, block=TARGET_BLOCK_ROWS):
+        """``forward(x)`` read at the words ``y`` only: ``p[..., y]`` with ``y`` of shape
+        ``x.shape[:-1]`` (teacher-forced scoring), the arithmetic of
+        :func:`softmax_with_bias` without its ``(rows, n_out)`` matrices.
+
+        At 4,080 rows x 30,001 words those are 490 MB of logits and twice that as
+        doubles.  Here ``block`` rows go through at a time, their logits in column blocks
+        of the output matrix (:func:`~groundhog_port.numerics.output_blocks`), so that
+        they stay in the cache from the product to the sum.  Each logit is the same dot
+        product (:func:`mm` gives a row the same bits in any block of rows), the maximum
+        is exact, and ``exp`` is elementwise; only the order of the double sum differs
+        where the vocabulary is cut into blocks (per block, then across the blocks), which
+        changes a probability only where the double sum lands within 1e-16 of a float32
+        rounding boundary.
+        """
+        cols = output_blocks(self.W2 if hasattr(self, "W2") else self.W)
+        x2 = x.reshape(-1, x.shape[-1])
+        y2 = y.reshape(-1)
+        out = x2.new_empty(x2.shape[0])
+        for i in range(0, x2.shape[0], block):
+            h = x2[i:i + block]
+            h = mm(h, self.W1) if hasattr(self, "W1") else h
+            z = [mm(h, Wj).add_(self.b[j0:j1]) for j0, j1, Wj in cols]
+            zmax = torch.stack([zj.amax(-1) for zj in z]).amax(0)[:, None]
+            total = torch.zeros(h.shape[0], dtype=torch.float64, device=h.device)
+            e_y = torch.empty(h.shape[0], dtype=h.dtype, device=h.device)
+            yb = y2[i:i + block]
+            for (j0, j1, _), zj in zip(cols, z):
+                e = zj.sub_(zmax).exp_()
+                total += e.sum(-1, dtype=torch.float64)
+                hit = (yb >= j0) & (yb < j1)
+                e_y[hit] = e[hit, yb[hit] - j0]
+            out[i:i + block] = (e_y.double() * (1.0 / total)).to(h.dtype)
+        return out.reshape(y.shape)
 
 
 def softmax_with_bias(z):

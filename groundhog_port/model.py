@@ -97,8 +97,7 @@ class RNNEncoderDecoder(nn.Module):
         (MANIFEST section 9).  ``word_probs = exp(-cost)``, masked to 1 outside.
         """
         c = annotations(self, x, x_mask)
-        probs, alignment = self.decoder.evaluate(c, x_mask, y, y_mask, self.stable)
-        p_target = probs.gather(-1, y[..., None])[..., 0]
+        p_target, alignment = self.decoder.evaluate_targets(c, x_mask, y, y_mask, self.stable)
         cost = token_costs = -torch.log(p_target)
         word_probs = torch.exp(-cost)
         if y_mask is not None:

@@ -5,7 +5,8 @@ RNNsearch-50 (``prototype_search_state``) and RNNencdec-50 (``prototype_encdec_s
 dim 1000, rank 620, 30,001 words, random weights (:func:`bench_search.full_size_model` for
 RNNsearch; N(0, 1/fan_in) for RNNencdec).  ``--batches`` batches of ``--batch-size`` (80,
 GroundHog's ``bs``) random pairs, source and target lengths 20-50 words, padded as GroundHog
-padded them (``create_padded_batch``, trim_batches).  Reported: pairs/s, target tokens/s,
+padded them (``create_padded_batch``, trim_batches; ``seqlen`` raised to 50 where the state
+has less, so that every batch keeps its 80 pairs).  Reported: pairs/s, target tokens/s,
 achieved GFLOP/s and its share of the float32 matmul peak measured in the same run
 (``bench_search.measure_peak``).  FLOPs are those of the padded batch, matrix products only,
 as in ``bench_search`` (encoder per source position, one decoder step per target position
@@ -46,6 +47,9 @@ def encdec_model(seed=1234):
 
 def batches(state, n_batches, batch_size, seed):
     from groundhog_port.data import Batch, create_padded_batch
+    # RNNencdec-50's state has seqlen 30, which drops every pair with a side over 30 words
+    # (create_padded_batch): batches of 80 pairs of 20-50 words need seqlen 50
+    state = dict(state, seqlen=max(int(state["seqlen"]), 50))
     rng = np.random.default_rng(seed)
     eos_s, eos_t = state["null_sym_source"], state["null_sym_target"]
     out = []

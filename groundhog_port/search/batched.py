@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from .. import attention
-from ..numerics import ROW_BLOCK, mm, sum_positions
+from ..numerics import ROW_BLOCK, mm, output_blocks, sum_positions
 from .common import (MAX_RETRY_BEAM, SearchFailed, check_encodable, check_kth, legacy_log,
                      next_costs, select_cheapest)
 from .legacy import Hypotheses, sort_finished
@@ -56,10 +56,8 @@ logger = logging.getLogger(__name__)
 #: the message of legacy.BeamSearch.search when the beam reached MAX_RETRY_BEAM
 TRANSLATION_FAILED = "Translation failed (attempt to get argmin of an empty sequence)"
 
-#: word chunk of the candidate prefilter, and column block of the output matrix
-#: (vocabularies above CHUNKED_VOCAB words)
+#: word chunk of the candidate prefilter (vocabularies above CHUNKED_VOCAB words)
 CHUNK = 128
-OUT_BLOCK = 2048
 CHUNKED_VOCAB = 4096
 
 #: torch's CPU reductions split one output's reduction between threads from this many
@@ -81,23 +79,6 @@ def _pad_rows(x):
     """``x`` with zero rows appended up to a multiple of ROW_BLOCK (numerics.mm's padding)."""
     pad = -x.shape[0] % ROW_BLOCK
     return torch.cat([x, x.new_zeros((pad, x.shape[1]))]) if pad else x
-
-
-def output_blocks(W):
-    """``W (k, V)`` cut into contiguous column blocks of OUT_BLOCK words (one block up to
-    CHUNKED_VOCAB words): ``[(j0, j1, W[:, j0:j1])]``.
-
-    MKL multiplies by a 620 x 30001 matrix at half the speed it multiplies by its
-    2048-column blocks; each output element is the same dot product either way
-    (``parity_tests/test_batched_search.py`` checks it against numerics.mm).
-    """
-    V = W.shape[1]
-    if V <= CHUNKED_VOCAB:
-        return [(0, V, W)]
-    cuts = list(range(0, V, OUT_BLOCK)) + [V]
-    if cuts[-1] - cuts[-2] < 2 * ROW_BLOCK * ROW_BLOCK:        # no narrow last block
-        del cuts[-2]
-    return [(j0, j1, W[:, j0:j1].contiguous()) for j0, j1 in zip(cuts, cuts[1:])]
 
 
 class BatchedBeamSearch:

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""One benchmark run: the beam search and teacher-forced scoring side by side, against the peak.
+
+Full-size RNNsearch-50 with random weights (``bench_search.full_size_model``): the batched
+search (``BatchedBeamSearch.sample_many``, as ``translate`` runs it) at beams 1, 5 and 10
+on ``--sentences`` sentences of 20-40 words, the literal search on ``--n-literal``
+sentences of them (the reference the batched one must equal, n-best lists and costs bit
+for bit), and scoring (``score --mode batch``) of ``--batches`` batches of 80 pairs for
+RNNsearch-50 and RNNencdec-50 (``bench_score``).  The float32 matmul peak (best
+``torch.mm`` of 4096^2 matrices) is measured before and after; every share is of the
+higher of the two.  FLOPs: matrix products only, counted as in ``bench_search``.
+
+Targets (issue #19): scoring >= 70% of the peak, beam 1 >= 60%, beams 5 and 10 >= 80%.
+
+    python tools/bench.py [--threads N] [--json F] [--device cuda]
+    python tools/bench.py --profile          # where the time goes, per workload
+
+Threads: ``--threads``, else ``OMP_NUM_THREADS``, else one per core.  Run it alone: with
+other processes on the machine, every multi-threaded torch op waits for all its threads.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))
+
+import torch  # noqa: E402
+
+import bench_score  # noqa: E402
+import bench_search  # noqa: E402
+
+TARGETS = {"score": 0.70, 1: 0.60, 5: 0.80, 10: 0.80}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Numbers depend on the machine's load: run it alone.")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads (default: OMP_NUM_THREADS, else one per core)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--beams", default="1,5,10", help="beam sizes (default: %(default)s)")
+    p.add_argument("--sentences", type=int, default=100,
+                   help="sentences for the batched search (default 100)")
+    p.add_argument("--n-literal", type=int, default=5,
+                   help="of them decoded by the literal search too (default 5; 0: none)")
+    p.add_argument("--batches", type=int, default=3, help="scoring batches of 80 pairs (3)")
+    p.add_argument("--models", default="search,encdec", help="scoring models (%(default)s)")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--json", type=Path, help="also write the figures to this file")
+    p.add_argument("--profile", action="store_true",
+                   help="instead: profile one scoring batch and a batched search of 20 "
+                        "sentences per beam (torch.profiler), printing the top operations")
+    return p.parse_args(argv)
+
+
+def search_rows(args, peak):
+    sargs = bench_search.parse_args([
+        "--device", args.device, "--sentences", str(args.sentences), "--threads",
+        str(args.threads), "--seed", str(args.seed), "--n-literal-full", str(args.n_literal)])
+    rows = []
+    for beam in [int(b) for b in args.beams.split(",")]:
+        bat = bench_search.run_worker(sargs, "full", "batched", beam)
+        row = dict(workload=f"search, beam {beam}", target=TARGETS.get(beam),
+                   rate=bat["src_words"] / bat["seconds"], unit="source words/s",
+                   gflops=(bat["dec_flops"] + bat["enc_flops"]) / bat["seconds"] / 1e9,
+                   hyp_steps_per_s=bat["row_steps"] / bat["seconds"],
+                   encoder_share=bat["enc_flops"] / (bat["dec_flops"] + bat["enc_flops"]),
+                   fallbacks=bat["stats"].get("fallbacks"), seconds=bat["seconds"])
+        if args.n_literal:
+            lit = bench_search.run_worker(sargs, "full", "literal", beam)
+            same, n = bench_search.compare(lit, bat)
+            row["identical_to_literal"] = f"{same}/{n}"
+            row["speedup_vs_literal"] = ((bat["src_words"] / bat["seconds"])
+                                         / (lit["src_words"] / lit["seconds"]))
+        row["share"] = row["gflops"] / peak
+        rows.append(row)
+    return rows
+
+
+def score_rows(args, peak):
+    from legacy_states import prototype_encdec_state, prototype_search_state
+    sargs = argparse.Namespace(batches=args.batches, batch_size=80, seed=args.seed)
+    rows = []
+    for name in args.models.split(","):
+        model = (bench_search.full_size_model(args.seed, args.device) if name == "search"
+                 else bench_score.encdec_model(args.seed).to(args.device))
+        state = prototype_search_state() if name == "search" else prototype_encdec_state()
+        r = bench_score.measure(model, state, sargs)
+        del model
+        rows.append(dict(workload=f"scoring, {'RNNsearch' if name == 'search' else 'RNNencdec'}",
+                         target=TARGETS["score"], rate=r["pairs_per_s"], unit="pairs/s",
+                         gflops=r["gflops"], target_tokens_per_s=r["target_tokens_per_s"],
+                         seconds=r["seconds"], share=r["gflops"] / peak))
+    return rows
+
+
+def profile(args):
+    """Where the time goes: the operations with the most self time, by input shape."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from groundhog_port.scoring import score_batch
+    from groundhog_port.search.batched import BatchedBeamSearch
+    from legacy_states import prototype_search_state
+    model = bench_search.full_size_model(args.seed, args.device)
+    batch = bench_score.batches(prototype_search_state(), 1, 80, args.seed)[0]
+    seqs = bench_search.random_sentences(model.cfg, 20, 20, 40, args.seed + 1)
+    work = [("scoring, RNNsearch, one batch of 80 pairs", lambda: score_batch(model, batch))]
+    for beam in [int(b) for b in args.beams.split(",")]:
+        work.append((f"batched search, beam {beam}, 20 sentences",
+                     lambda beam=beam: BatchedBeamSearch(model).sample_many(seqs, beam)))
+    for title, run in work:
+        with torch.no_grad():
+            run()                                       # warm-up
+            with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                run()
+        print(f"\n== {title}")
+        print(prof.key_averages(group_by_input_shape=True).table(
+            sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=22,
+            max_shapes_column_width=50))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", 0) or 0)
+    if threads:
+        torch.set_num_threads(threads)
+        args.threads = threads
+    if args.profile:
+        return profile(args)
+    device = torch.device(args.device)
+    peak0 = bench_search.measure_peak(4096, 4, device)
+    search = search_rows(args, peak0)
+    scoring = score_rows(args, peak0)
+    peak1 = bench_search.measure_peak(4096, 4, device)
+    peak = max(peak0, peak1)
+    rows = search + scoring
+    for r in rows:
+        r["share"] = r["gflops"] / peak
+        r["met"] = None if r["target"] is None else r["share"] >= r["target"]
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+               f"torch {torch.__version__}, {torch.get_num_threads()} threads, device "
+               f"{args.device}, load average {os.getloadavg()[0]:.1f}")
+    print(f"{when}; {machine}")
+    print(f"float32 matmul peak (torch.mm 4096^2): {peak0:.1f} GFLOP/s before, "
+          f"{peak1:.1f} after; shares are of {peak:.1f}\n")
+    print("| workload | rate | GFLOP/s | share of peak | target | identical to literal |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        target = "-" if r["target"] is None else (
+            f"{100 * r['target']:.0f}% ({'met' if r['met'] else 'not met'})")
+        print(f"| {r['workload']} | {r['rate']:.1f} {r['unit']} | {r['gflops']:.1f} | "
+              f"{100 * r['share']:.1f}% | {target} | {r.get('identical_to_literal', '-')} |")
+    if args.json:
+        args.json.write_text(json.dumps(dict(date=when, machine=machine, peak_before=peak0,
+                                             peak_after=peak1, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
