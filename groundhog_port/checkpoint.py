@@ -164,7 +164,13 @@ def read_npz_arrays(path, kind="model"):
                 raise LegacyInputError(path, f"not a .npz archive (no zip header); a GroundHog "
                                        f"{kind} file is numpy.savez output")
             with np.load(path, allow_pickle=False) as npz:
-                return {key: npz[key] for key in npz.files}
+                arrays = {key: npz[key] for key in npz.files}
+            for key, value in arrays.items():
+                if not isinstance(value, np.ndarray):
+                    # numpy hands back the raw bytes of a member that is not a .npy file
+                    raise LegacyInputError(path, f"member {key!r} is not a .npy array; a "
+                                           f"GroundHog {kind} file is numpy.savez output")
+            return arrays
         except FileNotFoundError:
             raise LegacyInputError(path, "no such file") from None
         except IsADirectoryError:

@@ -152,6 +152,9 @@ class ModelConfig:
             elif key.endswith("rec_layer") and not isinstance(value, str):
                 raise UnsupportedModelError(path, f"state[{key!r}] = {reprlib.repr(value)} "
                                             "(expected a layer name such as 'RecurrentLayer')")
+        if not isinstance(state.get("oov", ""), str):
+            raise UnsupportedModelError(path, f"state['oov'] = {reprlib.repr(state['oov'])} "
+                                        "(expected the text shown for unknown words, 'UNK')")
         for key, low in (("dim", 1), ("rank_n_approx", 0), ("n_sym_source", 1), ("n_sym_target", 1)):
             if state[key] < low:
                 raise UnsupportedModelError(path, f"state[{key!r}] = {state[key]} (expected >= {low})")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import pickletools
 import warnings
 from pathlib import Path
 
@@ -346,6 +347,7 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
         data = path.read_bytes()
     except OSError as err:
         raise LegacyInputError(path, f"cannot read: {err.strerror or err}") from None
+    _check_memo_indices(data, path)
     try:
         with warnings.catch_warnings():  # e.g. invalid escapes in a damaged protocol-0 string
             warnings.simplefilter("ignore")
@@ -370,6 +372,53 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
         raise LegacyInputError(path, f"{distinct} objects that are {expanded} when expanded (the same "
                                      "containers referenced over and over): not GroundHog data")
     return data
+
+
+def _check_memo_indices(data, path):
+    """Refuse memo indices no pickle of this size can need, before the C unpickler sizes
+    its memo table by them: ``PUT 127990723`` in a 3 KB state made it allocate and touch
+    1.9 GB (issue 17, fuzz seed 17217 case 1494).  A pickler numbers its memo entries
+    0, 1, 2 ..., one per memo opcode, so an index is below the number of bytes.
+
+    The opcodes are walked by their argument lengths only (``pickletools.genops`` would
+    decode protocol-0 strings, and refuses the non-ASCII ones of Python-2 vocabularies);
+    where the walk cannot go on (unknown opcode, truncated data) it stops, and the
+    unpickler, which cannot get past that point either, reports the damage."""
+    pos, n = 0, len(data)
+    while pos < n:
+        op = _OPCODES.get(data[pos])
+        if op is None:
+            return
+        pos += 1
+        length = op.arg.n if op.arg is not None else 0
+        if length == pickletools.UP_TO_NEWLINE:
+            end = data.find(b"\n", pos)
+            if op.arg.name.endswith("_pair") and end >= 0:  # GLOBAL, INST: module\nname\n
+                end = data.find(b"\n", end + 1)
+            if end < 0:
+                return
+            arg, pos = data[pos:end], end + 1
+            if op.name == "PUT" and arg.strip().isdigit() and int(arg) >= n:
+                raise LegacyInputError(path, f"corrupt pickle (memo index {int(arg)} in a file "
+                                             f"of {n} bytes)")
+            continue
+        if length in _LENGTH_PREFIX:
+            size, signed = _LENGTH_PREFIX[length]
+            length = size + int.from_bytes(data[pos:pos + size], "little", signed=signed)
+        if op.name in ("BINPUT", "LONG_BINPUT"):
+            index = int.from_bytes(data[pos:pos + length], "little")
+            if index >= n:
+                raise LegacyInputError(path, f"corrupt pickle (memo index {index} in a file "
+                                             f"of {n} bytes)")
+        pos += max(length, 0)
+
+
+_OPCODES = {op.code.encode("latin-1")[0]: op for op in pickletools.opcodes}
+#: argument lengths given by a prefix: (prefix bytes, signed)
+_LENGTH_PREFIX = {pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
+                  pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
+                  pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
+                  pickletools.TAKEN_FROM_ARGUMENT8U: (8, False)}
 
 
 #: a container may be referenced from several places (the pickle memo), but data that

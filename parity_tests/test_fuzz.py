@@ -151,6 +151,19 @@ def test_shared_pickle_is_refused_at_once(wrap, tmp_path):
     assert legacy_states.load_state(p)["target"] == ["/data/x.h5"]
 
 
+@pytest.mark.parametrize("put", [b"p127990723\n", b"r\xff\xff\xff\x7f"])
+def test_huge_memo_index_is_refused_before_the_memo_grows(put, tmp_path):
+    """``PUT 127990723`` (protocol 0, fuzz seed 17217 case 1494) or ``LONG_BINPUT 2**31-1``
+    made the C unpickler grow its memo table to that index: 1-2 GB touched for a few
+    bytes.  Refused from the index, before unpickling."""
+    p = tmp_path / "memo.pkl"
+    p.write_bytes(b"(dp0\nS'dim'\n" + put + b"I1000\ns.")
+    with pytest.raises(LegacyInputError, match="memo index"):
+        legacy_states.safe_load_pickle(p)
+    p.write_bytes(b"(dp0\nS'dim'\np1\nI1000\ns.")              # a small index is fine
+    assert legacy_states.safe_load_pickle(p) == {"dim": 1000}
+
+
 @pytest.mark.parametrize("op", F.HUGE_OPCODES)
 def test_huge_declared_sizes(op, tmp_path):
     p = tmp_path / "huge.pkl"
@@ -416,6 +429,14 @@ def test_regressions(name):
 SEEDED_REGRESSIONS = [
     # a corrupted compound-type field name of /indices: h5py raised UnicodeDecodeError (issue 17)
     (424242, 736),
+    # fresh seeds of issue 17's 100,000-case run: a model .npz member that is not a .npy
+    # array (numpy returned its bytes: AttributeError), and state['oov'] = False / None
+    # (TypeError when the words were joined)
+    (17216, 882),
+    (17217, 1964),
+    (17218, 1112),
+    # PUT 127990723 in a 3 KB state: the unpickler touched 1.9 GB before failing cleanly
+    (17217, 1494),
 ]
 
 

@@ -13,7 +13,9 @@ loader:
   unclear error  a LegacyInputError that is not one line / names no file; CLI exit != 0, 2
   CRASH          any other exception, a traceback, or the process died on a signal
   hang           still running after --timeout seconds
-  memory         MemoryError / failed allocation under the limit, or peak RSS above it
+  memory         MemoryError / failed allocation under the limit, or a peak RSS above
+                 ``--rss-alarm-mb`` (the fixture files are kilobytes: a loader that touches
+                 hundreds of MiB for one of them was made to by the file)
   executed       the case's marker file exists: code from the file ran
 
 Cases are reproducible: case I of seed S is generated from random.Random(f"S:I") alone,
@@ -78,6 +80,9 @@ def parse_args(argv=None):
     p.add_argument("--memory-mb", type=int, default=2048,
                    help="address space a case may add to the forked process, MiB (default 2048; "
                         "0: no limit)")
+    p.add_argument("--rss-alarm-mb", type=int, default=512,
+                   help="a case whose peak RSS grows by more than this counts as a memory "
+                        "blow-up, even under the limit (default 512; 0: only the limit)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="cases run at once (default: the number of CPUs)")
     p.add_argument("--targets", default=",".join(fuzzing.TARGETS),
@@ -183,7 +188,8 @@ def main(argv=None):
     failures = []
     started = time.monotonic()
     done = 0
-    mem_limit_kib = args.memory_mb * 1024 if args.memory_mb else None
+    alarms = [mb for mb in (args.memory_mb, args.rss_alarm_mb) if mb]
+    mem_limit_kib = min(alarms) * 1024 if alarms else None
 
     def finish(r, outcome, detail, peak_kib=0):
         nonlocal done
@@ -209,8 +215,8 @@ def main(argv=None):
                      "case": r.case.label, "options": r.case.options, "outcome": outcome,
                      "detail": detail}, indent=2, default=str))
         if args.verbose or outcome in fuzzing.FAILURES:
-            print(f"[{r.index}] {r.case.target:6s} {outcome:13s} {r.case.label[:70]} | {detail[:150]}",
-                  flush=True)
+            print(f"[{r.index}] {r.case.target:6s} {outcome:13s} {r.case.label[:70]} | {detail[:150]}"
+                  f" | peak RSS +{peak_kib // 1024} MiB", flush=True)
         if outcome in fuzzing.FAILURES:
             print(f"    replay: python tools/fuzz.py --seed {args.seed} --only {r.index}", flush=True)
         elif done % 500 == 0:
@@ -272,7 +278,7 @@ def main(argv=None):
     shutil.rmtree(root, ignore_errors=True)
     print()
     print(f"{done} cases in {elapsed:.0f}s (seed {args.seed}, timeout {args.timeout:.0f}s, "
-          f"memory limit {args.memory_mb} MiB, {args.jobs} jobs)")
+          f"memory limit {args.memory_mb} MiB, RSS alarm {args.rss_alarm_mb} MiB, {args.jobs} jobs)")
     cols = fuzzing.OUTCOMES
     print(f"{'loader':8s} {'cases':>6s} " + " ".join(f"{c:>13s}" for c in cols) + "   peak RSS")
     total = Counter()
@@ -286,6 +292,7 @@ def main(argv=None):
         Path(args.json).write_text(json.dumps(
             {"cases": done, "seconds": round(elapsed, 1), "seed": args.seed,
              "timeout": args.timeout, "memory_mb": args.memory_mb,
+             "rss_alarm_mb": args.rss_alarm_mb,
              "per_loader": {t: dict(counts[t]) for t in targets},
              "peak_rss_mib": {t: peaks[t] // 1024 for t in targets},
              "failures": failures}, indent=2))
