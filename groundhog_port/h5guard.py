@@ -9,6 +9,8 @@ byte of their data inside the file, so :func:`check_dataset` refuses a dataset w
 declared size is more than the deflate limit (about 1032:1) above what the file stores
 for it, external storage, and virtual datasets.
 """
+from contextlib import contextmanager
+
 from .errors import LegacyInputError
 
 #: deflate (gzip, the only filter the recordings use) compresses at most ~1032:1
@@ -53,14 +55,57 @@ def read_attrs(obj, path, where, names=None):
     """``{name: value}`` of ``obj``'s attributes (or of ``names`` among them), refusing
     variable-length *sequence* attributes without reading them.  The files hold numbers and
     strings only; a damaged type message can turn a variable-length string into a sequence
-    of integers, and HDF5 then crashes the process reading it (segmentation fault)."""
+    of integers, and HDF5 then crashes the process reading it (segmentation fault).
+
+    A variable-length string is read with the address space capped
+    (:func:`_capped_address_space`): its length is stored beside it in the attribute, and
+    a damaged length made HDF5 allocate and touch 1.9 GB before it found the string
+    missing (issue 17, fuzz seed 17204 case 1275); under the cap the allocation fails and
+    HDF5 reports an error instead."""
+    import h5py
     out = {}
     for name in (list(obj.attrs) if names is None else names):
-        if _is_vlen_sequence(obj.attrs.get_id(name).get_type()):
+        type_id = obj.attrs.get_id(name).get_type()
+        if _is_vlen_sequence(type_id):
             raise LegacyInputError(path, f"{where}: attribute {name!r} has a variable-length "
                                          "sequence type; expected a number or a string (damaged file?)")
-        out[name] = obj.attrs[name]
+        if type_id.get_class() == h5py.h5t.STRING and type_id.is_variable_str():
+            with _capped_address_space():
+                out[name] = obj.attrs[name]
+        else:
+            out[name] = obj.attrs[name]
     return out
+
+
+#: address space a variable-length attribute read may add (the recordings' longest, the
+#: THEANO_FLAGS and state JSON strings, are a few KB)
+ATTR_READ_MIB = 256
+
+
+@contextmanager
+def _capped_address_space(extra_mib=ATTR_READ_MIB):
+    """Lower ``RLIMIT_AS`` to the address space in use plus ``extra_mib`` while the block
+    runs (only for the short HDF5 read inside it: the limit is the whole process's), where
+    the platform has it; a lower limit already in force is kept."""
+    try:
+        import resource
+        with open("/proc/self/status") as f:
+            in_use = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    except (ImportError, OSError, StopIteration):
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = in_use + extra_mib * 2 ** 20
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -164,6 +164,39 @@ def test_huge_memo_index_is_refused_before_the_memo_grows(put, tmp_path):
     assert legacy_states.safe_load_pickle(p) == {"dim": 1000}
 
 
+_PEAK_RSS_OF_OPENING = """
+import sys
+from groundhog_port.errors import LegacyInputError
+from groundhog_port.trace import TraceFile
+def hwm():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+before = hwm()
+try:
+    TraceFile(sys.argv[1])
+    print("loaded", (hwm() - before) // 1024)
+except LegacyInputError as err:
+    print("clean", (hwm() - before) // 1024)
+"""
+
+
+@pytest.mark.skipif(F.available_targets(FX) != list(F.TARGETS),
+                    reason="the recorded traces and .h5 bitexts are needed to generate the same cases")
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak RSS read from /proc")
+def test_damaged_vlen_string_length_does_not_touch_gigabytes(tmp_path):
+    """Fuzz seed 17204 case 1275: 20 overwritten bytes gave the ``python_version``
+    attribute a length of ~1.9e9; HDF5 allocated and touched 1.9 GB before reporting the
+    string missing (a clean error, so only the peak RSS shows it).  A fresh process
+    opens the trace and reports its peak RSS growth."""
+    case = F.seeded_case(FX, 17204, 1275, tmp_path)
+    trace = tmp_path / "trace.h5"
+    trace.write_bytes(case.files["trace.h5"])
+    out = subprocess.run([sys.executable, "-c", _PEAK_RSS_OF_OPENING, str(trace)],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
+                         timeout=120)
+    outcome, mib = out.stdout.split()
+    assert outcome == "clean" and int(mib) < 256, out.stdout + out.stderr
+
+
 @pytest.mark.parametrize("op", F.HUGE_OPCODES)
 def test_huge_declared_sizes(op, tmp_path):
     p = tmp_path / "huge.pkl"
