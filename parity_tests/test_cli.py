@@ -1,22 +1,40 @@
-"""The command line against the original programs' recorded outputs."""
+"""The command line against the original programs' recorded outputs.
+
+The commands run in this process (:func:`groundhog_port.fuzzing.run_cli_inprocess`: stdout
+and stderr captured at the file descriptors, the exit status ``main`` returns), not in a
+fresh ``python -m groundhog_port`` each: importing torch again costs seconds per call.  The
+exit status of a real process is checked in test_hardening.py and test_resume.py.
+"""
 import io
 import json
 import logging
-import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
 
 from conftest import FIXTURES, case_dirs
 
-ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
+from groundhog_port.cli import main
+from groundhog_port.fuzzing import run_cli_inprocess
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+#: what a fresh interpreter's default warning filters do not print
+HIDDEN_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
 
 
-def cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "groundhog_port", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, input=stdin)
+def cli(*args):
+    """``groundhog-port ARGS``: its exit status, stdout and stderr.  The warnings a fresh
+    process would print on stderr (all but the categories Python hides by default) are
+    recorded and appended to ``stderr``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc, out, err = run_cli_inprocess(main, [str(a) for a in args])
+    err += "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+                   for w in caught if not issubclass(w.category, HIDDEN_WARNINGS))
+    return subprocess.CompletedProcess(args, rc, out, err)
 
 
 def _files(case):
