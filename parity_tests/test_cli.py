@@ -1,40 +1,23 @@
 """The command line against the original programs' recorded outputs.
 
-The commands run in this process (:func:`groundhog_port.fuzzing.run_cli_inprocess`: stdout
-and stderr captured at the file descriptors, the exit status ``main`` returns), not in a
+The commands run in this process (``parity_tests/inprocess.py``: stdout and stderr captured at
+the file descriptors, the exit status ``main`` returns, warnings as a process prints them), not in a
 fresh ``python -m groundhog_port`` each: importing torch again costs seconds per call.  The
 exit status of a real process is checked in test_hardening.py and test_resume.py.
 """
 import io
 import json
 import logging
-import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest
 
 from conftest import FIXTURES, case_dirs
 
-from groundhog_port.cli import main
-from groundhog_port.fuzzing import run_cli_inprocess
+from inprocess import run_cli as cli
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-#: what a fresh interpreter's default warning filters do not print
-HIDDEN_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
-
-
-def cli(*args):
-    """``groundhog-port ARGS``: its exit status, stdout and stderr.  The warnings a fresh
-    process would print on stderr (all but the categories Python hides by default) are
-    recorded and appended to ``stderr``."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        rc, out, err = run_cli_inprocess(main, [str(a) for a in args])
-    err += "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
-                   for w in caught if not issubclass(w.category, HIDDEN_WARNINGS))
-    return subprocess.CompletedProcess(args, rc, out, err)
 
 
 def _files(case):
