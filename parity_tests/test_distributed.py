@@ -2,7 +2,7 @@
 
 Each test starts ``python -m torch.distributed.run --nproc-per-node 2 -m groundhog_port ...``
 on the bundled fixture model and compares the files with a single-process run of the same
-command; one kills a worker mid-run and checks that the job fails without a complete-looking
+command (in the test's own process); one kills a worker mid-run and checks that the job fails without a complete-looking
 output and that ``--resume`` finishes it identically.
 """
 import os
@@ -13,11 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from groundhog_port.distributed import world_from_env
 from groundhog_port.errors import LegacyInputError
 
 from conftest import FIXTURES, REPO
+from inprocess import run_cli
 
 F = FIXTURES / "search"
 MODEL = [f"--state={F / 'search_state.pkl'}", str(F / "search_model.npz")]
@@ -25,8 +27,15 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 
 def single(*argv):
-    return subprocess.run([sys.executable, "-m", "groundhog_port", *map(str, argv)],
-                          capture_output=True, text=True, env=ENV, cwd=REPO, timeout=600)
+    """The single-process run the torchrun outputs are compared with: in this process, on
+    one thread as each torchrun worker (``inprocess.run_cli``; the reference is not about
+    the process boundary, and a fresh interpreter costs seconds of importing torch)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return run_cli(*argv, cwd=REPO)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def torchrun(*argv, nproc=2):
