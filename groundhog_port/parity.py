@@ -838,6 +838,37 @@ def _compare_outcome(r_trans: Row, r_cost: Row, r_best: Optional[Row], where: st
         compare_text(r_best, f"{where}@best_sentence", rendered, best_sentence)
 
 
+class _EachSearchOnce:
+    """``BeamSearch.search`` and the float64 ``path_costs``, each computed once per input.
+
+    The labels ``N`` and ``N_normalize`` run the same search: ``--normalize`` only divides
+    the costs afterwards (:func:`~groundhog_port.search.legacy.sample`, which still does
+    that division here), so a trace's labels cost one search per (beam size, ignore_unk)."""
+
+    def __init__(self, model, model64):
+        self.searcher, self.model64 = BeamSearch(model), model64
+        self.searches, self.costs = {}, {}
+
+    def search(self, seq, n_samples, ignore_unk=False, minlen=0):
+        key = (tuple(np.asarray(seq).tolist()), n_samples, ignore_unk, minlen)
+        if key not in self.searches:
+            try:
+                self.searches[key] = self.searcher.search(seq, n_samples, ignore_unk=ignore_unk,
+                                                          minlen=minlen), None
+            except SearchFailed as err:
+                self.searches[key] = None, err
+        hyps, err = self.searches[key]
+        if err is not None:
+            raise err
+        return hyps
+
+    def path_costs(self, seq, trans):
+        key = (tuple(np.asarray(seq).tolist()), tuple(tuple(t) for t in trans))
+        if key not in self.costs:
+            self.costs[key] = path_costs(self.model64, seq, trans)
+        return self.costs[key].copy()
+
+
 def _check_beam(ctx: _Context, rows: _Rows, labels: Optional[Iterable[str]]):
     available = ctx.tr.beam_labels()
     chosen = available if labels is None else [str(l) for l in labels]
@@ -845,7 +876,7 @@ def _check_beam(ctx: _Context, rows: _Rows, labels: Optional[Iterable[str]]):
     if unknown:
         raise LegacyInputError(ctx.tr.path, f"beam label(s) {', '.join(unknown)} not in the trace "
                                             f"(it has {', '.join(available) or 'none'})")
-    searcher = BeamSearch(ctx.model)
+    searcher = _EachSearchOnce(ctx.model, ctx.model64)
     for label in chosen:
         run = ctx.tr.beam(label)
         r_trans = rows.get("beam", f"beam/{label}/fin_trans", f"beam/{label}/0/fin_trans_flat")
@@ -859,7 +890,7 @@ def _check_beam(ctx: _Context, rows: _Rows, labels: Optional[Iterable[str]]):
             try:
                 hyps = sample(searcher, seq, run.beam_size, run.ignore_unk, run.normalize)
                 failure, rendered = None, choose(hyps, ctx.exp.trg_idx2word).line
-                costs64 = path_costs(ctx.model64, seq, hyps.trans)
+                costs64 = searcher.path_costs(seq, hyps.trans)
                 if run.normalize:
                     costs64 = costs64 / np.asarray([len(t) for t in hyps.trans], dtype=np.float64)
             except SearchFailed as err:

@@ -143,7 +143,7 @@ def sentences(draw, model):
 
 
 # -- random models -------------------------------------------------------------------------
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_random_models_sample(data):

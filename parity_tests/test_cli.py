@@ -1,9 +1,13 @@
-"""The command line against the original programs' recorded outputs."""
+"""The command line against the original programs' recorded outputs.
+
+The commands run in this process (``parity_tests/inprocess.py``: stdout and stderr captured at
+the file descriptors, the exit status ``main`` returns, warnings as a process prints them), not in a
+fresh ``python -m groundhog_port`` each: importing torch again costs seconds per call.  The
+exit status of a real process is checked in test_hardening.py and test_resume.py.
+"""
 import io
 import json
 import logging
-import os
-import subprocess
 import sys
 
 import numpy as np
@@ -11,12 +15,9 @@ import pytest
 
 from conftest import FIXTURES, case_dirs
 
-ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
+from inprocess import run_cli as cli
 
-
-def cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "groundhog_port", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, input=stdin)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _files(case):

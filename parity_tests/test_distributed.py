@@ -2,7 +2,7 @@
 
 Each test starts ``python -m torch.distributed.run --nproc-per-node 2 -m groundhog_port ...``
 on the bundled fixture model and compares the files with a single-process run of the same
-command; one kills a worker mid-run and checks that the job fails without a complete-looking
+command (in the test's own process); one kills a worker mid-run and checks that the job fails without a complete-looking
 output and that ``--resume`` finishes it identically.
 """
 import os
@@ -13,11 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from groundhog_port.distributed import world_from_env
 from groundhog_port.errors import LegacyInputError
 
 from conftest import FIXTURES, REPO
+from inprocess import run_cli
 
 F = FIXTURES / "search"
 MODEL = [f"--state={F / 'search_state.pkl'}", str(F / "search_model.npz")]
@@ -25,8 +27,15 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 
 def single(*argv):
-    return subprocess.run([sys.executable, "-m", "groundhog_port", *map(str, argv)],
-                          capture_output=True, text=True, env=ENV, cwd=REPO, timeout=600)
+    """The single-process run the torchrun outputs are compared with: in this process, on
+    one thread as each torchrun worker (``inprocess.run_cli``; the reference is not about
+    the process boundary, and a fresh interpreter costs seconds of importing torch)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return run_cli(*argv, cwd=REPO)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def torchrun(*argv, nproc=2):
@@ -95,7 +104,7 @@ def _worker_pids(launcher_pid):
 
 def test_dead_rank_fails_then_resume_finishes(tmp_path):
     src = tmp_path / "src.en"
-    src.write_text((F / "test.en").read_text() * 3)  # long enough to be killed mid-run
+    src.write_text((F / "test.en").read_text() * 2)  # 80 lines: killed after 16, mid-run
     args = ["translate", "--beam-search", "--beam-size", "5", "--source", src,
             "--batch-size", "2", "--progress"]
     out = tmp_path / "two.txt"
@@ -135,10 +144,12 @@ def test_world_from_env():
         world_from_env({"WORLD_SIZE": "two", "RANK": "0"})
 
 
-def test_unsharded_command_refused_under_torchrun(tmp_path):
-    env = {**ENV, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
-    r = subprocess.run([sys.executable, "-m", "groundhog_port", "score", "--mode", "txt",
-                        "--src", F / "test.en", "--trg", F / "test.fr", *MODEL],
-                       capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+def test_unsharded_command_refused_under_torchrun(monkeypatch):
+    """The environment torchrun gives a worker (in this process: the refusal reads only the
+    environment, and no process group is started before it)."""
+    for k, v in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)  # were it not refused: an error, not a wait
+    r = single("score", "--mode", "txt", "--src", F / "test.en", "--trg", F / "test.fr", *MODEL)
     assert r.returncode == 2
     assert "only --mode batch is sharded" in r.stderr

@@ -8,6 +8,7 @@ no traceback.  ``derandomize=True``: the same examples on every run (CI budget w
 minute).  ``tools/fuzz.py`` runs the same mutations by the thousand, one process per case,
 with time and memory limits.
 """
+import json
 import os
 import pickle
 import random
@@ -344,8 +345,8 @@ def test_text(which, mutation, allow_unk):
 # the command line: exit code 2, one line on stderr, no traceback, nothing run
 # ---------------------------------------------------------------------------------------------
 def _cli_cases(tmp):
-    """{name: argv}: hostile or broken files handed to each command (each process start costs
-    seconds of importing torch, so a few here; test_hardening.py runs many more in-process)."""
+    """{name: argv}: hostile or broken files handed to each command (a few here, in one
+    process; test_hardening.py runs many more in-process)."""
     fx = FX.fixture_dir
     marker = tmp / F.MARKER_NAME
     payloads = F.payload_pickles(marker)
@@ -374,25 +375,35 @@ def _cli_cases(tmp):
     return d
 
 
-def run_clis(argvs, jobs=4, timeout=300):
-    """Run several ``python -m groundhog_port`` at once; returns {name: CompletedProcess}."""
-    procs, out = {}, {}
-    pending = list(argvs.items())
-    while pending or procs:
-        while pending and len(procs) < jobs:
-            name, argv = pending.pop(0)
-            procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "groundhog_port", "--log-level", "WARNING", *map(str, argv)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-        name = next(iter(procs))
-        p = procs.pop(name)
-        stdout, stderr = p.communicate(timeout=timeout)
-        out[name] = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
-    return out
+#: run in a fresh interpreter: each command of argv[1] (JSON {name: argv}) in turn through
+#: ``groundhog_port.cli.main`` (stdout/stderr captured at the descriptors, as a process
+#: prints them); prints {name: [exit status, stdout, stderr]} as JSON
+_DRIVER = """
+import json, sys
+from groundhog_port.cli import main
+from groundhog_port.fuzzing import run_cli_inprocess
+res = {name: run_cli_inprocess(main, ['--log-level', 'WARNING', *argv])
+       for name, argv in json.loads(sys.argv[1]).items()}
+sys.stdout.write(json.dumps(res))
+"""
+
+
+def run_clis(argvs, timeout=300):
+    """Run several ``groundhog-port`` commands in ONE fresh process, one after the other
+    (a crash in C or a hang fails the test, not the run; one torch import instead of one per
+    command); returns {name: CompletedProcess}."""
+    p = subprocess.run([sys.executable, "-c", _DRIVER,
+                        json.dumps({n: [str(a) for a in argv] for n, argv in argvs.items()})],
+                       capture_output=True, text=True, env=ENV, timeout=timeout)
+    assert p.returncode == 0, f"the command runner died (exit {p.returncode}):\n{p.stderr}"
+    return {name: subprocess.CompletedProcess(argvs[name], rc, out, err)
+            for name, (rc, out, err) in json.loads(p.stdout).items()}
 
 
 def test_cli_broken_inputs(tmp_path):
-    results = run_clis(_cli_cases(tmp_path))
+    cases = _cli_cases(tmp_path)
+    results = run_clis(cases)
+    assert set(results) == set(cases)
     for name, r in results.items():
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2, f"{name}: exit {r.returncode}\n{r.stderr}"

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, LEGACY_ROOT
+from inprocess import run_cli
 from groundhog_port import outputs
 from groundhog_port.errors import LegacyInputError
 
@@ -188,10 +189,25 @@ def _src(tmp_path, n=6):
 
 
 def _run(*argv, limit=None):
+    """The command in a fresh process, under ``ulimit -f LIMIT`` bytes if given."""
     p = subprocess.run([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
                         *map(str, argv)], capture_output=True, text=True, env=ENV, cwd=REPO,
                        preexec_fn=(lambda: _file_size_limit(limit)) if limit else None,
                        timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def _run_here(*argv):
+    """The command in this process on one thread (``inprocess.run_cli``): for the runs that
+    need no process of their own (references, ``--resume``, a refused second writer), sparing
+    a torch import each."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        p = run_cli("--log-level", "WARNING", *argv, cwd=REPO)
+    finally:
+        torch.set_num_threads(threads)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -210,7 +226,7 @@ def test_translate_on_a_full_disk_then_resume(tmp_path):
             "--source", _src(tmp_path)]
     ref = tmp_path / "ref"
     ref.mkdir()
-    rc, ref_out, err = _run(*args, "--trans", ref / "t", "--n-best", ref / "n")
+    rc, ref_out, err = _run_here(*args, "--trans", ref / "t", "--n-best", ref / "n")
     assert rc == 0, err
     out = tmp_path / "t"
     rc, _, err = _run(*args, "--trans", out, "--n-best", tmp_path / "n", limit=300)
@@ -218,7 +234,7 @@ def test_translate_on_a_full_disk_then_resume(tmp_path):
     _one_error_line(err, "cannot write", "--resume")
     assert not out.exists() and not (tmp_path / "n").exists()
     assert (tmp_path / "t.partial").exists() and (tmp_path / "t.partial.journal").exists()
-    rc, res_out, err = _run(*args, "--trans", out, "--n-best", tmp_path / "n", "--resume")
+    rc, res_out, err = _run_here(*args, "--trans", out, "--n-best", tmp_path / "n", "--resume")
     assert rc == 0, err
     assert out.read_bytes() == (ref / "t").read_bytes()
     assert (tmp_path / "n").read_bytes() == (ref / "n").read_bytes()
@@ -248,13 +264,13 @@ def test_n_best_on_a_full_tmpfs_then_resume(tiny_tmpfs, tmp_path):
     d, grow = tiny_tmpfs
     args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 10,
             "--source", _src(tmp_path, 12), "--trans", tmp_path / "t", "--n-best", d / "n"]
-    rc, _, err = _run(*args)
+    rc, _, err = _run_here(*args)
     assert rc == 2
     _one_error_line(err, "No space left on device", "--resume", "t.partial")
     assert not (tmp_path / "t").exists() and (tmp_path / "t.partial.journal").exists()
     assert list(d.iterdir()) == []
     grow()
-    rc, _, err = _run(*args, "--resume")
+    rc, _, err = _run_here(*args, "--resume")
     assert rc == 0, err
     assert (tmp_path / "t").read_text().count("\n") == 12 and (d / "n").stat().st_size > 4096
 
@@ -262,14 +278,14 @@ def test_n_best_on_a_full_tmpfs_then_resume(tiny_tmpfs, tmp_path):
 def test_score_on_a_full_disk_then_resume(tmp_path):
     args = ["score", "--state", STATE, MODEL, "bs=4", "--mode", "batch", "--allow-unk",
             "--src", FX / "test.en", "--trg", FX / "test.fr"]
-    rc, _, err = _run(*args, "--scores", tmp_path / "ref")
+    rc, _, err = _run_here(*args, "--scores", tmp_path / "ref")
     assert rc == 0, err
     out = tmp_path / "s"
     rc, _, err = _run(*args, "--scores", out, limit=200)
     assert rc == 2
     _one_error_line(err, "cannot write", "--resume")
     assert not out.exists() and (tmp_path / "s.partial").stat().st_size > 0
-    rc, _, err = _run(*args, "--scores", out, "--resume")
+    rc, _, err = _run_here(*args, "--scores", out, "--resume")
     assert rc == 0, err
     assert out.read_bytes() == (tmp_path / "ref").read_bytes()
 
@@ -299,7 +315,7 @@ def test_second_process_on_the_same_output_is_refused(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "ready"
         for resume in ([], ["--resume"]):
-            rc, _, err = _run("translate", "--state", STATE, MODEL, "--beam-search",
+            rc, _, err = _run_here("translate", "--state", STATE, MODEL, "--beam-search",
                               "--beam-size", 2, "--source", _src(tmp_path, 1), "--trans", out,
                               *resume)
             assert rc == 2
@@ -311,9 +327,10 @@ def test_second_process_on_the_same_output_is_refused(tmp_path):
 
 
 def test_a_few_interruptions():
-    """tools/interrupt.py, 2 trials (the figures of the long runs are in docs/hardening.md)."""
+    """tools/interrupt.py, 2 trials (the figures of the long runs are in docs/hardening.md),
+    both at once (``--jobs 2``)."""
     p = subprocess.run([sys.executable, str(REPO / "tools" / "interrupt.py"), "--trials", "2",
-                        "--commands", "translate,score", "--seed", "17"],
+                        "--commands", "translate,score", "--seed", "17", "--jobs", "2"],
                        capture_output=True, text=True, env=ENV, timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "2 trials" in p.stdout

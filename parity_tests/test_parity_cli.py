@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from conftest import LEGACY_ROOT
+from inprocess import run_cli
 
 from groundhog_port.loading import open_experiment
 from groundhog_port.tolerance import K
@@ -42,10 +43,15 @@ def need_case(name):
     return d
 
 
-def parity(*args, timeout=600):
-    """``groundhog-port parity ARGS`` as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "groundhog_port", "parity", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, timeout=timeout, cwd=REPO)
+def parity(*args):
+    """``groundhog-port parity ARGS`` as a user runs it, in this process on one thread
+    (``inprocess.run_cli``: the command's code path without a second torch import)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return run_cli("parity", *args, cwd=REPO)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def copy_case(src, dst, with_trace=True):
@@ -141,7 +147,7 @@ def test_bad_input_exit_2_one_line(tmp_path, args, expect):
     case = need_case("encdec")
     bad = tmp_path / "bad.h5"
     bad.write_bytes(b"not hdf5 at all")
-    out = parity(*[a.format(case=case, bad_trace=bad) for a in args], timeout=120)
+    out = parity(*[a.format(case=case, bad_trace=bad) for a in args])
     assert out.returncode == 2, out.stdout + out.stderr
     err = [l for l in out.stderr.splitlines() if l.strip()]
     assert len(err) == 1 and err[0].startswith("groundhog-port parity: error:") and expect in err[0], err

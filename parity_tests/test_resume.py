@@ -4,8 +4,10 @@
 and rename it to ``F`` only at the end (:class:`groundhog_port.outputs.Journal`).  Each test
 starts the command on the bundled fixture, kills it (SIGKILL, and once SIGINT) once some
 lines are in ``F.partial``, checks that ``F`` does not exist, reruns with ``--resume`` and
-compares with an uninterrupted run: same bytes, same ``Total cost`` line.  The uninterrupted
-run goes on beside the interrupted one (two processes at a time).
+compares with an uninterrupted run: same bytes, same ``Total cost`` line.  The interrupted
+command is a real process (killed, or stopped by SIGINT); the uninterrupted reference and the
+``--resume`` runs, which are not about the process boundary, run in this process
+(``inprocess.run_cli``, one thread), sparing a torch import each.
 """
 import os
 import signal
@@ -14,8 +16,10 @@ import sys
 import time
 
 import pytest
+import torch
 
 from conftest import FIXTURES
+from inprocess import run_cli
 
 FX = FIXTURES / "search"
 STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
@@ -33,6 +37,18 @@ def start(*argv):
 def finish(proc, timeout=300):
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
+
+
+def run_here(*argv):
+    """The command in this process on one thread (as ``OMP_NUM_THREADS=1`` processes run):
+    (exit status, stdout, stderr)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        r = run_cli("--log-level", "INFO", *argv)
+    finally:
+        torch.set_num_threads(threads)
+    return r.returncode, r.stdout, r.stderr
 
 
 def interrupt_after(proc, partial, n_lines, sig, timeout=300):
@@ -70,16 +86,16 @@ N_LINES = 60
 
 
 class Reference:
-    """An uninterrupted run, started once and shared by the tests of this module."""
+    """An uninterrupted run, made once (when first needed) and shared by the tests of this
+    module."""
 
     def __init__(self, args, out_path):
-        self.out_path = out_path
-        self.proc = start(*args, "--trans", out_path)
+        self.args, self.out_path = args, out_path
         self._result = None
 
     def result(self):
         if self._result is None:
-            self._result = finish(self.proc)
+            self._result = run_here(*self.args, "--trans", self.out_path)
             assert self._result[0] == 0, self._result[2]
         return self._result
 
@@ -93,10 +109,7 @@ def translate_case(tmp_path_factory):
                    encoding="utf-8")
     args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
             "--batch-size", 1, "--source", src]
-    ref = Reference(args, d / "ref.fr")
-    yield args, ref
-    if ref.proc.poll() is None:
-        ref.proc.kill()
+    return args, Reference(args, d / "ref.fr")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
@@ -108,7 +121,7 @@ def test_translate_resume(sig, translate_case, tmp_path):
     kept = check_interrupted(rc, err, sig, out_path)
     assert kept < N_LINES, "the run was not interrupted midway"
 
-    rc, out, err = finish(start(*args, "--trans", out_path, "--resume"))
+    rc, out, err = run_here(*args, "--trans", out_path, "--resume")
     _, out_ref, _ = reference.result()
     ref_path = reference.out_path
     assert rc == 0, err
@@ -128,15 +141,14 @@ def test_score_batch_resume(tmp_path):
     args = ["score", "--state", STATE, MODEL, "bs=8", "--mode", "batch", "--src", src, "--trg",
             trg, "--allow-unk"]
     ref_path, out_path = tmp_path / "ref.scores", tmp_path / "out.scores"
-    reference = start(*args, "--scores", ref_path)
     rc, _, err = interrupt_after(start(*args, "--scores", out_path),
                                  out_path.with_name("out.scores.partial"), 20, signal.SIGKILL)
     kept = check_interrupted(rc, err, signal.SIGKILL, out_path)
-    rc_ref, _, err_ref = finish(reference)
-    assert rc_ref == 0, err_ref
     assert kept < 600, "the run was not interrupted midway"
+    rc_ref, _, err_ref = run_here(*args, "--scores", ref_path)
+    assert rc_ref == 0, err_ref
 
-    rc, out, err = finish(start(*args, "--scores", out_path, "--resume"))
+    rc, out, err = run_here(*args, "--scores", out_path, "--resume")
     assert rc == 0, err
     assert "resuming" in err
     assert out_path.read_bytes() == ref_path.read_bytes()
@@ -148,8 +160,6 @@ def test_resume_after_damaged_partial_files(tmp_path):
     """A kill can leave a last line cut anywhere, even inside a UTF-8 character, and a
     journal may be damaged: ``--resume`` keeps the complete, readable prefix and goes on."""
     import json
-
-    import torch
 
     from groundhog_port.cli import main
     from groundhog_port.fuzzing import run_cli_inprocess
