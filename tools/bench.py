@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import bench_score  # noqa: E402
@@ -55,8 +56,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", type=Path, help="also write the figures to this file")
     p.add_argument("--profile", action="store_true",
-                   help="instead: profile one scoring batch and a batched search of 20 "
-                        "sentences per beam (torch.profiler), printing the top operations")
+                   help="instead: profile one scoring batch and the batched search of "
+                        "--sentences per beam (torch.profiler): the matrix products' share "
+                        "of the time and speed, and the top operations")
     return p.parse_args(argv)
 
 
@@ -111,20 +113,31 @@ def profile(args):
     from legacy_states import prototype_search_state
     model = bench_search.full_size_model(args.seed, args.device)
     batch = bench_score.batches(prototype_search_state(), 1, 80, args.seed)[0]
-    seqs = bench_search.random_sentences(model.cfg, 20, 20, 40, args.seed + 1)
+    seqs = bench_search.random_sentences(model.cfg, args.sentences, 20, 40, args.seed + 1)
+    peak = bench_search.measure_peak(4096, 4, torch.device(args.device))
     work = [("scoring, RNNsearch, one batch of 80 pairs", lambda: score_batch(model, batch))]
     for beam in [int(b) for b in args.beams.split(",")]:
-        work.append((f"batched search, beam {beam}, 20 sentences",
+        work.append((f"batched search, beam {beam}, {len(seqs)} sentences",
                      lambda beam=beam: BatchedBeamSearch(model).sample_many(seqs, beam)))
     for title, run in work:
         with torch.no_grad():
             run()                                       # warm-up
             with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
                 run()
-        print(f"\n== {title}")
-        print(prof.key_averages(group_by_input_shape=True).table(
-            sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=22,
-            max_shapes_column_width=50))
+        events = prof.key_averages(group_by_input_shape=True)
+        total = sum(e.self_cpu_time_total for e in events)
+        mm_time = mm_flops = 0
+        for e in events:
+            if e.key in ("aten::mm", "aten::bmm") and len(e.input_shapes) >= 2:
+                a, b = e.input_shapes[0], e.input_shapes[1]
+                mm_flops += 2 * e.count * np.prod(a) * b[-1]
+                mm_time += e.self_cpu_time_total
+        print(f"\n== {title}: {total / 1e6:.2f} s under the profiler; matrix products "
+              f"{100 * mm_time / total:.0f}% of it, at {mm_flops / mm_time / 1e3:.1f} GFLOP/s "
+              f"({100 * mm_flops / mm_time / 1e3 / peak:.0f}% of the peak, {peak:.1f}, "
+              f"measured just before)")
+        print(events.table(sort_by="self_cpu_time_total", row_limit=15,
+                           max_name_column_width=22, max_shapes_column_width=50))
 
 
 def main(argv=None):
