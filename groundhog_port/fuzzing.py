@@ -733,7 +733,7 @@ def _load_vocab_case(fx, paths, opts):
         vocab.parse_input(state, w2i, "the cat is black .", raise_unk=False)
         return f"word2idx of {len(w2i)} words"
     i2w = vocab.load_idx2word(p)
-    vocab.render_translation(vocab.target_idx2word(state, i2w), [2, 3, 4, state["null_sym_target"]])
+    vocab.render_translation(vocab.target_idx2word(state, i2w, p), [2, 3, 4, state["null_sym_target"]])
     return f"idx2word of {len(i2w)} words"
 
 

@@ -94,7 +94,8 @@ class Experiment:
     @cached_property
     def trg_idx2word(self):
         """Target id -> word with ``<eol>``/``UNK`` set as ``LM_Model.load_dict`` does."""
-        return vocab.target_idx2word(self.state, vocab.load_idx2word(self.path("indx_word_target")))
+        path = self.path("indx_word_target")
+        return vocab.target_idx2word(self.state, vocab.load_idx2word(path), path)
 
     def parse_source(self, line):
         """``parse_input(state, indx_word, line, idx2word=idict_src)`` (sample.py:264)."""

@@ -149,13 +149,21 @@ def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-
 # ids -> text
 # ---------------------------------------------------------------------------
 
-def target_idx2word(state, idx2word) -> dict[int, str]:
+class WordsById(dict):
+    """An id -> word dictionary that remembers the file it was read from (``path``), so
+    that a missing id found later, while rendering a translation, names that file."""
+    path = None
+
+
+def target_idx2word(state, idx2word, path=None) -> dict[int, str]:
     """The output dictionary of ``LM_Model.load_dict`` (LM_model.py:221-225).
 
     A copy of the target ``idx2word`` with ``[null_sym_target] = '<eol>'`` and
-    ``[unk_sym_target] = state['oov']`` (the original modifies the loaded dict in place).
+    ``[unk_sym_target] = state['oov']`` (the original modifies the loaded dict in place);
+    ``path``: the file it came from, named by the errors of :func:`indices_to_words`.
     """
-    out = dict(idx2word)
+    out = WordsById(idx2word)
+    out.path = path
     out[state["null_sym_target"]] = "<eol>"
     out[state["unk_sym_target"]] = state["oov"]
     return out
@@ -172,8 +180,9 @@ def indices_to_words(idx2word, ids) -> list[str]:
         try:
             word = idx2word[int(i)]
         except KeyError:
-            raise LegacyInputError(None, f"word id {int(i)} has no entry in the target id -> word "
-                                         "vocabulary (n_sym_target larger than the vocabulary?)") from None
+            raise LegacyInputError(getattr(idx2word, "path", None),
+                                   f"word id {int(i)} has no entry in the target id -> word "
+                                   "vocabulary (n_sym_target larger than the vocabulary?)") from None
         if word == "<eol>":
             break
         words.append(word)
