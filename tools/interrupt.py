@@ -98,6 +98,13 @@ def _argv(spec, d, resume=False):
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1", PYTHONPATH=str(REPO))
 
 
+def _default_sigint():
+    """In the child, before Python starts: SIGINT back to its default.  A tool started in
+    the background by a shell inherits SIGINT ignored, Python then installs no Ctrl-C
+    handler, and every SIGINT trial would run to the end ("finished first")."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _strip_timings(value):
     if isinstance(value, dict):
         return {k: _strip_timings(v) for k, v in value.items() if "second" not in k}
@@ -119,6 +126,15 @@ def _files(spec, d):
             for f in sorted(p.iterdir()):
                 found[f"{sub}/{f.name}"] = f.read_bytes()
     return found
+
+
+def _complete(spec, d, ref, out):
+    """Every output of the uninterrupted run is present and the same (the check below still
+    compares whatever is present)."""
+    got = _files(spec, d)
+    if spec.stdout_json:
+        got["<stdout>"] = out.encode() if out.strip() else b""
+    return set(got) == set(ref.files) and all(_same(n, got[n], ref.files[n]) for n in got)
 
 
 def _same(name, got, want):
@@ -143,7 +159,7 @@ def run_reference(spec, root):
     d = Path(tempfile.mkdtemp(prefix=f"ref-{spec.name}-", dir=root))
     t = time.monotonic()
     proc = subprocess.Popen(_argv(spec, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=d)
+                            text=True, env=ENV, cwd=d, preexec_fn=_default_sigint)
     first = None
     while proc.poll() is None:
         if first is None and any(d.iterdir()):
@@ -169,7 +185,7 @@ def trial(spec, ref, sig_name, delay, root):
     d = Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=root))
     problems = []
     proc = subprocess.Popen(_argv(spec, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=d)
+                            text=True, env=ENV, cwd=d, preexec_fn=_default_sigint)
     try:
         proc.wait(timeout=delay)
         signalled = False
@@ -190,6 +206,9 @@ def trial(spec, ref, sig_name, delay, root):
             last = err.strip().splitlines()[-1] if err.strip() else ""
             if not last.endswith(("interrupted", "terminated")) or "Traceback" in err:
                 outcome = "interrupted (traceback)"
+    elif rc == -SIGNALS[sig_name] and _complete(spec, d, ref, out):
+        outcome = "died while exiting"  # outputs complete: Python's finalisation had
+        # restored the default handlers
     elif rc == -SIGNALS[sig_name]:
         outcome = "died during start-up"  # before the handlers were installed
     else:
@@ -306,7 +325,7 @@ def main(argv=None):
             elif (i + 1) % 20 == 0:
                 print(f"... {i + 1} trials, {len(failures)} failed", flush=True)
     shutil.rmtree(root, ignore_errors=True)
-    cols = ["trials", "finished first", "interrupted", "died during start-up",
+    cols = ["trials", "finished first", "interrupted", "died during start-up", "died while exiting",
             "interrupted (traceback)", "resumed identical", "FAILED"]
     n_run = sum(c["trials"] for c in table.values())
     print(f"\n{n_run} trials (seed {seed})")
