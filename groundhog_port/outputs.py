@@ -1,13 +1,14 @@
 """Output files that are never half-written, never written by two processes, and resumable.
 
 The small API every command that writes a file uses (translate, score, reproduce, parity;
-and train/serve/preprocess as they come):
+train; serve/preprocess as they come):
 
 * :func:`atomic_output` -- ``with atomic_output(path) as f: ...`` writes ``PATH.partial``
   (locked, see below), fsyncs it and renames it to ``PATH`` only when the body finished:
   ``PATH`` only ever holds a complete file (n-best lists, plots, JSON reports, checkpoints:
   ``np.savez(f, ...)`` with ``binary=True``).  On failure the partial file is removed.
-  :func:`atomic_write_text` / :func:`atomic_write_bytes` for a file written at once.
+  :func:`atomic_write_text` / :func:`atomic_write_bytes` for a file written at once;
+  :func:`write_together` for several files replaced together (a training checkpoint).
 * :class:`Journal` -- for long line-per-item outputs that ``--resume`` continues: result
   lines go to ``PATH.partial`` and a matching record per line (a cost, a batch number...)
   to ``PATH.partial.journal``, each line written through to the OS as it comes;
@@ -17,7 +18,8 @@ and train/serve/preprocess as they come):
 * Locks: both hold an exclusive ``fcntl.flock`` on ``PATH.partial`` from before its first
   byte is touched until it is renamed: a second process pointed at the same output refuses
   at once with one clear error (:class:`OutputBusyError`) instead of interleaving lines.
-  The kernel drops the lock when a process dies, even by SIGKILL.
+  The kernel drops the lock when a process dies, even by SIGKILL.  :func:`run_lock` holds
+  such a lock for a whole run that rewrites its outputs (``train``).
 * Failed writes (``ENOSPC`` on a full disk, ``EFBIG`` past ``ulimit -f``, ``EROFS``/``EACCES``
   on a read-only target, ``EIO``) are one :class:`OutputError` naming the file and saying
   what is kept -- exit code 2 through the command line, like bad input.
@@ -26,6 +28,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -152,6 +155,88 @@ def atomic_output(path, binary=False):
             os.unlink(partial)
         raise
     finally:
+        os.close(fd)
+
+
+def write_together(writers, kept):
+    """Several binary files replaced together (a training checkpoint: model, state, timings).
+
+    ``writers``: ``[(path, write)]``, ``write(f)`` writing one file.  Every ``PATH.partial``
+    is locked before any is written; only when every file is written and on disk are they
+    renamed, in the order given, with SIGINT/SIGTERM held back so that an interruption cannot
+    split the renames.  On any failure every partial file is removed, nothing is renamed,
+    and the :class:`OutputError` ends with ``kept`` (what the caller leaves as it was)."""
+    paths = [Path(p) for p, _ in writers]
+    for path in paths:
+        check_output_path(path)
+    partials = [partial_path(p) for p in paths]
+    fds = []
+    try:
+        for partial, path in zip(partials, paths):
+            fds.append(open_locked(partial, path))
+        for fd, partial, (_, write) in zip(fds, partials, writers):
+            try:
+                os.ftruncate(fd, 0)
+                with open(fd, "wb", closefd=False) as f:
+                    write(f)
+                os.fsync(fd)
+            except OSError as err:
+                raise write_failure(partial, err, kept) from None
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            for i, (partial, path) in enumerate(zip(partials, paths)):
+                try:
+                    os.replace(partial, path)
+                except OSError as err:
+                    done = ", ".join(str(p) for p in paths[:i]) or "nothing"
+                    raise OutputError(path, f"cannot rename {partial.name} to it "
+                                      f"({err.strerror or err}); already replaced: {done}") from None
+            _fsync_dir(paths[0])
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    except BaseException:
+        for partial in partials[:len(fds)]:  # only the partial files this process locked
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def run_lock(path, busy):
+    """Hold an exclusive lock on the file ``path`` (created) for a whole run, e.g. a training
+    run writing ``<prefix>*`` checkpoints again and again; :class:`OutputBusyError` with
+    ``busy`` when another process holds it.  The file is removed at the end.  Whoever locks
+    a file that was removed (or replaced) in the meantime tries again, so two runs can never
+    each hold a lock on a different file of the same name."""
+    path = Path(path)
+    check_output_path(path)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as err:
+            raise write_failure(path, err) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise OutputBusyError(path, busy) from None
+        except OSError:  # a filesystem without flock: go on unlocked, as open_locked does
+            break
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder removed it between our open and our lock
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # while still holding the lock: see the retry above
         os.close(fd)
 
 

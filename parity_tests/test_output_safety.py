@@ -177,6 +177,39 @@ def test_second_writer_is_refused(tmp_path):
     assert out.read_text() == "a\nb\n"
 
 
+def test_files_replaced_together_or_not_at_all(tmp_path):
+    """``write_together`` (a training checkpoint): past ``ulimit -f`` in the last file, none
+    of the three is replaced and no partial file is left; then all three are."""
+    paths = [tmp_path / n for n in ("m.npz", "s.pkl", "t.npz")]
+    for p in paths:
+        p.write_bytes(b"old " + p.name.encode())
+
+    def write(sizes):
+        outputs.write_together([(p, lambda f, n=n: f.write(b"x" * n))
+                                for p, n in zip(paths, sizes)],
+                               "the old checkpoint is left as it was")
+    msg = _in_child(lambda: _file_size_limit(1000) or write([10, 10, 5000]))
+    assert msg.startswith(f"OutputError {tmp_path}/t.npz.partial: cannot write"), msg
+    assert msg.endswith("the old checkpoint is left as it was"), msg
+    assert [p.read_bytes() for p in paths] == [b"old " + p.name.encode() for p in paths]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "s.pkl", "t.npz"]
+    write([1, 2, 3])
+    assert [p.read_bytes() for p in paths] == [b"x", b"xx", b"xxx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "s.pkl", "t.npz"]
+
+
+def test_run_lock_refuses_a_second_run(tmp_path):
+    lock = tmp_path / "s_train.lock"
+    with outputs.run_lock(lock, "busy"):
+        with pytest.raises(outputs.OutputBusyError, match="busy"):
+            with outputs.run_lock(lock, "busy"):
+                pass
+        outputs.write_together([(tmp_path / "m", lambda f: f.write(b"m"))], "")  # its saves
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # the lock file is gone
+    with outputs.run_lock(lock, "busy"):  # and can be taken again
+        pass
+
+
 # ---------------------------------------------------------------------------------------------
 # the commands
 # ---------------------------------------------------------------------------------------------
@@ -321,6 +354,103 @@ def test_second_process_on_the_same_output_is_refused(tmp_path):
             assert rc == 2
             _one_error_line(err, "another process is writing it")
         assert (tmp_path / "t.partial").read_text() == "first\n"
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A folder nothing can be written into: a read-only tmpfs (root, where mounting is
+    permitted: root ignores permission bits), else a folder without write permission."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if os.geteuid() != 0:
+        d.chmod(0o555)
+        yield d
+        d.chmod(0o755)
+        return
+    if shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(d)],
+            capture_output=True).returncode != 0:
+        pytest.skip("running as root (permission bits do not stop root) and mount -t tmpfs "
+                    "-o ro is not permitted here")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], capture_output=True)
+
+
+def test_read_only_target(read_only_dir, tmp_path):
+    """``--trans``, ``--n-best`` and ``--scores`` into a read-only folder: exit 2, one line
+    naming the file, nothing written (a read-only target fails before any work is done)."""
+    src = _src(tmp_path, 2)
+    for argv in (["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 2,
+                  "--source", src, "--trans", read_only_dir / "t"],
+                 ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 2,
+                  "--source", src, "--trans", tmp_path / "t", "--n-best", read_only_dir / "n"],
+                 ["score", "--state", STATE, MODEL, "--mode", "batch", "--allow-unk",
+                  "--src", FX / "test.en", "--trg", FX / "test.fr",
+                  "--scores", read_only_dir / "s"]):
+        rc, _, err = _run_here(*argv)
+        assert rc == 2, err
+        _one_error_line(err, str(read_only_dir), "cannot write", "not writable")
+        assert list(read_only_dir.iterdir()) == []
+
+
+TRAIN = ["train", "--state", STATE, "--model", MODEL, "--data-dir", LEGACY_ROOT / "data"]
+
+
+def _timing_step(path):
+    with np.load(path) as t:
+        return int(t["step"])
+
+
+@pytest.mark.skipif(not BITEXT.is_file(), reason=f"no .h5 corpus at {BITEXT}")
+def test_training_checkpoint_on_a_full_disk(tmp_path):
+    """A checkpoint save past ``ulimit -f`` (the model file is ~175 KiB): exit 2, one line,
+    the checkpoint saved before is left byte for byte, no partial file or lock is left;
+    once space is freed the same command resumes from that checkpoint."""
+    args = [*TRAIN, f"prefix='{tmp_path}/s_'", "--max-updates", 1]
+    rc, _, err = _run_here(*args)
+    assert rc == 0, err
+    names = ["s_model.npz", "s_state.pkl", "s_timing.npz"]
+    before = {n: (tmp_path / n).read_bytes() for n in names}
+    assert _timing_step(tmp_path / "s_timing.npz") == 1
+    rc, _, err = _run(*args, limit=100_000)
+    assert rc == 2
+    _one_error_line(err, "cannot write", "the checkpoint of", "is left as it was",
+                    "run the same command again")
+    assert {n: (tmp_path / n).read_bytes() for n in names} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    rc, _, err = _run_here(*args)
+    assert rc == 0, err
+    assert _timing_step(tmp_path / "s_timing.npz") == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+@pytest.mark.skipif(not BITEXT.is_file(), reason=f"no .h5 corpus at {BITEXT}")
+def test_training_into_a_read_only_folder(read_only_dir):
+    rc, _, err = _run_here(*TRAIN, f"prefix='{read_only_dir}/s_'", "--max-updates", 1)
+    assert rc == 2
+    _one_error_line(err, str(read_only_dir), "cannot write", "not writable")
+    assert list(read_only_dir.iterdir()) == []
+
+
+def test_second_training_run_on_the_same_prefix_is_refused(tmp_path):
+    """A run holds ``<prefix>train.lock`` (here a process standing in for it): a second
+    ``train`` on the prefix refuses at once, before loading anything."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from groundhog_port import outputs; "
+         "l = outputs.run_lock(sys.argv[1], 'busy'); l.__enter__(); print('ready', flush=True); "
+         "sys.stdin.read()", str(tmp_path / "s_train.lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        rc, _, err = _run_here(*TRAIN, f"prefix='{tmp_path}/s_'", "--max-updates", 1)
+        assert rc == 2
+        _one_error_line(err, "another training run is writing", "s_train.lock")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["s_train.lock"]
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)

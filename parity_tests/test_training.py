@@ -187,7 +187,8 @@ def test_interrupted_run_saves_and_resumes(tmp_path):
      "--data-dir", str(DATA), "prefix='{tmp}/x_'"],
     ["train", "--state", str(FIXTURES / "search" / "search_state.pkl"), "dropout=0.5"],
     ["plot-training", "{tmp}/junk.npz", "--out", "{tmp}/c.png"],
-], ids=["missing-state", "no-corpora", "junk-model", "dropout", "junk-timing"])
+    ["plot-training", str(LEGACY_ROOT / "search" / "search_timing.npz"), "--out", "{tmp}/c.xyz"],
+], ids=["missing-state", "no-corpora", "junk-model", "dropout", "junk-timing", "picture-format"])
 def test_bad_training_input_is_one_line(tmp_path, capsys, argv):
     (tmp_path / "junk.npz").write_bytes(b"junk")
     if "{tmp}/junk.npz" in argv and "--model" in argv:

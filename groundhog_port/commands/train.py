@@ -3,7 +3,8 @@
 ``train.py --state S --proto NAME changes...`` built ``state = NAME(); update(S);
 update(changes)`` (train.py:66-74); so does this command.  Files go to ``state['prefix']``
 (``<prefix>model.npz``, ``<prefix>state.pkl``, ``<prefix>timing.npz``), saved at the start,
-every ``saveFreq`` minutes and at the end.  With ``reload`` (the default) and an existing
+every ``saveFreq`` minutes and at the end, the three files replaced together; while it runs
+``<prefix>train.lock`` is locked, and a second run on the same prefix refuses to start.  With ``reload`` (the default) and an existing
 ``<prefix>model.npz`` the run resumes from it and its timings -- run the same command again
 after an interruption.  Otherwise ``--model M`` starts from an existing checkpoint (e.g. an
 archived ``*_model.npz``: continue training or fine-tune on new corpora given as
@@ -20,6 +21,7 @@ from ..config import ModelConfig
 from ..errors import EXIT_OK, LegacyInputError
 from ..loading import _auto_threads, resolve_device
 from ..model import RNNEncoderDecoder
+from ..outputs import run_lock
 from ..training import files
 from ..training.init import initialize
 from ..training.loop import MainLoop, new_timings
@@ -76,6 +78,13 @@ def run(args):
     if not Path(prefix + "x").parent.is_dir():
         raise LegacyInputError(prefix, "the folder of state['prefix'] does not exist; give "
                                        "prefix='folder/name_' in the changes")
+    lock = Path(prefix + "train.lock")
+    with run_lock(lock, f"another training run is writing the {prefix}* checkpoint ({lock.name} "
+                        "is locked); wait for it to finish or give another prefix"):
+        return _train(args, state, cfg, device, corpora, prefix)
+
+
+def _train(args, state, cfg, device, corpora, prefix):
     model = RNNEncoderDecoder(cfg)
     own = Path(prefix + "model.npz")
     if state.get("reload") and own.is_file():

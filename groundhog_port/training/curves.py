@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import LegacyInputError
+from ..outputs import atomic_output
 from ..plots import require_matplotlib
 from .files import load_timings
 
@@ -57,8 +58,10 @@ def plot(paths, out, labels=None, y="log2_p_expl", hours=False, **kw):
     ax.set_xlabel("hours" if hours else "iterations")
     ax.set_ylabel("log_2 likelihood")
     ax.legend(labels, loc="best")
-    try:
-        fig.savefig(out, dpi=100)
-    except OSError as err:
-        raise LegacyInputError(out, f"cannot write the plot ({err.strerror or err})") from None
+    fmt = Path(out).suffix[1:].lower() or "png"
+    known = fig.canvas.get_supported_filetypes()
+    if fmt not in known:
+        raise LegacyInputError(out, f"cannot draw a .{fmt} file (formats: {', '.join(sorted(known))})")
+    with atomic_output(out, binary=True) as f:  # never a truncated picture
+        fig.savefig(f, format=fmt, dpi=100)
     return lines

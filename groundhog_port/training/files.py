@@ -10,11 +10,13 @@
   values, not ``unicode``.  Only plain data is written (dict, list, tuple, str, int, float,
   bool, None; numpy scalars become Python numbers); anything else is refused.
 
-Every file is written to ``<name>.partial`` and renamed when complete, so an interruption
-never leaves a half-written checkpoint (the original ignored SIGINT while saving instead).
+A checkpoint is the three files together (:func:`save_checkpoint`): each is written to
+``<name>.partial`` (locked), and only when all three are complete and on disk are they
+renamed, timings last -- so an interruption or a full disk never leaves a half-written file
+or a model of one update with the timings of another (the original ignored SIGINT while
+saving instead, and wrote the three one after the other).
 """
 import io
-import os
 import pickle
 import struct
 from pathlib import Path
@@ -23,20 +25,7 @@ import numpy as np
 
 from ..checkpoint import legacy_param_table, read_npz_arrays
 from ..errors import LegacyInputError
-
-
-def _atomic(path, write):
-    path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise LegacyInputError(path, f"cannot write ({err.strerror or err})") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+from ..outputs import write_together
 
 
 def model_arrays(model):
@@ -46,13 +35,14 @@ def model_arrays(model):
             for p in table}
 
 
-def save_model(path, model):
-    arrays = model_arrays(model)
-    _atomic(path, lambda f: np.savez(f, **arrays))
-
-
-def save_timings(path, timings):
-    _atomic(path, lambda f: np.savez(f, **timings))
+def save_checkpoint(model_path, state_path, timing_path, model, state, timings, kept):
+    """mainLoop.py:222-239 (``MainLoop.save``): the model, the state and the timings, replaced
+    together (:func:`groundhog_port.outputs.write_together`); ``kept`` ends the error of a
+    failed save (which checkpoint is left as it was)."""
+    arrays, state_bytes = model_arrays(model), dumps_state(state)
+    write_together([(model_path, lambda f: np.savez(f, **arrays)),
+                    (state_path, lambda f: f.write(state_bytes)),
+                    (timing_path, lambda f: np.savez(f, **timings))], kept)
 
 
 def load_timings(path):
@@ -95,8 +85,3 @@ def dumps_state(state):
     buf = io.BytesIO()
     Py2Pickler(buf, protocol=2).dump(plain(dict(state)))
     return buf.getvalue()
-
-
-def save_state(path, state):
-    data = dumps_state(state)
-    _atomic(path, lambda f: f.write(data))

@@ -125,6 +125,7 @@ class MainLoop:
         prepare_state(state)
         self.algo = SGDAdadelta(model, state)
         self.save_iter = 0
+        self.saved_step = None  # the update of this run's last checkpoint
         self.device = next(iter(self.algo.params)).device
 
     # -- files ------------------------------------------------------------------------
@@ -135,12 +136,17 @@ class MainLoop:
         return Path(model), Path(prefix + "timing.npz"), Path(prefix + "state.pkl")
 
     def save(self):
-        """mainLoop.py:222-239: timings, model, state (each written whole, then renamed)."""
+        """mainLoop.py:222-239: timings, model, state -- replaced together, once all three
+        are written (:func:`files.save_checkpoint`)."""
         t0 = time.time()
         model_path, timing_path, state_path = self.paths()
-        files.save_timings(timing_path, self.timings)
-        files.save_model(model_path, self.model)
-        files.save_state(state_path, self.state)
+        last = (f"the checkpoint of update {self.saved_step}" if self.saved_step is not None
+                else "any checkpoint saved before")
+        kept = (f"{last} is left as it was: free space (or make the folder writable) and run "
+                "the same command again to resume from it")
+        files.save_checkpoint(model_path, state_path, timing_path, self.model, self.state,
+                              self.timings, kept)
+        self.saved_step = int(self.timings["step"])
         self.save_iter += 1
         logger.info("saved %s, %s, %s (%.2f s)", model_path, timing_path, state_path,
                     time.time() - t0)
@@ -171,6 +177,8 @@ class MainLoop:
         st["gotNaN"] = 0
         start = time.time()
         self.step = int(tm["step"])
+        if self.step > 0:  # resumed: the checkpoint on disk is the one these timings came from
+            self.saved_step = self.step
         self.algo.step_timer = start
         self.save()
         save_time = time.time()
