@@ -73,9 +73,10 @@ def check_output_path(path):
         raise OutputError(path, "is a directory, expected an output file name")
 
 
-def open_locked(path, final):
+def open_locked(path, final, busy=None):
     """Open ``path`` (read/write, created, NOT truncated) and take the exclusive lock on it
-    before anything else touches it; returns the file descriptor."""
+    before anything else touches it; returns the file descriptor.  ``busy``: the message
+    when another process holds the lock (default: another process is writing ``final``)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except OSError as err:
@@ -84,8 +85,8 @@ def open_locked(path, final):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise OutputBusyError(final, f"another process is writing it ({Path(path).name} is "
-                              "locked); wait for it to finish or choose another output file"
+        raise OutputBusyError(final, busy or f"another process is writing it ({Path(path).name} "
+                              "is locked); wait for it to finish or choose another output file"
                               ) from None
     except OSError:  # a filesystem without flock (some network mounts): go on unlocked
         pass
@@ -214,17 +215,7 @@ def run_lock(path, busy):
     path = Path(path)
     check_output_path(path)
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        except OSError as err:
-            raise write_failure(path, err) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise OutputBusyError(path, busy) from None
-        except OSError:  # a filesystem without flock: go on unlocked, as open_locked does
-            break
+        fd = open_locked(path, path, busy)
         try:
             same = os.path.samestat(os.fstat(fd), os.stat(path))
         except FileNotFoundError:
