@@ -466,6 +466,17 @@ def test_a_few_interruptions():
     assert "2 trials" in p.stdout
 
 
+@pytest.mark.skipif(not BITEXT.is_file(), reason=f"no .h5 corpus at {BITEXT}")
+def test_a_few_training_interruptions():
+    """tools/interrupt.py on ``train``: the checkpoint on disk is always one whole checkpoint
+    (the uninterrupted run's model of its update), and running again finishes the run."""
+    p = subprocess.run([sys.executable, str(REPO / "tools" / "interrupt.py"), "--trials", "2",
+                        "--commands", "train", "--seed", "3", "--jobs", "2"],
+                       capture_output=True, text=True, env=ENV, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "2 trials" in p.stdout
+
+
 def test_checkpoint_style_binary_output(tmp_path):
     """What a training command does with a checkpoint: ``np.savez`` into ``atomic_output``."""
     path = tmp_path / "m_model.npz"

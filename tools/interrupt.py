@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Interrupt commands at random moments and check that nothing complete-looking is wrong.
 
-Each trial starts one command (``translate``, ``score``, ``reproduce``, ``parity --json``)
+Each trial starts one command (``translate``, ``score``, ``reproduce``, ``parity --json``,
+``train``)
 in a fresh directory, sends SIGINT, SIGTERM or SIGKILL after a random delay (from 0 to a
 little past the command's uninterrupted run time, so start-up, loading, the run itself and
 the final rename are all hit), and then checks:
@@ -15,6 +16,16 @@ the final rename are all hit), and then checks:
 * where the command has ``--resume`` and its output is missing, the same command with
   ``--resume`` exits 0, and every output -- and the ``Total cost`` line -- is byte-identical
   to the uninterrupted run's, with no ``.partial``/journal file left.
+
+``train`` (issue 17's checkpoints) has checks of its own, since a checkpoint is rewritten
+during the run and resuming is not byte-identical in GroundHog (the Adadelta accumulators
+restart from zero): whenever ``<prefix>model.npz``, ``state.pkl`` or ``timing.npz`` exists,
+all three exist and form one checkpoint -- the model of update ``j`` (``timing['step']``) is
+the uninterrupted run's model of update ``j`` to the bit, its recorded costs are that run's
+first ``j``, ``state['step']`` is ``j - 1``; SIGINT/SIGTERM during the updates stop after
+the update in progress and save (exit 0, as train.py did); and running the same command
+again finishes the run (``loopIters``), byte-identical to the uninterrupted run when the
+checkpoint was of update 0, with no partial or lock file left.
 
 CI runs a few trials (``parity_tests/test_output_safety.py``); the figures in
 docs/hardening.md come from::
@@ -36,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # legacy_states, to read a training run's state
 FX = REPO / "fixtures" / "search"
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 #: exit status expected after each signal, once the command handles it
@@ -61,6 +73,9 @@ class Spec:
 
 #: translate's source: the first lines of the fixture's test.en (a run of a few seconds)
 TRANSLATE_LINES = 12
+#: train's run: this many updates of the fixture model (about 0.1 s each)
+TRAIN_UPDATES = 20
+CHECKPOINT = ("s_model.npz", "s_state.pkl", "s_timing.npz")
 
 
 def specs(root, case=None):
@@ -79,6 +94,12 @@ def specs(root, case=None):
                                 "--trg", str(trg), "--allow-unk", "--scores", "{d}/scores.txt"],
                       ["scores.txt"], resumable=True),
     }
+    data = legacy_root() / "data"
+    if (data / "binarized_text.shuffled.en.h5").is_file():
+        out["train"] = Spec("train", ["train", "--state", str(FX / "search_state.pkl"), "--model",
+                                      str(FX / "search_model.npz"), "--data-dir", str(data),
+                                      "prefix='{d}/s_'", f"loopIters={TRAIN_UPDATES}"],
+                            list(CHECKPOINT), resumable=True)
     if case.is_dir():
         out["reproduce"] = Spec("reproduce", ["reproduce", "--case", str(case), "--json",
                                               "--save-dir", "{d}/saved"],
@@ -176,6 +197,119 @@ def run_reference(spec, root):
     return Reference(files, out, seconds, seconds if first is None else first)
 
 
+def _npz(path):
+    import numpy as np
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _same_arrays(a, b):
+    import numpy as np
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def run_train_reference(spec, root):
+    """The uninterrupted run, saving before every update into its own file
+    (``overwrite=0 saveFreq=0``: ``s_model<j>.npz`` holds the model of update ``j``)."""
+    d = Path(tempfile.mkdtemp(prefix="ref-train-", dir=root))
+    argv = _argv(spec, d) + ["overwrite=0", "saveFreq=0"]
+    t = time.monotonic()
+    p = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=d,
+                       preexec_fn=_default_sigint)
+    if p.returncode != 0:
+        raise SystemExit(f"interrupt.py: the uninterrupted train run failed (exit "
+                         f"{p.returncode}):\n{p.stderr}")
+    models = [_npz(d / f"s_model{j}.npz") for j in range(TRAIN_UPDATES + 1)]
+    ref = Reference({"models": models, "timing": _npz(d / "s_timing.npz")}, p.stdout,
+                    time.monotonic() - t, 0.0)
+    # when the first update starts: the time of the run minus that of its updates
+    ref.first_output = max(0.0, ref.seconds - float(ref.files["timing"]["time_step"].sum()))
+    return ref
+
+
+def _checkpoint_problems(d, ref):
+    """What is wrong with the checkpoint in ``d`` (none may be present); returns
+    (problems, its update or None)."""
+    present = [n for n in CHECKPOINT if (d / n).exists()]
+    if not present:
+        return [], None
+    if len(present) < len(CHECKPOINT):
+        return [f"an incomplete checkpoint: only {', '.join(present)}"], None
+    timing = _npz(d / "s_timing.npz")
+    j = int(timing["step"])
+    problems = []
+    if not 0 <= j <= TRAIN_UPDATES:
+        return [f"s_timing.npz: step {j}"], None
+    if not _same_arrays(_npz(d / "s_model.npz"), ref.files["models"][j]):
+        problems.append(f"s_model.npz is not the model of update {j} (s_timing.npz's step)")
+    want = ref.files["timing"]["cost"][:j]
+    if not (timing["cost"][:j] == want).all():
+        problems.append(f"s_timing.npz: the costs of updates 0-{j - 1} differ")
+    import legacy_states
+    try:
+        state = legacy_states.load_state(d / "s_state.pkl")
+    except Exception as err:  # noqa: BLE001 - a finding, not a crash of the tool
+        return problems + [f"s_state.pkl does not load: {err}"], j
+    if j > 0 and state.get("step") != j - 1:
+        problems.append(f"s_state.pkl: step {state.get('step')}, s_timing.npz: {j}")
+    return problems, j
+
+
+def train_trial(spec, ref, sig_name, delay, root):
+    """One interrupted training run and its continuation (see the module docstring)."""
+    d = Path(tempfile.mkdtemp(prefix="train-", dir=root))
+    problems = []
+    proc = subprocess.Popen(_argv(spec, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=d, preexec_fn=_default_sigint)
+    try:
+        proc.wait(timeout=delay)
+        signalled = False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(SIGNALS[sig_name])
+        signalled = True
+    out, err = proc.communicate(timeout=600)
+    rc = proc.returncode
+    found, j = _checkpoint_problems(d, ref)
+    problems += found
+    if not signalled or (rc == 0 and j == TRAIN_UPDATES):
+        outcome = "finished first"
+        if rc != 0:
+            problems.append(f"exit {rc} without a signal: {err.strip()[-300:]}")
+    elif rc == 0:
+        outcome = "stopped and saved"  # the update in progress finished, then a save
+        if j is None:
+            problems.append("exit 0 after the signal, but no checkpoint")
+    elif rc == EXPECTED_RC[sig_name]:
+        outcome = "interrupted"
+        if sig_name != "SIGKILL":
+            last = err.strip().splitlines()[-1] if err.strip() else ""
+            if not last.endswith(("interrupted", "terminated")) or "Traceback" in err:
+                outcome = "interrupted (traceback)"
+    elif rc == -SIGNALS[sig_name]:
+        outcome = "died while exiting" if j == TRAIN_UPDATES else "died during start-up"
+    else:
+        outcome = f"exit {rc}"
+        problems.append(f"{sig_name}: exit {rc}: {err.strip()[-300:]}")
+    resumed = None
+    if j != TRAIN_UPDATES and not problems:
+        p = subprocess.run(_argv(spec, d), capture_output=True, text=True, env=ENV, cwd=d)
+        if p.returncode != 0:
+            problems.append(f"running again: exit {p.returncode}: {p.stderr.strip()[-300:]}")
+        again, j2 = _checkpoint_problems(d, ref)
+        if j2 != TRAIN_UPDATES:
+            problems.append(f"running again ended at update {j2}, not {TRAIN_UPDATES}")
+        elif not j:  # from update 0 (or nothing): the uninterrupted run, to the bit
+            problems += again
+            resumed = "identical" if not again else None
+        else:
+            resumed = "continued"
+        left = [f.name for f in d.iterdir() if ".partial" in f.name or f.name.endswith(".lock")]
+        if left:
+            problems.append(f"running again left {', '.join(left)}")
+    shutil.rmtree(d, ignore_errors=True)
+    return outcome, resumed, problems
+
+
 def _stdout_line(text, prefix):
     return next((l for l in text.splitlines() if l.startswith(prefix)), None)
 
@@ -254,8 +388,8 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=200, help="number of trials (default 200)")
     ap.add_argument("--seed", type=int, help="random seed (default: drawn and printed)")
-    ap.add_argument("--commands", default="translate,score,reproduce,parity",
-                    help="comma-separated (default: all four)")
+    ap.add_argument("--commands", default="translate,score,reproduce,parity,train",
+                    help="comma-separated (default: all five)")
     ap.add_argument("--case", help="the recorded case reproduce/parity use (default: "
                                    "legacy_traces/encdec)")
     ap.add_argument("--jobs", type=int, default=1, help="trials run at once (default 1)")
@@ -277,7 +411,7 @@ def main(argv=None):
     print(f"interrupt.py: seed {seed}", flush=True)
     refs = {}
     for n in names:
-        refs[n] = run_reference(all_specs[n], root)
+        refs[n] = (run_train_reference if n == "train" else run_reference)(all_specs[n], root)
         print(f"uninterrupted {n}: {refs[n].seconds:.1f}s (first output after "
               f"{refs[n].first_output:.1f}s)", flush=True)
     plan = []
@@ -299,7 +433,8 @@ def main(argv=None):
     def run_planned(p):
         if args.time_budget is not None and time.monotonic() - started > args.time_budget:
             return None  # out of time
-        return trial(all_specs[p[1]], refs[p[1]], p[2], p[3], root)
+        return (train_trial if p[1] == "train" else trial)(all_specs[p[1]], refs[p[1]], p[2],
+                                                           p[3], root)
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         futures = [(p, pool.submit(run_planned, p)) for p in plan]
@@ -310,11 +445,13 @@ def main(argv=None):
             outcome, resumed, problems = result
             if args.verbose:
                 print(f"[{i}] {n} {sig} after {delay:.2f}s: {outcome}"
-                      f"{', resumed identical' if resumed else ''}"
+                      f"{', continued' if resumed == 'continued' else ', resumed identical' if resumed else ''}"
                       f"{': FAILED' if problems else ''}", flush=True)
             table[(n, sig)][outcome] += 1
             table[(n, sig)]["trials"] += 1
-            if resumed:
+            if resumed == "continued":  # train from update j > 0: not comparable to the bit
+                table[(n, sig)]["continued"] += 1
+            elif resumed:
                 table[(n, sig)]["resumed identical"] += 1
             if problems:
                 table[(n, sig)]["FAILED"] += 1
@@ -325,8 +462,8 @@ def main(argv=None):
             elif (i + 1) % 20 == 0:
                 print(f"... {i + 1} trials, {len(failures)} failed", flush=True)
     shutil.rmtree(root, ignore_errors=True)
-    cols = ["trials", "finished first", "interrupted", "died during start-up", "died while exiting",
-            "interrupted (traceback)", "resumed identical", "FAILED"]
+    cols = ["trials", "finished first", "interrupted", "stopped and saved", "died during start-up",
+            "died while exiting", "interrupted (traceback)", "resumed identical", "continued", "FAILED"]
     n_run = sum(c["trials"] for c in table.values())
     print(f"\n{n_run} trials (seed {seed})")
     print(f"{'command':10s} {'signal':8s} " + " ".join(f"{c:>14s}" for c in cols))
