@@ -119,6 +119,18 @@ def _argv(spec, d, resume=False):
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1", PYTHONPATH=str(REPO))
 
 
+#: what CPython prints (exit 1) when SIGINT lands in its own start-up, importing ``site`` or
+#: ``runpy`` for ``-m``, before any line of the package runs (nothing can be written then)
+PYTHON_STARTUP = ("Fatal Python error: init_import_site", "Could not import runpy module")
+
+
+def _died_starting(sig_name, rc, err):
+    """Killed by the signal before the command's handlers were installed, or SIGINT in
+    CPython's own start-up."""
+    return rc == -SIGNALS[sig_name] or (
+        sig_name == "SIGINT" and rc == 1 and any(m in err for m in PYTHON_STARTUP))
+
+
 def _default_sigint():
     """In the child, before Python starts: SIGINT back to its default.  A tool started in
     the background by a shell inherits SIGINT ignored, Python then installs no Ctrl-C
@@ -285,8 +297,10 @@ def train_trial(spec, ref, sig_name, delay, root):
             last = err.strip().splitlines()[-1] if err.strip() else ""
             if not last.endswith(("interrupted", "terminated")) or "Traceback" in err:
                 outcome = "interrupted (traceback)"
-    elif rc == -SIGNALS[sig_name]:
-        outcome = "died while exiting" if j == TRAIN_UPDATES else "died during start-up"
+    elif rc == -SIGNALS[sig_name] and j == TRAIN_UPDATES:
+        outcome = "died while exiting"
+    elif _died_starting(sig_name, rc, err):
+        outcome = "died during start-up"
     else:
         outcome = f"exit {rc}"
         problems.append(f"{sig_name}: exit {rc}: {err.strip()[-300:]}")
@@ -343,7 +357,7 @@ def trial(spec, ref, sig_name, delay, root):
     elif rc == -SIGNALS[sig_name] and _complete(spec, d, ref, out):
         outcome = "died while exiting"  # outputs complete: Python's finalisation had
         # restored the default handlers
-    elif rc == -SIGNALS[sig_name]:
+    elif _died_starting(sig_name, rc, err):
         outcome = "died during start-up"  # before the handlers were installed
     else:
         outcome = f"exit {rc}"
