@@ -19,7 +19,8 @@ the final rename are all hit), and then checks:
 
 ``train`` (issue 17's checkpoints) has checks of its own, since a checkpoint is rewritten
 during the run and resuming is not byte-identical in GroundHog (the Adadelta accumulators
-restart from zero): whenever ``<prefix>model.npz``, ``state.pkl`` or ``timing.npz`` exists,
+restart from zero).  The run saves before every update (``saveFreq=0``), so signals land
+in saves of every update; whenever ``<prefix>model.npz``, ``state.pkl`` or ``timing.npz`` exists,
 all three exist and form one checkpoint -- the model of update ``j`` (``timing['step']``) is
 the uninterrupted run's model of update ``j`` to the bit, its recorded costs are that run's
 first ``j``, ``state['step']`` is ``j - 1``; SIGINT/SIGTERM during the updates stop after
@@ -73,8 +74,9 @@ class Spec:
 
 #: translate's source: the first lines of the fixture's test.en (a run of a few seconds)
 TRANSLATE_LINES = 12
-#: train's run: this many updates of the fixture model (about 0.1 s each)
-TRAIN_UPDATES = 20
+#: train's run: this many updates of the fixture model (about 0.07 s each: the loop lasts
+#: long enough for the signals to land in it, not only in start-up)
+TRAIN_UPDATES = 60
 CHECKPOINT = ("s_model.npz", "s_state.pkl", "s_timing.npz")
 
 
@@ -98,7 +100,8 @@ def specs(root, case=None):
     if (data / "binarized_text.shuffled.en.h5").is_file():
         out["train"] = Spec("train", ["train", "--state", str(FX / "search_state.pkl"), "--model",
                                       str(FX / "search_model.npz"), "--data-dir", str(data),
-                                      "prefix='{d}/s_'", f"loopIters={TRAIN_UPDATES}"],
+                                      "prefix='{d}/s_'", f"loopIters={TRAIN_UPDATES}",
+                                      "saveFreq=0"],  # a save before every update
                             list(CHECKPOINT), resumable=True)
     if case.is_dir():
         out["reproduce"] = Spec("reproduce", ["reproduce", "--case", str(case), "--json",
@@ -221,10 +224,10 @@ def _same_arrays(a, b):
 
 
 def run_train_reference(spec, root):
-    """The uninterrupted run, saving before every update into its own file
-    (``overwrite=0 saveFreq=0``: ``s_model<j>.npz`` holds the model of update ``j``)."""
+    """The uninterrupted run, saving before every update (``saveFreq=0``) into its own
+    file (``overwrite=0``: ``s_model<j>.npz`` holds the model of update ``j``)."""
     d = Path(tempfile.mkdtemp(prefix="ref-train-", dir=root))
-    argv = _argv(spec, d) + ["overwrite=0", "saveFreq=0"]
+    argv = _argv(spec, d) + ["overwrite=0"]
     t = time.monotonic()
     p = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=d,
                        preexec_fn=_default_sigint)
