@@ -5,14 +5,19 @@ Each command module exposes ``NAME``, ``HELP``, ``add_arguments(parser)`` and
 becomes one line on stderr and exit code 2, never a traceback.
 """
 import argparse
+import contextlib
 import importlib
 import logging
 import signal
 import sys
 
-from .distributed import SHARDED_COMMANDS, world_from_env
 from .errors import EXIT_INPUT, LegacyInputError
-from .loading import SMALL_MODEL_DIM, set_threads
+
+# Everything that imports torch (seconds) is imported by main(), with SIGINT and SIGTERM held
+# back (_signals_held): torch's C start-up imports numpy and clears any error raised meanwhile,
+# so a KeyboardInterrupt raised inside it was swallowed and left numpy half-initialised (the
+# command then went on, or failed later with "module 'numpy' has no attribute 'multiply'").
+# Held back, the signal arrives once the imports are done: one "interrupted" line.
 
 COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "train",
             "plot-training", "serve", "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5",
@@ -20,6 +25,7 @@ COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "tra
 
 
 def build_parser():
+    from .loading import SMALL_MODEL_DIM
     parser = argparse.ArgumentParser(
         prog="groundhog-port",
         description="Run GroundHog (RNNsearch / RNNencdec) checkpoints in PyTorch, "
@@ -41,6 +47,20 @@ def build_parser():
     return parser
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM are delivered when the block ends, not inside it."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):  # no pthread_sigmask (Windows)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, handled as Ctrl-C is: the partial output is kept for ``--resume``."""
 
@@ -56,7 +76,8 @@ def main(argv=None):
         pass
     name = "groundhog-port"
     try:  # a signal while the command modules are imported is an interruption too
-        parser = build_parser()
+        with _signals_held():
+            parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
@@ -64,6 +85,8 @@ def main(argv=None):
         name = f"groundhog-port {args.command}"
         logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                             format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+        from .distributed import SHARDED_COMMANDS, world_from_env  # imported: build_parser
+        from .loading import set_threads
         if args.threads is not None:
             set_threads(args.threads)
         if args.command not in SHARDED_COMMANDS and world_from_env():
