@@ -134,6 +134,30 @@ def _died_starting(sig_name, rc, err):
         sig_name == "SIGINT" and rc == 1 and any(m in err for m in PYTHON_STARTUP))
 
 
+def _signalled_run(spec, d, sig_name, delay):
+    """Start ``spec`` in ``d``; after ``delay`` s send the signal unless it has ended.
+    Returns (signalled, exit status, stdout, stderr)."""
+    proc = subprocess.Popen(_argv(spec, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=d, preexec_fn=_default_sigint)
+    try:
+        proc.wait(timeout=delay)
+        signalled = False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(SIGNALS[sig_name])
+        signalled = True
+    out, err = proc.communicate(timeout=600)
+    return signalled, proc.returncode, out, err
+
+
+def _interrupted(sig_name, err):
+    """The outcome of a run that exited as the signal asks: its last line must say so."""
+    if sig_name != "SIGKILL":
+        last = err.strip().splitlines()[-1] if err.strip() else ""
+        if not last.endswith(("interrupted", "terminated")) or "Traceback" in err:
+            return "interrupted (traceback)"
+    return "interrupted"
+
+
 def _default_sigint():
     """In the child, before Python starts: SIGINT back to its default.  A tool started in
     the background by a shell inherits SIGINT ignored, Python then installs no Ctrl-C
@@ -274,16 +298,7 @@ def train_trial(spec, ref, sig_name, delay, root):
     """One interrupted training run and its continuation (see the module docstring)."""
     d = Path(tempfile.mkdtemp(prefix="train-", dir=root))
     problems = []
-    proc = subprocess.Popen(_argv(spec, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=d, preexec_fn=_default_sigint)
-    try:
-        proc.wait(timeout=delay)
-        signalled = False
-    except subprocess.TimeoutExpired:
-        proc.send_signal(SIGNALS[sig_name])
-        signalled = True
-    out, err = proc.communicate(timeout=600)
-    rc = proc.returncode
+    signalled, rc, out, err = _signalled_run(spec, d, sig_name, delay)
     found, j = _checkpoint_problems(d, ref)
     problems += found
     if not signalled or (rc == 0 and j == TRAIN_UPDATES):
@@ -295,11 +310,7 @@ def train_trial(spec, ref, sig_name, delay, root):
         if j is None:
             problems.append("exit 0 after the signal, but no checkpoint")
     elif rc == EXPECTED_RC[sig_name]:
-        outcome = "interrupted"
-        if sig_name != "SIGKILL":
-            last = err.strip().splitlines()[-1] if err.strip() else ""
-            if not last.endswith(("interrupted", "terminated")) or "Traceback" in err:
-                outcome = "interrupted (traceback)"
+        outcome = _interrupted(sig_name, err)
     elif rc == -SIGNALS[sig_name] and j == TRAIN_UPDATES:
         outcome = "died while exiting"
     elif _died_starting(sig_name, rc, err):
@@ -335,16 +346,7 @@ def trial(spec, ref, sig_name, delay, root):
     """One interrupted run (and its --resume); returns (outcome, problems)."""
     d = Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=root))
     problems = []
-    proc = subprocess.Popen(_argv(spec, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=d, preexec_fn=_default_sigint)
-    try:
-        proc.wait(timeout=delay)
-        signalled = False
-    except subprocess.TimeoutExpired:
-        proc.send_signal(SIGNALS[sig_name])
-        signalled = True
-    out, err = proc.communicate(timeout=600)
-    rc = proc.returncode
+    signalled, rc, out, err = _signalled_run(spec, d, sig_name, delay)
     if not signalled:
         outcome = "finished first"
         if rc != 0:
@@ -352,11 +354,7 @@ def trial(spec, ref, sig_name, delay, root):
     elif rc == 0:
         outcome = "finished first"  # the signal came after the work was done
     elif rc == EXPECTED_RC[sig_name]:
-        outcome = "interrupted"
-        if sig_name != "SIGKILL":
-            last = err.strip().splitlines()[-1] if err.strip() else ""
-            if not last.endswith(("interrupted", "terminated")) or "Traceback" in err:
-                outcome = "interrupted (traceback)"
+        outcome = _interrupted(sig_name, err)
     elif rc == -SIGNALS[sig_name] and _complete(spec, d, ref, out):
         outcome = "died while exiting"  # outputs complete: Python's finalisation had
         # restored the default handlers
