@@ -5,19 +5,20 @@ Each command module exposes ``NAME``, ``HELP``, ``add_arguments(parser)`` and
 becomes one line on stderr and exit code 2, never a traceback.
 """
 import argparse
-import contextlib
 import importlib
 import logging
 import signal
 import sys
 
 from .errors import EXIT_INPUT, LegacyInputError
+from .outputs import signals_held
 
 # Everything that imports torch (seconds) is imported by main(), with SIGINT and SIGTERM held
-# back (_signals_held): torch's C start-up imports numpy and clears any error raised meanwhile,
-# so a KeyboardInterrupt raised inside it was swallowed and left numpy half-initialised (the
-# command then went on, or failed later with "module 'numpy' has no attribute 'multiply'").
-# Held back, the signal arrives once the imports are done: one "interrupted" line.
+# back (outputs.signals_held): torch's C start-up imports numpy and clears any error raised
+# meanwhile, so a KeyboardInterrupt raised inside it was swallowed and left numpy
+# half-initialised (the command then went on, or failed later with "module 'numpy' has no
+# attribute 'multiply'").  Held back, the signal arrives once the imports are done: one
+# "interrupted" line.
 
 COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "train",
             "plot-training", "serve", "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5",
@@ -47,20 +48,6 @@ def build_parser():
     return parser
 
 
-@contextlib.contextmanager
-def _signals_held():
-    """SIGINT and SIGTERM are delivered when the block ends, not inside it."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    except (AttributeError, ValueError, OSError):  # no pthread_sigmask (Windows)
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM, handled as Ctrl-C is: the partial output is kept for ``--resume``."""
 
@@ -76,7 +63,7 @@ def main(argv=None):
         pass
     name = "groundhog-port"
     try:  # a signal while the command modules are imported is an interruption too
-        with _signals_held():
+        with signals_held():
             parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:
@@ -85,7 +72,7 @@ def main(argv=None):
         name = f"groundhog-port {args.command}"
         logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                             format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-        from .distributed import SHARDED_COMMANDS, world_from_env  # imported: build_parser
+        from .distributed import SHARDED_COMMANDS, world_from_env  # loaded by build_parser
         from .loading import set_threads
         if args.threads is not None:
             set_threads(args.threads)

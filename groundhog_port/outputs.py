@@ -159,6 +159,21 @@ def atomic_output(path, binary=False):
         os.close(fd)
 
 
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM are delivered when the block ends, not inside it (for this
+    thread; where the platform has ``pthread_sigmask``)."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def write_together(writers, kept):
     """Several binary files replaced together (a training checkpoint: model, state, timings).
 
@@ -183,8 +198,7 @@ def write_together(writers, kept):
                 os.fsync(fd)
             except OSError as err:
                 raise write_failure(partial, err, kept) from None
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
+        with signals_held():
             for i, (partial, path) in enumerate(zip(partials, paths)):
                 try:
                     os.replace(partial, path)
@@ -193,8 +207,6 @@ def write_together(writers, kept):
                     raise OutputError(path, f"cannot rename {partial.name} to it "
                                       f"({err.strerror or err}); already replaced: {done}") from None
             _fsync_dir(paths[0])
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
     except BaseException:
         for partial in partials[:len(fds)]:  # only the partial files this process locked
             with contextlib.suppress(OSError):

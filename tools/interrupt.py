@@ -295,7 +295,8 @@ def _checkpoint_problems(d, ref):
 
 
 def train_trial(spec, ref, sig_name, delay, root):
-    """One interrupted training run and its continuation (see the module docstring)."""
+    """One interrupted training run and its continuation (see the module docstring); returns
+    (outcome, resumed, problems)."""
     d = Path(tempfile.mkdtemp(prefix="train-", dir=root))
     problems = []
     signalled, rc, out, err = _signalled_run(spec, d, sig_name, delay)
@@ -343,7 +344,7 @@ def _stdout_line(text, prefix):
 
 
 def trial(spec, ref, sig_name, delay, root):
-    """One interrupted run (and its --resume); returns (outcome, problems)."""
+    """One interrupted run (and its --resume); returns (outcome, resumed, problems)."""
     d = Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=root))
     problems = []
     signalled, rc, out, err = _signalled_run(spec, d, sig_name, delay)
@@ -379,7 +380,7 @@ def trial(spec, ref, sig_name, delay, root):
     if spec.resumable and set(present) != set(ref.files):
         p = subprocess.run(_argv(spec, d, resume=True), capture_output=True, text=True,
                            env=ENV, cwd=d)
-        resumed = p.returncode == 0
+        resumed = "identical" if p.returncode == 0 else None
         if p.returncode != 0:
             problems.append(f"--resume: exit {p.returncode}: {p.stderr.strip()[-300:]}")
         got = _files(spec, d)
@@ -396,6 +397,13 @@ def trial(spec, ref, sig_name, delay, root):
             problems.append(f"--resume left {', '.join(left)}")
     shutil.rmtree(d, ignore_errors=True)
     return outcome, resumed, problems
+
+
+#: command -> (uninterrupted reference run, trial); the others use run_reference and trial
+RUNNERS = {"train": (run_train_reference, train_trial)}
+DEFAULT_RUNNERS = (run_reference, trial)
+#: a trial's ``resumed`` -> its column (train from update j > 0 cannot be compared to the bit)
+RESUMED_COLUMN = {"identical": "resumed identical", "continued": "continued"}
 
 
 def main(argv=None):
@@ -426,7 +434,7 @@ def main(argv=None):
     print(f"interrupt.py: seed {seed}", flush=True)
     refs = {}
     for n in names:
-        refs[n] = (run_train_reference if n == "train" else run_reference)(all_specs[n], root)
+        refs[n] = RUNNERS.get(n, DEFAULT_RUNNERS)[0](all_specs[n], root)
         print(f"uninterrupted {n}: {refs[n].seconds:.1f}s (first output after "
               f"{refs[n].first_output:.1f}s)", flush=True)
     plan = []
@@ -448,8 +456,8 @@ def main(argv=None):
     def run_planned(p):
         if args.time_budget is not None and time.monotonic() - started > args.time_budget:
             return None  # out of time
-        return (train_trial if p[1] == "train" else trial)(all_specs[p[1]], refs[p[1]], p[2],
-                                                           p[3], root)
+        return RUNNERS.get(p[1], DEFAULT_RUNNERS)[1](all_specs[p[1]], refs[p[1]], p[2], p[3],
+                                                     root)
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         futures = [(p, pool.submit(run_planned, p)) for p in plan]
@@ -460,14 +468,12 @@ def main(argv=None):
             outcome, resumed, problems = result
             if args.verbose:
                 print(f"[{i}] {n} {sig} after {delay:.2f}s: {outcome}"
-                      f"{', continued' if resumed == 'continued' else ', resumed identical' if resumed else ''}"
+                      f"{', ' + RESUMED_COLUMN[resumed] if resumed else ''}"
                       f"{': FAILED' if problems else ''}", flush=True)
             table[(n, sig)][outcome] += 1
             table[(n, sig)]["trials"] += 1
-            if resumed == "continued":  # train from update j > 0: not comparable to the bit
-                table[(n, sig)]["continued"] += 1
-            elif resumed:
-                table[(n, sig)]["resumed identical"] += 1
+            if resumed:
+                table[(n, sig)][RESUMED_COLUMN[resumed]] += 1
             if problems:
                 table[(n, sig)]["FAILED"] += 1
                 failures.append({"trial": i, "command": n, "signal": sig,

@@ -4,9 +4,9 @@
 update(changes)`` (train.py:66-74); so does this command.  Files go to ``state['prefix']``
 (``<prefix>model.npz``, ``<prefix>state.pkl``, ``<prefix>timing.npz``), saved at the start,
 every ``saveFreq`` minutes and at the end, the three files replaced together; while it runs
-``<prefix>train.lock`` is locked, and a second run on the same prefix refuses to start.  With ``reload`` (the default) and an existing
-``<prefix>model.npz`` the run resumes from it and its timings -- run the same command again
-after an interruption.  Otherwise ``--model M`` starts from an existing checkpoint (e.g. an
+``<prefix>train.lock`` is locked, and a second run on the same prefix refuses to start.
+With ``reload`` (the default) and an existing ``<prefix>model.npz`` the run resumes from it
+and its timings -- run the same command again after an interruption.  Otherwise ``--model M`` starts from an existing checkpoint (e.g. an
 archived ``*_model.npz``: continue training or fine-tune on new corpora given as
 ``source=['new.en.h5'] target=['new.fr.h5']``), and without it a new model is initialised.
 """

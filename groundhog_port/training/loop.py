@@ -136,8 +136,8 @@ class MainLoop:
         return Path(model), Path(prefix + "timing.npz"), Path(prefix + "state.pkl")
 
     def save(self):
-        """mainLoop.py:222-239: timings, model, state -- replaced together, once all three
-        are written (:func:`files.save_checkpoint`)."""
+        """mainLoop.py:222-239: the model, the state and the timings -- replaced together,
+        once all three are written (:func:`files.save_checkpoint`)."""
         t0 = time.time()
         model_path, timing_path, state_path = self.paths()
         last = (f"the checkpoint of update {self.saved_step}" if self.saved_step is not None
