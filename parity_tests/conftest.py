@@ -9,7 +9,10 @@ never goes green without having compared anything.
 
 Recordings of model types added later (``../shared/pending_traces``, or
 ``GROUNDHOG_PENDING_TRACES``; today ``grconv``) are found by :func:`pending_case_dirs`;
-``test_legacy_cases.py`` runs them like the shared cases.
+``test_legacy_cases.py`` runs them like the shared cases.  A case is a folder with a
+``*state.pkl`` and a ``trace.h5``; the training recordings (``init_draws``,
+``continue_search_variant``) are found by :func:`recording_dir`, in ``legacy_traces`` first
+and else in ``pending_traces`` (where they were delivered, until they are moved).
 
 ``--legacy-case DIR`` (repeatable) points ``test_legacy_cases.py`` at your own recorded
 case folders instead of the shared ones (see docs/trace_format.md, "Parity in your CI").
@@ -26,18 +29,32 @@ PENDING_ROOT = Path(os.environ.get("GROUNDHOG_PENDING_TRACES", LEGACY_ROOT.paren
 CASES = ("search", "encdec", "phrase", "search_variant", "encdec_variant")
 
 
-def case_dirs():
-    """Every recorded case directory present (those with a ``*state.pkl``)."""
-    if not LEGACY_ROOT.is_dir():
+def _cases(root):
+    """The case folders under ``root``: a ``*state.pkl`` and a ``trace.h5``."""
+    if not root.is_dir():
         return []
-    return sorted(p for p in LEGACY_ROOT.iterdir() if p.is_dir() and any(p.glob("*state.pkl")))
+    return sorted(p for p in root.iterdir()
+                  if p.is_dir() and any(p.glob("*state.pkl")) and (p / "trace.h5").is_file())
+
+
+def case_dirs():
+    """Every recorded case directory present."""
+    return _cases(LEGACY_ROOT)
 
 
 def pending_case_dirs():
     """The recorded cases of ``pending_traces`` (same layout as a shared case)."""
-    if not PENDING_ROOT.is_dir():
-        return []
-    return sorted(p for p in PENDING_ROOT.iterdir() if p.is_dir() and any(p.glob("*state.pkl")))
+    return _cases(PENDING_ROOT)
+
+
+def recording_dir(name):
+    """A recording folder: ``legacy_traces/<name>``, else ``pending_traces/<name>``; when
+    neither exists the test skips (fails in CI), naming both places."""
+    for root in (LEGACY_ROOT, PENDING_ROOT):
+        if (root / name).is_dir():
+            return root / name
+    (pytest.fail if _ci() else pytest.skip)(f"recording {name!r} not found in {LEGACY_ROOT} "
+                                            f"or {PENDING_ROOT}")
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,11 @@ One call of the original trainer (``SGD.__call__``, :162-208) runs two compiled 
 
 ``lr`` is reported (1.0) but never enters the update.  The accumulators start at zero
 whenever a trainer is built -- GroundHog never saved them, so every (re)start of train.py
-begins with zero accumulators (MANIFEST section 10); so does this class.
+begins with zero accumulators (MANIFEST section 10); so does this class.  With zero
+accumulators the first step of an element is ``sqrt(eps) / sqrt((1 - rho) g**2 + eps) * g``,
+about ``sqrt(eps / (1 - rho))`` (4.5e-3 with the prototypes' 0.95 / 1e-6) whatever ``g``:
+:func:`restart_step`.  :meth:`SGDAdadelta.accumulators` / :meth:`~SGDAdadelta.set_accumulators`
+let the ``train`` command carry them across saves (``--keep-accumulators``, a deviation).
 
 Numerics: with ``floatX=float32`` Theano turns the Python constants ``rho``, ``1. - rho``
 (computed in double by Python), ``eps``, ``0.1`` and ``cutoff`` into float32 constants, so
@@ -35,6 +39,7 @@ import numpy as np
 import torch
 
 from ..checkpoint import legacy_param_table
+from ..errors import LegacyInputError
 from .cost import sum_acc64, training_cost
 from .order import param_order
 
@@ -155,9 +160,37 @@ class SGDAdadelta:
                     "whole_time": time.time() - self.step_timer})
         return out
 
+    # -- carried across saves (--keep-accumulators; GroundHog never saved them) ------------
+    def accumulators(self):
+        """``{gnorm2_<name>, dnorm2_<name>: float32 array}`` (``gs`` is rewritten before use)."""
+        out = {}
+        for n, gn2, dn2 in zip(self.names, self.gnorm2, self.dnorm2):
+            out["gnorm2_" + n] = gn2.detach().cpu().numpy()
+            out["dnorm2_" + n] = dn2.detach().cpu().numpy()
+        return out
+
+    def set_accumulators(self, arrays, where):
+        """Take the accumulators of :meth:`accumulators` back (``where`` names the file)."""
+        want = {k: a.shape for k, a in self.accumulators().items()}
+        got = {k: np.shape(v) for k, v in arrays.items() if k != "step"}
+        if got != want:
+            missing = sorted(set(want) - set(got)) or sorted(k for k in want if got[k] != want[k])
+            raise LegacyInputError(where, "not the Adadelta accumulators of this model (differs at "
+                                          f"{', '.join(missing[:3]) or 'extra arrays'})")
+        dt, dev = self.params[0].dtype, self.params[0].device
+        t = lambda a: torch.as_tensor(np.asarray(a), dtype=dt, device=dev)
+        self.gnorm2 = [t(arrays["gnorm2_" + n]) for n in self.names]
+        self.dnorm2 = [t(arrays["dnorm2_" + n]) for n in self.names]
+
     #: the keys of the returned dict, in the original's ``return_names`` order (:155-159)
     RETURN_NAMES = ("grad_norm", "log2_p_word", "log2_p_expl", "cost", "error", "time_step",
                     "whole_time", "lr")
+
+
+def restart_step(state):
+    """``sqrt(eps / (1 - rho))``: the size of the first update of every element whose gradient
+    is well above it, when Adadelta starts from zero accumulators."""
+    return float(np.sqrt(state.get("adaeps", 1e-6) / (1.0 - state.get("adarho", 0.96))))
 
 
 def trainable_params(model):

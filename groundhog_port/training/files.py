@@ -4,6 +4,8 @@
   array per parameter, keyed by its GroundHog name (the legacy table's names);
 * ``<prefix>timing.npz`` -- ``numpy.savez(**timings)``: ``step``, ``next_offset`` and the
   per-update arrays (:func:`groundhog_port.training.loop.new_timings`);
+* ``<prefix>adadelta.npz`` -- only with ``--keep-accumulators`` (a deviation: GroundHog
+  never saved them): Adadelta's ``gnorm2_<name>``/``dnorm2_<name>`` and ``step``;
 * ``<prefix>state.pkl`` -- the state dict.  GroundHog's ``cPickle.dump`` wrote protocol 0;
   here protocol 2 (also readable by Python 2's cPickle) with every ``str`` written as a
   Python-2 byte string (``SHORT_BINSTRING``/``BINSTRING``, UTF-8), so Python 2 reads ``str``
@@ -18,6 +20,7 @@ saving instead, and wrote the three one after the other).
 """
 import io
 import pickle
+import re
 import struct
 from pathlib import Path
 
@@ -35,14 +38,32 @@ def model_arrays(model):
             for p in table}
 
 
-def save_checkpoint(model_path, state_path, timing_path, model, state, timings, kept):
+def save_checkpoint(model_path, state_path, timing_path, model, state, timings, kept,
+                    accumulators=None):
     """mainLoop.py:222-239 (``MainLoop.save``): the model, the state and the timings, replaced
     together (:func:`groundhog_port.outputs.write_together`); ``kept`` ends the error of a
-    failed save (which checkpoint is left as it was)."""
+    failed save (which checkpoint is left as it was).  ``accumulators`` (``--keep-accumulators``,
+    a deviation): ``(path, arrays)`` of Adadelta's accumulators, replaced with the others."""
     arrays, state_bytes = model_arrays(model), dumps_state(state)
-    write_together([(model_path, lambda f: np.savez(f, **arrays)),
-                    (state_path, lambda f: f.write(state_bytes)),
-                    (timing_path, lambda f: np.savez(f, **timings))], kept)
+    writers = [(model_path, lambda f: np.savez(f, **arrays)),
+               (state_path, lambda f: f.write(state_bytes))]
+    if accumulators is not None:
+        acc_path, acc = accumulators
+        writers.append((acc_path, lambda f: np.savez(f, **acc)))
+    writers.append((timing_path, lambda f: np.savez(f, **timings)))
+    write_together(writers, kept)
+
+
+def accumulators_path(model_path):
+    """``<prefix>adadelta.npz`` beside ``<prefix>model.npz`` (``model3.npz`` ->
+    ``adadelta3.npz`` with ``overwrite=0``); None for a model file not named so."""
+    m = re.fullmatch(r"(.*)model(\d*)\.npz", Path(model_path).name)
+    return None if m is None else Path(model_path).with_name(f"{m[1]}adadelta{m[2]}.npz")
+
+
+def load_accumulators(path):
+    """An accumulators file as written by :func:`save_checkpoint` (plain ``.npz``)."""
+    return read_npz_arrays(path, "adadelta")
 
 
 def load_timings(path):

@@ -19,7 +19,9 @@ accumulators restart from zero and the batches left in the current ``sort_k_batc
 group when the run stopped are skipped (the fetcher restarts after that group).
 
 Deliberate differences: a run continued past the ``loopIters`` the timing arrays were sized
-for extends them (the original raised IndexError at the first step past them);
+for extends them (the original raised IndexError at the first step past them, so it could
+not continue a finished run with its timing file as saved); ``keep_accumulators`` (off by
+default, ``train --keep-accumulators``) saves Adadelta's accumulators with every checkpoint;
 ``RandomSamplePrinter`` (``hookFreq``) is not run (the port has no random sampler yet; the
 hook never changed the batches); validation never ran in train.py (``valid_data=None``).
 """
@@ -117,14 +119,16 @@ class MainLoop:
     names the files), ``timings`` (new or loaded), the two ``.h5`` corpora."""
 
     def __init__(self, model, state, timings, source, target, out=None,
-                 max_updates=None):
+                 max_updates=None, keep_accumulators=False):
         self.model, self.state, self.timings = model, state, timings
         self.source, self.target = source, target
         self.out = out  # None: sys.stdout at the time of printing (it may be replaced)
         self.max_updates = max_updates
+        self.keep_accumulators = keep_accumulators  # DEVIATION (opt-in): <prefix>adadelta.npz
         prepare_state(state)
         self.algo = SGDAdadelta(model, state)
         self.save_iter = 0
+        self.extended = False  # timing arrays grown past their saved size (logged once)
         self.saved_step = None  # the update of this run's last checkpoint
         self.device = next(iter(self.algo.params)).device
 
@@ -144,8 +148,13 @@ class MainLoop:
                 else "any checkpoint saved before")
         kept = (f"{last} is left as it was: free space (or make the folder writable) and run "
                 "the same command again to resume from it")
+        acc = None
+        if self.keep_accumulators:
+            arrays = self.algo.accumulators()
+            arrays["step"] = np.int64(self.timings["step"])
+            acc = (files.accumulators_path(model_path), arrays)
         files.save_checkpoint(model_path, state_path, timing_path, self.model, self.state,
-                              self.timings, kept)
+                              self.timings, kept, acc)
         self.saved_step = int(self.timings["step"])
         self.save_iter += 1
         logger.info("saved %s, %s, %s (%.2f s)", model_path, timing_path, state_path,
@@ -155,6 +164,11 @@ class MainLoop:
         arr = self.timings[name]
         if self.step >= arr.shape[0]:  # DEVIATION: grow (to this run's size) instead of IndexError
             size = max(self.step + 1, int(self.state["loopIters"] // self.state["trainFreq"] + 1))
+            if not self.extended:
+                self.extended = True
+                logger.info("timing arrays extended from %d to %d entries for loopIters=%s (GroundHog "
+                            "stops here with IndexError, mainLoop.py:298)", arr.shape[0], size,
+                            self.state["loopIters"])
             self.timings[name] = arr = np.concatenate(
                 [arr, np.zeros(size - arr.shape[0], dtype=arr.dtype)])
         arr[self.step] = value
