@@ -14,7 +14,6 @@ The recordings are read from ``legacy_traces`` and, until they are moved there, 
 import hashlib
 import json
 import logging
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -77,111 +76,72 @@ def test_the_draw_check_catches_a_wrong_order():
 
 
 # -- train --proto: the initial model and the first update --------------------------------
-def _recorded_changes(rec, data, prefix, **extra):
-    """The changes of init_draws/train_cmd.sh, the corpus where it is here."""
-    summary = json.loads((rec / "rng_log_summary.json").read_text())
-    common, case = summary["changes"]
-    case = case.replace("prefix='init_'", f"prefix='{prefix}'")
-    return [common.replace("/data/legacy/data", str(data)), case] + [f"{k}={v}" for k, v in extra.items()]
-
-
-def test_train_proto_draws_groundhogs_model_and_first_update(tmp_path, capsys, caplog, one_thread):
+def test_train_proto_max_updates_0_writes_groundhogs_initial_model(tmp_path, caplog, one_thread):
+    """The acceptance command: no update, the model GroundHog saved before its first one."""
     rec, data = recording_dir("init_draws"), _data()
     caplog.set_level(logging.INFO)
-    # the acceptance command: no update, the model GroundHog saved before its first update
     assert main(["train", "--proto", "prototype_search_state", "--max-updates", "0",
-                 *_recorded_changes(rec, data, f"{tmp_path}/zero_")]) == 0
+                 *fidelity.recorded_changes(rec, data, f"{tmp_path}/zero_")]) == 0
     assert "drawn as GroundHog drew it" in caplog.text
-    state, cfg = _init_state(rec)
-    drawn = draw(cfg, state)
-    orth = {m.name: m.scale for layer in build_plan(cfg, state) for m in layer.tensors
-            if getattr(m, "fn", "") == "sample_weights_orth"}
-    recorded0 = checkpoint.read_npz_arrays(rec / "init_model0.npz")
-    ours0 = checkpoint.read_npz_arrays(tmp_path / "zero_model0.npz")
-    verdict = fidelity.compare_initial(recorded0, ours0, drawn.svd_inputs, orth)
-    assert len(verdict) == len(ours0) == 40 and all(v.ok for v in verdict.values()), verdict
-    assert set(orth) == {"W_enc_transition_0", "G_enc_transition_0", "R_enc_transition_0",
-                         "W_back_enc_transition_0", "G_back_enc_transition_0",
-                         "R_back_enc_transition_0", "W_dec_transition_0", "G_dec_transition_0",
-                         "R_dec_transition_0"}
-    assert all(v.identical for n, v in verdict.items() if n not in orth)
-    assert max(v.bound for v in verdict.values()) < 1.2e-7  # ~ one float32 spacing of |u| <= 1
+    ours = checkpoint.read_npz_arrays(tmp_path / "zero_model0.npz")
+    recorded = checkpoint.read_npz_arrays(rec / "init_model0.npz")
+    assert sorted(ours) == sorted(recorded) and len(ours) == 40
+    # bit for bit here, the orthogonal matrices included (their bound is checked below)
+    assert all(np.array_equal(ours[n], recorded[n]) and ours[n].dtype == recorded[n].dtype
+               for n in recorded)
 
-    # one update, as recorded (loopIters=1): the train command's float32 model against the
-    # float64 shadow's same update
-    assert main(["train", "--proto", "prototype_search_state",
-                 *_recorded_changes(rec, data, f"{tmp_path}/init_")]) == 0
-    out = capsys.readouterr().out
-    assert ".. iter    0 cost 2452.863" in out     # GroundHog printed this cost
-    p64 = fidelity.continue_run(tmp_path / "init_state.pkl", tmp_path / "init_model0.npz", None,
-                                f"prefix='{tmp_path}/f64_',overwrite=1", None, 0, 1,
-                                float64=True).params
-    ours1 = checkpoint.read_npz_arrays(tmp_path / "init_model1.npz")
-    recorded1 = checkpoint.read_npz_arrays(rec / "init_model1.npz")
-    first = fidelity.compare_first_update(recorded1, recorded0, ours1, p64)
-    assert len(first) == 40 and all(c.ok for c in first.values()), \
-        {n: c.units() for n, c in first.items() if not c.ok}
-    changed = [n for n in recorded1 if not np.array_equal(recorded1[n], recorded0[n])]
-    assert len(changed) == 29 and all(not np.array_equal(ours1[n], ours0[n]) for n in changed)
+
+def test_train_proto_draws_groundhogs_model_and_first_update(tmp_path, one_thread):
+    rec, data = recording_dir("init_draws"), _data()
+    r = fidelity.check_new_model(rec, data, tmp_path)
+    assert r.first_bad is None and r.n_draws == 3871 and r.rng_state
+    assert len(r.initial) == 40 and all(v.ok for v in r.initial.values()), r.initial
+    assert set(r.orthogonal) == {f"{m}_{p}_transition_0" for m in "WGR" for p in ("enc", "back_enc", "dec")}
+    assert all(v.identical for n, v in r.initial.items() if n not in r.orthogonal)
+    assert max(v.bound for v in r.initial.values()) < 1.2e-7  # ~ one float32 spacing of |u| <= 1
+    assert ".. iter    0 cost 2452.863" in r.stdout     # GroundHog printed this cost
+    assert len(r.first_update) == 40 and all(c.ok for c in r.first_update.values()), \
+        {n: c.units() for n, c in r.first_update.items() if not c.ok}
+    # the bound catches an update with Adadelta's default rho (0.96, what SGD_adadelta uses when
+    # the state has no adarho) instead of the state's 0.95
+    runs = [fidelity.continue_run(tmp_path / "init_state.pkl", tmp_path / "init_model0.npz", None,
+                                  f"prefix='{tmp_path}/rho_',overwrite=1,adarho=0.96", None, 0, 1,
+                                  float64=f64).params for f64 in (False, True)]
+    recorded0, recorded1 = (checkpoint.read_npz_arrays(rec / f"init_model{i}.npz") for i in (0, 1))
+    assert not all(c.ok for c in fidelity.compare_first_update(recorded1, recorded0, *runs).values())
 
 
 # -- continued training ---------------------------------------------------------------------
-def _continue_case(tmp_path, timing=None):
-    """GroundHog's command of continue_search_variant/cmd.txt: the checkpoint copied to the
-    run's prefix (reload=True), the timing file as saved (GroundHog needed it padded)."""
+def _search_variant():
     case = LEGACY_ROOT / "search_variant"
     if not case.is_dir():
         pytest.skip(f"the search_variant case is not at {case}")
-    run = tmp_path / "run"
-    run.mkdir()
-    shutil.copy(case / "search_variant_model.npz", run / "search_variant_model.npz")
-    shutil.copy(timing or case / "search_variant_timing.npz", run / "search_variant_timing.npz")
-    return case, run
+    return case
 
 
-def test_continued_training_is_groundhogs_for_30_updates(tmp_path, capsys, caplog, one_thread):
-    rec, data = recording_dir("continue_search_variant"), _data()
+def test_continued_training_is_groundhogs_for_30_updates(tmp_path, caplog, one_thread):
+    rec, data, case = recording_dir("continue_search_variant"), _data(), _search_variant()
     caplog.set_level(logging.INFO)
-    case, run = _continue_case(tmp_path)
-    state = case / "search_variant_state.pkl"
-    changes = f"prefix='{run}/search_variant_',reload=True,hookFreq=-1"
-    assert main(["train", "--state", str(state), "--data-dir", str(data),
-                 changes + ",loopIters=10030"]) == 0
-    out, err = capsys.readouterr().out, caplog.text
-    assert "Adadelta restarts from ZERO accumulators" in err
-    assert "timing arrays extended from 10001 to 10031" in err      # GroundHog: IndexError
-    assert out.count("Got NaN while training") == 4                 # as GroundHog printed
-    port = fidelity.run_of(files.load_timings(run / "search_variant_timing.npz"),
-                           checkpoint.read_npz_arrays(run / "search_variant_model.npz"), 10000, 30)
-    recorded = fidelity.run_of(
-        files.load_timings(rec / "search_variant_after_10030_timing.npz"),
-        checkpoint.read_npz_arrays(rec / "search_variant_after_10030_model.npz"), 10000, 30)
-    assert np.isinf(recorded.values["cost"]).sum() == 4 and np.isnan(recorded.values["grad_norm"]).sum() == 6
-
-    # the siblings: the checkpoint moved by one update's float32 noise, eight times (with four,
-    # the worst final-model ratio varied from 8 to 20 units with the random signs; with eight
-    # 10.6-11.3, with sixteen 10.9: docs/training.md)
-    model, timing = case / "search_variant_model.npz", case / "search_variant_timing.npz"
-    scratch = f"prefix='{tmp_path}/sib_',reload=True,hookFreq=-1"
-    one = {dt: fidelity.continue_run(state, model, timing, scratch, data, 10000, 1, float64=dt == 64)
-           for dt in (32, 64)}
-    start = {k: v.astype(np.float64) for k, v in checkpoint.read_npz_arrays(model).items()}
-    perturbations = fidelity.sibling_perturbations(start, one[32].params, one[64].params, 8)
-    siblings = [fidelity.continue_run(state, model, timing, scratch, data, 10000, 30, perturb=p)
-                for p in perturbations]
-    verdict = fidelity.compare_continued(recorded, port, siblings)
-    assert verdict.same_batches and verdict.unstable == 0
-    assert verdict.ok, [(w, c.units()) for w, c in list(verdict.updates.items())
-                        + list(verdict.model.items()) if not c.ok]
-
-    # a resumed run that ignores the saved iterator offset (training on the first batches
-    # again) is caught
+    r = fidelity.check_continued(rec, case, data, tmp_path)
+    assert "Adadelta restarts from ZERO accumulators" in caplog.text
+    assert "timing arrays extended from 10001 to 10031" in caplog.text   # GroundHog: IndexError
+    assert r.stdout.count("Got NaN while training") == 4                 # as GroundHog printed
+    assert np.isinf(r.recorded.values["cost"]).sum() == 4
+    assert np.isnan(r.recorded.values["grad_norm"]).sum() == 6
+    v = r.verdict
+    assert v.same_batches and v.unstable == 0
+    assert len(v.updates) == 4 * 30 and sorted(v.model) == sorted(r.port.params) and len(v.model) == 39
+    assert v.ok, [(w, c.units()) for w, c in list(v.updates.items()) + list(v.model.items())
+                  if not c.ok]
+    # a resumed run that ignores the saved iterator offset (the first batches again) is caught
+    timing = case / "search_variant_timing.npz"
     t = dict(files.load_timings(timing))
     t["next_offset"] = np.int64(-1)
     np.savez(tmp_path / "offset0_timing.npz", **t)
-    wrong = fidelity.continue_run(state, model, tmp_path / "offset0_timing.npz", scratch, data,
-                                  10000, 30)
-    assert not fidelity.compare_continued(recorded, wrong, siblings).ok
+    wrong = fidelity.continue_run(case / "search_variant_state.pkl", case / "search_variant_model.npz",
+                                  tmp_path / "offset0_timing.npz",
+                                  f"prefix='{tmp_path}/w_',reload=True,hookFreq=-1", data, 10000, 30)
+    assert not fidelity.compare_continued(r.recorded, wrong, r.siblings).ok
 
 
 # -- the restart warning and --keep-accumulators --------------------------------------------

@@ -20,7 +20,7 @@ What is judged, and against what:
   ``n * eps64 * s_1 / gap_i``, Wedin's bound for a backward-stable SVD);
 * the first update (:func:`compare_first_update`): the derived float32-noise bound of
   :mod:`groundhog_port.tolerance` with the port's float32 and float64 runs from the same
-  start; the noise of an updated parameter scales with its step ``|p64 - p_before|``;
+  start, each parameter its own absolute-noise pool;
 * continued training (:func:`compare_continued`): after ~10 updates the trajectory is
   chaotic (a float32 rounding difference grows x10 every 2-3 updates) and at update 10014
   the float32 run overflows (gradient norm NaN, then ``-log 0 = inf`` costs) where a float64
@@ -36,9 +36,12 @@ What is judged, and against what:
   pattern (inf costs, NaN norms) must be the same; the batches (``next_offset``, ``step``)
   are compared exactly.
 """
+import contextlib
 import gzip
+import hashlib
 import io
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,13 +134,19 @@ def compare_initial(recorded, ours, svd_inputs, scales):
 
 # -- 3. the first update -------------------------------------------------------------------
 def compare_first_update(recorded, before, port32, port64):
-    """``{name: tolerance.Comparison}`` of the parameters after one update; an element's noise
-    is measured relative to its step ``|p64 - before|`` (the parameters before are the same
-    float32 numbers in all three runs)."""
+    """``{name: tolerance.Comparison}`` of the parameters after one update from ``before``,
+    each parameter its own absolute-noise pool, as its gradient in the ``/train_step`` check:
+    the start is the same float32 numbers in all three runs, and the step's float32 noise is
+    the gradient's (absolute per parameter: sums over the batch's tokens, with cancellation)
+    carried through ``sqrt(eps) / sqrt((1 - rho) g**2 + eps) * g`` (for ``|g|`` well above
+    ``sqrt(eps / (1 - rho))`` the step saturates and hardly carries it).  The magnitude of
+    the pool is the parameter's largest step, so the noise floor is one float32 rounding of
+    it (not of 1, the scale of the activations the absolute kind was made for)."""
     out = {}
     for name, r in recorded.items():
         step = np.abs(np.asarray(port64[name], np.float64) - np.asarray(before[name], np.float64))
-        out[name] = tol.compare(r, port32[name], port64[name], tol.ABS, magnitude_of=step)
+        out[name] = tol.compare(r, port32[name], port64[name], tol.ABS,
+                                magnitude_of=float(step.max()) if step.size else 0.0)
     return out
 
 
@@ -263,3 +272,111 @@ def compare_continued(recorded, port, siblings):
         unstable += bad
     same = (recorded.next_offset, recorded.step) == (port.next_offset, port.step)
     return ContinuedVerdict(updates, model, same, unstable)
+
+
+# -- the two recordings, end to end through the train command ----------------------------
+def _train(argv):
+    """``groundhog-port train ARGV`` in this process; returns (exit status, its stdout)."""
+    from ..cli import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(["train", *argv])
+    return status, out.getvalue()
+
+
+@dataclass
+class NewModelReport:
+    """``init_draws`` end to end: the draws (``n_draws`` compared, ``first_bad`` index or None,
+    ``rng_state`` equal), the initial model (``initial``: :func:`compare_initial`) and the
+    first update (``first_update``: :func:`compare_first_update`), ``stdout`` of the run."""
+    n_draws: int
+    first_bad: object
+    rng_state: bool
+    initial: dict
+    orthogonal: tuple
+    first_update: dict
+    stdout: str
+
+    @property
+    def ok(self):
+        return (self.first_bad is None and self.rng_state and all(v.ok for v in self.initial.values())
+                and all(c.ok for c in self.first_update.values()))
+
+
+def recorded_changes(rec, data_dir, prefix):
+    """The changes of ``init_draws/train_cmd.sh`` (from its summary), with the corpus in
+    ``data_dir`` and the files under ``prefix``."""
+    common, case = json.loads((Path(rec) / "rng_log_summary.json").read_text())["changes"]
+    return [common.replace("/data/legacy/data", str(Path(data_dir).resolve())),
+            case.replace("prefix='init_'", f"prefix='{prefix}'")]
+
+
+def check_new_model(rec, data_dir, workdir):
+    """``train --proto prototype_search_state`` with the recorded changes (one update, as
+    recorded) against ``init_draws``: draws, ``init_model0.npz``, ``init_model1.npz``."""
+    from legacy_states import load_state
+    from ..checkpoint import read_npz_arrays
+    from ..config import ModelConfig
+    from .init import build_plan, draw
+    rec, workdir = Path(rec), Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    status, stdout = _train(["--proto", "prototype_search_state",
+                             *recorded_changes(rec, data_dir, f"{workdir}/init_")])
+    if status:
+        raise RuntimeError(f"train --proto exited with {status}")
+    state = load_state(rec / "init_state.pkl")
+    cfg = ModelConfig.from_state(state)
+    drawn = draw(cfg, state)
+    n, bad = compare_draws(drawn.log, read_draw_log(rec / "rng_draws.jsonl.gz"))
+    after = json.loads((rec / "rng_log_summary.json").read_text())["rng_state_after_build"]
+    _, key, pos, *_ = drawn.rng.get_state()
+    same_rng = pos == after["pos"] and hashlib.sha256(key.tobytes()).hexdigest() == after["key_sha256"]
+    orth = {m.name: m.scale for layer in build_plan(cfg, state) for m in layer.tensors
+            if getattr(m, "fn", "") == "sample_weights_orth"}
+    rec0, ours0 = read_npz_arrays(rec / "init_model0.npz"), read_npz_arrays(workdir / "init_model0.npz")
+    initial = compare_initial(rec0, ours0, drawn.svd_inputs, orth)
+    p64 = continue_run(workdir / "init_state.pkl", workdir / "init_model0.npz", None,
+                       f"prefix='{workdir}/f64_',overwrite=1", None, 0, 1, float64=True).params
+    first = compare_first_update(read_npz_arrays(rec / "init_model1.npz"), rec0,
+                                 read_npz_arrays(workdir / "init_model1.npz"), p64)
+    return NewModelReport(n, bad, same_rng, initial, tuple(orth), first, stdout)
+
+
+@dataclass
+class ContinuedReport:
+    """``continue_search_variant`` end to end: the verdict, the port's and the recorded runs,
+    the siblings, the ``train`` run's stdout."""
+    verdict: ContinuedVerdict
+    port: Run
+    recorded: Run
+    siblings: list = field(repr=False)
+    stdout: str = ""
+
+
+def check_continued(rec, case, data_dir, workdir, n_siblings=8):
+    """GroundHog's command of ``continue_search_variant/cmd.txt`` run by ``train`` (the
+    checkpoint copied to the run's prefix, ``reload=True``, the timing file as saved) and
+    judged against the recording with ``n_siblings`` sibling runs (module docstring)."""
+    from ..checkpoint import read_npz_arrays
+    rec, case, workdir = Path(rec), Path(case), Path(workdir)
+    run = workdir / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    model, timing = case / "search_variant_model.npz", case / "search_variant_timing.npz"
+    state = case / "search_variant_state.pkl"
+    shutil.copy(model, run / model.name)
+    shutil.copy(timing, run / timing.name)
+    status, stdout = _train(["--state", str(state), "--data-dir", str(data_dir),
+                             f"prefix='{run}/search_variant_',reload=True,hookFreq=-1,loopIters=10030"])
+    if status:
+        raise RuntimeError(f"train exited with {status}")
+    port = run_of(files.load_timings(run / timing.name), read_npz_arrays(run / model.name), 10000, 30)
+    recorded = run_of(files.load_timings(rec / "search_variant_after_10030_timing.npz"),
+                      read_npz_arrays(rec / "search_variant_after_10030_model.npz"), 10000, 30)
+    scratch = f"prefix='{workdir}/sibling_',reload=True,hookFreq=-1"
+    one = [continue_run(state, model, timing, scratch, data_dir, 10000, 1, float64=f64)
+           for f64 in (False, True)]
+    start = {k: np.asarray(v, np.float64) for k, v in read_npz_arrays(model).items()}
+    siblings = [continue_run(state, model, timing, scratch, data_dir, 10000, 30, perturb=p)
+                for p in sibling_perturbations(start, one[0].params, one[1].params, n_siblings)]
+    return ContinuedReport(compare_continued(recorded, port, siblings), port, recorded, siblings,
+                           stdout)
