@@ -8,9 +8,13 @@ One room per part of the original:
                       global gradient norm);
 * :mod:`.adadelta` -- ``SGD_adadelta``: gradient clipping, the non-finite guard and the
                       Adadelta update, in the original's order of operations;
-* :mod:`.files`    -- ``*_model.npz``, Python-2 ``*_state.pkl``, ``*_timing.npz`` writers;
+* :mod:`.init`     -- a new model drawn as ``RNNEncoderDecoder.build()`` drew it, call for call;
+* :mod:`.files`    -- ``*_model.npz``, Python-2 ``*_state.pkl``, ``*_timing.npz`` writers
+                      (and the opt-in ``*_adadelta.npz``);
 * :mod:`.loop`     -- ``MainLoop.main``: saving every ``saveFreq`` minutes, resuming,
                       the progress line;
 * :mod:`.curves`   -- ``analysis.py``'s training curves from ``*_timing.npz``;
-* :mod:`.parity`   -- the ``/train_step`` comparison with a recorded trace.
+* :mod:`.parity`   -- the ``/train_step`` comparison with a recorded trace;
+* :mod:`.fidelity` -- the port's runs against GroundHog's recorded training runs (a new
+                      model, its first update, 30 continued updates).
 """
