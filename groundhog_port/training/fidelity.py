@@ -22,7 +22,7 @@ What is judged, and against what:
   :mod:`groundhog_port.tolerance` with the port's float32 and float64 runs from the same
   start, each parameter its own absolute-noise pool;
 * continued training (:func:`compare_continued`): after ~10 updates the trajectory is
-  chaotic (a float32 rounding difference grows x10 every 2-3 updates) and at update 10014
+  chaotic (a float32 rounding difference grows about x10 every three updates) and at update 10014
   the float32 run overflows (gradient norm NaN, then ``-log 0 = inf`` costs) where a float64
   run does not, so the float64 shadow stops being the exact value of the computation.
   The noise of each value is therefore measured along the float32 trajectory itself: eight
