@@ -22,6 +22,7 @@ from groundhog_port.trace import TraceFile
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDER = REPO / "tools" / "record_theano_traces.py"
+REFERENCE_COMMIT = "4d2433b6ff03da63f3619ecb3e8c501901779cdb"
 
 FAKE_PRODUCER = '''# -*- coding: utf-8 -*-
 """A stand-in for GroundHog: deterministic random records of the documented shapes."""
@@ -831,7 +832,9 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
                 "w%d" % w for w in run_.sentences[0].trans[run_.sentences[0].best][:-1])
         assert tr.beam("2_normalize").normalize
         # root attributes the shared recordings carry
-        assert a["prototype"] == "prototype_state" and a["groundhog_commit"].startswith("unknown")
+        # --groundhog-commit defaults to the reference commit; gh/ is no git checkout: warned
+        assert a["prototype"] == "prototype_state" and a["groundhog_commit"] == REFERENCE_COMMIT
+        assert "is not a git checkout: cannot check that it is GroundHog commit" in run.stderr
         assert a["scan_mode"].startswith("python scan loop")
         # /sampler: sentences 0 and 2 have >= 3 tokens; the stream sample_fn advanced is
         # stored in full before the first call, the other one as first rows + sha256
@@ -858,3 +861,21 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
         assert ts["attrs"]["rval_cost"] == 2.5 and "rval_name" not in ts["attrs"]
         assert ts["x"].tolist() == [[0, 1], [2, 3], [4, 5]] and ts["attrs"]["iterator_start_offset"] == 0
         assert np.allclose(ts["params_after"]["W_a"], 1.5 - 15 / 100.0)
+
+
+def test_groundhog_commit_is_the_named_one_with_a_warning_when_the_checkout_differs(rec, tmp_path):
+    """The checkout's HEAD can be a local commit (a Python-3 adaptation on top of 4d2433b):
+    the recorded commit is the one the user names; the HEAD only triggers a warning."""
+    assert "is not a git checkout" in rec.commit_mismatch(str(tmp_path), REFERENCE_COMMIT)
+    git = tmp_path / ".git"
+    (git / "refs" / "heads").mkdir(parents=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    local = "0123456789abcdef0123456789abcdef01234567"
+    (git / "refs" / "heads" / "main").write_text(local + "\n")
+    warning = rec.commit_mismatch(str(tmp_path), REFERENCE_COMMIT)
+    assert "is at git commit {0}, not {1}".format(local, REFERENCE_COMMIT) in warning
+    (git / "refs" / "heads" / "main").write_text(REFERENCE_COMMIT + "\n")
+    assert rec.commit_mismatch(str(tmp_path), "4d2433b") is None  # short ids match by prefix
+    assert rec.build_parser().parse_args(
+        ["--groundhog", "g", "--state", "s", "--model", "m", "--source", "a", "--target", "b",
+         "--output", "o"]).groundhog_commit == REFERENCE_COMMIT

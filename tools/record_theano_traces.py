@@ -36,10 +36,11 @@ and writes, for the sentence pairs in ``--source``/``--target``:
                       the Adadelta accumulators and the parameters that changed; it reads the
                       training corpus of the state (``source``/``target``, see ``--remap-dir``)
 
-Root attributes include ``groundhog_commit`` (read from the ``--groundhog`` checkout's git
-metadata, or ``--groundhog-commit``), ``prototype`` (the ``prototype_*_state`` of
+Root attributes include ``groundhog_commit`` (``--groundhog-commit``, by default the reference
+commit 4d2433b...; a warning when the ``--groundhog`` checkout's own HEAD differs), ``prototype`` (the ``prototype_*_state`` of
 experiments/nmt/state.py the state differs least from, or ``--prototype``) and
-``scan_mode`` (whether Theano's C scan loop was available).
+``scan_mode`` (whether Theano's C scan loop was available, worded as in the reference
+recordings).
 
 The layout is documented in groundhog-port's ``docs/trace_format.md``.
 
@@ -96,6 +97,8 @@ STEP_FIELDS = (
     ("states_gathered", "float32"),
     ("next_states", "float32"),
 )
+#: the GroundHog commit the reference recordings were made with (MANIFEST, section 1)
+REFERENCE_COMMIT = "4d2433b6ff03da63f3619ecb3e8c501901779cdb"
 EXIT_OK = 0
 EXIT_INPUT = 2
 
@@ -206,8 +209,10 @@ def build_parser():
     p.add_argument("--prototype", default=None, metavar="NAME",
                    help="root attribute 'prototype' (default: the prototype_*_state function of "
                         "experiments.nmt the state differs least from)")
-    p.add_argument("--groundhog-commit", default=None, metavar="SHA",
-                   help="root attribute 'groundhog_commit' (default: read from --groundhog/.git)")
+    p.add_argument("--groundhog-commit", default=REFERENCE_COMMIT, metavar="SHA",
+                   help="root attribute 'groundhog_commit': the GroundHog commit your --groundhog "
+                        "tree is (default %(default)s, the reference commit; a warning when the "
+                        "checkout's own git HEAD differs)")
     p.add_argument("--case", default=None, help="root attribute 'case' (a name for this model)")
     p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
@@ -532,6 +537,24 @@ def git_commit(checkout):
     return None
 
 
+def commit_mismatch(checkout, named):
+    """Why ``checkout`` may not be GroundHog commit ``named`` (a warning text), or None.
+
+    Short and full ids match by prefix.  The checkout may be a local commit on top of the
+    named one (a Python-3 adaptation, MANIFEST section 2): the user names the commit the
+    code is, the checkout's HEAD is only a hint.
+    """
+    head = git_commit(checkout)
+    if head is None:
+        return ("--groundhog {0} is not a git checkout: cannot check that it is GroundHog "
+                "commit {1} (recorded as groundhog_commit)".format(checkout, named))
+    if head.startswith(named) or named.startswith(head):
+        return None
+    return ("--groundhog {0} is at git commit {1}, not {2}; groundhog_commit records {2} "
+            "(give --groundhog-commit to name the GroundHog commit your tree is)".format(
+                checkout, head, named))
+
+
 def closest_prototype(nmt, state):
     """Name of the ``prototype_*_state`` of ``experiments.nmt`` the state differs least from
     (the prototype train.py was given with ``--proto``, up to its ``changes``)."""
@@ -551,14 +574,34 @@ def closest_prototype(nmt, state):
 
 
 def scan_mode(theano):
-    """How Theano runs scan loops here (speed only; the recorded values do not depend on it)."""
+    """How Theano runs scan loops here (speed only; the recorded values do not depend on it),
+    worded as the reference recordings' ``scan_mode``.
+
+    ``disabled``: ``sys.modules['theano.scan_module.scan_perform_ext'] = None`` (MANIFEST
+    section 1: the Cython scan does not build on Python 3.11).  Importing the module can
+    compile it, and a failed build raises a plain Exception (Theano's scan falls back to
+    Python only on ImportError), hence the broad except.
+    """
     if not getattr(theano.config, "cxx", "x"):
         return "no C compiler: Python implementations of every op, python scan loop"
+    name = "theano.scan_module.scan_perform_ext"
+    if name in sys.modules and sys.modules[name] is None:
+        return "python scan loop (scan_perform_ext disabled), inner graphs C-compiled"
     try:
         from theano.scan_module import scan_perform_ext  # noqa: F401
         return "C scan loop (scan_perform_ext), inner graphs C-compiled"
-    except ImportError:
-        return "python scan loop (scan_perform_ext unavailable), inner graphs C-compiled"
+    except Exception as exc:
+        return "python scan loop (scan_perform_ext unavailable: {0}), inner graphs C-compiled".format(
+            error_text(exc).splitlines()[0][:200])
+
+
+def stream_states(trng):
+    """The shared state arrays of a ``MRG_RandomStreams``, in creation order.
+
+    ``trng.state_updates`` holds ``(shared_state, new_state)`` pairs in Theano 0.7-0.9 and
+    ``(shared_state, new_state, size, nstreams)`` 4-tuples in 1.0.x (rng_mrg.py:809).
+    """
+    return [update[0] for update in trng.state_updates]
 
 
 def record_mrg_seeds():
@@ -613,9 +656,18 @@ class GroundHogProducer(object):
                 state[key] = new
         self.state = state
         self.prototype = closest_prototype(nmt, state)
+        warning = commit_mismatch(self.groundhog_dir, args.groundhog_commit)
+        if warning:
+            log.warning("%s", warning)
         rng = numpy.random.RandomState(state["seed"])
         self.enc_dec = RNNEncoderDecoder(state, rng, skip_init=True, compute_alignment=True)
         self.enc_dec.build()
+        # /sampler/mrg_base_rstate_after_build: read now.  Every random op built later jumps
+        # its stream's rstate 2^134 draws on (rng_mrg.py inc_rstate); BeamSearch.compile builds
+        # the next-states graph in SAMPLING mode (encdec.py:1259-1261), whose multinomial
+        # (cost_layers.py:1059) is one more op on the softmax layer's stream.
+        self.rstates_after_build = [(trng, numpy.array(trng.rstate, dtype="int32"))
+                                    for trng, _ in self._streams()]
         self.lm_model = self.enc_dec.create_lm_model()
         self.lm_model.load(args.model)
         self.indx_src = load_pickle(state["word_indx"])
@@ -671,7 +723,6 @@ class GroundHogProducer(object):
             "param_names": sorted(to_text(p.name) for p in self.lm_model.params),
             "state_json": json.dumps(s, sort_keys=True, default=repr),
             "timings_json": json.dumps(self.timings, sort_keys=True),
-            "groundhog_commit": git_commit(self.groundhog_dir) or "unknown (not a git checkout)",
             "prototype": self.prototype,
             "scan_mode": scan_mode(self.theano),
         }
@@ -764,7 +815,7 @@ class GroundHogProducer(object):
         compiled ``sample_fn`` is wrapped by a pass-through recorder for its raw outputs."""
         sample_fn = self.enc_dec.create_sampler(many_samples=True)
         streams = self._streams()
-        shared = [(trng, layer, sv) for trng, layer in streams for sv, _ in trng.state_updates]
+        shared = [(trng, layer, sv) for trng, layer in streams for sv in stream_states(trng)]
         before = [numpy.array(sv.get_value()) for _, _, sv in shared]
         raw = []
 
@@ -801,7 +852,7 @@ class GroundHogProducer(object):
                                              "['seed']) while the model was built".format(
                                                  to_text(getattr(layer, "name", "?")),
                                                  type(layer).__name__)},
-                "base_rstate_after_build": numpy.array(trng.rstate, dtype="int32"),
+                "base_rstate_after_build": [r for t, r in self.rstates_after_build if t is trng][0],
                 "rstate_before": [before[k] for k in keep], "used": [used[k] for k in keep],
                 "calls": calls}
 
