@@ -30,8 +30,6 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 
-import torch
-
 from .errors import LegacyInputError
 
 logger = logging.getLogger(__name__)
@@ -94,6 +92,7 @@ def setup(args):
     world = world_from_env()
     if world is None:
         return None
+    import torch  # here, not at the top: the CLI asks world_from_env() of every command
     import torch.distributed as dist
     cuda = str(getattr(args, "device", "cpu")).startswith("cuda")
     if cuda:
@@ -110,9 +109,10 @@ def setup(args):
         set_threads(max(1, (os.cpu_count() or 1) // world.local_size))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo", timeout=COLLECTIVE_TIMEOUT)
-    for handler in logging.getLogger().handlers:
-        handler.setFormatter(logging.Formatter(
-            f"%(levelname)s [rank {world.rank}/{world.size}] %(name)s: %(message)s"))
+    for handler in logging.getLogger().handlers:  # the rank after the level (and --log-time)
+        fmt = getattr(handler.formatter, "_fmt", None) or "%(levelname)s %(name)s: %(message)s"
+        handler.setFormatter(logging.Formatter(fmt.replace(
+            "%(levelname)s", f"%(levelname)s [rank {world.rank}/{world.size}]", 1)))
     if not world.is_root:
         logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
     logger.info("torchrun: %d processes, backend %s, %d torch threads each", world.size,

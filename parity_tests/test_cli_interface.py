@@ -1,0 +1,112 @@
+"""The frictions of a first real trial (issue 26): how the command line reads and answers.
+
+Start-up without torch for commands that need no model, the global options before or
+after the command, GroundHog's underscore spellings, unknown log levels, time stamps.
+Runs that are about the process (what it imports, what it prints on stderr through the
+real logging set-up) start ``python -m groundhog_port`` without torch (a fraction of a
+second); the others call ``main`` in this process.
+"""
+import ast
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, REPO
+from groundhog_port.cli import COMMANDS, build_parser, main
+from groundhog_port.fuzzing import run_cli_inprocess
+
+FX = FIXTURES / "search"
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+#: runs main() and prints which heavy modules the run imported
+IMPORTS_PROBE = """
+import sys
+from groundhog_port.cli import main
+try:
+    rc = main(sys.argv[1:])
+except SystemExit as exit:
+    rc = exit.code
+print("IMPORTED", sorted(m for m in ("torch", "numpy", "h5py", "matplotlib") if m in sys.modules))
+sys.exit(rc)
+"""
+
+
+def probe(*argv):
+    r = subprocess.run([sys.executable, "-c", IMPORTS_PROBE, *map(str, argv)], env=ENV,
+                       capture_output=True, text=True, cwd=REPO)
+    imported = re.search(r"IMPORTED (\[.*\])", r.stdout)
+    return r, ast.literal_eval(imported.group(1)) if imported else None
+
+
+def test_help_and_bleu_do_not_import_torch():
+    """Friction 6: ``--help`` took 7 s and ``bleu`` 5.5 s, all of it importing torch for
+    every command module (tools/bench_startup.py measures the time)."""
+    r, imported = probe("--help")
+    assert r.returncode == 0 and "translate" in r.stdout and "bleu" in r.stdout, r.stderr
+    assert "torch" not in imported
+    r, imported = probe("bleu", "--hyp", FX / "trans_beam10.txt", "--ref", FX / "test.fr")
+    assert r.returncode == 0 and "BLEU = " in r.stdout, r.stderr
+    assert "torch" not in imported
+
+
+def test_command_list_reads_every_modules_help():
+    """The help of the command list is read from each module's source without importing
+    it; it must be what the module says."""
+    import importlib
+    from groundhog_port.cli import command_help
+    for name in COMMANDS:
+        module = importlib.import_module(f"groundhog_port.commands.{name.replace('-', '_')}")
+        assert command_help(name) == module.HELP
+
+
+def test_global_options_after_the_command():
+    """Friction 7: ``--log-level`` after the command was 'unrecognized'."""
+    parser = build_parser()
+    args = parser.parse_args(["bleu", "--hyp", "h", "--ref", "r", "--log-level", "error",
+                              "--log-time", "--threads", "2"])
+    assert (args.log_level, args.log_time, args.threads) == ("ERROR", True, 2)
+    args = parser.parse_args(["--log-level", "debug", "bleu", "--hyp", "h", "--ref", "r"])
+    assert (args.log_level, args.log_time, args.threads) == ("DEBUG", False, None)
+
+
+def test_unknown_log_level_is_refused():
+    """Friction 7: ``--log-level quiet`` silently became INFO."""
+    for argv in (["--log-level", "quiet", "bleu"], ["bleu", "--log-level", "quiet"]):
+        rc, out, err = run_cli_inprocess(main, [*argv, "--hyp", "h", "--ref", "r"])
+        assert rc == 2
+        assert "unknown level 'quiet'" in err and "warning" in err and "error" in err
+
+
+def test_groundhog_underscore_spelling_of_options():
+    """Friction 7: ``--beam_size 10`` gave "unrecognized arguments: --beam_size <model path>"."""
+    parser = build_parser()
+    common = ["translate", "--state", "s.pkl", "m.npz", "--beam-search"]
+    assert parser.parse_args(common + ["--beam_size", "10"]).beam_size == 10
+    assert parser.parse_args(common + ["--beam_size=7", "--ignore_unk"]).beam_size == 7
+    assert parser.parse_args(common + ["--log_level", "error"]).log_level == "ERROR"
+
+
+def test_log_time_stamps_log_lines(tmp_path):
+    """Friction 11: log lines carried no time."""
+    hyp = tmp_path / "h.txt"
+    hyp.write_text("a b c\n")
+    ref = tmp_path / "r.txt"
+    ref.write_text("a b c\nd e\n")
+    argv = ["bleu", "--multi-bleu", "--hyp", hyp, "--ref", ref]  # warns: line counts differ
+    stamp = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING "
+    for before in (True, False):
+        r, _ = probe(*(["--log-time", *argv] if before else [*argv, "--log-time"]))
+        warnings = [line for line in r.stderr.splitlines() if "WARNING" in line]
+        assert r.returncode == 0 and warnings, r.stderr
+        assert all(re.match(stamp, line) for line in warnings), r.stderr
+    r, _ = probe(*argv)
+    assert re.match(r"^WARNING ", r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_takes_the_global_options(command):
+    rc, out, err = run_cli_inprocess(main, [command, "--help"])
+    assert rc == 0 and "--log-level" in out and "--log-time" in out, err
