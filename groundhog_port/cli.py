@@ -28,7 +28,7 @@ from .outputs import signals_held
 
 COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "train",
             "plot-training", "serve", "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5",
-            "convert")
+            "convert", "export")
 
 #: --log-level values (logging's own names, any case)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -102,9 +102,18 @@ class Experiment:
         return vocab.parse_input(self.state, self.src_word2idx, line, idx2word=self.src_idx2word)
 
 
-def open_experiment(state_path, model_path, changes="", data_dir=None, device="cpu",
+def open_experiment(state_path, model_path=None, changes="", data_dir=None, device="cpu",
                     lenient=False, allow_nonfinite=False, stable_softmax=False):
-    """Load state, build the model, load the weights; see the module docstring."""
+    """Load state, build the model, load the weights; see the module docstring.
+
+    Without ``model_path``, ``state_path`` is an exported checkpoint (a directory written
+    by ``groundhog-port export --format safetensors``, or its ``config.json``):
+    :func:`groundhog_port.export.checkpoint_dir.open_checkpoint`.
+    """
+    if model_path is None:
+        from .export.checkpoint_dir import open_checkpoint
+        return open_checkpoint(state_path, changes, device=device,
+                               allow_nonfinite=allow_nonfinite, stable_softmax=stable_softmax)
     state_path = Path(state_path)
     state = legacy_states.load_state(state_path, changes or "", data_dir)
     cfg = ModelConfig.from_state(state, state_path)

@@ -1,14 +1,19 @@
 """Arguments every model-loading command shares, named as in sample.py / score.py."""
+from ..errors import LegacyInputError
 from ..loading import open_experiment
 
 
 def add_model_arguments(parser, model_positional=True, state_required=True):
-    parser.add_argument("--state", required=state_required, help="the experiment's *_state.pkl")
+    parser.add_argument("--state", required=state_required and not model_positional,
+                        help="the experiment's *_state.pkl")
     if model_positional:
-        parser.add_argument("model_path", help="the experiment's *_model.npz")
+        parser.add_argument("model_path", nargs="?", help="the experiment's *_model.npz")
         parser.add_argument("changes", nargs="?", default="",
                             help="changes to the state, GroundHog syntax: \"key=value,key2='x'\" "
                                  "(parsed as literals, never evaluated)")
+        parser.add_argument("--checkpoint", metavar="DIR",
+                            help="an exported checkpoint (groundhog-port export --format "
+                                 "safetensors) instead of --state S MODEL; changes may follow")
     parser.add_argument("--data-dir", help="where to look for vocabularies / corpora whose "
                         "stored (legacy absolute) path does not exist")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
@@ -23,8 +28,18 @@ def add_model_arguments(parser, model_positional=True, state_required=True):
 
 
 def open_from_args(args, model_path=None, state=None):
-    return open_experiment(state or args.state, model_path or args.model_path,
-                           getattr(args, "changes", ""), data_dir=args.data_dir,
+    changes = getattr(args, "changes", "")
+    if getattr(args, "checkpoint", None):
+        if args.state or (args.model_path and changes):
+            raise LegacyInputError(None, "--checkpoint DIR replaces --state S MODEL (give "
+                                         "only changes after it)")
+        # the one positional after --checkpoint is the changes
+        state, changes = args.checkpoint, args.model_path or changes
+    elif state is None and model_path is None and not (args.state and args.model_path):
+        raise LegacyInputError(None, "give --state S and MODEL (the *_state.pkl and "
+                                     "*_model.npz), or --checkpoint DIR")
+    return open_experiment(state or args.state, model_path or getattr(args, "model_path", None),
+                           changes, data_dir=args.data_dir,
                            device=args.device, lenient=args.lenient,
                            allow_nonfinite=args.allow_nonfinite,
                            stable_softmax=args.stable_softmax)

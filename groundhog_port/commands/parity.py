@@ -31,6 +31,9 @@ def add_arguments(p):
                         "vocabularies (the options below override what is found there)")
     p.add_argument("--state", help="the experiment's *_state.pkl")
     p.add_argument("--model", help="the experiment's *_model.npz")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="check an exported checkpoint (groundhog-port export --format "
+                        "safetensors) instead of the case's or --state/--model files")
     p.add_argument("--trace", help="the recorded trace (trace.h5, see docs/trace_format.md)")
     p.add_argument("--source", help="the test source sentences the trace was recorded on "
                                     "(default: the trace's test_src_file next to it)")
@@ -80,9 +83,11 @@ def run(args):
         source, target = files.source, files.target
         data_dir = args.data_dir or files.dir
     else:
-        missing = [o for o in ("state", "model", "trace") if not getattr(args, o)]
+        needed = ("trace",) if args.checkpoint else ("state", "model", "trace")
+        missing = [o for o in needed if not getattr(args, o)]
         if missing:
-            raise LegacyInputError(None, "give --case DIR, or all of --state, --model and --trace "
+            raise LegacyInputError(None, "give --case DIR, or all of --state, --model (or "
+                                         "--checkpoint) and --trace "
                                          f"(missing: {', '.join('--' + m for m in missing)})")
         state, model, trace = args.state, args.model, args.trace
         source, target = args.source, args.target
@@ -98,7 +103,11 @@ def run(args):
         search_log.setLevel(logging.ERROR)
     try:
         t0 = time.perf_counter()
-        exp = open_experiment(state, model, args.changes, data_dir=data_dir, device=args.device)
+        if args.checkpoint:
+            exp = open_experiment(args.checkpoint, None, args.changes, device=args.device)
+        else:
+            exp = open_experiment(state, model, args.changes, data_dir=data_dir,
+                                  device=args.device)
         with TraceFile(trace) as tr:
             progress = Progress(count_work(tr, groups, args.beam_labels), unit="items",
                                 enabled=True if args.progress else None)
