@@ -41,6 +41,13 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 #: commands that can run under torchrun
 SHARDED_COMMANDS = ("translate", "score")
 
+#: said (at the end of the summary line) where one process exits with ``code``, a complete
+#: output with a note (3: sentences the original crashed on): torchrun turns any non-zero
+#: exit of a worker into a failed job (a ``ChildFailedError`` "FAILED" block and exit 1),
+#: so rank 0 exits 0 instead
+EXIT_NOTE = ("; the output is complete: one process exits {code} here, this torchrun job "
+             "exits 0 (torchrun reports any other exit code as a failed job)")
+
 
 class PeerFailed(LegacyInputError):
     """A collective failed because another rank died or was stopped."""

@@ -77,8 +77,8 @@ def translate(args, exp, translator, lines, unit_lines):
         raise
     distributed.finish(world)
     print("Total cost of the translations: {}".format(total_cost(results)))
-    if report_failures(results):
-        return EXIT_PARTIAL
+    if report_failures(results, note=distributed.EXIT_NOTE.format(code=EXIT_PARTIAL)):
+        return EXIT_OK  # not EXIT_PARTIAL, which torchrun cannot pass on (EXIT_NOTE)
     logger.info("%d sentences on %d processes, %.1f sentences/s", len(results), world.size,
                 progress.rate())
     return EXIT_OK

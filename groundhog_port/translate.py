@@ -181,10 +181,12 @@ def write_nbest_then_commit(path, results, journal):
     journal.commit()
 
 
-def report_failures(results):
-    """Log the lines where the original sample.py crashed; True when there are any."""
+def report_failures(results, note=""):
+    """Log the lines where the original sample.py crashed (one line, ending with ``note``);
+    True when there are any."""
     failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
     if failed:
         logger.error("%d sentence(s) could not be translated (lines %s): the original would "
-                     "have crashed at the first", len(failed), ", ".join(map(str, failed)))
+                     "have crashed at the first%s", len(failed), ", ".join(map(str, failed)),
+                     note)
     return bool(failed)

@@ -84,6 +84,27 @@ def test_score_h5_two_processes_identical(legacy_root, tmp_path):
     assert len(text.splitlines()) == 7 * 32
 
 
+def test_sentences_the_original_crashed_on_give_the_single_process_outcome(legacy_root, tmp_path):
+    """Issue 26, friction 1: with a sentence sample.py crashed on (search_variant, beam 1,
+    line 36) one process writes the complete output and exits 3; torchrun printed a
+    ChildFailedError "FAILED" block with a traceback and exited 1.  Now: the same output,
+    one summary line saying what one process exits, exit 0 (torchrun cannot pass 3 on)."""
+    case = legacy_root / "search_variant"
+    args = ["translate", "--beam-search", "--beam-size", "1", "--source", case / "test.en",
+            "--batch-size", "4", f"--state={case / 'search_variant_state.pkl'}",
+            case / "search_variant_model.npz"]
+    one = single(*args, "--trans", tmp_path / "one.txt")
+    assert one.returncode == 3, one.stderr
+    rc, out, err = finish(torchrun(*args, "--trans", tmp_path / "two.txt"))
+    assert rc == 0, err
+    assert (tmp_path / "two.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+    assert out.strip() == one.stdout.strip()
+    summary = [line for line in err.splitlines() if "could not be translated" in line]
+    assert len(summary) == 1 and "one process exits 3 here" in summary[0], err
+    assert "lines 36" in summary[0]
+    assert "FAILED" not in err and "Traceback" not in err and "ChildFailedError" not in err
+
+
 def _worker_pids(launcher_pid):
     """RANK -> pid of the worker processes torchrun started."""
     found = {}
