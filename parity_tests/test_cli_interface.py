@@ -110,3 +110,23 @@ def test_log_time_stamps_log_lines(tmp_path):
 def test_every_command_takes_the_global_options(command):
     rc, out, err = run_cli_inprocess(main, [command, "--help"])
     assert rc == 0 and "--log-level" in out and "--log-time" in out, err
+
+
+def test_score_txt_writes_its_scores_file(tmp_path):
+    """Friction 4: ``score --mode txt --scores F`` printed the scores and left F unwritten
+    (as score.py did), without a word."""
+    model = ["--state", FX / "search_state.pkl", FX / "search_model.npz"]
+    txt = ["--log-level", "error", "score", "--mode", "txt", "--src", FX / "test.en", "--trg",
+           FX / "test.fr", "--allow-unk", *model]
+    rc, printed, err = run_cli_inprocess(main, list(map(str, txt)))
+    assert rc == 0 and len(printed.splitlines()) == 40, err
+    out = tmp_path / "scores.txt"
+    rc, stdout, err = run_cli_inprocess(main, list(map(str, txt + ["--scores", out])))
+    assert rc == 0, err
+    assert out.read_text() == printed and stdout == ""
+    rc, stdout, err = run_cli_inprocess(main, list(map(str, txt + ["--scores", out, "--verbose"])))
+    assert rc == 0 and out.read_text() == printed and "Alignment:" in stdout
+    assert not [line for line in stdout.splitlines() if line in printed.splitlines()]
+    rc, _, err = run_cli_inprocess(main, list(map(str, ["score", "--mode", "interact", "--scores",
+                                                        out, *model])))
+    assert rc == 2 and "--scores FILE works with --mode batch and txt" in err

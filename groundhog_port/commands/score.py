@@ -1,4 +1,5 @@
 """``groundhog-port score``: score.py's flags and output, byte for byte."""
+import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from ..encoder import grconv_gates
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, Progress, write_failure
+from ..outputs import Journal, Progress, atomic_output, check_output_path, write_failure
 from ..scoring import batches_for, parse_pair, score_batch, score_pair
 from .common import add_model_arguments, open_from_args
 
@@ -23,7 +24,10 @@ def add_arguments(p):
     add_model_arguments(p)
     p.add_argument("--src", help="source phrases (text, or GroundHog .h5 with --trg .h5)")
     p.add_argument("--trg", help="target phrases")
-    p.add_argument("--scores", help="save scores to this file (default: standard output)")
+    p.add_argument("--scores", metavar="FILE",
+                   help="save the scores to FILE (default: standard output); --mode batch "
+                        "and txt (score.py's txt mode ignored --scores and printed them: "
+                        "--verbose's word probabilities and alignments still go to the output)")
     p.add_argument("--print-probs", action="store_true",
                    help="print probabilities instead of log-probabilities")
     p.add_argument("--allow-unk", action="store_true", help="allow unknown words in the input")
@@ -57,6 +61,13 @@ def run(args):
             if args.mode != "txt":
                 raise LegacyInputError(None, f"{flag} works with --mode txt")
             plots.require_matplotlib()
+    if args.mode == "interact" and args.scores:
+        raise LegacyInputError(None, "--scores FILE works with --mode batch and txt (interact "
+                                     "prints every score)")
+    if args.resume and args.mode != "batch":
+        raise LegacyInputError(None, "--resume works with --mode batch")
+    if args.scores:
+        check_output_path(args.scores)
     if distributed.world_from_env() and args.mode != "batch":
         raise LegacyInputError(None, "under torchrun only --mode batch is sharded")
     distributed.setup(args)
@@ -164,7 +175,8 @@ def txt_mode(exp, args):
         tree_dir = _output_dir(args.plot_tree)
     n_inf = 0
     # log(0) of an underflowed probability is score.py's inf, explained once below
-    with np.printoptions(precision=3, linewidth=150, suppress=True), np.errstate(divide="ignore"):
+    with np.printoptions(precision=3, linewidth=150, suppress=True), \
+            np.errstate(divide="ignore"), _scores_output(args.scores) as scores:
         for n, (src_line, trg_line) in enumerate(zip(src_lines, trg_lines), start=1):
             (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, src_line, trg_line,
                                                                     args.allow_unk)
@@ -176,7 +188,7 @@ def txt_mode(exp, args):
                     print_alignment(s.alignment.numpy()[:, :, 0], src_line, src_words, trg_words)
             cost = -np.sum(np.log(probs))
             n_inf += bool(np.isinf(cost))
-            print(cost)
+            print(cost, file=scores)
             if plot_dir is not None:
                 plots.plot_alignment(s.alignment.numpy()[:, :, 0], src_words + ["<eos>"],
                                      trg_words + ["<eos>"],
@@ -193,6 +205,11 @@ def txt_mode(exp, args):
     if not src_lines:
         logger.warning("%s is empty: there is nothing to score", args.src)
     return EXIT_OK
+
+
+def _scores_output(path):
+    """Where txt mode's scores go: ``--scores FILE`` (whole, or not at all), else stdout."""
+    return atomic_output(path) if path else contextlib.nullcontext(sys.stdout)
 
 
 def _output_dir(path):
