@@ -182,6 +182,8 @@ def main(argv=None):
         name = f"groundhog-port {args.command}"
         configure_logging(args.log_level, args.log_time)
         from .distributed import SHARDED_COMMANDS, world_from_env
+        from .lookup import new_run
+        new_run()  # file choices are logged once per run, also when main() runs again in-process
         if args.threads is not None:
             from .loading import set_threads
             set_threads(args.threads)

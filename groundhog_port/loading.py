@@ -3,7 +3,7 @@
 ``state = prototype_state(); state.update(pickle); state.update(changes)``, build the
 model the state describes, fill it from ``*_model.npz`` through the legacy name
 table, and find the vocabularies the state names (legacy absolute paths are looked
-up next to the state file and in ``--data-dir``).
+up next to the state file and in each ``--data-dir``: :mod:`groundhog_port.lookup`).
 """
 import logging
 import math
@@ -16,7 +16,7 @@ import torch
 
 import legacy_states
 
-from . import checkpoint, vocab
+from . import checkpoint, lookup, vocab
 from .config import ModelConfig
 from .errors import LegacyInputError
 from .model import RNNEncoderDecoder
@@ -59,12 +59,13 @@ def resolve_device(name):
 
 @dataclass
 class Experiment:
-    """A state, its model and its vocabularies."""
+    """A state, its model and its vocabularies (``data_dirs``: where files the state names
+    are looked for when their stored path does not exist, in order)."""
     state_path: Path
     state: dict
     cfg: ModelConfig
     model: RNNEncoderDecoder
-    data_dir: Path = None
+    data_dirs: tuple = ()
     explicit_keys: frozenset = field(default_factory=frozenset)
     _paths: dict = field(default_factory=dict, repr=False)
 
@@ -72,7 +73,7 @@ class Experiment:
         """The file ``state[key]`` names, resolved (and its resolution logged) once."""
         if key not in self._paths:
             self._paths[key] = legacy_states.resolve_path(
-                self.state, key, self.state_path, self.data_dir,
+                self.state, key, self.state_path, self.data_dirs,
                 explicit=key in self.explicit_keys)
         return self._paths[key]
 
@@ -109,6 +110,7 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
     Without ``model_path``, ``state_path`` is an exported checkpoint (a directory written
     by ``groundhog-port export --format safetensors``, or its ``config.json``):
     :func:`groundhog_port.export.checkpoint_dir.open_checkpoint`.
+    ``data_dir``: one folder or a list of folders (``--data-dir``, in order).
     """
     if model_path is None:
         from .export.checkpoint_dir import open_checkpoint
@@ -129,7 +131,7 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
     model.to(resolve_device(device))
     model.eval()
     explicit = frozenset(legacy_states.parse_changes(changes or ""))
-    return Experiment(state_path, state, cfg, model, Path(data_dir) if data_dir else None, explicit)
+    return Experiment(state_path, state, cfg, model, lookup.data_dirs(data_dir), explicit)
 
 
 def _allocate(cfg, table, state_path, stable_softmax):

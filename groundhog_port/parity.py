@@ -81,6 +81,7 @@ from .outputs import atomic_write_text
 from .scoring import batches_for, parse_pair, score_batch, score_pair
 from .search.common import SearchFailed, next_costs, select_cheapest
 from .search.legacy import BeamSearch, path_costs, sample
+from . import lookup
 from . import tolerance as tolmod
 from .trace import Tolerance, TraceFile, tolerance_for
 from .translate import choose
@@ -1007,10 +1008,12 @@ class CaseFiles:
         return self.dir.name
 
 
-def find_case(case_dir, state=None, model=None, trace=None, source=None, target=None) -> CaseFiles:
-    """Locate ``*_state.pkl``, the matching ``*_model.npz``, ``trace.h5`` and the test files
-    (named by the trace's ``test_src_file``/``test_trg_file`` attributes, default
-    ``test.en``/``test.fr``) in ``case_dir``; explicit paths override what is found."""
+def find_case(case_dir, state=None, model=None, trace=None, source=None, target=None,
+              data_dirs=()) -> CaseFiles:
+    """Locate ``*_state.pkl``, the matching ``*_model.npz``, ``trace.h5`` in ``case_dir`` and
+    the test files (named by the trace's ``test_src_file``/``test_trg_file`` attributes,
+    default ``test.en``/``test.fr``) there or in ``data_dirs`` (:func:`groundhog_port.lookup.
+    find_named`); explicit paths override what is found."""
     d = Path(case_dir)
     if not d.is_dir():
         raise LegacyInputError(d, "case directory not found")
@@ -1037,10 +1040,10 @@ def find_case(case_dir, state=None, model=None, trace=None, source=None, target=
         raise LegacyInputError(trace, "trace file not found")
     if source is None or target is None:
         src_name, trg_name = _test_file_names(trace)
-        if source is None and (d / src_name).is_file():
-            source = d / src_name
-        if target is None and (d / trg_name).is_file():
-            target = d / trg_name
+        if source is None:
+            source = lookup.find_named(src_name, d, data_dirs)
+        if target is None:
+            target = lookup.find_named(trg_name, d, data_dirs)
     return CaseFiles(d, state, Path(model), trace, None if source is None else Path(source),
                      None if target is None else Path(target))
 
@@ -1064,8 +1067,9 @@ def check_case(case_dir, *, groups: Sequence[str] = GROUPS, beam_labels=None, de
     """:func:`check` on a case folder (:func:`find_case`); vocabularies are looked up there."""
     from .loading import open_experiment
 
-    files = find_case(case_dir)
-    exp = open_experiment(files.state, files.model, changes, data_dir=files.dir, device=device)
+    dirs = lookup.case_data_dirs(case_dir)
+    files = find_case(case_dir, data_dirs=dirs)
+    exp = open_experiment(files.state, files.model, changes, data_dir=dirs, device=device)
     with TraceFile(files.trace) as tr:
         report = check(exp, tr, groups=groups, beam_labels=beam_labels, source=files.source,
                        target=files.target, progress=progress)

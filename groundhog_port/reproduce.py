@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from . import lookup
 from .data import read_text_lines
 from .errors import LegacyInputError
 from .outputs import atomic_output
@@ -115,17 +116,13 @@ def _find_one(directory, pattern, what):
     return found[0]
 
 
-def _beside(directory, name):
-    """``name`` in the case folder, else in a ``data/`` folder next to it (the recordings'
-    shared corpus folder)."""
-    for d in (directory, directory.parent / "data"):
-        if (d / name).is_file():
-            return d / name
-    return None
+def find_case(directory, data_dirs=(), source=None, reference=None) -> Case:
+    """The state, model and archived translation files of an experiment folder.
 
-
-def find_case(directory) -> Case:
-    """The state, model and archived translation files of an experiment folder."""
+    Test sets are looked for in the folder, then in each of ``data_dirs``
+    (:func:`groundhog_port.lookup.find_named`); ``source``/``reference`` replace the
+    ``test.en``/``test.fr`` of the ``trans_beamN*`` files (a renamed test set).
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise LegacyInputError(directory, "not a directory")
@@ -143,15 +140,20 @@ def find_case(directory) -> Case:
             continue
         settings, test_set, run = parsed
         src_name, ref_name = TEST_SETS[test_set]
-        source = _beside(directory, src_name)
-        if source is None:
-            skipped.append({"file": path.name, "reason": f"its source {src_name} is not in the "
-                            "case folder (nor in ../data)"})
+        given = test_set == "test"
+        src = Path(source) if given and source else lookup.find_named(src_name, directory,
+                                                                        data_dirs)
+        if src is None:
+            skipped.append({"file": path.name, "reason": f"its source {src_name} was not found "
+                            f"(looked at {lookup.places(src_name, directory, data_dirs)}); "
+                            "pass --source FILE or --data-dir DIR"})
             continue
+        ref = Path(reference) if given and reference else lookup.find_named(ref_name, directory,
+                                                                            data_dirs)
         stem = path.name[len("trans_"):-len(".txt")]
         stdout = directory / f"sample_{stem}_stdout.txt"
         error = directory / f"sample_{stem}_error.txt"
-        files.append(ArchivedFile(path, settings, source, _beside(directory, ref_name),
+        files.append(ArchivedFile(path, settings, src, ref,
                                   stdout if stdout.is_file() else None,
                                   error if error.is_file() else None))
         keyed.append((test_set != "test", settings.beam_size, settings.normalize,

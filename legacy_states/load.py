@@ -10,14 +10,15 @@ The original builds its state in three steps (sample.py:225-228, score.py:111-11
 :func:`load_state` does the same with the safe unpickler and the literal-only changes
 parser.  Paths inside a state are those of the machine it was trained on
 (``/data/lisatmp3/...``); :func:`resolve_path` finds the file by its name next to the state
-file or in a data directory when the stored path does not exist, and says which file it used.
+file or in the data directories when the stored path does not exist, and says which file it
+used (:mod:`groundhog_port.lookup`, the one lookup every command shares).
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
+from groundhog_port import lookup
 from groundhog_port.compat import upgrade_state
 from groundhog_port.errors import LegacyInputError
 
@@ -25,7 +26,6 @@ from .changes import parse_changes
 from .prototypes import DATA_PATH_KEYS, prototype_state
 from .unpickle import safe_load_pickle
 
-logger = logging.getLogger("groundhog_port.paths")
 
 #: data-path keys whose value is a one-element list (state.py:12-15)
 LIST_PATH_KEYS = ("source", "target")
@@ -35,12 +35,11 @@ def load_state(path, changes: str = "", data_dir=None) -> dict:
     """``prototype_state()``, updated with the pickled dict, then with ``changes``.
 
     Returns a plain dict holding exactly what the original would hold (nothing added).
-    ``data_dir`` is only checked to be a directory here, so that a wrong ``--data-dir``
+    ``data_dir`` (one folder or a list) is only checked to be directories here, so that a wrong ``--data-dir``
     fails early; paths are resolved on demand by :func:`resolve_path`.
     """
     path = Path(path)
-    if data_dir is not None and not Path(data_dir).is_dir():
-        raise LegacyInputError(data_dir, "data directory does not exist or is not a directory")
+    lookup.data_dirs(data_dir)  # a wrong --data-dir fails before any loading
     stored = safe_load_pickle(path)
     if not isinstance(stored, dict):
         raise LegacyInputError(path, f"a GroundHog state is a pickled dict, this pickle holds a "
@@ -72,41 +71,14 @@ def _stored_path(state, key, state_path):
     return value
 
 
-def _is_file(path: Path) -> bool:
-    """``path.is_file()``, False also when the name cannot be looked up at all (too long,
-    a NUL byte...): such a state value names no usable file."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
 def resolve_path(state: dict, key: str, state_path, data_dir=None, explicit: bool = False) -> Path:
-    """The file to use for data-path ``key`` of ``state``.
+    """The file to use for data-path ``key`` of ``state``, found by
+    :func:`groundhog_port.lookup.find_stored`: the stored path, else the same name next to
+    ``state_path``, else in each of ``data_dir`` (one folder or a list, in order).
 
     ``explicit`` (the key was given in the changes): the path is used as given, relative to
-    the working directory like the original, and must exist.  Otherwise: the stored path if
-    it is a file; else a file of the same name next to ``state_path``; else one in
-    ``data_dir``.  The choice is logged on logger ``groundhog_port.paths``; when nothing is
-    found, :class:`LegacyInputError` lists every place looked at.
+    the working directory like the original, and must exist.  When nothing is found,
+    :class:`LegacyInputError` lists every place looked at.
     """
-    value = _stored_path(state, key, state_path)
-    stored = Path(value)
-    if explicit:
-        if _is_file(stored):
-            logger.info("%s: using %s (given in the changes)", key, stored)
-            return stored
-        raise LegacyInputError(stored, f"file for {key!r} given in the changes does not exist")
-    if _is_file(stored):
-        logger.info("%s: using %s (the path stored in the state)", key, stored)
-        return stored
-    candidates = [(Path(state_path).parent / stored.name, "next to the state file")]
-    if data_dir is not None:
-        candidates.append((Path(data_dir) / stored.name, "in the data directory"))
-    for candidate, where in candidates:
-        if _is_file(candidate):
-            logger.info("%s: %s does not exist; using %s (%s)", key, stored, candidate, where)
-            return candidate
-    looked = [str(stored)] + [str(c) for c, _ in candidates]
-    hint = "" if data_dir is not None else "; pass a data directory or give the path in the changes"
-    raise LegacyInputError(state_path, f"cannot find the file for {key!r}: looked at {', '.join(looked)}{hint}")
+    return lookup.find_stored(_stored_path(state, key, state_path), key, state_path,
+                              lookup.data_dirs(data_dir, check=False), explicit=explicit)

@@ -15,7 +15,10 @@ Recordings of model types added later (``../shared/pending_traces``, or
 and else in ``pending_traces`` (where they were delivered, until they are moved).
 
 ``--legacy-case DIR`` (repeatable) points ``test_legacy_cases.py`` at your own recorded
-case folders instead of the shared ones (see docs/trace_format.md, "Parity in your CI").
+case folders instead of the shared ones (see docs/trace_format.md, "Parity in your CI");
+``--legacy-data-dir DIR`` (repeatable) says where their vocabularies and test files are when
+they are neither where the state says nor in the case folder (the lookup of
+``groundhog-port parity --data-dir``, :mod:`groundhog_port.lookup`).
 """
 import os
 from pathlib import Path
@@ -90,6 +93,21 @@ def pytest_addoption(parser):
                     help="a recorded case folder (*_state.pkl, *_model.npz, trace.h5, test files, "
                          "vocabularies) for parity_tests/test_legacy_cases.py; repeatable.  "
                          "Default: every case in the shared recordings")
+    group.addoption("--legacy-data-dir", action="append", default=[], metavar="DIR",
+                    help="where the cases' vocabularies / test files are when neither the "
+                         "state's stored path nor the case folder holds them; repeatable, "
+                         "searched in order (as groundhog-port parity --data-dir)")
+
+
+def legacy_data_dirs(config):
+    """The ``--legacy-data-dir`` folders, checked to exist."""
+    out = []
+    for d in config.getoption("legacy_data_dir") or []:
+        p = Path(d).expanduser().resolve()
+        if not p.is_dir():
+            raise pytest.UsageError(f"--legacy-data-dir {d}: not a directory")
+        out.append(p)
+    return out
 
 
 def legacy_case_dirs(config):

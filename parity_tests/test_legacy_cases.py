@@ -38,8 +38,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import LEGACY_ROOT, PENDING_ROOT, legacy_case_dirs
+from conftest import LEGACY_ROOT, PENDING_ROOT, legacy_case_dirs, legacy_data_dirs
 
+from groundhog_port import lookup
+from groundhog_port.errors import LegacyInputError
 from groundhog_port.loading import open_experiment
 from groundhog_port.parity import GROUPS, NOT_COVERED, check, find_case
 from groundhog_port.trace import TraceFile
@@ -104,26 +106,35 @@ def pytest_generate_tests(metafunc):
 # fixtures: each case is opened once, each group computed once
 # ---------------------------------------------------------------------------------------
 class _Cases:
-    def __init__(self):
+    def __init__(self, data_dirs=()):
+        self.data_dirs = data_dirs
         self.opened = {}
         self.reports = {}
 
     def get(self, case_dir):
         if case_dir not in self.opened:
-            files = find_case(case_dir)
-            exp = open_experiment(files.state, files.model, data_dir=files.dir)
+            dirs = lookup.case_data_dirs(case_dir, self.data_dirs)
+            files = find_case(case_dir, data_dirs=dirs)
+            exp = open_experiment(files.state, files.model, data_dir=dirs)
             self.opened[case_dir] = (files, exp, TraceFile(files.trace))
         return self.opened[case_dir]
 
     def report(self, case_dir, group):
         """The group's report; ``beam`` covers every label of the trace in one check (the
         labels ``N`` and ``N_normalize`` share their searches), each label's test reads its
-        own rows."""
+        own rows.  A file the case needs and the lookup cannot find (vocabularies kept
+        elsewhere) fails the test with the lookup's one-line message, no traceback."""
         key = (case_dir, group)
         if key not in self.reports:
-            files, exp, tr = self.get(case_dir)
-            self.reports[key] = check(exp, tr, groups=(group,), source=files.source,
-                                      target=files.target)
+            try:
+                files, exp, tr = self.get(case_dir)
+                self.reports[key] = check(exp, tr, groups=(group,), source=files.source,
+                                          target=files.target)
+            except LegacyInputError as err:
+                self.reports[key] = err
+        if isinstance(self.reports[key], LegacyInputError):
+            pytest.fail(f"{case_dir.name}: {self.reports[key]} (pytest: --legacy-data-dir DIR)",
+                        pytrace=False)
         return self.reports[key]
 
     def close(self):
@@ -132,10 +143,10 @@ class _Cases:
 
 
 @pytest.fixture(scope="module")
-def cases():
+def cases(request):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: more threads only add synchronisation
-    c = _Cases()
+    c = _Cases(tuple(legacy_data_dirs(request.config)))
     yield c
     c.close()
     torch.set_num_threads(threads)

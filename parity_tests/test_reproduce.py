@@ -218,7 +218,7 @@ def test_bad_input_exit_2(legacy_root, tmp_path, capsys):
     rc, _, err = _run(["--case", str(tmp_path / "missing")], capsys)
     assert rc == 2 and "not a directory" in err
     rc, _, err = _run(["--case", str(legacy_root / "search"), "--beam-size", "3"], capsys)
-    assert rc == 2 and "--case reads the settings" in err
+    assert rc == 2 and "--case reads the state, model and settings" in err
     rc, _, err = _run(["--beam-size", "3"], capsys)
     assert rc == 2 and "missing: --state, --model, --source, --archived-trans" in err
     d = legacy_root / "search"

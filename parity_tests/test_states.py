@@ -461,7 +461,7 @@ def test_resolve_path_order_and_logging(tmp_path, caplog):
     # 1. only in data_dir
     (data / "vocab.en.pkl").write_bytes(b"d")
     assert resolve_path(state, "word_indx", state_path, data_dir=data) == data / "vocab.en.pkl"
-    assert "in the data directory" in caplog.text
+    assert "--data-dir" in caplog.text
     # 2. next to the state file wins over data_dir
     (beside / "vocab.en.pkl").write_bytes(b"b")
     assert resolve_path(state, "word_indx", state_path, data_dir=data) == beside / "vocab.en.pkl"

@@ -3,6 +3,14 @@ from ..errors import LegacyInputError
 from ..loading import open_experiment
 
 
+def add_data_dir_argument(parser, extra=""):
+    """``--data-dir DIR``, repeatable: searched in order (:mod:`groundhog_port.lookup`)."""
+    parser.add_argument("--data-dir", action="append", metavar="DIR",
+                        help="where to look for vocabularies / corpora / test sets whose stored "
+                             "(legacy absolute) path does not exist, after the state's own "
+                             "folder; repeatable, searched in the order given" + extra)
+
+
 def add_model_arguments(parser, model_positional=True, state_required=True):
     parser.add_argument("--state", required=state_required and not model_positional,
                         help="the experiment's *_state.pkl")
@@ -14,8 +22,7 @@ def add_model_arguments(parser, model_positional=True, state_required=True):
         parser.add_argument("--checkpoint", metavar="DIR",
                             help="an exported checkpoint (groundhog-port export --format "
                                  "safetensors) instead of --state S MODEL; changes may follow")
-    parser.add_argument("--data-dir", help="where to look for vocabularies / corpora whose "
-                        "stored (legacy absolute) path does not exist")
+    add_data_dir_argument(parser)
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     parser.add_argument("--lenient", action="store_true",
                         help="load like GroundHog's Container.load: log missing/unknown "
@@ -27,7 +34,8 @@ def add_model_arguments(parser, model_positional=True, state_required=True):
                              "(the original does not; results may differ from Theano's)")
 
 
-def open_from_args(args, model_path=None, state=None):
+def open_from_args(args, model_path=None, state=None, data_dirs=None):
+    """The experiment the command's arguments name (``data_dirs`` replaces ``--data-dir``)."""
     changes = getattr(args, "changes", "")
     if getattr(args, "checkpoint", None):
         if args.state or (args.model_path and changes):
@@ -39,7 +47,7 @@ def open_from_args(args, model_path=None, state=None):
         raise LegacyInputError(None, "give --state S and MODEL (the *_state.pkl and "
                                      "*_model.npz), or --checkpoint DIR")
     return open_experiment(state or args.state, model_path or getattr(args, "model_path", None),
-                           changes, data_dir=args.data_dir,
+                           changes, data_dir=args.data_dir if data_dirs is None else data_dirs,
                            device=args.device, lenient=args.lenient,
                            allow_nonfinite=args.allow_nonfinite,
                            stable_softmax=args.stable_softmax)

@@ -4,10 +4,11 @@ import sys
 
 import legacy_states
 
-from .. import checkpoint
+from .. import checkpoint, lookup
 from ..config import GRCONV, ModelConfig
 from ..errors import EXIT_INPUT, EXIT_OK, LegacyInputError
 from ..loading import Experiment
+from .common import add_data_dir_argument
 
 NAME = "inspect"
 HELP = "print the architecture a *_state.pkl describes and check a *_model.npz against it"
@@ -20,7 +21,7 @@ def add_arguments(p):
     p.add_argument("--state", required=True, help="the experiment's *_state.pkl")
     p.add_argument("model_path", nargs="?", help="the experiment's *_model.npz (optional)")
     p.add_argument("changes", nargs="?", default="", help="changes to the state (GroundHog syntax)")
-    p.add_argument("--data-dir", help="where to look for files whose stored path does not exist")
+    add_data_dir_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -55,7 +56,7 @@ def report(state_path, model_path=None, changes="", data_dir=None):
                        for p in table],
         "not_saved_by_groundhog": [{"name": u.name, "why": u.reason} for u in unsaved],
     }
-    exp = Experiment(state_path, state, cfg, None, data_dir,
+    exp = Experiment(state_path, state, cfg, None, lookup.data_dirs(data_dir),
                      frozenset(legacy_states.parse_changes(changes)))
     out["data"] = {}
     for key in VOCAB_KEYS + CORPUS_KEYS:

@@ -13,11 +13,13 @@ import sys
 import time
 
 
+from .. import lookup
 from ..errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from ..loading import open_experiment
 from ..outputs import Progress
 from ..parity import GROUPS, check, count_work, find_case, test_files_near
 from ..trace import TraceFile
+from .common import add_data_dir_argument
 
 NAME = "parity"
 HELP = ("check the port against a recorded GroundHog/Theano trace (trace.h5): one row per "
@@ -41,8 +43,8 @@ def add_arguments(p):
                                     "the trace)")
     p.add_argument("--changes", default="", help="changes to the state, GroundHog syntax "
                                                  "(as given to the recorder)")
-    p.add_argument("--data-dir", help="where to look for vocabularies whose stored (legacy "
-                                      "absolute) path does not exist (default with --case: DIR)")
+    add_data_dir_argument(p, extra="; with --case, DIR and DIR/../data are searched after "
+                                   "them (vocabularies and test files)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     p.add_argument("--only", metavar="GROUP[,GROUP]", action="append",
                    help=f"compare only these groups ({', '.join(GROUPS)}); repeatable")
@@ -78,10 +80,11 @@ def _groups(only):
 def run(args):
     groups = _groups(args.only)
     if args.case:
-        files = find_case(args.case, args.state, args.model, args.trace, args.source, args.target)
+        data_dir = lookup.case_data_dirs(args.case, args.data_dir)
+        files = find_case(args.case, args.state, args.model, args.trace, args.source, args.target,
+                          data_dirs=data_dir)
         state, model, trace = files.state, files.model, files.trace
         source, target = files.source, files.target
-        data_dir = args.data_dir or files.dir
     else:
         needed = ("trace",) if args.checkpoint else ("state", "model", "trace")
         missing = [o for o in needed if not getattr(args, o)]

@@ -3,6 +3,8 @@
 Examples::
 
     groundhog-port reproduce --case legacy_traces/search
+    groundhog-port reproduce --case old/run1 --data-dir old/vocab --source old/newstest.en \
+        --ref old/newstest.fr
     groundhog-port reproduce --case legacy_traces/search_variant --json
     groundhog-port reproduce --state s_state.pkl --model s_model.npz --source test.en \\
         --ref test.fr --archived-trans trans_beam10_normalize.txt --beam-size 10 --normalize
@@ -14,6 +16,7 @@ import logging
 from pathlib import Path
 
 
+from .. import lookup
 from ..errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from ..outputs import Progress
 from ..rescore import bleu_tokenizers
@@ -30,13 +33,17 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(p):
     p.add_argument("--case", metavar="DIR",
-                   help="experiment folder: *_state.pkl, *_model.npz, test.en, test.fr and the "
+                   help="experiment folder: *_state.pkl, *_model.npz and the "
                         "trans_beamN[_normalize][_ignore_unk].txt files sample.py wrote (settings "
-                        "read from the names; trans_holdout_beamN.txt with holdout.en/.fr)")
+                        "read from the names; trans_holdout_beamN.txt with holdout.en/.fr); the "
+                        "test set test.en/test.fr is looked for in DIR, each --data-dir, then "
+                        "DIR/../data, or given with --source/--ref")
     add_model_arguments(p, model_positional=False, state_required=False)
     p.add_argument("--model", metavar="NPZ", help="the experiment's *_model.npz (without --case)")
-    p.add_argument("--source", help="source sentences the archived file translates (without --case)")
-    p.add_argument("--ref", help="reference translations, for BLEU (optional without --case)")
+    p.add_argument("--source", help="source sentences the archived file translates (with --case: "
+                                    "replaces test.en, e.g. a renamed test set)")
+    p.add_argument("--ref", help="reference translations, for BLEU (optional; with --case: "
+                                 "replaces test.fr)")
     p.add_argument("--archived-trans", action="append", metavar="FILE",
                    help="archived sample.py --trans output (repeat for several runs with the "
                         "same settings)")
@@ -59,16 +66,21 @@ def add_arguments(p):
 
 
 def _archived_files(args):
-    explicit = [name for name, v in (("--state", args.state), ("--model", args.model),
-                                     ("--source", args.source), ("--ref", args.ref),
-                                     ("--archived-trans", args.archived_trans),
-                                     ("--beam-size", args.beam_size)) if v]
+    for path in [args.source, args.ref, *(args.archived_trans or [])]:
+        if path and not Path(path).is_file():
+            raise LegacyInputError(path, "file not found")
     if args.case:
-        if explicit or args.normalize or args.ignore_unk:
-            raise LegacyInputError(None, "--case reads the settings from the folder; leave out "
-                                   + ", ".join(explicit or ["--normalize/--ignore-unk"]))
-        case = find_case(args.case)
-        return case.state, case.model, case.files, case.skipped, str(case.directory)
+        explicit = [name for name, v in (("--state", args.state), ("--model", args.model),
+                                         ("--archived-trans", args.archived_trans),
+                                         ("--beam-size", args.beam_size),
+                                         ("--normalize", args.normalize),
+                                         ("--ignore-unk", args.ignore_unk)) if v]
+        if explicit:
+            raise LegacyInputError(None, "--case reads the state, model and settings from the "
+                                   "folder; leave out " + ", ".join(explicit))
+        dirs = lookup.case_data_dirs(args.case, args.data_dir)
+        case = find_case(args.case, dirs, args.source, args.ref)
+        return case.state, case.model, case.files, case.skipped, str(case.directory), dirs
     missing = [n for n, v in (("--state", args.state), ("--model", args.model),
                               ("--source", args.source), ("--archived-trans", args.archived_trans),
                               ("--beam-size", args.beam_size)) if not v]
@@ -79,19 +91,16 @@ def _archived_files(args):
     if args.beam_size < 1:
         raise LegacyInputError(None, "--beam-size must be at least 1")
     settings = Settings(args.beam_size, args.normalize, args.ignore_unk)
-    for path in [args.source, args.ref, *args.archived_trans]:
-        if path and not Path(path).is_file():
-            raise LegacyInputError(path, "file not found")
     files = [ArchivedFile(Path(f), settings, Path(args.source), Path(args.ref) if args.ref else None)
              for f in args.archived_trans]
-    return Path(args.state), Path(args.model), files, [], None
+    return Path(args.state), Path(args.model), files, [], None, lookup.data_dirs(args.data_dir)
 
 
 def run(args):
     if args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")
-    state, model, files, skipped, case = _archived_files(args)
-    exp = open_from_args(args, model_path=model, state=state)
+    state, model, files, skipped, case, dirs = _archived_files(args)
+    exp = open_from_args(args, model_path=model, state=state, data_dirs=dirs)
     progress = Progress(sentences_to_translate(files), unit="sent",
                         enabled=True if args.progress else None)
     report = reproduce(exp, files, batch_size=args.batch_size, max_diffs=args.max_diffs,

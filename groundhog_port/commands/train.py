@@ -23,7 +23,7 @@ from pathlib import Path
 import legacy_states
 from legacy_states.unpickle import safe_load_pickle
 
-from .. import checkpoint
+from .. import checkpoint, lookup
 from ..config import ModelConfig
 from ..errors import EXIT_OK, LegacyInputError
 from ..loading import _auto_threads, resolve_device
@@ -33,6 +33,7 @@ from ..training import files
 from ..training.adadelta import restart_step
 from ..training.init import initialize
 from ..training.loop import MainLoop, new_timings
+from .common import add_data_dir_argument
 
 NAME = "train"
 HELP = ("train or continue training a model as GroundHog's train.py (SGD_adadelta, saving "
@@ -50,8 +51,7 @@ def add_arguments(p):
     p.add_argument("changes", nargs="*", default=[],
                    help="changes to the state, GroundHog syntax, e.g. \"prefix='out/search_'\" "
                         "loopIters=6100 (parsed as literals, never evaluated)")
-    p.add_argument("--data-dir", help="where to look for corpora whose stored (legacy absolute) "
-                                      "path does not exist")
+    add_data_dir_argument(p)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     p.add_argument("--max-updates", type=int,
                    help="stop (and save) after this many updates of this run")
@@ -84,7 +84,8 @@ def run(args):
     _auto_threads(cfg)
     device = resolve_device(args.device)
     where = Path(args.state) if args.state else Path("state.pkl")
-    corpora = [legacy_states.resolve_path(state, k, where, args.data_dir, explicit=k in explicit)
+    dirs = lookup.data_dirs(args.data_dir)
+    corpora = [legacy_states.resolve_path(state, k, where, dirs, explicit=k in explicit)
                for k in ("source", "target")]
     prefix = str(state["prefix"])
     if not Path(prefix + "x").parent.is_dir():
