@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Beam search over the ONNX graphs of ``groundhog-port export --format onnx``.
+
+Standalone: numpy, onnxruntime and the standard library only (no torch, no groundhog_port);
+``export`` copies this file next to the graphs.  It follows GroundHog's sample.py
+(experiments/nmt/sample.py at commit 4d2433b) as groundhog-port's literal search does
+(groundhog_port/search/legacy.py), so both return the same translations::
+
+    python beam_search.py --beam-size 10 --source test.en --trans out.txt [--normalize] [--ignore-unk]
+
+or from Python: ``OnnxTranslator(export_dir).translate_line("the cat .", beam_size=5)``.
+
+Kept from sample.py: ``3 * len(seq)`` steps (sample.py:60); the previous word 0 at step 0
+(:67-69); costs are float64 sums of the float32 ``log p`` (:70); ``--ignore-unk`` and the
+``minlen = len(seq) // 2`` end-of-sequence ban (:74-80, :152); finished hypotheses leave
+the beam and shrink it (:108-120); no finished hypothesis: retry without ignore_unk, then
+with a doubled beam while it is below 500 (:122-131); the crash where the beam reaches the
+vocabulary size (``kth out of bounds``, :82) and where nothing was found (argmin of an
+empty list, :269), reported here as :class:`SearchFailed` and an empty output line;
+``--normalize`` divides by the length, end-of-sequence counted (:160-161); the line written
+is the first hypothesis of least cost, words up to ``<eol>`` (:137-143, :269-270).  The
+attention's exp-then-normalise and the ``y_prev > 0`` bigram check are inside the graphs.
+
+The selection replaces ``numpy.argpartition(flat, n)[:n]`` (:82), whose order is unspecified,
+by groundhog-port's rule (groundhog_port/search/common.py ``select_cheapest``): the ``n``
+cheapest candidates, ties at the boundary kept by lowest flat index, NaN last, ordered by
+(cost, index) -- a stable argsort.  The set is argpartition's except under exact ties.
+"""
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+
+#: sample.py:127: the beam is doubled while it is below this
+MAX_RETRY_BEAM = 500
+logger = logging.getLogger("groundhog_onnx")
+
+
+class SearchFailed(Exception):
+    """A sentence the original sample.py could not translate (it crashed there)."""
+
+
+class OnnxTranslator:
+    """The exported graphs (``encoder``, ``next_probs``, ``next_states``) and vocabularies."""
+
+    def __init__(self, export_dir, threads=1):
+        import onnxruntime as ort
+        self.dir = Path(export_dir)
+        self.config = json.loads((self.dir / "config.json").read_text(encoding="utf-8"))
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        self.sessions = {key: ort.InferenceSession(str(self.dir / name), opts,
+                                                   providers=["CPUExecutionProvider"])
+                         for key, name in self.config["graphs"].items()}
+        s = self.config["search"]
+        self.eos_id, self.unk_id = s["null_sym_target"], s["unk_sym_target"]
+        v = self.config["vocabularies"]
+        self.src_word2idx = v["source_word2idx"]
+        self.src_idx2word = {int(i): w for i, w in v["source_idx2word"].items()}
+        trg = {int(i): w for i, w in v["target_idx2word"].items()}
+        trg[s["null_sym_target"]] = "<eol>"     # LM_Model.load_dict (LM_model.py:221-225)
+        trg[s["unk_sym_target"]] = s["oov"]
+        self.trg_idx2word = trg
+
+    # -- the compiled functions ----------------------------------------------------------
+    def encode(self, seq):
+        """``(c, init_state, p_from_c or None)`` of one sentence (sample.py:48-49)."""
+        outs = self.sessions["encoder"].run(None, {"seq": np.asarray(seq, dtype=np.int64)})
+        return outs[0], outs[1], (outs[2] if len(outs) > 2 else None)
+
+    def _step_feed(self, c, p_from_c, step, words, states, word_name):
+        feed = {"c": c, word_name: np.asarray(words, dtype=np.int64),
+                "s_prev": np.ascontiguousarray(states, dtype=np.float32)}
+        if p_from_c is not None:
+            feed["p_from_c"] = p_from_c
+        else:
+            feed["step"] = np.asarray(step, dtype=np.int64)
+        return feed
+
+    def next_probs(self, c, p_from_c, step, y_prev, states):
+        return self.sessions["next_probs"].run(
+            None, self._step_feed(c, p_from_c, step, y_prev, states, "y_prev"))[0]
+
+    def next_states(self, c, p_from_c, step, y, states):
+        return self.sessions["next_states"].run(
+            None, self._step_feed(c, p_from_c, step, y, states, "y"))[0]
+
+    # -- text ----------------------------------------------------------------------------
+    def parse_source(self, line):
+        """``parse_input`` (encdec.py:1494): ids + end-of-sequence; unknown words and ids
+        ``>= n_sym_source`` become UNK; words split on ASCII whitespace as Python 2 did."""
+        s = self.config["search"]
+        words = [w.decode("utf-8") for w in line.encode("utf-8").split()]
+        seq = np.zeros(len(words) + 1, dtype=np.int64)
+        for pos, word in enumerate(words):
+            idx = self.src_word2idx.get(word, s["unk_sym_source"])
+            seq[pos] = s["unk_sym_source"] if idx >= s["n_sym_source"] else idx
+        seq[-1] = s["null_sym_source"]
+        return seq
+
+    def render(self, ids):
+        """The words of ``ids`` up to the first ``<eol>`` (sample.py:137-143)."""
+        words = []
+        for i in ids:
+            word = self.trg_idx2word[int(i)]
+            if word == "<eol>":
+                break
+            words.append(word)
+        return " ".join(words)
+
+    # -- the search ----------------------------------------------------------------------
+    def search(self, seq, n_samples, ignore_unk=False, minlen=1):
+        """``BeamSearch.search`` (sample.py:47): finished hypotheses and float64 costs, sorted
+        by cost (stable)."""
+        if self.config["search"].get("grconv") and len(seq) < 2:
+            raise SearchFailed("We didn't implemented yet the case where scan do 0 iteration")
+        c, states, p_from_c = self.encode(seq)
+        fin_trans, fin_costs = [], []
+        trans, costs = [[]], np.zeros(1)
+        for k in range(3 * len(seq)):
+            if n_samples == 0:
+                break
+            last_words = (np.array([t[-1] for t in trans], dtype=np.int64) if k > 0
+                          else np.zeros(len(trans), dtype=np.int64))
+            probs = self.next_probs(c, p_from_c, k, last_words, states)
+            # float32 log p (correctly rounded, as groundhog_port.search.common.legacy_log)
+            with np.errstate(divide="ignore"):
+                log_probs = np.log(probs.astype(np.float64)).astype(np.float32)
+            if ignore_unk:
+                log_probs[:, self.unk_id] = -np.inf
+            if k < minlen:
+                log_probs[:, self.eos_id] = -np.inf
+            flat = (costs[:, None] - log_probs.astype(np.float64)).ravel()
+            if n_samples >= flat.size:
+                raise SearchFailed(f"kth(={n_samples}) out of bounds ({flat.size})")
+            best = np.argsort(flat, kind="stable")[:n_samples]
+            voc_size = probs.shape[1]
+            trans_indices, word_indices = best // voc_size, best % voc_size
+            new_costs = flat[best]
+            new_states = self.next_states(c, p_from_c, k, word_indices, states[trans_indices])
+            trans_prev, trans, kept = trans, [], []
+            for i in range(n_samples):
+                hyp = trans_prev[trans_indices[i]] + [int(word_indices[i])]
+                if word_indices[i] != self.eos_id:
+                    trans.append(hyp)
+                    kept.append(i)
+                else:
+                    fin_trans.append(hyp)
+                    fin_costs.append(float(new_costs[i]))
+            n_samples = len(kept)
+            costs, states = new_costs[kept], new_states[kept]
+        if not fin_trans:
+            if ignore_unk:
+                logger.warning("Did not manage without UNK")
+                return self.search(seq, n_samples, False, minlen)
+            if n_samples < MAX_RETRY_BEAM:
+                logger.warning("Still no translations: try beam size %d", n_samples * 2)
+                return self.search(seq, n_samples * 2, False, minlen)
+            raise SearchFailed("Translation failed (attempt to get argmin of an empty sequence)")
+        order = np.argsort(np.asarray(fin_costs), kind="stable")
+        return [fin_trans[i] for i in order], np.asarray(fin_costs)[order]
+
+    def sample(self, seq, beam_size, ignore_unk=False, normalize=False):
+        """``sample()`` with beam search (sample.py:145): hypotheses and their costs."""
+        trans, costs = self.search(seq, beam_size, ignore_unk, minlen=len(seq) // 2)
+        if normalize:
+            costs = costs / np.array([len(t) for t in trans], dtype=np.float64)
+        return trans, costs
+
+    def translate_line(self, line, beam_size, ignore_unk=False, normalize=False):
+        """The line sample.py writes for ``line`` and its cost (``SearchFailed`` where the
+        original crashed)."""
+        trans, costs = self.sample(self.parse_source(line), beam_size, ignore_unk, normalize)
+        best = int(np.argmin(costs))
+        return self.render(trans[best]), float(costs[best])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="sample.py --beam-search over the exported ONNX "
+                                "graphs (onnxruntime, CPU)")
+    p.add_argument("--model-dir", default=str(Path(__file__).resolve().parent),
+                   help="the export directory (default: this file's)")
+    p.add_argument("--beam-size", type=int, required=True)
+    p.add_argument("--source", required=True, help="source sentences, one per line")
+    p.add_argument("--trans", required=True, help="file to write the translations to")
+    p.add_argument("--ignore-unk", action="store_true")
+    p.add_argument("--normalize", action="store_true")
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.beam_size < 1:
+        p.error("--beam-size must be at least 1")
+    tr = OnnxTranslator(args.model_dir, args.threads)
+    with open(args.source, encoding="utf-8", newline="\n") as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out, total, failed = [], 0.0, []
+    for n, line in enumerate(lines, 1):
+        try:
+            sentence, cost = tr.translate_line(line, args.beam_size, args.ignore_unk,
+                                               args.normalize)
+            total += cost
+        except SearchFailed as err:
+            logger.error("line %d: the original sample.py fails here (%s); writing an empty "
+                         "line", n, err)
+            sentence = ""
+            failed.append(n)
+        out.append(sentence + "\n")
+    with open(args.trans, "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(out))
+    print("Total cost of the translations: {}".format(total))
+    return 3 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""The model as ONNX graphs: the encoder and one decoder step, built node by node.
+
+Three graphs (opset :data:`OPSET`, IR version :data:`IR_VERSION`), the weights as float32
+initializers under their export names (:mod:`groundhog_port.export.names`):
+
+``encoder.onnx``  (``create_representation_computer`` + ``create_initializers``, encdec.py:1424-1455)
+    in  ``seq`` int64 ``(S,)`` (word ids, end-of-sequence included)
+    out ``c`` float32 ``(S, c_dim)`` annotations, ``init_state`` ``(1, dim)`` (s_0),
+        and for RNNsearch ``p_from_c`` ``(S, dim)`` = ``c @ U_a``, the attention's cached
+        projection (computed once per sentence, encdec.py:462)
+``decoder_next_probs.onnx``  (``create_next_probs_computer``, encdec.py:1457)
+    in  ``c``, [``p_from_c``], ``step`` int64 ``()``, ``y_prev`` int64 ``(n,)``,
+        ``s_prev`` float32 ``(n, dim)``
+    out ``probs`` float32 ``(n, n_sym_target)``: p(y_i | y_<i, x) read out from ``s_{i-1}``
+``decoder_next_states.onnx``  (``create_next_states_computer``, encdec.py:1466)
+    in  ``c``, [``p_from_c``], ``step``, ``y`` int64 ``(n,)`` (the chosen words),
+        ``s_prev`` float32 ``(n, dim)`` (the states they were chosen from)
+    out ``s`` float32 ``(n, dim)``
+
+Together the two decoder graphs are one step of sample.py's beam search (sample.py:70 and
+:104), which :mod:`groundhog_port.export.beam_search` drives.  ``step`` selects the fixed
+context ``c[min(step, S-1)]`` of RNNencdec (encdec.py:1023) and is unused by RNNsearch.
+
+Each graph is the arithmetic of the port's modules (:mod:`groundhog_port.encoder`,
+:mod:`groundhog_port.decoder`, :mod:`groundhog_port.attention`,
+:mod:`groundhog_port.layers`), legacy quirks included: the attention weights are
+``exp(e) / sum exp(e)`` WITHOUT subtracting the maximum (overflow to inf/nan as in Theano),
+the output softmax is Theano's ``SoftmaxWithBias`` (max subtracted, the row sum in double),
+sigmoid has Theano's float32 cut-offs, the bigram term is multiplied by ``y_prev > 0``
+(``check_first_word``), the backward encoder embeds with the forward encoder's embedding
+(encdec.py:1330).  Only summation orders inside the runtime's kernels differ from the
+port's: float32 rounding noise, which ``test_export_onnx.py`` bounds with the port's
+derived bounds against the recordings.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from ..config import GRCONV
+from ..errors import LegacyInputError
+from ..outputs import atomic_write_bytes, atomic_write_text
+from .checkpoint_dir import architecture, _encode, _raw_target_idx2word
+from .names import FORMAT_NAME, FORMAT_VERSION
+
+#: the ONNX operator set the graphs use (onnxruntime >= 1.14 runs it)
+OPSET = 17
+#: the IR version written (the one of opset 17), so older runtimes load the files too
+IR_VERSION = 8
+GRAPH_FILES = ("encoder.onnx", "decoder_next_probs.onnx", "decoder_next_states.onnx")
+DRIVER_FILE = "beam_search.py"
+#: Theano's float32 sigmoid cut-offs (activations.theano_sigmoid)
+SIGMOID_LOW, SIGMOID_HIGH = -88.0, 15.0
+
+
+class _Graph:
+    """A graph under construction: nodes, weights (initializers) and unique value names."""
+
+    def __init__(self, model, name):
+        from onnx import TensorProto, helper
+        self.helper, self.TensorProto = helper, TensorProto
+        self.model, self.name = model, name
+        self.nodes, self.initializers, self.inputs, self.outputs = [], {}, [], []
+        self._n = 0
+
+    def fresh(self, hint):
+        self._n += 1
+        return f"{self.name}/{hint}_{self._n}"     # unique across a graph and its bodies
+
+    def op(self, op_type, *inputs, n_out=1, hint=None, **attrs):
+        outs = [self.fresh(hint or op_type.lower()) for _ in range(n_out)]
+        self.nodes.append(self.helper.make_node(op_type, list(inputs), outs, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def const(self, value, dtype=np.float32, hint="const"):
+        from onnx import numpy_helper
+        name = self.fresh(hint)
+        self.initializers[name] = numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+        return name
+
+    def weight(self, path):
+        """The parameter at ``path`` (its export name) as an initializer."""
+        from onnx import numpy_helper
+        if path not in self.initializers:
+            a = self.model.get_parameter(path).detach().cpu().numpy().astype(np.float32)
+            self.initializers[path] = numpy_helper.from_array(np.ascontiguousarray(a), path)
+        return path
+
+    def add_input(self, name, elem, shape):
+        self.inputs.append(self.helper.make_tensor_value_info(name, elem, shape))
+        return name
+
+    def add_output(self, value, name, elem, shape):
+        self.nodes.append(self.helper.make_node("Identity", [value], [name]))
+        self.outputs.append(self.helper.make_tensor_value_info(name, elem, shape))
+
+    def proto(self):
+        """The ``ModelProto`` (checked with ``onnx.checker``)."""
+        import onnx
+        graph = self.helper.make_graph(self.nodes, self.name, self.inputs, self.outputs,
+                                       list(self.initializers.values()))
+        model = self.helper.make_model(graph, producer_name="groundhog-port",
+                                       opset_imports=[self.helper.make_opsetid("", OPSET)])
+        model.ir_version = IR_VERSION
+        onnx.checker.check_model(model)
+        return model
+
+
+# -- elementwise pieces ---------------------------------------------------------------
+def activation(g, act, x):
+    """``act`` (a parsed :class:`~groundhog_port.activations.Activation`) applied to ``x``."""
+    if act.name == "identity":
+        return x
+    if act.name == "tanh":
+        return g.op("Tanh", x)
+    if act.name == "sigmoid":        # 1 / (1 + exp(-x)), 0 below -88, 1 above 15
+        y = g.op("Div", g.const(1.0), g.op("Add", g.const(1.0), g.op("Exp", g.op("Neg", x))))
+        y = g.op("Where", g.op("Greater", x, g.const(SIGMOID_HIGH)), g.const(1.0), y)
+        return g.op("Where", g.op("Less", x, g.const(SIGMOID_LOW)), g.const(0.0), y)
+    if act.name == "maxout":         # consecutive groups of k inputs (encdec.py:541-558)
+        shape = g.op("Concat", g.op("Slice", g.op("Shape", x), g.const([0], np.int64),
+                                    g.const([-1], np.int64)),
+                     g.const([-1, act.k], np.int64), axis=0)
+        return g.op("ReduceMax", g.op("Reshape", x, shape), axes=[-1], keepdims=0)
+    conditions = {"relu": [("Greater", 0.0)], "hard_sigmoid": [("Greater", 0.0), ("Less", 1.0)],
+                  "hard_tanh": [("Greater", -1.0), ("Less", 1.0)]}[act.name]
+    for cmp, bound in conditions:    # x * (x > a) [* (x < b)], GroundHog's literal products
+        x = g.op("Mul", x, g.op("Cast", g.op(cmp, x, g.const(bound)), to=g.TensorProto.FLOAT))
+    return x
+
+
+def affine(g, x, path, bias=True):
+    """``x @ W (+ b)`` of the layer at module ``path`` (a zero unsaved bias is left out)."""
+    y = g.op("MatMul", x, g.weight(f"{path}.W"))
+    return g.op("Add", y, g.weight(f"{path}.b")) if bias else y
+
+
+def embed(g, ids, path, act):
+    """``act(W[ids] + b)``: the low-rank word embedding (``utils.dot`` on integers)."""
+    return activation(g, act, g.op("Add", g.op("Gather", g.weight(f"{path}.W"), ids, axis=0),
+                                   g.weight(f"{path}.b")))
+
+
+def softmax_with_bias(g, z):
+    """Theano's ``SoftmaxWithBias`` as :func:`groundhog_port.layers.softmax_with_bias`:
+    ``exp(z - max)`` in float32, the row sum and ``1 / sum`` in double."""
+    e = g.op("Exp", g.op("Sub", z, g.op("ReduceMax", z, axes=[-1], keepdims=1)))
+    e64 = g.op("Cast", e, to=g.TensorProto.DOUBLE)
+    total = g.op("ReduceSum", e64, g.const([-1], np.int64), keepdims=1)
+    inv = g.op("Div", g.const(1.0, np.float64), total)
+    return g.op("Cast", g.op("Mul", e64, inv), to=g.TensorProto.FLOAT)
+
+
+def gru_step(g, rec, path, x, x_z, x_r, h):
+    """``RecurrentLayer.step`` (rec_layers.py:839): reset before the product, the update
+    gate on the new state (layers.RecurrentLayer)."""
+    if rec.reseting and x_r is not None:
+        r = activation(g, rec.reseter, g.op("Add", g.op("MatMul", h, g.weight(f"{path}.R")), x_r))
+        hc = g.op("MatMul", g.op("Mul", r, h), g.weight(f"{path}.W"))
+    else:
+        hc = g.op("MatMul", h, g.weight(f"{path}.W"))
+    hc = activation(g, rec.activation, g.op("Add", hc, x))
+    if rec.gating and x_z is not None:
+        z = activation(g, rec.gater, g.op("Add", g.op("MatMul", h, g.weight(f"{path}.G")), x_z))
+        hc = g.op("Add", g.op("Mul", z, hc), g.op("Mul", g.op("Sub", g.const(1.0), z), h))
+    return hc
+
+
+# -- the encoder ----------------------------------------------------------------------
+def _scan_direction(g, model, enc_path, rec, emb, reverse):
+    """One GRU direction over ``emb (S, rank)`` as an ONNX ``Scan``: ``(S, dim)`` states,
+    for ``reverse`` read from the last word and written back in source order (the
+    port's ``x.flip(0)`` ... ``.flip(0)``, encoder.annotations)."""
+    dim = model.cfg.dim
+    x = affine(g, emb, f"{enc_path}.input_embedder")
+    x_z = affine(g, emb, f"{enc_path}.update_embedder", bias=False) if rec.gating else None
+    x_r = affine(g, emb, f"{enc_path}.reset_embedder", bias=False) if rec.reseting else None
+    body = _Graph(model, f"{enc_path}_step")
+    body.initializers = g.initializers          # weights are read from the outer scope
+    F = g.TensorProto.FLOAT
+    h = body.add_input("h_prev", F, [dim])
+    xt = body.add_input("x_t", F, [dim])
+    zt = body.add_input("xz_t", F, [dim]) if x_z is not None else None
+    rt = body.add_input("xr_t", F, [dim]) if x_r is not None else None
+    h_new = gru_step(body, rec, f"{enc_path}.transition", xt, zt, rt, h)
+    body.add_output(h_new, "h", F, [dim])
+    body.add_output(h_new, "h_out", F, [dim])
+    graph = g.helper.make_graph(body.nodes, body.name, body.inputs, body.outputs)
+    scans = [v for v in (x, x_z, x_r) if v is not None]
+    h0 = g.const(np.zeros(dim, np.float32), hint="h0")
+    _, states = g.op("Scan", h0, *scans, n_out=2, body=graph, num_scan_inputs=len(scans),
+                     scan_input_directions=[int(reverse)] * len(scans),
+                     scan_output_directions=[int(reverse)])
+    return states
+
+
+def _grconv_root(g, model, emb):
+    """The grConv's root ``(1, dim)`` (layers.RecursiveConvolutionalLayer, rconv_layers.py:
+    196-311): ``S - 1`` levels as an ONNX ``Loop``, each from the (left, right) pairs."""
+    dim = model.cfg.dim
+    rec, path = model.cfg.enc, "encoder.transition"
+    x = affine(g, emb, "encoder.input_embedder")
+    body = _Graph(model, "grconv_level")
+    body.initializers = g.initializers
+    F = g.TensorProto.FLOAT
+    body.add_input("iter", g.TensorProto.INT64, [])
+    cond = body.add_input("cond_in", g.TensorProto.BOOL, [])
+    level = body.add_input("level", F, ["S", dim])
+    zero_row = body.op("Mul", body.op("Slice", level, body.const([0], np.int64),
+                                      body.const([1], np.int64)), body.const(0.0))
+    left = body.op("Concat", zero_row, body.op("Slice", level, body.const([0], np.int64),
+                                               body.const([-1], np.int64)), axis=0)
+    new = body.op("Add", body.op("Add", body.op("MatMul", level, body.weight(f"{path}.W")),
+                                 body.op("MatMul", left, body.weight(f"{path}.U"))),
+                  body.weight(f"{path}.b"))
+    new = activation(body, rec.activation, new)
+    gates = softmax_with_bias(body, body.op(
+        "Add", body.op("Add", body.op("MatMul", left, body.weight(f"{path}.GU")),
+                       body.op("MatMul", level, body.weight(f"{path}.GW"))),
+        body.weight(f"{path}.Gb")))
+    w_new, w_left, w_right = body.op("Split", gates, axis=1, n_out=3)
+    out = body.op("Add", body.op("Add", body.op("Mul", new, w_new), body.op("Mul", left, w_left)),
+                  body.op("Mul", level, w_right))
+    body.add_output(cond, "cond_out", g.TensorProto.BOOL, [])
+    body.add_output(out, "level_out", F, ["S", dim])
+    graph = g.helper.make_graph(body.nodes, body.name, body.inputs, body.outputs)
+    n_levels = g.op("Sub", g.op("Shape", x, start=0, end=1), g.const([1], np.int64))
+    trips = g.op("Squeeze", n_levels, g.const([0], np.int64))
+    top = g.op("Loop", trips, g.const(True, np.bool_), x, body=graph)
+    return g.op("Slice", top, g.const([-1], np.int64), g.const([2 ** 62], np.int64))
+
+
+def encoder_graph(model):
+    """``encoder.onnx`` (see the module docstring); encoder.annotations, Decoder.initial_state."""
+    cfg = model.cfg
+    g = _Graph(model, "encoder")
+    F, I64 = g.TensorProto.FLOAT, g.TensorProto.INT64
+    seq = g.add_input("seq", I64, ["S"])
+    emb = embed(g, seq, "encoder.approx_embedder", cfg.rank_n_activ)
+    if cfg.enc.layer == GRCONV:
+        forward = _grconv_root(g, model, emb)
+    else:
+        forward = _scan_direction(g, model, "encoder", cfg.enc, emb, reverse=False)
+    n_rows = g.op("Shape", seq)
+    spread = lambda row: g.op("Expand", row, g.op("Concat", n_rows, g.const([cfg.dim], np.int64),
+                                                  axis=0))
+    parts = []
+    if cfg.forward:
+        parts.append(forward)
+    if cfg.last_forward:
+        parts.append(spread(g.op("Slice", forward, g.const([-1], np.int64),
+                                 g.const([2 ** 62], np.int64))))
+    if cfg.needs_backward_encoder:
+        backward = _scan_direction(g, model, "backward_encoder", cfg.back_enc, emb, reverse=True)
+        if cfg.backward:
+            parts.append(backward)
+        if cfg.last_backward:
+            parts.append(spread(g.op("Slice", backward, g.const([0], np.int64),
+                                     g.const([1], np.int64))))
+    c = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis=-1)
+    init_c = g.op("Slice", c, g.const([0, -cfg.dim], np.int64), g.const([1, 2 ** 62], np.int64))
+    if cfg.bias_code:
+        s0 = activation(g, cfg.dec_init_activ, affine(g, init_c, "decoder.initializer"))
+    else:                            # ZeroLayer (bias_code=False)
+        s0 = g.const(np.zeros((1, cfg.dim), np.float32), hint="zero_state")
+    g.add_output(c, "c", F, ["S", cfg.c_dim])
+    g.add_output(s0, "init_state", F, [1, cfg.dim])
+    if cfg.search:
+        g.add_output(g.op("MatMul", c, g.weight("decoder.A")), "p_from_c", F, ["S", cfg.dim])
+    return g.proto()
+
+
+# -- one decoder step ---------------------------------------------------------------------
+def _step_inputs(g, cfg, word_name):
+    F, I64 = g.TensorProto.FLOAT, g.TensorProto.INT64
+    c = g.add_input("c", F, ["S", cfg.c_dim])
+    p_from_c = g.add_input("p_from_c", F, ["S", cfg.dim]) if cfg.search else None
+    step = None if cfg.search else g.add_input("step", I64, [])
+    y = g.add_input(word_name, I64, ["n"])
+    s_prev = g.add_input("s_prev", F, ["n", cfg.dim])
+    return c, p_from_c, step, y, s_prev
+
+
+def context(g, cfg, c, p_from_c, step, s_prev):
+    """``ctx (n, c_dim)``: attention (attention.align, exp-then-normalise without the
+    maximum, encdec.py:299-345) or the fixed ``c[min(step, S-1)]`` (encdec.py:1023)."""
+    if cfg.search:
+        p = g.op("Add", g.op("Unsqueeze", g.op("MatMul", s_prev, g.weight("decoder.B")),
+                             g.const([0], np.int64)),
+                 g.op("Unsqueeze", p_from_c, g.const([1], np.int64)))           # (S, n, dim)
+        score = g.op("Squeeze", g.op("MatMul", g.op("Tanh", p), g.weight("decoder.D")),
+                     g.const([2], np.int64))                                   # (S, n)
+        energy = g.op("Exp", score)
+        alpha = g.op("Div", energy, g.op("ReduceSum", energy, g.const([0], np.int64), keepdims=1))
+        return g.op("MatMul", g.op("Transpose", alpha, perm=[1, 0]), c)
+    last = g.op("Sub", g.op("Squeeze", g.op("Shape", c, start=0, end=1), g.const([0], np.int64)),
+                g.const(1, np.int64))
+    row = g.op("Gather", c, g.op("Min", step, last), axis=0)                   # (c_dim,)
+    n = g.op("Shape", s_prev, start=0, end=1)
+    return g.op("Expand", row, g.op("Concat", n, g.const([cfg.c_dim], np.int64), axis=0))
+
+
+def next_probs_graph(model):
+    """``decoder_next_probs.onnx``: Decoder.next_probs (encdec.py:1457, readout :1153)."""
+    cfg = model.cfg
+    g = _Graph(model, "decoder_next_probs")
+    c, p_from_c, step, y_prev, s_prev = _step_inputs(g, cfg, "y_prev")
+    ctx = context(g, cfg, c, p_from_c, step, s_prev)
+    t = g.op("Add", affine(g, ctx, "decoder.repr_readout", bias=False),
+             affine(g, s_prev, "decoder.hid_readout"))
+    if cfg.bigram:
+        emb = embed(g, y_prev, "decoder.approx_embedder", cfg.rank_n_activ)
+        term = affine(g, emb, "decoder.prev_readout", bias=False)
+        if cfg.check_first_word:     # the y_prev > 0 check of the one-step modes
+            first = g.op("Cast", g.op("Greater", y_prev, g.const(0, np.int64)),
+                         to=g.TensorProto.FLOAT)
+            term = g.op("Mul", g.op("Unsqueeze", first, g.const([1], np.int64)), term)
+        t = g.op("Add", t, term)
+    if cfg.deep_out:
+        t = activation(g, cfg.unary_activ, t)
+    out = "decoder.output_layer"
+    if cfg.rank_n_approx:
+        z = g.op("MatMul", g.op("MatMul", t, g.weight(f"{out}.W1")), g.weight(f"{out}.W2"))
+    else:
+        z = g.op("MatMul", t, g.weight(f"{out}.W"))
+    probs = softmax_with_bias(g, g.op("Add", z, g.weight(f"{out}.b")))
+    g.add_output(probs, "probs", g.TensorProto.FLOAT, ["n", cfg.n_sym_target])
+    return g.proto()
+
+
+def next_states_graph(model):
+    """``decoder_next_states.onnx``: Decoder.next_states (encdec.py:1466)."""
+    cfg = model.cfg
+    rec = cfg.dec
+    g = _Graph(model, "decoder_next_states")
+    c, p_from_c, step, y, s_prev = _step_inputs(g, cfg, "y")
+    emb = embed(g, y, "decoder.approx_embedder", cfg.rank_n_activ)
+    x = affine(g, emb, "decoder.input_embedder")
+    x_z = affine(g, emb, "decoder.update_embedder", bias=False) if rec.gating else None
+    x_r = affine(g, emb, "decoder.reset_embedder", bias=False) if rec.reseting else None
+    ctx = context(g, cfg, c, p_from_c, step, s_prev)
+    if cfg.decoding_inputs:          # Decoder.context_signals
+        x = g.op("Add", x, affine(g, ctx, "decoder.dec_inputter", bias=False))
+        if x_z is not None:
+            x_z = g.op("Add", x_z, affine(g, ctx, "decoder.dec_updater", bias=False))
+        if x_r is not None:
+            x_r = g.op("Add", x_r, affine(g, ctx, "decoder.dec_reseter", bias=False))
+    s = gru_step(g, rec, "decoder.transition", x, x_z, x_r, s_prev)
+    g.add_output(s, "s", g.TensorProto.FLOAT, ["n", cfg.dim])
+    return g.proto()
+
+
+def onnx_config(exp):
+    """``config.json`` of an ONNX export: what the driver needs (no torch, no pickle)."""
+    st = exp.state
+    return {
+        "format": FORMAT_NAME + "-onnx", "format_version": FORMAT_VERSION, "opset": OPSET,
+        "graphs": {"encoder": GRAPH_FILES[0], "next_probs": GRAPH_FILES[1],
+                   "next_states": GRAPH_FILES[2]},
+        "search": {"null_sym_source": st["null_sym_source"], "unk_sym_source": st["unk_sym_source"],
+                   "n_sym_source": st["n_sym_source"], "null_sym_target": st["null_sym_target"],
+                   "unk_sym_target": st["unk_sym_target"], "oov": st["oov"],
+                   "attention": bool(exp.cfg.search), "grconv": exp.cfg.enc.layer == GRCONV},
+        "state": _encode(st),
+        "architecture": architecture(exp.cfg),
+        "vocabularies": {
+            "source_word2idx": exp.src_word2idx,
+            "source_idx2word": {str(k): v for k, v in exp.src_idx2word.items()},
+            "target_idx2word": {str(k): v for k, v in _raw_target_idx2word(exp).items()},
+        },
+    }
+
+
+def write_onnx(exp, outdir):
+    """The three graphs, ``config.json`` and the driver ``beam_search.py`` into ``outdir``."""
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise LegacyInputError(None, "export --format onnx needs the onnx package: pip install "
+                                     "'groundhog-port[export]'") from None
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, build in zip(GRAPH_FILES, (encoder_graph, next_probs_graph, next_states_graph)):
+        path = outdir / name
+        atomic_write_bytes(path, build(exp.model).SerializeToString())
+        paths.append(path)
+    cfg_path = outdir / "config.json"
+    atomic_write_text(cfg_path, json.dumps(onnx_config(exp), indent=1, ensure_ascii=False,
+                                           allow_nan=False) + "\n")
+    driver = outdir / DRIVER_FILE
+    shutil.copyfile(Path(__file__).with_name(DRIVER_FILE), driver)
+    return paths + [cfg_path, driver]

@@ -1,0 +1,140 @@
+"""The exported ONNX graphs against a recorded trace, under the port's derived bounds.
+
+Fed with the RECORDED inputs of ``trace.h5`` (``/repr/{i}/seq``; ``/steps/{i}/{k}``:
+``last_words`` + ``states_in``, ``word_indices`` + ``states_gathered``), each graph output
+takes the place of the recording in eq. (1) of :mod:`groundhog_port.tolerance`::
+
+    |onnx - p64| <= K * noise + quantum
+
+where ``p64`` is the port's float64 shadow on the same inputs and ``noise`` the port's own
+float32 noise there (pooled as for the recordings; the kind of each quantity is the one
+:data:`groundhog_port.trace.TOLERANCES` gives the recording).  So the ONNX path is accepted
+exactly when it is as close to the exact values as Theano's recording must be; the
+recording itself passes the same bound (``test_legacy_cases.py``), so the two are within
+the sum of their bounds of each other, and ``max |onnx - recorded|`` is reported.
+The graphs run on their own float32 annotations (the ONNX path as a user runs it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import numpy as np
+import torch
+
+from .. import tolerance as tol
+from ..trace import tolerance_for
+
+#: quantity -> the trace path whose tolerance (noise kind) it uses
+QUANTITIES = {"repr/c": "repr/0/c", "repr/init_states": "repr/0/init_states",
+              "steps/next_probs": "steps/0/000/next_probs",
+              "steps/next_states": "steps/0/000/next_states"}
+
+
+@dataclass
+class OnnxRow:
+    """One quantity: values compared, failures, the worst ``err / allowed`` and the largest
+    ``|onnx - p64|``, ``|onnx - recorded|`` and allowed bound seen."""
+    quantity: str
+    kind: str
+    n: int = 0
+    n_bad: int = 0
+    worst_ratio: float = 0.0
+    worst_where: str = ""
+    max_err: float = 0.0
+    max_vs_recorded: float = 0.0
+    max_allowed: float = 0.0
+    notes: list = field(default_factory=list)
+    _pool: Optional[tol.Pool] = None
+
+    def add(self, where, onnx, port32, port64, recorded):
+        onnx, recorded = np.asarray(onnx), np.asarray(recorded)
+        if onnx.shape != recorded.shape:
+            self.n_bad += 1
+            self.notes.append(f"{where}: shape {onnx.shape}, recorded {recorded.shape}")
+            return
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(onnx.astype(np.float64) - recorded)
+        fin = np.isfinite(diff)
+        if fin.any():
+            self.max_vs_recorded = max(self.max_vs_recorded, float(diff[fin].max()))
+        kind = tol.KINDS[self.kind]
+        sigma, n_pool = tol.pooled_sigma(port32, port64, kind)
+        if n_pool >= tol.POOL_MIN:
+            self._account(where, tol.judge(onnx, port32, port64, kind, sigma, n_pool))
+        else:
+            if self._pool is None:
+                self._pool = tol.Pool(kind)
+            self._pool.add(where, onnx, port32, port64)
+
+    def _account(self, where, res):
+        self.n += res.recorded.size
+        self.n_bad += res.n_bad
+        if res.finite.any():
+            self.max_err = max(self.max_err, float(res.err[res.finite].max()))
+            self.max_allowed = max(self.max_allowed, float(res.allowed[res.finite].max()))
+        ratio = float(res.ratio.max()) if res.ratio.size else 0.0
+        if ratio >= self.worst_ratio:
+            self.worst_ratio, self.worst_where = ratio, where
+        if res.n_bad:
+            self.notes.append(f"{where}: {res.n_bad} values out of bounds (worst err/allowed "
+                              f"{ratio:.3g})")
+
+    def finish(self):
+        if self._pool is not None:
+            for where, res in self._pool.results():
+                self._account(where, res)
+            self._pool = None
+        return self
+
+    @property
+    def ok(self):
+        return self.n_bad == 0 and self.n > 0
+
+    def line(self):
+        return (f"{self.quantity:18s} {self.kind:4s} n={self.n:<7d} bad={self.n_bad} "
+                f"max|onnx-exact|={self.max_err:.3g} worst err/allowed={self.worst_ratio:.3g} "
+                f"({self.worst_where}) max|onnx-recorded|={self.max_vs_recorded:.3g}")
+
+
+def _np(t):
+    return t.detach().cpu().numpy()
+
+
+def check_onnx(model, translator, trace, repr_indices=None, steps_indices=None) -> Dict[str, OnnxRow]:
+    """Rows of :data:`QUANTITIES` for the ONNX graphs of ``translator``
+    (:class:`~groundhog_port.export.beam_search.OnnxTranslator`) against ``trace``
+    (:class:`~groundhog_port.trace.TraceFile`); ``model`` is the port's model of the same
+    checkpoint (its float32 noise and float64 shadow make the bounds)."""
+    rows = {q: OnnxRow(q, tolerance_for(p).noise) for q, p in QUANTITIES.items()}
+    model64 = model.float64_shadow()
+    f32 = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float32)
+    f64 = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float64)
+    i64 = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.int64)
+    for i in (trace.repr_indices() if repr_indices is None else repr_indices):
+        rec = trace.repr(i)
+        c, c64 = model.encode(rec["seq"]), model64.encode(rec["seq"])
+        oc, os0, _ = translator.encode(rec["seq"])
+        rows["repr/c"].add(f"repr/{i}/c", oc, _np(c), _np(c64), rec["c"])
+        rows["repr/init_states"].add(f"repr/{i}/init_states", os0, _np(model.initial_states(c)),
+                                     _np(model64.initial_states(c64)), rec["init_states"])
+    for i in (trace.steps_indices() if steps_indices is None else steps_indices):
+        ss = trace.steps(i)
+        c, c64 = model.encode(ss.seq), model64.encode(ss.seq)
+        pfc, pfc64 = model.p_from_c(c), model64.p_from_c(c64)
+        oc, _, opfc = translator.encode(ss.seq)
+        for n, st in enumerate(ss.steps):
+            where, k = f"steps/{i}/{n:03d}", int(st["k"])
+            words, states = st["last_words"], np.asarray(st["states_in"])[0]
+            probs = model.next_probs(c, pfc, k, i64(words), f32(states))
+            probs64 = model64.next_probs(c64, pfc64, k, i64(words), f64(states))
+            rows["steps/next_probs"].add(f"{where}/next_probs",
+                                         translator.next_probs(oc, opfc, k, words, states),
+                                         _np(probs), _np(probs64), st["next_probs"])
+            words, gathered = st["word_indices"], np.asarray(st["states_gathered"])[0]
+            ns = model.next_states(c, pfc, k, i64(words), f32(gathered))
+            ns64 = model64.next_states(c64, pfc64, k, i64(words), f64(gathered))
+            onx = translator.next_states(oc, opfc, k, words, gathered)
+            rows["steps/next_states"].add(f"{where}/next_states", onx[None], _np(ns)[None],
+                                          _np(ns64)[None], st["next_states"])
+    return {q: r.finish() for q, r in rows.items()}
