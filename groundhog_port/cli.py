@@ -28,7 +28,7 @@ from .outputs import signals_held
 
 COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "train",
             "plot-training", "serve", "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5",
-            "convert", "export")
+            "convert", "export", "archive")
 
 #: --log-level values (logging's own names, any case)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -189,7 +189,7 @@ def main(argv=None):
             set_threads(args.threads)
         if args.command not in SHARDED_COMMANDS and world_from_env():
             raise LegacyInputError(None, f"'{args.command}' does not run under torchrun; only "
-                                   f"{' and '.join(SHARDED_COMMANDS)} are sharded")
+                                   f"{', '.join(SHARDED_COMMANDS)} are sharded")
         once = _OncePerRun()
         for logger_name in PATH_LOGGERS:
             logging.getLogger(logger_name).addFilter(once)

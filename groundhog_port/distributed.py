@@ -21,6 +21,10 @@ order.  So:
   ``gather_object``, ``torchrun`` ends the whole job (its elastic agent stops the other
   workers when one fails), and the output stays ``FILE.partial`` for ``--resume``.
 
+``archive`` deals out whole experiments instead (:func:`groundhog_port.archive.run`): rank
+``i`` re-does experiments ``i, i + WORLD_SIZE, ...`` and rank 0 gathers the results and
+writes the report.
+
 Backends: ``gloo`` on CPU (each process gets ``cores / LOCAL_WORLD_SIZE`` torch threads
 unless ``--threads`` or ``OMP_NUM_THREADS`` says otherwise), ``nccl`` with
 ``--device cuda`` (each rank on ``cuda:LOCAL_RANK``).
@@ -39,7 +43,7 @@ logger = logging.getLogger(__name__)
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 
 #: commands that can run under torchrun
-SHARDED_COMMANDS = ("translate", "score")
+SHARDED_COMMANDS = ("translate", "score", "archive")
 
 #: said (at the end of the summary line) where one process exits with ``code``, a complete
 #: output with a note (3: sentences the original crashed on): torchrun turns any non-zero

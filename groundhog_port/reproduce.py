@@ -261,8 +261,11 @@ def sentences_to_translate(files: List[ArchivedFile]) -> int:
 
 
 def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokenize="13a",
-              progress: Optional[Callable[[int], None]] = None, save_dir=None):
+              progress: Optional[Callable[[int], None]] = None, save_dir=None, max_lines=None):
     """Translate each distinct (source, settings) once and compare with every archived file.
+
+    ``max_lines``: only the first lines of each source (and of its archived files and
+    reference) -- a cheap check of a large archive; ``None``: all of them.
 
     Returns ``{"files": [per-file report], "all_identical", "sentences", "seconds",
     "sentences_per_second"}``; ``progress(n)`` is called after every ``n`` translated
@@ -272,14 +275,14 @@ def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokeniz
     sources, archived, refs = {}, {}, {}
     for f in files:
         if f.source not in sources:
-            sources[f.source] = read_text_lines(f.source)
-        lines = read_lines(f.path)
+            sources[f.source] = read_text_lines(f.source)[:max_lines]
+        lines = read_lines(f.path)[:max_lines]
         if len(lines) > len(sources[f.source]):
             raise LegacyInputError(f.path, f"{len(lines)} lines but its source {f.source} has "
                                            f"{len(sources[f.source])}")
         archived[f.path] = lines
         if f.reference is not None and f.reference not in refs:
-            refs[f.reference] = read_lines(f.reference)
+            refs[f.reference] = read_lines(f.reference)[:max_lines]
             if len(refs[f.reference]) != len(sources[f.source]):
                 raise LegacyInputError(f.reference, f"{len(refs[f.reference])} reference lines "
                                        f"but the source {f.source} has {len(sources[f.source])}")
