@@ -115,7 +115,8 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
     if model_path is None:
         from .export.checkpoint_dir import open_checkpoint
         return open_checkpoint(state_path, changes, device=device,
-                               allow_nonfinite=allow_nonfinite, stable_softmax=stable_softmax)
+                               allow_nonfinite=allow_nonfinite, stable_softmax=stable_softmax,
+                               data_dir=data_dir)
     state_path = Path(state_path)
     state = legacy_states.load_state(state_path, changes or "", data_dir)
     cfg = ModelConfig.from_state(state, state_path)

@@ -34,7 +34,7 @@ import numpy as np
 
 import legacy_states
 
-from .. import checkpoint, vocab
+from .. import checkpoint, lookup, vocab
 from ..config import ModelConfig
 from ..errors import LegacyInputError
 from ..loading import Experiment, _allocate, _auto_threads, resolve_device
@@ -195,12 +195,13 @@ def read_weights(path):
 
 
 def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
-                    stable_softmax=False):
+                    stable_softmax=False, data_dir=None):
     """An exported checkpoint (a directory, or its ``config.json``) as an :class:`Experiment`.
 
     ``changes`` apply to the stored state as they apply to a ``*_state.pkl`` (sample.py:228).
     The stored architecture must be the one the stored state describes (a config edited by
-    hand on one side only is refused).
+    hand on one side only is refused).  ``data_dir``: where the data files the state names
+    (training corpora) are looked for, as for a legacy state.
     """
     directory = Path(directory)
     cfg_path = directory if directory.name == CONFIG_FILE else directory / CONFIG_FILE
@@ -231,7 +232,7 @@ def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
     checkpoint.load_into(model, weights_path, allow_nonfinite=allow_nonfinite, arrays=arrays)
     model.to(resolve_device(device))
     model.eval()
-    exp = ExportedExperiment(cfg_path, state, cfg, model, None,
+    exp = ExportedExperiment(cfg_path, state, cfg, model, lookup.data_dirs(data_dir),
                              frozenset(legacy_states.parse_changes(changes or "")))
     exp.stored_vocabularies = _vocabularies(config["vocabularies"], cfg_path)
     return exp
