@@ -4,6 +4,13 @@
 model the state describes, fill it from ``*_model.npz`` through the legacy name
 table, and find the vocabularies the state names (legacy absolute paths are looked
 up next to the state file and in each ``--data-dir``: :mod:`groundhog_port.lookup`).
+
+From Python (README, "Python API")::
+
+    exp = open_experiment("search_state.pkl", "search_model.npz", data_dir=["vocab/"])
+    exp.model                      # the torch module (eval mode), exp.cfg its architecture
+    exp.state                      # the state dict as sample.py would hold it
+    seq, words = exp.parse_source("the cat .")    # ids with null_sym_source appended
 """
 import logging
 import math
@@ -106,6 +113,12 @@ class Experiment:
 def open_experiment(state_path, model_path=None, changes="", data_dir=None, device="cpu",
                     lenient=False, allow_nonfinite=False, stable_softmax=False):
     """Load state, build the model, load the weights; see the module docstring.
+
+    ``changes``: GroundHog's ``"key=value,..."`` (literals only, never evaluated);
+    ``lenient`` / ``allow_nonfinite`` / ``stable_softmax``: the CLI's ``--lenient``,
+    ``--allow-nonfinite``, ``--stable-softmax``.  Returns an :class:`Experiment`; raises
+    :class:`~groundhog_port.errors.LegacyInputError` (one line saying what is wrong) on bad
+    input.
 
     Without ``model_path``, ``state_path`` is an exported checkpoint (a directory written
     by ``groundhog-port export --format safetensors``, or its ``config.json``):

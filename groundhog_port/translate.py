@@ -102,6 +102,10 @@ class SearchWarnings(logging.Filter):
 class Translator:
     """Beam search over many source lines: literal (``batch_size=1``) or batched.
 
+    ``Translator(exp, beam_size=10).translate_lines(lines)`` is ``sample.py --beam-search
+    --beam-size 10`` on ``lines`` (``ignore_unk`` / ``normalize``: its ``--ignore-unk`` /
+    ``--normalize``); every ``batch_size`` gives the same translations.
+
     ``warnings``: an optional :class:`SearchWarnings` that names the line in the search's
     messages (``translate_seqs(..., first_line=N)`` says which line the first sentence is).
     """
@@ -117,6 +121,12 @@ class Translator:
         if batch_size > 1:
             from .search.batched import BatchedBeamSearch
             self.batched = BatchedBeamSearch(experiment.model, batch_size=batch_size)
+
+    def translate_lines(self, lines, first_line=1):
+        """:class:`Translation` of each source line (text, as in ``--source``), in order:
+        ``parse_input`` then the beam search, as sample.py:264-270."""
+        return self.translate_seqs([self.exp.parse_source(line)[0] for line in lines],
+                                   first_line)
 
     def translate_seqs(self, seqs, first_line=1):
         """Translations of parsed sources, in order; ``seqs[0]`` is line ``first_line``."""
