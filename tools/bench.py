@@ -55,6 +55,8 @@ def parse_args(argv=None):
     p.add_argument("--models", default="search,encdec", help="scoring models (%(default)s)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", type=Path, help="also write the figures to this file")
+    p.add_argument("--no-onnx", action="store_true",
+                   help="skip the ONNX path's rows (tools/bench_onnx.py)")
     p.add_argument("--profile", action="store_true",
                    help="instead: profile one scoring batch and the batched search of "
                         "--sentences per beam (torch.profiler): the matrix products' share "
@@ -172,9 +174,21 @@ def main(argv=None):
             f"{100 * r['target']:.0f}% ({'met' if r['met'] else 'not met'})")
         print(f"| {r['workload']} | {r['rate']:.1f} {r['unit']} | {r['gflops']:.1f} | "
               f"{100 * r['share']:.1f}% | {target} | {r.get('identical_to_literal', '-')} |")
+    onnx = onnx_rows(args)
     if args.json:
         args.json.write_text(json.dumps(dict(date=when, machine=machine, peak_before=peak0,
-                                             peak_after=peak1, rows=rows), indent=1))
+                                             peak_after=peak1, rows=rows, onnx=onnx), indent=1))
+
+
+def onnx_rows(args):
+    """The exported ONNX graphs run by their numpy driver (onnxruntime, CPU) against the
+    port's searches on the fixture, in this run (tools/bench_onnx.py); None when skipped."""
+    if args.no_onnx:
+        return None
+    import bench_onnx
+    rows = bench_onnx.measure()
+    bench_onnx.print_rows(rows)
+    return rows
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""The ONNX path against the port, in one run: sentences per second on the CPU.
+
+The bundled fixture (``fixtures/search``, RNNsearch dim 32, a model trained by GroundHog)
+is exported with ``export --format onnx`` and its 40 test sentences translated at each beam
+by (a) the exported ``beam_search.py`` (numpy + onnxruntime, one sentence at a time, as
+sample.py), (b) the port's literal search (``translate --batch-size 1``) and (c) the port's
+batched search (``translate``'s default), all with one thread; the lines must be the
+same.  ``tools/bench.py`` prints these rows after its own table; alone::
+
+    python tools/bench_onnx.py [--beams 1,5,10] [--repeat 3]
+
+Tiny model: the figures measure per-step overhead (graph dispatch against torch op
+dispatch), not arithmetic; the best of ``--repeat`` runs is kept.
+"""
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+FIXTURE = REPO / "fixtures" / "search"
+
+
+def _best(fn, repeat):
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def measure(beams=(1, 5, 10), repeat=3):
+    """One row per beam: sentences/s of the ONNX driver, the literal and batched port
+    searches, and whether all three wrote the same lines."""
+    import logging
+
+    import torch
+
+    from groundhog_port.export.onnx_graphs import DRIVER_FILE, write_onnx
+    from groundhog_port.loading import open_experiment
+    from groundhog_port.translate import Translator
+
+    logging.getLogger("groundhog_port").setLevel(logging.ERROR)
+    logging.getLogger("groundhog_onnx").setLevel(logging.ERROR)
+    torch.set_num_threads(1)
+    exp = open_experiment(FIXTURE / "search_state.pkl", FIXTURE / "search_model.npz")
+    lines = (FIXTURE / "test.en").read_text(encoding="utf-8").split("\n")[:-1]
+    seqs = [exp.parse_source(line)[0] for line in lines]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        write_onnx(exp, tmp)
+        spec = importlib.util.spec_from_file_location("beam_search_bench", Path(tmp) / DRIVER_FILE)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        onnx = mod.OnnxTranslator(tmp, threads=1)
+
+        def run_onnx(beam):
+            out = []
+            for line in lines:
+                try:
+                    out.append(onnx.translate_line(line, beam)[0])
+                except mod.SearchFailed:
+                    out.append("")
+            return out
+
+        for beam in beams:
+            t_onnx, onnx_lines = _best(lambda: run_onnx(beam), repeat)
+            t_lit, lit = _best(lambda: Translator(exp, beam).translate_seqs(seqs), repeat)
+            t_bat, bat = _best(lambda: Translator(exp, beam, batch_size=32).translate_seqs(seqs),
+                               repeat)
+            same = onnx_lines == [t.line for t in lit] == [t.line for t in bat]
+            rows.append(dict(beam=beam, sentences=len(lines), onnx_per_s=len(lines) / t_onnx,
+                             literal_per_s=len(lines) / t_lit, batched_per_s=len(lines) / t_bat,
+                             identical=same))
+    return rows
+
+
+def print_rows(rows):
+    print("\nONNX path (fixtures/search, 40 sentences, 1 thread; onnxruntime CPU vs the port):")
+    print("| beam | ONNX driver | port, literal | port, batched | ONNX / literal | same lines |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['beam']} | {r['onnx_per_s']:.1f} sent/s | {r['literal_per_s']:.1f} sent/s | "
+              f"{r['batched_per_s']:.1f} sent/s | {r['onnx_per_s'] / r['literal_per_s']:.2f}x | "
+              f"{'yes' if r['identical'] else 'NO'} |")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--beams", default="1,5,10")
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args(argv)
+    print_rows(measure([int(b) for b in args.beams.split(",")], args.repeat))
+
+
+if __name__ == "__main__":
+    main()
