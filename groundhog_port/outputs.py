@@ -20,6 +20,18 @@ train; serve/preprocess as they come):
   at once with one clear error (:class:`OutputBusyError`) instead of interleaving lines.
   The kernel drops the lock when a process dies, even by SIGKILL.  :func:`run_lock` holds
   such a lock for a whole run that rewrites its outputs (``train``).
+* Targets (:func:`output_target`): a regular file (or a new name) is replaced as above; a
+  symbolic link is written through -- its target is replaced, by a partial file in the
+  target's own directory, and the link stays; ``-``, a FIFO, a character device and the
+  ``/dev/stdout``-like names of an open descriptor are streamed (written as the lines come:
+  no partial file, no rename, no resume); a directory, a socket or block device, an input
+  of the same run and one file named for two outputs are refused (:func:`check_outputs`).
+  Nothing that is not a regular file of this run is ever renamed over.
+* Fingerprints: a :class:`Journal` records, in its first line, what made its lines (the
+  digests of the inputs, every setting that changes the output); ``--resume`` refuses a
+  journal of another run, naming what differs, and a run without ``--resume`` refuses to
+  discard the complete lines of an earlier one.  A run that fails before its first line
+  leaves no partial files behind.
 * Failed writes (``ENOSPC`` on a full disk, ``EFBIG`` past ``ulimit -f``, ``EROFS``/``EACCES``
   on a read-only target, ``EIO``) are one :class:`OutputError` naming the file and saying
   what is kept -- exit code 2 through the command line, like bad input.
@@ -27,10 +39,14 @@ train; serve/preprocess as they come):
 import contextlib
 import errno
 import fcntl
+import hashlib
+import json
 import os
 import signal
+import stat
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LegacyInputError
@@ -64,13 +80,109 @@ def write_failure(path, err, kept=""):
     return OutputError(path, f"cannot write ({reason}){'; ' + kept if kept else ''}")
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where an output named ``given`` goes: ``path`` is the regular file replaced (symbolic
+    links followed), or, with ``stream``, the file written in place as the lines come."""
+    given: str
+    path: Path
+    stream: bool = False
+
+    @property
+    def is_stdout(self):
+        """Streamed to this process's standard output (``-``, ``/dev/stdout`` ...)."""
+        if not self.stream:
+            return False
+        if self.given == "-":
+            return True
+        try:
+            return os.path.samestat(os.stat(self.path), os.fstat(sys.stdout.fileno()))
+        except (OSError, ValueError, AttributeError):
+            return False
+
+
+#: a file type named in a refusal
+_KINDS = {stat.S_IFSOCK: "socket", stat.S_IFBLK: "block device", stat.S_IFDIR: "directory"}
+
+
+def _through_descriptor_names(path):
+    """Whether ``path`` or a symbolic link on the way to its target lies in ``/dev`` or
+    ``/proc`` (``/dev/stdout`` -> ``/proc/self/fd/1`` -> whatever descriptor 1 is): such
+    a name stands for an open descriptor, which must be written, never replaced."""
+    p = Path(os.path.abspath(path))
+    for _ in range(40):                       # the kernel's own limit on a chain of links
+        if p.parts[1:2] in (("dev",), ("proc",)):
+            return True
+        if not p.is_symlink():
+            return False
+        p = Path(os.path.abspath(p.parent / os.readlink(p)))
+    return False
+
+
+def output_target(path):
+    """:class:`Target` of an output name; :class:`OutputError` for what cannot be one."""
+    if str(path) == "-":
+        return Target("-", Path("-"), stream=True)
+    given = Path(path)
+    try:
+        st = os.stat(given)                     # follows symbolic links
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise write_failure(given, err) from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(given, "is a directory, expected an output file name")
+        if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode) or (
+                stat.S_ISREG(st.st_mode) and _through_descriptor_names(given)):
+            return Target(str(path), given, stream=True)
+        if not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "special file")
+            raise OutputError(given, f"is a {kind}, not a file an output can be written to")
+    real = Path(os.path.realpath(given))        # a dangling link: the file it will create
+    if not real.parent.is_dir():
+        raise OutputError(given, "output directory does not exist" + (
+            f" (the link points to {real})" if real != given.absolute() else ""))
+    return Target(str(path), real)
+
+
 def check_output_path(path):
-    """An output file we can create: its directory exists and it is not a directory."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise OutputError(path, "output directory does not exist")
-    if path.is_dir():
-        raise OutputError(path, "is a directory, expected an output file name")
+    """An output we can write (see :func:`output_target`)."""
+    output_target(path)
+
+
+def check_outputs(outputs, inputs=()):
+    """Refuse one file named for two outputs, or an input of the run named as an output.
+
+    ``outputs``/``inputs``: ``[(flag, path)]`` (``None`` paths skipped).  Files are compared
+    by what they are (symbolic links followed, hard links included), not by their names."""
+    seen = []
+    for flag, path in outputs:
+        if path is None:
+            continue
+        target = output_target(path)
+        if target.given == "-":
+            key = "-"
+        else:
+            key = target.path
+        for other_flag, other_key in seen:
+            if other_key == key or (key != "-" and other_key != "-" and _same_file(key, other_key)):
+                raise OutputError(path, f"named for both {other_flag} and {flag}: give each "
+                                  "output its own file")
+        seen.append((flag, key))
+        if target.stream:
+            continue
+        for in_flag, in_path in inputs:
+            if in_path is not None and str(in_path) != "-" and _same_file(target.path, in_path):
+                raise OutputError(path, f"is the {in_flag} input of this run: writing {flag} "
+                                  "there would destroy it; choose another output file")
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def open_locked(path, final, busy=None):
@@ -128,13 +240,60 @@ def _commit(fd, partial, path, kept):
     _fsync_dir(path)
 
 
+def _open_stream(target, binary=False):
+    """A file object writing a streamed :class:`Target` in place (see :func:`output_target`):
+    standard output itself (not closed), or the FIFO/device opened for writing."""
+    text = {} if binary else {"encoding": "utf-8", "newline": "\n"}
+    if target.is_stdout:
+        sys.stdout.flush()
+        out = sys.stdout.buffer if binary and hasattr(sys.stdout, "buffer") else sys.stdout
+        return _Unclosed(out)
+    try:   # no O_CREAT: a stream exists; O_TRUNC as GroundHog's open(path, 'w') (a no-op on FIFOs)
+        fd = os.open(target.path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    except OSError as err:
+        raise write_failure(target.path, err) from None
+    return open(fd, "wb" if binary else "w", **text)
+
+
+class _Unclosed:
+    """``sys.stdout`` lent to an output: flushed, never closed."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def close(self):
+        self._f.flush()
+
+
+@contextlib.contextmanager
+def _streamed(target, binary):
+    f = _open_stream(target, binary)
+    try:
+        yield f
+        f.flush()
+    except OSError as err:
+        raise write_failure(target.path, err, "what was written so far stays there (a "
+                            "streamed output is written in place)") from None
+    finally:
+        with contextlib.suppress(OSError):
+            f.close()
+
+
 @contextlib.contextmanager
 def atomic_output(path, binary=False):
     """Yield a file writing ``PATH.partial`` (locked), renamed to ``PATH`` once the body
     finished and the data is on disk.  On any failure ``PATH.partial`` is removed, an
-    ``OSError`` becomes :class:`OutputError`, and ``PATH`` is left as it was."""
-    path = Path(path)
-    check_output_path(path)
+    ``OSError`` becomes :class:`OutputError`, and ``PATH`` is left as it was.  A symbolic
+    link is written through (its target replaced); a stream is written in place."""
+    target = output_target(path)
+    if target.stream:
+        with _streamed(target, binary) as f:
+            yield f
+        return
+    path = target.path
     partial = partial_path(path)
     fd = open_locked(partial, path)
     untouched = f"{path} is left as it was"
@@ -182,9 +341,13 @@ def write_together(writers, kept):
     renamed, in the order given, with SIGINT/SIGTERM held back so that an interruption cannot
     split the renames.  On any failure every partial file is removed, nothing is renamed,
     and the :class:`OutputError` ends with ``kept`` (what the caller leaves as it was)."""
-    paths = [Path(p) for p, _ in writers]
-    for path in paths:
-        check_output_path(path)
+    paths = []
+    for given, _ in writers:
+        target = output_target(given)
+        if target.stream:
+            raise OutputError(given, "is not a regular file: files replaced together (a "
+                              "checkpoint) cannot be streamed")
+        paths.append(target.path)
     partials = [partial_path(p) for p in paths]
     fds = []
     try:
@@ -255,39 +418,125 @@ def atomic_write_bytes(path, data):
         f.write(data)
 
 
-class Journal:
-    """``PATH.partial`` + ``PATH.partial.journal``; see the module docstring."""
+#: the first line of a journal: the fingerprint of the run that wrote it (JSON follows)
+FINGERPRINT_TAG = "#fingerprint "
 
-    def __init__(self, path, resume=False, keep=None):
+
+def file_digest(path):
+    """``sha256:HEX`` of a file's bytes (read in 1 MiB pieces)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as err:
+        raise LegacyInputError(path, f"cannot read it ({err.strerror or err})") from None
+    return "sha256:" + h.hexdigest()
+
+
+def text_digest(lines):
+    """``sha256:HEX`` of text lines as read (what a run actually used, even from a pipe)."""
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line.encode("utf-8", "surrogatepass") + b"\n")
+    return "sha256:" + h.hexdigest()
+
+
+def _shown_value(value):
+    text = str(value)
+    if text.startswith("sha256:"):
+        return text[:19]                      # the digest's first 12 hex digits
+    return repr(value) if len(text) <= 60 else repr(text[:57]) + "..."
+
+
+def fingerprint_differences(old, new):
+    """``["beam_size 10 (now 5)", ...]``: what differs between two fingerprints."""
+    out = []
+    for key in list(new) + [k for k in old if k not in new]:
+        if old.get(key) != new.get(key):
+            out.append(f"{key} {_shown_value(old.get(key))} (now {_shown_value(new.get(key))})")
+    return out
+
+
+class Journal:
+    """``PATH.partial`` + ``PATH.partial.journal``; see the module docstring.
+
+    ``fingerprint``: a JSON-able dict of what makes the output (input digests, settings),
+    kept as the journal's first line; ``--resume`` refuses a journal whose fingerprint
+    differs.  A streamed target (:func:`output_target`) is written line by line in place:
+    no partial file, no journal, no resume."""
+
+    def __init__(self, path, resume=False, keep=None, fingerprint=None):
         """``keep(records) -> n`` may cut the kept prefix further (e.g. to a batch boundary)."""
-        self.path = Path(path)
+        self.target = output_target(path)
+        self.path = self.target.path
+        self.fingerprint = dict(fingerprint or {})
+        self.count = 0
+        self.done_lines, self.done_records = [], []
+        self._out = self._rec = self._stream = None
+        if self.target.stream:
+            if resume:
+                raise OutputError(path, "--resume: this output is streamed (standard output, a "
+                                  "FIFO or a device: written in place, with no partial file): "
+                                  "there is nothing to resume")
+            self.partial = self.journal = None
+            self._stream = _open_stream(self.target)
+            return
         self.partial = partial_path(self.path)
         self.journal = self.path.with_name(self.path.name + ".partial.journal")
-        check_output_path(self.path)
+        existed = self.partial.exists() or self.journal.exists()
         # the lock comes first: a second process must not even truncate the first one's files
         self._out = open_locked(self.partial, self.path)
-        self._rec = None
         try:
             self._rec = os.open(self.journal, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            lines = _complete_lines(self.partial) if resume else []
-            records = _complete_lines(self.journal) if resume else []
+            lines = _complete_lines(self.partial)
+            header, records = _split_fingerprint(_complete_lines(self.journal))
             n = min(len(lines), len(records))
             if keep is not None and n:
                 n = keep([r for r, _ in records[:n]])
+            if n and not resume:
+                raise OutputError(self.path, f"{self.partial} holds {n} complete lines of an "
+                                  "earlier run that did not finish: add --resume to continue "
+                                  "it, or remove it (and its .journal) to start afresh")
+            if n:
+                self._check(header)
             # cut both files after their n-th line: what follows is incomplete or unmatched
             os.ftruncate(self._out, sum(size for _, size in lines[:n]))
-            os.ftruncate(self._rec, sum(size for _, size in records[:n]))
+            if n:
+                os.ftruncate(self._rec, header[1] + sum(size for _, size in records[:n]))
+            else:
+                os.ftruncate(self._rec, 0)
+                _write_all(self._rec, (FINGERPRINT_TAG + json.dumps(
+                    self.fingerprint, sort_keys=True) + "\n").encode("utf-8"))
             os.lseek(self._out, 0, os.SEEK_END)
             os.lseek(self._rec, 0, os.SEEK_END)
         except OSError as err:
-            self._close()
+            self._close(remove=not existed)
             raise write_failure(self.journal if self._rec is None else self.partial, err) from None
         except BaseException:
-            self._close()
+            self._close(remove=not existed)
             raise
         self.done_lines = [line for line, _ in lines[:n]]
         self.done_records = [record for record, _ in records[:n]]
         self.count = n
+
+    def _check(self, header):
+        """Refuse to resume the journal of another run (``header``: its fingerprint line)."""
+        where = f"--resume: {self.partial}"
+        if header is None:
+            raise OutputError(self.path, f"{where} has no fingerprint (an older version wrote "
+                              "it), so it cannot be checked to be this run's: remove it (and "
+                              "its .journal) to start afresh")
+        diffs = fingerprint_differences(header[0], self.fingerprint)
+        if diffs:
+            raise OutputError(self.path, f"{where} was written by another run: "
+                              f"{'; '.join(diffs)}; resume with the same inputs and settings, "
+                              "or remove it (and its .journal) to start afresh")
+
+    @property
+    def to_stdout(self):
+        """The lines go to this process's standard output (print summaries elsewhere)."""
+        return self.target.is_stdout
 
     def _kept(self):
         return (f"the {self.count} complete lines written so far and the journal are kept: "
@@ -295,6 +544,15 @@ class Journal:
 
     def append(self, line, record=""):
         """Write one result line and its record (through to the OS, not fsynced)."""
+        if self._stream is not None:
+            try:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            except OSError as err:
+                raise write_failure(self.target.path, err, "the lines before it were "
+                                    "written (a streamed output has no partial file)") from None
+            self.count += 1
+            return
         try:
             _write_all(self._out, (line + "\n").encode("utf-8"))
         except OSError as err:
@@ -312,6 +570,13 @@ class Journal:
         """The output is complete: ``PATH.partial`` becomes ``PATH``, the journal goes.  The
         journal is removed first, so a process that takes the freed name next never loses
         its own journal to this one."""
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            try:
+                stream.close()
+            except OSError as err:
+                raise write_failure(self.target.path, err) from None
+            return
         os.close(self._rec)
         self._rec = None
         try:
@@ -324,15 +589,35 @@ class Journal:
         self._close()
 
     def close_unfinished(self):
-        """Leave the partial files for ``--resume`` (interrupted or failed run)."""
-        self._close()
+        """Leave the partial files for ``--resume`` (interrupted or failed run) -- unless
+        not one line was written: then they go (no empty leftovers)."""
+        self._close(remove=self.count == 0)
 
-    def _close(self):
+    def _close(self, remove=False):
+        if remove and self._out is not None:     # still locked: nobody else's files
+            for path in (self.journal, self.partial):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        if self._stream is not None:
+            with contextlib.suppress(OSError):
+                self._stream.close()
         for fd in (self._out, self._rec):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self._out = self._rec = None
+        self._out = self._rec = self._stream = None
+
+
+def _split_fingerprint(journal_lines):
+    """``((fingerprint dict, size of its line) or None, records)`` of a journal's lines."""
+    if journal_lines and journal_lines[0][0].startswith(FINGERPRINT_TAG):
+        text, size = journal_lines[0]
+        try:
+            fp = json.loads(text[len(FINGERPRINT_TAG):])
+        except ValueError:
+            fp = None
+        return ((fp, size) if isinstance(fp, dict) else None), journal_lines[1:]
+    return None, journal_lines
 
 
 def _complete_lines(path):

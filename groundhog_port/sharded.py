@@ -7,11 +7,12 @@ The output file, its journal records and the final summary are those of the
 single-process run, so the two give byte-identical files.
 """
 import logging
+import sys
 
 import numpy as np
 
 from . import distributed
-from .errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
+from .errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from .outputs import Journal, Progress
 from .scoring import batches_for, score_batch
 from .translate import Translation, report_failures, total_cost, write_nbest_then_commit
@@ -19,7 +20,7 @@ from .translate import Translation, report_failures, total_cost, write_nbest_the
 logger = logging.getLogger(__name__)
 
 
-def translate(args, exp, translator, lines, unit_lines):
+def translate(args, exp, translator, lines, unit_lines, fingerprint=None):
     """Units of ``unit_lines`` source lines; rank 0 writes ``--trans`` (and ``--n-best``)."""
     world = distributed.world_from_env()
     if args.verbose or not args.source:
@@ -29,7 +30,7 @@ def translate(args, exp, translator, lines, unit_lines):
     journal, first, out_lines, out_records = None, None, [], []
     if world.is_root:
         keep = _whole_units(unit_lines, len(lines))
-        journal = Journal(args.trans, resume=args.resume, keep=keep)
+        journal = _open_or_tell(world, Journal, args.trans, args.resume, keep, fingerprint)
         out_lines, out_records = list(journal.done_lines), list(journal.done_records)
         first = len(journal.done_lines) // unit_lines if len(journal.done_lines) < len(lines) \
             else n_units
@@ -37,6 +38,8 @@ def translate(args, exp, translator, lines, unit_lines):
             logger.info("resuming %s after %d of %d lines", args.trans,
                         len(journal.done_lines), len(lines))
     first = distributed.broadcast(world, first if world.is_root else None)
+    if first is None:
+        return _refused_on_root(world)
     progress = Progress(len(lines), enabled=True if args.progress else None) \
         if world.is_root else None
     if progress:
@@ -76,7 +79,8 @@ def translate(args, exp, translator, lines, unit_lines):
         journal.close_unfinished()
         raise
     distributed.finish(world)
-    print("Total cost of the translations: {}".format(total_cost(results)))
+    print("Total cost of the translations: {}".format(total_cost(results)),
+          file=sys.stderr if journal.to_stdout else sys.stdout)
     if report_failures(results, note=distributed.EXIT_NOTE.format(code=EXIT_PARTIAL)):
         return EXIT_OK  # not EXIT_PARTIAL, which torchrun cannot pass on (EXIT_NOTE)
     logger.info("%d sentences on %d processes, %.1f sentences/s", len(results), world.size,
@@ -84,7 +88,7 @@ def translate(args, exp, translator, lines, unit_lines):
     return EXIT_OK
 
 
-def score(args, exp, complete_batches):
+def score(args, exp, complete_batches, fingerprint=None):
     """One unit per score.py batch; every rank walks the (model-free) batch iterator and
     scores only its own batches.  ``complete_batches`` is the single-process resume rule."""
     world = distributed.world_from_env()
@@ -98,12 +102,15 @@ def score(args, exp, complete_batches):
                                          args.n_batches)]
     journal, first = None, None
     if world.is_root:
-        journal = Journal(args.scores, args.resume, keep=complete_batches)
+        journal = _open_or_tell(world, Journal, args.scores, args.resume, complete_batches,
+                                fingerprint)
         first = len({r.split()[0] for r in journal.done_records})
         if first:
             logger.info("resuming %s after %d of %d pairs (%d batches)", args.scores,
                         len(journal.done_lines), sum(sizes), first)
     first = distributed.broadcast(world, first)
+    if first is None:
+        return _refused_on_root(world)
     progress = Progress(sum(sizes), unit="pairs", enabled=True if args.progress else None) \
         if world.is_root else None
     if progress:
@@ -135,6 +142,24 @@ def score(args, exp, complete_batches):
                     world.size, progress.rate())
     distributed.finish(world)
     return EXIT_OK
+
+
+def _open_or_tell(world, journal_class, path, resume, keep, fingerprint):
+    """Rank 0 opens the output; when it refuses (``--resume`` of another run, a busy file...)
+    the other ranks are told (``None`` for the first unit) before rank 0 raises, instead of
+    waiting for a broadcast that never comes."""
+    try:
+        return journal_class(path, resume=resume, keep=keep, fingerprint=fingerprint)
+    except BaseException:
+        distributed.broadcast(world, None)
+        raise
+
+
+def _refused_on_root(world):
+    """A rank other than 0 after rank 0 refused the output: rank 0 says why; leave quietly."""
+    import torch.distributed as dist
+    dist.destroy_process_group()
+    return EXIT_INPUT
 
 
 class _Batches:

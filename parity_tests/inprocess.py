@@ -24,3 +24,28 @@ def run_cli(*args, cwd=None):
     err += "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
                    for w in caught if not issubclass(w.category, HIDDEN_WARNINGS))
     return subprocess.CompletedProcess(list(args), rc, out, err)
+
+
+def journal_header(*argv):
+    """The fingerprint line (with its newline) that begins the journal ``groundhog-port ARGV``
+    writes -- computed as the command computes it -- for tests that lay out the files an
+    interrupted run leaves."""
+    import json
+
+    from groundhog_port import outputs
+    from groundhog_port.cli import build_parser
+    from groundhog_port.commands import score, translate
+    from groundhog_port.commands.common import open_from_args
+    from groundhog_port.data import read_text_lines
+    from groundhog_port.sampling import cli as sampling_cli
+    from groundhog_port.sampling.sampler import Sampler
+    args = build_parser().parse_args([str(a) for a in argv])
+    exp = open_from_args(args)
+    if args.command == "score":
+        fp = score.batch_fingerprint(args, exp)
+    elif args.beam_search:
+        fp = translate.beam_fingerprint(args, exp, read_text_lines(args.source))
+    else:
+        fp = sampling_cli.batch_fingerprint(args, exp, read_text_lines(args.source),
+                                            Sampler(exp, mrg_seed=args.seed).mrg_seed)
+    return outputs.FINGERPRINT_TAG + json.dumps(fp, sort_keys=True) + "\n"

@@ -174,3 +174,28 @@ def test_unsharded_command_refused_under_torchrun(monkeypatch):
     r = single("score", "--mode", "txt", "--src", F / "test.en", "--trg", F / "test.fr", *MODEL)
     assert r.returncode == 2
     assert "only --mode batch is sharded" in r.stderr
+
+
+def test_resume_of_another_run_is_refused_on_every_rank(tmp_path, monkeypatch):
+    """Issue 25, item 4 under torchrun: rank 0 refuses a journal of another run (another
+    beam) with one line naming it, the other rank is told and leaves (no hang), and the
+    partial files are as they were."""
+    from groundhog_port.translate import Translator
+    from test_resume import interrupted_here
+    src = tmp_path / "src.en"
+    src.write_text("".join((F / "test.en").read_text().splitlines(True)[:8]))
+    out = tmp_path / "o.txt"
+    args = ["translate", "--beam-search", "--source", src, "--batch-size", "1", "--trans", out,
+            *MODEL]
+    # unit of 4 lines (4 x batch size): interrupted after 4 lines, one whole unit is kept
+    rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 4, *args,
+                                  "--beam-size", "5")
+    assert rc == 130, err
+    partial = out.with_name("o.txt.partial")
+    kept = partial.read_bytes()
+    assert kept.count(b"\n") == 4
+    rc, _, err = finish(torchrun(*args, "--beam-size", "6", "--resume"), timeout=300)
+    assert rc != 0
+    errors = [l for l in err.splitlines() if "error:" in l]
+    assert len(errors) == 1 and "beam_size 5 (now 6)" in errors[0], err
+    assert partial.read_bytes() == kept and not out.exists()

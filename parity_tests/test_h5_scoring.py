@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from groundhog_port import cli
+from inprocess import journal_header
 
 H5_SRC = "data/binarized_text.shuffled.en.h5"
 H5_TRG = "data/binarized_text.shuffled.fr.h5"
@@ -107,13 +108,15 @@ def test_whole_corpus_progress_and_throughput(legacy_root, tmp_path, full_run, c
     assert out.read_text().splitlines() == lines[:3 * BS]
 
 
-def _interrupted(path, lines, k, last_fragment="-1.23"):
-    """What the Journal leaves after an interruption while writing line ``k + 1``:
-    ``k`` complete lines with their ``"batch size"`` records, and half a line."""
+def _interrupted(root, path, lines, k, last_fragment="-1.23"):
+    """What the Journal of ``_score_argv(root, "search", path)`` leaves after an interruption
+    while writing line ``k + 1``: its fingerprint line, ``k`` complete lines with their
+    ``"batch size"`` records, and half a line."""
     partial = path.with_name(path.name + ".partial")
     journal = path.with_name(path.name + ".partial.journal")
     partial.write_text("".join(line + "\n" for line in lines[:k]) + last_fragment)
-    journal.write_text("".join(f"{i // BS} {BS}\n" for i in range(k)))
+    journal.write_text(journal_header(*_score_argv(root, "search", path))
+                       + "".join(f"{i // BS} {BS}\n" for i in range(k)))
     return partial, journal
 
 
@@ -121,7 +124,7 @@ def test_resume_is_byte_identical(legacy_root, tmp_path, full_run, caplog):
     lines = full_run.read_text().splitlines()
     out = tmp_path / "scores.txt"
     k = 5 * BS + 7                      # inside batch 6: that batch is scored again
-    partial, journal = _interrupted(out, lines, k)
+    partial, journal = _interrupted(legacy_root, out, lines, k)
     with caplog.at_level(logging.INFO):
         assert cli.main(_score_argv(legacy_root, "search", out, "--resume")) == 0
     assert out.read_bytes() == full_run.read_bytes()
@@ -137,7 +140,7 @@ def test_resume_keeps_whole_batches_only(legacy_root, tmp_path, full_run):
     marked = [f"KEPT{i}" for i in range(len(lines))]
     out = tmp_path / "scores.txt"
     k = 3 * BS + 20
-    _interrupted(out, marked, k)
+    _interrupted(legacy_root, out, marked, k)
     assert cli.main(_score_argv(legacy_root, "search", out, "--resume")) == 0
     got = out.read_text().splitlines()
     assert got[:3 * BS] == marked[:3 * BS]

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, LEGACY_ROOT
-from inprocess import run_cli
+from inprocess import journal_header, run_cli
 from groundhog_port import outputs
 from groundhog_port.errors import LegacyInputError
 
@@ -262,7 +262,10 @@ def test_translate_on_a_full_disk_then_resume(tmp_path):
     rc, ref_out, err = _run_here(*args, "--trans", ref / "t", "--n-best", ref / "n")
     assert rc == 0, err
     out = tmp_path / "t"
-    rc, _, err = _run(*args, "--trans", out, "--n-best", tmp_path / "n", limit=300)
+    # the limit: the journal's fingerprint line, then the translations and records of a
+    # couple of lines (300 bytes; the whole run needs more than twice that)
+    rc, _, err = _run(*args, "--trans", out, "--n-best", tmp_path / "n",
+                      limit=len(journal_header(*args, "--trans", out)) + 300)
     assert rc == 2
     _one_error_line(err, "cannot write", "--resume")
     assert not out.exists() and not (tmp_path / "n").exists()
@@ -314,7 +317,9 @@ def test_score_on_a_full_disk_then_resume(tmp_path):
     rc, _, err = _run_here(*args, "--scores", tmp_path / "ref")
     assert rc == 0, err
     out = tmp_path / "s"
-    rc, _, err = _run(*args, "--scores", out, limit=200)
+    # the journal's fingerprint line and 100 bytes: 25 of its 40 records ("b 4", 4 bytes)
+    rc, _, err = _run(*args, "--scores", out,
+                      limit=len(journal_header(*args, "--scores", out)) + 100)
     assert rc == 2
     _one_error_line(err, "cannot write", "--resume")
     assert not out.exists() and (tmp_path / "s.partial").stat().st_size > 0
@@ -486,3 +491,139 @@ def test_checkpoint_style_binary_output(tmp_path):
     with np.load(path) as npz:
         assert npz["W_0_enc_approx_embdr"].tolist() == arrays["W_0_enc_approx_embdr"].tolist()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m_model.npz"]
+
+
+# ---------------------------------------------------------------------------------------------
+# output targets (issue 25, item 3): nothing that is not a regular file of this run is renamed
+# over; links are written through, streams streamed, clashes refused
+# ---------------------------------------------------------------------------------------------
+
+def _translate_args(src, beam=3):
+    return ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", beam,
+            "--source", src]
+
+
+@pytest.fixture(scope="module")
+def reference_trans(tmp_path_factory):
+    """``(source, its translation bytes, stdout)`` of a plain run into a regular file."""
+    d = tmp_path_factory.mktemp("targets")
+    src = _src(d, n=4)
+    rc, out, err = _run_here(*_translate_args(src), "--trans", d / "ref")
+    assert rc == 0, err
+    return src, (d / "ref").read_bytes(), out
+
+
+def test_symlinked_outputs_are_written_through(reference_trans, tmp_path):
+    """``--trans LINK --n-best LINK2``: each link stays a link and its target (in another
+    folder) gets the output; the partial files live beside the target and are gone."""
+    src, ref, _ = reference_trans
+    there = tmp_path / "there"
+    there.mkdir()
+    (there / "t.txt").write_text("old text\n")
+    (tmp_path / "link").symlink_to(there / "t.txt")
+    (tmp_path / "nlink").symlink_to(there / "dangling")       # a link to a file to be made
+    rc, _, err = _run_here(*_translate_args(src), "--trans", tmp_path / "link",
+                           "--n-best", tmp_path / "nlink")
+    assert rc == 0, err
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "nlink").is_symlink()
+    assert (there / "t.txt").read_bytes() == ref
+    assert (there / "dangling").read_text().startswith("0 ||| ")
+    assert sorted(p.name for p in there.iterdir()) == ["dangling", "t.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "nlink", "there"]
+
+
+def test_fifo_output_is_streamed(reference_trans, tmp_path):
+    """``--trans FIFO``: the lines go down the pipe (no partial file, no rename); the FIFO
+    is still a FIFO afterwards."""
+    import stat
+    import threading
+    src, ref, _ = reference_trans
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    rc, _, err = _run_here(*_translate_args(src), "--trans", fifo)
+    reader.join(30)
+    assert rc == 0, err
+    assert got == [ref]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+    rc, _, err = _run_here(*_translate_args(src), "--trans", fifo, "--resume")
+    _one_error_line(err, "--resume", "streamed")
+    assert rc == 2 and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_character_device_output_is_streamed(tmp_path):
+    """A character device (a /dev/null made with mknod inside the test's folder, so that a
+    failure never replaces the machine's own) is written, never renamed over."""
+    import stat
+    dev = tmp_path / "null"
+    try:
+        os.mknod(dev, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, OSError) as err:
+        pytest.skip(f"cannot make a device node here ({err})")
+    outputs.atomic_write_text(dev, "text\n")
+    with outputs.atomic_output(dev, binary=True) as f:
+        f.write(b"bytes")
+    journal = outputs.Journal(dev)
+    journal.append("line", "record")
+    journal.commit()
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
+
+
+def test_dev_stdout_is_streamed(reference_trans, tmp_path):
+    """``--trans NAME`` where NAME is standard output (stdout a pipe): the translations arrive
+    on stdout, the Total cost line goes to stderr, and NAME is what it was.  The failing case
+    is run on a link of the test's own (``tmp/stdout -> /proc/self/fd/1``, which the old code
+    renamed over as it did the machine's /dev/stdout as root); the real ``/dev/stdout`` and
+    ``-`` only once :func:`outputs.output_target` says they are streamed, so that this test
+    can never replace the machine's /dev/stdout, whatever the code under test does."""
+    import stat
+    src, ref, out_ref = reference_trans
+    own = tmp_path / "stdout"
+    own.symlink_to("/proc/self/fd/1")
+    before = os.lstat("/dev/stdout")
+    for target in (own, "/dev/stdout", "-"):
+        if target != own:   # only where the guard holds (see above)
+            assert outputs.output_target(target).stream
+        p = subprocess.run([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
+                            *map(str, _translate_args(src)), "--trans", target],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=REPO,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == ref, target
+        assert out_ref.strip() in p.stderr.decode()
+        assert own.is_symlink() and os.readlink(own) == "/proc/self/fd/1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stdout"]
+    after = os.lstat("/dev/stdout")
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert stat.S_ISLNK(after.st_mode) or stat.S_ISCHR(after.st_mode)
+
+
+def test_outputs_that_would_destroy_something_are_refused(reference_trans, tmp_path):
+    """One line, exit 2, every file as it was: ``--trans`` equal to ``--source`` (also
+    through a link), ``--trans X --n-best X`` (not "another process is writing it"), a
+    directory, ``score --scores`` equal to ``--src``."""
+    src, _, _ = reference_trans
+    kept = src.read_bytes()
+    (tmp_path / "to_src").symlink_to(src)
+    x = tmp_path / "x"
+    cases = [
+        (["--trans", src], ["--source input"]),
+        (["--trans", tmp_path / "to_src"], ["--source input"]),
+        (["--trans", x, "--n-best", x], ["named for both --trans and --n-best"]),
+        (["--trans", tmp_path], ["is a directory"]),
+    ]
+    for extra, words in cases:
+        rc, _, err = _run_here(*_translate_args(src), *extra)
+        assert rc == 2, err
+        _one_error_line(err, *words)
+        assert "another process" not in err
+    rc, _, err = _run_here("score", "--state", STATE, MODEL, "--mode", "batch", "--src", src,
+                           "--trg", src, "--scores", src)
+    assert rc == 2
+    _one_error_line(err, "--src input")
+    assert src.read_bytes() == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["to_src"]

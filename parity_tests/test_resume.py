@@ -156,9 +156,10 @@ def test_score_batch_resume(tmp_path):
     assert not out_path.with_name("out.scores.partial").exists()
 
 
-def test_resume_after_damaged_partial_files(tmp_path):
+def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
     """A kill can leave a last line cut anywhere, even inside a UTF-8 character, and a
-    journal may be damaged: ``--resume`` keeps the complete, readable prefix and goes on."""
+    journal may be damaged: ``--resume`` keeps the complete, readable prefix and goes on.
+    (The journals begin with the run's fingerprint line, taken from a real interrupted run.)"""
     import json
 
     from groundhog_port.cli import main
@@ -167,6 +168,13 @@ def test_resume_after_damaged_partial_files(tmp_path):
     src = tmp_path / "s.en"
     src.write_text("".join(lines[i - 1] + "\n" for i in FAST_LINES[:4]), encoding="utf-8")
     out = tmp_path / "o.fr"
+    from groundhog_port.translate import Translator
+    rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 1, "translate",
+                                  "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
+                                  "--batch-size", 1, "--source", src, "--trans", out)
+    assert rc == 130, err
+    header = out.with_name("o.fr.partial.journal").read_text(encoding="utf-8").split("\n")[0]
+    assert header.startswith("#fingerprint {")
     record = json.dumps({"cost": 1.5, "error": None, "nbest": [["kept line", 1.5]]})
     cases = {
         # two whole lines (the second's record is damaged) and half of "é"
@@ -179,7 +187,8 @@ def test_resume_after_damaged_partial_files(tmp_path):
     try:
         for name, (partial, journal, kept) in cases.items():
             out.with_name("o.fr.partial").write_bytes(partial)
-            out.with_name("o.fr.partial.journal").write_text(journal, encoding="utf-8")
+            out.with_name("o.fr.partial.journal").write_text(header + "\n" + journal,
+                                                             encoding="utf-8")
             rc, stdout, err = run_cli_inprocess(main, [
                 "--log-level", "WARNING", "translate", "--state", STATE, MODEL, "--beam-search",
                 "--beam-size", 5, "--batch-size", 1, "--source", src, "--trans", out, "--resume"])
@@ -192,3 +201,126 @@ def test_resume_after_damaged_partial_files(tmp_path):
             out.unlink()
     finally:
         torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------------------------------------
+# fingerprints (issue 25, item 4) and no empty leftovers (issue 26, friction 8)
+# ---------------------------------------------------------------------------------------------
+
+def interrupted_here(monkeypatch, cls, name, after, *argv):
+    """``run_here(*argv)`` with ``cls.name`` raising KeyboardInterrupt (Ctrl-C) at its call
+    number ``after + 1``: an interruption at a known line, in this process."""
+    real = getattr(cls, name)
+    calls = []
+
+    def stop_after(*args, **kwargs):
+        if len(calls) == after:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*args, **kwargs)
+    with monkeypatch.context() as m:
+        m.setattr(cls, name, stop_after)
+        return run_here(*argv)
+
+
+def _lines_file(path, numbers):
+    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
+    path.write_text("".join(lines[i - 1] + "\n" for i in numbers), encoding="utf-8")
+    return path
+
+
+def _one_error(err, *words):
+    errors = [l for l in err.splitlines() if "error:" in l]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in errors[0], err
+    return errors[0]
+
+
+def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
+    """A run of 6 lines stopped after 3; then: without ``--resume`` the partial is reported
+    (exit 2, kept); ``--resume`` with another source, beam, ``--normalize`` or changes is
+    refused, naming what differs (the partial untouched); the same command resumes and
+    gives the uninterrupted run's bytes."""
+    from groundhog_port.translate import Translator
+    src = _lines_file(tmp_path / "a.en", FAST_LINES[:6])
+    other = _lines_file(tmp_path / "b.en", FAST_LINES[4:10])
+    out = tmp_path / "o.fr"
+    base = ["translate", "--state", STATE, MODEL, "--beam-search", "--batch-size", 1,
+            "--trans", out]
+    args = [*base, "--beam-size", 5, "--source", src]
+    rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 3, *args)
+    assert rc == 130, err
+    partial = out.with_name("o.fr.partial")
+    kept = partial.read_bytes()
+    journal = out.with_name("o.fr.partial.journal").read_bytes()
+    assert kept.count(b"\n") == 3
+
+    rc, _, err = run_here(*args)
+    assert rc == 2
+    _one_error(err, "3 complete lines", "--resume")
+    refusals = {
+        "source": [*base, "--beam-size", 5, "--source", other],
+        "beam_size 5 (now 6)": [*base, "--beam-size", 6, "--source", src],
+        "normalize False (now True)": [*base, "--beam-size", 5, "--source", src, "--normalize"],
+        "changes '' (now 'bs=4')": [*base[:4], "bs=4", *base[4:], "--beam-size", 5,
+                                    "--source", src],
+    }
+    for what, argv in refusals.items():
+        rc, _, err = run_here(*argv, "--resume")
+        assert rc == 2, what
+        line = _one_error(err, "--resume", "another run", what)
+        assert line.count("(now") == 1, line        # only what differs is named
+        assert partial.read_bytes() == kept and not out.exists()
+        assert out.with_name("o.fr.partial.journal").read_bytes() == journal
+
+    rc, _, err = run_here(*args, "--resume")
+    assert rc == 0, err
+    rc_ref, _, err_ref = run_here(*base[:-1], tmp_path / "ref.fr", "--beam-size", 5,
+                                  "--source", src)
+    assert rc_ref == 0, err_ref
+    assert out.read_bytes() == (tmp_path / "ref.fr").read_bytes()
+
+
+def test_score_resume_checks_the_fingerprint(monkeypatch, tmp_path):
+    """``score --mode batch --scores F --resume`` with another target file is refused."""
+    from groundhog_port.commands import score
+    src, trg = tmp_path / "s.en", tmp_path / "s.fr"
+    src.write_bytes((FX / "test.en").read_bytes())
+    trg.write_bytes((FX / "test.fr").read_bytes())
+    other = tmp_path / "o.fr"
+    other.write_bytes((FX / "test.fr").read_bytes().replace(b" .", b" !", 1))
+    out = tmp_path / "scores"
+    args = ["score", "--state", STATE, MODEL, "bs=8", "--mode", "batch", "--src", src,
+            "--allow-unk", "--scores", out]
+    rc, _, err = interrupted_here(monkeypatch, score, "score_batch", 2, *args, "--trg", trg)
+    assert rc == 130, err
+    assert out.with_name("scores.partial").read_bytes().count(b"\n") == 16
+    rc, _, err = run_here(*args, "--trg", other, "--resume")
+    assert rc == 2
+    _one_error(err, "another run", "trg sha256:")
+    rc, _, err = run_here(*args, "--trg", trg, "--resume")
+    assert rc == 0 and "resuming" in err, err
+
+
+def test_failed_runs_leave_no_empty_partials(monkeypatch, tmp_path):
+    """Issue 26, friction 8: a run that fails before its first line (interrupted at once, or
+    bad input met after the output was opened) leaves no empty ``X.partial`` and journal,
+    even next to a finished X, which stays as it was."""
+    from groundhog_port.translate import Translator
+    src = _lines_file(tmp_path / "a.en", FAST_LINES[:2])
+    out = tmp_path / "o.fr"
+    out.write_text("finished\n")
+    args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
+            "--batch-size", 1, "--source", src, "--trans", out]
+    rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 0, *args)
+    assert rc == 130, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.en", "o.fr"]
+    unknown = tmp_path / "u.fr"
+    unknown.write_text("zzzunknownword\n" * 40)
+    scores = tmp_path / "sc"
+    rc, _, err = run_here("score", "--state", STATE, MODEL, "--mode", "batch", "--src",
+                          FX / "test.en", "--trg", unknown, "--scores", scores)
+    assert rc == 2, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.en", "o.fr", "u.fr"]
+    assert out.read_text() == "finished\n"

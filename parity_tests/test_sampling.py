@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, case_dirs
+from inprocess import journal_header
 from test_batched_search import build_model
 from groundhog_port.loading import open_experiment
 from groundhog_port.parity import check, find_case
@@ -291,7 +292,9 @@ def test_batch_form_seed_changes_the_draw_and_resume_continues_the_stream(tmp_pa
     done = full.read_text(encoding="utf-8").splitlines()[:10]
     (tmp_path / "resumed.txt.partial").write_text("\n".join(done) + "\n", encoding="utf-8")
     (tmp_path / "resumed.txt.partial.journal").write_text(
-        "\n".join(l.split(" ||| ")[0] for l in done) + "\n", encoding="utf-8")
+        journal_header("translate", "--source", src, "--trans", resumed, "--n-samples", 4,
+                       *MODEL_ARGS)
+        + "\n".join(l.split(" ||| ")[0] for l in done) + "\n", encoding="utf-8")
     rc, _, _ = cli(capsys, "translate", "--source", src, "--trans", resumed, "--n-samples", 4,
                    "--resume", *MODEL_ARGS)
     assert rc == 0

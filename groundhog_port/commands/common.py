@@ -51,3 +51,19 @@ def open_from_args(args, model_path=None, state=None, data_dirs=None):
                            device=args.device, lenient=args.lenient,
                            allow_nonfinite=args.allow_nonfinite,
                            stable_softmax=args.stable_softmax)
+
+
+def run_fingerprint(args, exp, command, vocabularies, **settings):
+    """What makes a resumable output (:class:`~groundhog_port.outputs.Journal`): the
+    digests of the state, the model and the ``vocabularies`` (state keys) the run reads,
+    the changes, the options that change numbers, and ``settings`` (the command's own:
+    inputs' digests, beam size...).  ``--resume`` refuses a journal whose fingerprint
+    differs."""
+    from ..outputs import file_digest
+    fp = {"command": command, "state": file_digest(args.state),
+          "model": file_digest(args.model_path), "changes": getattr(args, "changes", "") or "",
+          "device": args.device, "lenient": args.lenient, "stable_softmax": args.stable_softmax}
+    for key in vocabularies:
+        fp[key] = file_digest(exp.path(key))
+    fp.update(settings)
+    return fp

@@ -11,9 +11,10 @@ from ..encoder import grconv_gates
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, Progress, atomic_output, check_output_path, write_failure
+from ..outputs import (Journal, Progress, atomic_output, check_outputs, file_digest,
+                       write_failure)
 from ..scoring import batches_for, parse_pair, score_batch, score_pair
-from .common import add_model_arguments, open_from_args
+from .common import add_model_arguments, open_from_args, run_fingerprint
 
 NAME = "score"
 HELP = "score sentence pairs as GroundHog's score.py did (--mode batch|txt|interact)"
@@ -66,10 +67,11 @@ def run(args):
                                      "prints every score)")
     if args.resume and args.mode != "batch":
         raise LegacyInputError(None, "--resume works with --mode batch")
-    if args.scores:
-        check_output_path(args.scores)
     if distributed.world_from_env() and args.mode != "batch":
         raise LegacyInputError(None, "under torchrun only --mode batch is sharded")
+    check_outputs([("--scores", args.scores)], inputs=[
+        ("--src", args.src), ("--trg", args.trg), ("--state", args.state),
+        ("model", args.model_path)])
     distributed.setup(args)
     exp = open_from_args(args)
     if args.mode == "batch":
@@ -94,6 +96,15 @@ def _complete_batches(records):
     return n
 
 
+def batch_fingerprint(args, exp):
+    """What ``--scores`` depends on (``--resume`` checks it).  Without ``--src/--trg`` the
+    corpora are the state's (its digest covers their names)."""
+    corpora = {"src": file_digest(args.src), "trg": file_digest(args.trg)} if args.src else {}
+    return run_fingerprint(args, exp, "score --mode batch", ("word_indx", "word_indx_trgt"),
+                           **corpora, allow_unk=args.allow_unk, print_probs=args.print_probs,
+                           n_batches=args.n_batches, y_noise=args.y_noise)
+
+
 def batch_mode(exp, args):
     """score.py:132-188: one ``{:.5e}`` line per pair (the log-probability, or with
     ``--print-probs`` the probability), in batch order."""
@@ -105,14 +116,17 @@ def batch_mode(exp, args):
     if args.src and not (str(args.src).endswith(".h5") and str(args.trg).endswith(".h5")):
         for path in (args.src, args.trg):  # text: GroundHog's .h5 path skips long pairs itself
             warn_long_lines(path, read_text_lines(path), exp.state, "scoring it", "score.py")
+    fingerprint = batch_fingerprint(args, exp) if args.scores else None
     if distributed.world_from_env():
-        return sharded.score(args, exp, _complete_batches)
-    journal = Journal(args.scores, args.resume, keep=_complete_batches) if args.scores else None
-    skip = len({r.split()[0] for r in journal.done_records}) if journal else 0
-    kept = len(journal.done_lines) if journal else 0
-    # a cheap first pass (no model) counts the pairs, for the progress line
+        return sharded.score(args, exp, _complete_batches, fingerprint)
+    # a cheap first pass (no model) counts the pairs, for the progress line; it meets bad
+    # input (an unknown word...) before any output file is made
     total = sum(b.size for b in batches_for(exp, args.src, args.trg, args.allow_unk,
                                             args.n_batches))
+    journal = Journal(args.scores, args.resume, keep=_complete_batches,
+                      fingerprint=fingerprint) if args.scores else None
+    skip = len({r.split()[0] for r in journal.done_records}) if journal else 0
+    kept = len(journal.done_lines) if journal else 0
     if kept:
         logger.info("resuming %s after %d of %d pairs (%d batches)", args.scores, kept, total, skip)
     out = sys.stdout

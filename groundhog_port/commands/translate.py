@@ -6,11 +6,11 @@ from .. import distributed, sharded
 from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, Progress, check_output_path
+from ..outputs import Journal, Progress, check_outputs, text_digest
 from ..sampling import cli as sampling_cli
 from ..translate import (SearchWarnings, Translation, Translator, report_failures, total_cost,
                          write_nbest_then_commit)
-from .common import add_model_arguments, open_from_args
+from .common import add_model_arguments, open_from_args, run_fingerprint
 
 NAME = "translate"
 HELP = ("translate as GroundHog's sample.py did: beam search (--beam-search --beam-size N "
@@ -61,8 +61,8 @@ def run(args):
         raise LegacyInputError(None, "--batch-size must be at least 1")
     if bool(args.source) != bool(args.trans):
         raise LegacyInputError(None, "--source and --trans go together")
-    if args.n_best:
-        check_output_path(args.n_best)
+    check_outputs([("--trans", args.trans), ("--n-best", args.n_best)], inputs=[
+        ("--source", args.source), ("--state", args.state), ("model", args.model_path)])
     world = distributed.setup(args)
     exp = open_from_args(args)
     if not args.source:
@@ -75,9 +75,11 @@ def run(args):
         logger.warning("%s is empty: there is nothing to translate (%s will be empty too)",
                        args.source, args.trans)
     warn_long_lines(args.source, lines, exp.state)
+    fingerprint = beam_fingerprint(args, exp, lines)
     if world:
-        return sharded.translate(args, exp, translator, lines, 4 * args.batch_size)
-    journal = Journal(args.trans, resume=args.resume, keep=_readable_records)
+        return sharded.translate(args, exp, translator, lines, 4 * args.batch_size, fingerprint)
+    journal = Journal(args.trans, resume=args.resume, keep=_readable_records,
+                      fingerprint=fingerprint)
     done = [Translation.from_record(l, r) for l, r in zip(journal.done_lines, journal.done_records)]
     if done:
         logger.info("resuming %s after %d of %d lines", args.trans, len(done), len(lines))
@@ -107,11 +109,20 @@ def run(args):
         progress.close()
         journal.close_unfinished()
         raise
-    print("Total cost of the translations: {}".format(total_cost(results)))
+    print("Total cost of the translations: {}".format(total_cost(results)),
+          file=sys.stderr if journal.to_stdout else sys.stdout)
     if report_failures(results):
         return EXIT_PARTIAL
     logger.info("%d sentences, %.1f sentences/s", len(results), progress.rate())
     return EXIT_OK
+
+
+def beam_fingerprint(args, exp, lines):
+    """What a beam-search ``--trans`` depends on (``--resume`` checks it); the batch size
+    and the number of processes do not change a line."""
+    return run_fingerprint(args, exp, "translate --beam-search", ("word_indx", "indx_word_target"),
+                           source=text_digest(lines), beam_size=args.beam_size,
+                           normalize=args.normalize, ignore_unk=args.ignore_unk)
 
 
 def _readable_records(records):

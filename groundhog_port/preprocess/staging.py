@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from ..errors import LegacyInputError
-from ..outputs import check_output_path
+from ..outputs import OutputError, output_target
 
 logger = logging.getLogger("groundhog_port.preprocess")
 
@@ -25,8 +25,11 @@ class Staged:
         """Stage ``write(tmp_path)`` for ``path``.  ``keep_existing``: ``safe_pickle`` /
         ``safe_hdf`` without ``-o`` (preprocess.py:81-82) -- an existing file is kept and a
         warning logged."""
-        path = Path(path)
-        check_output_path(path)
+        target = output_target(path)     # a symbolic link is written through, never replaced
+        if target.stream:
+            raise OutputError(path, "is not a regular file (a FIFO, a device or standard "
+                              "output): preprocess writes its files whole, give a file name")
+        path = target.path
         if keep_existing and path.exists():
             logger.warning("Not saving %s, already exists.", path)
             return

@@ -20,7 +20,7 @@ import sys
 from ..data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
-from ..outputs import Journal, Progress
+from ..outputs import Journal, Progress, check_outputs, text_digest
 from .mrg import M2
 from .sampler import Sampler, SamplingFailed
 
@@ -57,6 +57,8 @@ def run(args):
     elif args.n_samples is not None or args.alpha is not None:
         raise LegacyInputError(None, "--n-samples / --alpha belong to the batch form "
                                      "(--source F --trans F); the interactive form asks for them")
+    check_outputs([("--trans", args.trans)], inputs=[
+        ("--source", args.source), ("--state", args.state), ("model", args.model_path)])
     from ..commands.common import open_from_args
     exp = open_from_args(args)
     sampler = Sampler(exp, mrg_seed=args.seed)
@@ -103,12 +105,24 @@ def format_line(i, sentence, cost):
     return f"{i} ||| {sentence} ||| {str(cost)}"   # str: the float32's own shortest repr
 
 
+def batch_fingerprint(args, exp, lines, mrg_seed):
+    """What the batch form's ``--trans`` depends on (``--resume`` checks it)."""
+    from ..commands.common import run_fingerprint
+    return run_fingerprint(args, exp, "translate (random sampling)",
+                           ("word_indx", "indx_word_target"), source=text_digest(lines),
+                           n_samples=args.n_samples,
+                           alpha=1.0 if args.alpha is None else args.alpha, seed=mrg_seed,
+                           normalize=args.normalize)
+
+
 def batch(exp, sampler, args):
     n, alpha = args.n_samples, 1.0 if args.alpha is None else args.alpha
     lines = read_text_lines(args.source)
     warn_long_lines(args.source, lines, exp.state)
-    journal = Journal(args.trans, resume=args.resume, keep=_complete_sentences(n))
-    seqs = [exp.parse_source(line)[0] for line in lines]
+    fingerprint = batch_fingerprint(args, exp, lines, sampler.mrg_seed)
+    seqs = [exp.parse_source(line)[0] for line in lines]    # bad input: before any file is made
+    journal = Journal(args.trans, resume=args.resume, keep=_complete_sentences(n),
+                      fingerprint=fingerprint)
     # resume: the lines kept end with a complete source line; the stream is advanced by
     # their draws (which do not depend on the values drawn)
     done = int(journal.done_records[-1]) + 1 if journal.done_records else 0
