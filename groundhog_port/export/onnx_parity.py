@@ -59,9 +59,8 @@ class OnnxRow:
         if fin.any():
             self.max_vs_recorded = max(self.max_vs_recorded, float(diff[fin].max()))
         kind = tol.KINDS[self.kind]
-        sigma, n_pool = tol.pooled_sigma(port32, port64, kind)
-        if n_pool >= tol.POOL_MIN:
-            self._account(where, tol.judge(onnx, port32, port64, kind, sigma, n_pool))
+        if onnx.size >= tol.POOL_MIN:            # its own noise pool, as parity.compare_values
+            self._account(where, tol.compare(onnx, port32, port64, kind))
         else:
             if self._pool is None:
                 self._pool = tol.Pool(kind)
