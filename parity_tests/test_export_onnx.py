@@ -120,6 +120,25 @@ def test_driver_translations_equal_the_ports(case, onnx_export):
     assert len(pool) > 0
 
 
+@pytest.mark.parametrize("case_name,name,beam,normalize,ignore_unk", [
+    ("search", "trans_beam10_normalize.txt", 10, True, False),
+    # phrase: the recording where --ignore-unk changes two lines
+    ("phrase", "trans_beam5_ignore_unk.txt", 5, False, True)])
+def test_driver_normalize_ignore_unk_write_the_recorded_lines(case_name, name, beam, normalize,
+                                                               ignore_unk, onnx_export):
+    """sample.py --normalize / --ignore-unk: the driver writes the recorded lines (all 40
+    sentences; the port writes them too, test_legacy_cases.py)."""
+    case = next((c for c in SHARED if c.name == case_name), None)
+    if case is None:
+        pytest.skip(f"the shared {case_name!r} recording is not present")
+    _, _, translator, _ = onnx_export(case)
+    lines = (case / "test.en").read_text(encoding="utf-8").split("\n")[:-1]
+    want = (case / name).read_text(encoding="utf-8").split("\n")[:-1]
+    for i in range(len(lines)):
+        got = translator.translate_line(lines[i], beam, ignore_unk, normalize)[0]
+        assert got == want[i], (i, got, want[i])
+
+
 def test_cli_exports_opset_and_driver(tmp_path, one_thread):
     import onnx
     case = FIXTURES / "search"
