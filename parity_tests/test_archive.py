@@ -159,7 +159,9 @@ def test_page_in_headless_chromium(made, browser):  # noqa: F811
 def test_two_torchrun_processes_same_report(made, tmp_path):
     out = tmp_path / "out"
     rc, stdout, err = finish(torchrun(*_args(made["root"], out, made["vocab"])))
-    assert rc == 1, err[-3000:]
-    assert stdout.count("5 experiments:") == 1
+    # one process exits 1 (things not done); torchrun would print a FAILED block for it
+    assert rc == 0 and "FAILED" not in err and "Traceback" not in err, err[-3000:]
+    [summary] = [ln for ln in stdout.splitlines() if "5 experiments:" in ln]
+    assert "one process exits 1 here, this torchrun job exits 0" in summary
     for name in REPORTS:
         assert (out / name).read_bytes() == (made["out"] / name).read_bytes(), name

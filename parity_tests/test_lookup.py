@@ -140,28 +140,37 @@ def test_parity_case_looks_in_sibling_data(legacy_root, tmp_path):
     assert files.source == data / "test.en" and files.target == data / "test.fr"
 
 
-def _pytest_plugin(case, *extra):
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(REPO / "parity_tests" / "test_legacy_cases.py"),
-                           "--legacy-case", str(case), "-k", "repr", *extra],
-                          capture_output=True, text=True, timeout=600, cwd=REPO)
-
-
 def test_pytest_plugin_takes_a_data_dir(legacy_root, tmp_path):
-    """``--legacy-data-dir``: vocabularies kept apart from the case; without it, the test
-    fails with the lookup's one line (no traceback)."""
-    case, vocab = tmp_path / "case", tmp_path / "vocab"
-    case.mkdir()
+    """``--legacy-data-dir``: ``kept/`` finds its vocabularies in ``vocab/``; ``lost/``, whose
+    vocabularies are nowhere, fails with the lookup's one line (no traceback).  One pytest
+    run for both (each run imports torch)."""
+    vocab = tmp_path / "vocab"
     vocab.mkdir()
+    for name in ("kept", "lost"):
+        (tmp_path / name).mkdir()
     for p in (legacy_root / "search").iterdir():
-        (vocab if "vocab" in p.name else case).joinpath(p.name).symlink_to(p)
-    out = _pytest_plugin(case)
+        if "vocab" in p.name:
+            (vocab / p.name).symlink_to(p)
+        else:
+            for name in ("kept", "lost"):
+                (tmp_path / name / p.name).symlink_to(p)
+    # lost/'s state names other vocabulary files: none of the places holds them
+    state = (legacy_root / "search" / "search_state.pkl").read_bytes()
+    (tmp_path / "lost" / "search_state.pkl").unlink()
+    (tmp_path / "lost" / "search_state.pkl").write_bytes(state.replace(b"vocab.en.pkl",
+                                                                       b"vocab.xx.pkl"))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(REPO / "parity_tests" / "test_legacy_cases.py"), "-k", "repr",
+                          "--legacy-case", str(tmp_path / "kept"), "--legacy-case",
+                          str(tmp_path / "lost"), "--legacy-data-dir", str(vocab), "-rA"],
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert out.returncode == 1, out.stdout + out.stderr
+    assert "PASSED parity_tests/test_legacy_cases.py::test_parity[kept-repr]" in out.stdout, \
+        out.stdout
+    assert "1 failed, 1 passed" in out.stdout, out.stdout
     # the failure section is the lookup's message, on one line
-    section = out.stdout.split("test_parity[case-repr] _", 1)[1].split("=" * 10, 1)[0]
+    section = out.stdout.split("test_parity[lost-repr] _", 1)[1].split("=" * 10, 1)[0]
     [line] = [ln for ln in section.splitlines() if ln.strip() and not ln.startswith("_")]
-    assert line.startswith("case: ") and "cannot find the file for 'word_indx'" in line, section
+    assert line.startswith("lost: ") and "cannot find the file for 'word_indx'" in line, section
+    assert "vocab.xx.pkl" in line and str(vocab) in line, section
     assert "--legacy-data-dir DIR" in line and "--data-dir DIR" in line, section
-    out = _pytest_plugin(case, "--legacy-data-dir", str(vocab))
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "1 passed" in out.stdout, out.stdout

@@ -11,7 +11,8 @@ what it finds and re-does is described in :mod:`groundhog_port.archive`.  Rerun 
 command after an interruption: finished experiments are taken from ``DIR/cache``.
 
 Exit codes: 0 everything re-done reproduced the archive, 1 something differs or could not
-be done (the report says what), 2 bad input.
+be done (the report says what), 2 bad input.  Under torchrun a complete report exits 0, the
+summary line saying that one process exits 1 (torchrun reports any other code as a failure).
 """
 import logging
 
@@ -83,8 +84,9 @@ def run(args):
     n = len(archive.discover(args.root)) if not world or world.is_root else 0
     if n == 0 and (not world or world.is_root):
         raise LegacyInputError(args.root, "no experiment (*state.pkl) in this folder tree")
+    root_rank = world is None or world.is_root
     progress = Progress(n if not world else (n + world.size - 1) // world.size, unit="exp",
-                        enabled=True if args.progress else None)
+                        enabled=(True if args.progress else None) if root_rank else False)
     try:
         entries, results = archive.run(args.root, args.out, opts, world, progress, args.fresh)
     finally:
@@ -97,11 +99,14 @@ def run(args):
     if world is not None:
         distributed.finish(world)
     s = report["summary"]
-    print(f"{s['experiments']} experiments: {s['trans_files_identical']}/{s['trans_files']} "
-          f"translation files and {s['scores_files_identical']}/{s['scores_files']} score "
-          f"files identical, parity {s['parity_passed']}/{s['parity_checked']}, "
-          f"{s['not_done']} not done; report: {', '.join(str(p) for p in paths)}")
     good = (s["trans_files_identical"] == s["trans_files"] and s["not_done"] == 0
             and s["scores_files_identical"] == s["scores_files"]
             and s["parity_passed"] == s["parity_checked"])
-    return EXIT_OK if good else EXIT_MISMATCH
+    # under torchrun a complete report exits 0 with a note: torchrun turns exit 1 into a
+    # "FAILED" block (distributed.EXIT_NOTE)
+    note = distributed.EXIT_NOTE.format(code=EXIT_MISMATCH) if world and not good else ""
+    print(f"{s['experiments']} experiments: {s['trans_files_identical']}/{s['trans_files']} "
+          f"translation files and {s['scores_files_identical']}/{s['scores_files']} score "
+          f"files identical, parity {s['parity_passed']}/{s['parity_checked']}, "
+          f"{s['not_done']} not done; report: {', '.join(str(p) for p in paths)}{note}")
+    return EXIT_OK if good or world else EXIT_MISMATCH
