@@ -16,7 +16,8 @@ import logging
 import signal
 import sys
 
-from .errors import EXIT_INPUT, LegacyInputError
+from .budget import DEFAULT_MIB, ENV as BUDGET_ENV, FLAG as BUDGET_FLAG
+from .errors import EXIT_INPUT, LegacyInputError, allocation_failure
 from .outputs import signals_held
 
 # The command module (which imports torch, seconds) is imported by main() with SIGINT and
@@ -33,7 +34,7 @@ COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "tra
 #: --log-level values (logging's own names, any case)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: global options that take a value (to find the command in argv before parsing)
-_VALUED_GLOBALS = ("--log-level", "--threads")
+_VALUED_GLOBALS = ("--log-level", "--threads", "--parse-budget-mib")
 #: loggers whose messages name the files chosen; each is said once per run
 PATH_LOGGERS = ("groundhog_port.paths",)
 
@@ -77,6 +78,11 @@ def _global_options(parser, suppress=False):
     parser.add_argument("--threads", type=int, default=default(None),
                         help="torch CPU threads (default: 1 for small models, where more "
                              "threads only add synchronisation; torch's default otherwise)")
+    parser.add_argument(BUDGET_FLAG, type=int, default=default(None), metavar="MIB",
+                        help="memory one input file may make a loader allocate beyond what the "
+                             "state declares (default: $" + BUDGET_ENV + f" or {DEFAULT_MIB}); "
+                             "a file over it is refused with one line naming the limit. Raise it "
+                             "only for genuinely huge archives (docs/hardening.md)")
 
 
 class Parser(argparse.ArgumentParser):
@@ -187,6 +193,9 @@ def main(argv=None):
         if args.threads is not None:
             from .loading import set_threads
             set_threads(args.threads)
+        if args.parse_budget_mib is not None:
+            from .budget import set_budget_mib
+            set_budget_mib(args.parse_budget_mib)
         if args.command not in SHARDED_COMMANDS and world_from_env():
             raise LegacyInputError(None, f"'{args.command}' does not run under torchrun; only "
                                    f"{', '.join(SHARDED_COMMANDS)} are sharded")
@@ -200,6 +209,12 @@ def main(argv=None):
                 logging.getLogger(logger_name).removeFilter(once)
     except LegacyInputError as err:
         print(f"{name}: error: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except (MemoryError, RuntimeError) as err:
+        problem = allocation_failure(err)
+        if problem is None:
+            raise
+        print(f"{name}: error: {problem}", file=sys.stderr)
         return EXIT_INPUT
     except Terminated:
         print(f"{name}: terminated", file=sys.stderr)

@@ -30,3 +30,22 @@ class LegacyInputError(Exception):
 
 class UnsupportedModelError(LegacyInputError):
     """A state option the port (or the original) cannot run."""
+
+
+def allocation_failure(err):
+    """A one-line description when ``err`` is a failed memory allocation, else ``None``.
+
+    Python raises :class:`MemoryError`; torch's CPU allocator a ``RuntimeError`` ("...
+    DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes ..."), CUDA a
+    ``torch.OutOfMemoryError`` (a ``RuntimeError`` saying "out of memory").  A state or an
+    option asking for more than the machine has is a usage error (exit 2), not a crash."""
+    import re
+    text = " ".join(str(err).split())
+    if isinstance(err, MemoryError):
+        return "out of memory" + (f" ({text[:200]})" if text else "")
+    if isinstance(err, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text):
+        asked = re.search(r"allocate (\d+) bytes", text)
+        size = f": tried to allocate {int(asked.group(1)) / 2 ** 30:.1f} GiB" if asked else ""
+        return (f"out of memory{size} (do the state's sizes -- dim, rank_n_approx, n_sym_*, bs "
+                "-- or the options ask for more than this machine has?)")
+    return None

@@ -374,6 +374,60 @@ def long_int_pickle(digits: int) -> bytes:
 HUGE_OPCODES = ("BINBYTES8", "BINUNICODE8", "BYTEARRAY8", "BINSTRING", "BINUNICODE", "LONG4", "FRAME")
 
 
+# ----------------------------------------------------------------------------------------------
+# Issue 25: pickles that are small, well formed, and hurt (nesting, sized constructors, opcode
+# floods, hash collisions); each is refused before the unpickler builds it (legacy_states.prescan)
+# ----------------------------------------------------------------------------------------------
+
+def nested_key_pickle(depth: int, kind: str = "tuple") -> bytes:
+    """``{key: 1}`` whose key is a tuple nested ``depth`` deep (``kind="tuple"``), or a
+    frozenset holding one (``"frozenset"``): inserting it hashes it, and the C hash recurses
+    once per level (a SIGSEGV at 200,000 before issue 25)."""
+    key = b")" + b"\x85" * depth
+    if kind == "frozenset":
+        return b"\x80\x04}(" + key + b"\x91K\x01s."
+    return b"\x80\x02}" + key + b"K\x01s."
+
+
+def sized_constructor_pickle(size: int, via: str = "call") -> bytes:
+    """``bytearray(size)`` (``via="call"``) or ``copy_reg._reconstructor(bytearray, object,
+    size)`` (``"reconstructor"``): 39 to 84 bytes asking for ``size`` bytes."""
+    if via == "reconstructor":
+        return (b"ccopy_reg\n_reconstructor\n(c__builtin__\nbytearray\nc__builtin__\nobject\n"
+                b"I%d\ntR." % size)
+    return b"c__builtin__\nbytearray\n(I%d\ntR." % size
+
+
+FLOOD_OPCODES = {"EMPTY_SET": b"\x8f", "EMPTY_DICT": b"}", "EMPTY_LIST": b"]", "MARK": b"(",
+                 "EMPTY_TUPLE+DUP": b"2"}
+
+
+def opcode_flood_pickle(opcode: str, nbytes: int) -> bytes:
+    """``nbytes`` of one object-making opcode (protocol 4 for ``EMPTY_SET``): each byte is
+    an object of up to 216 bytes (5 MB of ``EMPTY_SET`` took 2.7 GB and 71 s)."""
+    head = b"\x80\x04" + (b")" if opcode == "EMPTY_TUPLE+DUP" else b"")
+    return head + FLOOD_OPCODES[opcode] * max(0, nbytes) + b"."
+
+
+#: ints that differ by a multiple of this hash alike (CPython: hash(k) = k mod 2**61 - 1)
+HASH_MODULUS = 2 ** 61 - 1
+
+
+def colliding_ivocab_pickle(n: int, base: int = 5, protocol: int = 2) -> bytes:
+    """An id -> word dict of ``n`` int keys ``base + i * (2**61 - 1)``, all of one hash:
+    each insertion compares with every earlier key (40,000 took 163 s before issue 25).
+    ``protocol`` 0 writes them as text (``L...L``), 2 as ``LONG1``."""
+    out = bytearray(b"\x80\x02}(" if protocol >= 2 else b"(dp0\n")
+    for i in range(n):
+        k = base + i * HASH_MODULUS
+        if protocol >= 2:
+            kb = k.to_bytes((k.bit_length() + 8) // 8, "little", signed=True)
+            out += b"\x8a" + bytes([len(kb)]) + kb + b"X\x01\x00\x00\x00w"
+        else:
+            out += b"L%dL\nVw\ns" % k
+    return bytes(out + (b"u." if protocol >= 2 else b"."))
+
+
 # ==============================================================================================
 # Format-aware mutators
 # ==============================================================================================

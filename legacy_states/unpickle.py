@@ -19,14 +19,16 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import pickletools
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from groundhog_port import budget
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.untrusted import describe, reading
+
+from .prescan import prescan
 
 #: files larger than this are refused before reading (a GroundHog state is a few kB, a
 #: 30k-word vocabulary about 1 MB)
@@ -197,10 +199,24 @@ def _codecs_encode(text, encoding="utf-8"):
 
 
 def _reconstructor(cls, base, state):
-    # copy_reg._reconstructor(cls, base, state): only for whitelisted builtin classes
-    if not isinstance(cls, type) or cls not in (set, frozenset, list, dict, tuple, bytearray):
+    # copy_reg._reconstructor(cls, base, state): only for whitelisted builtin classes (not
+    # bytearray: bytearray(state) with an integer state allocates that many bytes)
+    if not isinstance(cls, type) or cls not in (set, frozenset, list, dict, tuple):
         raise pickle.UnpicklingError("copy_reg._reconstructor of a non-builtin class")
     return cls() if state is None else cls(state)
+
+
+def _bytearray(data=b"", encoding=None):
+    # Python 2 pickles a bytearray as bytearray(latin-1 text, 'latin-1'), Python 3 at
+    # protocols 0-2 as bytearray(bytes); bytearray(n) would allocate n bytes of nothing
+    if isinstance(data, str) and encoding is not None:
+        encoding = _as_text(encoding, "encoding")
+        if encoding.lower().replace("_", "-") in ("latin1", "latin-1"):
+            return bytearray(data.encode("latin-1"))
+    if isinstance(data, (bytes, bytearray)) and encoding is None:
+        return bytearray(data)
+    raise pickle.UnpicklingError(f"bytearray() of a {type(data).__name__} (a size or other "
+                                 "non-byte data): only byte strings are accepted")
 
 
 def _complex(real=0.0, imag=0.0):
@@ -213,7 +229,7 @@ _BUILTIN_NAMES = {
     # immutable builtin types are handed over as they are
     "set": set,
     "frozenset": frozenset,
-    "bytearray": bytearray,
+    "bytearray": _SafeCallable("bytearray", _bytearray),
     "complex": _SafeCallable("complex", _complex),
     "object": _OBJECT,
 }
@@ -343,11 +359,12 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
         raise LegacyInputError(path, f"file is {size} bytes, more than the {max_bytes} accepted for a pickle")
     if size == 0:
         raise LegacyInputError(path, "file is empty, not a pickle")
+    budget.check(path, f"a pickle of {size} bytes", size)
     try:
         data = path.read_bytes()
     except OSError as err:
         raise LegacyInputError(path, f"cannot read: {err.strerror or err}") from None
-    _check_memo_indices(data, path)
+    prescan(data, path)  # depth, hash keys, memo indices and memory, before building
     try:
         with warnings.catch_warnings():  # e.g. invalid escapes in a damaged protocol-0 string
             warnings.simplefilter("ignore")
@@ -372,53 +389,6 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
         raise LegacyInputError(path, f"{distinct} objects that are {expanded} when expanded (the same "
                                      "containers referenced over and over): not GroundHog data")
     return data
-
-
-def _check_memo_indices(data, path):
-    """Refuse memo indices no pickle of this size can need, before the C unpickler sizes
-    its memo table by them: ``PUT 127990723`` in a 3 KB state made it allocate and touch
-    1.9 GB (issue 17, fuzz seed 17217 case 1494).  A pickler numbers its memo entries
-    0, 1, 2 ..., one per memo opcode, so an index is below the number of bytes.
-
-    The opcodes are walked by their argument lengths only (``pickletools.genops`` would
-    decode protocol-0 strings, and refuses the non-ASCII ones of Python-2 vocabularies);
-    where the walk cannot go on (unknown opcode, truncated data) it stops, and the
-    unpickler, which cannot get past that point either, reports the damage."""
-    pos, n = 0, len(data)
-    while pos < n:
-        op = _OPCODES.get(data[pos])
-        if op is None:
-            return
-        pos += 1
-        length = op.arg.n if op.arg is not None else 0
-        if length == pickletools.UP_TO_NEWLINE:
-            end = data.find(b"\n", pos)
-            if op.arg.name.endswith("_pair") and end >= 0:  # GLOBAL, INST: module\nname\n
-                end = data.find(b"\n", end + 1)
-            if end < 0:
-                return
-            arg, pos = data[pos:end], end + 1
-            if op.name == "PUT" and arg.strip().isdigit() and int(arg) >= n:
-                raise LegacyInputError(path, f"corrupt pickle (memo index {int(arg)} in a file "
-                                             f"of {n} bytes)")
-            continue
-        if length in _LENGTH_PREFIX:
-            size, signed = _LENGTH_PREFIX[length]
-            length = size + int.from_bytes(data[pos:pos + size], "little", signed=signed)
-        if op.name in ("BINPUT", "LONG_BINPUT"):
-            index = int.from_bytes(data[pos:pos + length], "little")
-            if index >= n:
-                raise LegacyInputError(path, f"corrupt pickle (memo index {index} in a file "
-                                             f"of {n} bytes)")
-        pos += max(length, 0)
-
-
-_OPCODES = {op.code.encode("latin-1")[0]: op for op in pickletools.opcodes}
-#: argument lengths given by a prefix: (prefix bytes, signed)
-_LENGTH_PREFIX = {pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
-                  pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
-                  pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
-                  pickletools.TAKEN_FROM_ARGUMENT8U: (8, False)}
 
 
 #: a container may be referenced from several places (the pickle memo), but data that

@@ -1,0 +1,238 @@
+"""Hostile files (issue 25): small, well-formed files that crashed the process, took
+gigabytes, or took minutes -- each through the command a user would run.
+
+Every case runs ``python -m groundhog_port`` in its own process under an address-space cap
+(``RLIMIT_AS``, :data:`CAP`), so a bomb fails the test instead of taking the machine, and
+checks the promise of the hardening: exit code 0, 1, 2 or 3, no traceback, ONE error line
+naming the file, peak memory (``ru_maxrss`` of that process, from ``wait4``) under
+:data:`RSS_BOUND_MIB` above the same command's baseline on the valid fixture.  Each test
+names the finding it guards; on the code before issue 25 each one fails (SIGSEGV, the
+allocation, the time limit, or an error line that does not say what was refused).
+"""
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from conftest import FIXTURES, LEGACY_ROOT
+from groundhog_port import budget
+from groundhog_port import fuzzing as F
+from groundhog_port.errors import LegacyInputError
+from legacy_states import safe_load_pickle
+
+FX = FIXTURES / "search"
+STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
+DATA = LEGACY_ROOT / "data"
+ENV = {k: v for k, v in os.environ.items() if k != budget.ENV}
+ENV.update(OMP_NUM_THREADS="1", PYTHONUTF8="1")
+#: address space of one run: torch's start-up maps about 640 MiB (VmPeak of a translate run
+#: of the fixture); 3 GiB lets a bomb show its size in ru_maxrss and stops it well before
+#: the machine's memory
+CAP = 3 << 30
+#: the acceptance bound of issue 25: peak RSS above the process's baseline
+RSS_BOUND_MIB = 512
+#: a run that takes longer is a CPU bomb (the fixture's commands take seconds)
+TIMEOUT_S = 120
+
+
+@dataclass
+class Run:
+    rc: int
+    err: str
+    peak_mib: float
+    seconds: float
+
+
+def run_capped(*argv, cwd=None, env=None):
+    """``groundhog-port ARGV`` in a process of its own, under :data:`CAP` and
+    :data:`TIMEOUT_S`; its exit code (negative: killed by that signal), stderr, peak RSS."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+
+    with tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
+                                 *map(str, argv)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err, cwd=cwd,
+                                env=env or ENV, preexec_fn=limit)
+        timer = threading.Timer(TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - start
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+    return Run(proc.returncode, text, usage.ru_maxrss / 1024, seconds)
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    """Peak RSS (MiB) of ``translate`` on the valid fixture: torch, the model, one sentence."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "src.en")
+        with open(src, "w") as f:
+            f.write("he is expensive .\n")
+        run = run_capped("translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 2,
+                         "--source", src, "--trans", os.path.join(d, "out.fr"))
+    assert run.rc == 0, run.err
+    return run.peak_mib
+
+
+def assert_refused(run, baseline, path, *words):
+    """Exit 2, one error line naming ``path`` and saying ``words``, bounded memory."""
+    assert run.rc in (0, 1, 2, 3), f"exit {run.rc} (killed by signal {-run.rc}?): {run.err[-500:]}"
+    assert "Traceback" not in run.err, run.err[-2000:]
+    assert run.peak_mib - baseline < RSS_BOUND_MIB, \
+        f"peak RSS {run.peak_mib:.0f} MiB, baseline {baseline:.0f} MiB"
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    assert run.rc == 2 and len(lines) == 1 and " error: " in lines[0], run.err[-2000:]
+    assert str(path) in lines[0], lines[0]
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def write(path, data):
+    path.write_bytes(data)
+    return path
+
+
+def translate_with(tmp_path, changes):
+    src = write(tmp_path / "src.en", b"he is expensive .\n")
+    return run_capped("translate", "--state", STATE, MODEL, changes, "--beam-search",
+                      "--beam-size", 2, "--source", src, "--trans", tmp_path / "out.fr")
+
+
+# ---------------------------------------------------------------------------------------------
+# pickles: nesting checked before hashing
+# ---------------------------------------------------------------------------------------------
+def test_nested_tuple_dict_key_state(tmp_path, baseline):
+    """A 200 KB state whose dict key is a tuple nested 200,000 deep: SIGSEGV before (the C
+    hash of the key overflows the stack before the depth limit applies)."""
+    p = write(tmp_path / "s_state.pkl", F.nested_key_pickle(200_000))
+    assert_refused(run_capped("inspect", "--state", p), baseline, p, "nested more than 100 levels")
+
+
+def test_nested_frozenset_dict_key_state(tmp_path, baseline):
+    """The same through a frozenset key (building the frozenset hashes the nested tuple)."""
+    p = write(tmp_path / "s_state.pkl", F.nested_key_pickle(200_000, "frozenset"))
+    assert_refused(run_capped("inspect", "--state", p), baseline, p, "nested more than 100 levels")
+
+
+def test_nested_tuple_dict_key_vocabulary_through_changes(tmp_path, baseline):
+    """The nested key as the source vocabulary named in the changes (``word_indx=...``)."""
+    p = write(tmp_path / "vocab.en.pkl", F.nested_key_pickle(200_000))
+    assert_refused(translate_with(tmp_path, f"word_indx='{p}'"), baseline, p,
+                   "nested more than 100 levels")
+
+
+# ---------------------------------------------------------------------------------------------
+# pickles: no whitelisted constructor called with a size
+# ---------------------------------------------------------------------------------------------
+def test_bytearray_of_a_size_state(tmp_path, baseline):
+    """``bytearray(3000000000)``, 39 bytes: 3.1 GB before its error (under this cap the
+    allocation failed and the error said only "declares more data than can be held")."""
+    p = write(tmp_path / "s_state.pkl", F.sized_constructor_pickle(3_000_000_000))
+    assert_refused(run_capped("inspect", "--state", p), baseline, p, "bytearray() of a int")
+
+
+def test_bytearray_of_a_size_through_reconstructor_state(tmp_path, baseline):
+    """``copy_reg._reconstructor(bytearray, object, 3000000000)``: the same allocation."""
+    p = write(tmp_path / "s_state.pkl", F.sized_constructor_pickle(3_000_000_000, "reconstructor"))
+    assert_refused(run_capped("inspect", "--state", p), baseline, p, "_reconstructor")
+
+
+# ---------------------------------------------------------------------------------------------
+# pickles: opcode floods charged against the parse budget
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("opcode", ["EMPTY_SET", "EMPTY_DICT"])
+def test_opcode_flood_state(tmp_path, baseline, opcode):
+    """5 MB of ``EMPTY_SET`` took 2.7 GB and 71 s, of ``EMPTY_DICT`` 1.1 GB and 40 s: now
+    refused once the estimate passes the budget, naming it."""
+    p = write(tmp_path / "s_state.pkl", F.opcode_flood_pickle(opcode, 5_000_000))
+    assert_refused(run_capped("inspect", "--state", p), baseline, p,
+                   f"parse budget of {budget.DEFAULT_MIB} MiB", budget.FLAG)
+
+
+# ---------------------------------------------------------------------------------------------
+# hash flooding: loading a vocabulary is linear in its size whatever its keys
+# ---------------------------------------------------------------------------------------------
+def test_colliding_ivocab_keys(tmp_path, baseline):
+    """An ivocab of 40,000 int keys sharing one hash: ``translate`` spent 163 s before its
+    error (quadratic insertion); refused before the first insertion."""
+    p = write(tmp_path / "ivocab.fr.pkl", F.colliding_ivocab_pickle(40_000))
+    run = translate_with(tmp_path, f"indx_word_target='{p}'")
+    assert_refused(run, baseline, p, "a dict key that is a integer of 2**31 or more")
+
+
+@pytest.mark.parametrize("protocol", [0, 2])
+def test_colliding_keys_refused_before_insertion(tmp_path, protocol):
+    """In process, both encodings of the keys (text ``L..L`` and ``LONG1``): refused at the
+    first key, whatever the count (the walk stops there), in linear time."""
+    p = write(tmp_path / "ivocab.pkl", F.colliding_ivocab_pickle(2_000, protocol=protocol))
+    with pytest.raises(LegacyInputError, match=r"a dict key that is a integer .* at byte \d+"):
+        safe_load_pickle(p)
+
+
+def test_small_int_keys_load_in_linear_time(tmp_path):
+    """Keys that are accepted cannot collide: 32,768 ivocab ids that all share their low 16
+    bits (the worst case for the table's first probes) load as fast as consecutive ones --
+    within 4x (the same count of objects; a quadratic load would be ~10,000x)."""
+    n = 2 ** 15
+    spread = {i << 16: "w" for i in range(n)}
+    dense = {i: "w" for i in range(n)}
+    times = []
+    for name, d in (("spread", spread), ("dense", dense)):
+        p = write(tmp_path / f"{name}.pkl", __import__("pickle").dumps(d, 2))
+        start = time.process_time()
+        assert len(safe_load_pickle(p)) == n
+        times.append(time.process_time() - start)
+    assert times[0] < 4 * times[1] + 0.05, times
+
+
+# ---------------------------------------------------------------------------------------------
+# the parse budget: a documented flag and environment variable raise it
+# ---------------------------------------------------------------------------------------------
+def test_parse_budget_flag_and_environment(tmp_path, monkeypatch):
+    """A 100 KB ``EMPTY_DICT`` flood (an estimated ~32 MiB) loads under the default budget,
+    is refused under ``GROUNDHOG_PARSE_BUDGET_MIB=16`` (naming the limit), and a flag value
+    wins over the environment; a bad value is one clean error."""
+    p = write(tmp_path / "flood.pkl", F.opcode_flood_pickle("EMPTY_DICT", 100_000))
+    monkeypatch.delenv(budget.ENV, raising=False)
+    assert safe_load_pickle(p) == {}
+    monkeypatch.setenv(budget.ENV, "16")
+    with pytest.raises(LegacyInputError, match="parse budget of 16 MiB"):
+        safe_load_pickle(p)
+    monkeypatch.setattr(budget, "_chosen_mib", None)
+    budget.set_budget_mib(64)
+    try:
+        assert safe_load_pickle(p) == {}
+    finally:
+        monkeypatch.setattr(budget, "_chosen_mib", None)
+    monkeypatch.setenv(budget.ENV, "lots")
+    with pytest.raises(LegacyInputError, match=budget.ENV):
+        safe_load_pickle(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# resource errors: one line, exit 2, in every command
+# ---------------------------------------------------------------------------------------------
+def test_train_with_a_huge_dim(tmp_path, baseline):
+    """``train`` with ``dim=1000000``: torch's "can't allocate 4000000000000 bytes"
+    traceback and exit 1 before; one line, exit 2 now."""
+    if not (DATA / "binarized_text.shuffled.en.h5").exists():
+        pytest.skip(f"no .h5 bitexts at {DATA} (set GROUNDHOG_LEGACY_TRACES)")
+    run = run_capped("train", "--state", STATE, "dim=1000000", f"prefix='{tmp_path}/t_'",
+                     "--max-updates", 1, "--data-dir", DATA)
+    assert run.rc == 2 and "Traceback" not in run.err, run.err[-2000:]
+    lines = [line for line in run.err.splitlines() if " error: " in line]
+    assert len(lines) == 1 and "out of memory: tried to allocate 3725.3 GiB" in lines[0], run.err
