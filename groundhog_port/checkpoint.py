@@ -15,12 +15,13 @@ parameter stays at its ``skip_init=True`` value (zeros); only a shape mismatch
 raises.
 """
 import logging
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from . import compat
+from . import compat, npzguard
 from .config import GRCONV
 from .errors import LegacyInputError
 from .untrusted import reading
@@ -144,18 +145,28 @@ def legacy_param_table(cfg):
     return table, unsaved
 
 
-def read_npz(path):
-    """All arrays of a GroundHog model file (:func:`read_npz_arrays`); old vintages are
-    converted in memory (:func:`compat.upgrade_model`)."""
-    return compat.upgrade_model(read_npz_arrays(path), path)
+def read_npz(path, table=None):
+    """The arrays of a GroundHog model file (:func:`read_npz_arrays`); old vintages are
+    converted in memory (:func:`compat.upgrade_model`).  With the state's ``table``, only
+    its parameters (and an old vintage's ``*_back_*`` projections) are read; any other
+    member is returned as its header (:class:`npzguard.Member`: name, shape, dtype), never
+    decompressed, so that :func:`check_arrays` can still name it."""
+    expected = None
+    if table is not None:
+        expected = {p.name: p.shape for p in table}
+        expected.update({back: None for _, back in compat.BACK_PROJECTIONS})
+    return compat.upgrade_model(read_npz_arrays(path, expected=expected), path)
 
 
-def read_npz_arrays(path, kind="model"):
-    """All arrays of a GroundHog ``*_{kind}.npz`` file (``model`` or ``timing``), never
-    unpickling anything.  numpy's zip reader runs inside the untrusted-file guard: whatever
-    it raises on a damaged archive (bad CRC, unsupported compression method or flag,
-    encrypted member, damaged deflate data, malformed ``.npy`` header...) is one error
-    naming the file."""
+def read_npz_arrays(path, kind="model", expected=None, allowance=0):
+    """The arrays of a GroundHog ``*_{kind}.npz`` file (``model``, ``timing``, ``adadelta``),
+    never unpickling anything.  Every member's header is checked before any data is
+    decompressed (:func:`npzguard.read_members`: declared sizes, compression ratio, the parse
+    budget beyond what ``expected`` -- ``{name: shape}`` from the state -- declares, plus
+    ``allowance`` bytes); members outside ``expected`` come back as headers only.  numpy's
+    zip reader runs inside the untrusted-file guard: whatever it raises on a damaged archive
+    (bad CRC, unsupported compression, encrypted member, damaged deflate data, malformed
+    ``.npy`` header...) is one error naming the file."""
     with reading(path, f"truncated or corrupt .npz {kind} file"):
         try:
             with open(path, "rb") as f:
@@ -163,14 +174,10 @@ def read_npz_arrays(path, kind="model"):
             if magic != b"PK\x03\x04":
                 raise LegacyInputError(path, f"not a .npz archive (no zip header); a GroundHog "
                                        f"{kind} file is numpy.savez output")
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {key: npz[key] for key in npz.files}
-            for key, value in arrays.items():
-                if not isinstance(value, np.ndarray):
-                    # numpy hands back the raw bytes of a member that is not a .npy file
-                    raise LegacyInputError(path, f"member {key!r} is not a .npy array; a "
-                                           f"GroundHog {kind} file is numpy.savez output")
-            return arrays
+            with zipfile.ZipFile(path) as zf:
+                to_read, skipped = npzguard.read_members(zf, path, kind, expected, allowance)
+                arrays = {name: npzguard.read_array(zf, m) for name, m in to_read.items()}
+            return {**arrays, **skipped}
         except FileNotFoundError:
             raise LegacyInputError(path, "no such file") from None
         except IsADirectoryError:
@@ -209,7 +216,7 @@ def nonfinite_params(arrays):
     """``{name: count}`` of parameters holding NaN or Inf."""
     out = {}
     for name, a in arrays.items():
-        if a.dtype.kind == "f":
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
             n = int(a.size - np.isfinite(a).sum())
             if n:
                 out[name] = n
@@ -221,7 +228,7 @@ def load_into(model, path, lenient=False, allow_nonfinite=False, arrays=None):
     returns the table used."""
     table, _ = legacy_param_table(model.cfg)
     if arrays is None:
-        arrays = read_npz(path)
+        arrays = read_npz(path, table)
     problems = check_arrays(arrays, table, path, lenient)
     bad = nonfinite_params({p.name: arrays[p.name] for p in table if p.name in arrays})
     if bad and not allow_nonfinite:

@@ -322,8 +322,9 @@ def read_h5_bitext(path) -> H5Phrases:
                     raise LegacyInputError(
                         path, f"'/indices' column '{col}' is {ix.dtype[col]}, not an integer; "
                               f"{_H5_LAYOUT}")
-            check_dataset(ix, path, "'/indices'")
-            check_dataset(ph, path, "'/phrases'")
+            # the loader holds int64 copies: of /phrases, and of both /indices columns
+            check_dataset(ix, path, "'/indices'", loader_itemsize=16)
+            check_dataset(ph, path, "'/phrases'", loader_itemsize=8)
             table = ix[()]
             phrases = ph[()].astype(np.int64)
     pos = table["pos"].astype(np.int64)

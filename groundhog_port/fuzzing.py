@@ -516,6 +516,66 @@ def npz_with_members(arrays: dict, raw_members: dict) -> bytes:
     return buf.getvalue()
 
 
+def _deflate_zeros(head: bytes, nbytes: int):
+    """Raw deflate of ``head`` followed by ``nbytes`` zeros, made from one compressed
+    megabyte repeated (each full flush resets the compressor, so equal input gives equal
+    output): a 2 GB member costs a few milliseconds to make."""
+    import zlib
+    mb = 1 << 20
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = c.compress(head + bytes(min(nbytes, mb))) + c.flush(zlib.Z_FULL_FLUSH)
+    rest, tail = divmod(max(0, nbytes - mb), mb)
+    again = c.compress(bytes(mb)) + c.flush(zlib.Z_FULL_FLUSH)
+    return first + again * rest + c.compress(bytes(tail)) + c.flush()
+
+
+def npz_with_deflate_bomb(npz: bytes, name: str, declared: int) -> bytes:
+    """``npz`` (stored members, as numpy.savez writes) plus a deflate member ``name``.npy of
+    ``declared`` bytes of float32 zeros (a 2.1 MB file declaring 2 GB took 2.7 GB before
+    issue 25: every member was decompressed before the names were checked).  Its CRC is not
+    computed (0): a reader that gets that far has already decompressed it."""
+    header = npy_member("<f4", (declared // 4,))
+    body = _deflate_zeros(header, declared // 4 * 4)
+    size = len(header) + declared // 4 * 4
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(npz)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, src.read(info))
+    data = bytearray(out.getvalue())
+    eocd = data.rfind(b"PK\x05\x06")
+    cd_size, cd_offset = struct.unpack("<II", data[eocd + 12:eocd + 20])
+    central, entries = data[cd_offset:cd_offset + cd_size], struct.unpack("<H", data[eocd + 10:eocd + 12])[0]
+    fname = (name + ".npy").encode()
+    local_at = cd_offset
+    local = struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 8, 0, 0, 0, len(body), size,
+                        len(fname), 0) + fname
+    entry = struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, 0, len(body), size,
+                        len(fname), 0, 0, 0, 0, 0, local_at) + fname
+    new_cd_offset = local_at + len(local) + len(body)
+    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, entries + 1, entries + 1,
+                      len(central) + len(entry), new_cd_offset, 0)
+    return bytes(data[:cd_offset]) + local + body + bytes(central) + entry + end
+
+
+def h5_declared_size_lie(path: Path, n: int, dtype: str = "uint8", chunk: int = 1 << 20) -> None:
+    """A GroundHog bitext ``.h5`` (``/phrases``, ``/indices``) whose ``/phrases`` declares
+    ``n`` elements of ``dtype``, all zeros, gzip-compressed chunk by chunk (the same
+    compressed chunk written directly ``n / chunk`` times): 3e8 uint8 store ~300 KB, pass
+    the stored-vs-declared check as 300 MB, and the loader's ``.astype(int64)`` made 2.4 GB
+    of them (5.2 GB through ``score``, exit 0) before issue 25."""
+    import zlib
+    import h5py
+    with h5py.File(path, "w") as f:
+        ds = f.create_dataset("phrases", shape=(n,), dtype=dtype, chunks=(chunk,),
+                              compression="gzip")
+        packed = zlib.compress(bytes(chunk * np.dtype(dtype).itemsize), 9)
+        for start in range(0, n, chunk):
+            ds.id.write_direct_chunk((start,), packed)
+        rows = np.zeros(2, dtype=[("pos", "<i8"), ("length", "<i8")])
+        rows["length"] = 1
+        f.create_dataset("indices", data=rows)
+
+
 NPZ_EDITS = ("float64", "float16", "int32", "int64", "bool", "complex64", "big-endian", "string",
              "structured", "object", "transpose", "flatten", "extra-dim", "drop-row", "empty",
              "scalar", "nan", "inf", "-inf", "delete", "extra", "rename", "huge-header",

@@ -24,9 +24,15 @@ def _is_vlen_sequence(type_id):
     return type_id.get_class() == h5py.h5t.VLEN
 
 
-def check_dataset(ds, path, where):
+def check_dataset(ds, path, where, loader_itemsize=0):
     """Raise :class:`LegacyInputError` (naming ``path`` and ``where``) unless reading
-    ``ds`` whole allocates no more than what the file can hold for it."""
+    ``ds`` whole allocates no more than what the file can hold for it.
+
+    ``loader_itemsize``: bytes per element of the copy the loader makes from what it reads
+    (8 for ``.astype(int64)``), held together with it: the size is checked as the loader
+    will hold it, not as the file declares it -- a uint8 ``/phrases`` of 3e8 zeros stores
+    300 KB at deflate's ratio, passes as 300 MB of uint8, and became 2.4 GB of int64
+    (issue 25)."""
     import h5py
     if not isinstance(ds, h5py.Dataset):
         raise LegacyInputError(path, f"{where}: expected a dataset, found a {type(ds).__name__.lower()}")
@@ -43,12 +49,14 @@ def check_dataset(ds, path, where):
     if getattr(ds, "is_virtual", False):
         raise LegacyInputError(path, f"{where}: a virtual dataset (data in other files); "
                                      "expected the data inside the .h5 file")
-    declared = int(ds.size or 0) * int(ds.dtype.itemsize)
+    declared = int(ds.size or 0) * (int(ds.dtype.itemsize) + loader_itemsize)
     stored = int(ds.id.get_storage_size())
     if declared > MAX_EXPANSION * stored + SLACK_BYTES:
+        held = f" as the loader holds it, {loader_itemsize} more per element" if loader_itemsize else ""
         raise LegacyInputError(path, f"{where}: declares shape {tuple(ds.shape)} of {ds.dtype} "
-                                     f"({declared} bytes) but the file stores {stored} bytes for it: "
-                                     "truncated or corrupt file")
+                                     f"({declared} bytes{held}) but the file stores {stored} bytes "
+                                     f"for it, more than deflate's {MAX_EXPANSION}:1 could give: "
+                                     "truncated, corrupt or hostile file")
 
 
 def read_attrs(obj, path, where, names=None):

@@ -137,7 +137,7 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
     # the model file is checked against the state before the model is allocated: a state
     # declaring absurd sizes then fails on the shapes instead of exhausting memory
     table, _ = checkpoint.legacy_param_table(cfg)
-    arrays = checkpoint.read_npz(model_path)
+    arrays = checkpoint.read_npz(model_path, table)
     checkpoint.check_arrays(arrays, table, model_path, lenient)
     model = _allocate(cfg, table, state_path, stable_softmax)
     checkpoint.load_into(model, model_path, lenient=lenient, allow_nonfinite=allow_nonfinite,

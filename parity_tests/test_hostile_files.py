@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from conftest import FIXTURES, LEGACY_ROOT
@@ -106,9 +107,9 @@ def write(path, data):
     return path
 
 
-def translate_with(tmp_path, changes):
+def translate_with(tmp_path, changes="", model=MODEL):
     src = write(tmp_path / "src.en", b"he is expensive .\n")
-    return run_capped("translate", "--state", STATE, MODEL, changes, "--beam-search",
+    return run_capped("translate", "--state", STATE, model, changes, "--beam-search",
                       "--beam-size", 2, "--source", src, "--trans", tmp_path / "out.fr")
 
 
@@ -236,3 +237,66 @@ def test_train_with_a_huge_dim(tmp_path, baseline):
     assert run.rc == 2 and "Traceback" not in run.err, run.err[-2000:]
     lines = [line for line in run.err.splitlines() if " error: " in line]
     assert len(lines) == 1 and "out of memory: tried to allocate 3725.3 GiB" in lines[0], run.err
+
+
+# ---------------------------------------------------------------------------------------------
+# archives: names and declared sizes checked against the state before decompression
+# ---------------------------------------------------------------------------------------------
+def test_npz_extra_deflate_member_declaring_2gb(tmp_path, baseline):
+    """A 2.1 MB model file with an extra deflate member declaring 2 GB of zeros: 2.7 GB
+    before (every member was decompressed before the names were checked); now its header
+    is read, its data never, and the strict load names it."""
+    p = write(tmp_path / "m_model.npz", F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra",
+                                                                 2 * 10 ** 9))
+    assert_refused(translate_with(tmp_path, model=p), baseline, p,
+                   "unknown parameter W_extra (shape (500000000,))")
+
+
+def test_npz_member_declaring_a_wrong_shape_is_charged(tmp_path):
+    """In process: an expected member whose header declares far more than the state (a
+    deflate member of 2 GB under an expected name) is charged against the parse budget
+    before it is decompressed; the same member in a lenient load is never read."""
+    from groundhog_port import checkpoint
+    from groundhog_port.config import ModelConfig
+    import legacy_states
+    cfg = ModelConfig.from_state(legacy_states.load_state(STATE), STATE)
+    table, _ = checkpoint.legacy_param_table(cfg)
+    arrays = F.read_npz_arrays(MODEL.read_bytes())
+    victim = table[0].name
+    del arrays[victim]
+    p = write(tmp_path / "m_model.npz",
+              F.npz_with_deflate_bomb(F.npz_bytes(arrays), victim, 2 * 10 ** 9))
+    with pytest.raises(LegacyInputError, match=f"parse budget of {budget.DEFAULT_MIB} MiB"):
+        checkpoint.read_npz(p, table)
+    p2 = write(tmp_path / "x_model.npz", F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra",
+                                                                  2 * 10 ** 9))
+    got = checkpoint.read_npz(p2, table)
+    assert got["W_extra"].shape == (500_000_000,) and not isinstance(got["W_extra"], np.ndarray)
+    assert checkpoint.check_arrays(got, table, p2, lenient=True) == \
+        ["unknown parameter W_extra (shape (500000000,))"]
+
+
+def test_npz_member_lying_about_its_ratio(tmp_path):
+    """A deflate member whose directory entry declares more than deflate's 1100:1 over its
+    compressed bytes is refused from the directory alone."""
+    from groundhog_port import checkpoint
+    data = bytearray(F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra", 10 ** 8))
+    at = data.rfind(b"PK\x01\x02")         # the bomb's central directory entry: its size field
+    data[at + 24:at + 28] = (4 * 10 ** 9).to_bytes(4, "little")
+    p = write(tmp_path / "m_model.npz", bytes(data))
+    with pytest.raises(LegacyInputError, match="more than deflate's 1100:1"):
+        checkpoint.read_npz_arrays(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# h5: declared sizes in the dtype the loader makes
+# ---------------------------------------------------------------------------------------------
+def test_h5_uint8_phrases_declaring_3e8_through_score(tmp_path, baseline):
+    """A 304 KB bitext whose uint8 ``/phrases`` declares 3e8 zeros: it passed the
+    stored-vs-declared check as 300 MB, then ``.astype(int64)`` made 2.4 GB (5.2 GB through
+    ``score``, exit 0)."""
+    src = tmp_path / "src.h5"
+    F.h5_declared_size_lie(src, 300_000_000)
+    run = run_capped("score", "--state", STATE, MODEL, "--mode", "batch", "--src", src,
+                     "--trg", src, "--allow-unk", "--scores", tmp_path / "scores.txt")
+    assert_refused(run, baseline, src, "'/phrases'", "deflate's 1100:1")

@@ -73,7 +73,7 @@ def report(state_path, model_path=None, changes="", data_dir=None):
                                  "indx_word_target": lambda: exp.trg_idx2word}[key]())
         out["data"][key] = entry
     if model_path:
-        arrays = checkpoint.read_npz(model_path)
+        arrays = checkpoint.read_npz(model_path, table)
         problems = checkpoint.check_arrays(arrays, table, model_path, lenient=True)
         for entry in out["parameters"]:
             entry["in_checkpoint"] = entry["name"] in arrays

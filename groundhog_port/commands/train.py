@@ -137,7 +137,8 @@ def _restart_or_carry(loop, start, step, keep, resumed):
     (not for a checkpoint saved before any update: its accumulators were zero)."""
     acc = files.accumulators_path(start)
     if keep and acc is not None and acc.is_file():
-        arrays = files.load_accumulators(acc)
+        expected = {k: tuple(a.shape) for k, a in loop.algo.accumulators().items()}
+        arrays = files.load_accumulators(acc, {**expected, "step": ()})
         saved = int(arrays["step"]) if "step" in arrays else None
         if resumed and saved != step:
             raise LegacyInputError(acc, f"holds the Adadelta accumulators of update {saved}, but "

@@ -61,9 +61,10 @@ def accumulators_path(model_path):
     return None if m is None else Path(model_path).with_name(f"{m[1]}adadelta{m[2]}.npz")
 
 
-def load_accumulators(path):
-    """An accumulators file as written by :func:`save_checkpoint` (plain ``.npz``)."""
-    return read_npz_arrays(path, "adadelta")
+def load_accumulators(path, expected=None):
+    """An accumulators file as written by :func:`save_checkpoint` (plain ``.npz``);
+    ``expected``: ``{name: shape}`` of this model's accumulators (nothing else is read)."""
+    return read_npz_arrays(path, "adadelta", expected=expected)
 
 
 def load_timings(path):
