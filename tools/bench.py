@@ -182,11 +182,12 @@ def main(argv=None):
 
 def onnx_rows(args):
     """The exported ONNX graphs run by their numpy driver (onnxruntime, CPU) against the
-    port's searches on the fixture, in this run (tools/bench_onnx.py); None when skipped."""
+    port's searches, in this run: the fixture at beams 1/5/10 and 3 sentences of
+    RNNsearch-50 at beam 10 (tools/bench_onnx.py); None when skipped."""
     if args.no_onnx:
         return None
     import bench_onnx
-    rows = bench_onnx.measure()
+    rows = bench_onnx.measure() + bench_onnx.measure_full(3, seed=args.seed)
     bench_onnx.print_rows(rows)
     return rows
 

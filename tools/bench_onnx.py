@@ -8,10 +8,12 @@ sample.py), (b) the port's literal search (``translate --batch-size 1``) and (c)
 batched search (``translate``'s default), all with one thread; the lines must be the
 same.  ``tools/bench.py`` prints these rows after its own table; alone::
 
-    python tools/bench_onnx.py [--beams 1,5,10] [--repeat 3]
+    python tools/bench_onnx.py [--beams 1,5,10] [--repeat 3] [--full N]
 
 Tiny model: the figures measure per-step overhead (graph dispatch against torch op
-dispatch), not arithmetic; the best of ``--repeat`` runs is kept.
+dispatch), not arithmetic; the best of ``--repeat`` runs is kept.  ``--full N`` adds N
+sentences through a full-size RNNsearch-50 (random weights) at beam 10, where the
+arithmetic dominates: the driver against the port's literal search (same hypotheses?).
 """
 import argparse
 import importlib.util
@@ -22,6 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))
 
 FIXTURE = REPO / "fixtures" / "search"
 
@@ -81,22 +84,69 @@ def measure(beams=(1, 5, 10), repeat=3):
     return rows
 
 
+def measure_full(n_sentences=3, beams=(10,), seed=1234):
+    """The same at full RNNsearch-50 size (random weights, ``bench_search.full_size_model``;
+    30,000 + 30,000 words, dim 1000): ``n_sentences`` random sources of 20-40 words, the
+    ONNX driver against the port's literal search, one thread each, one run."""
+    import json
+
+    import torch
+
+    import bench_search
+    from groundhog_port.export.onnx_graphs import DRIVER_FILE, GRAPHS, search_settings, write_graphs
+    from groundhog_port.search.legacy import BeamSearch, sample
+    from legacy_states import prototype_search_state
+
+    torch.set_num_threads(1)
+    model = bench_search.full_size_model(seed)
+    seqs = bench_search.random_sentences(model.cfg, n_sentences, 20, 40, seed + 1)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        write_graphs(model, tmp)
+        config = {"graphs": GRAPHS, "search": search_settings(prototype_search_state(), model.cfg),
+                  "vocabularies": {"source_word2idx": {}, "source_idx2word": {},
+                                   "target_idx2word": {}}}
+        (Path(tmp) / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        spec = importlib.util.spec_from_file_location(
+            "beam_search_full", REPO / "groundhog_port" / "export" / DRIVER_FILE)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        onnx = mod.OnnxTranslator(tmp, threads=1)
+        for beam in beams:
+            t0 = time.perf_counter()
+            got = [onnx.sample(seq, beam)[0] for seq in seqs]
+            t1 = time.perf_counter()
+            want = [sample(BeamSearch(model), seq, beam).trans for seq in seqs]
+            t2 = time.perf_counter()
+            rows.append(dict(beam=beam, sentences=len(seqs), onnx_per_s=len(seqs) / (t1 - t0),
+                             literal_per_s=len(seqs) / (t2 - t1), batched_per_s=None,
+                             identical=got == want, model="RNNsearch-50, random weights"))
+    return rows
+
+
 def print_rows(rows):
-    print("\nONNX path (fixtures/search, 40 sentences, 1 thread; onnxruntime CPU vs the port):")
-    print("| beam | ONNX driver | port, literal | port, batched | ONNX / literal | same lines |")
-    print("|---|---|---|---|---|---|")
+    print("\nONNX path (1 thread; onnxruntime on the CPU vs the port, this run):")
+    print("| model | beam | sentences | ONNX driver | port, literal | port, batched | "
+          "ONNX / literal | same hypotheses |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['beam']} | {r['onnx_per_s']:.1f} sent/s | {r['literal_per_s']:.1f} sent/s | "
-              f"{r['batched_per_s']:.1f} sent/s | {r['onnx_per_s'] / r['literal_per_s']:.2f}x | "
-              f"{'yes' if r['identical'] else 'NO'} |")
+        batched = "-" if r["batched_per_s"] is None else f"{r['batched_per_s']:.2f} sent/s"
+        print(f"| {r.get('model', 'fixtures/search')} | {r['beam']} | {r['sentences']} | "
+              f"{r['onnx_per_s']:.2f} sent/s | {r['literal_per_s']:.2f} sent/s | {batched} | "
+              f"{r['onnx_per_s'] / r['literal_per_s']:.2f}x | {'yes' if r['identical'] else 'NO'} |")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--beams", default="1,5,10")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--full", type=int, default=0, metavar="N",
+                   help="also N random sentences through RNNsearch-50 at full size (beam 10)")
     args = p.parse_args(argv)
-    print_rows(measure([int(b) for b in args.beams.split(",")], args.repeat))
+    rows = measure([int(b) for b in args.beams.split(",")], args.repeat)
+    if args.full:
+        rows += measure_full(args.full)
+    print_rows(rows)
 
 
 if __name__ == "__main__":

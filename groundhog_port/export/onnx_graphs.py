@@ -353,18 +353,34 @@ def next_states_graph(model):
     return g.proto()
 
 
+#: config.json "graphs": the driver's name of each graph -> its file
+GRAPHS = dict(zip(("encoder", "next_probs", "next_states"), GRAPH_FILES))
+
+
+def search_settings(state, cfg):
+    """config.json "search": the ids and flags the driver's search and parsing read."""
+    keys = ("null_sym_source", "unk_sym_source", "n_sym_source", "null_sym_target",
+            "unk_sym_target", "oov")
+    return dict({k: state[k] for k in keys}, attention=bool(cfg.search),
+                grconv=cfg.enc.layer == GRCONV)
+
+
+def write_graphs(model, outdir):
+    """The three graphs of ``model`` into ``outdir``; returns their paths."""
+    paths = []
+    for name, build in zip(GRAPH_FILES, (encoder_graph, next_probs_graph, next_states_graph)):
+        path = Path(outdir) / name
+        atomic_write_bytes(path, build(model).SerializeToString())
+        paths.append(path)
+    return paths
+
+
 def onnx_config(exp):
     """``config.json`` of an ONNX export: what the driver needs (no torch, no pickle)."""
-    st = exp.state
     return {
         "format": FORMAT_NAME + "-onnx", "format_version": FORMAT_VERSION, "opset": OPSET,
-        "graphs": {"encoder": GRAPH_FILES[0], "next_probs": GRAPH_FILES[1],
-                   "next_states": GRAPH_FILES[2]},
-        "search": {"null_sym_source": st["null_sym_source"], "unk_sym_source": st["unk_sym_source"],
-                   "n_sym_source": st["n_sym_source"], "null_sym_target": st["null_sym_target"],
-                   "unk_sym_target": st["unk_sym_target"], "oov": st["oov"],
-                   "attention": bool(exp.cfg.search), "grconv": exp.cfg.enc.layer == GRCONV},
-        "state": _encode(st),
+        "graphs": GRAPHS, "search": search_settings(exp.state, exp.cfg),
+        "state": _encode(exp.state),
         "architecture": architecture(exp.cfg),
         "vocabularies": {
             "source_word2idx": exp.src_word2idx,
@@ -383,11 +399,7 @@ def write_onnx(exp, outdir):
                                      "'groundhog-port[export]'") from None
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, build in zip(GRAPH_FILES, (encoder_graph, next_probs_graph, next_states_graph)):
-        path = outdir / name
-        atomic_write_bytes(path, build(exp.model).SerializeToString())
-        paths.append(path)
+    paths = write_graphs(exp.model, outdir)
     cfg_path = outdir / "config.json"
     atomic_write_text(cfg_path, json.dumps(onnx_config(exp), indent=1, ensure_ascii=False,
                                            allow_nan=False) + "\n")
