@@ -127,7 +127,7 @@ def measure_full(n_sentences=3, beams=(10,), seed=1234):
 def print_rows(rows):
     print("\nONNX path (1 thread; onnxruntime on the CPU vs the port, this run):")
     print("| model | beam | sentences | ONNX driver | port, literal | port, batched | "
-          "ONNX / literal | same hypotheses |")
+          "ONNX / literal | same output |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         batched = "-" if r["batched_per_s"] is None else f"{r['batched_per_s']:.2f} sent/s"
