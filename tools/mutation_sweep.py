@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Mutation sweep: does `groundhog-port parity` catch plausible porting mistakes?
+
+Each mutation is a small text patch (old -> new, each ``old`` must occur exactly once: a
+patch that no longer applies because the code moved stops the sweep with exit 2) applied
+to a SCRATCH COPY of ``groundhog_port/`` (the worktree is never touched).  For each one:
+
+* **caught by**: ``groundhog-port parity --case <case>`` is run with the mutated copy on the
+  mutation's shared cases (``../shared/legacy_traces/<case>``, ``pending_traces/grconv``);
+  the failing rows are listed with the margin ``error / bound`` at their worst element
+  (``n_bad`` for exact rows);
+* **changes outputs?**: the user-visible outputs of the mutation's first case are recomputed
+  with the mutated copy and compared byte for byte with the unmutated port's: ``translate``
+  (batched beam search, beam 5 with its n-best costs; beam 10 ``--normalize``; beam 5
+  ``--ignore-unk``), ``score --mode batch``, random sampling (``translate`` without
+  ``--beam-search``, 5 samples per sentence, costs printed), and one ``train`` update
+  (the saved parameters).
+
+Target: every mutation that changes an output is caught.  A mutation that changes no output
+and is not caught is harmless (a rewrite with the same values).  Exit status: 0 when every
+output-changing mutation is caught, 1 otherwise, 2 when a patch does not apply.
+
+Usage::
+
+    python tools/mutation_sweep.py                      # all mutations (~1 h on 2 cores)
+    python tools/mutation_sweep.py --only gru_update_gate_swap,sampler_3len --jobs 2
+    python tools/mutation_sweep.py --list
+    python tools/mutation_sweep.py --fast               # each mutation's --only groups
+"""
+import argparse
+import collections
+import concurrent.futures
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+LEGACY = Path(os.environ.get("GROUNDHOG_LEGACY_TRACES", SHARED / "legacy_traces"))
+PENDING = Path(os.environ.get("GROUNDHOG_PENDING_TRACES", LEGACY.parent / "pending_traces"))
+EXIT_OK, EXIT_MISSED, EXIT_USAGE = 0, 1, 2
+
+#: ``fast_groups``: what ``--fast`` gives ``parity --only`` (a group, optionally followed by
+#: ``--beam-labels ...``): the group where the mistake shows first
+Mutation = collections.namedtuple("Mutation", "name kind patches cases fast_groups")
+
+S, D = "search/", "sampling/"
+SEARCH_CASES = ("search",)
+
+
+def m(name, kind, patches, cases=SEARCH_CASES, fast_groups=None):
+    """``patches``: ``[(path under groundhog_port/, old, new), ...]``."""
+    return Mutation(name, kind, tuple(patches), tuple(cases), fast_groups)
+
+
+#: the catalogue (issue 24's classes first); ``kind`` says what kind of mistake it is
+MUTATIONS = (
+    # -- the four that passed parity before issue 24 ---------------------------------------
+    m("normalize_len_plus_1", "normalisation",
+      [(S + "batched.py", "r.costs / np.array([len(t) for t in r.trans],",
+        "r.costs / np.array([len(t) + 1 for t in r.trans],"),
+       (S + "legacy.py", "costs = costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)",
+        "costs = costs / np.array([len(t) + 1 for t in hyps.trans], dtype=np.float64)")],
+      fast_groups="beam --beam-labels 10_normalize"),
+    m("batched_search_ignores_ignore_unk", "default path",
+      [(S + "batched.py", "jobs = [_Job(i, int(n), bool(ignore_unk), int(m))",
+        "jobs = [_Job(i, int(n), False, int(m))")], fast_groups="beam --beam-labels 5_ignore_unk"),
+    m("adadelta_rho_swap", "optimizer",
+      [("training/adadelta.py", 'self.rho = const(np.float32(state["adarho"]))',
+        'self.rho = const(np.float32(1.0 - state["adarho"]))'),
+       ("training/adadelta.py", 'self.one_minus_rho = const(np.float32(1.0 - state["adarho"]))',
+        'self.one_minus_rho = const(np.float32(state["adarho"]))')], fast_groups="train_step"),
+    m("sampler_3len_steps", "sampler",
+      [(D + "sampler.py", "    return 3 * (len(seq) - 1)\n", "    return 3 * len(seq)\n")],
+      fast_groups="sampler"),
+    # -- recurrent layer -------------------------------------------------------------------
+    m("gru_update_gate_swap", "GRU gates",
+      [("layers.py", "h = z * h + (1 - z) * h_prev", "h = (1 - z) * h + z * h_prev")],
+      fast_groups="repr"),
+    m("reset_after_matmul", "reset placement",
+      [("layers.py", "h = self.rec.activation(mm(r * h_prev, self.W) + x)",
+        "h = self.rec.activation(r * mm(h_prev, self.W) + x)")], fast_groups="repr"),
+    m("mask_zeroes_state", "masks",
+      [("layers.py", "h = mask * h + (1 - mask) * h_prev", "h = mask * h")], fast_groups="batch"),
+    m("context_not_fed_to_update_gate", "GRU gates",
+      [("decoder.py", "x_z = x_z + self.dec_updater(ctx)", "x_z = x_z")], fast_groups="steps"),
+    # -- encoder / annotations ---------------------------------------------------------------
+    m("backward_encoder_not_reversed", "backward-encoder reversal",
+      [("encoder.py", "x_rev = x.flip(0)", "x_rev = x")], fast_groups="repr"),
+    m("annotation_concat_order", "annotation concatenation order",
+      [("encoder.py", "return torch.cat(parts, dim=-1)", "return torch.cat(parts[::-1], dim=-1)")],
+      fast_groups="repr"),
+    m("initial_state_from_last_annotation", "initial-state source",
+      [("decoder.py", "init_c = c[0, :, -self.cfg.dim:]", "init_c = c[-1, :, -self.cfg.dim:]")],
+      fast_groups="repr"),
+    # -- attention ---------------------------------------------------------------------------
+    m("attention_without_tanh", "attention",
+      [("attention.py", "return mm(p.tanh_(), D)[..., 0]", "return mm(p, D)[..., 0]")],
+      fast_groups="pairs"),
+    m("attention_mask_dropped", "attention / masks",
+      [("attention.py", "energy = energy * c_mask", "energy = energy")], fast_groups="batch"),
+    m("attention_max_subtracted", "attention (same math, overflow differs)",
+      [("attention.py", "    energy = torch.exp(score)\n",
+        "    energy = torch.exp(score - score.amax(0, keepdim=True))\n")], fast_groups="pairs"),
+    m("attention_torch_sum", "float accumulation order",
+      [("attention.py", "alpha = energy / sum_positions(energy)",
+        "alpha = energy / energy.sum(0, keepdim=True)")], fast_groups="pairs"),
+    # -- readout / output --------------------------------------------------------------------
+    m("readout_from_new_state", "readout state",
+      [("decoder.py", "            states.append(s)\n            signals = x[t]",
+        "            signals = x[t]"),
+       ("decoder.py", "            s = self.transition.step(*signals, s, at(y_mask, t))\n",
+        "            s = self.transition.step(*signals, s, at(y_mask, t))\n            states.append(s)\n")],
+      fast_groups="pairs"),
+    m("maxout_strided_groups", "maxout grouping",
+      [("activations.py", "return x.reshape(*x.shape[:-1], dim // k, k).amax(dim=-1)",
+        "return x.reshape(*x.shape[:-1], k, dim // k).amax(dim=-2)")], fast_groups="pairs"),
+    m("first_word_check_ge", "first-word y>0 check",
+      [("decoder.py", "term = (y_prev > 0).to(term.dtype)[:, None] * term",
+        "term = (y_prev >= 0).to(term.dtype)[:, None] * term")], fast_groups="steps"),
+    m("encdec_context_last_row", "context position (RNNencdec: all rows equal)",
+      [("decoder.py", "ctx = c[min(step, c.shape[0] - 1)]", "ctx = c[-1]")],
+      cases=("encdec",), fast_groups="steps"),
+    # -- search / lengths / vocabulary -------------------------------------------------------
+    m("minlen_without_eos", "length limits",
+      [(S + "batched.py", "[len(s) // 2 for s in seqs]", "[(len(s) - 1) // 2 for s in seqs]"),
+       (S + "legacy.py", "minlen=len(seq) // 2)", "minlen=(len(seq) - 1) // 2)")],
+      fast_groups="beam"),
+    m("beam_cost_float32", "float32 cost accumulation",
+      [(S + "common.py", "return costs[:, None] - log_probs.double()",
+        "return (costs[:, None].float() - log_probs).double()")], fast_groups="steps"),
+    m("beam_log_float32", "float32 log (1 ulp)",
+      [(S + "common.py", "return torch.log(probs.double()).to(probs.dtype)",
+        "return torch.log(probs)")], fast_groups="steps"),
+    m("unk_mapping_by_target_size", "UNK mapping",
+      [("vocab.py", "if idx >= n_sym_source:", 'if idx >= max(n_sym_source, state["n_sym_target"]):')],
+      fast_groups="pairs"),
+    # -- sampler -----------------------------------------------------------------------------
+    m("sampler_stream_order", "sampler stream order",
+      [(D + "sampler.py", "unis = [self.stream.uniform(n_samples) for _ in range(n_steps)]",
+        "unis = list(self.stream.uniform(n_samples * n_steps).reshape(n_samples, n_steps).T)"),
+       (D + "sampler.py", "todo.append((i, steps, [self.stream.uniform(n_samples) for _ in range(steps)]))",
+        "todo.append((i, steps, list(self.stream.uniform(n_samples * steps).reshape(n_samples, steps).T)))")],
+      fast_groups="sampler"),
+    m("sample_cost_float64_sum", "float64 vs float32 accumulation (printed digits)",
+      [(D + "sampler.py", "costs.append(-np.sum(probs))               # numpy's float32 sum",
+        "costs.append(-np.sum(probs.astype(np.float64)))")], fast_groups="sampler"),
+    m("temperature_divides", "sampler temperature (alpha=1: same values)",
+      [(D + "sampler.py", "return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))",
+        "return softmax_with_bias(z / torch.as_tensor(T, dtype=z.dtype, device=z.device))")],
+      fast_groups="sampler"),
+    # -- training ----------------------------------------------------------------------------
+    m("clipping_threshold_ignored", "gradient clipping",
+      [("training/adadelta.py",
+        "self.cutoff = None if cutoff is None or not cutoff > 0 else const(np.float32(cutoff))",
+        "self.cutoff = None if cutoff is None or not cutoff > 0 else const(np.float32(1.0))")],
+      fast_groups="train_step"),
+    m("clipping_scale_rounding", "float32 rounding order (clipping)",
+      [("training/adadelta.py", "return norm, [g * c / norm for g in grads]",
+        "return norm, [g * (c / norm) for g in grads]")], cases=("encdec",),
+      fast_groups="train_step"),
+    m("batch_order_stable_sort", "batch order",
+      [("data.py", "order = legacy_argsort(lens)", "order = np.argsort(lens, kind='stable')")],
+      fast_groups="train_step"),
+)
+
+
+# ----------------------------------------------------------------------------------------
+# scratch copies
+# ----------------------------------------------------------------------------------------
+class PatchError(Exception):
+    """A patch whose ``old`` text does not occur exactly once (the code moved)."""
+
+
+def check_patches(mutation, root=REPO):
+    """Raise :class:`PatchError` unless every patch of ``mutation`` applies to ``root``."""
+    texts = {}
+    for rel, old, new in mutation.patches:
+        path = root / "groundhog_port" / rel
+        text = texts.get(rel, path.read_text(encoding="utf-8") if path.is_file() else None)
+        if text is None:
+            raise PatchError(f"{mutation.name}: groundhog_port/{rel} does not exist")
+        n = text.count(old)
+        if n != 1:
+            raise PatchError(f"{mutation.name}: groundhog_port/{rel}: the text to replace occurs "
+                             f"{n} times (expected once; did the code move?): {old!r}")
+        texts[rel] = text.replace(old, new)
+    return texts
+
+
+def scratch_copy(dest, mutation=None):
+    """``dest/groundhog_port``: a copy of the package, with ``mutation`` applied."""
+    shutil.copytree(REPO / "groundhog_port", dest / "groundhog_port",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    if mutation is not None:
+        for rel, text in check_patches(mutation).items():
+            (dest / "groundhog_port" / rel).write_text(text, encoding="utf-8")
+    return dest
+
+
+def case_dir(name):
+    for root in (LEGACY, PENDING):
+        if (root / name / "trace.h5").is_file():
+            return root / name
+    raise FileNotFoundError(f"case {name!r}: no trace.h5 in {LEGACY} or {PENDING}")
+
+
+def run_port(code_root, args, cwd, timeout=1800):
+    env = dict(os.environ, PYTHONPATH=str(code_root), PYTHONHASHSEED="0")
+    return subprocess.run([sys.executable, "-m", "groundhog_port"] + [str(a) for a in args],
+                          cwd=str(cwd), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+# ----------------------------------------------------------------------------------------
+# parity
+# ----------------------------------------------------------------------------------------
+def failing_rows(report):
+    """``[(quantity, margin text), ...]`` of the failing rows of a ``--json`` report."""
+    out = []
+    for row in report.get("rows", []):
+        if row.get("passed", True) or row.get("self_check"):
+            continue
+        err, allowed = row.get("worst_err"), row.get("worst_allowed")
+        if err is not None and allowed:
+            margin = f"{err / allowed:.3g}"
+        elif err is not None:
+            margin = f"err {err:.3g}"
+        else:
+            margin = f"{row.get('n_bad', '?')} bad"
+        out.append((row["quantity"], margin))
+    return out
+
+
+def parity(code_root, case, work, groups=None):
+    """``(caught, failing rows, note)`` of ``groundhog-port parity --case`` with ``code_root``."""
+    out = work / f"parity_{case}.json"
+    args = ["parity", "--case", case_dir(case), "--json", out]
+    if groups:  # "GROUP [--beam-labels L ...]"
+        args += ["--only"] + groups.split()
+    run = run_port(code_root, args, work)
+    if run.returncode == 0:
+        return False, [], ""
+    if not out.is_file():  # the port crashed or refused the input
+        last = (run.stderr.strip().splitlines() or ["?"])[-1]
+        return True, [("(parity exits %d)" % run.returncode, last[:80])], last
+    return True, failing_rows(json.loads(out.read_text())), ""
+
+
+# ----------------------------------------------------------------------------------------
+# user-visible outputs
+# ----------------------------------------------------------------------------------------
+def _state_model(case):
+    d = case_dir(case)
+    return next(d.glob("*state.pkl")), next(d.glob("*model.npz"))
+
+
+def _digest_npz(path):
+    import numpy as np
+    h = hashlib.sha256()
+    with np.load(path) as z:
+        for k in sorted(z.files):
+            h.update(k.encode() + np.ascontiguousarray(z[k]).tobytes())
+    return h.hexdigest()
+
+
+def output_commands(case, work):
+    """``{kind: (args, files whose bytes are the output)}`` for one case."""
+    d = case_dir(case)
+    state, model = _state_model(case)
+    src, trg = d / "test.en", d / "test.fr"
+    common = ["--state", state, "--data-dir", d]
+    data = LEGACY / "data"
+    beam = lambda name, extra: (
+        ["translate", "--beam-search", "--source", src, "--trans", work / f"{name}.txt",
+         "--n-best", work / f"{name}.nbest"] + common + extra + [model],
+        [f"{name}.txt", f"{name}.nbest"])
+    return {
+        "translate_beam5": beam("beam5", ["--beam-size", "5"]),
+        "translate_beam10_normalize": beam("beam10n", ["--beam-size", "10", "--normalize"]),
+        "translate_beam5_ignore_unk": beam("beam5u", ["--beam-size", "5", "--ignore-unk"]),
+        "score_batch": (["score", "--mode", "batch", "--src", src, "--trg", trg, "--allow-unk",
+                         "--scores", work / "scores.txt"] + common + [model], ["scores.txt"]),
+        "sample": (["translate", "--source", src, "--n-samples", "5", "--alpha", "1",
+                    "--verbose", "--trans", work / "samples.txt"] + common + [model],
+                   ["samples.txt", "<stdout>"]),
+        "train_1_update": (["train", "--state", state, "--model", model, "--data-dir", d,
+                            "--data-dir", data, "--max-updates", "1",
+                            f"prefix='{work}/t_'"], ["t_model.npz"]),
+    }
+
+
+def outputs(code_root, case, work):
+    """``{kind: digest}`` of every user-visible output (an error text where it failed)."""
+    work.mkdir(parents=True, exist_ok=True)
+    result = {}
+    for kind, (args, files) in output_commands(case, work).items():
+        run = run_port(code_root, args, work)
+        h = hashlib.sha256(f"rc={run.returncode}".encode())
+        for f in files:
+            if f == "<stdout>":
+                h.update(run.stdout.encode())
+            elif f.endswith(".npz") and (work / f).is_file():
+                h.update(_digest_npz(work / f).encode())
+            elif (work / f).is_file():
+                h.update((work / f).read_bytes())
+            else:
+                h.update(b"<missing>")
+        result[kind] = h.hexdigest()
+    return result
+
+
+# ----------------------------------------------------------------------------------------
+# the sweep
+# ----------------------------------------------------------------------------------------
+Result = collections.namedtuple("Result", "name kind changed caught rows seconds")
+
+
+def run_mutation(mutation, baseline, tmp_root, fast=False, check_outputs=True):
+    t0 = time.time()
+    work = Path(tempfile.mkdtemp(prefix=mutation.name + "_", dir=tmp_root))
+    code = scratch_copy(work / "code", mutation)
+    changed = None
+    if check_outputs:
+        mine = outputs(code / "", mutation.cases[0], work / "out")
+        changed = sorted(k for k in mine if mine[k] != baseline[mutation.cases[0]][k])
+    caught, rows = False, []
+    for case in mutation.cases:
+        c, r = parity(code, case, work, mutation.fast_groups if fast else None)[:2]
+        caught |= c
+        rows += [(f"{case}:{q}", margin) for q, margin in r]
+    shutil.rmtree(work, ignore_errors=True)
+    return Result(mutation.name, mutation.kind, changed, caught, rows, time.time() - t0)
+
+
+def baselines(cases, tmp_root):
+    """The unmutated port's outputs, per case."""
+    code = scratch_copy(Path(tempfile.mkdtemp(prefix="baseline_", dir=tmp_root)) / "code")
+    return {c: outputs(code, c, code.parent / ("out_" + c)) for c in cases}
+
+
+def format_table(results):
+    lines = ["| mutation | class | changes outputs? | caught by [failing rows] | margin (error/bound) |",
+             "|---|---|---|---|---|"]
+    for r in results:
+        changed = "not checked" if r.changed is None else (", ".join(r.changed) or "no")
+        caught = ("**NOT CAUGHT**" if r.changed else "not caught") if not r.caught else \
+            ", ".join(q for q, _ in r.rows[:6]) + (f" (+{len(r.rows) - 6} more)" if len(r.rows) > 6 else "")
+        margins = ", ".join(mg for _, mg in r.rows[:6]) or "-"
+        lines.append(f"| `{r.name}` | {r.kind} | {changed} | {caught} | {margins} |")
+    return "\n".join(lines)
+
+
+def select(only):
+    if not only:
+        return list(MUTATIONS)
+    names = [x.strip() for x in only.split(",") if x.strip()]
+    known = {mu.name: mu for mu in MUTATIONS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"mutation_sweep.py: error: unknown mutation(s) {', '.join(unknown)} "
+                         f"(--list shows them)")
+    return [known[n] for n in names]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog="exit codes: 0 every output-changing mutation caught, "
+                                       "1 one is missed, 2 a patch does not apply / usage")
+    p.add_argument("--only", help="comma-separated mutation names (default: all)")
+    p.add_argument("--list", action="store_true", help="list the mutations and exit")
+    p.add_argument("--fast", action="store_true",
+                   help="parity only on each mutation's relevant group (--only GROUP)")
+    p.add_argument("--no-outputs", action="store_true", help="skip the user-visible output check")
+    p.add_argument("--jobs", type=int, default=1, help="mutations run in parallel (default 1)")
+    p.add_argument("--json", help="write the results as JSON here")
+    args = p.parse_args(argv)
+    chosen = select(args.only)
+    if args.list:
+        for mu in chosen:
+            print(f"{mu.name:40s} {mu.kind:45s} cases {','.join(mu.cases)}")
+        return EXIT_OK
+    try:
+        for mu in chosen:
+            check_patches(mu)
+    except PatchError as err:
+        print(f"mutation_sweep.py: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="mutation_sweep_") as tmp:
+        tmp = Path(tmp)
+        base = None if args.no_outputs else baselines(sorted({mu.cases[0] for mu in chosen}), tmp)
+        print(f"[sweep] {len(chosen)} mutations; baseline outputs in {time.time() - t0:.0f} s",
+              file=sys.stderr, flush=True)
+        results = []
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            futures = {pool.submit(run_mutation, mu, base, tmp, args.fast, not args.no_outputs): mu
+                       for mu in chosen}
+            for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+                r = fut.result()
+                results.append(r)
+                print(f"[sweep] {done}/{len(chosen)} {r.name}: changed={r.changed} "
+                      f"caught={r.caught} ({r.seconds:.0f} s)", file=sys.stderr, flush=True)
+    order = {mu.name: i for i, mu in enumerate(chosen)}
+    results.sort(key=lambda r: order[r.name])
+    print(format_table(results))
+    missed = [r.name for r in results if r.changed and not r.caught]
+    print(f"\n{len(results)} mutations, {sum(bool(r.changed) for r in results)} change outputs, "
+          f"{sum(r.caught for r in results)} caught; missed: {', '.join(missed) or 'none'} "
+          f"({time.time() - t0:.0f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps([r._asdict() for r in results], indent=1))
+    return EXIT_MISSED if missed else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
