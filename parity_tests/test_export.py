@@ -211,3 +211,14 @@ def test_bad_checkpoint_dirs(tmp_path, exported):
     assert r.returncode == 2 and "architecture" in r.stderr, r.stderr
     r = run_cli("translate", "--beam-search", "--beam-size", "1")
     assert r.returncode == 2 and "--checkpoint" in r.stderr
+
+
+def test_nonfinite_state_values_round_trip_as_strict_json(tmp_path, one_thread):
+    """A state holding inf / nan (JSON has none) is written as strict JSON and read back."""
+    case = FIXTURES / "search"
+    state, model = _legacy_files(case)
+    exp = open_experiment(state, model, "cutoff=1e999", data_dir=case)
+    write_checkpoint(exp, tmp_path)
+    text = (tmp_path / CONFIG_FILE).read_text(encoding="utf-8")
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert open_experiment(tmp_path).state["cutoff"] == float("inf")

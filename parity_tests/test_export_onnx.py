@@ -226,3 +226,69 @@ def test_attention_overflow_quirk_kept_in_graph(one_thread):
     got = run(next_probs_graph(m), {"c": oc, "p_from_c": opfc, "y_prev": y.numpy(),
                                     "s_prev": s.numpy()})[0]
     assert np.isnan(got).all()
+
+
+#: architectures the recordings do not cover: every activation spelling family, maxout 4,
+#: no bigram / bias_code / deep_out, last_forward + last_backward, the grConv encoder
+ARCHITECTURES = {
+    "search_relu_hard_sigmoid": ("search", dict(
+        rank_n_activ="lambda x: x*(x>0)", activ="lambda x: TT.maximum(x, 0)",
+        rec_gater="lambda x: x*(x>0)*(x<1)", dec_rec_gater="lambda x: x*(x>0)*(x<1)",
+        enc_rec_gater="lambda x: TT.nnet.sigmoid(x)", bigram=True, check_first_word=True)),
+    "encdec_hard_tanh_maxout4": ("encdec", dict(
+        activ="lambda x: x*(x>-1)*(x<1)", dec_activ="lambda x: x*(x>-1)*(x<1)",
+        enc_activ="lambda x: TT.tanh(x)", unary_activ="Maxout(4)", maxout_part=4,
+        forward=False, last_forward=True, backward=False, last_backward=True, bias_code=False)),
+    "encdec_plain_readout": ("encdec", dict(deep_out=False, bigram=False, forward=True,
+                                            backward=True, last_forward=False)),
+    "grconv": ("encdec", dict(enc_rec_layer="RecursiveConvolutionalLayer", enc_rec_gating=False,
+                              enc_rec_reseting=False, forward=False, last_forward=True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_graphs_equal_port_on_other_architectures(name, one_thread):
+    """Random weights (test_batched_search.build_model): each graph output within the port's
+    derived bound of the exact value, as the recordings must be (onnx in the recording's
+    place of tolerance.compare); the same -inf/nan pattern."""
+    import onnxruntime as ort
+    from test_batched_search import build_model
+    from groundhog_port.export.onnx_graphs import (encoder_graph, next_probs_graph,
+                                                   next_states_graph)
+    family, flags = ARCHITECTURES[name]
+    model = build_model(family, 13, 17, 8, 4, flags, seed=7, scales=(1.0, 3.0, 3.0, 4.0, 1.0))
+    m64 = model.float64_shadow()
+    sess = {f.__name__: ort.InferenceSession(f(model).SerializeToString(),
+                                             providers=["CPUExecutionProvider"])
+            for f in (encoder_graph, next_probs_graph, next_states_graph)}
+    rng = np.random.default_rng(1)
+    checked = 0
+    for length in (1, 2, 6):
+        seq = np.append(rng.integers(0, 12, length), 12).astype(np.int64)
+        enc = sess["encoder_graph"].run(None, {"seq": seq})
+        c, c64 = model.encode(seq), m64.encode(seq)
+        pairs = [(enc[0], c, c64, tol.ABS),
+                 (enc[1], model.initial_states(c), m64.initial_states(c64), tol.ABS)]
+        pfc, pfc64 = model.p_from_c(c), m64.p_from_c(c64)
+        if model.cfg.search:
+            pairs.append((enc[2], pfc[:, 0], pfc64[:, 0], tol.ABS))
+        y = np.array([0, 3, 16, 5], dtype=np.int64)
+        s = rng.standard_normal((4, 8)).astype(np.float32)
+        for k in (0, 1, 9):
+            feed = {"c": enc[0], "s_prev": s}
+            feed.update({"p_from_c": enc[2]} if model.cfg.search else {"step": np.array(k)})
+            ty, ts = torch.as_tensor(y), torch.as_tensor(s)
+            pairs.append((sess["next_probs_graph"].run(None, dict(feed, y_prev=y))[0],
+                          model.next_probs(c, pfc, k, ty, ts),
+                          m64.next_probs(c64, pfc64, k, ty, ts.double()), tol.REL))
+            pairs.append((sess["next_states_graph"].run(None, dict(feed, y=y))[0],
+                          model.next_states(c, pfc, k, ty, ts),
+                          m64.next_states(c64, pfc64, k, ty, ts.double()), tol.ABS))
+        pool = {kind.name: tol.Pool(kind) for kind in (tol.ABS, tol.REL)}
+        for i, (got, p32, p64, kind) in enumerate(pairs):
+            pool[kind.name].add(f"{length}/{i}", got, p32.numpy(), p64.numpy())
+        for p in pool.values():
+            for where, res in p.results():
+                assert res.ok, (name, where, res.err.max(), res.allowed.max())
+                checked += 1
+    assert checked == 3 * (2 + model.cfg.search + 6)

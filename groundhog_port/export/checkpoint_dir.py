@@ -48,24 +48,24 @@ CONFIG_FILE = "config.json"
 _FLOAT_TAG = "__float__"
 
 
-def _encode(value):
+def encode_state(value):
     """State values as strict JSON (tuples become lists; inf / nan are tagged)."""
     if isinstance(value, float) and not math.isfinite(value):
         return {_FLOAT_TAG: repr(value)}
     if isinstance(value, (list, tuple)):
-        return [_encode(v) for v in value]
+        return [encode_state(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _encode(v) for k, v in value.items()}
+        return {str(k): encode_state(v) for k, v in value.items()}
     return value
 
 
-def _decode(value):
+def decode_state(value):
     if isinstance(value, dict):
         if set(value) == {_FLOAT_TAG}:
             return float(value[_FLOAT_TAG])
-        return {k: _decode(v) for k, v in value.items()}
+        return {k: decode_state(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode(v) for v in value]
+        return [decode_state(v) for v in value]
     return value
 
 
@@ -92,13 +92,13 @@ def write_checkpoint(exp, outdir):
         metadata[f"symbol:{name}"] = sym
     config = {
         "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "weights": WEIGHTS_FILE,
-        "state": _encode(exp.state),
+        "state": encode_state(exp.state),
         "architecture": architecture(exp.cfg),
         "vocabularies": {
             "source_word2idx": exp.src_word2idx,
             "source_idx2word": {str(k): v for k, v in exp.src_idx2word.items()},
             "target_word2idx": exp.trg_word2idx,
-            "target_idx2word": {str(k): v for k, v in _raw_target_idx2word(exp).items()},
+            "target_idx2word": {str(k): v for k, v in raw_target_idx2word(exp).items()},
         },
         "tensors": [{"name": n, "legacy_name": l, "symbol": s, "shape": list(sh)}
                     for n, l, s, sh in rows],
@@ -110,7 +110,7 @@ def write_checkpoint(exp, outdir):
     return weights, cfg_path
 
 
-def _raw_target_idx2word(exp):
+def raw_target_idx2word(exp):
     """The target id -> word file as read (the experiment's dictionary has ``<eol>`` and
     ``oov`` set by ``LM_Model.load_dict``; the loader sets them again)."""
     if isinstance(exp, ExportedExperiment):
@@ -206,7 +206,7 @@ def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
     directory = Path(directory)
     cfg_path = directory if directory.name == CONFIG_FILE else directory / CONFIG_FILE
     config = _read_config(cfg_path)
-    stored = _decode(config["state"])
+    stored = decode_state(config["state"])
     if architecture(ModelConfig.from_state(stored, cfg_path)) != config["architecture"]:
         raise LegacyInputError(cfg_path, "\"architecture\" does not match the one \"state\" "
                                "describes (edited by hand?)")

@@ -43,7 +43,7 @@ import numpy as np
 from ..config import GRCONV
 from ..errors import LegacyInputError
 from ..outputs import atomic_write_bytes, atomic_write_text
-from .checkpoint_dir import architecture, _encode, _raw_target_idx2word
+from .checkpoint_dir import architecture, encode_state, raw_target_idx2word
 from .names import FORMAT_NAME, FORMAT_VERSION
 
 #: the ONNX operator set the graphs use (onnxruntime >= 1.14 runs it)
@@ -380,12 +380,12 @@ def onnx_config(exp):
     return {
         "format": FORMAT_NAME + "-onnx", "format_version": FORMAT_VERSION, "opset": OPSET,
         "graphs": GRAPHS, "search": search_settings(exp.state, exp.cfg),
-        "state": _encode(exp.state),
+        "state": encode_state(exp.state),
         "architecture": architecture(exp.cfg),
         "vocabularies": {
             "source_word2idx": exp.src_word2idx,
             "source_idx2word": {str(k): v for k, v in exp.src_idx2word.items()},
-            "target_idx2word": {str(k): v for k, v in _raw_target_idx2word(exp).items()},
+            "target_idx2word": {str(k): v for k, v in raw_target_idx2word(exp).items()},
         },
     }
 
