@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from groundhog_port.errors import LegacyInputError
+from groundhog_port.errors import LegacyInputError, quoted
 
 #: activation strings longer than this are refused unparsed
 MAX_ACTIVATION_CHARS = 200
@@ -240,11 +240,12 @@ def parse_activation(text, key=None) -> Activation:
 
     def unknown(reason=""):
         return LegacyInputError(
-            where, f"unknown activation {text!r}{reason}; accepted spellings (any spacing, any "
+            where, f"unknown activation {quoted(text)}{reason}; accepted spellings (any spacing, any "
                    f"argument name): {', '.join(repr(s) for s in ACCEPTED_SPELLINGS)}")
 
     if not isinstance(text, str):
-        raise LegacyInputError(where, f"activation must be a string, got {type(text).__name__} {text!r}")
+        raise LegacyInputError(where, f"activation must be a string, got {type(text).__name__} "
+                                      f"{quoted(text)}")
     if len(text) > MAX_ACTIVATION_CHARS:
         raise LegacyInputError(where, f"activation string of {len(text)} characters is too long "
                                       f"(at most {MAX_ACTIVATION_CHARS})")

@@ -8,11 +8,10 @@ whitelist parser in :mod:`groundhog_port.activations`.
 """
 import math
 import numbers
-import reprlib
 from dataclasses import dataclass
 
 from .activations import Activation, parse_activation
-from .errors import UnsupportedModelError
+from .errors import UnsupportedModelError, quoted
 
 #: state key -> (predicate telling the value is unsupported, reason).  Each entry
 #: mirrors an ``assert`` or a "WARNING: untested" comment of the original.
@@ -143,17 +142,17 @@ class ModelConfig:
                     "null_sym_source", "null_sym_target", "unk_sym_source", "unk_sym_target"):
             if not isinstance(state.get(key), int) or isinstance(state.get(key), bool):
                 raise UnsupportedModelError(path, f"state[{key!r}] must be an int, found "
-                                            f"{reprlib.repr(state.get(key))}")
+                                            f"{quoted(state.get(key))}")
         for key, value in state.items():
             if key in FLAG_KEYS or key.endswith(("rec_gating", "rec_reseting")):
                 if not isinstance(value, numbers.Real):
-                    raise UnsupportedModelError(path, f"state[{key!r}] = {reprlib.repr(value)} "
+                    raise UnsupportedModelError(path, f"state[{key!r}] = {quoted(value)} "
                                                 "(expected True or False)")
             elif key.endswith("rec_layer") and not isinstance(value, str):
-                raise UnsupportedModelError(path, f"state[{key!r}] = {reprlib.repr(value)} "
+                raise UnsupportedModelError(path, f"state[{key!r}] = {quoted(value)} "
                                             "(expected a layer name such as 'RecurrentLayer')")
         if not isinstance(state.get("oov", ""), str):
-            raise UnsupportedModelError(path, f"state['oov'] = {reprlib.repr(state['oov'])} "
+            raise UnsupportedModelError(path, f"state['oov'] = {quoted(state['oov'])} "
                                         "(expected the text shown for unknown words, 'UNK')")
         for key, low in (("dim", 1), ("rank_n_approx", 0), ("n_sym_source", 1), ("n_sym_target", 1)):
             if state[key] < low:
@@ -171,10 +170,10 @@ class ModelConfig:
             try:
                 refused = key in state and bool(bad(state[key]))
             except (TypeError, ValueError):
-                raise UnsupportedModelError(path, f"state[{key!r}] = {reprlib.repr(state[key])} has "
+                raise UnsupportedModelError(path, f"state[{key!r}] = {quoted(state[key])} has "
                                             "the wrong type for this option") from None
             if refused:
-                raise UnsupportedModelError(path, f"state[{key!r}] = {state[key]!r} is not "
+                raise UnsupportedModelError(path, f"state[{key!r}] = {quoted(state[key])} is not "
                                             f"supported: {reason}")
 
         def rec(prefix):
@@ -194,7 +193,7 @@ class ModelConfig:
         for name, r in (("enc", enc), ("back_enc", back_enc)):
             allowed = ("RecurrentLayer", GRCONV) if name == "enc" else ("RecurrentLayer",)
             if r.layer not in allowed:
-                raise UnsupportedModelError(path, f"{name} recurrent layer {r.layer!r} is not "
+                raise UnsupportedModelError(path, f"{name} recurrent layer {quoted(r.layer)} is not "
                                             f"supported (only {' or '.join(allowed)})")
         if enc.layer == GRCONV and (enc.gating or enc.reseting):
             key = "enc_rec_gating" if enc.gating else "enc_rec_reseting"
@@ -245,12 +244,12 @@ class ModelConfig:
             mp = cfg.maxout_part
             if (not isinstance(mp, (int, float)) or isinstance(mp, bool) or not math.isfinite(mp)
                     or mp <= 0):
-                raise UnsupportedModelError(path, f"state['maxout_part'] = {mp!r} (expected a "
+                raise UnsupportedModelError(path, f"state['maxout_part'] = {quoted(mp)} (expected a "
                                             "positive number: the readout has dim / maxout_part units)")
             pieces = unary.k if unary.name == "maxout" else 1
             if cfg.dim % pieces or cfg.dim // pieces != cfg.softmax_in:
                 raise UnsupportedModelError(
-                    path, f"unary_activ={state['unary_activ']!r} turns dim={cfg.dim} into "
-                    f"{cfg.dim // pieces} units but maxout_part={cfg.maxout_part!r} sizes the "
+                    path, f"unary_activ={quoted(state['unary_activ'])} turns dim={cfg.dim} into "
+                    f"{cfg.dim // pieces} units but maxout_part={quoted(cfg.maxout_part)} sizes the "
                     f"softmax for {cfg.softmax_in}: the original fails on this shape mismatch")
         return cfg

@@ -78,14 +78,13 @@ from __future__ import annotations
 
 import itertools
 import numbers
-import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
-from .errors import LegacyInputError
+from .errors import LegacyInputError, quoted
 from .h5guard import check_dataset, check_global_heaps
 from .untrusted import reading
 from .vocab import parse_input
@@ -149,7 +148,7 @@ def _state_value(state, key):
     if key in _WHOLE_NUMBER_KEYS and not (
             (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)))
             or (isinstance(value, float) and value.is_integer())):
-        raise LegacyInputError(None, f"state['{key}'] = {reprlib.repr(value)} is not a whole number "
+        raise LegacyInputError(None, f"state['{key}'] = {quoted(value)} is not a whole number "
                                      "(needed to build batches)")
     return value
 

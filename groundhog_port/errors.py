@@ -14,17 +14,58 @@ EXIT_INPUT = 2
 EXIT_PARTIAL = 3
 
 
+#: longest value quoted whole in an error (:func:`quoted`)
+MAX_QUOTED = 200
+#: longest problem text of one error line; a longer one is cut in its middle, saying how much
+#: was cut (a 30 MB state value was once quoted whole: a 30,000,220-byte line, issue 25)
+MAX_PROBLEM = 2000
+#: longest file name shown whole (PATH_MAX is 4096: a longer "path" from a state names no file)
+MAX_PATH = 4096
+
+
+def cut(text, limit, what="characters"):
+    """``text`` if at most ``limit`` long, else its start and end around ``[N <what> cut]``."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]} ...[{len(text) - head - tail} {what} cut]... {text[-tail:]}"
+
+
+def quoted(value, limit=MAX_QUOTED):
+    """``repr(value)`` for an error line, at most about ``limit`` characters; when cut, the
+    value's full length is said (``'xxxx...' (30000000 characters)``).  Containers are
+    shown through :mod:`reprlib` (never repr'd whole first)."""
+    import reprlib
+    if isinstance(value, (str, bytes, bytearray)):
+        if len(value) <= limit:
+            return repr(value)
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}... ({len(value)} {unit})"
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = limit
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = 10
+    text = r.repr(value)
+    try:
+        size = len(value)
+    except TypeError:
+        size = None
+    if size is not None and size > 10:
+        text += f" ({size} items)"
+    return text
+
+
 class LegacyInputError(Exception):
     """A legacy file (or a value in it) that the port refuses to use.
 
-    ``str(err)`` is ``"<path>: <problem>"`` -- one line, ready for the CLI.
+    ``str(err)`` is ``"<path>: <problem>"`` -- one line, ready for the CLI, at most about
+    :data:`MAX_PATH` + :data:`MAX_PROBLEM` characters whatever the file holds.
     """
 
     def __init__(self, path, problem):
-        self.path = str(path) if path is not None else None
+        self.path = cut(str(path), MAX_PATH) if path is not None else None
         # one line whatever the problem quotes (e.g. an exception message holding a newline)
         problem = str(problem).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-        self.problem = problem
+        self.problem = problem = cut(problem, MAX_PROBLEM)
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 
 

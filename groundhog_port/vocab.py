@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from groundhog_port.errors import LegacyInputError
+from groundhog_port.errors import LegacyInputError, quoted
 from legacy_states.unpickle import safe_load_pickle
 
 
@@ -23,7 +23,7 @@ class UnknownWordError(LegacyInputError):
     def __init__(self, word, position, path=None):
         self.word = word
         self.position = position
-        super().__init__(path, f"unknown word {word!r} (token {position + 1} of the sentence); "
+        super().__init__(path, f"unknown word {quoted(word)} (token {position + 1} of the sentence); "
                                "the original stops with 'Unknown word' here; run with --allow-unk to map unknown words to UNK")
 
 
@@ -32,7 +32,7 @@ class UnknownWordError(LegacyInputError):
 # ---------------------------------------------------------------------------
 
 def _describe(pairs):
-    return ", ".join(f"{k!r}: {v!r}" for k, v in pairs[:3])
+    return ", ".join(f"{quoted(k)}: {quoted(v)}" for k, v in pairs[:3])
 
 
 def _is_id(value):
@@ -61,10 +61,19 @@ def load_word2idx(path) -> dict[str, int]:
     out = {}
     for word, idx in items:
         if not isinstance(word, str) or not _is_id(idx):
-            raise LegacyInputError(path, f"not a word -> id vocabulary: entry {word!r}: {idx!r} "
-                                         "(expected text -> integer)")
+            raise LegacyInputError(path, f"not a word -> id vocabulary: entry {quoted(word)}: "
+                                         f"{quoted(idx)} (expected text -> integer)")
+        if idx < 0:
+            raise _negative_id(path, idx, word)
         out[word] = int(idx)
     return out
+
+
+def _negative_id(path, idx, word):
+    # GroundHog would index the embedding with it (numpy wraps a negative index to another
+    # word's row); the port refuses it here, where the file is known
+    return LegacyInputError(path, f"word {quoted(word)} has the negative id {int(idx)}: "
+                                  "vocabulary ids are 0 or more")
 
 
 def load_idx2word(path) -> dict[int, str]:
@@ -77,11 +86,14 @@ def load_idx2word(path) -> dict[int, str]:
     if all(isinstance(k, str) and _is_id(v) for k, v in items):
         raise LegacyInputError(path, "this is a word -> id vocabulary (a vocab file, "
                                      f"e.g. {_describe(items)}); an id -> word vocabulary (ivocab file) is needed here")
-    out = {}
+    out = WordsById()
+    out.path = path
     for idx, word in items:
         if not _is_id(idx) or not isinstance(word, str):
-            raise LegacyInputError(path, f"not an id -> word vocabulary: entry {idx!r}: {word!r} "
-                                         "(expected integer -> text)")
+            raise LegacyInputError(path, f"not an id -> word vocabulary: entry {quoted(idx)}: "
+                                         f"{quoted(word)} (expected integer -> text)")
+        if idx < 0:
+            raise _negative_id(path, idx, word)
         out[int(idx)] = word
     return out
 
@@ -140,8 +152,10 @@ def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-
         try:
             return seq, " ".join(shown[int(i)] for i in seq)
         except KeyError as err:
-            raise LegacyInputError(None, f"id {err.args[0]} (from the word -> id vocabulary) is missing "
-                                         "from the id -> word vocabulary: the two files do not belong together") from None
+            raise LegacyInputError(getattr(idx2word, "path", None),
+                                   f"id {err.args[0]} (from the word -> id vocabulary) is missing "
+                                   "from this id -> word vocabulary: the two files do not belong "
+                                   "together") from None
     return seq, words
 
 

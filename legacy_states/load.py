@@ -20,7 +20,7 @@ from pathlib import Path
 
 from groundhog_port import lookup
 from groundhog_port.compat import upgrade_state
-from groundhog_port.errors import LegacyInputError
+from groundhog_port.errors import LegacyInputError, quoted
 
 from .changes import parse_changes
 from .prototypes import DATA_PATH_KEYS, prototype_state
@@ -61,13 +61,13 @@ def _stored_path(state, key, state_path):
         # GroundHog keeps these as singleton lists "for backward compatibility"
         if not isinstance(value, (list, tuple)) or len(value) != 1:
             raise LegacyInputError(state_path, f"state[{key!r}] must be a one-element list of paths, "
-                                               f"found {value!r}")
+                                               f"found {quoted(value)}")
         value = value[0]
     if value is None:
         raise LegacyInputError(state_path, f"state[{key!r}] is not set (None): give it in the changes, "
                                            f"e.g. {key}=" + ("['file']" if key in LIST_PATH_KEYS else "'file'"))
     if not isinstance(value, str) or not value:
-        raise LegacyInputError(state_path, f"state[{key!r}] is not a path: {value!r}")
+        raise LegacyInputError(state_path, f"state[{key!r}] is not a path: {quoted(value)}")
     return value
 
 

@@ -300,3 +300,41 @@ def test_h5_uint8_phrases_declaring_3e8_through_score(tmp_path, baseline):
     run = run_capped("score", "--state", STATE, MODEL, "--mode", "batch", "--src", src,
                      "--trg", src, "--allow-unk", "--scores", tmp_path / "scores.txt")
     assert_refused(run, baseline, src, "'/phrases'", "deflate's 1100:1")
+
+
+# ---------------------------------------------------------------------------------------------
+# error lines: bounded, and naming the file
+# ---------------------------------------------------------------------------------------------
+def test_30mb_invalid_state_value_is_quoted_cut(tmp_path, baseline):
+    """A 30 MB invalid state value was quoted whole: a 30,000,220-byte error line.  Now the
+    value is cut and its length said."""
+    import pickle
+    import legacy_states
+    state = legacy_states.safe_load_pickle(STATE)
+    state["encoder_stack"] = "x" * 30_000_000
+    p = write(tmp_path / "s_state.pkl", pickle.dumps(state, 2))
+    line = assert_refused(run_capped("inspect", "--state", p), baseline, p, "encoder_stack",
+                          "(30000000 characters)")
+    assert len(line) < 1000, len(line)
+
+
+def test_negative_vocabulary_id_names_its_file(tmp_path, baseline):
+    """A source vocabulary giving a word the id -7: the error said "id -7 ... is missing from
+    the id -> word vocabulary" and named no file; now the vocabulary holding it is named."""
+    import pickle
+    vocab = safe_load_pickle(FX / "vocab.en.pkl")
+    vocab["he"] = -7
+    p = write(tmp_path / "vocab.en.pkl", pickle.dumps({k.encode(): v for k, v in vocab.items()}, 2))
+    assert_refused(translate_with(tmp_path, f"word_indx='{p}'"), baseline, p,
+                   "'he' has the negative id -7")
+
+
+def test_error_lines_are_bounded():
+    """Whatever a problem quotes, one error line stays under MAX_PATH + MAX_PROBLEM + a few
+    characters, and says how much was cut."""
+    from groundhog_port.errors import MAX_PATH, MAX_PROBLEM, quoted
+    err = LegacyInputError("p" * 10_000, "bad value " + "v" * 1_000_000 + " end")
+    assert len(str(err)) < MAX_PATH + MAX_PROBLEM + 200
+    assert str(err).endswith(" end") and "characters cut]" in str(err)
+    assert quoted(list(range(10 ** 6))).endswith("(1000000 items)")
+    assert quoted(b"\xff" * 500).endswith("(500 bytes)")
