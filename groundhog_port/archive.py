@@ -33,6 +33,7 @@ rank 0 writes the report (:mod:`groundhog_port.archive_report`).
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -183,12 +184,25 @@ def cached(out, entry, opts):
     return data["result"] if data.get("key") == cache_key(entry, opts) else None
 
 
+def strict_json(value):
+    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``
+    (a NaN score is a genuine GroundHog output; strict JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def store(out, entry, opts, result):
     """Cache ``result``; returns it as read back (a fresh result and a cached one then give
     the same report, key order included)."""
     path = Path(out) / "cache" / f"{safe_name(entry.id)}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"key": cache_key(entry, opts), "result": result}, sort_keys=True)
+    text = json.dumps({"key": cache_key(entry, opts), "result": strict_json(result)},
+                      sort_keys=True, allow_nan=False)
     atomic_write_text(path, text)
     return json.loads(text)["result"]
 
@@ -316,7 +330,6 @@ def _reproduction(res, exp, entry, trans, tests, opts):
 def _scores(res, exp, path, tests, opts):
     """A ``scores*.txt`` of score.py, re-scored and compared line by line (the ``{:.5e}``
     text, and the largest relative difference of the numbers)."""
-    import math
     import numpy as np
     from .rescore import read_lines
     from .scoring import batches_for, score_batch

@@ -18,7 +18,10 @@ TITLE = "GroundHog archive re-done by groundhog-port"
 
 
 def _num(x, fmt="{:.2f}"):
-    return "-" if x is None else fmt.format(x)
+    """``x`` formatted; ``None`` as "-", a non-finite number (stored as text) as it is."""
+    if x is None:
+        return "-"
+    return x if isinstance(x, str) else fmt.format(x)
 
 
 def _bleu(b):
@@ -34,9 +37,10 @@ def _settings(s):
 
 
 def _cost(r):
-    text = repr(r["total_cost"])
+    """The port's total cost, and sample.py's where it printed one for the same lines."""
+    text = str(r["total_cost"])
     if r["archived_total_cost"] is not None and r.get("limited") is None:
-        text += f" (sample.py printed {r['archived_total_cost']!r})"
+        text += f" (sample.py printed {r['archived_total_cost']})"
     return text
 
 
@@ -189,7 +193,7 @@ def write(report, out):
     """``report.json``, ``report.md``, ``report.html`` in ``out``; returns their paths."""
     out = Path(out)
     paths = [out / "report.json", out / "report.md", out / "report.html"]
-    atomic_write_text(paths[0], json.dumps(report, indent=1, sort_keys=True,
+    atomic_write_text(paths[0], json.dumps(report, indent=1, sort_keys=True, allow_nan=False,
                                            ensure_ascii=False) + "\n")
     atomic_write_text(paths[1], markdown(report))
     atomic_write_text(paths[2], html_page(report, out))
