@@ -357,20 +357,31 @@ def _scores(res, exp, path, tests, opts):
             break
         lines += ["{:.5e}".format(float(s)) for s in -score_batch(exp.model, batch).cost.numpy()]
     lines = lines[:limit]
-    worst = 0.0
+    worst, off = 0.0, 0
     for a, b in zip(archived, lines):
         x, y = float(a), float(b)
         if math.isfinite(x) and math.isfinite(y):
             worst = max(worst, abs(x - y) / abs(x) if x else abs(y))
+            off += abs(x - y) > last_digit(a, b)
         elif not (x == y or (np.isnan(x) and np.isnan(y))):
-            worst = math.inf
+            worst, off = math.inf, off + 1
     identical = sum(a == b for a, b in zip(archived, lines))
+    complete = len(lines) == limit
     res.data["scores"].append({
         "file": path.name, "how": how, "compared": len(lines), "archived_lines": len(archived),
-        "identical": identical, "all_identical": identical == len(lines) == limit,
+        "identical": identical, "all_identical": complete and identical == limit,
+        "beyond_last_digit": off, "agrees": complete and off == 0,
         "max_rel_diff": worst, "first_differences": [
             {"line": i + 1, "archived": a, "reproduced": b}
             for i, (a, b) in enumerate(zip(archived, lines)) if a != b][:opts.max_diffs]})
+
+
+def last_digit(a, b):
+    """One unit in the last printed digit of ``{:.5e}`` numbers ``a`` / ``b`` (the larger
+    exponent): two float32 results a few ulps apart (float32 resolves ~6e-8 relative, the
+    printed text 1e-5) print at most this far apart; more means the numbers differ."""
+    exponent = max(int(t.lower().split("e")[1]) if "e" in t.lower() else 0 for t in (a, b))
+    return 10.0 ** (exponent - 5) * (1 + 1e-9)
 
 
 def _crash_logs(res, entry):

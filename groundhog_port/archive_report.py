@@ -76,9 +76,11 @@ def tables(result):
                       or "-"] for r in result["reproduction"]]))
     if result["scores"]:
         out.append(("Scores (score.py)",
-                    ["file", "how", "identical", "max rel diff", "first difference"],
+                    ["file", "how", "identical", "more than 1 unit of the last digit apart",
+                     "max rel diff", "first difference"],
                     [[s["file"], s["how"], f"{s['identical']}/{s['compared']} (of "
-                      f"{s['archived_lines']})", _num(s["max_rel_diff"], "{:.1e}"),
+                      f"{s['archived_lines']})", str(s["beyond_last_digit"]),
+                      _num(s["max_rel_diff"], "{:.1e}"),
                       _first_diff(s["first_differences"])] for s in result["scores"]]))
     if result["crash_logs"]:
         out.append(("Crash logs", ["file", "the original died with", "re-checked"],
@@ -110,10 +112,20 @@ def summary(results):
             "trans_files_identical": sum(row["all_identical"] for row in rep),
             "scores_files": sum(len(r["scores"]) for r in results),
             "scores_files_identical": sum(s["all_identical"] for r in results for s in r["scores"]),
+            "scores_files_agreeing": sum(s["agrees"] for r in results for s in r["scores"]),
             "parity_checked": sum(r["parity"] is not None for r in results),
             "parity_passed": sum(bool(r["parity"] and r["parity"]["ok"]) for r in results),
             "plots": sum(len(r["plots"]) for r in results),
             "not_done": sum(len(r["not_done"]) for r in results)}
+
+
+def summary_text(s):
+    """The report's verdict in one sentence (also what ``archive`` prints)."""
+    return (f"{s['experiments']} experiments: {s['trans_files_identical']}/{s['trans_files']} "
+            f"translation files identical; {s['scores_files_identical']}/{s['scores_files']} "
+            f"score files identical, {s['scores_files_agreeing']} to the last printed digit "
+            f"(±1); parity {s['parity_passed']}/{s['parity_checked']}; {s['plots']} attention "
+            f"plots; {s['not_done']} not done.")
 
 
 def build(root, options, results):
@@ -129,13 +141,9 @@ def _md_cell(x):
 
 
 def markdown(report):
-    s = report["summary"]
     out = [f"# {TITLE}", "", f"Archive `{report['root']}` ({report['tool']}).", "",
-           f"{s['experiments']} experiments; {s['trans_files_identical']}/{s['trans_files']} "
-           f"translation files and {s['scores_files_identical']}/{s['scores_files']} score files "
-           f"reproduced identically; parity {s['parity_passed']}/{s['parity_checked']}; "
-           f"{s['plots']} attention plots; {s['not_done']} things not done (listed per "
-           "experiment).", ""]
+           summary_text(report["summary"]) + " (Things not done are listed per experiment.)",
+           ""]
     for sig in report["bleu_signatures"]:
         out.append(f"BLEU X (multi-bleu Y): X is sacrebleu `{sig}`, Y is Moses' multi-bleu.perl "
                    "on the tokenized text.")
@@ -160,13 +168,9 @@ CSS = ("body{font-family:sans-serif;margin:2em;max-width:80em}table{border-colla
 def html_page(report, out):
     """The self-contained page: the plots are read from ``out`` and inlined."""
     e = html.escape
-    s = report["summary"]
     body = [f"<h1>{e(TITLE)}</h1>",
             f"<p>Archive <code>{e(report['root'])}</code> ({e(report['tool'])}). "
-            f"{s['experiments']} experiments; {s['trans_files_identical']}/{s['trans_files']} "
-            f"translation files and {s['scores_files_identical']}/{s['scores_files']} score "
-            f"files reproduced identically; parity {s['parity_passed']}/{s['parity_checked']}; "
-            f"{s['plots']} attention plots; {s['not_done']} things not done.</p>"]
+            f"{e(summary_text(report['summary']))}</p>"]
     for sig in report["bleu_signatures"]:
         body.append(f"<p>BLEU X (multi-bleu Y): X is sacrebleu <code>{e(sig)}</code>, Y is "
                     "Moses' multi-bleu.perl on the tokenized text.</p>")
