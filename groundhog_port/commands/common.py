@@ -60,8 +60,13 @@ def run_fingerprint(args, exp, command, vocabularies, **settings):
     inputs' digests, beam size...).  ``--resume`` refuses a journal whose fingerprint
     differs."""
     from ..outputs import file_digest
-    fp = {"command": command, "state": file_digest(args.state),
-          "model": file_digest(args.model_path), "changes": getattr(args, "changes", "") or "",
+    state, model, changes = args.state, args.model_path, getattr(args, "changes", "") or ""
+    if getattr(exp, "weights_path", None) is not None:
+        # an exported checkpoint: its config.json holds the state and the vocabularies
+        state, model, vocabularies = exp.state_path, exp.weights_path, ()
+        changes = changes or (args.model_path or "")
+    fp = {"command": command, "state": file_digest(state),
+          "model": file_digest(model), "changes": changes,
           "device": args.device, "lenient": args.lenient, "stable_softmax": args.stable_softmax}
     for key in vocabularies:
         fp[key] = file_digest(exp.path(key))

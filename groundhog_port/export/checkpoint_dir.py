@@ -80,8 +80,7 @@ def architecture(cfg):
 def write_checkpoint(exp, outdir):
     """Write ``model.safetensors`` and ``config.json`` of ``exp`` into ``outdir``;
     returns their paths."""
-    from safetensors.numpy import save
-
+    save = _safetensors().numpy.save
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     rows = export_table(exp.cfg)
@@ -119,9 +118,11 @@ def raw_target_idx2word(exp):
 
 
 class ExportedExperiment(Experiment):
-    """An :class:`Experiment` whose vocabularies come from ``config.json``."""
+    """An :class:`Experiment` whose vocabularies come from ``config.json`` (``state_path``);
+    ``weights_path``: its ``model.safetensors``."""
 
     stored_vocabularies: dict = None
+    weights_path: Path = None
 
     def _vocab(self, key):
         return self.stored_vocabularies[key]
@@ -179,12 +180,22 @@ def _vocabularies(stored, path):
     return out
 
 
+def _safetensors():
+    """The ``safetensors`` package, or one line saying how to get it."""
+    try:
+        import safetensors
+        import safetensors.numpy
+    except ImportError:
+        raise LegacyInputError(None, "safetensors checkpoints need the safetensors package: "
+                                     "pip install 'groundhog-port[export]'") from None
+    return safetensors
+
+
 def read_weights(path):
     """``{export name: float32 array}`` and the metadata of a ``model.safetensors``."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+    st = _safetensors()
+    SafetensorError, load_file, safe_open = st.SafetensorError, st.numpy.load_file, st.safe_open
     try:
-        from safetensors import safe_open
         with safe_open(str(path), framework="numpy") as f:
             metadata = f.metadata() or {}
         return load_file(str(path)), metadata
@@ -235,11 +246,5 @@ def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
     exp = ExportedExperiment(cfg_path, state, cfg, model, lookup.data_dirs(data_dir),
                              frozenset(legacy_states.parse_changes(changes or "")))
     exp.stored_vocabularies = _vocabularies(config["vocabularies"], cfg_path)
+    exp.weights_path = weights_path
     return exp
-
-
-def is_checkpoint_dir(path):
-    """True for a directory holding a ``config.json`` (or that file itself)."""
-    path = Path(path)
-    return (path.is_dir() and (path / CONFIG_FILE).is_file()) or (
-        path.name == CONFIG_FILE and path.is_file())
