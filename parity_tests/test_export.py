@@ -124,8 +124,9 @@ def test_cli_export_translate_score_fixture(tmp_path, one_thread):
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == [CONFIG_FILE, WEIGHTS_FILE]
     trans = tmp_path / "t10.txt"
-    r = run_cli("translate", "--checkpoint", out, "--beam-search", "--beam-size", "10",
-                "--source", case / "test.en", "--trans", trans)
+    # changes follow --checkpoint as they follow MODEL (seqlen only changes a warning)
+    r = run_cli("translate", "--checkpoint", out, "seqlen=30", "--beam-search", "--beam-size",
+                "10", "--source", case / "test.en", "--trans", trans)
     assert r.returncode == 0, r.stderr
     assert trans.read_bytes() == (case / "trans_beam10.txt").read_bytes()
     legacy = run_cli("score", "--state", state, model, "--mode", "batch", "--src",

@@ -41,13 +41,16 @@ def open_from_args(args, model_path=None, state=None, data_dirs=None):
         if args.state or (args.model_path and changes):
             raise LegacyInputError(None, "--checkpoint DIR replaces --state S MODEL (give "
                                          "only changes after it)")
-        # the one positional after --checkpoint is the changes
-        state, changes = args.checkpoint, args.model_path or changes
-    elif state is None and model_path is None and not (args.state and args.model_path):
-        raise LegacyInputError(None, "give --state S and MODEL (the *_state.pkl and "
-                                     "*_model.npz), or --checkpoint DIR")
-    return open_experiment(state or args.state, model_path or getattr(args, "model_path", None),
-                           changes, data_dir=args.data_dir if data_dirs is None else data_dirs,
+        # the one positional after --checkpoint is the changes; no model path: exported
+        state, model_path, changes = args.checkpoint, None, args.model_path or changes
+    else:
+        state = state or args.state
+        model_path = model_path or getattr(args, "model_path", None)
+        if not (state and model_path):
+            raise LegacyInputError(None, "give --state S and MODEL (the *_state.pkl and "
+                                         "*_model.npz), or --checkpoint DIR")
+    return open_experiment(state, model_path, changes,
+                           data_dir=args.data_dir if data_dirs is None else data_dirs,
                            device=args.device, lenient=args.lenient,
                            allow_nonfinite=args.allow_nonfinite,
                            stable_softmax=args.stable_softmax)
