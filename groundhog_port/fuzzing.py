@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL, LegacyInputError
+from .errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL, MAX_PATH, MAX_PROBLEM, LegacyInputError
 
 #: a payload that runs creates this file in the case directory
 MARKER_NAME = "EXECUTED"
@@ -963,6 +963,11 @@ def run_cli_inprocess(main, argv, cwd=None):
     return rc, out_f.read().decode("utf-8", "replace"), err_f.read().decode("utf-8", "replace")
 
 
+def _load_hostile_case(fx, paths, opts):
+    """An issue-25 class (:func:`_gen_hostile`) through the loader it attacks."""
+    return LOADERS[opts["loader"]](fx, paths, opts)
+
+
 LOADERS = {
     "state": _load_state_case,
     "vocab": _load_vocab_case,
@@ -971,8 +976,12 @@ LOADERS = {
     "bitext": _load_bitext_case,
     "text": _load_text_case,
     "cli": _load_cli_case,
+    "hostile": _load_hostile_case,
 }
 TARGETS = tuple(LOADERS)
+#: the targets before issue 25 added ``hostile``: cases of earlier seeds replay with these
+#: (``tools/fuzz.py --targets state,vocab,model,trace,bitext,text,cli --seed S --only I``)
+TARGETS_BEFORE_ISSUE_25 = TARGETS[:-1]
 
 
 @dataclass
@@ -981,12 +990,19 @@ class Outcome:
     detail: str = ""
 
 
+#: an error line is the file name and the problem, each bounded (errors.MAX_PATH,
+#: errors.MAX_PROBLEM), plus the command's prefix
+MAX_ERROR_LINE = MAX_PATH + MAX_PROBLEM + 200
+
+
 def check_error(err: LegacyInputError, paths) -> Outcome:
     """A clean error is one line and names the file it is about (or, for a problem with no
     file of its own, at least says what is wrong)."""
     msg = str(err)
     if "\n" in msg or not msg.strip():
-        return Outcome("unclear error", f"not one line: {msg!r}")
+        return Outcome("unclear error", f"not one line: {msg[:300]!r}")
+    if len(msg) > MAX_ERROR_LINE:
+        return Outcome("unclear error", f"an error line of {len(msg)} characters: {msg[:200]}")
     names = [str(p) for p in paths.values()]
     if err.path is None and not any(n in msg for n in names):
         return Outcome("unclear error", f"names no file: {msg}")
@@ -1000,6 +1016,8 @@ def check_cli(rc, out, err) -> Outcome:
     if rc in (EXIT_OK, EXIT_PARTIAL):  # 3: sentences the original could not translate either
         return Outcome("loaded", f"exit {rc}")
     error_lines = [l for l in lines if " error: " in l or l.startswith("error:")]
+    if any(len(l) > MAX_ERROR_LINE for l in error_lines):
+        return Outcome("unclear error", f"an error line of {max(map(len, error_lines))} characters")
     if rc == EXIT_INPUT and len(error_lines) == 1:
         return Outcome("clean error", error_lines[0])
     return Outcome("unclear error", f"exit {rc}, stderr {lines[-3:]!r}")
@@ -1011,7 +1029,7 @@ def run_case(fx: Fixtures, case: Case, directory) -> Outcome:
     paths = write_case(case, directory)
     marker = directory / MARKER_NAME
     try:
-        if case.target == "cli":
+        if case.target == "cli" or case.options.get("loader") == "cli":
             result = check_cli(*_load_cli_case(fx, paths, case.options))
         else:
             result = Outcome("loaded", LOADERS[case.target](fx, paths, case.options))
@@ -1291,8 +1309,74 @@ def _gen_cli(rng, fx, marker, workdir):
     return Case("cli", f"{command} with broken {what}", files, {"argv": argv})
 
 
+HOSTILE_CLASSES = ("nesting", "sized-constructor", "opcode-flood", "hash-collision",
+                   "npz-size-lie", "h5-size-lie", "long-value")
+
+
+def _gen_hostile(rng, fx, marker, workdir):
+    """Issue 25's classes, each against the loader it attacks: nesting before hashing
+    (tuple/frozenset keys), constructors called with a size, floods of object-making opcodes,
+    dict keys sharing one hash, ``.npz`` members and ``.h5`` datasets whose declared sizes
+    lie (per dtype), and state values megabytes long (error lines)."""
+    kind = rng.choice(HOSTILE_CLASSES)
+    as_vocab = rng.random() < 0.5
+    if kind == "nesting":
+        nest = rng.choice(["tuple", "frozenset"])
+        depth = rng.choice([101, 1000, 200_000])
+        label, data = f"{nest} key nested x{depth}", nested_key_pickle(depth, nest)
+    elif kind == "sized-constructor":
+        via, size = rng.choice(["call", "reconstructor"]), rng.choice([10 ** 6, 3 * 10 ** 9, 2 ** 40])
+        label, data = f"bytearray({size}) via {via}", sized_constructor_pickle(size, via)
+    elif kind == "opcode-flood":
+        op, n = rng.choice(sorted(FLOOD_OPCODES)), rng.choice([10 ** 5, 10 ** 6, 5 * 10 ** 6])
+        label, data = f"{n} x {op}", opcode_flood_pickle(op, n)
+    elif kind == "hash-collision":
+        n, proto = rng.choice([1000, 40_000]), rng.choice([0, 2])
+        label, data = f"{n} colliding int keys (protocol {proto})", colliding_ivocab_pickle(n, protocol=proto)
+        as_vocab = True
+    elif kind == "long-value":
+        import legacy_states
+        e = rng.choice(fx.experiments)
+        key = rng.choice(STATE_KEYS)
+        value = rng.choice(["x" * rng.choice([10 ** 5, 3 * 10 ** 6]), list(range(10 ** 5))])
+        label = f"state[{key!r}] = {type(value).__name__} of {len(value)}"
+        data = state_with(legacy_states.safe_load_pickle(e.state), key, value, 2)
+        return Case("hostile", f"{e.name}: {label}", {"state.pkl": data},
+                    {"loader": "state", "experiment": e.name})
+    elif kind == "npz-size-lie":
+        e = rng.choice(fx.experiments)
+        arrays = read_npz_arrays(fx.read(e.model))
+        name = rng.choice(sorted(arrays) + ["W_extra"])
+        declared = rng.choice([10 ** 8, 2 * 10 ** 9])
+        arrays.pop(name, None)
+        data = npz_with_deflate_bomb(npz_bytes(arrays), name, declared)
+        opts = {"loader": "model", "experiment": e.name, "lenient": rng.random() < 0.3,
+                "allow_nonfinite": False}
+        return Case("hostile", f"{e.name}: deflate member {name} declaring {declared} bytes",
+                    {"model.npz": data}, opts)
+    else:  # h5-size-lie
+        if not fx.has_bitexts:
+            return _gen_hostile(rng, fx, marker, workdir)
+        a, b = rng.choice(fx.bitext_pairs)
+        dtype = rng.choice(["uint8", "int16", "int32", "int64"])
+        n = rng.choice([10 ** 7, 3 * 10 ** 8]) // np.dtype(dtype).itemsize
+        scratch = Path(tempfile.mkdtemp(dir=workdir))
+        h5_declared_size_lie(scratch / "x.h5", n, dtype)
+        data = (scratch / "x.h5").read_bytes()
+        shutil.rmtree(scratch, ignore_errors=True)
+        which = rng.choice(["src", "trg"])
+        return Case("hostile", f"{which}.h5: {dtype} /phrases declaring {n} elements",
+                    {f"{which}.h5": data}, {"loader": "bitext", "src": str(a), "trg": str(b)})
+    if as_vocab:
+        vkind = rng.choice(["word2idx", "idx2word"])
+        return Case("hostile", f"vocabulary ({vkind}): {label}", {"vocab.pkl": data},
+                    {"loader": "vocab", "kind": vkind})
+    return Case("hostile", f"state: {label}", {"state.pkl": data},
+                {"loader": "state", "experiment": fx.main.name})
+
+
 _GENERATORS = {"state": _gen_state, "vocab": _gen_vocab, "model": _gen_model, "trace": _gen_trace,
-               "bitext": _gen_bitext, "text": _gen_text, "cli": _gen_cli}
+               "bitext": _gen_bitext, "text": _gen_text, "cli": _gen_cli, "hostile": _gen_hostile}
 
 
 def available_targets(fx: Fixtures):

@@ -9,8 +9,9 @@ names and shapes with the state.  A 2.1 MB model file with one extra deflate mem
 bytes at its start; numpy caps a header at 10,000 bytes) and checks, before any member's
 data is decompressed:
 
-* names: when the caller knows which members it expects (a model file against the state's
-  parameter table), members outside them are refused (``strict``) or skipped, never read;
+* names and shapes: when the caller knows which members it expects (a model file against
+  the state's parameter table), members outside them, or of another shape, are never read
+  (their headers are enough for the "does not match the state" errors);
 * declared sizes: a header's shape and dtype must account exactly for the member's
   uncompressed size in the zip directory (``numpy.savez`` writes exactly that), and
   ``zipfile`` never inflates past that size, so the header is what reading costs;
@@ -77,8 +78,8 @@ def _header(zf, info, path, kind):
 
 def read_members(zf, path, kind, expected=None, allowance=0):
     """``(to_read, skipped)``: ``{name: Member}`` of the members to read, and of those outside
-    ``expected`` (headers only: their data is never decompressed); raises as the module
-    docstring says.  ``expected``: ``{name: shape}`` the state declares (float32; a shape of
+    ``expected`` or of another shape than expected (headers only: their data is never
+    decompressed, as no model could use it); raises as the module docstring says.  ``expected``: ``{name: shape}`` the state declares (float32; a shape of
     None: expected but not declared by the state), or None to read every member."""
     infos = zf.infolist()
     budget.check(path, f"the directory of {len(infos)} archive members", PER_MEMBER * len(infos))
@@ -100,8 +101,9 @@ def read_members(zf, path, kind, expected=None, allowance=0):
                                          f"{dtype} ({member.nbytes} bytes) but the archive holds "
                                          f"{info.file_size - header_len} bytes for it: truncated "
                                          "or corrupt file")
-        if expected is not None and name not in expected:
-            skipped[name] = member
+        if expected is not None and (name not in expected or expected[name] is not None
+                                     and member.shape != expected[name]):
+            skipped[name] = member  # unknown, or a shape the model cannot take: never usable
             continue
         if expected is None or member.shape != expected[name] or dtype != np.float32:
             charged += member.nbytes

@@ -188,7 +188,7 @@ def test_damaged_vlen_string_length_does_not_touch_gigabytes(tmp_path):
     attribute a length of ~1.9e9; HDF5 allocated and touched 1.9 GB before reporting the
     string missing (a clean error, so only the peak RSS shows it).  A fresh process
     opens the trace and reports its peak RSS growth."""
-    case = F.seeded_case(FX, 17204, 1275, tmp_path)
+    case = F.seeded_case(FX, 17204, 1275, tmp_path, targets=F.TARGETS_BEFORE_ISSUE_25)
     trace = tmp_path / "trace.h5"
     trace.write_bytes(case.files["trace.h5"])
     out = subprocess.run([sys.executable, "-c", _PEAK_RSS_OF_OPENING, str(trace)],
@@ -491,7 +491,7 @@ SEEDED_REGRESSIONS = [
 @pytest.mark.parametrize("seed, index", SEEDED_REGRESSIONS)
 def test_seeded_regressions(seed, index):
     with tempfile.TemporaryDirectory() as d:
-        case = F.seeded_case(FX, seed, index, d)
+        case = F.seeded_case(FX, seed, index, d, targets=F.TARGETS_BEFORE_ISSUE_25)
     check(case)
 
 
