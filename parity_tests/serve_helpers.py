@@ -41,10 +41,12 @@ def running_server(*extra):
         server.server_close()
 
 
-def request(url, method, path, body=None, headers=None, timeout=120):
-    """``(status, headers, body bytes)`` of one request."""
+def request(url, method, path, body=None, headers=None, timeout=120, source=None):
+    """``(status, headers, body bytes)`` of one request (from the loopback address
+    ``source``, e.g. ``127.0.0.2``, to be another client)."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout,
+                                      source_address=(source, 0) if source else None)
     try:
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()

@@ -250,7 +250,8 @@ def test_bad_requests_get_a_4xx_with_one_json_line(server, method, path, body, h
 
 def test_broken_requests_never_crash_the_server(server):
     answers = [
-        _raw(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n\r\n"),               # no length
+        _raw(server, b"POST /translate HTTP/1.1\r\nHost: localhost:%d\r\n\r\n"      # no length
+             % server.server_address[1]),
         _raw(server, b"POST /translate HTTP/1.1\r\nContent-Length: 9\r\n\r\n{\"te"),  # cut short
         _raw(server, b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n"),              # too long
         _raw(server, b"POST /translate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),

@@ -40,6 +40,14 @@ def main(argv=None):
                    help="extra `serve` options for the server --state starts, e.g. "
                         "\"--batch-size 1\" (no batching) or \"--batch-wait-ms 20\"")
     p.add_argument("--deadline", type=float, default=300.0, help="seconds before it stops")
+    p.add_argument("--fairness", action="store_true",
+                   help="instead: issue 25's fairness scenario -- heavy requests from one "
+                        "client address (127.0.0.2), then light ones from another (127.0.0.3)")
+    p.add_argument("--heavy", default="9x32x100@50", metavar="RxSxT@B",
+                   help="--fairness: R requests of S sentences of T tokens at beam B "
+                        "(default 9x32x100@50, the issue's)")
+    p.add_argument("--light", type=int, default=100,
+                   help="--fairness: most light requests (sent while heavy ones are unanswered)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     args = p.parse_args(argv)
     if bool(args.url) == bool(args.state):
@@ -67,8 +75,13 @@ def main(argv=None):
         url = server.url
     try:
         loadtest.check_loopback(url)
-        report = loadtest.run(url, sentences, expected, args.requests, args.clients, args.api,
-                              args.beam_size, args.deadline)
+        if args.fairness:
+            r, s, t, b = (int(x) for x in args.heavy.replace("@", "x").split("x"))
+            report = loadtest.fairness(url, sentences, r, s, t, b, args.light,
+                                       deadline_s=args.deadline)
+        else:
+            report = loadtest.run(url, sentences, expected, args.requests, args.clients,
+                                  args.api, args.beam_size, args.deadline)
     except ValueError as err:
         print(f"load_test: error: {err}", file=sys.stderr)
         return 2
@@ -76,9 +89,12 @@ def main(argv=None):
         if server is not None:
             server.shutdown()
             server.server_close()
-    print(loadtest.format_report(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if args.fairness:
+        print(loadtest.format_fairness(report))
+        return 0 if set(report["light"]["statuses"]) == {200} else 1
+    print(loadtest.format_report(report))
     return 1 if report["errors"] or report["unfinished"] else 0
 
 

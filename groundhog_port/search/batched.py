@@ -98,15 +98,22 @@ class BatchedBeamSearch:
         self.max_rows = int(max_rows)
         self._buffers = {}
         self._blocks = None
+        self._watch = None
         #: counters of the last call (steps, rows, prefilter fallbacks), for tools
         self.stats = {}
 
     # -- public API ---------------------------------------------------------------------
-    def search_many(self, seqs, n_samples, ignore_unk=False, minlens=None):
+    def search_many(self, seqs, n_samples, ignore_unk=False, minlens=None, watch=None):
         """``BeamSearch.search(seq, n_samples, ignore_unk, minlen)`` for every ``seq``.
 
         ``minlens``: one per sentence (default 1, ``search()``'s default).  Returns a list
         in input order of :class:`Hypotheses` or :class:`SearchFailed` instances.
+
+        ``watch(index, rows)`` (optional) is called before every step for every sentence
+        still searched, with the hypotheses it is about to expand: a message returned ends
+        that sentence with ``SearchFailed(message)`` (its rows leave the batch as a failed
+        sentence's do, so the others' results are unchanged); an exception raised stops
+        the whole call between two steps (a server shutting down).
         """
         seqs = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
         if minlens is None:
@@ -123,6 +130,7 @@ class BatchedBeamSearch:
             raise ValueError(f"beam sizes must be >= 1, got {min(n_samples)}")
         jobs = [_Job(i, int(n), bool(ignore_unk), int(m))
                 for i, (n, m) in enumerate(zip(n_samples, minlens))]
+        self._watch = watch
         with torch.inference_mode():
             try:
                 return self._run(seqs, jobs)
@@ -130,11 +138,13 @@ class BatchedBeamSearch:
                 self._buffers.clear()
                 self._blocks = None
 
-    def sample_many(self, seqs, n_samples, ignore_unk=False, normalize=False):
+    def sample_many(self, seqs, n_samples, ignore_unk=False, normalize=False, watch=None):
         """``legacy.sample`` for every ``seq``: ``minlen = len(seq) // 2``; with
-        ``normalize`` the costs are divided by the hypothesis lengths (EOS included)."""
+        ``normalize`` the costs are divided by the hypothesis lengths (EOS included).
+        ``watch``: see :meth:`search_many`."""
         seqs = [np.asarray(s, dtype=np.int64) for s in seqs]
-        results = self.search_many(seqs, n_samples, ignore_unk, [len(s) // 2 for s in seqs])
+        results = self.search_many(seqs, n_samples, ignore_unk, [len(s) // 2 for s in seqs],
+                                   watch)
         if not normalize:
             return results
         out = []
@@ -274,6 +284,9 @@ class BatchedBeamSearch:
             for b in active:
                 try:
                     check_kth(n[b], rows_of[b] * cfg.n_sym_target)
+                    stop = self._watch(jobs[b].index, rows_of[b]) if self._watch else None
+                    if stop:
+                        raise SearchFailed(stop)
                 except SearchFailed as err:
                     outcome[b] = err
                     failed.append(b)

@@ -1,37 +1,64 @@
-"""One decoding thread; concurrent requests are gathered into batches.
+"""One decoding thread; the waiting sentences of every client are shared out fairly.
 
-A request thread hands its sentences over (:meth:`Batcher.submit`) and waits.  The
-decoding thread takes the first waiting sentence, then keeps collecting for at most
-``wait_s`` (or until ``max_batch`` sentences), and decodes what it has with the
-batched search, one call per ``ignore_unk`` value (the only setting the batched
-search shares across a batch; beam sizes may differ per sentence).  The model is
-only ever used from this thread.
+A request thread hands its sentences over (:meth:`Batcher.submit`, naming its client: the
+peer address) and waits.  The decoding thread builds each batch by *fair queueing*: the
+client that has been served least (in :attr:`Job.cost` units, beam x source length; a
+client that starts waiting is set level with the least served waiting client, as in
+start-time fair queueing) gives the first sentence, then the clients in that order give
+one sentence each in turn, while the batch has fewer than ``max_batch`` sentences and
+``max_rows`` hypotheses (beam sizes summed) and the sentence costs at most ``LIKE`` times
+the first one's (and at least a ``LIKE``-th: a batch decodes in lockstep and answers when
+its slowest sentence ends, so a 5-word request must not ride with 100-token ones).  A
+heavy client therefore gets batches of bounded work, one after the other, and a light
+client's request is the next batch after the one in progress.
 
-An exception while decoding fails the requests of that batch (each gets it) and the
-thread goes on; more than ``max_pending`` waiting sentences make :meth:`submit`
-refuse (the server answers 503).
+The batch is decoded with the batched search, one call per ``ignore_unk`` value (the only
+setting the batched search shares across a batch; beam sizes may differ per sentence).
+The model is only ever used from this thread.  An exception while decoding fails the
+requests of that batch (each gets it) and the thread goes on.
+
+Admission: a client with more than ``max_pending`` waiting sentences is refused (the
+server answers 503 to that client only); all clients together may have ``4 x max_pending``.
+
+Shutdown (:meth:`close`): nothing new is accepted, every waiting sentence is answered
+:class:`ShuttingDown` at once, and the batch in progress may finish until ``grace_s``;
+past it the search stops between two steps (cooperatively) and its requests get
+:class:`ShuttingDown` too; the thread is joined before :meth:`close` returns.
 """
+import collections
 import logging
-import queue
 import threading
 import time
 from concurrent.futures import Future
 
 logger = logging.getLogger(__name__)
 
+#: how much costlier (or cheaper) than a batch's first sentence another may be
+LIKE = 4
+#: all clients together may have this many times ``max_pending`` sentences waiting
+TOTAL_PENDING = 4
+
 
 class Busy(Exception):
     """Too many sentences are waiting."""
 
 
+class ShuttingDown(Exception):
+    """The server is stopping: the sentence was not (or not completely) decoded."""
+
+
 class Batcher:
-    def __init__(self, engine, wait_s=0.005, max_batch=32, max_pending=256):
+    def __init__(self, engine, wait_s=0.005, max_batch=32, max_pending=256, max_rows=320):
         self.engine = engine
         self.wait_s, self.max_batch, self.max_pending = wait_s, max_batch, max_pending
-        self._queue = queue.Queue()
-        self._lock = threading.Lock()
+        self.max_rows = max_rows
+        self._cond = threading.Condition()
+        self._queues = {}                  # client -> deque of (job, future)
+        self._served = {}                  # client -> cost served (virtual time)
         self._pending = 0
-        self.stats = dict(batches=0, sentences=0, largest_batch=0, failures=0)
+        self._closing = False
+        self._cancel_at = None             # monotonic: in-progress decoding stops after it
+        self.stats = dict(batches=0, sentences=0, largest_batch=0, failures=0, cancelled=0)
         self._thread = threading.Thread(target=self._loop, name="groundhog-decoder", daemon=True)
         self._thread.start()
 
@@ -39,52 +66,104 @@ class Batcher:
     def pending(self):
         return self._pending
 
-    def submit(self, jobs):
-        """Queue ``jobs``; returns one Future per job (its result: the job, decoded)."""
-        with self._lock:
-            if self._pending + len(jobs) > self.max_pending:
+    def submit(self, jobs, client="-"):
+        """Queue ``jobs`` of ``client``; returns one Future per job (its result: the job,
+        decoded)."""
+        with self._cond:
+            if self._closing:
+                raise ShuttingDown("the server is shutting down")
+            queue = self._queues.get(client)
+            mine = len(queue) if queue else 0
+            if mine + len(jobs) > self.max_pending:
+                raise Busy(f"{mine} of your sentences are waiting; try again shortly")
+            if self._pending + len(jobs) > TOTAL_PENDING * self.max_pending:
                 raise Busy(f"{self._pending} sentences are waiting; try again shortly")
+            if not queue:
+                queue = self._queues[client] = collections.deque()
+                self._served[client] = max(self._served.get(client, 0), self._virtual_time())
+            futures = []
+            for job in jobs:
+                fut = Future()
+                futures.append(fut)
+                queue.append((job, fut))
             self._pending += len(jobs)
-        futures = []
-        for job in jobs:
-            fut = Future()
-            futures.append(fut)
-            self._queue.put((job, fut))
+            self._cond.notify()
         return futures
 
-    def close(self):
-        self._queue.put(None)
-        self._thread.join(timeout=30)
+    def close(self, grace_s=5.0):
+        """Stop: refuse new work, answer the waiting sentences, let the batch in progress
+        finish within ``grace_s`` (then stop it), and join the decoding thread."""
+        with self._cond:
+            self._closing = True
+            self._cancel_at = time.monotonic() + grace_s
+            for queue in self._queues.values():
+                for _, fut in queue:
+                    if fut.set_running_or_notify_cancel():
+                        fut.set_exception(ShuttingDown("the server is shutting down"))
+                        self.stats["cancelled"] += 1
+            self._queues.clear()
+            self._pending = 0
+            self._cond.notify()
+        self._thread.join(timeout=grace_s + 5)
 
-    def _take(self, item):
-        with self._lock:
-            self._pending -= 1
-        job, fut = item
-        # a request that gave up (timeout) cancelled its futures: skip them
-        return (job, fut) if fut.set_running_or_notify_cancel() else None
+    # -- decoding thread --------------------------------------------------------------------
+    def _virtual_time(self):
+        """The least service among the clients with waiting sentences (0 when none)."""
+        waiting = [self._served[c] for c, q in self._queues.items() if q]
+        return min(waiting) if waiting else 0
+
+    def _next_batch(self):
+        """Take the next batch from the queues (under the lock); see the module docstring."""
+        order = sorted((c for c, q in self._queues.items() if q),
+                       key=lambda c: (self._served[c], self._queues[c][0][0].cost))
+        batch, rows, unit = [], 0, None
+        while order and len(batch) < self.max_batch:
+            for client in list(order):
+                queue = self._queues[client]
+                job, fut = queue[0]
+                if unit is not None and (rows + job.beam > self.max_rows
+                                         or not unit / LIKE <= job.cost <= unit * LIKE):
+                    order.remove(client)          # not with this batch: it waits its turn
+                    continue
+                queue.popleft()
+                self._pending -= 1
+                if not queue:
+                    order.remove(client)
+                if not fut.set_running_or_notify_cancel():
+                    continue                      # the request gave up (timeout) meanwhile
+                batch.append((job, fut))
+                rows += job.beam
+                self._served[client] += job.cost
+                unit = job.cost if unit is None else unit
+                if len(batch) >= self.max_batch:
+                    break
+        for client in [c for c, q in self._queues.items() if not q]:
+            del self._queues[client]
+        if not self._queues:
+            self._served.clear()                  # nobody waits: everyone starts level
+        return batch
 
     def _loop(self):
-        stop = False
-        while not stop:
-            item = self._queue.get()
-            if item is None:
-                break
-            batch = [x for x in [self._take(item)] if x]
-            deadline = time.monotonic() + self.wait_s
-            while len(batch) < self.max_batch:
-                left = deadline - time.monotonic()
-                try:
-                    item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stop = True
-                    break
-                taken = self._take(item)
-                if taken:
-                    batch.append(taken)
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                if self._closing:
+                    return
+                full = self._pending >= self.max_batch
+            if not full and self.wait_s > 0:
+                time.sleep(self.wait_s)           # gather concurrent requests
+            with self._cond:
+                if self._closing:
+                    return
+                batch = self._next_batch()
             if batch:
                 self._run(batch)
+
+    def _stop_if_closing(self):
+        """Called between decoding steps: past the grace period of a shutdown, stop."""
+        if self._cancel_at is not None and time.monotonic() > self._cancel_at:
+            raise ShuttingDown("the server is shutting down: decoding was stopped")
 
     def _run(self, batch):
         self.stats["batches"] += 1
@@ -95,7 +174,12 @@ class Batcher:
             if not group:
                 continue
             try:
-                self.engine.decode([j for j, _ in group])
+                self.engine.decode([j for j, _ in group], stop=self._stop_if_closing)
+            except ShuttingDown as err:
+                self.stats["cancelled"] += len(group)
+                for _, f in group:
+                    f.set_exception(err)
+                continue
             except Exception as err:        # a request must never stop the decoding thread
                 self.stats["failures"] += 1
                 logger.exception("decoding a batch of %d sentences failed", len(group))

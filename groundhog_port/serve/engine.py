@@ -37,12 +37,43 @@ class RequestError(Exception):
 
 @dataclass
 class Limits:
-    """Bounds on what one request may ask (checked before any decoding)."""
+    """Bounds on what one request may ask (checked before any decoding).
+
+    ``max_steps``: the request's budget in hypothesis-steps (one hypothesis expanded by one
+    decoder step).  Its first attempt at beam ``N`` on a source of ``L`` ids (EOS counted)
+    expands at most ``N`` hypotheses for at most ``3 L`` steps (sample.py:60), so a request
+    whose sum of ``N * 3 L`` exceeds the budget is refused before decoding; the default is
+    that bound for the largest request the other defaults allow (32 sentences of 100 tokens
+    + EOS at beam 50: 484,800), so every request within them is accepted.  sample.py's
+    retries (the beam doubled up to 500 when nothing finished) are what the budget then
+    cuts: decoding counts what each request really expands and ends its sentences past the
+    budget with an error."""
     max_beam: int = 50
     max_sentences: int = 32
     max_tokens: int = 100
     max_chars: int = 2000
     max_body: int = 65536
+    max_steps: int = 32 * 50 * 3 * 101
+
+
+class Budget:
+    """Hypothesis-steps one request may spend (shared by its sentences; decoding thread)."""
+
+    def __init__(self, limit):
+        self.limit, self.spent = limit, 0
+
+    def spend(self, rows):
+        """Count ``rows`` hypotheses about to be expanded; a message once over the limit."""
+        self.spent += rows
+        if self.spent > self.limit:
+            return (f"over this request's budget of {self.limit} hypothesis-steps (beam "
+                    "retries); ask for fewer sentences or a smaller beam")
+        return None
+
+
+def estimated_steps(jobs):
+    """The hypothesis-steps of the jobs' first attempts at most: ``sum(N * 3 L)``."""
+    return sum(j.beam * 3 * len(j.source.seq) for j in jobs)
 
 
 @dataclass
@@ -65,6 +96,14 @@ class Job:
     attention: bool = False
     outcome: object = None         # Outcome, set by Engine.decode
     extra: dict = field(default_factory=dict)
+    budget: Budget = None          # the request's, shared by its jobs
+    abandoned: bool = False        # the client gave up or left: stop decoding it
+
+    @property
+    def cost(self):
+        """Work used to order and group jobs: beam x source length (hypothesis-steps up to
+        the factor of the steps actually run)."""
+        return self.beam * len(self.source.seq)
 
 
 @dataclass
@@ -146,14 +185,26 @@ class Engine:
                                  legacy_api.unknown_words(job.source.tokens, job.source.seq))
 
     # -- decoding thread ------------------------------------------------------------------
-    def decode(self, jobs):
-        """Decode ``jobs`` (one ``ignore_unk`` value) together; sets each ``job.outcome``."""
+    def decode(self, jobs, stop=None):
+        """Decode ``jobs`` (one ``ignore_unk`` value) together; sets each ``job.outcome``.
+
+        Before every step of every sentence: a job whose client left is ended, its
+        request's :class:`Budget` is charged (and the job ended past it), and ``stop()``
+        (optional) may raise to end the whole call between two steps (shutdown)."""
         if not jobs:
             return
         ignore_unk = jobs[0].ignore_unk
         assert all(j.ignore_unk == ignore_unk for j in jobs)
+
+        def watch(i, rows):
+            if stop is not None:
+                stop()
+            job = jobs[i]
+            if job.abandoned:
+                return "abandoned: the client gave up or left"
+            return job.budget.spend(rows) if job.budget is not None else None
         results = self.search.sample_many([j.source.seq for j in jobs], [j.beam for j in jobs],
-                                          ignore_unk, normalize=False)
+                                          ignore_unk, normalize=False, watch=watch)
         i2w = self.exp.trg_idx2word
         for job, hyps in zip(jobs, results):
             if isinstance(hyps, SearchFailed):

@@ -12,10 +12,22 @@ Routes (``docs/serve.md``):
 Every refused request gets a 4xx (or 503 when the server is saturated) whose body is one
 line of JSON ``{"error": "..."}``; an unexpected exception answers 500 the same way and
 the server goes on.  Each request is logged on one line: client, request, status, size,
-milliseconds, and what was asked (beam size, the sentences, shortened).
+milliseconds, and what was asked (beam size, the sentences, shortened), with every
+unprintable character escaped (``\x1b``), so that no request can write to the terminal.
+
+Who may ask (``docs/serve.md``, "Origins and hosts"): the ``Host`` header must name this
+server (a DNS-rebinding page names its own domain), and a request from a page of another
+origin (``Origin``, or ``Sec-Fetch-Site: cross-site``) is refused unless ``--allow-origin``
+names that origin; allowed origins get CORS headers and preflight answers.
+
+A request must arrive whole (line, headers and body) within the client timeout, counted
+from its first byte's wait, not per received piece: a client trickling bytes is cut there.
 """
+import io
+import ipaddress
 import json
 import logging
+import socket
 import sys
 import threading
 import time
@@ -25,8 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 
 from . import legacy_api
-from .batcher import Batcher, Busy
-from .engine import Job, RequestError
+from .batcher import Batcher, Busy, ShuttingDown
+from .engine import Budget, Job, RequestError, estimated_steps
 
 logger = logging.getLogger("groundhog_port.serve")
 
@@ -48,13 +60,79 @@ def _one_line(text):
     return " ".join(str(text).split())
 
 
+def printable(text):
+    """``text`` with every character that is not printable escaped as Python writes it
+    (``\x1b``, ``\u2028``, a lone surrogate ``\ud800``): a log line stays one line and
+    never carries terminal control sequences."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def _shown(texts):
     out = []
     for t in texts:
         t = _one_line(t)
         out.append(json.dumps(t if len(t) <= LOG_CHARS else t[:LOG_CHARS - 1] + "\u2026",
                               ensure_ascii=False))
-    return " ".join(out)
+    return printable(" ".join(out))
+
+
+def _lone_surrogate(obj):
+    """The first string in a parsed JSON value that is not Unicode text (a lone surrogate
+    such as ``"\ud800"``, which JSON's escapes allow), or None."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return obj
+        return None
+    items = obj.items() if isinstance(obj, dict) else obj if isinstance(obj, list) else ()
+    for item in items:
+        for part in (item if isinstance(obj, dict) else (item,)):
+            bad = _lone_surrogate(part)
+            if bad is not None:
+                return bad
+    return None
+
+
+class _DeadlineSocketReader(io.RawIOBase):
+    """The connection's input, every ``recv`` bounded by the time left to the handler's
+    deadline for the whole request (a per-``recv`` timeout alone lets a client that sends
+    a byte every few seconds stay for ever)."""
+
+    def __init__(self, sock, handler):
+        self._sock, self._handler = sock, handler
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        deadline = self._handler.deadline
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request was not received in time")
+            self._sock.settimeout(left)
+        return self._sock.recv_into(b)
+
+
+def _hosts_of(host, port, extra=()):
+    """The ``Host`` header values that name this server (lower case)."""
+    names = {host.lower(), *[h.lower() for h in extra]}
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is not None and ip.is_loopback:
+        names |= {"localhost", "127.0.0.1", "::1"}
+    if ip is not None and ip.is_unspecified:      # every address: any of this machine's
+        names |= {"localhost", socket.gethostname().lower(), socket.getfqdn().lower()}
+    out = set()
+    for name in names:
+        shown = f"[{name}]" if ":" in name else name
+        out.add(f"{shown}:{port}")
+        if port == 80:
+            out.add(shown)
+    return out
 
 
 class TranslationServer(ThreadingHTTPServer):
@@ -63,14 +141,61 @@ class TranslationServer(ThreadingHTTPServer):
     request_queue_size = 64
 
     def __init__(self, address, engine, wait_s=0.005, max_batch=32, max_pending=256,
-                 timeout_s=120.0, socket_timeout_s=30.0):
+                 timeout_s=120.0, socket_timeout_s=30.0, max_rows=320, allow_origins=(),
+                 allow_hosts=()):
         super().__init__(address, Handler)
         self.engine = engine
-        self.batcher = Batcher(engine, wait_s, max_batch, max_pending)
+        self.batcher = Batcher(engine, wait_s, max_batch, max_pending, max_rows)
         self.timeout_s, self.socket_timeout_s = timeout_s, socket_timeout_s
+        self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
+        host, port = self.server_address[:2]
+        self.hosts = _hosts_of(host, port, allow_hosts)
+        self.any_ip_host = ipaddress.ip_address(host).is_unspecified \
+            if _is_ip(host) else False
         self.started = time.time()
         self.requests = 0
+        self.stopping = False
         self._count_lock = threading.Lock()
+        self._handlers = set()
+
+    def process_request(self, request, client_address):
+        """A thread per connection (as ThreadingHTTPServer), remembered so that a shutdown
+        can wait for the answers in flight."""
+        t = threading.Thread(target=self._handle_and_forget, args=(request, client_address),
+                             daemon=True)
+        with self._count_lock:
+            self._handlers.add(t)
+        t.start()
+
+    def _handle_and_forget(self, request, client_address):
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._count_lock:
+                self._handlers.discard(threading.current_thread())
+
+    def host_allowed(self, value):
+        """Whether a ``Host`` header names this server."""
+        value = value.strip().lower()
+        if value in self.hosts:
+            return True
+        if self.any_ip_host:                      # listening on every address: an IP literal
+            name = value.rpartition(":")[0] if value.count(":") == 1 or value.startswith("[") \
+                else value
+            return _is_ip(name.strip("[]"))
+        return False
+
+    def stop(self, grace_s=5.0):
+        """Stop accepting (from another thread than serve_forever's), answer or cancel the
+        work in flight within ``grace_s`` and wait (briefly) for the answers to be sent."""
+        self.stopping = True
+        self.shutdown()
+        self.batcher.close(grace_s)
+        deadline = time.monotonic() + 2.0
+        with self._count_lock:
+            handlers = list(self._handlers)
+        for t in handlers:                        # idle keep-alive connections: not waited for
+            t.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def url(self):
@@ -85,12 +210,20 @@ class TranslationServer(ThreadingHTTPServer):
         # an exception outside the handler's own guards: one log line, the server goes on
         err = sys.exc_info()[1]
         logger.error("%s: connection error: %s: %s", client_address[0], type(err).__name__,
-                     _one_line(err))
+                     printable(_one_line(err))[:300])
 
     def server_close(self):
         super().server_close()
         if getattr(self, "batcher", None) is not None:   # absent when binding failed
             self.batcher.close()
+
+
+def _is_ip(text):
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def start_in_thread(server):
@@ -112,19 +245,38 @@ class Handler(BaseHTTPRequestHandler):
         self.timeout = self.server.socket_timeout_s
         self._t0 = time.monotonic()
         self._logged = False
+        self.deadline = None
         super().setup()
+        self.rfile.close()       # the socket's own reader: replaced, and its reference dropped
+        self.rfile = io.BufferedReader(_DeadlineSocketReader(self.connection, self))
+
+    def handle_one_request(self):
+        # the whole next request (line, headers, body) within the client timeout
+        self.deadline = time.monotonic() + self.server.socket_timeout_s
+        try:
+            super().handle_one_request()
+        finally:
+            self.deadline = None
+            self.connection.settimeout(self.server.socket_timeout_s)
+        if self.server.stopping:
+            self.close_connection = True
 
     def parse_request(self):
         self._t0 = time.monotonic()
         self._logged = False
         return super().parse_request()
 
+    def _received(self):
+        """The request is in: answering is bounded by the socket timeout, not the deadline."""
+        self.deadline = None
+        self.connection.settimeout(self.server.socket_timeout_s)
+
     # -- answers and the log --------------------------------------------------------------
     def log_request(self, code="-", size="-"):
         pass                              # one line per request from _log instead
 
     def log_message(self, format, *args):
-        logger.debug("%s %s", self.client_address[0], format % args)
+        logger.debug("%s %s", self.client_address[0], printable(format % args))
 
     def _log(self, status, size, note=""):
         if self._logged:
@@ -132,19 +284,19 @@ class Handler(BaseHTTPRequestHandler):
         self._logged = True
         self.server.count()
         ms = 1000 * (time.monotonic() - self._t0)
-        path = _one_line(getattr(self, "path", "") or "")
+        path = printable(_one_line(getattr(self, "path", "") or ""))
         if len(path) > 200:
             path = path[:199] + "\u2026"
         logger.info('%s "%s %s" %d %dB %.1fms%s', self.client_address[0],
-                    getattr(self, "command", None) or "-", path, status, size, ms,
-                    f" {note}" if note else "")
+                    printable(getattr(self, "command", None) or "-"), path, status, size, ms,
+                    f" {printable(note)}" if note else "")
 
     def _send(self, status, body, ctype, headers=None, note=""):
         try:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
-            for k, v in (headers or {}).items():
+            for k, v in {**getattr(self, "_cors", {}), **(headers or {})}.items():
                 self.send_header(k, v)
             if status >= 400:
                 self.send_header("Connection", "close")
@@ -183,17 +335,56 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._log(499, 0, "(client gone)")
         except Exception as err:           # never let a request take the server down
-            logger.exception("internal error answering %s", _one_line(self.path)[:200])
+            logger.exception("internal error answering %s", printable(_one_line(self.path))[:200])
             self._error(500, f"internal error: {type(err).__name__}: {err}")
 
     def do_GET(self):
-        self._guard(self._get)
+        self._guard(lambda: self._checked(self._get))
 
     def do_HEAD(self):
-        self._guard(self._get)
+        self._guard(lambda: self._checked(self._get))
 
     def do_POST(self):
-        self._guard(self._post)
+        self._guard(lambda: self._checked(self._post))
+
+    def do_OPTIONS(self):
+        self._guard(lambda: self._checked(self._preflight))
+
+    # -- who may ask ----------------------------------------------------------------------
+    def _checked(self, route):
+        self._cors = {}
+        if self.command != "POST":
+            self._received()
+        host = self.headers.get("Host")
+        # HTTP/1.0 clients may send none; browsers always do, and a DNS-rebinding page's
+        # requests carry its own domain
+        if host is not None and not self.server.host_allowed(host):
+            raise RequestError(421, f"Host {printable(host)[:100]!r} does not name this server "
+                                    "(a page renamed to reach it? DNS rebinding is refused); "
+                                    "serve --allow-host NAME to accept another name")
+        origin = self.headers.get("Origin")
+        fetch_site = (self.headers.get("Sec-Fetch-Site") or "").lower()
+        if origin is not None:
+            origin = origin.strip().rstrip("/").lower()
+            own = host is not None and origin == f"http://{host.strip().lower()}"
+            if not own:
+                if origin not in self.server.allow_origins and "*" not in self.server.allow_origins:
+                    raise RequestError(403, f"cross-origin request from {printable(origin)[:100]} "
+                                            "refused: only this server's own page may call it "
+                                            "(serve --allow-origin ORIGIN to allow that origin)")
+                self._cors = {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
+        elif fetch_site in ("cross-site", "same-site"):
+            raise RequestError(403, "cross-site request refused: only this server's own page "
+                                    "may call it (serve --allow-origin ORIGIN to allow one)")
+        route()
+
+    def _preflight(self):
+        if not self._cors:
+            raise RequestError(405, "OPTIONS answers CORS preflights of allowed origins "
+                                    "(serve --allow-origin ORIGIN)")
+        self._send(204, b"", "text/plain", {
+            **self._cors, "Access-Control-Allow-Methods": "GET, POST",
+            "Access-Control-Allow-Headers": "Content-Type", "Access-Control-Max-Age": "600"})
 
     # -- routes ---------------------------------------------------------------------------
     def _get(self):
@@ -242,17 +433,33 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- decoding -------------------------------------------------------------------------
     def _decode(self, jobs):
+        limits = self.server.engine.limits
+        need = estimated_steps(jobs)
+        if need > limits.max_steps:
+            raise RequestError(413, f"this request may take up to {need} hypothesis-steps "
+                                    f"(beam x 3 x source length, summed); at most "
+                                    f"{limits.max_steps}: fewer sentences or a smaller beam")
+        budget = Budget(limits.max_steps)
+        for job in jobs:
+            job.budget = budget
         try:
-            futures = self.server.batcher.submit(jobs)
+            futures = self.server.batcher.submit(jobs, client=self.client_address[0])
         except Busy as err:
+            raise RequestError(503, err) from None
+        except ShuttingDown as err:
             raise RequestError(503, err) from None
         deadline = time.monotonic() + self.server.timeout_s
         try:
             return [f.result(timeout=max(0.0, deadline - time.monotonic())) for f in futures]
+        except ShuttingDown as err:
+            raise RequestError(503, err) from None
         except (FutureTimeout, CancelledError):
-            for f in futures:
-                f.cancel()
             raise RequestError(503, f"no translation within {self.server.timeout_s:g} s") from None
+        finally:
+            for job, f in zip(jobs, futures):
+                if not f.done():
+                    f.cancel()
+                    job.abandoned = True      # already decoding: stopped at the next step
 
     def _legacy(self, query):
         eng = self.server.engine
@@ -266,6 +473,8 @@ class Handler(BaseHTTPRequestHandler):
         src = eng.prepare(q.source, True if q.tokenized else None)
         [job] = self._decode([Job(src, q.beamwidth, q.ignore_unk, normalize=True, legacy=True)])
         note = f"legacy beam={q.beamwidth} ignore_unk={int(q.ignore_unk)} src={_shown([q.source])}"
+        if job.outcome.error and job.budget.spent > job.budget.limit:
+            raise RequestError(413, job.outcome.error)
         if job.outcome.error:
             raise RequestError(422, f"the original sample.py fails on this sentence "
                                     f"({job.outcome.error})")
@@ -288,12 +497,18 @@ class Handler(BaseHTTPRequestHandler):
         if length > limits.max_body:
             raise RequestError(413, f"body of {length} bytes; at most {limits.max_body}")
         raw = self.rfile.read(length)
+        self._received()
         if len(raw) < length:
             raise RequestError(400, f"body ended after {len(raw)} of {length} bytes")
         try:
             payload = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as err:
             raise RequestError(400, f"the body is not UTF-8 JSON: {err}") from None
+        bad = _lone_surrogate(payload)
+        if bad is not None:
+            raise RequestError(400, f"the JSON text {printable(bad)[:80]!r} holds a lone "
+                                    "surrogate (a \\udXXX escape without its pair): not "
+                                    "Unicode text")
         if not isinstance(payload, dict):
             raise RequestError(400, "the body must be a JSON object such as "
                                     '{"text": "..."} or {"texts": ["...", "..."]}')

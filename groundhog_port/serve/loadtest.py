@@ -156,3 +156,100 @@ def format_report(r):
     lines.append(f"errors: {len(r['errors'])}, not sent (deadline): {r['unfinished']}")
     lines.extend(f"  {e}" for e in r["errors"][:10])
     return "\n".join(lines)
+
+
+def heavy_sentences(sentences, n, tokens):
+    """``n`` sentences of ``tokens`` tokens each, cut from the tokenized ``sentences`` in turn."""
+    words = " ".join(sentences).split()
+    out = []
+    for i in range(n):
+        start = (i * 7) % max(1, len(words) - tokens)
+        out.append(" ".join((words * (1 + tokens // max(1, len(words))))[start:start + tokens]))
+    return out
+
+
+def fairness(url, sentences, heavy_requests=9, heavy_sentences_n=32, heavy_tokens=100,
+             heavy_beam=50, light_requests=10, light_words=5, heavy_from="127.0.0.2",
+             light_from="127.0.0.3", start_after_s=1.0, light_gap_s=0.25, deadline_s=600.0):
+    """Issue 25's scenario: ``heavy_requests`` JSON requests of ``heavy_sentences_n`` sentences
+    of ``heavy_tokens`` tokens at beam ``heavy_beam``, all at once from one client address,
+    then -- ``start_after_s`` later, while they are being decoded -- requests of one
+    ``light_words``-word sentence from another address (every 127/8 address is this
+    machine's loopback), one after the other with ``light_gap_s`` between them, for as long
+    as heavy requests are unanswered (at most ``light_requests``).  Reports the latencies
+    of those light requests (p50/p90/max), the heavy answers' statuses and times."""
+    host, port = check_loopback(url)
+    for addr in (heavy_from, light_from):
+        if not ipaddress.ip_address(addr).is_loopback:
+            raise ValueError(f"{addr} is not a loopback address")
+    heavy = heavy_sentences(sentences, heavy_sentences_n, heavy_tokens)
+    light = " ".join(sentences[0].split()[:light_words])
+
+    def post(payload, source):
+        conn = http.client.HTTPConnection(host, port, timeout=deadline_s,
+                                          source_address=(source, 0))
+        try:
+            conn.request("POST", "/translate", json.dumps(payload).encode(),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    heavy_out = []
+    t0 = time.monotonic()
+
+    def one_heavy():
+        t = time.monotonic()
+        try:
+            status, _ = post({"texts": heavy, "tokenized": True, "beam_size": heavy_beam,
+                              "attention": False}, heavy_from)
+        except (OSError, http.client.HTTPException) as err:
+            status = f"{type(err).__name__}"
+        heavy_out.append((status, time.monotonic() - t))
+
+    threads = [threading.Thread(target=one_heavy, daemon=True) for _ in range(heavy_requests)]
+    for t in threads:
+        t.start()
+    time.sleep(start_after_s)
+    light_ms, light_status = [], []
+    while len(light_ms) < light_requests and any(t.is_alive() for t in threads):
+        t = time.monotonic()
+        status, _ = post({"text": light, "tokenized": True, "attention": False}, light_from)
+        light_ms.append(1000 * (time.monotonic() - t))
+        light_status.append(status)
+        time.sleep(light_gap_s)
+    light_running = sum(1 for t in threads if t.is_alive())
+    for t in threads:
+        t.join(max(0.0, t0 + deadline_s - time.monotonic()))
+    # a refused light request (503) was not answered: it counts as never answered
+    lat = np.array([ms if st == 200 else np.inf for ms, st in zip(light_ms, light_status)]
+                   or [np.nan])
+    return {
+        "heavy": {"requests": heavy_requests, "sentences": heavy_sentences_n,
+                  "tokens": heavy_tokens, "beam": heavy_beam,
+                  "statuses": sorted(str(s) for s, _ in heavy_out),
+                  "seconds_max": max((d for _, d in heavy_out), default=None),
+                  "still_running_after_light": light_running},
+        "light": {"requests": len(light_ms), "words": light_words, "statuses": light_status,
+                  "latencies_ms": [round(ms, 1) for ms in light_ms],
+                  "latency_ms": {p: float(np.percentile(lat, p)) for p in (50, 90)}
+                  | {"max": float(lat.max())}},
+        "wall_s": time.monotonic() - t0,
+    }
+
+
+def format_fairness(r):
+    h, li = r["heavy"], r["light"]
+    lat = li["latency_ms"]
+    return "\n".join([
+        f"heavy: {h['requests']} requests x {h['sentences']} sentences x {h['tokens']} tokens "
+        f"at beam {h['beam']} from one client: statuses {h['statuses']}, the slowest "
+        f"{h['seconds_max']:.1f} s; {h['still_running_after_light']} still running after the "
+        "light requests",
+        f"light: {li['requests']} requests of {li['words']} words from another client while "
+        f"the heavy ones ran, one after the other: {li['statuses'].count(200)} answered; "
+        f"latency (a refusal counts as never answered) p50 {lat[50]:.0f} ms, p90 {lat[90]:.0f} "
+        f"ms, max {lat['max']:.0f} ms; statuses {sorted(set(li['statuses']))}",
+        f"wall {r['wall_s']:.1f} s",
+    ])
