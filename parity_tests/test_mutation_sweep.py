@@ -55,11 +55,14 @@ def test_scratch_copy_leaves_the_worktree_alone(tmp_path):
     assert mu.patches[0][2] in (tmp_path / "groundhog_port" / "layers.py").read_text()
 
 
-@pytest.mark.parametrize("name", ["gru_update_gate_swap", "sampler_3len_steps",
-                                  "normalize_len_plus_1"])
-def test_representative_mutation_fails_parity(name, tmp_path):
+@pytest.mark.parametrize("name, row", [("gru_update_gate_swap", "search:repr/c"),
+                                       ("sampler_3len_steps", "search:sampler/n_steps"),
+                                       ("normalize_len_plus_1", "search:beam/10_normalize/fin_costs")])
+def test_representative_mutation_fails_parity(name, row, tmp_path):
+    """Caught by the row that compares what the mistake changes (not by a crash: a scratch
+    copy missing a package would make parity exit 2 on every mutation)."""
     recording_dir("search")
     mu = {m.name: m for m in sweep.MUTATIONS}[name]
     r = sweep.run_mutation(mu, None, tmp_path, fast=True, check_outputs=False)
     assert r.caught, f"{name}: parity passed with the mutation applied"
-    assert r.rows and all(q.startswith("search:") for q, _ in r.rows)
+    assert row in [q for q, _ in r.rows], r.rows

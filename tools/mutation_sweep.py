@@ -18,7 +18,9 @@ to a SCRATCH COPY of ``groundhog_port/`` (the worktree is never touched).  For e
 
 Target: every mutation that changes an output is caught.  A mutation that changes no output
 and is not caught is harmless (a rewrite with the same values).  Exit status: 0 when every
-output-changing mutation is caught, 1 otherwise, 2 when a patch does not apply.
+output-changing mutation is caught, 1 otherwise, 2 when a patch does not apply or the
+unmutated port fails (parity on a case, or an output command): a sweep on top of a failing
+baseline would mean nothing.
 
 Usage::
 
@@ -194,12 +196,18 @@ def check_patches(mutation, root=REPO):
     return texts
 
 
-def scratch_copy(dest, mutation=None):
-    """``dest/groundhog_port``: a copy of the package, with ``mutation`` applied."""
-    shutil.copytree(REPO / "groundhog_port", dest / "groundhog_port",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+#: the repository's top-level packages (pyproject.toml): all of them go into a scratch copy,
+#: or the missing one would be imported from wherever groundhog-port is installed
+PACKAGES = ("groundhog_port", "legacy_states")
+
+
+def scratch_copy(dest, mutation=None, source=REPO):
+    """``dest/<packages>``: a copy of ``source``'s packages, with ``mutation`` applied."""
+    for package in PACKAGES:
+        shutil.copytree(source / package, dest / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     if mutation is not None:
-        for rel, text in check_patches(mutation).items():
+        for rel, text in check_patches(mutation, source).items():
             (dest / "groundhog_port" / rel).write_text(text, encoding="utf-8")
     return dest
 
@@ -295,12 +303,16 @@ def output_commands(case, work):
     }
 
 
-def outputs(code_root, case, work):
-    """``{kind: digest}`` of every user-visible output (an error text where it failed)."""
+def outputs(code_root, case, work, must_succeed=False):
+    """``{kind: digest}`` of every user-visible output (its exit status included);
+    ``must_succeed``: raise :class:`BaselineError` when a command fails."""
     work.mkdir(parents=True, exist_ok=True)
     result = {}
     for kind, (args, files) in output_commands(case, work).items():
         run = run_port(code_root, args, work)
+        if must_succeed and run.returncode != 0:
+            raise BaselineError(f"the unmutated port's {kind} on {case} exits {run.returncode}: "
+                                + (run.stderr.strip().splitlines() or ["?"])[-1])
         h = hashlib.sha256(f"rc={run.returncode}".encode())
         for f in files:
             if f == "<stdout>":
@@ -321,13 +333,14 @@ def outputs(code_root, case, work):
 Result = collections.namedtuple("Result", "name kind changed caught rows seconds")
 
 
-def run_mutation(mutation, baseline, tmp_root, fast=False, check_outputs=True):
+def run_mutation(mutation, baseline, tmp_root, fast=False, check_outputs=True, source=REPO):
+    """One mutation on a copy of ``source``'s package (the sweep's snapshot)."""
     t0 = time.time()
     work = Path(tempfile.mkdtemp(prefix=mutation.name + "_", dir=tmp_root))
-    code = scratch_copy(work / "code", mutation)
+    code = scratch_copy(work / "code", mutation, source)
     changed = None
     if check_outputs:
-        mine = outputs(code / "", mutation.cases[0], work / "out")
+        mine = outputs(code, mutation.cases[0], work / "out")
         changed = sorted(k for k in mine if mine[k] != baseline[mutation.cases[0]][k])
     caught, rows = False, []
     for case in mutation.cases:
@@ -338,10 +351,23 @@ def run_mutation(mutation, baseline, tmp_root, fast=False, check_outputs=True):
     return Result(mutation.name, mutation.kind, changed, caught, rows, time.time() - t0)
 
 
-def baselines(cases, tmp_root):
-    """The unmutated port's outputs, per case."""
-    code = scratch_copy(Path(tempfile.mkdtemp(prefix="baseline_", dir=tmp_root)) / "code")
-    return {c: outputs(code, c, code.parent / ("out_" + c)) for c in cases}
+class BaselineError(Exception):
+    """The unmutated port fails: a sweep on top of it would mean nothing."""
+
+
+def baselines(cases, tmp_root, source, fast_groups=None, check_outputs=True):
+    """The unmutated port's outputs per case (None without ``check_outputs``); raises
+    :class:`BaselineError` unless they all run and parity passes on every case."""
+    code = scratch_copy(Path(tempfile.mkdtemp(prefix="baseline_", dir=tmp_root)) / "code",
+                        source=source)
+    for case in cases:
+        caught, rows, note = parity(code, case, code.parent, fast_groups)
+        if caught:
+            raise BaselineError(f"parity fails on {case} without any mutation: "
+                                + (note or ", ".join(q for q, _ in rows[:5])))
+    if not check_outputs:
+        return None
+    return {c: outputs(code, c, code.parent / ("out_" + c), must_succeed=True) for c in cases}
 
 
 def format_table(results):
@@ -394,13 +420,21 @@ def main(argv=None):
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="mutation_sweep_") as tmp:
         tmp = Path(tmp)
-        base = None if args.no_outputs else baselines(sorted({mu.cases[0] for mu in chosen}), tmp)
-        print(f"[sweep] {len(chosen)} mutations; baseline outputs in {time.time() - t0:.0f} s",
+        # one snapshot of the package for the whole sweep: the worktree may change meanwhile
+        snapshot = scratch_copy(tmp / "snapshot")
+        try:
+            base = baselines(sorted({c for mu in chosen for c in mu.cases}), tmp, snapshot,
+                             None, not args.no_outputs)
+        except BaselineError as err:
+            print(f"mutation_sweep.py: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"[sweep] {len(chosen)} mutations; baseline parity and outputs in "
+              f"{time.time() - t0:.0f} s",
               file=sys.stderr, flush=True)
         results = []
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            futures = {pool.submit(run_mutation, mu, base, tmp, args.fast, not args.no_outputs): mu
-                       for mu in chosen}
+            futures = {pool.submit(run_mutation, mu, base, tmp, args.fast, not args.no_outputs,
+                                   snapshot): mu for mu in chosen}
             for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 r = fut.result()
                 results.append(r)
