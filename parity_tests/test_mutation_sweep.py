@@ -57,12 +57,13 @@ def test_scratch_copy_leaves_the_worktree_alone(tmp_path):
 
 @pytest.mark.parametrize("name, row", [("gru_update_gate_swap", "search:repr/c"),
                                        ("sampler_3len_steps", "search:sampler/n_steps"),
-                                       ("normalize_len_plus_1", "search:beam/10_normalize/fin_costs")])
+                                       ("normalize_len_plus_1", "search:beam/10_normalize/")])
 def test_representative_mutation_fails_parity(name, row, tmp_path):
-    """Caught by the row that compares what the mistake changes (not by a crash: a scratch
-    copy missing a package would make parity exit 2 on every mutation)."""
+    """Caught by a row (or, ending in '/', a group of rows) that compares what the mistake
+    changes -- not by a crash: a scratch copy missing a package made parity exit 2 on every
+    mutation once."""
     recording_dir("search")
     mu = {m.name: m for m in sweep.MUTATIONS}[name]
     r = sweep.run_mutation(mu, None, tmp_path, fast=True, check_outputs=False)
     assert r.caught, f"{name}: parity passed with the mutation applied"
-    assert row in [q for q, _ in r.rows], r.rows
+    assert any(q.startswith(row) for q, _ in r.rows), r.rows
