@@ -93,6 +93,8 @@ def tables(result):
                     [[r["quantity"], str(r["n"]), _num(r["max_abs"], "{:.2e}"),
                       _num(r["max_rel"], "{:.2e}"), r["tolerance"], r["status"]]
                      for r in p["rows"]]))
+    if result["notes"]:
+        out.append(("Notes", ["note"], [[n] for n in result["notes"]]))
     if result["not_done"]:
         out.append(("Not done", ["what", "why"],
                     [[n["what"], n["why"]] for n in result["not_done"]]))
@@ -112,20 +114,30 @@ def summary(results):
             "trans_files_identical": sum(row["all_identical"] for row in rep),
             "scores_files": sum(len(r["scores"]) for r in results),
             "scores_files_identical": sum(s["all_identical"] for r in results for s in r["scores"]),
-            "scores_files_agreeing": sum(s["agrees"] for r in results for s in r["scores"]),
+            "scores_lines": sum(s["compared"] for r in results for s in r["scores"]),
+            "scores_lines_identical": sum(s["identical"] for r in results for s in r["scores"]),
+            "scores_max_rel_diff": max((s["max_rel_diff"] for r in results for s in r["scores"]),
+                                       key=_magnitude, default=None),
             "parity_checked": sum(r["parity"] is not None for r in results),
             "parity_passed": sum(bool(r["parity"] and r["parity"]["ok"]) for r in results),
             "plots": sum(len(r["plots"]) for r in results),
             "not_done": sum(len(r["not_done"]) for r in results)}
 
 
+def _magnitude(x):
+    """Order for max-rel-diff values, which are numbers or (non-finite) text."""
+    return float(x)
+
+
 def summary_text(s):
     """The report's verdict in one sentence (also what ``archive`` prints)."""
+    scores = (f"{s['scores_files_identical']}/{s['scores_files']} score files identical "
+              f"({s['scores_lines_identical']}/{s['scores_lines']} lines, max relative "
+              f"difference {_num(s['scores_max_rel_diff'], '{:.1e}')}: float32 scores printed "
+              "with 6 digits, judged by parity's batch/scores where a trace exists)")
     return (f"{s['experiments']} experiments: {s['trans_files_identical']}/{s['trans_files']} "
-            f"translation files identical; {s['scores_files_identical']}/{s['scores_files']} "
-            f"score files identical, {s['scores_files_agreeing']} to the last printed digit "
-            f"(±1); parity {s['parity_passed']}/{s['parity_checked']}; {s['plots']} attention "
-            f"plots; {s['not_done']} not done.")
+            f"translation files identical; {scores}; parity {s['parity_passed']}/"
+            f"{s['parity_checked']}; {s['plots']} attention plots; {s['not_done']} not done.")
 
 
 def build(root, options, results):

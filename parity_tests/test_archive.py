@@ -72,7 +72,8 @@ def test_report_of_each_experiment(made):
     assert e["files"]["word_indx"] == "vocabularies/vocab.en.pkl"
     assert e["files"]["test"]["source"] == "2015/encdec_run/newstest.en"
     assert [row["all_identical"] for row in e["reproduction"]] == [True, True]
-    assert [n["what"] for n in e["not_done"]] == ["attention plots"]  # RNNencdec
+    assert e["not_done"] == [] and e["notes"] == ["no attention plots: an RNNencdec model has "
+                                                  "no attention"]
     # the crashed run: 3 lines written, the port fails on the 4th with the original's message
     c = by_id["crashed/search_variant/search_variant_"]
     [row] = c["reproduction"]
@@ -87,8 +88,11 @@ def test_report_of_each_experiment(made):
     # score.py's batch scores: its {:.5e} text differs in the last digit on one line of four
     [sc] = p["scores"]
     assert sc["compared"] == MAX_SENTENCES and sc["identical"] == MAX_SENTENCES - 1
-    assert sc["agrees"] and sc["beyond_last_digit"] == 0 and not sc["all_identical"]
-    assert made["report"]["summary"]["scores_files_agreeing"] == 3
+    assert sc["beyond_last_digit"] == 0 and not sc["all_identical"] and sc["max_rel_diff"] > 0
+    summary = made["report"]["summary"]
+    assert (summary["scores_files_identical"], summary["scores_lines_identical"],
+            summary["scores_lines"]) == (2, 3 * MAX_SENTENCES - 1, 3 * MAX_SENTENCES)
+    assert summary["scores_max_rel_diff"] == sc["max_rel_diff"]
     assert "no *model.npz" in by_id["broken/phrase_"]["not_done"][0]["why"]
 
 
@@ -174,5 +178,5 @@ def test_two_torchrun_processes_same_report(made, tmp_path):
                                          ("9.99999e-01", "1.00000e+00", True),
                                          ("1.00000e+00", "1.00002e+00", False)])
 def test_last_digit(a, b, agree):
-    """score.py's ``{:.5e}`` numbers agree when at most one unit of the last digit apart."""
+    """One unit of the last digit of score.py's ``{:.5e}`` numbers."""
     assert (abs(float(a) - float(b)) <= archive.last_digit(a, b)) == agree
