@@ -47,8 +47,11 @@ class OnnxRow:
     notes: list = field(default_factory=list)
     _pool: Optional[tol.Pool] = None
 
-    def add(self, where, onnx, port32, port64, recorded):
-        onnx, recorded = np.asarray(onnx), np.asarray(recorded)
+    def add(self, where, onnx, port32, port64, recorded=None):
+        """One record: the graph's output, the port's float32 and float64 values of the same
+        quantity on the same inputs, and the recording (None: no recording, the bound alone)."""
+        onnx = np.asarray(onnx)
+        recorded = onnx if recorded is None else np.asarray(recorded)
         if onnx.shape != recorded.shape:
             self.n_bad += 1
             self.notes.append(f"{where}: shape {onnx.shape}, recorded {recorded.shape}")
