@@ -60,7 +60,7 @@ def tables(result):
     rows += [[k, v or "-"] for k, v in files.items() if not isinstance(v, dict)]
     for name in ("test", "holdout"):
         t = files.get(name)
-        if t:
+        if t and (name == "test" or t["source"]):   # a missing holdout set is no news
             rows.append([f"{name} set", f"{t['source'] or '-'} / {t['reference'] or '-'} "
                                         f"({t['how']})"])
     out.append(("Files", ["what", "file"], rows))
