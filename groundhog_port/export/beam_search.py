@@ -12,12 +12,12 @@ or from Python: ``OnnxTranslator(export_dir).translate_line("the cat .", beam_si
 
 Kept from sample.py: ``3 * len(seq)`` steps (sample.py:60); the previous word 0 at step 0
 (:67-69); costs are float64 sums of the float32 ``log p`` (:70); ``--ignore-unk`` and the
-``minlen = len(seq) // 2`` end-of-sequence ban (:74-80, :152); finished hypotheses leave
+``minlen = len(seq) // 2`` end-of-sequence ban (:73-77, :152); finished hypotheses leave
 the beam and shrink it (:108-120); no finished hypothesis: retry without ignore_unk, then
 with a doubled beam while it is below 500 (:122-131); the crash where the beam reaches the
 vocabulary size (``kth out of bounds``, :82) and where nothing was found (argmin of an
 empty list, :269), reported here as :class:`SearchFailed` and an empty output line;
-``--normalize`` divides by the length, end-of-sequence counted (:160-161); the line written
+``--normalize`` divides by the length, end-of-sequence counted (:153-155); the line written
 is the first hypothesis of least cost, words up to ``<eol>`` (:137-143, :269-270).  The
 attention's exp-then-normalise and the ``y_prev > 0`` bigram check are inside the graphs.
 

@@ -3,7 +3,7 @@
 Three graphs (opset :data:`OPSET`, IR version :data:`IR_VERSION`), the weights as float32
 initializers under their export names (:mod:`groundhog_port.export.names`):
 
-``encoder.onnx``  (``create_representation_computer`` + ``create_initializers``, encdec.py:1424-1455)
+``encoder.onnx``  (``create_representation_computer`` + ``create_initializers``, encdec.py:1409-1424)
     in  ``seq`` int64 ``(S,)`` (word ids, end-of-sequence included)
     out ``c`` float32 ``(S, c_dim)`` annotations, ``init_state`` ``(1, dim)`` (s_0),
         and for RNNsearch ``p_from_c`` ``(S, dim)`` = ``c @ U_a``, the attention's cached
