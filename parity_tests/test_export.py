@@ -223,3 +223,17 @@ def test_nonfinite_state_values_round_trip_as_strict_json(tmp_path, one_thread):
     text = (tmp_path / CONFIG_FILE).read_text(encoding="utf-8")
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert open_experiment(tmp_path).state["cutoff"] == float("inf")
+
+
+def test_cli_reproduce_case_with_reloaded_model(exported):
+    """``reproduce --case DIR --checkpoint EXPORT``: every trans_*.txt of the case re-made
+    from the export, identical (search_variant: up to the original's crash, and the crash)."""
+    case = next((c for c in case_dirs() if c.name == "search_variant"), None)
+    if case is None:
+        pytest.skip("the shared 'search_variant' recording is not present")
+    _, d = exported(case)
+    r = run_cli("reproduce", "--case", case, "--checkpoint", d, "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert report["model"] == str(d / WEIGHTS_FILE) and report["all_identical"]
+    assert len(report["files"]) == 5 and all(f["crash_reproduced"] for f in report["files"])

@@ -38,11 +38,12 @@ def open_from_args(args, model_path=None, state=None, data_dirs=None):
     """The experiment the command's arguments name (``data_dirs`` replaces ``--data-dir``)."""
     changes = getattr(args, "changes", "")
     if getattr(args, "checkpoint", None):
-        if args.state or (args.model_path and changes):
+        positional = getattr(args, "model_path", None)
+        if args.state or getattr(args, "model", None) or (positional and changes):
             raise LegacyInputError(None, "--checkpoint DIR replaces --state S MODEL (give "
                                          "only changes after it)")
         # the one positional after --checkpoint is the changes; no model path: exported
-        state, model_path, changes = args.checkpoint, None, args.model_path or changes
+        state, model_path, changes = args.checkpoint, None, positional or changes
     else:
         state = state or args.state
         model_path = model_path or getattr(args, "model_path", None)

@@ -40,6 +40,9 @@ def add_arguments(p):
                         "DIR/../data, or given with --source/--ref")
     add_model_arguments(p, model_positional=False, state_required=False)
     p.add_argument("--model", metavar="NPZ", help="the experiment's *_model.npz (without --case)")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="re-translate with an exported checkpoint (export --format safetensors) "
+                        "instead of the state and model")
     p.add_argument("--source", help="source sentences the archived file translates (with --case: "
                                     "replaces test.en, e.g. a renamed test set)")
     p.add_argument("--ref", help="reference translations, for BLEU (optional; with --case: "
@@ -81,8 +84,9 @@ def _archived_files(args):
         dirs = lookup.case_data_dirs(args.case, args.data_dir)
         case = find_case(args.case, dirs, args.source, args.ref)
         return case.state, case.model, case.files, case.skipped, str(case.directory), dirs
-    missing = [n for n, v in (("--state", args.state), ("--model", args.model),
-                              ("--source", args.source), ("--archived-trans", args.archived_trans),
+    model_given = (("--checkpoint", args.checkpoint),) if args.checkpoint else (
+        ("--state", args.state), ("--model", args.model))
+    missing = [n for n, v in (*model_given, ("--source", args.source), ("--archived-trans", args.archived_trans),
                               ("--beam-size", args.beam_size)) if not v]
     if missing:
         raise LegacyInputError(None, "give --case DIR, or --state, --model, --source, "
@@ -93,7 +97,8 @@ def _archived_files(args):
     settings = Settings(args.beam_size, args.normalize, args.ignore_unk)
     files = [ArchivedFile(Path(f), settings, Path(args.source), Path(args.ref) if args.ref else None)
              for f in args.archived_trans]
-    return Path(args.state), Path(args.model), files, [], None, lookup.data_dirs(args.data_dir)
+    return (args.state and Path(args.state), args.model and Path(args.model), files, [], None,
+            lookup.data_dirs(args.data_dir))
 
 
 def run(args):
@@ -101,6 +106,8 @@ def run(args):
         raise LegacyInputError(None, "--batch-size must be at least 1")
     state, model, files, skipped, case, dirs = _archived_files(args)
     exp = open_from_args(args, model_path=model, state=state, data_dirs=dirs)
+    if args.checkpoint:
+        state, model = exp.state_path, exp.weights_path
     progress = Progress(sentences_to_translate(files), unit="sent",
                         enabled=True if args.progress else None)
     report = reproduce(exp, files, batch_size=args.batch_size, max_diffs=args.max_diffs,
