@@ -46,6 +46,10 @@ def main(argv=None):
     p.add_argument("--heavy", default="9x32x100@50", metavar="RxSxT@B",
                    help="--fairness: R requests of S sentences of T tokens at beam B "
                         "(default 9x32x100@50, the issue's)")
+    p.add_argument("--sigterm", type=float, metavar="S",
+                   help="instead: start `groundhog-port serve` (--state STATE MODEL, "
+                        "--serve-args) as a process, send the --heavy requests (R of them) "
+                        "and SIGTERM it S seconds later; prints its exit status and time")
     p.add_argument("--light", type=int, default=100,
                    help="--fairness: most light requests (sent while heavy ones are unanswered)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
@@ -55,6 +59,19 @@ def main(argv=None):
     if args.requests < 1 or args.clients < 1:
         p.error("--requests and --clients must be at least 1")
     sentences = Path(args.sentences).read_text(encoding="utf-8").splitlines()
+    if args.sigterm is not None:
+        if not args.state:
+            p.error("--sigterm needs --state STATE MODEL")
+        r, s, t, b = (int(x) for x in args.heavy.replace("@", "x").split("x"))
+        report = loadtest.sigterm_under_load(["--state", args.state, args.model or "",
+                                              *shlex.split(args.serve_args)], sentences,
+                                             r, s, t, b, args.sigterm)
+        print(f"exit {report['exit']} {report['seconds']:.1f} s after SIGTERM; clients got "
+              f"{report['answers']}; 'terminate called': {report['terminate_called']}; "
+              f"last log line: {report['last_line']}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        return 0 if report["exit"] == 0 else 1
     expect = args.expect
     if expect is None and Path(args.sentences).resolve() == (FIXTURE / "test.en").resolve() \
             and args.beam_size in (None, 10):

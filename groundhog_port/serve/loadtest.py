@@ -253,3 +253,49 @@ def format_fairness(r):
         f"ms, max {lat['max']:.0f} ms; statuses {sorted(set(li['statuses']))}",
         f"wall {r['wall_s']:.1f} s",
     ])
+
+
+def sigterm_under_load(serve_argv, sentences, heavy_requests=3, heavy_sentences_n=32,
+                       heavy_tokens=100, heavy_beam=50, after_s=3.0, env=None):
+    """Start ``python -m groundhog_port serve SERVE_ARGV --port 0`` on 127.0.0.1, send
+    ``heavy_requests`` heavy requests at once, SIGTERM it ``after_s`` later; report its exit
+    status, the seconds from the signal to its end and what each client got."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "groundhog_port", "serve", *serve_argv,
+                             "--host", "127.0.0.1", "--port", "0"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    answers = []
+    try:
+        line = proc.stdout.readline()
+        if "listening on " not in line:
+            raise ValueError(f"the server did not start: {proc.stderr.read()[-500:]}")
+        host, port = check_loopback(line.split("listening on ")[1].split()[0])
+        body = json.dumps({"texts": heavy_sentences(sentences, heavy_sentences_n, heavy_tokens),
+                           "tokenized": True, "beam_size": heavy_beam}).encode()
+
+        def one():
+            try:
+                answers.append(_request(host, port, "POST", "/translate", body, 300)[0])
+            except (OSError, http.client.HTTPException) as err:
+                answers.append(type(err).__name__)
+        threads = [threading.Thread(target=one, daemon=True) for _ in range(heavy_requests)]
+        for t in threads:
+            t.start()
+        time.sleep(after_s)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+        took = time.monotonic() - t0
+        for t in threads:
+            t.join(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return {"exit": proc.returncode, "seconds": took, "answers": answers,
+            "terminate_called": "terminate called" in err,
+            "last_line": (err.strip().splitlines() or [""])[-1][:300]}
