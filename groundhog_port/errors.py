@@ -84,7 +84,8 @@ def allocation_failure(err):
     text = " ".join(str(err).split())
     if isinstance(err, MemoryError):
         return "out of memory" + (f" ({text[:200]})" if text else "")
-    if isinstance(err, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text):
+    if isinstance(err, RuntimeError) and any(
+            sign in text for sign in ("can't allocate memory", "not enough memory", "out of memory")):
         asked = re.search(r"allocate (\d+) bytes", text)
         size = f": tried to allocate {int(asked.group(1)) / 2 ** 30:.1f} GiB" if asked else ""
         return (f"out of memory{size} (do the state's sizes -- dim, rank_n_approx, n_sym_*, bs "
