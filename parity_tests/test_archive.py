@@ -13,6 +13,7 @@ Cheap on purpose: the first ``MAX_SENTENCES`` lines of each test set, parity of 
 ``repr`` and ``pairs`` groups only.
 """
 import json
+import re
 
 import pytest
 
@@ -127,8 +128,9 @@ def test_interrupted_and_resumed_gives_the_same_report(made, tmp_path, monkeypat
     r = run_cli(*_args(made["root"], out, made["vocab"]))
     assert r.returncode == 130 and not (out / "report.json").exists()
     monkeypatch.setattr(archive, "redo", real)
-    r = run_cli(*_args(made["root"], out, made["vocab"]))
+    r = run_cli(*_args(made["root"], out, made["vocab"], "--progress"))
     assert r.returncode == 1, r.stderr
+    assert re.search(r"5/5 \[[^]]* exp", r.stderr), r.stderr   # the bar counts experiments
     assert r.stderr.count("done before (cached") == 2 and r.stderr.count(": re-doing") == 3
     for name in REPORTS:
         assert (out / name).read_bytes() == (made["out"] / name).read_bytes(), name
