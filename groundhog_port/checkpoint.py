@@ -175,8 +175,12 @@ def read_npz_arrays(path, kind="model", expected=None, allowance=0):
             with open(path, "rb") as f:
                 magic = f.read(4)
             if magic != b"PK\x03\x04":
+                # GroundHog pickled its states with protocol 0 ("(dp0") or 2 (0x80 0x02)
+                swapped = (" (it is a pickle: a *_state.pkl given for the model? --state "
+                           "S_state.pkl S_model.npz)" if magic[:1] == b"\x80"
+                           or magic[:3] == b"(dp" else "")
                 raise LegacyInputError(path, f"not a .npz archive (no zip header); a GroundHog "
-                                       f"{kind} file is numpy.savez output")
+                                       f"{kind} file is numpy.savez output{swapped}")
             with zipfile.ZipFile(path) as zf:
                 to_read, skipped = npzguard.read_members(zf, path, kind, expected, allowance)
                 arrays = {name: npzguard.read_array(zf, m) for name, m in to_read.items()}

@@ -35,8 +35,6 @@ COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "tra
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: global options that take a value (to find the command in argv before parsing)
 _VALUED_GLOBALS = ("--log-level", "--threads", "--parse-budget-mib")
-#: loggers whose messages name the files chosen; each is said once per run
-PATH_LOGGERS = ("groundhog_port.paths",)
 
 
 def _module_name(command):
@@ -140,22 +138,6 @@ def build_parser(commands=COMMANDS):
     return parser
 
 
-class _OncePerRun(logging.Filter):
-    """Lets a message through the first time only (the file a key resolves to, which every
-    stage of a run would otherwise say again)."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen = set()
-
-    def filter(self, record):
-        text = record.getMessage()
-        if text in self.seen:
-            return False
-        self.seen.add(text)
-        return True
-
-
 def configure_logging(level, log_time):
     logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
                         format=("%(asctime)s " if log_time else "")
@@ -186,6 +168,9 @@ def main(argv=None):
             parser.print_help()
             return EXIT_INPUT
         name = f"groundhog-port {args.command}"
+        if hasattr(args, "changes_option"):  # the model and changes, given either way
+            from .commands.common import model_and_changes
+            model_and_changes(args)
         configure_logging(args.log_level, args.log_time)
         from .distributed import SHARDED_COMMANDS, world_from_env
         from .lookup import new_run
@@ -199,14 +184,7 @@ def main(argv=None):
         if args.command not in SHARDED_COMMANDS and world_from_env():
             raise LegacyInputError(None, f"'{args.command}' does not run under torchrun; only "
                                    f"{', '.join(SHARDED_COMMANDS)} are sharded")
-        once = _OncePerRun()
-        for logger_name in PATH_LOGGERS:
-            logging.getLogger(logger_name).addFilter(once)
-        try:
-            return args._run(args)
-        finally:
-            for logger_name in PATH_LOGGERS:
-                logging.getLogger(logger_name).removeFilter(once)
+        return args._run(args)
     except LegacyInputError as err:
         print(f"{name}: error: {err}", file=sys.stderr)
         return EXIT_INPUT

@@ -111,10 +111,12 @@ class Experiment:
 
 
 def open_experiment(state_path, model_path=None, changes="", data_dir=None, device="cpu",
-                    lenient=False, allow_nonfinite=False, stable_softmax=False):
+                    lenient=False, allow_nonfinite=False, stable_softmax=False, strict=False):
     """Load state, build the model, load the weights; see the module docstring.
 
-    ``changes``: GroundHog's ``"key=value,..."`` (literals only, never evaluated);
+    ``changes``: GroundHog's ``"key=value,..."`` (literals only, never evaluated), or a list
+    of them applied in turn; a key no GroundHog code reads is warned about, or refused with
+    ``strict`` (:func:`legacy_states.check_change_keys`);
     ``lenient`` / ``allow_nonfinite`` / ``stable_softmax``: the CLI's ``--lenient``,
     ``--allow-nonfinite``, ``--stable-softmax``.  Returns an :class:`Experiment`; raises
     :class:`~groundhog_port.errors.LegacyInputError` (one line saying what is wrong) on bad
@@ -129,9 +131,9 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
         from .export.checkpoint_dir import open_checkpoint
         return open_checkpoint(state_path, changes, device=device,
                                allow_nonfinite=allow_nonfinite, stable_softmax=stable_softmax,
-                               data_dir=data_dir)
+                               data_dir=data_dir, strict=strict)
     state_path = Path(state_path)
-    state = legacy_states.load_state(state_path, changes or "", data_dir)
+    state = legacy_states.load_state(state_path, changes or "", data_dir, strict)
     cfg = ModelConfig.from_state(state, state_path)
     _auto_threads(cfg)
     # the model file is checked against the state before the model is allocated: a state

@@ -7,8 +7,8 @@
 * :mod:`.load` -- :func:`load_state` and :func:`resolve_path`.
 """
 
-from .changes import parse_changes
-from .load import LIST_PATH_KEYS, load_state, resolve_path
+from .changes import check_change_keys, parse_changes
+from .load import LIST_PATH_KEYS, load_state, load_stored_state, resolve_path
 from .prototypes import (
     DATA_PATH_KEYS,
     MATCH_IGNORED_KEYS,
@@ -26,10 +26,12 @@ from .unpickle import MAX_PICKLE_BYTES, safe_load_pickle
 __all__ = [
     "DATA_PATH_KEYS",
     "LIST_PATH_KEYS",
+    "check_change_keys",
     "MATCH_IGNORED_KEYS",
     "MAX_PICKLE_BYTES",
     "PROTOTYPES",
     "load_state",
+    "load_stored_state",
     "match_prototype",
     "parse_changes",
     "prototype_encdec_state",

@@ -15,8 +15,12 @@ given twice (a SyntaxError in the original).
 from __future__ import annotations
 
 import ast
+import difflib
+import logging
 
 from groundhog_port.errors import LegacyInputError
+
+logger = logging.getLogger("groundhog_port.changes")
 
 #: longer changes text is refused (a real one is a few hundred characters)
 MAX_CHANGES_CHARS = 100_000
@@ -55,12 +59,19 @@ def _pairs_from_positional(value, source):
     raise _fail(f"positional argument {source!r} is neither a dict nor a list of (key, value) pairs")
 
 
-def parse_changes(text: str | None) -> dict:
+def parse_changes(text: str | list | tuple | None) -> dict:
     """``"key=value, key2=value2"`` -> ``{'key': value, 'key2': value2}`` (order kept).
 
     Empty or blank text gives ``{}``.  Any syntax problem raises
-    :class:`LegacyInputError` (path ``changes``) saying what is wrong.
+    :class:`LegacyInputError` (path ``changes``) saying what is wrong.  A list of texts
+    is applied in turn, a later one overriding an earlier one, as train.py applied each
+    of its arguments (train.py:74).
     """
+    if isinstance(text, (list, tuple)):
+        merged = {}
+        for one in text:
+            merged.update(parse_changes(one))
+        return merged
     if text is None or not text.strip():
         return {}
     if len(text) > MAX_CHANGES_CHARS:
@@ -109,3 +120,42 @@ def parse_changes(text: str | None) -> dict:
         else:
             put(kw.arg, _literal(kw.value, wrapped, f"value of {kw.arg!r}"))
     return result
+
+
+#: keys GroundHog reads that no prototype sets (a change to one is not a typo):
+#: encdec.py (c_dim, hid_mult, softmax_layer), score.py (force_enc_repr_cpu), the keys
+#: mainLoop.py and the trainers keep in the state
+KEYS_BEYOND_PROTOTYPES = (
+    "c_dim", "hid_mult", "softmax_layer", "force_enc_repr_cpu", "best_params_pos", "bstep",
+    "btime", "bvalidcost", "clr", "cost_threshold", "divide_lr", "gotNaN", "lr_start", "step",
+    "testtime", "traincost", "validtime", "wholetime", "moment", "profile")
+#: ``prefix_lookup(state, prefix, key)`` (encdec.py:560) reads ``<prefix>_<key>`` first
+PREFIXED_KEYS = tuple(f"{prefix}_{key}" for prefix in ("enc", "back_enc", "dec")
+                      for key in ("activ", "rec_layer", "rec_gating", "rec_reseting",
+                                  "rec_gater", "rec_reseter", "rec_weight_scale"))
+
+
+def check_change_keys(changes: dict, state_keys, strict: bool = False) -> list:
+    """Warn about each key of ``changes`` that no GroundHog code reads (a typo such as
+    ``loopIter=50`` for ``loopIters``, which the original added to the state unused),
+    naming the closest known key; with ``strict`` raise :class:`LegacyInputError` instead.
+
+    Known keys: ``state_keys`` (the prototype and the stored state), every prototype's,
+    :data:`KEYS_BEYOND_PROTOTYPES` and :data:`PREFIXED_KEYS`.  Returns the messages.
+    """
+    from .prototypes import PROTOTYPES
+    known = set(state_keys).union(KEYS_BEYOND_PROTOTYPES, PREFIXED_KEYS,
+                                  *(proto() for proto in PROTOTYPES.values()))
+    messages = []
+    for key in changes:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else "no known key is close"
+        messages.append(f"unknown state key {key!r} in the changes ({hint}): it is added to "
+                        "the state and never read, as in GroundHog")
+    if messages and strict:
+        raise _fail("; ".join(messages) + " (--strict)")
+    for message in messages:
+        logger.warning("%s", message)
+    return messages

@@ -22,7 +22,7 @@ from groundhog_port import lookup
 from groundhog_port.compat import upgrade_state
 from groundhog_port.errors import LegacyInputError, quoted
 
-from .changes import parse_changes
+from .changes import check_change_keys, parse_changes
 from .prototypes import DATA_PATH_KEYS, prototype_state
 from .unpickle import safe_load_pickle
 
@@ -31,16 +31,19 @@ from .unpickle import safe_load_pickle
 LIST_PATH_KEYS = ("source", "target")
 
 
-def load_state(path, changes: str = "", data_dir=None) -> dict:
-    """``prototype_state()``, updated with the pickled dict, then with ``changes``.
+def load_state(path, changes: str | list = "", data_dir=None, strict: bool = False) -> dict:
+    """``prototype_state()``, updated with the pickled dict, then with ``changes`` (a text or
+    a list of texts, :func:`parse_changes`).
 
     Returns a plain dict holding exactly what the original would hold (nothing added).
+    Keys of the changes that GroundHog never reads are warned about (an error with
+    ``strict``): :func:`check_change_keys`.
     ``data_dir`` (one folder or a list) is only checked to be directories here, so that a wrong ``--data-dir``
     fails early; paths are resolved on demand by :func:`resolve_path`.
     """
     path = Path(path)
     lookup.data_dirs(data_dir)  # a wrong --data-dir fails before any loading
-    stored = safe_load_pickle(path)
+    stored = load_stored_state(path)
     if not isinstance(stored, dict):
         raise LegacyInputError(path, f"a GroundHog state is a pickled dict, this pickle holds a "
                                      f"{type(stored).__name__}")
@@ -49,8 +52,25 @@ def load_state(path, changes: str = "", data_dir=None) -> dict:
         raise LegacyInputError(path, f"state keys must be strings, found {bad_keys[:5]!r}")
     state = prototype_state()
     state.update(upgrade_state(stored, path))  # an old vintage, converted in memory
-    state.update(parse_changes(changes))
+    changes = parse_changes(changes)
+    check_change_keys(changes, state, strict)
+    state.update(changes)
     return state
+
+
+def load_stored_state(path):
+    """What a ``*_state.pkl`` holds (:func:`safe_load_pickle`); a model file given in its
+    place (a zip archive, as numpy.savez writes) is named as such."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError:
+        magic = b""  # safe_load_pickle says what is wrong with the path
+    if magic == b"PK\x03\x04":
+        raise LegacyInputError(path, "is a .npz archive (a *_model.npz?), not a pickled state: "
+                                     "--state and MODEL look swapped (--state S_state.pkl "
+                                     "S_model.npz)")
+    return safe_load_pickle(path)
 
 
 def _stored_path(state, key, state_path):

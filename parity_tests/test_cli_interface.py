@@ -23,7 +23,10 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 #: runs main() and prints which heavy modules the run imported
 IMPORTS_PROBE = """
+import os
 import sys
+if os.environ.get("HIDE_MATPLOTLIB"):
+    sys.modules["matplotlib"] = None  # as if it were not installed
 from groundhog_port.cli import main
 try:
     rc = main(sys.argv[1:])
@@ -34,8 +37,8 @@ sys.exit(rc)
 """
 
 
-def probe(*argv):
-    r = subprocess.run([sys.executable, "-c", IMPORTS_PROBE, *map(str, argv)], env=ENV,
+def probe(*argv, env=ENV):
+    r = subprocess.run([sys.executable, "-c", IMPORTS_PROBE, *map(str, argv)], env=env,
                        capture_output=True, text=True, cwd=REPO)
     imported = re.search(r"IMPORTED (\[.*\])", r.stdout)
     return r, ast.literal_eval(imported.group(1)) if imported else None
@@ -130,3 +133,93 @@ def test_score_txt_writes_its_scores_file(tmp_path):
     rc, _, err = run_cli_inprocess(main, list(map(str, ["score", "--mode", "interact", "--scores",
                                                         out, *model])))
     assert rc == 2 and "--scores FILE works with --mode batch and txt" in err
+
+
+MODEL_FILES = [FX / "search_state.pkl", FX / "search_model.npz"]
+
+
+def _inspect(*argv):
+    return run_cli_inprocess(main, ["--log-level", "warning", "inspect", "--json",
+                                    *map(str, argv)])
+
+
+def test_unknown_state_keys_in_changes_are_named_with_the_closest_key():
+    """Friction 3: ``loopIter=50``, ``word_indxx=...``, ``dimm=64`` passed silently."""
+    state, model = MODEL_FILES
+    rc, out, err = _inspect("--state", state, model, "loopIter=50,dimm=64,word_indxx='v.pkl'")
+    assert rc == 0, err
+    for typo, known in (("loopIter", "loopIters"), ("dimm", "dim"), ("word_indxx", "word_indx")):
+        assert f"unknown state key {typo!r} in the changes (did you mean {known!r}?)" in err
+    rc, out, err = _inspect("--state", state, model, "dimm=64", "--strict")
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "unknown state key 'dimm'" in err and "'dim'" in err
+    # keys GroundHog reads beyond the prototypes, and prefix_lookup's, are no typos
+    rc, out, err = _inspect("--state", state, model, "dec_rec_weight_scale=1.,loopIters=3",
+                            "--strict")
+    assert rc == 0 and "unknown" not in err, err
+
+
+def test_model_and_changes_the_same_way_in_every_command():
+    """Friction 11 (the model positional in some commands, --model in others; changes one
+    string, words or --changes) and friction 7 (``inspect --state S "k=v"`` took k=v for a
+    model path)."""
+    from groundhog_port.commands.common import model_and_changes
+    state, model = map(str, MODEL_FILES)
+    for command in ("translate", "score", "serve", "inspect", "reproduce", "parity", "train",
+                    "export"):
+        tail = ["OUT"] if command == "export" else []
+        extra = ["--format", "onnx"] if command == "export" else []
+        forms = [[model, "seqlen=30,bs=4", *tail],
+                 ["--model", model, "seqlen=30", "bs=4", *tail],
+                 [model, "--changes", "seqlen=30", "--changes", "bs=4", *tail],
+                 ["--model", model, "--changes=seqlen=30,bs=4", *tail]]
+        if command == "export":  # argparse cannot find a last positional after options
+            forms[2] = ["--changes", "seqlen=30", "--changes", "bs=4", model, *tail]
+        for form in forms:
+            args = build_parser().parse_args([command, "--state", state, *extra, *form])
+            got_model, changes = model_and_changes(args)
+            assert got_model == model, (command, form)
+            from legacy_states import parse_changes
+            assert parse_changes(changes) == {"seqlen": 30, "bs": 4}, (command, form)
+    args = build_parser().parse_args(["inspect", "--state", state, "seqlen=30"])
+    assert model_and_changes(args) == (None, ["seqlen=30"])
+    rc, out, err = _inspect("--state", state, "seqlen=30")
+    assert rc == 0 and '"checkpoint"' not in out, err
+    rc, out, err = _inspect("--state", state, model, "--model", str(FX / "other_model.npz"))
+    assert rc == 2 and "two models given" in err
+
+
+def test_messages_say_what_is_wrong_and_how_to_fix_it(tmp_path, legacy_root):
+    """Friction 7: swapped --state and model gave "truncated or corrupt pickle (persistent
+    IDs ...)"; "pass a data directory" never named --data-dir; a missing prefix folder said
+    to give a prefix that was given."""
+    state, model = MODEL_FILES
+    rc, _, err = _inspect("--state", model, state)
+    assert rc == 2 and "--state and MODEL look swapped" in err, err
+    rc, _, err = _inspect("--state", state, state)
+    assert rc == 2 and "a *_state.pkl given for the model?" in err, err
+    moved = tmp_path / "search_state.pkl"
+    moved.write_bytes(state.read_bytes())  # the vocabularies are not next to it
+    rc, out, err = _inspect("--state", moved)
+    assert rc == 0, err
+    assert "pass --data-dir DIR" in out
+    train = ["--log-level", "error", "train", "--state", state, "--data-dir", legacy_root / "data"]
+    rc, _, err = run_cli_inprocess(main, list(map(str, train + [f"prefix='{tmp_path}/no/x_'"])))
+    assert rc == 2 and "of the prefix given in the changes does not exist: create it" in err
+    assert "give prefix=" not in err
+    rc, _, err = run_cli_inprocess(main, list(map(str, train)))
+    assert rc == 2 and "stored in the state does not exist" in err and "give prefix=" in err
+
+
+def test_missing_matplotlib_is_said_before_anything_is_loaded(tmp_path):
+    """Friction 10: ``--plot-alignment`` without matplotlib failed after 8 s of loading
+    (torch and the model); now before torch is imported, let alone a file read."""
+    env = {**ENV, "HIDE_MATPLOTLIB": "1"}
+    missing = tmp_path / "missing"
+    for argv in (["score", "--state", missing, missing, "--mode", "txt", "--src", missing,
+                  "--trg", missing, "--plot-alignment", tmp_path / "plots"],
+                 ["plot-training", missing, "--out", tmp_path / "c.png"]):
+        r, imported = probe(*argv, env=env)
+        assert r.returncode == 2 and "need matplotlib" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        assert "torch" not in imported, argv[0]

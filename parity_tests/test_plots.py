@@ -137,3 +137,75 @@ def test_missing_matplotlib_is_a_clear_error_before_any_work(tmp_path, monkeypat
     cap = capsys.readouterr()
     assert "matplotlib" in cap.err and "pip install matplotlib" in cap.err
     assert cap.out == "" and not out.exists()
+
+
+def _svg_text(path):
+    return path.read_text(encoding="utf-8")
+
+
+def test_attention_plot_is_paper_ready(tmp_path):
+    """Issue 26, friction 9: PNG only at a fixed 100 dpi, no colour bar or axis titles.
+    Now PDF and SVG too, any dpi (the heatmap's cells scale with it), axis titles and a
+    colour bar of the weights."""
+    image = _needs_matplotlib()
+    import matplotlib
+    a = np.full((3, 4), 0.25)
+    src, trg = ["le", "chat", "noir", "<eos>"], ["the", "cat", "<eos>"]
+    path = plots.plot_alignment(a, src, trg, tmp_path / "a.png", dpi=300)
+    _, _, h, w = heatmap_box(image.imread(path))
+    cell = round(plots.CELL_INCHES * 300)
+    assert abs(h - 3 * cell) <= 3 and abs(w - 4 * cell) <= 3, (h, w)
+    assert plots.plot_alignment(a, src, trg, tmp_path / "a.pdf", fmt="pdf").read_bytes() \
+        .startswith(b"%PDF")
+    with matplotlib.rc_context({"svg.fonttype": "none"}):     # text as <text>, searchable
+        svg = _svg_text(plots.plot_alignment(a, src, trg, tmp_path / "a.svg", fmt="svg"))
+    for text in ("source words", "target words (generated)", "attention weight", "0.00", "1.00",
+                 "chat"):
+        assert f">{text}<" in svg, text
+
+
+def test_score_plots_take_format_and_dpi(legacy_root, tmp_path, capsys):
+    _needs_matplotlib()
+    out = tmp_path / "plots"
+    argv = _score_txt_argv(legacy_root, "search", "--plot-alignment", str(out), "--format",
+                           "svg", "--dpi", "150")
+    argv[argv.index("--src") + 1] = str(tmp_path / "two.en")
+    argv[argv.index("--trg") + 1] = str(tmp_path / "two.fr")
+    for name, test in (("two.en", "test.en"), ("two.fr", "test.fr")):
+        lines = (legacy_root / "search" / test).read_text().splitlines()[:2]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    assert cli.main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["align_0001.svg", "align_0002.svg"]
+    assert all(p.read_text().lstrip().startswith("<?xml") for p in out.iterdir())
+    assert cli.main(_score_txt_argv(legacy_root, "search", "--dpi", "300")) == 2
+    assert "--format and --dpi apply to --plot-alignment" in capsys.readouterr().err
+
+
+def test_training_curves_label_and_count_what_they_show(legacy_root, tmp_path):
+    """Friction 9: the y axis said "log_2 likelihood" whatever the key, NaN costs were dropped
+    without a note (search_variant's log2_p_expl is NaN at 1406 updates from 4087: the rolling
+    mean was NaN from there and the curve stopped), and the count was an index."""
+    _needs_matplotlib()
+    import matplotlib
+    from groundhog_port.training.curves import plot
+    from groundhog_port.training.files import load_timings
+    timing = legacy_root / "search_variant" / "search_variant_timing.npz"
+    tm = load_timings(timing)
+    values = tm["log2_p_expl"][:int(tm["step"])].astype(np.float64)
+    nan = np.flatnonzero(~np.isfinite(values))
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        [line] = plot([timing], tmp_path / "c.svg", window=100)
+    expected = float(np.mean(values[np.isfinite(values)][-100:]))
+    assert line.startswith("Average log2_p_expl is ")
+    assert abs(float(line.split()[3]) - expected) < 1e-9
+    assert f"after {int(tm['step'])} iterations" in line
+    assert (f"({nan.size} non-finite values of log2_p_expl left out, the first at iteration "
+            f"{nan[0]})") in line
+    assert nan.size == 1406 and nan[0] == 4087               # the recording, as the issue says
+    svg = _svg_text(tmp_path / "c.svg")
+    assert "-log2 p per sentence (bits), rolling mean of 100" in svg and "log_2 likelihood" not in svg
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        plot([timing], tmp_path / "cost.pdf", y="cost", dpi=300)
+        plot([timing], tmp_path / "cost.svg", y="cost")
+    assert (tmp_path / "cost.pdf").read_bytes().startswith(b"%PDF")
+    assert "-ln p of the batch" in _svg_text(tmp_path / "cost.svg")

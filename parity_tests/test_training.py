@@ -128,7 +128,7 @@ def test_plot_training(tmp_path, capsys):
     line = capsys.readouterr().out.strip()
     tm = load_timings(timing)
     expected = float(np.mean(tm["log2_p_expl"][5900:6000]))
-    assert line.startswith("Average log2_p_expl is") and "after 5999 iterations" in line
+    assert line.startswith("Average log2_p_expl is") and "after 6000 iterations" in line
     assert abs(float(line.split()[3]) - expected) < 1e-6
     assert (tmp_path / "c.png").stat().st_size > 1000
 

@@ -8,7 +8,7 @@ from .. import checkpoint, lookup
 from ..config import GRCONV, ModelConfig
 from ..errors import EXIT_INPUT, EXIT_OK, LegacyInputError
 from ..loading import Experiment
-from .common import add_data_dir_argument
+from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
 
 NAME = "inspect"
 HELP = "print the architecture a *_state.pkl describes and check a *_model.npz against it"
@@ -19,15 +19,14 @@ CORPUS_KEYS = ("source", "target")
 
 def add_arguments(p):
     p.add_argument("--state", required=True, help="the experiment's *_state.pkl")
-    p.add_argument("model_path", nargs="?", help="the experiment's *_model.npz (optional)")
-    p.add_argument("changes", nargs="?", default="", help="changes to the state (GroundHog syntax)")
+    add_model_and_changes(p, "the experiment's *_model.npz (optional)")
     add_data_dir_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def report(state_path, model_path=None, changes="", data_dir=None):
+def report(state_path, model_path=None, changes="", data_dir=None, strict=False):
     """The inspection as a dict (what ``--json`` prints)."""
-    state = legacy_states.load_state(state_path, changes, data_dir)
+    state = legacy_states.load_state(state_path, changes, data_dir, strict)
     cfg = ModelConfig.from_state(state, state_path)
     prototype, differing = legacy_states.match_prototype(state)
     table, unsaved = checkpoint.legacy_param_table(cfg)
@@ -85,7 +84,8 @@ def report(state_path, model_path=None, changes="", data_dir=None):
 
 
 def run(args):
-    rep = report(args.state, args.model_path, args.changes, args.data_dir)
+    model, changes = model_and_changes(args)
+    rep = report(args.state, model, changes, args.data_dir, args.strict)
     if args.json:
         print(json.dumps(rep, indent=2, ensure_ascii=False, default=_json_value))
     else:

@@ -19,7 +19,7 @@ from ..loading import open_experiment
 from ..outputs import Progress
 from ..parity import GROUPS, check, count_work, find_case, test_files_near
 from ..trace import TraceFile
-from .common import add_data_dir_argument
+from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
 
 NAME = "parity"
 HELP = ("check the port against a recorded GroundHog/Theano trace (trace.h5): one row per "
@@ -32,7 +32,7 @@ def add_arguments(p):
                    help="a case folder: *_state.pkl, *_model.npz, trace.h5, test.en, test.fr, "
                         "vocabularies (the options below override what is found there)")
     p.add_argument("--state", help="the experiment's *_state.pkl")
-    p.add_argument("--model", help="the experiment's *_model.npz")
+    add_model_and_changes(p)
     p.add_argument("--checkpoint", metavar="DIR",
                    help="check an exported checkpoint (groundhog-port export --format "
                         "safetensors) instead of the case's or --state/--model files")
@@ -41,8 +41,6 @@ def add_arguments(p):
                                     "(default: the trace's test_src_file next to it)")
     p.add_argument("--target", help="the test target sentences (default: test_trg_file next to "
                                     "the trace)")
-    p.add_argument("--changes", default="", help="changes to the state, GroundHog syntax "
-                                                 "(as given to the recorder)")
     add_data_dir_argument(p, extra="; with --case, DIR and DIR/../data are searched after "
                                    "them (vocabularies and test files)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
@@ -78,6 +76,7 @@ def _groups(only):
 
 
 def run(args):
+    model_and_changes(args)
     groups = _groups(args.only)
     if args.case:
         data_dir = lookup.case_data_dirs(args.case, args.data_dir)
@@ -107,10 +106,11 @@ def run(args):
     try:
         t0 = time.perf_counter()
         if args.checkpoint:
-            exp = open_experiment(args.checkpoint, None, args.changes, device=args.device)
+            exp = open_experiment(args.checkpoint, None, args.changes, device=args.device,
+                                  strict=args.strict)
         else:
             exp = open_experiment(state, model, args.changes, data_dir=data_dir,
-                                  device=args.device)
+                                  device=args.device, strict=args.strict)
         with TraceFile(trace) as tr:
             progress = Progress(count_work(tr, groups, args.beam_labels), unit="items",
                                 enabled=True if args.progress else None)

@@ -22,7 +22,7 @@ from ..outputs import Progress
 from ..rescore import bleu_tokenizers
 from ..reproduce import (ArchivedFile, Settings, find_case, format_report, reproduce,
                          sentences_to_translate)
-from .common import add_model_arguments, open_from_args
+from .common import add_model_arguments, model_and_changes, open_from_args
 from .translate import DEFAULT_BATCH_SIZE
 
 NAME = "reproduce"
@@ -38,11 +38,7 @@ def add_arguments(p):
                         "read from the names; trans_holdout_beamN.txt with holdout.en/.fr); the "
                         "test set test.en/test.fr is looked for in DIR, each --data-dir, then "
                         "DIR/../data, or given with --source/--ref")
-    add_model_arguments(p, model_positional=False, state_required=False)
-    p.add_argument("--model", metavar="NPZ", help="the experiment's *_model.npz (without --case)")
-    p.add_argument("--checkpoint", metavar="DIR",
-                   help="re-translate with an exported checkpoint (export --format safetensors) "
-                        "instead of the state and model")
+    add_model_arguments(p)
     p.add_argument("--source", help="source sentences the archived file translates (with --case: "
                                     "replaces test.en, e.g. a renamed test set)")
     p.add_argument("--ref", help="reference translations, for BLEU (optional; with --case: "
@@ -102,6 +98,7 @@ def _archived_files(args):
 
 
 def run(args):
+    model_and_changes(args)
     if args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")
     state, model, files, skipped, case, dirs = _archived_files(args)

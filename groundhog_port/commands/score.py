@@ -1,4 +1,8 @@
-"""``groundhog-port score``: score.py's flags and output, byte for byte."""
+"""``groundhog-port score``: score.py's flags and output, byte for byte.
+
+The model's modules (torch: seconds to import) are imported by the functions that score,
+after :func:`run` has checked the arguments and the optional dependencies (matplotlib).
+"""
 import contextlib
 import logging
 import sys
@@ -6,14 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import distributed, plots, sharded
-from ..encoder import grconv_gates
+from .. import distributed, plots
 from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..longlines import warn_long_lines
 from ..outputs import (Journal, Progress, atomic_output, check_outputs, file_digest,
                        write_failure)
-from ..scoring import batches_for, parse_pair, score_batch, score_pair
 from .common import add_model_arguments, open_from_args, run_fingerprint
 
 NAME = "score"
@@ -45,12 +47,18 @@ def add_arguments(p):
     p.add_argument("--progress", action="store_true",
                    help="show the progress line even when stderr is not a terminal")
     p.add_argument("--plot-alignment", metavar="DIR",
-                   help="txt mode: write one attention heatmap per pair to DIR (PNG, as Figure 3 "
-                        "of Bahdanau et al.; RNNsearch models; needs matplotlib: the plot extra)")
+                   help="txt mode: write one attention heatmap per pair to DIR (as Figure 3 "
+                        "of Bahdanau et al., with a colour bar; RNNsearch models; needs "
+                        "matplotlib: the plot extra)")
     p.add_argument("--plot-tree", metavar="DIR",
                    help="txt mode: write the grConv gating tree of each source sentence to DIR "
-                        "(PNG, as experiments/nmt/tree.py draws it; enc_rec_layer="
+                        "(as experiments/nmt/tree.py draws it; enc_rec_layer="
                         "'RecursiveConvolutionalLayer' models; needs matplotlib: the plot extra)")
+    p.add_argument("--format", choices=plots.FORMATS,
+                   help="--plot-alignment / --plot-tree: picture format (default png)")
+    p.add_argument("--dpi", type=int,
+                   help=f"--plot-alignment / --plot-tree: dots per inch (default {plots.DPI}; "
+                        "300 for print)")
     p.add_argument("--tree-threshold", type=float, default=0.1, metavar="W",
                    help="--plot-tree: leave out edges of weight <= W (tree.py's 'Threshold'; "
                         "default 0.1)")
@@ -62,6 +70,10 @@ def run(args):
             if args.mode != "txt":
                 raise LegacyInputError(None, f"{flag} works with --mode txt")
             plots.require_matplotlib()
+    if (args.format or args.dpi) and not (args.plot_alignment or args.plot_tree):
+        raise LegacyInputError(None, "--format and --dpi apply to --plot-alignment / --plot-tree")
+    if args.dpi is not None and not 10 <= args.dpi <= 2400:
+        raise LegacyInputError(None, f"--dpi {args.dpi}: expected 10..2400")
     if args.mode == "interact" and args.scores:
         raise LegacyInputError(None, "--scores FILE works with --mode batch and txt (interact "
                                      "prints every score)")
@@ -116,6 +128,8 @@ def batch_mode(exp, args):
     if args.src and not (str(args.src).endswith(".h5") and str(args.trg).endswith(".h5")):
         for path in (args.src, args.trg):  # text: GroundHog's .h5 path skips long pairs itself
             warn_long_lines(path, read_text_lines(path), exp.state, "scoring it", "score.py")
+    from .. import sharded
+    from ..scoring import batches_for, score_batch
     fingerprint = batch_fingerprint(args, exp) if args.scores else None
     if distributed.world_from_env():
         return sharded.score(args, exp, _complete_batches, fingerprint)
@@ -166,6 +180,8 @@ def batch_mode(exp, args):
 def txt_mode(exp, args):
     """score.py:206-242: per pair ``-sum(log(word_probs))`` (float32, printed as numpy prints it);
     with ``--verbose`` the word probabilities and the alignment table first."""
+    from ..encoder import grconv_gates
+    from ..scoring import parse_pair, score_pair
     if not (args.src and args.trg):
         raise LegacyInputError(None, "--mode txt needs --src and --trg")
     src_lines, trg_lines = read_text_lines(args.src), read_text_lines(args.trg)
@@ -187,6 +203,7 @@ def txt_mode(exp, args):
                                    "grConv (enc_rec_layer='RecursiveConvolutionalLayer'): it "
                                    "has no gating tree")
         tree_dir = _output_dir(args.plot_tree)
+    fmt, dpi = args.format or "png", args.dpi or plots.DPI
     n_inf = 0
     # log(0) of an underflowed probability is score.py's inf, explained once below
     with np.printoptions(precision=3, linewidth=150, suppress=True), \
@@ -206,14 +223,14 @@ def txt_mode(exp, args):
             if plot_dir is not None:
                 plots.plot_alignment(s.alignment.numpy()[:, :, 0], src_words + ["<eos>"],
                                      trg_words + ["<eos>"],
-                                     plot_dir / plots.plot_file_name(n, len(src_lines)),
-                                     title=f"{Path(args.src).name}, line {n}")
+                                     plot_dir / plots.plot_file_name(n, len(src_lines), fmt),
+                                     title=f"{Path(args.src).name}, line {n}", fmt=fmt, dpi=dpi)
             if tree_dir is not None:
                 plots.plot_grconv_tree(grconv_gates(exp.model, src_seq).numpy(),
                                        src_words + ["<eos>"],
-                                       tree_dir / plots.tree_file_name(n, len(src_lines)),
+                                       tree_dir / plots.tree_file_name(n, len(src_lines), fmt),
                                        args.tree_threshold,
-                                       title=f"{Path(args.src).name}, line {n}")
+                                       title=f"{Path(args.src).name}, line {n}", fmt=fmt, dpi=dpi)
     if n_inf:
         logger.warning(INF_NOTE, n_inf, len(src_lines), exp.cfg.n_sym_source)
     if not src_lines:
@@ -258,6 +275,7 @@ def print_alignment(alignment, src_line, src_words, trg_words):
 
 def interact_mode(exp, args):
     """score.py:189-205: read a source and a target line, print ids, probabilities, cost."""
+    from ..scoring import parse_pair, score_pair
     while True:
         try:
             src_line = input("Source sequence: ")

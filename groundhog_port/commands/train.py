@@ -21,7 +21,6 @@ import logging
 from pathlib import Path
 
 import legacy_states
-from legacy_states.unpickle import safe_load_pickle
 
 from .. import checkpoint, lookup
 from ..config import ModelConfig
@@ -33,7 +32,7 @@ from ..training import files
 from ..training.adadelta import restart_step
 from ..training.init import initialize
 from ..training.loop import MainLoop, new_timings
-from .common import add_data_dir_argument
+from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
 
 NAME = "train"
 HELP = ("train or continue training a model as GroundHog's train.py (SGD_adadelta, saving "
@@ -46,11 +45,8 @@ def add_arguments(p):
     p.add_argument("--proto", default="prototype_state",
                    help="the prototype the state is applied on (train.py --proto; default "
                         f"prototype_state; one of {', '.join(legacy_states.PROTOTYPES)})")
-    p.add_argument("--model", help="start from this *_model.npz (when <prefix>model.npz does "
-                                   "not exist yet); without it a new model is initialised")
-    p.add_argument("changes", nargs="*", default=[],
-                   help="changes to the state, GroundHog syntax, e.g. \"prefix='out/search_'\" "
-                        "loopIters=6100 (parsed as literals, never evaluated)")
+    add_model_and_changes(p, "start from this *_model.npz (when <prefix>model.npz does not "
+                             "exist yet); without it a new model is initialised")
     add_data_dir_argument(p)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     p.add_argument("--max-updates", type=int,
@@ -67,18 +63,18 @@ def build_state(args):
                                      f"{', '.join(legacy_states.PROTOTYPES)})")
     state = legacy_states.PROTOTYPES[args.proto]()
     if args.state:
-        stored = safe_load_pickle(args.state)
+        stored = legacy_states.load_stored_state(args.state)
         if not isinstance(stored, dict):
             raise LegacyInputError(args.state, "a GroundHog state is a pickled dict")
         state.update(stored)
-    changes = {}
-    for text in args.changes:
-        changes.update(legacy_states.parse_changes(text))
+    changes = legacy_states.parse_changes(args.changes)
+    legacy_states.check_change_keys(changes, state, args.strict)
     state.update(changes)
     return state, frozenset(changes)
 
 
 def run(args):
+    model_and_changes(args)
     state, explicit = build_state(args)
     cfg = ModelConfig.from_state(state, args.state)
     _auto_threads(cfg)
@@ -88,9 +84,12 @@ def run(args):
     corpora = [legacy_states.resolve_path(state, k, where, dirs, explicit=k in explicit)
                for k in ("source", "target")]
     prefix = str(state["prefix"])
-    if not Path(prefix + "x").parent.is_dir():
-        raise LegacyInputError(prefix, "the folder of state['prefix'] does not exist; give "
-                                       "prefix='folder/name_' in the changes")
+    folder = Path(prefix + "x").parent
+    if not folder.is_dir():
+        raise LegacyInputError(prefix, f"the folder {folder} of the prefix " + (
+            "given in the changes does not exist: create it first" if "prefix" in explicit
+            else "stored in the state does not exist: create it, or give "
+                 "prefix='folder/name_' in the changes"))
     lock = Path(prefix + "train.lock")
     with run_lock(lock, f"another training run is writing the {prefix}* checkpoint ({lock.name} "
                         "is locked); wait for it to finish or give another prefix"):

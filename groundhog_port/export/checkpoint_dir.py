@@ -206,7 +206,7 @@ def read_weights(path):
 
 
 def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
-                    stable_softmax=False, data_dir=None):
+                    stable_softmax=False, data_dir=None, strict=False):
     """An exported checkpoint (a directory, or its ``config.json``) as an :class:`Experiment`.
 
     ``changes`` apply to the stored state as they apply to a ``*_state.pkl`` (sample.py:228).
@@ -222,7 +222,9 @@ def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
         raise LegacyInputError(cfg_path, "\"architecture\" does not match the one \"state\" "
                                "describes (edited by hand?)")
     state = dict(stored)
-    state.update(legacy_states.parse_changes(changes or ""))
+    changes = legacy_states.parse_changes(changes or "")
+    legacy_states.check_change_keys(changes, stored, strict)
+    state.update(changes)
     cfg = ModelConfig.from_state(state, cfg_path)
     _auto_threads(cfg)
     weights_path = cfg_path.parent / str(config.get("weights", WEIGHTS_FILE))
@@ -244,7 +246,7 @@ def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
     model.to(resolve_device(device))
     model.eval()
     exp = ExportedExperiment(cfg_path, state, cfg, model, lookup.data_dirs(data_dir),
-                             frozenset(legacy_states.parse_changes(changes or "")))
+                             frozenset(changes))
     exp.stored_vocabularies = _vocabularies(config["vocabularies"], cfg_path)
     exp.weights_path = weights_path
     return exp
