@@ -2,6 +2,7 @@
 (what ``experiments/nmt/analysis.py``'s ``load_n_show_timings`` showed)."""
 from .. import plots
 from ..errors import EXIT_OK
+from ..outputs import signals_held
 
 NAME = "plot-training"
 HELP = "plot training curves (rolling mean of log2_p_expl, ...) from *_timing.npz files"
@@ -26,7 +27,8 @@ def add_arguments(p):
 
 def run(args):
     plots.require_matplotlib()  # before the timing files and torch are loaded
-    from ..training.curves import plot
+    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli.py says why)
+        from ..training.curves import plot
     for line in plot(args.timings, args.out, labels=args.labels, y=args.y, hours=args.hours,
                      fmt=args.format, dpi=args.dpi, start=args.start, finish=args.finish,
                      window=args.window):
