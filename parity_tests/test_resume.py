@@ -284,7 +284,7 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
 
 def test_score_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     """``score --mode batch --scores F --resume`` with another target file is refused."""
-    from groundhog_port.commands import score
+    from groundhog_port import scoring as score  # the score command imports it when it runs
     src, trg = tmp_path / "s.en", tmp_path / "s.fr"
     src.write_bytes((FX / "test.en").read_bytes())
     trg.write_bytes((FX / "test.fr").read_bytes())
