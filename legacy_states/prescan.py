@@ -17,7 +17,7 @@ ours can run (issue 25):
 per object (its kind, payload size, nesting depth, and whether it is a safe hash key), and
 charges each object the memory it will cost.  It refuses, naming the file and the byte:
 
-* a tuple or frozenset nested more than :data:`~legacy_states.unpickle.MAX_DEPTH` levels;
+* a tuple or frozenset nested more than :data:`MAX_DEPTH` levels;
 * a dict key or set element that is not a string, a byte string, an integer of magnitude
   below :data:`KEY_INT_LIMIT`, ``None`` or a bool -- the only keys GroundHog's states and
   vocabularies use, and ones no file can make collide: strings hash with a per-process
@@ -43,6 +43,9 @@ import pickletools
 from groundhog_port import budget
 from groundhog_port.errors import LegacyInputError
 
+#: containers nested deeper than this are refused (GroundHog data is at most 3 deep; a
+#: self-containing list would otherwise recurse forever in unpickle._finish)
+MAX_DEPTH = 100
 #: integers usable as dict keys / set elements: ``hash(k) == k`` far below ``2**61 - 1``,
 #: and 2**31 covers every vocabulary id (BININT is 4 bytes)
 KEY_INT_LIMIT = 2 ** 31
@@ -112,8 +115,11 @@ class _Walk:
     def charge(self, nbytes):
         self.cost += nbytes
         if self.cost > self.limit:
-            raise budget.over_budget(self.path, f"the objects of this pickle (reached at byte "
-                                                f"{self.pos} of {self.n})")
+            self.over()
+
+    def over(self):
+        raise budget.over_budget(self.path, f"the objects of this pickle (reached at byte "
+                                            f"{self.pos} of {self.n})")
 
     def refuse(self, problem):
         raise LegacyInputError(self.path, f"{problem} at byte {self.pos} of the pickle: not "
@@ -121,7 +127,9 @@ class _Walk:
 
     def push(self, v, nbytes=PTR):
         self.stack.append(v)
-        self.charge(nbytes)
+        self.cost += nbytes  # charge(), inlined: the walk's most frequent step
+        if self.cost > self.limit:
+            self.over()
 
     def pop(self):
         if len(self.stack) <= (self.marks[-1] if self.marks else 0):
@@ -149,7 +157,6 @@ class _Walk:
 
     def nested(self, kind, items):
         depth = 1 + max((v.depth for v in items), default=0)
-        from .unpickle import MAX_DEPTH
         if depth > MAX_DEPTH:
             self.refuse(f"a {kind} nested more than {MAX_DEPTH} levels deep")
         return depth
@@ -307,10 +314,13 @@ class _Walk:
         if index >= self.n:
             raise LegacyInputError(self.path, f"corrupt pickle (memo index {index} in a file "
                                               f"of {self.n} bytes)")
-        self.memo[index] = self.top()
-        grow = max(0, index + 1 - self.memo_len)
-        self.memo_len += grow
-        self.charge(PTR * grow + 100)
+        if not self.stack:
+            raise _Stop
+        self.memo[index] = self.stack[-1]
+        if index >= self.memo_len:
+            self.cost += PTR * (index + 1 - self.memo_len)
+            self.memo_len = index + 1
+        self.charge(100)
 
     def op_global(self, arg):
         module, _, name = arg.partition(b"\n")

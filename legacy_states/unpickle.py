@@ -28,14 +28,11 @@ from groundhog_port import budget
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.untrusted import describe, reading
 
-from .prescan import prescan
+from .prescan import MAX_DEPTH, prescan
 
 #: files larger than this are refused before reading (a GroundHog state is a few kB, a
 #: 30k-word vocabulary about 1 MB)
 MAX_PICKLE_BYTES = 1 << 30
-#: containers nested deeper than this are refused (GroundHog data is at most 3 deep; a
-#: self-containing list would otherwise recurse forever)
-MAX_DEPTH = 100
 
 _REFUSED = "refused to unpickle {}.{}: only plain data is allowed"
 
