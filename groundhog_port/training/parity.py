@@ -89,7 +89,8 @@ def read_train_step(tr):
         g = tr._group(f"{where}/{sub}")
         out[sub] = {}
         for name in g:
-            check_dataset(g[name], tr.path, f"/{where}/{sub}/{name}")
+            # read, then held as a float32 copy
+            check_dataset(g[name], tr.path, f"/{where}/{sub}/{name}", loader_itemsize=4)
             out[sub][name] = np.asarray(g[name][()], dtype=np.float32)
     return out
 
