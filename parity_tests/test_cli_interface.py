@@ -153,6 +153,10 @@ def test_unknown_state_keys_in_changes_are_named_with_the_closest_key():
     rc, out, err = _inspect("--state", state, model, "dimm=64", "--strict")
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "unknown state key 'dimm'" in err and "'dim'" in err
+    # train applies the changes to its prototype and checks them the same way, before any work
+    rc, _, err = run_cli_inprocess(main, list(map(str, [
+        "train", "--state", state, "loopIter=5", "--strict", "--data-dir", FX])))
+    assert rc == 2 and "unknown state key 'loopIter'" in err and "'loopIters'" in err, err
     # keys GroundHog reads beyond the prototypes, and prefix_lookup's, are no typos
     rc, out, err = _inspect("--state", state, model, "dec_rec_weight_scale=1.,loopIters=3",
                             "--strict")
@@ -183,6 +187,8 @@ def test_model_and_changes_the_same_way_in_every_command():
             assert parse_changes(changes) == {"seqlen": 30, "bs": 4}, (command, form)
     args = build_parser().parse_args(["inspect", "--state", state, "seqlen=30"])
     assert model_and_changes(args) == (None, ["seqlen=30"])
+    args = build_parser().parse_args(["inspect", "--state", state, "{'seqlen': 30}"])
+    assert model_and_changes(args) == (None, ["{'seqlen': 30}"])
     rc, out, err = _inspect("--state", state, "seqlen=30")
     assert rc == 0 and '"checkpoint"' not in out, err
     rc, out, err = _inspect("--state", state, model, "--model", str(FX / "other_model.npz"))
