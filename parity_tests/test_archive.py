@@ -102,7 +102,7 @@ def test_markdown_and_html_show_every_table(made):
     page = (made["out"] / "report.html").read_text(encoding="utf-8")
     for e in made["report"]["experiments"]:
         assert f"## {e['id']}" in md
-        for title, _, rows in archive_report_tables(e):
+        for title, _, _rows in archive_report_tables(e):
             assert f"### {title}" in md and title.replace("(", "").split()[0] in page
     n_plots = made["report"]["summary"]["plots"]
     assert n_plots == 6 and page.count('src="data:image/png;base64,') == n_plots

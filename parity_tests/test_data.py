@@ -182,7 +182,7 @@ def test_h5_score_batches_structure(legacy_root, train_h5, case):
         assert b.x_mask.dtype == b.y_mask.dtype == np.float32
         assert b.x.shape == b.x_mask.shape and b.y.shape == b.y_mask.shape
         assert b.x.shape[1] == b.y.shape[1] == state["bs"]
-        for side, seqs, arr, mask, null in (("x", src, b.x, b.x_mask, state["null_sym_source"]),
+        for _side, seqs, arr, mask, null in (("x", src, b.x, b.x_mask, state["null_sym_source"]),
                                             ("y", trg, b.y, b.y_mask, state["null_sym_target"])):
             lens = seqs.length[b.line_numbers]
             assert arr.shape[0] == min(state["seqlen"], lens.max()) + 1  # trim_batches

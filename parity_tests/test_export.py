@@ -10,8 +10,6 @@ The ONNX graphs and their driver are tested in ``test_export_onnx.py``.
 """
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,6 @@ from inprocess import run_cli
 from groundhog_port.export.checkpoint_dir import CONFIG_FILE, WEIGHTS_FILE, write_checkpoint
 from groundhog_port.export.names import export_table
 from groundhog_port.loading import open_experiment
-from groundhog_port.parity import find_case
 from groundhog_port.scoring import batches_for, score_batch
 from groundhog_port.translate import Translator
 

@@ -12,10 +12,8 @@ driver's translations against the port's, and the files read without groundhog_p
   ``trans_beam10.txt`` byte for byte.
 """
 import importlib.util
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -577,5 +577,5 @@ def test_bitext_regressions(tmp_path):
         with h5py.File(p, "r+") as f:
             del f["phrases"]
             edit(f)
-        kind, msg = _isolated(lambda: read_h5_bitext(p))
+        kind, msg = _isolated(lambda p=p: read_h5_bitext(p))
         assert kind == "clean error" and str(p) in msg, f"{name}: {kind}: {msg}"

@@ -7,7 +7,6 @@ step 4, section 8); ``py2_preprocess_emulation.json`` records what Python 2.7 wo
 import bz2
 import gzip
 import json
-import os
 import pickle
 import subprocess
 

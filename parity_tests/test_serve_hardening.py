@@ -16,9 +16,6 @@ import sys
 import threading
 import time
 
-import numpy as np
-import pytest
-
 from conftest import REPO
 from serve_helpers import MODEL, RAW_EN, STATE, TEST_EN, TRANS10, post_json, request, running_server
 
@@ -123,7 +120,7 @@ def test_host_and_origin_checks():
         for headers, status, words in cases:
             got, _, raw = request(server.url, "POST", "/translate", body, headers)
             assert got == status and words in json.loads(raw)["error"], (headers, raw)
-        got, _, _ = request(server.url, "GET", f"/?source=x", None, {"Host": "evil.example"})
+        got, _, _ = request(server.url, "GET", "/?source=x", None, {"Host": "evil.example"})
         assert got == 421
         assert server.batcher.stats["sentences"] == before          # nothing was decoded
         for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
@@ -194,7 +191,7 @@ def test_a_trickling_client_is_cut_at_the_client_timeout():
                     if s.recv(65536) == b"":
                         closed = time.monotonic() - t0
                         break
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 except OSError:
                     closed = time.monotonic() - t0

@@ -73,9 +73,9 @@ def measure(beams=(1, 5, 10), repeat=3):
             return out
 
         for beam in beams:
-            t_onnx, onnx_lines = _best(lambda: run_onnx(beam), repeat)
-            t_lit, lit = _best(lambda: Translator(exp, beam).translate_seqs(seqs), repeat)
-            t_bat, bat = _best(lambda: Translator(exp, beam, batch_size=32).translate_seqs(seqs),
+            t_onnx, onnx_lines = _best(lambda beam=beam: run_onnx(beam), repeat)
+            t_lit, lit = _best(lambda beam=beam: Translator(exp, beam).translate_seqs(seqs), repeat)
+            t_bat, bat = _best(lambda beam=beam: Translator(exp, beam, batch_size=32).translate_seqs(seqs),
                                repeat)
             same = onnx_lines == [t.line for t in lit] == [t.line for t in bat]
             rows.append(dict(beam=beam, sentences=len(lines), onnx_per_s=len(lines) / t_onnx,

@@ -135,7 +135,7 @@ class Engine:
         self.search = BatchedBeamSearch(experiment.model, batch_size=batch_size)
         self.has_attention = bool(experiment.cfg.search)
         # load the vocabularies now: a missing file is a start-up error, not a request's
-        experiment.src_word2idx, experiment.src_idx2word, experiment.trg_idx2word
+        experiment.src_word2idx, experiment.src_idx2word, experiment.trg_idx2word  # noqa: B018
 
     def warm_up(self):
         """Decode one empty sentence, so that the first request does not pay for first-call
