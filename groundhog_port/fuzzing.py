@@ -19,6 +19,12 @@ bitext    ``data.read_h5_bitext`` + every batch of ``data.iter_h5_batches``
 text      ``data.read_text_lines`` + every batch of ``data.iter_text_batches``
 cli       ``groundhog-port inspect|score|translate`` in-process (``cli.main``) on a broken
           file: exit 0, or exit 2 with one ``error:`` line on stderr and no traceback
+hostile   issue 25's classes against the loader each attacks
+outputs   issue 25's special output targets (symbolic links and chains, dangling links,
+          FIFOs, character devices, ``-``, ``/proc/self/fd/1``, directories, the source
+          itself or a link to it, one file for two outputs, a partial file of another run)
+          for ``translate``, sampling and ``score --scores``: exit 0 or one clean error,
+          and nothing but a regular file of the run is replaced (``replaced`` otherwise)
 ========  ==================================================================================
 
 Mutations are byte-level (truncation at any offset, flipped/overwritten/inserted/deleted
@@ -59,9 +65,10 @@ from .errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL, MAX_PATH, MAX_PROBLEM, Le
 #: a payload that runs creates this file in the case directory
 MARKER_NAME = "EXECUTED"
 
-OUTCOMES = ("loaded", "clean error", "unclear error", "CRASH", "hang", "memory", "executed")
+OUTCOMES = ("loaded", "clean error", "unclear error", "CRASH", "hang", "memory", "executed",
+            "replaced")
 #: outcomes that break the guarantee
-FAILURES = ("unclear error", "CRASH", "hang", "memory", "executed")
+FAILURES = ("unclear error", "CRASH", "hang", "memory", "executed", "replaced")
 
 
 # ==============================================================================================
@@ -968,6 +975,139 @@ def _load_hostile_case(fx, paths, opts):
     return LOADERS[opts["loader"]](fx, paths, opts)
 
 
+#: the special output targets of :func:`_gen_outputs` (how each is laid out: _lay_out)
+OUTPUT_LAYOUTS = ("link", "link-chain", "dangling-link", "fifo", "chardev", "dash", "proc-fd",
+                  "directory", "source", "link-to-source", "hardlink-to-source", "two-outputs",
+                  "partial-of-another-run")
+
+
+def _lay_out(layout, d, source):
+    """Make the output target ``layout`` in folder ``d``; returns ``(name given to the
+    command, {path: what it must still be afterwards})``, what being ``("link", target)``,
+    ``("fifo",)``, ``("chr",)``, ``("dir",)`` or ``("bytes", content)``."""
+    import stat
+    keep = {source: ("bytes", source.read_bytes())}
+    out = d / "out.txt"
+    elsewhere = d / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    if layout in ("link", "link-chain", "dangling-link"):
+        real = elsewhere / "real.txt"
+        if layout != "dangling-link":
+            real.write_text("old text\n")
+        if layout == "link-chain":
+            (d / "hop").symlink_to(real)
+            out.symlink_to(d / "hop")
+            keep[d / "hop"] = ("link", str(real))
+        else:
+            out.symlink_to(real)
+        keep[out] = ("link", os.readlink(out))
+        return str(out), keep
+    if layout == "fifo":
+        os.mkfifo(out)
+        keep[out] = ("fifo",)
+        return str(out), keep
+    if layout == "chardev":
+        try:
+            os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))   # a /dev/null of the case's
+        except OSError:
+            return _lay_out("link", d, source)
+        keep[out] = ("chr",)
+        return str(out), keep
+    if layout == "dash":
+        return "-", keep
+    if layout == "proc-fd":
+        out.symlink_to("/proc/self/fd/1")          # what /dev/stdout is, in the case's folder
+        keep[out] = ("link", "/proc/self/fd/1")
+        return str(out), keep
+    if layout == "directory":
+        out.mkdir()
+        keep[out] = ("dir",)
+        return str(out), keep
+    if layout == "source":
+        return str(source), keep
+    if layout == "link-to-source":
+        out.symlink_to(source)
+        keep[out] = ("link", str(source))
+        return str(out), keep
+    if layout == "hardlink-to-source":
+        os.link(source, out)
+        return str(out), keep
+    if layout == "partial-of-another-run":
+        partial = d / "out.txt.partial"
+        partial.write_text("a line of another run\n")
+        journal = d / "out.txt.partial.journal"
+        journal.write_text('#fingerprint {"command": "another"}\n{}\n')
+        keep[partial] = ("bytes", partial.read_bytes())
+        keep[journal] = ("bytes", journal.read_bytes())
+        return str(out), keep
+    return str(out), keep                           # two-outputs: a plain name, given twice
+
+
+def _still(path, what):
+    """Whether ``path`` is still ``what`` (see :func:`_lay_out`)."""
+    import stat
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    kind = what[0]
+    if kind == "link":
+        return stat.S_ISLNK(st.st_mode) and os.readlink(path) == what[1]
+    if kind == "fifo":
+        return stat.S_ISFIFO(st.st_mode)
+    if kind == "chr":
+        return stat.S_ISCHR(st.st_mode)
+    if kind == "dir":
+        return stat.S_ISDIR(st.st_mode)
+    return stat.S_ISREG(st.st_mode) and Path(path).read_bytes() == what[1]
+
+
+def _run_outputs_case(fx, paths, opts) -> Outcome:
+    """Lay the target out, run the command in this process (a reader on a FIFO), check."""
+    import threading
+    from .cli import main
+    source = paths["source.txt"]
+    d = source.parent
+    given, keep = _lay_out(opts["layout"], d, source)
+    reader = None
+    if opts["layout"] == "fifo":
+        reader = threading.Thread(target=lambda: Path(given).read_bytes(), daemon=True)
+        reader.start()
+    m = fx.main
+    model = ["--state", str(m.state), str(m.model), "--data-dir", str(m.data_dir)]
+    flags = [given, *opts.get("extra", [])]
+    if opts["layout"] == "two-outputs":
+        flags += [opts["second"], given]
+    command = opts["command"]
+    if command == "score":
+        argv = ["score", *model, "--mode", "batch", "--src", str(source), "--trg",
+                str(paths["target.txt"]), "--allow-unk", "--scores", *flags]
+    elif command == "sample":
+        argv = ["translate", *model, "--source", str(source), "--n-samples", "2", "--trans",
+                *flags]
+    else:
+        argv = ["translate", *model, "--beam-search", "--beam-size", "3", "--batch-size", "1",
+                "--source", str(source), "--trans", *flags]
+    try:
+        rc, out, err = run_cli_inprocess(main, ["--log-level", "ERROR", *argv], cwd=d)
+    finally:
+        if reader is not None:           # a command that never opened the FIFO: let go
+            with contextlib.suppress(OSError):
+                os.close(os.open(given, os.O_WRONLY | os.O_NONBLOCK))
+            reader.join(10)
+    result = check_cli(rc, out, err)
+    changed = [str(p.relative_to(d)) for p, what in keep.items() if not _still(p, what)]
+    if changed:
+        return Outcome("replaced", f"{', '.join(changed)} changed ({result.outcome}: "
+                       f"{result.detail[:200]})")
+    if rc == EXIT_OK:
+        left = sorted(str(p.relative_to(d)) for p in d.rglob("*.partial*")
+                      if p not in keep)
+        if left:
+            return Outcome("replaced", f"a finished run left {left}")
+    return result
+
+
 LOADERS = {
     "state": _load_state_case,
     "vocab": _load_vocab_case,
@@ -977,10 +1117,12 @@ LOADERS = {
     "text": _load_text_case,
     "cli": _load_cli_case,
     "hostile": _load_hostile_case,
+    "outputs": _run_outputs_case,
 }
 TARGETS = tuple(LOADERS)
-#: the targets before issue 25 added ``hostile``: cases of earlier seeds replay with these
-#: (``tools/fuzz.py --targets state,vocab,model,trace,bitext,text,cli --seed S --only I``)
+#: the targets before issue 25 added ``hostile`` and ``outputs``: cases of earlier seeds
+#: replay with these (``tools/fuzz.py --targets state,vocab,model,trace,bitext,text,cli
+#: --seed S --only I``)
 TARGETS_BEFORE_ISSUE_25 = ("state", "vocab", "model", "trace", "bitext", "text", "cli")
 
 
@@ -1029,7 +1171,9 @@ def run_case(fx: Fixtures, case: Case, directory) -> Outcome:
     paths = write_case(case, directory)
     marker = directory / MARKER_NAME
     try:
-        if case.target == "cli" or case.options.get("loader") == "cli":
+        if case.target == "outputs":
+            result = _run_outputs_case(fx, paths, case.options)
+        elif case.target == "cli" or case.options.get("loader") == "cli":
             result = check_cli(*_load_cli_case(fx, paths, case.options))
         else:
             result = Outcome("loaded", LOADERS[case.target](fx, paths, case.options))
@@ -1375,8 +1519,28 @@ def _gen_hostile(rng, fx, marker, workdir):
                 {"loader": "state", "experiment": fx.main.name})
 
 
+def _gen_outputs(rng, fx, marker, workdir):
+    """A special output target (:data:`OUTPUT_LAYOUTS`) for one of the commands that write
+    a line-per-item output, on two short lines of the fixture; sometimes ``--resume``."""
+    layout = rng.choice(OUTPUT_LAYOUTS)
+    command = rng.choice(["translate", "sample", "score"])
+    src = b"\n".join(fx.read(fx.text_files[0]).split(b"\n")[:2]) + b"\n"
+    trg = b"\n".join(fx.read(fx.text_files[1]).split(b"\n")[:2]) + b"\n"
+    opts = {"layout": layout, "command": command,
+            "extra": ["--resume"] if rng.random() < 0.2 else []}
+    if layout == "two-outputs":
+        if command != "translate":
+            command = opts["command"] = "translate"
+        opts["second"] = "--n-best"
+    elif command == "translate" and rng.random() < 0.3:
+        opts["extra"] += ["--n-best", str(Path(workdir) / "nbest.txt")]
+    return Case("outputs", f"{command} --> {layout}{' --resume' if '--resume' in opts['extra'] else ''}",
+                {"source.txt": src, "target.txt": trg}, opts)
+
+
 _GENERATORS = {"state": _gen_state, "vocab": _gen_vocab, "model": _gen_model, "trace": _gen_trace,
-               "bitext": _gen_bitext, "text": _gen_text, "cli": _gen_cli, "hostile": _gen_hostile}
+               "bitext": _gen_bitext, "text": _gen_text, "cli": _gen_cli, "hostile": _gen_hostile,
+               "outputs": _gen_outputs}
 
 
 def available_targets(fx: Fixtures):

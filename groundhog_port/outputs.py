@@ -494,11 +494,12 @@ class Journal:
             n = min(len(lines), len(records))
             if keep is not None and n:
                 n = keep([r for r, _ in records[:n]])
-            if n and not resume:
-                raise OutputError(self.path, f"{self.partial} holds {n} complete lines of an "
-                                  "earlier run that did not finish: add --resume to continue "
-                                  "it, or remove it (and its .journal) to start afresh")
-            if n:
+            if lines and not resume:
+                raise OutputError(self.path, f"{self.partial} holds {len(lines)} complete "
+                                  "lines of an earlier run that did not finish: add --resume "
+                                  "to continue it, or remove it (and its .journal) to start "
+                                  "afresh")
+            if lines or records:       # even when no line is readable: not another run's
                 self._check(header)
             # cut both files after their n-th line: what follows is incomplete or unmatched
             os.ftruncate(self._out, sum(size for _, size in lines[:n]))

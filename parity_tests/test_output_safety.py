@@ -627,3 +627,26 @@ def test_outputs_that_would_destroy_something_are_refused(reference_trans, tmp_p
     _one_error_line(err, "--src input")
     assert src.read_bytes() == kept
     assert sorted(p.name for p in tmp_path.iterdir()) == ["to_src"]
+
+
+def test_fuzz_target_outputs_every_layout(tmp_path):
+    """``tools/fuzz.py``'s ``outputs`` target, each layout once (commands in turn, every other
+    one with ``--resume``), and the case it found: ``--resume`` over a partial file of
+    another run whose records this command cannot read was silently overwritten (the
+    fingerprint was only checked when some line was kept)."""
+    from groundhog_port import fuzzing as F
+    fx = F.Fixtures()
+    src = b"\n".join(fx.read(fx.text_files[0]).split(b"\n")[:2]) + b"\n"
+    trg = b"\n".join(fx.read(fx.text_files[1]).split(b"\n")[:2]) + b"\n"
+    cases = [(layout, "translate" if layout == "two-outputs" else
+              ("translate", "sample", "score")[i % 3], i % 2 == 1)
+             for i, layout in enumerate(F.OUTPUT_LAYOUTS)]
+    cases += [("partial-of-another-run", command, True) for command in ("translate", "score")]
+    for k, (layout, command, resume) in enumerate(cases):
+        opts = {"layout": layout, "command": command, "extra": ["--resume"] if resume else []}
+        if layout == "two-outputs":
+            opts["second"] = "--n-best"
+        case = F.Case("outputs", f"{command} {layout}", {"source.txt": src, "target.txt": trg},
+                      opts)
+        result = F.run_case(fx, case, tmp_path / str(k))
+        assert result.outcome not in F.FAILURES, (case.label, resume, result)
