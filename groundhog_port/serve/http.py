@@ -292,6 +292,8 @@ class Handler(BaseHTTPRequestHandler):
                     f" {printable(note)}" if note else "")
 
     def _send(self, status, body, ctype, headers=None, note=""):
+        if self.deadline is not None:   # answering before the body was read (a refusal)
+            self._received()
         try:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
