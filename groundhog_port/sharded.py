@@ -79,7 +79,7 @@ def translate(args, exp, translator, lines, unit_lines, fingerprint=None):
         journal.close_unfinished()
         raise
     distributed.finish(world)
-    print("Total cost of the translations: {}".format(total_cost(results)),
+    print(f"Total cost of the translations: {total_cost(results)}",
           file=sys.stderr if journal.to_stdout else sys.stdout)
     if report_failures(results, note=distributed.EXIT_NOTE.format(code=EXIT_PARTIAL)):
         return EXIT_OK  # not EXIT_PARTIAL, which torchrun cannot pass on (EXIT_NOTE)
@@ -121,7 +121,7 @@ def score(args, exp, complete_batches, fingerprint=None):
         scores = -score_batch(exp.model, batches.get(b)).cost.numpy()
         if args.print_probs:
             scores = np.exp(scores)
-        lines = ["{:.5e}".format(float(s)) for s in scores]
+        lines = [f"{float(s):.5e}" for s in scores]
         return lines, [f"{b} {len(lines)}"] * len(lines), len(lines)
 
     def emit(b, lines, records):

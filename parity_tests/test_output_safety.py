@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, LEGACY_ROOT
 from inprocess import journal_header, run_cli
+
 from groundhog_port import outputs
 from groundhog_port.errors import LegacyInputError
 
@@ -50,6 +50,7 @@ def _raiser(err):
 @pytest.mark.parametrize("where", ["File.__getitem__", "Dataset.__getitem__", "Dataset.dtype"])
 def test_any_h5py_failure_is_one_error(where, err, monkeypatch):
     import h5py
+
     from groundhog_port.data import read_h5_bitext
     cls, name = where.split(".")
     monkeypatch.setattr(getattr(h5py, cls), name,
@@ -63,6 +64,7 @@ def test_any_h5py_failure_is_one_error(where, err, monkeypatch):
 @pytest.mark.parametrize("err", UNLISTED, ids=lambda e: type(e).__name__)
 def test_any_trace_failure_is_one_error(err, monkeypatch):
     import h5py
+
     from groundhog_port.trace import TraceFile
     path = LEGACY_ROOT / "encdec" / "trace.h5"
     with TraceFile(path) as tf:
@@ -590,8 +592,7 @@ def test_dev_stdout_is_streamed(reference_trans, tmp_path):
             assert outputs.output_target(target).stream
         p = subprocess.run([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
                             *map(str, _translate_args(src)), "--trans", target],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=REPO,
-                           timeout=600)
+                           capture_output=True, env=ENV, cwd=REPO, timeout=600)  # stdout: a pipe
         assert p.returncode == 0, p.stderr
         assert p.stdout == ref, target
         assert out_ref.strip() in p.stderr.decode()

@@ -17,7 +17,6 @@ import time
 
 import pytest
 import torch
-
 from conftest import FIXTURES
 from inprocess import run_cli
 

@@ -242,6 +242,6 @@ def test_sigterm_under_load_exits_0_within_the_bound():
     assert proc.returncode == 0, err[-2000:]
     assert took < 10, took
     assert "terminate called" not in err and "Traceback" not in err
-    assert sorted(answers) == [503, 503, 503] or set(answers) <= {200, 503}, answers
+    assert len(answers) == 3 and set(answers) <= {200, 503}, answers   # nobody dropped
     assert 503 in answers, answers
     assert "stopped after" in err

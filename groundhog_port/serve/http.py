@@ -31,7 +31,8 @@ import socket
 import sys
 import threading
 import time
-from concurrent.futures import CancelledError, TimeoutError as FutureTimeout
+from concurrent.futures import CancelledError
+from concurrent.futures import TimeoutError as FutureTimeout
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
