@@ -55,6 +55,34 @@ class RNNEncoderDecoder(nn.Module):
         shadow = copy.deepcopy(self)
         return shadow.double()
 
+    def float32_probe(self, seed=0, backward=False):
+        """The float64 shadow with every weight perturbed as float32 arithmetic perturbs it.
+
+        Backward error analysis: a float32 dot product over ``n`` terms returns the exact
+        dot product of weights each perturbed relatively by at most ``n * 2**-24``; with
+        independent roundings the typical perturbation is ``sqrt(n) * 2**-24``.  Every
+        weight ``w`` here becomes ``w * (1 + 2**-24 * sqrt(n) * z)``, ``z ~ N(0, 1)`` (fixed
+        ``seed``), ``n`` its matrix's fan-in (GroundHog's ``x.dot(W)``: ``W.shape[0]``; 1 for
+        biases and the word-embedding lookups).  ``backward``: ``n = max(W.shape)`` (a
+        gradient also sums over the fan-out).  ``|probe - shadow|`` is the size of a float32
+        implementation's error on this model and input, measured without any float32 run
+        (:mod:`groundhog_port.tolerance`).
+        """
+        import math
+        probe = self.float64_shadow()
+        gen = torch.Generator(device="cpu").manual_seed(int(seed))
+        u = 2.0 ** -24
+        with torch.no_grad():
+            for name, p in probe.named_parameters():
+                lookup = "approx_embedder" in name
+                if p.dim() == 2 and not lookup:
+                    n = max(p.shape) if backward else p.shape[0]
+                else:
+                    n = 1
+                z = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+                p.mul_(1.0 + u * math.sqrt(n) * z.to(p.device))
+        return probe
+
     @property
     def device(self):
         return self.decoder.hid_readout.b.device

@@ -137,6 +137,19 @@ class Translator:
             return self._translate_seqs(seqs)
 
     def _translate_seqs(self, seqs):
+        out = []
+        for r in self.search_seqs(seqs):
+            if isinstance(r, SearchFailed):
+                out.append(Translation("", None, str(r)))
+            else:
+                out.append(choose(r, self.exp.trg_idx2word))
+        return out
+
+    def search_seqs(self, seqs):
+        """``sample()`` on every parsed source, in order: :class:`Hypotheses` (costs
+        normalised with ``normalize``) or the :class:`SearchFailed` of a sentence the original
+        could not translate (what :meth:`translate_seqs` renders; ``groundhog-port parity``
+        compares it with the recordings)."""
         if self.batched is None:
             results = []
             for i, seq in enumerate(seqs):
@@ -150,13 +163,7 @@ class Translator:
         else:
             results = self.batched.sample_many(seqs, self.beam_size, self.ignore_unk,
                                                self.normalize)
-        out = []
-        for r in results:
-            if isinstance(r, SearchFailed):
-                out.append(Translation("", None, str(r)))
-            else:
-                out.append(choose(r, self.exp.trg_idx2word))
-        return out
+        return results
 
 
 def total_cost(translations):

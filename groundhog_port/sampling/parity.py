@@ -87,59 +87,107 @@ def check_sampler(ctx, rows):
         _compare_state(r_before, f"sampler/rstate_shared_before_first_call/{j:02d}", mats[j].rows,
                        want, compare_exact, compare_text)
     used = [j for j, w in before.items() if w.get("used_by_sample_fn")] or [0]
+    literal = "Sampler.sample (sample, --batch-size 1: own step count, one stream)"
+    for r in (r_seed, r_base, r_before, r_seq):
+        r.product = "Sampler (sample: seed derivation, MRG streams)"
+    for r in (r_steps, r_ids, r_after, r_sent, r_nlp, r_cost):
+        r.product = literal
     sampler = Sampler(exp, seed, stream=StateMatrix(mats[used[0]].rows))
-    shadow = model.float64_shadow()
+    start = StateMatrix(mats[used[0]].rows.copy())
+    shadow, probe = ctx.model64, ctx.probe
     closest = (np.inf, None)
-    for i, call in sorted(rec["calls"].items()):
+    calls = sorted(rec["calls"].items())
+    seqs = []
+    for i, call in calls:
         where = f"sampler/{i}"
         a = call["attrs"]
         seq = np.asarray(call["seq"], dtype=np.int64)
+        seqs.append(seq)
         line = ctx.src_line(int(a["test_index"])) if "test_index" in a else None
         if line is not None:
             compare_exact(r_seq, f"{where}/seq", np.asarray(exp.parse_source(line)[0], np.int64), seq)
         n, n_steps, alpha = int(a["n_samples"]), int(a["n_steps"]), float(a["alpha"])
-        compare_exact(r_steps, f"{where}@n_steps", np.int64(n_steps_for(seq)), np.int64(n_steps))
-        draw = sampler.sample_fn(n, n_steps, alpha, seq)
+        # the product: sample() with its own step count, continuing the one stream
+        got = sampler.sample(seq, n, alpha)
+        draw = got.draw
+        compare_exact(r_steps, f"{where}@n_steps", np.int64(draw.ids.shape[0]), np.int64(n_steps))
         compare_exact(r_ids, f"{where}/sample_ids", draw.ids, call["sample_ids"])
         if draw.margin is not None and draw.margin.size:
             closest = min(closest, (float(draw.margin.min()), where))
         if "sentences" in call:
-            got = finish(draw, exp.trg_idx2word).sentences
-            want = list(call["sentences"])
-            for s, (g, w) in enumerate(zip(got, want)):
-                compare_text(r_sent, f"{where}@sentences[{s}]", g, w)
-            if len(got) != len(want):
-                r_sent.mismatch(where, f"{len(got)} sentences, recorded {len(want)}")
+            _compare_sentences(r_sent, where, got.sentences, list(call["sentences"]), compare_text)
         for j, want in sorted(call.get("rstate_after", {}).items()):
             rows_j = sampler.stream.rows if j == used[0] else mats[j].rows
             _compare_state(r_after, f"{where}/rstate_shared_after_call/{j:02d}", rows_j, want,
                            compare_exact, compare_text)
-        # the float quantities along the recorded draw, float32 and float64 shadow
         ids = np.asarray(call["sample_ids"], dtype=np.int64)
         if ids.shape != (n_steps, n):
             r_nlp.mismatch(where, f"recorded sample_ids of shape {ids.shape}, expected {(n_steps, n)}")
             continue
         T = temperature(alpha)
-        d32 = draw_sentence(model, seq, n, n_steps, T, None, forced_ids=ids)
+        if draw.ids.shape == ids.shape and (draw.ids == ids).all():
+            nlp32, costs32 = draw.neg_log_probs, got.costs
+        else:
+            # the product drew other ids (failed above): its float32 -log p along the
+            # RECORDED ids, so that one differing id does not cascade into these rows
+            d32 = draw_sentence(ctx.model, seq, n, n_steps, T, None, forced_ids=ids)
+            nlp32, costs32 = d32.neg_log_probs, finish(d32, exp.trg_idx2word).costs
         d64 = draw_sentence(shadow, seq, n, n_steps, T, None, forced_ids=ids)
-        # step k's -log p carries the rounding of k + 1 recurrent steps: the states are
-        # recomputed from the source on (not recorded), so the noise grows with k
-        depth = np.broadcast_to(np.arange(1, n_steps + 1, dtype=np.float64)[:, None], ids.shape)
-        compare_values(r_nlp, f"{where}/sample_neg_log_probs", d32.neg_log_probs,
-                       d64.neg_log_probs, call["sample_neg_log_probs"], magnitude_of=depth)
-        f32 = finish(d32, exp.trg_idx2word)
+        dp = draw_sentence(probe, seq, n, n_steps, T, None, forced_ids=ids)
+        compare_values(r_nlp, f"{where}/sample_neg_log_probs", nlp32, d64.neg_log_probs,
+                       call["sample_neg_log_probs"], probe=dp.neg_log_probs)
         f64 = finish(Draw(ids, d64.neg_log_probs), exp.trg_idx2word)
-        # a cost sums L float32 terms, term k with the noise of depth k + 1 (as above):
-        # magnitude 1 + 2 + ... + L (L = the words, and the <eol> if drawn)
-        lengths = [min(len(indices_to_words(exp.trg_idx2word, ids[:, s])) + 1, n_steps)
-                   for s in range(n)]
-        terms = [L * (L + 1) / 2 for L in lengths]
-        compare_values(r_cost, f"{where}/costs", np.asarray(f32.costs, np.float64),
+        fp = finish(Draw(ids, dp.neg_log_probs), exp.trg_idx2word)
+        lengths = [min(len(indices_to_words(exp.trg_idx2word, ids[:, s])) + 1, n_steps) for s in range(n)]
+        compare_values(r_cost, f"{where}/costs", np.asarray(costs32, np.float64),
                        np.asarray(f64.costs, np.float64), call["costs"],
-                       magnitude_of=np.asarray(terms, np.float64))
+                       probe=np.asarray(fp.costs, np.float64), magnitude_of=np.asarray(lengths, np.float64),
+                       n_terms=np.asarray(lengths, np.float64))
         ctx.tick()
     if closest[1] is not None:
         # ids are exact as long as no uniform sits closer to a boundary than the probability
         # error (|p32 - p_theano| ~ 1e-6 here): the smallest distance met, for the record
         r_ids.notes.append(f"closest draw: a uniform {closest[0]:.2g} from a running-sum "
                            f"boundary ({closest[1]})")
+    _check_batched(ctx, rows, exp, seed, start, calls, seqs, used[0], compare_exact, compare_text)
+
+
+def _compare_sentences(row, where, got, want, compare_text):
+    for s, (g, w) in enumerate(zip(got, want)):
+        compare_text(row, f"{where}@sentences[{s}]", g, w)
+    if len(got) != len(want):
+        row.mismatch(where, f"{len(got)} sentences, recorded {len(want)}")
+
+
+def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, compare_exact, compare_text):
+    """The sample command's default path: ``Sampler.sample_many`` at translate's default
+    ``--batch-size`` over the recorded calls in order (one stream): ids, sentences, costs
+    (exact: the same float32 draws as the literal path, :mod:`.batched`) and the stream
+    after the last call."""
+    from ..commands.translate import DEFAULT_BATCH_SIZE
+    shapes = {(int(c["attrs"]["n_samples"]), float(c["attrs"]["alpha"])) for _, c in calls}
+    if len(shapes) != 1:
+        return      # sample_many draws one n_samples / alpha for all lines
+    (n, alpha), = shapes
+    product = (f"Sampler.sample_many(batch_size={DEFAULT_BATCH_SIZE}) (sample's default "
+               "batched path)")
+    r_ids = rows.get("sampler", "sampler/batched/sample_ids", tol=EXACT)
+    r_sent = rows.get("sampler", "sampler/batched/sentences", tol=EXACT)
+    r_after = rows.get("sampler", "sampler/batched/rstate_after_last_call", tol=EXACT)
+    for r in (r_ids, r_sent, r_after):
+        r.product = product
+    sampler = Sampler(exp, seed, stream=start)
+    results = sampler.sample_many(seqs, n, alpha, batch_size=DEFAULT_BATCH_SIZE)
+    for (i, call), got in zip(calls, results):
+        where = f"sampler/batched/{i}"
+        if not hasattr(got, "draw"):
+            r_ids.mismatch(where, f"the product failed: {got}")
+            continue
+        compare_exact(r_ids, f"{where}/sample_ids", got.draw.ids, call["sample_ids"])
+        if "sentences" in call:
+            _compare_sentences(r_sent, where, got.sentences, list(call["sentences"]), compare_text)
+    i, last = calls[-1]
+    for j, want in sorted(last.get("rstate_after", {}).items()):
+        if j == used:
+            _compare_state(r_after, f"sampler/batched/{i}/rstate_shared_after_call/{j:02d}",
+                           sampler.stream.rows, want, compare_exact, compare_text)

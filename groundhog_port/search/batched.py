@@ -49,7 +49,7 @@ from .. import attention
 from ..numerics import ROW_BLOCK, mm, output_blocks, sum_positions
 from .common import (MAX_RETRY_BEAM, SearchFailed, check_encodable, check_kth, legacy_log,
                      next_costs, select_cheapest)
-from .legacy import Hypotheses, sort_finished
+from .legacy import Hypotheses, normalized, sort_finished
 
 logger = logging.getLogger(__name__)
 
@@ -147,13 +147,7 @@ class BatchedBeamSearch:
                                    watch)
         if not normalize:
             return results
-        out = []
-        for r in results:
-            if isinstance(r, Hypotheses):
-                r = Hypotheses(r.trans, r.costs / np.array([len(t) for t in r.trans],
-                                                           dtype=np.float64))
-            out.append(r)
-        return out
+        return [normalized(r) if isinstance(r, Hypotheses) else r for r in results]
 
     # -- driver -------------------------------------------------------------------------
     def _run(self, seqs, jobs):

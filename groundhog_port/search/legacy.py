@@ -148,7 +148,10 @@ def sample(beam_search, seq, n_samples, ignore_unk=False, normalize=False):
     hypothesis length, end-of-sequence counted; the list stays in raw-cost order.
     """
     hyps = beam_search.search(seq, n_samples, ignore_unk=ignore_unk, minlen=len(seq) // 2)
-    costs = hyps.costs
-    if normalize:
-        costs = costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)
-    return Hypotheses(hyps.trans, costs)
+    return normalized(hyps) if normalize else hyps
+
+
+def normalized(hyps):
+    """``--normalize`` (sample.py:159-160): ``costs[i] / len(trans[i])``, the length counting
+    the end-of-sequence; the list stays in raw-cost order.  Shared by both searches."""
+    return Hypotheses(hyps.trans, hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64))

@@ -133,7 +133,7 @@ def compare_initial(recorded, ours, svd_inputs, scales):
 
 
 # -- 3. the first update -------------------------------------------------------------------
-def compare_first_update(recorded, before, port32, port64):
+def compare_first_update(recorded, before, port32, port64, probe64=None):
     """``{name: tolerance.Comparison}`` of the parameters after one update from ``before``,
     each parameter its own absolute-noise pool, as its gradient in the ``/train_step`` check:
     the start is the same float32 numbers in all three runs, and the step's float32 noise is
@@ -141,11 +141,14 @@ def compare_first_update(recorded, before, port32, port64):
     carried through ``sqrt(eps) / sqrt((1 - rho) g**2 + eps) * g`` (for ``|g|`` well above
     ``sqrt(eps / (1 - rho))`` the step saturates and hardly carries it).  The magnitude of
     the pool is the parameter's largest step, so the noise floor is one float32 rounding of
-    it (not of 1, the scale of the activations the absolute kind was made for)."""
+    it (not of 1, the scale of the activations the absolute kind was made for).  ``probe64``:
+    the same update on the model's float32 probe (:meth:`~groundhog_port.model.
+    RNNEncoderDecoder.float32_probe`), whose distance from ``port64`` is the noise."""
     out = {}
     for name, r in recorded.items():
         step = np.abs(np.asarray(port64[name], np.float64) - np.asarray(before[name], np.float64))
         out[name] = tol.compare(r, port32[name], port64[name], tol.ABS,
+                                probe=None if probe64 is None else probe64[name],
                                 magnitude_of=float(step.max()) if step.size else 0.0)
     return out
 
@@ -162,15 +165,17 @@ class Run:
 
 
 def continue_run(state_path, model_path, timing_path, changes, data_dir, first, updates,
-                 perturb=None, float64=False):
+                 perturb=None, float64=False, probe=False):
     """Train a checkpoint as ``train`` does (:class:`~groundhog_port.training.loop.MainLoop`,
     the state's ``prefix`` in ``changes`` naming scratch files) for ``updates`` updates after
     update ``first`` (``timing_path`` None: a new run's timings); ``perturb``: ``{name:
-    array}`` added to the parameters first; ``float64``: on the model's float64 shadow."""
+    array}`` added to the parameters first; ``float64``: on the model's float64 shadow; ``probe``:
+    on its float32 probe (:meth:`~groundhog_port.model.RNNEncoderDecoder.float32_probe`)."""
     exp = open_experiment(state_path, model_path, f"{changes},loopIters={first + updates}",
                           data_dir=data_dir)
     timings = new_timings(exp.state) if timing_path is None else files.load_timings(timing_path)
-    model = exp.model.float64_shadow() if float64 else exp.model
+    model = (exp.model.float32_probe(backward=True) if probe else
+             exp.model.float64_shadow() if float64 else exp.model)
     if perturb is not None:
         with torch.no_grad():
             for name, p in trainable_params(model):
@@ -225,7 +230,8 @@ def judge_against_siblings(recorded, port, siblings, kind):
     port = np.asarray(port, np.float64)
     rms, unstable = spread(port, siblings)
     keep = ~unstable
-    cmp = tol.compare(np.asarray(recorded, np.float64)[keep], (port + rms)[keep], port[keep], kind)
+    cmp = tol.compare(np.asarray(recorded, np.float64)[keep], port[keep], port[keep], kind,
+                      probe=(port + rms)[keep])
     return cmp, int(unstable.sum())
 
 
@@ -263,7 +269,7 @@ def compare_continued(recorded, port, siblings):
             if bad.any():
                 unstable += 1
                 continue
-            pool.add((i, k), recorded.values[k][i:i + 1], p + rms, p)
+            pool.add((i, k), recorded.values[k][i:i + 1], p, p, probe=p + rms)
         updates.update(pool.results())
     model = {}
     for name, r in recorded.params.items():
@@ -337,8 +343,10 @@ def check_new_model(rec, data_dir, workdir):
     initial = compare_initial(rec0, ours0, drawn.svd_inputs, orth)
     p64 = continue_run(workdir / "init_state.pkl", workdir / "init_model0.npz", None,
                        f"prefix='{workdir}/f64_',overwrite=1", None, 0, 1, float64=True).params
+    pp = continue_run(workdir / "init_state.pkl", workdir / "init_model0.npz", None,
+                      f"prefix='{workdir}/probe_',overwrite=1", None, 0, 1, probe=True).params
     first = compare_first_update(read_npz_arrays(rec / "init_model1.npz"), rec0,
-                                 read_npz_arrays(workdir / "init_model1.npz"), p64)
+                                 read_npz_arrays(workdir / "init_model1.npz"), p64, pp)
     return NewModelReport(n, bad, same_rng, initial, tuple(orth), first, stdout)
 
 

@@ -22,6 +22,7 @@ Every float quantity is judged by :func:`judge_quantity`: the derived bound of
 :mod:`groundhog_port.tolerance` (``|recorded - p64| <= K * noise + quantum``) where ``p32`` is
 the port's float32 value and ``p64`` the same computation on the float64 shadow of the model.
 """
+import copy
 import json
 from pathlib import Path
 
@@ -33,26 +34,34 @@ from ..data import first_training_batch
 from ..errors import LegacyInputError
 from ..h5guard import check_dataset
 from ..trace import EXACT, Tolerance
-from .adadelta import SGDAdadelta, adadelta_step, trainable_params
+from .adadelta import SGDAdadelta
 from .order import param_order
 
 #: kind of float32 noise of each compared quantity (see groundhog_port.tolerance)
 KINDS = {
     # scalars: relative rounding of sums (pooled over the four values of the step)
     "cost": tol.REL, "grad_norm": tol.REL, "log2_p_word": tol.REL, "log2_p_expl": tol.REL,
-    # gradients: sums over tokens with cancellation, absolute noise per parameter array
-    "clipped_grads": tol.ABS,
-    # the update from given gradients: elementwise float32 arithmetic, relative rounding
-    "gnorm2_after": tol.REL, "dnorm2_after": tol.REL, "params_after": tol.REL,
+    # sums over tokens with cancellation: absolute noise per parameter array, in units of the
+    # array's largest value (judge_quantity)
+    "clipped_grads": tol.ABS, "gnorm2_after": tol.ABS, "dnorm2_after": tol.ABS,
+    "params_after": tol.ABS,
 }
 SCALARS = ("cost", "grad_norm", "log2_p_word", "log2_p_expl")
 UPDATE = ("gnorm2_after", "dnorm2_after", "params_after")
 
 
-def judge_quantity(recorded, port32, port64, kind, sigma=None):
-    """The one comparison of a float quantity: recorded (Theano float32) vs the port's
-    float32 and float64 values (:func:`groundhog_port.tolerance.compare`)."""
-    return tol.compare(recorded, port32, port64, kind, sigma=sigma)
+def judge_quantity(recorded, port32, port64, probe, quantity, before):
+    """One parameter's array of a step quantity (:func:`groundhog_port.tolerance.compare`).
+
+    The magnitude is the array's largest exact value (for ``params_after`` its largest step
+    ``|p64 - before|``): gradients and accumulators are sums over the batch's tokens with
+    cancellation, whose float32 noise is absolute per array; the pool takes the largest
+    probe noise per unit of it (tolerance eq. 4), and ``U32`` times it is the floor."""
+    q = np.asarray(port64, np.float64)
+    ref = np.abs(q - np.asarray(before, np.float64)) if quantity == "params_after" else np.abs(q)
+    fin = ref[np.isfinite(ref)]
+    m = float(fin.max()) if fin.size else 0.0
+    return tol.compare(recorded, port32, port64, KINDS[quantity], probe=probe, magnitude_of=m)
 
 
 def _row(rows, quantity, kind=None):
@@ -127,73 +136,44 @@ def check_train_step(ctx, rows):
     compare_text(_row(rows, "train_step/param_order"), "train_step@param_order",
                  " ".join(param_order(exp.cfg)), " ".join(rec["param_order"]))
 
-    # cost, properties, norm and clipped gradients from the recorded batch: float32 and float64
-    t = lambda a, dt=None: torch.as_tensor(np.asarray(a), dtype=dt, device=ctx.device)
-    port = {}
-    for key, model, fdt in (("32", exp.model, torch.float32),
-                            ("64", exp.model.float64_shadow(), torch.float64)):
-        algo = SGDAdadelta(model, dict(exp.state))
-        cost, grads = algo.gradients(t(rec["x"]), t(rec["x_mask"], fdt), t(rec["y"]),
-                                     t(rec["y_mask"], fdt))
-        norm, gs = algo.clip(grads, rec["x"].shape[0])
-        vals = {"cost": float(cost.cost), "grad_norm": float(norm)}
-        vals.update(cost.properties())
-        port[key] = (vals, {n: g.detach().cpu().numpy() for n, g in zip(algo.names, gs)})
+    # the product: one SGDAdadelta.step (what train runs) on a copy of the model, from the
+    # RECORDED batch; the float64 shadow and the float32 probe run the same step for the bound
+    steps = {"32": _real_step(exp, copy.deepcopy(exp.model), rec, torch.float32),
+             "64": _real_step(exp, exp.model.float64_shadow(), rec, torch.float64),
+             "probe": _real_step(exp, exp.model.float32_probe(backward=True), rec, torch.float64)}
+    product = "SGDAdadelta.step (train: one update from zero accumulators)"
     pool = tol.Pool(tol.REL)
     for k in SCALARS:
-        pool.add(k, np.float64(rec["rvals"][k]), port["32"][0][k], port["64"][0][k])
+        pool.add(k, np.float64(rec["rvals"][k]), steps["32"]["rvals"][k], steps["64"]["rvals"][k],
+                 probe=steps["probe"]["rvals"][k])
     for k, cmp in pool.results():
-        _add(_row(rows, f"train_step/{k}", KINDS[k]), f"train_step@rval_{k}", rec["rvals"][k], cmp)
-    # each parameter's gradient is its own noise pool: its elements are sums over the same
-    # tokens, while the gradients of different parameters differ in size by orders
-    row = _row(rows, "train_step/clipped_grads", KINDS["clipped_grads"])
-    for n, recorded in rec["clipped_grads"].items():
-        if n not in port["32"][1]:
-            row.mismatch(f"train_step/clipped_grads/{n}", "not a parameter of this model")
-            continue
-        _add(row, f"train_step/clipped_grads/{n}", recorded,
-             judge_quantity(recorded, port["32"][1][n], port["64"][1][n], KINDS["clipped_grads"]))
-    _check_update(exp, rows, rec)
+        row = _row(rows, f"train_step/{k}", KINDS[k])
+        row.product = product
+        _add(row, f"train_step@rval_{k}", rec["rvals"][k], cmp)
+    for q in ("clipped_grads",) + UPDATE:
+        row = _row(rows, f"train_step/{q}", KINDS[q])
+        row.product = product
+        for n, recorded in rec[q].items():
+            if n not in steps["32"][q]:
+                row.mismatch(f"train_step/{q}/{n}", "not a parameter of this model")
+                continue
+            p32, p64, pp = (steps[key][q][n] for key in ("32", "64", "probe"))
+            _add(row, f"train_step/{q}/{n}", recorded, judge_quantity(recorded, p32, p64, pp, q,
+                                                                      steps["64"]["before"][n]))
     ctx.tick()
     for row in rows.rows.values():
         if row.group == "train_step" and row.tolerance.kind == "derived" and row.n:
             row.note(f"largest error / bound: {row._worst_score:.3g} at {row.worst}")
 
 
-def update_from(params, grads, state, dtype):
-    """``{name: {gnorm2_after, dnorm2_after, params_after}}``: one Adadelta update of
-    ``params`` with the given (clipped) gradients and zero accumulators, in ``dtype``
-    (the constants are float32 values, as Theano's)."""
-    c = lambda v: torch.tensor(np.float32(v), dtype=dtype)
-    rho, rho1, eps = c(state["adarho"]), c(1.0 - state["adarho"]), c(state["adaeps"])
-    out = {}
-    for n, g in grads.items():
-        g = torch.as_tensor(g, dtype=dtype)
-        p = torch.as_tensor(params[n], dtype=dtype)
-        zero = torch.zeros_like(g)
-        gn2 = rho * zero + rho1 * (g * g)
-        delta = adadelta_step(zero, gn2, g, eps)
-        out[n] = {"gnorm2_after": gn2.numpy(), "dnorm2_after": (rho * zero + rho1 * (delta * delta)).numpy(),
-                  "params_after": (p - delta).numpy()}
-    return out
-
-
-def _check_update(exp, rows, rec):
-    state = dict(exp.state)
-    state.setdefault("adarho", 0.96)
-    state.setdefault("adaeps", 1e-6)
-    before = {n: p.detach().cpu().numpy() for n, p in trainable_params(exp.model)}
-    u32 = update_from(before, rec["clipped_grads"], state, torch.float32)
-    u64 = update_from(before, rec["clipped_grads"], state, torch.float64)
-    for q in UPDATE:
-        row = _row(rows, f"train_step/{q}", KINDS[q])
-        same = 0
-        for n, recorded in rec[q].items():
-            if n not in u32:
-                row.mismatch(f"train_step/{q}/{n}", "no recorded clipped gradient for this parameter")
-                continue
-            _add(row, f"train_step/{q}/{n}", recorded,
-                 judge_quantity(recorded, u32[n][q], u64[n][q], KINDS[q]))
-            same += int(np.count_nonzero(u32[n][q] == recorded))
-        row.note("computed from the recorded clipped gradients, model.npz and zero accumulators; "
-                 f"float32 result bit-identical to the recording in {same} of {row.n} elements")
+def _real_step(exp, model, rec, dtype):
+    """``SGDAdadelta(model).step`` on the recorded batch: the returned values, ``algo.gs``
+    (the clipped gradients), the accumulators and parameters after it, and before it."""
+    t = lambda a, dt=None: torch.as_tensor(np.asarray(a), dtype=dt, device=exp.model.device)
+    algo = SGDAdadelta(model, dict(exp.state))
+    before = {n: p.detach().cpu().numpy().copy() for n, p in zip(algo.names, algo.params)}
+    rvals = algo.step(t(rec["x"]), t(rec["x_mask"], dtype), t(rec["y"]), t(rec["y_mask"], dtype))
+    arr = lambda ts: {n: v.detach().cpu().numpy() for n, v in zip(algo.names, ts)}
+    return {"rvals": {k: rvals[k] for k in SCALARS}, "before": before, "clipped_grads": arr(algo.gs),
+            "gnorm2_after": arr(algo.gnorm2), "dnorm2_after": arr(algo.dnorm2),
+            "params_after": arr(algo.params)}
