@@ -175,6 +175,8 @@ class Row:
     def _candidate(self, score, where):
         if score > self._worst_score:
             self._worst_score, self.worst = score, where
+            if math.isinf(score):       # a mismatch: no bound can hold it
+                self.worst_ratio = score
             return True
         return False
 

@@ -77,7 +77,7 @@ import numpy as np
 
 #: the multiple of the float32 noise one float32 implementation may be off the exact value
 #: by (see the module docstring and docs/trace_format.md for the evidence)
-K = 16.0
+K = 8.0
 #: float32 unit roundoff
 U32 = 2.0 ** -24
 #: smallest normal float32; below it float32 keeps a fixed spacing of 2**-149
