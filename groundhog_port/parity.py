@@ -2,10 +2,14 @@
 
 A trace (``trace.h5``, :mod:`groundhog_port.trace`) records what GroundHog's compiled
 Theano functions computed for a model and a set of test sentences.  :func:`check`
-recomputes every recorded quantity the port can compute and returns a :class:`Report`:
-one :class:`Row` per quantity with the number of values compared, the maximum absolute
-and relative error, the rule from :data:`groundhog_port.trace.TOLERANCES` (the one
-tolerance table) and the worst element's location.  ``groundhog-port parity`` prints it,
+recomputes every recorded quantity with the PRODUCT -- the float32 functions ``translate``,
+``score``, ``train`` and ``sample`` call, with their default options -- and returns a
+:class:`Report`: one :class:`Row` per quantity with the product function compared
+(``Row.product``), the number of values compared, the maximum absolute and relative error
+of the product against the recording, the largest error / bound, the rule from
+:data:`groundhog_port.trace.TOLERANCES` and the worst element's location.  The float64
+shadow and the float32 probe of the model only set the bounds
+(:mod:`groundhog_port.tolerance`).  ``groundhog-port parity`` prints it,
 ``parity_tests/test_legacy_cases.py`` asserts it.
 
 What is compared (groups, selectable with ``groups=``):
@@ -28,23 +32,31 @@ What is compared (groups, selectable with ``groups=``):
     and not compared --, ``states_gathered``, ``next_states`` (from the recorded word and
     gathered states); then the whole search re-run: finished hypotheses == and their costs.
 ``beam``
-    ``sample()`` with each label's beam size / normalize / ignore_unk on every sentence:
-    the finished lists ==, their costs, the line sample.py wrote (``best_sentence``), and
-    where the original crashed, the same error (the port raises
-    :class:`~groundhog_port.search.common.SearchFailed` with the message minus the
+    ``Translator.search_seqs`` with each label's beam size / normalize / ignore_unk on every
+    sentence, twice: the literal search (``--batch-size 1``: rows ``beam/{label}/...``) and
+    translate's default batched search (rows ``beam/{label}/batched/...``): the finished
+    lists ==, their costs and normalised costs as the product wrote them, the line it
+    writes (``best_sentence``), and where the original crashed, the same error (the port
+    raises :class:`~groundhog_port.search.common.SearchFailed` with the message minus the
     exception type).
 
 ``sampler``
     the random sampler (sample.py without ``--beam-search``): the MRG seed derived from the
-    state, every MRG stream state (exact), the drawn ids and sentences (exact), ``-log p``
-    and costs under the derived bound (:mod:`groundhog_port.sampling.parity`).
+    state, every MRG stream state (exact), ``Sampler.sample``'s own step count, drawn ids,
+    sentences and stream after each call (exact), ``-log p`` and costs under the derived
+    bound, and ``Sampler.sample_many`` at the default batch size
+    (:mod:`groundhog_port.sampling.parity`).
 
 ``train_step``
-    one ``SGD_adadelta`` update: the batch, cost, gradient norm, clipped gradients and the
-    Adadelta update (:mod:`groundhog_port.training.parity`).
+    one real ``SGDAdadelta.step`` (what ``train`` runs) from the recorded batch: the batch,
+    cost, gradient norm, clipped gradients, accumulators and parameters after it
+    (:mod:`groundhog_port.training.parity`).
 
-A recorded group the port cannot recompute would be a NOT COVERED row (none is left);
-such rows never pass or fail, and are never dropped.
+NOT COVERED rows say what a recording cannot discriminate (:func:`_beam_coverage`:
+``ignore_unk`` where no hypothesis of the plain run holds UNK, choosing by normalised cost
+where it never changes the choice; a group the port cannot recompute, none today); they
+never pass or fail, are never dropped, and make ``groundhog-port parity`` exit 1 unless
+``--allow-uncovered``.
 
 Conventions of the figures: ``n`` counts array elements (token sequences: hypotheses;
 strings: sentences); ``max abs err`` is over elements finite on both sides; ``max rel err``

@@ -10,8 +10,8 @@ reports:
 * **caught**: parity fails (some recorded quantity is beyond its derived bound);
 * **beyond the bound**: the perturbation moves the EXACT value of some recorded quantity
   (the perturbed model's float64 shadow against the clean model's) by more than the
-  derived bound ``K * noise + quantum`` (:mod:`groundhog_port.tolerance`), or changes a
-  token sequence;
+  derived bound ``2 K * noise + quantum`` (:mod:`groundhog_port.tolerance`, eq. 1), or
+  changes a token sequence;
 * **detectable**: it moves some exact value by more than the bound PLUS the float32 error
   the recording already carries there (``|recorded - clean float64|``): no float32 rounding
   of the recording can explain that change.  (A change between the two can hide in the
@@ -67,12 +67,13 @@ class Capture:
         self._cv, self._cs, self._ct = P.compare_values, P.compare_sequences, P.compare_text
         cap = self
 
-        def cv(row, where, port32, port64, recorded, magnitude_of=None, quantum=None, poolable=None,
-               n_terms=None):
+        def cv(row, where, port32, port64, recorded, probe=None, magnitude_of=None, quantum=None,
+               poolable=None, n_terms=None):
             cap.values[where] = (row.quantity, row.tolerance, np.array(port32), np.array(port64),
-                                 magnitude_of, quantum, poolable, np.array(recorded, dtype=np.float64),
-                                 n_terms)
-            return cap._cv(row, where, port32, port64, recorded, magnitude_of, quantum, poolable, n_terms)
+                                 None if probe is None else np.array(probe), magnitude_of, quantum,
+                                 poolable, np.array(recorded, dtype=np.float64), n_terms)
+            return cap._cv(row, where, port32, port64, recorded, probe, magnitude_of, quantum, poolable,
+                           n_terms)
 
         def cs(row, where, got, want):
             cap.seqs[where] = [tuple(int(t) for t in s) for s in got]
@@ -99,7 +100,7 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
         if where in clean.seqs and clean.seqs[where] != got:
             return True, where
     rows = {}
-    for where, (quantity, tol, p32, p64, m, quantum, poolable, rec, n_terms) in pert.values.items():
+    for where, (quantity, tol, p32, p64, probe, m, quantum, poolable, rec, n_terms) in pert.values.items():
         if where not in clean.values:
             continue
         clean32, ref = clean.values[where][2], clean.values[where][3]
@@ -110,11 +111,13 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
         ref = np.where(np.isfinite(clean32), ref, clean32)
         fin = np.isfinite(rec) & np.isfinite(ref)
         if quantum is None:
-            quantum = tolmod.ulp32(np.maximum(np.where(fin, np.abs(rec), 0), np.where(fin, np.abs(ref), 0)))
+            quantum = 2 * tolmod.ulp32(np.maximum(np.where(fin, np.abs(rec), 0), np.where(fin, np.abs(ref), 0)))
         if with_recording_error:
             quantum = quantum + np.where(fin, np.abs(rec - np.where(fin, ref, 0)), 0.0)
         row = rows.setdefault(quantity, P.Row("sweep", quantity, tol))
-        JUDGE(row, where, p32, p64, ref, m, quantum, poolable, n_terms)
+        # the perturbed exact value judged against the clean exact one, with the perturbed
+        # model's probe noise (tolerance eq. 1)
+        JUDGE(row, where, p64, p64, ref, probe, m, quantum, poolable, n_terms)
     for row in rows.values():
         row.finish()
         if row.n_bad:

@@ -2,9 +2,11 @@
 """The evidence for the multiple ``K`` of the derived parity bounds (groundhog_port.tolerance).
 
 Theano's own recordings hold several float32 computations of the same number; their
-differences are Theano's float32 noise, measured here in units of the port's float32 noise
-``noise`` (eq. 2 of :mod:`groundhog_port.tolerance`: ``max(|p32 - p64|, sigma * m, U32 * m)``
-from the port's float32 run and its float64 shadow on the same inputs):
+differences are Theano's float32 noise, measured here in units of ``noise`` (eq. 3 of
+:mod:`groundhog_port.tolerance`: ``max(|probe - p64|, scale * m, U32 * m)`` from the float64
+shadow and the float64 float32-probe on the same inputs -- no float32 run).  Two float32
+implementations each within ``K`` noise units of the exact value differ by at most ``2 K``
+units, so a self-difference of ``x`` units asks for ``K >= x / 2``:
 
 * the same hypothesis in the n-best lists of two beam labels (``1`` vs ``5`` vs ``10`` vs
   ``5_ignore_unk``; the ``_normalize`` labels times the length): Theano computed its cost in
@@ -43,15 +45,15 @@ RAW_PAIRS = (("1", "5"), ("5", "10"), ("1", "10"), ("5", "5_ignore_unk"),
              ("1_normalize", "5_normalize"), ("5_normalize", "10_normalize"))
 
 
-def noise_units(diffs, p32, p64, m):
-    """``|diff| / noise`` with noise pooled over these elements (TERMS kind)."""
-    diffs, p32, p64, m = (np.asarray(x, dtype=np.float64) for x in (diffs, p32, p64, m))
-    sigma, _ = tol.pooled_sigma(p32, p64, tol.TERMS, m)
-    noise = np.maximum(np.abs(p32 - p64), np.maximum(sigma * m, tol.U32 * m))
+def noise_units(diffs, probe, p64, m):
+    """``|diff| / noise`` with the noise scale pooled over these elements (TERMS kind)."""
+    diffs, probe, p64, m = (np.asarray(x, dtype=np.float64) for x in (diffs, probe, p64, m))
+    scale, _ = tol.pooled_scale(p64, tol.TERMS, probe, m)
+    noise = np.maximum(np.abs(probe - p64), np.maximum(scale * m, tol.U32 * m))
     return diffs / noise
 
 
-def beam_self_differences(exp, m64, tr):
+def beam_self_differences(probe, m64, tr):
     labels = set(tr.beam_labels())
     rows = []   # (hyp length, |c_a - c_b| raw, seq, hyp)
     for a, b in RAW_PAIRS:
@@ -71,38 +73,38 @@ def beam_self_differences(exp, m64, tr):
     if not rows:
         return None
     seqs = {}
-    p32, p64 = [], []
+    q_probe, p64 = [], []
     for _, _, i, t in rows:
         if i not in seqs:
             seqs[i] = tr.repr(i)["seq"] if tr.has(f"repr/{i}") else None
-        p32.append(path_costs(exp.model, seqs[i], [t])[0])
+        q_probe.append(path_costs(probe, seqs[i], [t])[0])
         p64.append(path_costs(m64, seqs[i], [t])[0])
     L = [r[0] for r in rows]
     d = np.asarray([r[1] for r in rows])
-    u = noise_units(d, p32, p64, L)
+    u = noise_units(d, q_probe, p64, L)
     return dict(n=len(rows), max_abs=float(d.max()), max_units=float(u.max()),
                 p99_units=float(np.quantile(u, 0.99)))
 
 
-def score_self_differences(exp, m64, tr):
+def score_self_differences(probe, m64, tr):
     single = {i: float(tr.pairs(i)["score"][0]) for i in tr.pair_indices()}
-    d, p32, p64, m = [], [], [], []
+    d, q_probe, p64, m = [], [], [], []
     k = 0
     for rec in tr.batch_all():
         for j, s in enumerate(rec["scores"]):
             i = k + j
             if i in single and np.isfinite(s) and np.isfinite(single[i]):
                 pr = tr.pairs(i)
-                s32 = -float(score_pair(exp.model, pr["src_ids"], pr["trg_ids"]).cost[0])
+                s_probe = -float(score_pair(probe, pr["src_ids"], pr["trg_ids"]).cost[0])
                 s64 = -float(score_pair(m64, pr["src_ids"], pr["trg_ids"]).cost[0])
                 d.append(abs(float(s) - single[i]))
-                p32.append(s32)
+                q_probe.append(s_probe)
                 p64.append(s64)
                 m.append(len(pr["trg_ids"]))
         k += rec["scores"].shape[0]
     if not d:
         return None
-    u = noise_units(d, p32, p64, m)
+    u = noise_units(d, q_probe, p64, m)
     return dict(n=len(d), max_abs=float(max(d)), max_units=float(u.max()))
 
 
@@ -147,10 +149,10 @@ def main(argv=None):
         d = Path(args.root) / case
         files = find_case(d)
         exp = open_experiment(files.state, files.model, data_dir=files.dir)
-        m64 = exp.model.float64_shadow()
+        m64, probe = exp.model.float64_shadow(), exp.model.float32_probe()
         with TraceFile(files.trace) as tr, torch.no_grad():
-            out[case] = dict(beam=beam_self_differences(exp, m64, tr),
-                             single_vs_padded=score_self_differences(exp, m64, tr),
+            out[case] = dict(beam=beam_self_differences(probe, m64, tr),
+                             single_vs_padded=score_self_differences(probe, m64, tr),
                              ties=boundary_ties(tr), printed=printed_scores(exp, d, tr))
         print(case, json.dumps(out[case]), flush=True)
     if args.json:

@@ -1,6 +1,9 @@
 """Parity of the random sampler against a trace's ``/sampler`` group (MANIFEST section 7).
 
-What is compared, per quantity (rows of :class:`groundhog_port.parity.Report`):
+What is compared, per quantity (rows of :class:`groundhog_port.parity.Report`); the
+product is ``Sampler.sample`` (what ``sample --batch-size 1`` calls: its OWN step count,
+one stream continued over the recorded calls in order) and, for ``sampler/batched/*``,
+``Sampler.sample_many`` at translate's default batch size over all calls:
 
 exact
     ``sampler/mrg_seed`` (derived from the state by :func:`~.seed.derive_mrg_seed` against
@@ -9,17 +12,15 @@ exact
     stream's base state after ``build()``, i.e. after its two random ops),
     ``sampler/rstate_before_first_call`` (every recorded state matrix: full arrays where
     recorded, else the first rows and the sha256 of the full matrix),
-    ``sampler/seq`` / ``sampler/n_steps`` (the source parsed as sample.py parses it,
-    ``3 * (len(seq) - 1)``), ``sampler/sample_ids`` (the port's own draws, continuing one
-    stream over the calls in order), ``sampler/rstate_after_call`` (first rows + sha256
-    after every call), ``sampler/sentences``.
+    ``sampler/seq`` (the source parsed as sample.py parses it), ``sampler/n_steps`` (the
+    number of steps the product drew), ``sampler/sample_ids``, ``sampler/rstate_after_call``
+    (first rows + sha256 after every call), ``sampler/sentences``; the batched path's ids,
+    sentences and the stream after the last call.
 derived bound (:mod:`groundhog_port.tolerance`)
     ``sampler/sample_neg_log_probs`` (kind ``ABS``: single ``-log p`` terms) and
-    ``sampler/costs`` (kind ``TERMS``), both recomputed along the RECORDED ids (so one
-    differing id does not cascade) in float32 and in the float64 shadow of the model
-    (:func:`groundhog_port.parity.compare_values`).  The sampler's states are not recorded,
-    so step ``k``'s ``-log p`` carries ``k + 1`` recurrent steps of rounding: its noise
-    magnitude is ``k + 1``, and a cost of ``L`` terms has magnitude ``1 + ... + L``.
+    ``sampler/costs`` (kind ``TERMS``, the sentence length): the product's float32 values
+    (along the RECORDED ids when it drew others, so one differing id does not cascade);
+    the float64 shadow and the float32 probe replay the recorded ids for the bound.
 """
 import hashlib
 

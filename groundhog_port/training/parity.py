@@ -8,19 +8,16 @@ What is compared (rows of group ``train_step``):
     names (looked up like the vocabularies; the shared recordings keep them in ``../data``).
 ``param_order``
     ``==`` :func:`~groundhog_port.training.order.param_order` (the gradient-norm summation order).
-``cost``, ``grad_norm``, ``log2_p_word``, ``log2_p_expl``
-    what ``algo()`` returned, recomputed from the RECORDED batch and ``model.npz``.
-``clipped_grads``
-    the gradients after clipping / the non-finite guard (``algo.gs``), same inputs.
-``gnorm2_after``, ``dnorm2_after``, ``params_after``
-    the Adadelta update computed from the RECORDED clipped gradients, ``model.npz`` and zero
-    accumulators -- each quantity from its recorded inputs, as everywhere in the harness, so
-    that the gradients' float32 noise is judged once (an update step ``~ g`` for small
-    gradients would otherwise carry it into the parameters a second time).
+``cost``, ``grad_norm``, ``log2_p_word``, ``log2_p_expl``, ``clipped_grads``, ``gnorm2_after``, ``dnorm2_after``, ``params_after``
+    ONE real ``SGDAdadelta.step`` -- what ``train`` runs -- on a copy of the model from the
+    RECORDED batch and ``model.npz`` with zero accumulators: the values it returns,
+    ``algo.gs`` (the gradients after clipping / the non-finite guard), the accumulators and
+    the parameters after it.
 
 Every float quantity is judged by :func:`judge_quantity`: the derived bound of
-:mod:`groundhog_port.tolerance` (``|recorded - p64| <= K * noise + quantum``) where ``p32`` is
-the port's float32 value and ``p64`` the same computation on the float64 shadow of the model.
+:mod:`groundhog_port.tolerance` (the product ``p32`` against the recording and against its
+float64 shadow ``p64``; the noise from the same step on the float64 shadow and on the
+float32 probe, ``float32_probe(backward=True)``).
 """
 import copy
 import json
