@@ -133,7 +133,10 @@ def test_train_proto_draws_groundhogs_model_and_first_update(tmp_path, one_threa
                                   f"prefix='{tmp_path}/rho_',overwrite=1,adarho=0.96", None, 0, 1,
                                   float64=f64).params for f64 in (False, True)]
     recorded0, recorded1 = (checkpoint.read_npz_arrays(rec / f"init_model{i}.npz") for i in (0, 1))
-    assert not all(c.ok for c in fidelity.compare_first_update(recorded1, recorded0, *runs).values())
+    state = legacy_states.load_state(tmp_path / "init_state.pkl")
+    n_tokens = int(state["bs"]) * (int(state["seqlen"]) + 1)
+    assert not all(c.ok for c in fidelity.compare_first_update(recorded1, recorded0, *runs,
+                                                               n_tokens=n_tokens).values())
 
 
 # -- continued training ---------------------------------------------------------------------

@@ -133,7 +133,7 @@ def compare_initial(recorded, ours, svd_inputs, scales):
 
 
 # -- 3. the first update -------------------------------------------------------------------
-def compare_first_update(recorded, before, port32, port64, probe64=None):
+def compare_first_update(recorded, before, port32, port64, probe64=None, n_tokens=1):
     """``{name: tolerance.Comparison}`` of the parameters after one update from ``before``,
     each parameter its own absolute-noise pool, as its gradient in the ``/train_step`` check:
     the start is the same float32 numbers in all three runs, and the step's float32 noise is
@@ -143,13 +143,16 @@ def compare_first_update(recorded, before, port32, port64, probe64=None):
     the pool is the parameter's largest step, so the noise floor is one float32 rounding of
     it (not of 1, the scale of the activations the absolute kind was made for).  ``probe64``:
     the same update on the model's float32 probe (:meth:`~groundhog_port.model.
-    RNNEncoderDecoder.float32_probe`), whose distance from ``port64`` is the noise."""
+    RNNEncoderDecoder.float32_probe`), whose distance from ``port64`` is the noise;
+    ``n_tokens``: the batch's target tokens, whose float32 gradient sums the probe does not
+    model (the magnitude is scaled by ``sqrt(n_tokens)``, their typical rounding, as in
+    :func:`groundhog_port.training.parity.judge_quantity`)."""
     out = {}
     for name, r in recorded.items():
         step = np.abs(np.asarray(port64[name], np.float64) - np.asarray(before[name], np.float64))
+        m = float(step.max()) * float(np.sqrt(n_tokens)) if step.size else 0.0
         out[name] = tol.compare(r, port32[name], port64[name], tol.ABS,
-                                probe=None if probe64 is None else probe64[name],
-                                magnitude_of=float(step.max()) if step.size else 0.0)
+                                probe=None if probe64 is None else probe64[name], magnitude_of=m)
     return out
 
 
@@ -345,8 +348,10 @@ def check_new_model(rec, data_dir, workdir):
                        f"prefix='{workdir}/f64_',overwrite=1", None, 0, 1, float64=True).params
     pp = continue_run(workdir / "init_state.pkl", workdir / "init_model0.npz", None,
                       f"prefix='{workdir}/probe_',overwrite=1", None, 0, 1, probe=True).params
+    # at most bs sentences of seqlen words and the end-of-sequence each
     first = compare_first_update(read_npz_arrays(rec / "init_model1.npz"), rec0,
-                                 read_npz_arrays(workdir / "init_model1.npz"), p64, pp)
+                                 read_npz_arrays(workdir / "init_model1.npz"), p64, pp,
+                                 n_tokens=int(state["bs"]) * (int(state["seqlen"]) + 1))
     return NewModelReport(n, bad, same_rng, initial, tuple(orth), first, stdout)
 
 

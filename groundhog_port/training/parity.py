@@ -47,17 +47,19 @@ SCALARS = ("cost", "grad_norm", "log2_p_word", "log2_p_expl")
 UPDATE = ("gnorm2_after", "dnorm2_after", "params_after")
 
 
-def judge_quantity(recorded, port32, port64, probe, quantity, before):
+def judge_quantity(recorded, port32, port64, probe, quantity, before, n_tokens):
     """One parameter's array of a step quantity (:func:`groundhog_port.tolerance.compare`).
 
     The magnitude is the array's largest exact value (for ``params_after`` its largest step
-    ``|p64 - before|``): gradients and accumulators are sums over the batch's tokens with
-    cancellation, whose float32 noise is absolute per array; the pool takes the largest
-    probe noise per unit of it (tolerance eq. 4), and ``U32`` times it is the floor."""
+    ``|p64 - before|``) times ``sqrt(n_tokens)``: a gradient is a float32 sum over the
+    batch's ``n_tokens`` target tokens with cancellation, whose rounding the probe (which
+    perturbs weights, not these sums) does not model -- ``U32 * sqrt(N) * max`` is that
+    sum's typical rounding, the floor; the pool takes the largest probe noise per unit of it
+    (tolerance eq. 4)."""
     q = np.asarray(port64, np.float64)
     ref = np.abs(q - np.asarray(before, np.float64)) if quantity == "params_after" else np.abs(q)
     fin = ref[np.isfinite(ref)]
-    m = float(fin.max()) if fin.size else 0.0
+    m = float(fin.max()) * float(np.sqrt(max(n_tokens, 1))) if fin.size else 0.0
     return tol.compare(recorded, port32, port64, KINDS[quantity], probe=probe, magnitude_of=m)
 
 
@@ -139,6 +141,7 @@ def check_train_step(ctx, rows):
              "64": _real_step(exp, exp.model.float64_shadow(), rec, torch.float64),
              "probe": _real_step(exp, exp.model.float32_probe(backward=True), rec, torch.float64)}
     product = "SGDAdadelta.step (train: one update from zero accumulators)"
+    n_tokens = int(np.asarray(rec["y_mask"]).sum())
     pool = tol.Pool(tol.REL)
     for k in SCALARS:
         pool.add(k, np.float64(rec["rvals"][k]), steps["32"]["rvals"][k], steps["64"]["rvals"][k],
@@ -155,8 +158,8 @@ def check_train_step(ctx, rows):
                 row.mismatch(f"train_step/{q}/{n}", "not a parameter of this model")
                 continue
             p32, p64, pp = (steps[key][q][n] for key in ("32", "64", "probe"))
-            _add(row, f"train_step/{q}/{n}", recorded, judge_quantity(recorded, p32, p64, pp, q,
-                                                                      steps["64"]["before"][n]))
+            _add(row, f"train_step/{q}/{n}", recorded,
+                 judge_quantity(recorded, p32, p64, pp, q, steps["64"]["before"][n], n_tokens))
     ctx.tick()
     for row in rows.rows.values():
         if row.group == "train_step" and row.tolerance.kind == "derived" and row.n:
