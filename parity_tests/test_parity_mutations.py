@@ -62,8 +62,8 @@ def test_batched_search_ignoring_ignore_unk_fails(monkeypatch):
     from groundhog_port.search.batched import BatchedBeamSearch
     search_many = BatchedBeamSearch.search_many
     monkeypatch.setattr(BatchedBeamSearch, "search_many",
-                        lambda self, seqs, n, ignore_unk=False, minlens=None:
-                        search_many(self, seqs, n, False, minlens))
+                        lambda self, seqs, n, ignore_unk=False, *rest, **kw:
+                        search_many(self, seqs, n, False, *rest, **kw))
     report = _run("encdec", groups=("beam",), beam_labels=["5_ignore_unk"])
     failed = _failed(report)
     assert "beam/5_ignore_unk/batched/fin_trans" in failed, report.table()
