@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 #: bump when a cached result would no longer match what this code computes
 CACHE_VERSION = 1
-#: ``scores_batch[_holdout][_runK].txt`` / ``scores_h5_trainN[_runK].txt`` (MANIFEST section 6)
+#: ``scores_batch[_holdout][_runK].txt`` / ``scores_h5_trainN[_runK].txt`` (docs/recordings.md, "Files")
 SCORES_NAME = re.compile(r"^scores_(?:batch(?:_(?P<set>holdout))?|h5_train(?P<n>[1-9][0-9]*))"
                          r"(?:_run(?P<run>[0-9]+))?\.txt$")
 VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")

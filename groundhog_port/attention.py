@@ -9,6 +9,9 @@ Bahdanau et al. (2015), eq. (6) and appendix A.1.2, as GroundHog computed it::
     alpha_ij = e_ij / sum_j e_ij       (summed position by position: numerics.sum_positions)
     ctx_i    = sum_j alpha_ij c_j      (a matmul per sentence, see weighted_context)
 
+In the paper's symbols (the legacy-name table, ``checkpoint.paper_symbol``): ``A = U_a``,
+``B = W_a``, ``D = v_a`` and ``c_j = h_j``, so ``e_ij = exp(v_a^T tanh(W_a s_{i-1} + U_a h_j))``.
+
 Legacy quirk kept: exp-then-normalise WITHOUT subtracting the maximum energy.
 Theano did not rewrite this one into a stable softmax (unlike the output layer),
 so an energy above ~88 overflows to ``inf`` and the weights become ``nan`` exactly

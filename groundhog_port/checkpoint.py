@@ -3,7 +3,8 @@
 ``legacy_param_table(cfg)`` lists every parameter the original model of this
 configuration saves (``Container.save`` writes one float32 array per Theano shared
 variable in ``lm_model.params``, keyed by its GroundHog name), the module attribute
-it fills, and its shape.  It also names the tensors GroundHog creates but never
+it fills, its shape, and its symbol in the paper (:func:`paper_symbol`): the one
+vocabulary table of the port, read by loading, export and the docstrings.  It also names the tensors GroundHog creates but never
 saves: biases of layers built with ``learn_bias=False`` (they stay at their initial
 value, zeros) and the layers built but never used (so they are not in
 ``lm_model.params``).
@@ -34,6 +35,7 @@ class LegacyParam:
     name: str      # GroundHog's name, the key in *_model.npz
     path: str      # attribute path in RNNEncoderDecoder
     shape: tuple
+    symbol: str = ""   # the paper's symbol, LaTeX (paper_symbol)
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,67 @@ def legacy_param_table(cfg):
     else:
         table.append(LegacyParam(f"W_{sm}", f"{out}.W", (cfg.softmax_in, cfg.n_sym_target)))
     table.append(LegacyParam(f"b_{sm}", f"{out}.b", (cfg.n_sym_target,)))
+    table = [LegacyParam(p.name, p.path, p.shape, paper_symbol(p.path, cfg)) for p in table]
     return table, unsaved
+
+
+# The paper's symbols: Bahdanau, Cho & Bengio (2015), appendix A (A.2.1 encoder, A.2.2
+# decoder, \overrightarrow / \overleftarrow for the two encoder directions); for the grConv
+# encoder Cho et al. (2014b), "On the properties of neural machine translation", section 3.2.
+# The paper omits biases ("all the biases are omitted"); ``b[X]`` is the bias added with X's
+# product.  RNNencdec models (Cho et al. 2014a) use the same symbols for the same roles.
+
+#: encoder prefix -> the paper's arrow (forward / backward RNN, appendix A.2.1)
+_ARROW = {"encoder": "\\overrightarrow", "backward_encoder": "\\overleftarrow"}
+#: GRU attribute (of an encoder or the decoder) -> symbol without arrow
+_GRU = {"input_embedder.W": "W", "update_embedder.W": "W_z", "reset_embedder.W": "W_r",
+        "transition.W": "U", "transition.G": "U_z", "transition.R": "U_r"}
+#: the grConv (Cho et al. 2014b eq. 4-5): W multiplies the right child, U the left one
+_GRCONV = {"transition.W": "W^r", "transition.U": "W^l", "transition.GW": "G^r",
+           "transition.GU": "G^l"}
+#: decoder attribute -> symbol: attention e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) (A.1.2),
+#: s_0 = tanh(W_s h_1 backward), C/C_z/C_r take the context c_i, the readout
+#: t~_i = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i, p(y_i) from W_o t_i (A.2.2)
+_DECODER = {"approx_embedder.W": "E (target)", "A": "U_a", "B": "W_a", "D": "v_a",
+            "initializer.W": "W_s", "dec_inputter.W": "C", "dec_updater.W": "C_z",
+            "dec_reseter.W": "C_r", "repr_readout.W": "C_o", "hid_readout.W": "U_o",
+            "prev_readout.W": "V_o", "output_layer.W": "W_o",
+            "output_layer.W1": "W_o (first factor, W_o = W1 W2)",
+            "output_layer.W2": "W_o (second factor, W_o = W1 W2)"}
+
+
+def _with_arrow(arrow, sym):
+    base, _, sub = sym.partition("_")
+    return f"{arrow}{{{base}}}" + (f"_{sub}" if sub else "")
+
+
+def _weight_symbol(path, cfg):
+    """Symbol of a weight matrix at module ``path`` (``encoder.transition.W`` ...)."""
+    head, _, rest = path.partition(".")
+    if head in _ARROW:
+        if rest == "approx_embedder.W":
+            return "E (source)"   # one E for both directions, as in the paper (encdec.py:1330)
+        if cfg.enc.layer == GRCONV and head == "encoder" and rest in _GRCONV:
+            return _GRCONV[rest]
+        return _with_arrow(_ARROW[head], _GRU[rest])
+    if rest in _DECODER:
+        return _DECODER[rest]
+    return _GRU[rest]
+
+
+def paper_symbol(path, cfg):
+    """The paper's symbol (LaTeX) of the parameter at attribute ``path`` of ``cfg``'s model
+    (a bias: ``b[<its weight's symbol>]``)."""
+    if path.endswith(".Gb"):
+        return "b[G]"
+    if path.endswith(".b"):
+        owner = path[:-1] + "W"
+        if owner.endswith("output_layer.W"):
+            return "b[W_o]"
+        if owner == "encoder.transition.W" and cfg.enc.layer == GRCONV:
+            return "b[W]"
+        return f"b[{_weight_symbol(owner, cfg)}]"
+    return _weight_symbol(path, cfg)
 
 
 def read_npz(path, table=None):

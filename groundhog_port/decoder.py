@@ -1,13 +1,16 @@
 """The decoder (``Decoder``, encdec.py:803): initial state, transition, readout.
 
-Pure step functions shared by teacher-forced scoring and by search, with the
-paper's notation (s = decoder state, y = target word, c = annotations)::
+Pure step functions shared by teacher-forced scoring and by search, in the paper's
+symbols (Bahdanau et al. 2015, appendix A.2.2; the legacy-name table,
+:func:`groundhog_port.checkpoint.paper_symbol`, maps each to its GroundHog weight):
+s = decoder state, y = target word, c = annotations (the paper's ``h_j``), E the target
+embedding; row vectors, ``x @ W`` as GroundHog orients its weights::
 
-    s_0      = tanh(c_1[-dim:] @ W_init + b_init)         (zeros when bias_code=False)
-    ctx_i    = attention(s_{i-1}, c)                       (search)  |  c[min(i, S-1)]  (encdec)
-    s_i      = GRU(s_{i-1}, emb(y_i) + ctx_i @ W_ctx)      (gates likewise)
-    t_i      = ctx_i @ W_repr + s_{i-1} @ W_hid + b_hid + [y_{i-1} > 0] * emb(y_{i-1}) @ W_prev
-    p(y_i)   = softmax(maxout(t_i) @ W1 @ W2 + b)
+    s_0      = tanh(c_1[-dim:] @ W_s + b[W_s])              (zeros when bias_code=False)
+    ctx_i    = attention(s_{i-1}, c)                         (search)  |  c[min(i, S-1)]  (encdec)
+    s_i      = GRU(s_{i-1}, E y_i @ W + ctx_i @ C)           (gates likewise: W_z, C_z, U_z; W_r, C_r, U_r)
+    t_i      = ctx_i @ C_o + s_{i-1} @ U_o + b[U_o] + [y_{i-1} > 0] * E y_{i-1} @ V_o
+    p(y_i)   = softmax(maxout(t_i) @ W_o + b[W_o])           (W_o = W1 @ W2 when rank_n_approx > 0)
 
 Step order as in GroundHog's beam search: ``next_probs`` reads out from the
 *previous* state ``s_{i-1}``, the context attended with ``s_{i-1}`` and the

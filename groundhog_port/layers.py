@@ -197,7 +197,7 @@ class SoftmaxLayer(nn.Module):
     GroundHog wrote ``exp(x) / sum(exp(x))`` (utils.py:78) but Theano's optimizer
     rewrote that graph into ``SoftmaxWithBias``, which subtracts the row maximum:
     the recordings hold the max-subtracted result, so that is what is computed here
-    (MANIFEST section 10).  Probabilities stay float32, so tiny ones underflow to
+    (docs/recordings.md, "Quirks").  Probabilities stay float32, so tiny ones underflow to
     exactly 0 as they did in Theano.
     """
 

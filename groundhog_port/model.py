@@ -122,7 +122,7 @@ class RNNEncoderDecoder(nn.Module):
         so an underflowed probability gives ``inf``.  Legacy quirk kept: padded target
         positions (id 0, mask 0) are still scored and then multiplied by the mask, so
         ``inf * 0 = nan`` poisons the sentence sum exactly as in score.py
-        (MANIFEST section 9).  ``word_probs = exp(-cost)``, masked to 1 outside.
+        (docs/recordings.md, "Non-finite scores").  ``word_probs = exp(-cost)``, masked to 1 outside.
         """
         c = annotations(self, x, x_mask)
         p_target, alignment = self.decoder.evaluate_targets(c, x_mask, y, y_mask, self.stable)

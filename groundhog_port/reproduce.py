@@ -18,7 +18,7 @@ reproduced translations against the reference and against each other, and the to
 cost (``sample.py``'s "Total cost of the translations").
 
 A trans file shorter than its source means the original crashed (``search_variant``:
-``sample.py`` died on line 36, MANIFEST section 10, "The retry can crash sample.py"): only
+``sample.py`` died on line 36, docs/recordings.md, "The retry can crash sample.py"): only
 the lines it wrote are compared, and the report says "the original stopped after N lines"
 and whether the port fails on the next line too (:class:`~groundhog_port.search.common.
 SearchFailed` with the original's message).
@@ -40,7 +40,7 @@ from .translate import SearchWarnings, Translator, total_cost
 
 logger = logging.getLogger(__name__)
 
-#: ``trans_[holdout_]beam<N>[_normalize][_ignore_unk][_run<K>].txt`` (MANIFEST section 6)
+#: ``trans_[holdout_]beam<N>[_normalize][_ignore_unk][_run<K>].txt`` (docs/recordings.md, "Files")
 TRANS_NAME = re.compile(r"^trans_(?:(?P<set>holdout)_)?beam(?P<beam>[1-9][0-9]*)"
                         r"(?P<flags>(?:_normalize|_ignore_unk)*)(?:_run(?P<run>[0-9]+))?\.txt$")
 #: sample.py:276 ``print "Total cost of the translations: {}".format(total_cost)``

@@ -1,6 +1,6 @@
 """GroundHog vocabularies: loading, text -> ids (``parse_input``), ids -> text.
 
-Files (MANIFEST section 6/8): ``vocab.X.pkl`` is ``preprocess.py``'s dict word -> id
+Files (docs/recordings.md, "Files"): ``vocab.X.pkl`` is ``preprocess.py``'s dict word -> id
 (Python-2 protocol 2, byte-string keys); ``ivocab.X.pkl`` is ``invert-dict.py``'s dict
 id -> word (protocol 0).  Words are UTF-8 byte strings in the files and ``str`` here.
 Conventions: ``<s>``/``</s>`` -> 0, ``UNK`` -> 1, words from 2 by frequency, end of
@@ -116,7 +116,7 @@ def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-
 
     * unknown words become ``unk_sym``; so does every id ``>= state['n_sym_source']`` --
       compared with the **source** vocabulary size even when parsing the target side
-      (MANIFEST section 10: French ids 201..319 become UNK when scoring);
+      (docs/recordings.md, "Quirks": French ids 201..319 become UNK when scoring);
     * ``unk_sym``/``null_sym`` < 0 mean ``state['unk_sym_source']``/``state['null_sym_source']``;
     * ``raise_unk`` raises (:class:`UnknownWordError`) for any token that ends up as
       ``unk_sym`` -- also a word whose id is too large, or the literal word ``UNK``;

@@ -13,7 +13,7 @@ divides the softmax input width ``dim / maxout_part`` as a float), ``cutoff`` is
 
 ``prototype_phrase_lstm_state`` is kept as data only: GroundHog cannot run it (its
 ``experiments/nmt/__init__.py`` does not even export it, and the LSTM state width does not
-match the readout; MANIFEST section 12).  Refusing it is the job of the model config.
+match the readout; docs/recordings.md, "What did not run").  Refusing it is the job of the model config.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def prototype_search_state() -> dict:
 def prototype_phrase_lstm_state() -> dict:
     """phrase prototype with LSTM encoder/decoder (state.py:282-294).
 
-    Data only: this configuration does not run in GroundHog 4d2433b (MANIFEST section 12).
+    Data only: this configuration does not run in GroundHog 4d2433b (docs/recordings.md, "What did not run").
     """
     state = prototype_phrase_state()
     state.update({

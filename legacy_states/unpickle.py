@@ -1,7 +1,7 @@
 """Loading GroundHog's Python-2 pickles without letting them run anything.
 
 GroundHog wrote its files with Python 2's ``cPickle``: ``*_state.pkl`` at protocol 0,
-``vocab.*.pkl`` at protocol 2, ``ivocab.*.pkl`` at protocol 0 (MANIFEST section 8); their
+``vocab.*.pkl`` at protocol 2, ``ivocab.*.pkl`` at protocol 0 (docs/recordings.md, "Python 2 pickles"); their
 strings are Python-2 byte strings holding UTF-8.  A pickle can name any importable
 callable and have the loader call it, so :func:`safe_load_pickle` resolves global names
 through a short whitelist of plain-data constructors (and our own re-implementations of

@@ -1,4 +1,6 @@
 """The legacy parameter table and checkpoint loading (strict, lenient, bad files)."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ from groundhog_port.config import ModelConfig
 from groundhog_port.errors import LegacyInputError, UnsupportedModelError
 from groundhog_port.model import RNNEncoderDecoder
 
-from conftest import FIXTURES, case_dirs
+from conftest import FIXTURES, REPO, case_dirs, pending_case_dirs
 
 
 def _case_files(case):
@@ -83,6 +85,31 @@ def test_unsaved_tensors_are_named():
     for name in ("b_0_enc_update_embdr_0", "b_0_dec_repr_readout", "W_0_back_enc_approx_embdr",
                  "b_0_dec_dec_inputter_0", "b_0_dec_prev_readout_0"):
         assert name in names
+
+
+def test_every_parameter_has_its_paper_symbol_as_documented():
+    """The one vocabulary table: every saved parameter of every recorded architecture (the
+    grConv encoder too) carries its symbol from Bahdanau et al. (2015) appendix A, and
+    docs/export.md's symbol column (what docstrings and the export metadata cite) shows it
+    for that name.  Proven: swapping ``W_a`` and ``U_a`` in ``checkpoint._DECODER`` fails."""
+    text = (REPO / "docs" / "export.md").read_text(encoding="utf-8")
+    cells = {}
+    for name, legacy, cell in re.findall(r"^\| `([\w.]+)` \| `(\w+)` \| (.*) \|$", text, re.M):
+        cells[(name, legacy)] = cell
+    states = [FIXTURES / "search" / "search_state.pkl"]
+    states += [next(c.glob("*_state.pkl")) for c in case_dirs() + pending_case_dirs()]
+    for state_path in states:
+        cfg = ModelConfig.from_state(legacy_states.load_state(state_path), state_path)
+        table, _ = checkpoint.legacy_param_table(cfg)
+        for p in table:
+            assert p.symbol, p
+            cell = cells[(p.path, p.name)]
+            if not cell.startswith("as above"):
+                assert f"`{p.symbol}`" in cell, (state_path.name, p, cell)
+    cfg, _, _ = _fixture_model()
+    symbols = {p.path: p.symbol for p in checkpoint.legacy_param_table(cfg)[0]}
+    assert (symbols["decoder.A"], symbols["decoder.B"], symbols["decoder.D"]) == ("U_a", "W_a", "v_a")
+    assert symbols["backward_encoder.transition.G"] == "\\overleftarrow{U}_z"
 
 
 @pytest.mark.parametrize("mutate, problem", [

@@ -2,7 +2,7 @@
 
 Every archived GroundHog experiment was preprocessed under Python 2.7, where a dict
 iterates in the order of its hash table's slots, not in insertion order.  That order
-decided three things the files still show (MANIFEST section 8):
+decided three things the files still show (docs/recordings.md, "Python 2 pickles and dict order"):
 
 * which of several equally frequent words gets the lower index
   (``Counter.most_common`` breaks ties in the Counter's iteration order,

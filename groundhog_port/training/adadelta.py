@@ -21,7 +21,7 @@ One call of the original trainer (``SGD.__call__``, :162-208) runs two compiled 
 
 ``lr`` is reported (1.0) but never enters the update.  The accumulators start at zero
 whenever a trainer is built -- GroundHog never saved them, so every (re)start of train.py
-begins with zero accumulators (MANIFEST section 10); so does this class.  With zero
+begins with zero accumulators (docs/recordings.md, "Quirks"); so does this class.  With zero
 accumulators the first step of an element is ``sqrt(eps) / sqrt((1 - rho) g**2 + eps) * g``,
 about ``sqrt(eps / (1 - rho))`` (4.5e-3 with the prototypes' 0.95 / 1e-6) whatever ``g``:
 :func:`restart_step`.  :meth:`SGDAdadelta.accumulators` / :meth:`~SGDAdadelta.set_accumulators`

@@ -4,7 +4,7 @@
 gradient norms in the order of ``lm_model.params``, which ``Layer.__call__`` builds while the
 graph is constructed (``tensor_from_layer`` merges the parameters of layer-valued keyword
 arguments in their iteration order).  Only the float32 rounding of the norm depends on it.
-Under Python 3 (the recordings, MANIFEST section 8) the order is the one below, checked
+Under Python 3 (the recordings, docs/recordings.md, "Python 2 pickles and dict order") the order is the one below, checked
 against the ``param_order`` attribute of every shared trace's ``/train_step``; Python 2
 iterated those keyword dicts in hash order, so a model trained by the original under
 Python 2 may have summed in another order (a float32 rounding difference of the norm).
