@@ -243,6 +243,7 @@ def read_npz_arrays(path, kind="model", expected=None, allowance=0):
                            or magic[:3] == b"(dp" else "")
                 raise LegacyInputError(path, f"not a .npz archive (no zip header); a GroundHog "
                                        f"{kind} file is numpy.savez output{swapped}")
+            npzguard.check_directory(path)
             with zipfile.ZipFile(path) as zf:
                 to_read, skipped = npzguard.read_members(zf, path, kind, expected, allowance)
                 arrays = {name: npzguard.read_array(zf, m) for name, m in to_read.items()}

@@ -311,6 +311,21 @@ def test_npz_member_lying_about_its_ratio(tmp_path):
         checkpoint.read_npz_arrays(p)
 
 
+def test_npz_directory_charged_before_it_is_parsed(tmp_path, monkeypatch):
+    """``zipfile`` parses the whole directory on opening (about 560 bytes of ZipInfo per
+    entry): its size, from the end record, is charged to the budget first."""
+    import zipfile
+    from groundhog_port import checkpoint
+    p = tmp_path / "many_model.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        for i in range(20_000):
+            z.writestr(f"{i}.npy", b"")
+    monkeypatch.setenv(budget.ENV, "8")
+    with pytest.raises(LegacyInputError, match=r"the archive's directory of \d+ bytes would take "
+                                               r"about \d+ MiB, over the parse budget of 8 MiB"):
+        checkpoint.read_npz_arrays(p)
+
+
 # ---------------------------------------------------------------------------------------------
 # h5: declared sizes in the dtype the loader makes
 # ---------------------------------------------------------------------------------------------
