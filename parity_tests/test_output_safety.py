@@ -576,27 +576,31 @@ def test_character_device_output_is_streamed(tmp_path):
 
 
 def test_dev_stdout_is_streamed(reference_trans, tmp_path):
-    """``--trans NAME`` where NAME is standard output (stdout a pipe): the translations arrive
-    on stdout, the Total cost line goes to stderr, and NAME is what it was.  The failing case
-    is run on a link of the test's own (``tmp/stdout -> /proc/self/fd/1``, which the old code
-    renamed over as it did the machine's /dev/stdout as root); the real ``/dev/stdout`` and
-    ``-`` only once :func:`outputs.output_target` says they are streamed, so that this test
-    can never replace the machine's /dev/stdout, whatever the code under test does."""
+    """``--trans NAME`` where NAME is standard output: the translations arrive on stdout,
+    the Total cost line goes to stderr, and NAME is what it was.  The failing case runs on
+    a link of the test's own (``tmp/stdout -> /proc/self/fd/1``, which the old code renamed
+    over as it did the machine's /dev/stdout as root), in this process (its descriptor 1
+    captured); ``-`` too; the real ``/dev/stdout`` only in a process of its own whose stdout
+    is a pipe, and only once :func:`outputs.output_target` says it is streamed, so that this
+    test can never replace the machine's /dev/stdout, whatever the code under test does."""
     import stat
     src, ref, out_ref = reference_trans
     own = tmp_path / "stdout"
     own.symlink_to("/proc/self/fd/1")
     before = os.lstat("/dev/stdout")
-    for target in (own, "/dev/stdout", "-"):
-        if target != own:   # only where the guard holds (see above)
-            assert outputs.output_target(target).stream
-        p = subprocess.run([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
-                            *map(str, _translate_args(src)), "--trans", target],
-                           capture_output=True, env=ENV, cwd=REPO, timeout=600)  # stdout: a pipe
-        assert p.returncode == 0, p.stderr
-        assert p.stdout == ref, target
-        assert out_ref.strip() in p.stderr.decode()
+    for target in (own, "-"):
+        rc, out, err = _run_here(*_translate_args(src), "--trans", target)
+        assert rc == 0, err
+        assert out.encode() == ref, target
+        assert out_ref.strip() in err
         assert own.is_symlink() and os.readlink(own) == "/proc/self/fd/1"
+    assert outputs.output_target("/dev/stdout").stream       # the guard (see above)
+    p = subprocess.run([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
+                        *map(str, _translate_args(src)), "--trans", "/dev/stdout"],
+                       capture_output=True, env=ENV, cwd=REPO, timeout=600)  # stdout: a pipe
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ref
+    assert out_ref.strip() in p.stderr.decode()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stdout"]
     after = os.lstat("/dev/stdout")
     assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
