@@ -99,6 +99,12 @@ class SearchWarnings(logging.Filter):
                 + ", ".join(parts) + more)
 
 
+#: sentences decoded together by default (``translate``, ``reproduce``, parity's batched
+#: rows): the batched search returns exactly what the literal one returns
+#: (parity_tests/test_batched_search.py), and this is its sweet spot
+DEFAULT_BATCH_SIZE = 32
+
+
 class Translator:
     """Beam search over many source lines: literal (``batch_size=1``) or batched.
 

@@ -8,8 +8,8 @@ from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..longlines import warn_long_lines
 from ..outputs import Journal, Progress, check_outputs, text_digest
 from ..sampling import cli as sampling_cli
-from ..translate import (SearchWarnings, Translation, Translator, report_failures, total_cost,
-                         write_nbest_then_commit)
+from ..translate import (DEFAULT_BATCH_SIZE, SearchWarnings, Translation, Translator,
+                         report_failures, total_cost, write_nbest_then_commit)
 from .common import add_model_arguments, open_from_args, run_fingerprint
 
 NAME = "translate"
@@ -18,9 +18,6 @@ HELP = ("translate as GroundHog's sample.py did: beam search (--beam-search --be
         "--source F --n-samples N --alpha A --trans F)")
 logger = logging.getLogger(__name__)
 
-#: sentences decoded together by default: the batched search returns exactly what the
-#: literal one returns (parity_tests/test_batched_search.py), and this is its sweet spot
-DEFAULT_BATCH_SIZE = 32
 
 
 def add_arguments(p):

@@ -3,6 +3,7 @@
 * :mod:`.mrg` -- Theano's MRG31k3p generator (streams, substreams, float32 uniforms), exact;
 * :mod:`.seed` -- the stream seed, derived from the state as GroundHog's layer construction
   draws it;
+* :mod:`.draw` -- one step's primitives (tempered softmax, multinomial draw), shared by:
 * :mod:`.sampler` -- ``sample_fn`` and ``sample()`` for one sentence at a time;
 * :mod:`.batched` -- many sentences at once, the same draws;
 * :mod:`.parity` -- the ``/sampler`` checks of ``groundhog-port parity``;

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from ..search.batched import BatchedBeamSearch
-from .sampler import Draw, check_call, multinomial_from_uniform, output_probs
 from ..search.common import legacy_log
+from .draw import Draw, check_call, multinomial_from_uniform, output_probs
 
 
 class BatchedSampler:
