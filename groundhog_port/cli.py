@@ -21,8 +21,9 @@ from .errors import EXIT_INPUT, LegacyInputError, allocation_failure
 from .outputs import signals_held
 
 # The command module (which imports torch, seconds) is imported by main() with SIGINT and
-# SIGTERM held back (outputs.signals_held; score and plot-training import torch in run(),
-# after checking their arguments, held back in the same way): torch's C start-up imports
+# SIGTERM held back (outputs.signals_held; commands whose module does not import torch load
+# it in run(), after checking their arguments, held back in the same way:
+# commands.common.open_from_args, plot-training): torch's C start-up imports
 # numpy and clears any error raised meanwhile, so a KeyboardInterrupt raised inside it was
 # swallowed and left numpy half-initialised (the command then went on, or failed later with "module 'numpy' has no
 # attribute 'multiply'").  Held back, the signal arrives once the imports are done: one

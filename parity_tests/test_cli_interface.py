@@ -25,8 +25,8 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 IMPORTS_PROBE = """
 import os
 import sys
-if os.environ.get("HIDE_MATPLOTLIB"):
-    sys.modules["matplotlib"] = None  # as if it were not installed
+for name in os.environ.get("HIDE_MODULES", "").split():
+    sys.modules[name] = None  # as if it were not installed
 from groundhog_port.cli import main
 try:
     rc = main(sys.argv[1:])
@@ -220,12 +220,15 @@ def test_messages_say_what_is_wrong_and_how_to_fix_it(tmp_path, legacy_root):
 def test_missing_matplotlib_is_said_before_anything_is_loaded(tmp_path):
     """Friction 10: ``--plot-alignment`` without matplotlib failed after 8 s of loading
     (torch and the model); now before torch is imported, let alone a file read."""
-    env = {**ENV, "HIDE_MATPLOTLIB": "1"}
+    env = {**ENV, "HIDE_MODULES": "matplotlib onnx"}
     missing = tmp_path / "missing"
-    for argv in (["score", "--state", missing, missing, "--mode", "txt", "--src", missing,
-                  "--trg", missing, "--plot-alignment", tmp_path / "plots"],
-                 ["plot-training", missing, "--out", tmp_path / "c.png"]):
+    for argv, says in (
+            (["score", "--state", missing, missing, "--mode", "txt", "--src", missing,
+              "--trg", missing, "--plot-alignment", tmp_path / "plots"], "need matplotlib"),
+            (["plot-training", missing, "--out", tmp_path / "c.png"], "need matplotlib"),
+            (["export", "--format", "onnx", "--state", missing, missing, tmp_path / "out"],
+             "needs the onnx package")):
         r, imported = probe(*argv, env=env)
-        assert r.returncode == 2 and "need matplotlib" in r.stderr, r.stderr
+        assert r.returncode == 2 and says in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
         assert "torch" not in imported, argv[0]

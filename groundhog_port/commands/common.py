@@ -74,7 +74,9 @@ def add_model_arguments(parser):
 
 def open_from_args(args, model_path=None, state=None, data_dirs=None):
     """The experiment the command's arguments name (``data_dirs`` replaces ``--data-dir``)."""
-    from ..loading import open_experiment  # torch: imported once the arguments are read
+    from ..outputs import signals_held
+    with signals_held():  # torch loads here for the lighter commands: cli.py says why
+        from ..loading import open_experiment
     model, changes = model_and_changes(args)
     if getattr(args, "checkpoint", None):
         if args.state or model:

@@ -6,6 +6,7 @@ back to the same float32 weights.  ``--format onnx``: the encoder and the two fu
 of one decoder step as ONNX graphs, ``config.json``, and ``beam_search.py``, a numpy
 driver that runs them with onnxruntime as sample.py searched.
 """
+import importlib.util
 import logging
 from pathlib import Path
 
@@ -27,7 +28,15 @@ def add_arguments(p):
                         "last: export --format F --state S MODEL [changes] OUTDIR")
 
 
+#: the package each format needs (the export extra), checked before anything is loaded
+NEEDS = {"safetensors": "safetensors", "onnx": "onnx"}
+
+
 def run(args):
+    if importlib.util.find_spec(NEEDS[args.format]) is None:
+        raise LegacyInputError(None, f"export --format {args.format} needs the "
+                                     f"{NEEDS[args.format]} package: pip install "
+                                     "'groundhog-port[export]'")
     if Path(args.outdir).exists() and not Path(args.outdir).is_dir():
         raise LegacyInputError(args.outdir, "OUTDIR is not a directory (usage: groundhog-port "
                                             "export --format F --state S MODEL [changes] OUTDIR)")

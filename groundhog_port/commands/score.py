@@ -1,7 +1,8 @@
 """``groundhog-port score``: score.py's flags and output, byte for byte.
 
 The model's modules (torch: seconds to import) are imported by the functions that score,
-after :func:`run` has checked the arguments and the optional dependencies (matplotlib).
+after :func:`run` has checked the arguments and the optional dependencies (matplotlib);
+torch itself loads in :func:`~groundhog_port.commands.common.open_from_args`.
 """
 import contextlib
 import logging
@@ -15,7 +16,7 @@ from ..data import read_text_lines
 from ..errors import EXIT_OK, LegacyInputError
 from ..longlines import warn_long_lines
 from ..outputs import (Journal, Progress, atomic_output, check_outputs, file_digest,
-                       signals_held, write_failure)
+                       write_failure)
 from .common import add_model_arguments, open_from_args, run_fingerprint
 
 NAME = "score"
@@ -84,8 +85,6 @@ def run(args):
     check_outputs([("--scores", args.scores)], inputs=[
         ("--src", args.src), ("--trg", args.trg), ("--state", args.state),
         ("model", args.model_path)])
-    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli.py says why)
-        from .. import encoder, loading, scoring, sharded  # noqa: F401 (used below)
     distributed.setup(args)
     exp = open_from_args(args)
     if args.mode == "batch":
