@@ -72,7 +72,9 @@ MUTATIONS = (
       fast_groups="beam --beam-labels 10_normalize"),
     m("batched_search_ignores_ignore_unk", "default path",
       [(S + "batched.py", "jobs = [_Job(i, int(n), bool(ignore_unk), int(m))",
-        "jobs = [_Job(i, int(n), False, int(m))")], fast_groups="beam --beam-labels 5_ignore_unk"),
+        "jobs = [_Job(i, int(n), False, int(m))")],
+      # on search no beam-5 hypothesis holds UNK: --ignore-unk changes nothing there
+      cases=("phrase", "search_variant"), fast_groups="beam --beam-labels 5_ignore_unk"),
     m("adadelta_rho_swap", "optimizer",
       [("training/adadelta.py", 'self.rho = const(np.float32(state["adarho"]))',
         'self.rho = const(np.float32(1.0 - state["adarho"]))'),
@@ -95,6 +97,9 @@ MUTATIONS = (
     # -- encoder / annotations ---------------------------------------------------------------
     m("backward_encoder_not_reversed", "backward-encoder reversal",
       [("encoder.py", "x_rev = x.flip(0)", "x_rev = x")], fast_groups="repr"),
+    m("batched_encoder_not_reversed", "backward-encoder reversal (batched search's encoder)",
+      [(S + "batched.py", "x_rev[:len(s), b] = t.flip(0)          # reversed within its own length",
+        "x_rev[:len(s), b] = t")], fast_groups="beam --beam-labels 5"),
     m("annotation_concat_order", "annotation concatenation order",
       [("encoder.py", "return torch.cat(parts, dim=-1)", "return torch.cat(parts[::-1], dim=-1)")],
       fast_groups="repr"),
