@@ -20,6 +20,11 @@ loader:
 
 Cases are reproducible: case I of seed S is generated from random.Random(f"S:I") alone,
 so ``--only I`` replays it, and ``--save DIR`` keeps the files of every failing case.
+The ``hostile`` target (issue 25) draws small well-formed files that hurt: nesting before
+hashing, constructors called with a size, opcode floods, colliding dict keys, ``.npz`` and
+``.h5`` size lies per dtype, megabyte state values (``fuzzing._gen_hostile``); cases of
+seeds run before it existed replay with
+``--targets state,vocab,model,trace,bitext,text,cli``.
 ``--seed fresh`` draws a new seed (printed first, and with every failure as the command
 that replays it); ``--time-budget S`` stops starting cases after S seconds (CI runs a fresh
 seed for about a minute on every run: ``.ci/run``).
