@@ -198,6 +198,9 @@ def write_nbest_then_commit(path, results, journal):
         try:
             write_nbest(path, results)
         except OutputError as err:
+            if journal.partial is None:      # streamed: the translations are already out
+                raise OutputError(err.path, f"{err.problem}; the translations were written "
+                                  f"to {journal.target.given}") from None
             raise OutputError(err.path, f"{err.problem}; the translations are kept in "
                               f"{journal.partial} (and its journal): rerun with --resume "
                               "once it can be written") from None
