@@ -152,7 +152,8 @@ class _Walk:
     def check_keys(self, items, what):
         for k in items:
             if not k.key:
-                self.refuse(f"{what} that is a {k.kind} (only {_SAFE_KEY_TEXT} are accepted: "
+                article = "an" if k.kind[0] in "aeiou" else "a"
+                self.refuse(f"{what} that is {article} {k.kind} (only {_SAFE_KEY_TEXT} are accepted: "
                             "other keys can be made to share one hash and make loading quadratic)")
 
     def nested(self, kind, items):
@@ -173,6 +174,8 @@ class _Walk:
             target.n += len(items)
             target.size += sum(v.size for v in items) + PTR * len(items)
             target.key = target.key and all(v.key for v in items)
+            # the deepest item: what tuple(list) or frozenset(list) would nest
+            target.depth = max(target.depth, max((v.depth for v in items), default=0))
         self.charge(per_item * len(items))
 
     def set_items(self, pairs):
@@ -204,7 +207,8 @@ class _Walk:
         if cls == "frozenset":
             return _V("frozenset", it.size, n, self.nested("frozenset", [it]), key=True)
         kind = cls if cls in ("list", "set", "dict", "tuple") else "object"
-        return _V(kind, it.size, n, it.depth + 1 if kind == "tuple" else 0, key=it.key)
+        depth = self.nested("tuple", [it]) if kind == "tuple" else it.depth
+        return _V(kind, it.size, n, depth, key=it.key)
 
     # ---- the walk ------------------------------------------------------------------------
     def run(self):

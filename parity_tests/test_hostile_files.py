@@ -189,7 +189,7 @@ def test_colliding_ivocab_keys(tmp_path, baseline):
     error (quadratic insertion); refused before the first insertion."""
     p = write(tmp_path / "ivocab.fr.pkl", F.colliding_ivocab_pickle(40_000))
     run = translate_with(tmp_path, f"indx_word_target='{p}'")
-    assert_refused(run, baseline, p, "a dict key that is a integer of 2**31 or more")
+    assert_refused(run, baseline, p, "a dict key that is an integer of 2**31 or more")
 
 
 @pytest.mark.parametrize("protocol", [0, 2])
@@ -197,7 +197,7 @@ def test_colliding_keys_refused_before_insertion(tmp_path, protocol):
     """In process, both encodings of the keys (text ``L..L`` and ``LONG1``): refused at the
     first key, whatever the count (the walk stops there), in linear time."""
     p = write(tmp_path / "ivocab.pkl", F.colliding_ivocab_pickle(2_000, protocol=protocol))
-    with pytest.raises(LegacyInputError, match=r"a dict key that is a integer .* at byte \d+"):
+    with pytest.raises(LegacyInputError, match=r"a dict key that is an integer .* at byte \d+"):
         safe_load_pickle(p)
 
 
