@@ -142,6 +142,8 @@ def test_driver_normalize_ignore_unk_write_the_recorded_lines(case_name, name, b
 
 
 def test_cli_exports_opset_and_driver(tmp_path, one_thread):
+    """The command's files, the opset, the encoder's interface; the same graphs from the
+    legacy files and from their safetensors export."""
     import onnx
     case = FIXTURES / "search"
     state, model = _legacy_files(case)
@@ -156,6 +158,13 @@ def test_cli_exports_opset_and_driver(tmp_path, one_thread):
     enc = onnx.load(str(tmp_path / "o" / "encoder.onnx"))
     assert [i.name for i in enc.graph.input] == ["seq"]
     assert [o.name for o in enc.graph.output] == ["c", "init_state", "p_from_c"]
+    # from an exported safetensors checkpoint: the same graphs, byte for byte
+    assert run_cli("export", "--format", "safetensors", "--state", state, model,
+                   tmp_path / "st").returncode == 0
+    r = run_cli("export", "--format", "onnx", "--checkpoint", tmp_path / "st", tmp_path / "o2")
+    assert r.returncode == 0, r.stderr
+    for name in GRAPH_FILES:
+        assert (tmp_path / "o2" / name).read_bytes() == (tmp_path / "o" / name).read_bytes()
 
 
 #: run in a fresh interpreter: plain safetensors / onnxruntime, then the copied driver
