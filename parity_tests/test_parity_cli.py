@@ -112,6 +112,19 @@ def test_parity_reproduces_the_recorded_crashes(tmp_path):
     assert fin["status"] == "PASS" and any("crash" in n for n in fin["notes"])
 
 
+def test_not_covered_rows_exit_1_unless_allowed():
+    """search's beam/5_ignore_unk cannot tell ignore_unk apart (no UNK in any beam/5
+    hypothesis): a NOT COVERED row, exit 1; --allow-uncovered accepts it."""
+    case = need_case("search")
+    args = ("--case", case, "--only", "beam", "--beam-labels", "5_ignore_unk")
+    out = parity(*args)
+    assert out.returncode == 1, out.stdout + out.stderr
+    line = next(l for l in out.stdout.splitlines() if l.startswith("beam/5_ignore_unk/ignore_unk "))
+    assert "NOT COVERED (no hypothesis of beam/5 contains UNK" in line
+    assert "--allow-uncovered" in out.stderr and "| FAIL" not in out.stdout
+    assert parity(*args, "--allow-uncovered").returncode == 0
+
+
 # ---------------------------------------------------------------------------------------
 # a perturbed model fails, naming the quantities
 # ---------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
         if where in clean.seqs and clean.seqs[where] != got:
             return True, where
     rows = {}
-    for where, (quantity, tol, p32, p64, probe, m, quantum, poolable, rec, n_terms) in pert.values.items():
+    for where, (quantity, tol, _p32, p64, probe, m, quantum, poolable, rec, n_terms) in pert.values.items():
         if where not in clean.values:
             continue
         clean32, ref = clean.values[where][2], clean.values[where][3]

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..trace import EXACT
 from .mrg import DEFAULT_N_STREAMS, MRGRandomStreams, StateMatrix
-from .sampler import Draw, Sampler, draw_sentence, finish, n_steps_for, temperature
+from .sampler import Draw, Sampler, draw_sentence, finish, temperature
 from .seed import derive_mrg_seed
 from ..vocab import indices_to_words
 
@@ -56,7 +56,7 @@ def check_sampler(ctx, rows):
     """Compare ``/sampler`` of ``ctx.tr`` into ``rows`` (see the module docstring)."""
     from ..parity import compare_exact, compare_text, compare_values
 
-    exp, model = ctx.exp, ctx.model
+    exp = ctx.exp
     rec = ctx.tr.sampler()
     r_seed = rows.get("sampler", "sampler/mrg_seed", tol=EXACT)
     r_base = rows.get("sampler", "sampler/mrg_base_rstate_after_build", tol=EXACT)
@@ -154,7 +154,7 @@ def check_sampler(ctx, rows):
 
 
 def _compare_sentences(row, where, got, want, compare_text):
-    for s, (g, w) in enumerate(zip(got, want)):
+    for s, (g, w) in enumerate(zip(got, want, strict=False)):
         compare_text(row, f"{where}@sentences[{s}]", g, w)
     if len(got) != len(want):
         row.mismatch(where, f"{len(got)} sentences, recorded {len(want)}")
@@ -179,7 +179,7 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, compare_exact
         r.product = product
     sampler = Sampler(exp, seed, stream=start)
     results = sampler.sample_many(seqs, n, alpha, batch_size=DEFAULT_BATCH_SIZE)
-    for (i, call), got in zip(calls, results):
+    for (i, call), got in zip(calls, results, strict=True):
         where = f"sampler/batched/{i}"
         if not hasattr(got, "draw"):
             r_ids.mismatch(where, f"the product failed: {got}")
