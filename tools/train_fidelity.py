@@ -59,7 +59,7 @@ def main():
     v = c.verdict
     print(f"continued 30 updates: ok {v.ok}, same batches {v.same_batches}, branch-unstable "
           f"values {v.unstable}")
-    print("update  recorded cost  port cost   rel. error  sibling spread  units")
+    print("update  recorded cost  port cost   rel. error  noise (rel.)    units")
     for i in range(30):
         cmp = v.updates.get((i, "cost"))
         rc, pc = c.recorded.values["cost"][i], c.port.values["cost"][i]
@@ -67,7 +67,8 @@ def main():
             print(f"{10000 + i:6d}  {rc:13.3f}  {pc:10.3f}   (non-finite: pattern compared)")
             continue
         rel = abs(rc - pc) / abs(rc)
-        print(f"{10000 + i:6d}  {rc:13.3f}  {pc:10.3f}   {rel:10.2e}  {cmp.own[0] / abs(pc):14.2e}  "
+        noise = float(cmp.noise[0]) / abs(pc)   # the siblings' spread, pooled per update
+        print(f"{10000 + i:6d}  {rc:13.3f}  {pc:10.3f}   {rel:10.2e}  {noise:14.2e}  "
               f"{cmp.units() or 0:5.2f}")
     u, e, w = worst(v.updates)
     print(f"per-update values: worst {u:.2f} units ({w[1]} of update {10000 + w[0]})")
