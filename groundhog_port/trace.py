@@ -134,7 +134,8 @@ class Tolerance:
 
     ``kind``: ``"exact"`` (==, for ids, token sequences, indices and 0/1 masks),
     ``"derived"`` (floating-point values: the float32-noise bound of
-    :mod:`groundhog_port.tolerance`, ``|recorded - port64| <= K * noise + quantum``, with
+    :mod:`groundhog_port.tolerance`, ``|recorded - port32| <= 2K * noise + quantum`` and
+    ``|port32 - port64| <= K * noise + quantum``, the noise from the float64 probe, with
     ``noise`` naming the :class:`~groundhog_port.tolerance.Kind` -- ``abs``, ``rel`` or
     ``terms`` -- and non-finite entries compared as a pattern), ``"set"`` (per-step beam
     survivors compared as sets of (hypothesis, word), their costs derived as ``noise``).
