@@ -65,10 +65,8 @@ def m(name, kind, patches, cases=SEARCH_CASES, fast_groups=None):
 MUTATIONS = (
     # -- the four that passed parity before issue 24 ---------------------------------------
     m("normalize_len_plus_1", "normalisation",
-      [(S + "batched.py", "r.costs / np.array([len(t) for t in r.trans],",
-        "r.costs / np.array([len(t) + 1 for t in r.trans],"),
-       (S + "legacy.py", "costs = costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)",
-        "costs = costs / np.array([len(t) + 1 for t in hyps.trans], dtype=np.float64)")],
+      [(S + "legacy.py", "hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)",
+        "hyps.costs / np.array([len(t) + 1 for t in hyps.trans], dtype=np.float64)")],
       fast_groups="beam --beam-labels 10_normalize"),
     m("batched_search_ignores_ignore_unk", "default path",
       [(S + "batched.py", "jobs = [_Job(i, int(n), bool(ignore_unk), int(m))",
@@ -81,7 +79,7 @@ MUTATIONS = (
        ("training/adadelta.py", 'self.one_minus_rho = const(np.float32(1.0 - state["adarho"]))',
         'self.one_minus_rho = const(np.float32(state["adarho"]))')], fast_groups="train_step"),
     m("sampler_3len_steps", "sampler",
-      [(D + "sampler.py", "    return 3 * (len(seq) - 1)\n", "    return 3 * len(seq)\n")],
+      [(D + "draw.py", "    return 3 * (len(seq) - 1)\n", "    return 3 * len(seq)\n")],
       fast_groups="sampler"),
     # -- recurrent layer -------------------------------------------------------------------
     m("gru_update_gate_swap", "GRU gates",
@@ -110,6 +108,8 @@ MUTATIONS = (
     m("attention_without_tanh", "attention",
       [("attention.py", "return mm(p.tanh_(), D)[..., 0]", "return mm(p, D)[..., 0]")],
       fast_groups="pairs"),
+    m("batched_attention_without_tanh", "attention (batched search's own, batched.py:371)",
+      [(S + "batched.py", "            pb[:rows].tanh_()\n", "")], fast_groups="beam --beam-labels 5"),
     m("attention_mask_dropped", "attention / masks",
       [("attention.py", "energy = energy * c_mask", "energy = energy")], fast_groups="batch"),
     m("attention_max_subtracted", "attention (same math, overflow differs)",
@@ -159,7 +159,7 @@ MUTATIONS = (
       [(D + "sampler.py", "costs.append(-np.sum(probs))               # numpy's float32 sum",
         "costs.append(-np.sum(probs.astype(np.float64)))")], fast_groups="sampler"),
     m("temperature_divides", "sampler temperature (alpha=1: same values)",
-      [(D + "sampler.py", "return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))",
+      [(D + "draw.py", "return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))",
         "return softmax_with_bias(z / torch.as_tensor(T, dtype=z.dtype, device=z.device))")],
       fast_groups="sampler"),
     # -- training ----------------------------------------------------------------------------
@@ -445,6 +445,8 @@ def main(argv=None):
                 results.append(r)
                 print(f"[sweep] {done}/{len(chosen)} {r.name}: changed={r.changed} "
                       f"caught={r.caught} ({r.seconds:.0f} s)", file=sys.stderr, flush=True)
+                if args.json:  # after every mutation: a long sweep cut short keeps its results
+                    Path(args.json).write_text(json.dumps([x._asdict() for x in results], indent=1))
     order = {mu.name: i for i, mu in enumerate(chosen)}
     results.sort(key=lambda r: order[r.name])
     print(format_table(results))
