@@ -89,7 +89,9 @@ MUTATIONS = (
       [("layers.py", "h = self.rec.activation(mm(r * h_prev, self.W) + x)",
         "h = self.rec.activation(r * mm(h_prev, self.W) + x)")], fast_groups="repr"),
     m("mask_zeroes_state", "masks",
-      [("layers.py", "h = mask * h + (1 - mask) * h_prev", "h = mask * h")], fast_groups="batch"),
+      [("layers.py", "h = mask * h + (1 - mask) * h_prev", "h = mask * h")],
+      # RNNsearch's annotations never read a padded state; RNNencdec's last forward state does
+      cases=("encdec", "search"), fast_groups="batch"),
     m("context_not_fed_to_update_gate", "GRU gates",
       [("decoder.py", "x_z = x_z + self.dec_updater(ctx)", "x_z = x_z")], fast_groups="steps"),
     # -- encoder / annotations ---------------------------------------------------------------
