@@ -19,8 +19,10 @@ exact
 derived bound (:mod:`groundhog_port.tolerance`)
     ``sampler/sample_neg_log_probs`` (kind ``ABS``: single ``-log p`` terms) and
     ``sampler/costs`` (kind ``TERMS``, the sentence length): the product's float32 values
-    (along the RECORDED ids when it drew others, so one differing id does not cascade);
-    the float64 shadow and the float32 probe replay the recorded ids for the bound.
+    (along the RECORDED ids when it drew others, so one differing id does not cascade),
+    and ``sampler/batched/costs`` (what ``sample_many`` returned, where its ids are the
+    recorded ones); the float64 shadow and the float32 probe replay the recorded ids for
+    the bound.
 """
 import hashlib
 
@@ -98,7 +100,7 @@ def check_sampler(ctx, rows):
     shadow, probe = ctx.model64, ctx.probe
     closest = (np.inf, None)
     calls = sorted(rec["calls"].items())
-    seqs = []
+    seqs, reference = [], {}       # reference: call -> (float64 costs, probe costs, lengths)
     for i, call in calls:
         where = f"sampler/{i}"
         a = call["attrs"]
@@ -139,18 +141,19 @@ def check_sampler(ctx, rows):
                        call["sample_neg_log_probs"], probe=dp.neg_log_probs)
         f64 = finish(Draw(ids, d64.neg_log_probs), exp.trg_idx2word)
         fp = finish(Draw(ids, dp.neg_log_probs), exp.trg_idx2word)
-        lengths = [min(len(indices_to_words(exp.trg_idx2word, ids[:, s])) + 1, n_steps) for s in range(n)]
-        compare_values(r_cost, f"{where}/costs", np.asarray(costs32, np.float64),
-                       np.asarray(f64.costs, np.float64), call["costs"],
-                       probe=np.asarray(fp.costs, np.float64), magnitude_of=np.asarray(lengths, np.float64),
-                       n_terms=np.asarray(lengths, np.float64))
+        lengths = np.asarray([min(len(indices_to_words(exp.trg_idx2word, ids[:, s])) + 1, n_steps)
+                              for s in range(n)], np.float64)
+        c64, cp = np.asarray(f64.costs, np.float64), np.asarray(fp.costs, np.float64)
+        reference[i] = (c64, cp, lengths)
+        compare_values(r_cost, f"{where}/costs", np.asarray(costs32, np.float64), c64, call["costs"],
+                       probe=cp, magnitude_of=lengths, n_terms=lengths)
         ctx.tick()
     if closest[1] is not None:
         # ids are exact as long as no uniform sits closer to a boundary than the probability
         # error (|p32 - p_theano| ~ 1e-6 here): the smallest distance met, for the record
         r_ids.notes.append(f"closest draw: a uniform {closest[0]:.2g} from a running-sum "
                            f"boundary ({closest[1]})")
-    _check_batched(ctx, rows, exp, seed, start, calls, seqs, used[0], compare_exact, compare_text)
+    _check_batched(ctx, rows, exp, seed, start, calls, seqs, used[0], reference)
 
 
 def _compare_sentences(row, where, got, want, compare_text):
@@ -160,12 +163,13 @@ def _compare_sentences(row, where, got, want, compare_text):
         row.mismatch(where, f"{len(got)} sentences, recorded {len(want)}")
 
 
-def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, compare_exact, compare_text):
+def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, reference):
     """The sample command's default path: ``Sampler.sample_many`` at translate's default
-    ``--batch-size`` over the recorded calls in order (one stream): ids, sentences, costs
-    (exact: the same float32 draws as the literal path, :mod:`.batched`) and the stream
-    after the last call."""
+    ``--batch-size`` over the recorded calls in order (one stream): ids, sentences, the
+    costs it returns (under the derived bound, with the literal check's float64 and probe
+    costs along the recorded ids: ``reference``) and the stream after the last call."""
     from ..commands.translate import DEFAULT_BATCH_SIZE
+    from ..parity import compare_exact, compare_text, compare_values
     shapes = {(int(c["attrs"]["n_samples"]), float(c["attrs"]["alpha"])) for _, c in calls}
     if len(shapes) != 1:
         return      # sample_many draws one n_samples / alpha for all lines
@@ -174,8 +178,9 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, compare_exact
                "batched path)")
     r_ids = rows.get("sampler", "sampler/batched/sample_ids", tol=EXACT)
     r_sent = rows.get("sampler", "sampler/batched/sentences", tol=EXACT)
+    r_cost = rows.get("sampler", "sampler/batched/costs", "sampler/0/costs")
     r_after = rows.get("sampler", "sampler/batched/rstate_after_last_call", tol=EXACT)
-    for r in (r_ids, r_sent, r_after):
+    for r in (r_ids, r_sent, r_cost, r_after):
         r.product = product
     sampler = Sampler(exp, seed, stream=start)
     results = sampler.sample_many(seqs, n, alpha, batch_size=DEFAULT_BATCH_SIZE)
@@ -187,6 +192,10 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, compare_exact
         compare_exact(r_ids, f"{where}/sample_ids", got.draw.ids, call["sample_ids"])
         if "sentences" in call:
             _compare_sentences(r_sent, where, got.sentences, list(call["sentences"]), compare_text)
+        if i in reference and np.array_equal(got.draw.ids, call["sample_ids"]):
+            c64, cp, lengths = reference[i]
+            compare_values(r_cost, f"{where}/costs", np.asarray(got.costs, np.float64), c64, call["costs"],
+                           probe=cp, magnitude_of=lengths, n_terms=lengths)
     i, last = calls[-1]
     for j, want in sorted(last.get("rstate_after", {}).items()):
         if j == used:
