@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import FIXTURES, case_dirs, pending_case_dirs
 from inprocess import run_cli
 
@@ -181,8 +180,8 @@ def test_names_metadata_and_no_pickle(exported):
 def test_docs_list_every_name():
     """docs/export.md's names table is this module's table (so renaming a module attribute
     cannot silently change the export format)."""
-    from groundhog_port.config import ModelConfig
     import legacy_states
+    from groundhog_port.config import ModelConfig
     text = (REPO / "docs" / "export.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `([a-z_.A-Z0-9]+)` \| `([A-Za-z0-9_]+)`", text, re.M))
     seen = set()

@@ -18,7 +18,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-
 from conftest import FIXTURES, case_dirs, pending_case_dirs
 
 from groundhog_port import tolerance as tol
@@ -218,7 +217,9 @@ def test_attention_overflow_quirk_kept_in_graph(one_thread):
     the port's float32 attention gives inf / inf = nan, and so must the graph (a
     max-subtracted softmax would give finite probabilities)."""
     import copy
+
     import onnxruntime as ort
+
     from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph
     state, model = _legacy_files(FIXTURES / "search")
     exp = open_experiment(state, model, data_dir=FIXTURES / "search")
@@ -264,8 +265,8 @@ def test_graphs_equal_port_on_other_architectures(name, one_thread):
     the rule parity applies to the port's own float32 output."""
     import onnxruntime as ort
     from test_batched_search import build_model
-    from groundhog_port.export.onnx_graphs import (encoder_graph, next_probs_graph,
-                                                   next_states_graph)
+
+    from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph, next_states_graph
     family, flags = ARCHITECTURES[name]
     model = build_model(family, 13, 17, 8, 4, flags, seed=7, scales=(1.0, 3.0, 3.0, 4.0, 1.0))
     ref = {"p64": model.float64_shadow(), "probe": model.float32_probe()}

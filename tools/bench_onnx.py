@@ -90,9 +90,9 @@ def measure_full(n_sentences=3, beams=(10,), seed=1234):
     ONNX driver against the port's literal search, one thread each, one run."""
     import json
 
+    import bench_search
     import torch
 
-    import bench_search
     from groundhog_port.export.onnx_graphs import DRIVER_FILE, GRAPHS, search_settings, write_graphs
     from groundhog_port.search.legacy import BeamSearch, sample
     from legacy_states import prototype_search_state

@@ -213,7 +213,7 @@ def main(argv=None):
         out.append(sentence + "\n")
     with open(args.trans, "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(out))
-    print("Total cost of the translations: {}".format(total))
+    print(f"Total cost of the translations: {total}")
     return 3 if failed else 0
 
 

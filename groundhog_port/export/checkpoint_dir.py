@@ -85,7 +85,7 @@ def write_checkpoint(exp, outdir):
     outdir.mkdir(parents=True, exist_ok=True)
     rows = export_table(exp.cfg)
     tensors, metadata = {}, {"format": FORMAT_NAME, "format_version": str(FORMAT_VERSION)}
-    for name, legacy, sym, shape in rows:
+    for name, legacy, sym, _ in rows:
         tensors[name] = np.ascontiguousarray(exp.model.get_parameter(name).detach().cpu().numpy())
         metadata[f"legacy:{name}"] = legacy
         metadata[f"symbol:{name}"] = sym

@@ -16,7 +16,6 @@ The graphs run on their own float32 annotations (the ONNX path as a user runs it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional
 
 import numpy as np
 import torch
@@ -46,7 +45,7 @@ class OnnxRow:
     max_vs_recorded: float = 0.0
     max_allowed: float = 0.0
     notes: list = field(default_factory=list)
-    _pool: Optional[tol.Pool] = None
+    _pool: tol.Pool | None = None
 
     def add(self, where, onnx, port64, probe, recorded=None):
         """One record: the graph's output, the port's float64 shadow and float32 probe values
@@ -106,7 +105,7 @@ def _np(t):
     return t.detach().cpu().numpy()
 
 
-def check_onnx(model, translator, trace, repr_indices=None, steps_indices=None) -> Dict[str, OnnxRow]:
+def check_onnx(model, translator, trace, repr_indices=None, steps_indices=None) -> dict[str, OnnxRow]:
     """Rows of :data:`QUANTITIES` for the ONNX graphs of ``translator``
     (:class:`~groundhog_port.export.beam_search.OnnxTranslator`) against ``trace``
     (:class:`~groundhog_port.trace.TraceFile`); ``model`` is the port's model of the same
