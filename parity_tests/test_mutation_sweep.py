@@ -57,7 +57,7 @@ def test_scratch_copy_leaves_the_worktree_alone(tmp_path):
 
 @pytest.mark.parametrize("name, row", [("gru_update_gate_swap", "search:repr/c"),
                                        ("sampler_3len_steps", "search:sampler/n_steps"),
-                                       ("normalize_len_plus_1", "search:beam/10_normalize/")])
+                                       ("normalize_len_plus_1", "search:beam/10_normalize/batched/fin_costs")])
 def test_representative_mutation_fails_parity(name, row, tmp_path):
     """Caught by a row (or, ending in '/', a group of rows) that compares what the mistake
     changes -- not by a crash: a scratch copy missing a package made parity exit 2 on every
