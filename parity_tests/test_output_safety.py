@@ -80,7 +80,8 @@ def test_any_trace_failure_is_one_error(err, monkeypatch):
 def test_any_npz_or_pickle_failure_is_one_error(err, monkeypatch):
     import legacy_states.unpickle
     from groundhog_port import checkpoint
-    monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", _raiser(err))
+    # numpy's .npy reader, as checkpoint.read_npz_arrays calls it (through npzguard)
+    monkeypatch.setattr(np.lib.format, "read_array", _raiser(err))
     with pytest.raises(LegacyInputError, match=type(err).__name__) as info:
         checkpoint.read_npz(MODEL)
     assert info.value.path == str(MODEL)
