@@ -31,7 +31,22 @@ def precompute_p_from_c(c, A):
 def scores(h_prev, p_from_c, B, D):
     """``tanh(p_from_h + p_from_c_j) @ D`` -> ``(S, n)``; ``p_from_c (S, m, dim)``."""
     p = mm(h_prev, B)[None] + p_from_c              # (S, n, dim)
-    return mm(p.tanh_(), D)[..., 0]                 # (S, n); in place: p is S x n x dim
+    return energy_scores(p.tanh_(), D)              # (S, n); in place: p is S x n x dim
+
+
+def energy_scores(t, D):
+    """``t @ D`` for ``t (..., dim)`` and ``D (dim, 1)`` -> ``t.shape[:-1]``.
+
+    Without gradients (search, scoring): a product and a sum over ``dim``, in place in
+    ``t``.  Each row is summed on its own, in one order whatever the other rows:
+    ``torch.mm`` with one output column splits the rows between threads, so a row's bits
+    depended on how many rows the call had (from 20 rows on, 2 threads), and the batched
+    search multiplies other row counts than the literal one.  Training keeps the product
+    (its recorded first update is judged against that arithmetic's float32 noise).
+    """
+    if t.requires_grad or D.requires_grad:
+        return mm(t, D)[..., 0]
+    return t.mul_(D[:, 0]).sum(-1)
 
 
 def weighted_context(alpha, c, c_rows=None):

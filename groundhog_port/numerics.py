@@ -17,6 +17,9 @@ import numpy as np
 import torch
 
 ROW_BLOCK = 4
+#: inner dimensions above DEEP are multiplied ROW_CHUNK rows at a time (see :func:`mm`)
+DEEP = 768
+ROW_CHUNK = 64
 #: column block of the output matrix in :func:`output_blocks`; matrices of up to
 #: SINGLE_BLOCK_VOCAB columns stay whole
 OUT_BLOCK = 2048
@@ -29,18 +32,40 @@ def mm(x, w):
     Narrow outputs (``4 < n < 12``) are computed ``ROW_BLOCK`` columns wider, with zero
     columns: MKL's kernels for 5-7 and 9-11 output columns (k >= 8) give a row other
     bits in products of 4 rows than in products of 8 or more, padded or not.
+
+    Deep products (``k > DEEP``) are cut into calls of at most ROW_CHUNK rows: on this
+    project's Intel Xeon (AVX-512) MKL multiplies by another kernel from about 128 rows on
+    (2 threads; 192 with one) when ``k >= 800``, and a row then gets other bits than in a
+    4-row product; calls of up to 124 rows, and every call at ``k <= 768``, gave every row
+    the bits of the 4-row product (measured for k = 64-2000, up to 4096 rows).  The batched
+    search multiplies up to thousands of rows where the literal one multiplies a beam.
     """
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
     rows = x2.shape[0]
-    pad = -rows % ROW_BLOCK
-    if pad:
-        x2 = torch.cat([x2, x2.new_zeros((pad, x2.shape[1]))])
     n = w.shape[1]
     if 4 < n < 12 and n % ROW_BLOCK:
         w = torch.cat([w, w.new_zeros((w.shape[0], -n % ROW_BLOCK))], 1)
-        return torch.mm(x2, w)[:rows, :n].reshape(*lead, n)
-    return torch.mm(x2, w)[:rows].reshape(*lead, n)
+    if x2.shape[1] > DEEP and rows > ROW_CHUNK:
+        out = x2.new_empty((rows, w.shape[1]))
+        for r0 in range(0, rows, ROW_CHUNK):
+            r1 = min(rows, r0 + ROW_CHUNK)
+            if (r1 - r0) % ROW_BLOCK:
+                out[r0:r1] = _mm_padded(x2[r0:r1], w)
+            else:
+                torch.mm(x2[r0:r1], w, out=out[r0:r1])
+    else:
+        out = _mm_padded(x2, w)
+    return out[:, :n].reshape(*lead, n)
+
+
+def _mm_padded(x2, w):
+    """``torch.mm`` with the rows padded up to a multiple of ROW_BLOCK (zeros)."""
+    rows = x2.shape[0]
+    pad = -rows % ROW_BLOCK
+    if pad:
+        return torch.mm(torch.cat([x2, x2.new_zeros((pad, x2.shape[1]))]), w)[:rows]
+    return torch.mm(x2, w)
 
 
 def output_blocks(W):

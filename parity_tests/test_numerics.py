@@ -1,9 +1,11 @@
-"""numerics.sum_positions: numpy's C loop adds in exactly the position-by-position order."""
+"""numerics: sum_positions adds in exactly the position-by-position order; the products
+give a row the same bits whatever the rows beside it."""
 import numpy as np
 import pytest
 import torch
 
-from groundhog_port.numerics import _sum_positions_loop, sum_positions
+from groundhog_port import attention
+from groundhog_port.numerics import _sum_positions_loop, mm, sum_positions
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -33,3 +35,39 @@ def test_gradients_keep_the_loop():
     x = torch.rand(5, 3, requires_grad=True)
     sum_positions(x).sum().backward()
     assert torch.equal(x.grad, torch.ones(5, 3))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("k", [1000, 2000])
+def test_deep_products_are_row_count_invariant(threads, k):
+    """A row of ``numerics.mm`` has the same bits in a product of 4 rows as in one of 512,
+    for the inner dimensions of RNNsearch-50 (dim 1000, annotations 2000) and up to the row
+    counts of the batched search (without the ROW_CHUNK cut, MKL gives rows of products of
+    128-256 rows and more other bits on this project's CPU)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(k)
+        x = torch.randn(512, k, generator=g)
+        w = torch.randn(k, 256, generator=g) / k ** 0.5
+        full = mm(x, w)
+        for rows in (4, 6, 64, 128, 200, 256):
+            assert torch.equal(mm(x[:rows], w), full[:rows]), rows
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_energy_scores_are_row_count_invariant():
+    """The attention's ``tanh(.) @ D`` of a row does not depend on the rows beside it (a
+    matrix-vector ``torch.mm`` did, from 20 rows on with 2 threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        g = torch.Generator().manual_seed(0)
+        t = torch.randn(600, 1000, generator=g)
+        D = torch.randn(1000, 1, generator=g)
+        full = attention.energy_scores(t.clone(), D)
+        for rows in (1, 4, 36, 100, 300):
+            assert torch.equal(attention.energy_scores(t[:rows].clone(), D), full[:rows]), rows
+    finally:
+        torch.set_num_threads(before)

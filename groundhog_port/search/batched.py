@@ -372,16 +372,14 @@ class BatchedBeamSearch:
         # its n x S x dim block stays in cache between the three passes
         hB = mm(states, dec.B)
         big = max(n * S for n, S in sizes)
-        p = self._buffer("att", (big + (-big % ROW_BLOCK), dim), torch.float32)
+        p = self._buffer("att", (big, dim), torch.float32)
         score = torch.empty(N, dtype=torch.float32, device=device)
         off = r0 = 0
         for b, (n, S) in zip(active, sizes):
             rows = n * S
-            pb = p[:rows + (-rows % ROW_BLOCK)]
-            torch.add(hB[r0:r0 + n, None], p_from_c[b][None], out=pb[:rows].view(n, S, dim))
-            pb[:rows].tanh_()
-            pb[rows:].zero_()
-            score[off:off + rows] = torch.mm(pb, dec.D)[:rows, 0]   # == mm(tanh(p), D)
+            pb = p[:rows]
+            torch.add(hB[r0:r0 + n, None], p_from_c[b][None], out=pb.view(n, S, dim))
+            score[off:off + rows] = attention.energy_scores(pb.tanh_(), dec.D)
             off, r0 = off + rows, r0 + n
         # (R, S_max) views of the pairs, zeros elsewhere
         S_rows = lens[row_sent]
