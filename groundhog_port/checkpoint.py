@@ -286,7 +286,10 @@ def nonfinite_params(arrays):
     """``{name: count}`` of parameters holding NaN or Inf."""
     out = {}
     for name, a in arrays.items():
-        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+        # max and min are NaN when any value is, +-inf when one is: two passes without
+        # temporaries decide it for the usual all-finite array (counted only otherwise)
+        if (isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size
+                and not (np.isfinite(a.max()) and np.isfinite(a.min()))):
             n = int(a.size - np.isfinite(a).sum())
             if n:
                 out[name] = n
@@ -318,6 +321,11 @@ def load_into(model, path, lenient=False, allow_nonfinite=False, arrays=None):
             raise LegacyInputError(path, f"{p.name}: {a.dtype} values cannot be used as float32 "
                                    "weights")
         target = model.get_parameter(p.path)
-        with torch.no_grad():
-            target.copy_(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        if target.device.type == "cpu" and a.flags.writeable:
+            # the parameter takes the array's memory: no second copy of the model
+            target.data = torch.from_numpy(a)
+        else:
+            with torch.no_grad():
+                target.copy_(torch.from_numpy(a))
     return table

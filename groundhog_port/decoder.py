@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from . import attention
-from .layers import IDENTITY, MultiLayer, RecurrentLayer, SoftmaxLayer
+from .layers import IDENTITY, MultiLayer, RecurrentLayer, SoftmaxLayer, _param
 
 
 class Decoder(nn.Module):
@@ -37,9 +37,9 @@ class Decoder(nn.Module):
         self.transition = RecurrentLayer(dim, rec)
         if cfg.search:
             # the alignment matrices of RecurrentLayerWithSearch (encdec.py:244)
-            self.A = nn.Parameter(torch.zeros(c_dim, dim), requires_grad=False)
-            self.B = nn.Parameter(torch.zeros(dim, dim), requires_grad=False)
-            self.D = nn.Parameter(torch.zeros(dim, 1), requires_grad=False)
+            self.A = _param(c_dim, dim)
+            self.B = _param(dim, dim)
+            self.D = _param(dim, 1)
         # _create_initialization_layers (encdec.py:847): ZeroLayer without bias_code
         self.initializer = MultiLayer(dim, dim, cfg.dec_init_activ) if cfg.bias_code else None
         # _create_decoding_layers (encdec.py:861): context -> input / update / reset signals

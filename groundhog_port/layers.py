@@ -4,6 +4,9 @@ Weights keep GroundHog's ``(in, out)`` orientation: every affine map is ``x @ W 
 Parameters are registered under their role (``W``, ``b``, ``W1`` ...); the
 legacy names they load from live in ONE table, :mod:`groundhog_port.checkpoint`.
 """
+import contextlib
+import contextvars
+
 import torch
 from torch import nn
 
@@ -14,8 +17,27 @@ from .numerics import mm, output_blocks
 IDENTITY = parse_activation("lambda x:x", "identity")
 
 
+#: set by :func:`unwritten_parameters`
+_UNWRITTEN = contextvars.ContextVar("unwritten_parameters", default=False)
+
+
+@contextlib.contextmanager
+def unwritten_parameters():
+    """Parameters created inside get memory that is never written (``torch.empty``) instead
+    of zeros: for a model whose parameters a model file replaces at once
+    (:func:`groundhog_port.loading.open_experiment`), so that 300 MB of zeros are neither
+    written nor held beside the file's arrays.  The caller zeroes whatever it does not fill.
+    (A ``meta``-device model would do the same but imports sympy: a second of start-up.)"""
+    token = _UNWRITTEN.set(True)
+    try:
+        yield
+    finally:
+        _UNWRITTEN.reset(token)
+
+
 def _param(*shape):
-    return nn.Parameter(torch.zeros(*shape, dtype=torch.float32), requires_grad=False)
+    make = torch.empty if _UNWRITTEN.get() else torch.zeros
+    return nn.Parameter(make(*shape, dtype=torch.float32), requires_grad=False)
 
 
 def affine_or_lookup(x, W):

@@ -26,6 +26,7 @@ import legacy_states
 from . import checkpoint, lookup, vocab
 from .config import ModelConfig
 from .errors import LegacyInputError
+from .layers import unwritten_parameters
 from .model import RNNEncoderDecoder
 
 logger = logging.getLogger(__name__)
@@ -141,7 +142,8 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
     table, _ = checkpoint.legacy_param_table(cfg)
     arrays = checkpoint.read_npz(model_path, table)
     checkpoint.check_arrays(arrays, table, model_path, lenient)
-    model = _allocate(cfg, table, state_path, stable_softmax)
+    model = _allocate(cfg, table, state_path, stable_softmax,
+                      filled={p.path for p in table if p.name in arrays})
     checkpoint.load_into(model, model_path, lenient=lenient, allow_nonfinite=allow_nonfinite,
                          arrays=arrays)
     model.to(resolve_device(device))
@@ -150,13 +152,21 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
     return Experiment(state_path, state, cfg, model, lookup.data_dirs(data_dir), explicit)
 
 
-def _allocate(cfg, table, state_path, stable_softmax):
+def _allocate(cfg, table, state_path, stable_softmax, filled=frozenset()):
     """The model of ``cfg`` (zeros), or a clear error when the state's sizes cannot be held
     (reachable with ``lenient``, where parameters missing from the model file are not
-    checked against it)."""
+    checked against it).  ``filled``: the parameters the model file will fill, left
+    unwritten here."""
     n = sum(math.prod(p.shape) for p in table)
     try:
-        return RNNEncoderDecoder(cfg, stable_softmax=stable_softmax)
+        # the saved parameters take the model file's arrays (checkpoint.load_into): only
+        # the tensors the file does not fill are zeroed, as RNNEncoderDecoder's own zeros
+        with unwritten_parameters():
+            model = RNNEncoderDecoder(cfg, stable_softmax=stable_softmax)
+        for name, t in [*model.named_parameters(), *model.named_buffers()]:
+            if name not in filled:
+                t.detach().zero_()
+        return model
     except (MemoryError, RuntimeError, OverflowError, TypeError) as err:
         raise LegacyInputError(state_path, f"cannot allocate the model the state describes "
                                f"({n} parameters: dim={cfg.dim}, rank_n_approx="
