@@ -8,7 +8,8 @@ GroundHog's ``bs``) random pairs, source and target lengths 20-50 words, padded 
 padded them (``create_padded_batch``, trim_batches; ``seqlen`` raised to 50 where the state
 has less, so that every batch keeps its 80 pairs).  Reported: pairs/s, target tokens/s,
 achieved GFLOP/s and its share of the float32 matmul peak measured in the same run
-(``bench_search.measure_peak``).  FLOPs are those of the padded batch, matrix products only,
+(``bench_search.measure_peak``), and the process's peak RSS (run one model per process, as
+``tools/bench.py`` does, for that model's own).  FLOPs are those of the padded batch, matrix products only,
 as in ``bench_search`` (encoder per source position, one decoder step per target position
 with the full 30,001-word output layer, attention over the padded source length).
 
@@ -27,7 +28,8 @@ sys.path.insert(0, str(REPO / "tools"))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bench_search import encoder_flops, full_size_model, measure_peak, step_flops  # noqa: E402
+from bench_search import (_peak_mib, encoder_flops, full_size_model, measure_peak,  # noqa: E402
+                          step_flops)
 
 
 def encdec_model(seed=1234):
@@ -78,38 +80,42 @@ def measure(model, state, args):
     flops = sum(b.x.shape[1] * (encoder_flops(cfg, b.x.shape[0])
                                 + b.y.shape[0] * step_flops(cfg, b.x.shape[0])) for b in data)
     return {"pairs": pairs, "seconds": round(dt, 3), "pairs_per_s": round(pairs / dt, 2),
-            "target_tokens_per_s": round(tokens / dt, 1), "gflops": round(flops / dt / 1e9, 1)}
+            "target_tokens_per_s": round(tokens / dt, 1), "gflops": round(flops / dt / 1e9, 1),
+            "peak_rss_mib": round(_peak_mib())}
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="search,encdec")
     p.add_argument("--batches", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=80)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--peak-size", type=int, default=4096)
+    p.add_argument("--peak-size", type=int, default=4096,
+                   help="matmul peak: square size (0: not measured, as tools/bench.py runs it)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", type=Path)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     from legacy_states import prototype_encdec_state, prototype_search_state
-    peak = measure_peak(args.peak_size, 3, torch.device("cpu"))
+    peak = measure_peak(args.peak_size, 3, torch.device("cpu")) if args.peak_size else None
     rows = {}
     for name in args.models.split(","):
         model = full_size_model(args.seed) if name == "search" else encdec_model(args.seed)
         state = prototype_search_state() if name == "search" else prototype_encdec_state()
         r = measure(model, state, args)
-        r["share_of_peak"] = round(r["gflops"] / peak, 3)
+        r["share_of_peak"] = round(r["gflops"] / peak, 3) if peak else None
         rows[name] = r
         del model
-    print(f"threads {torch.get_num_threads()}, matmul peak {peak:.1f} GFLOP/s "
-          f"({args.peak_size}^2), batch {args.batch_size}, lengths 20-50")
-    print("| model | pairs/s | target tokens/s | GFLOP/s | share of peak |")
-    print("|---|---|---|---|---|")
+    print(f"threads {torch.get_num_threads()}, matmul peak "
+          + (f"{peak:.1f} GFLOP/s ({args.peak_size}^2)" if peak else "not measured")
+          + f", batch {args.batch_size}, lengths 20-50")
+    print("| model | pairs/s | target tokens/s | GFLOP/s | share of peak | peak RSS (MiB) |")
+    print("|---|---|---|---|---|---|")
     for name, r in rows.items():
+        share = "-" if peak is None else f"{100 * r['share_of_peak']:.1f}%"
         print(f"| {name} | {r['pairs_per_s']} | {r['target_tokens_per_s']} | {r['gflops']} | "
-              f"{100 * r['share_of_peak']:.1f}% |")
+              f"{share} | {r['peak_rss_mib']} |")
     if args.json:
         args.json.write_text(json.dumps({"threads": torch.get_num_threads(), "peak_gflops": peak,
                                          "rows": rows}, indent=1))
