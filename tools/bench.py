@@ -26,7 +26,6 @@ import datetime
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -148,18 +147,19 @@ def startup(args):
     for what, command in (("translate", cmd), ("import torch", [sys.executable, "-c", "import torch"])):
         best = None
         for _ in range(args.startup_runs):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t = time.perf_counter()
-            proc = subprocess.run(command, capture_output=True, text=True, env=env)
-            wall = time.perf_counter() - t
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if proc.returncode:
-                raise SystemExit(f"failed: {' '.join(command)}\n{proc.stderr[-3000:]}")
-            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            with tempfile.TemporaryFile() as err:
+                t = time.perf_counter()
+                proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env)
+                _, status, usage = os.wait4(proc.pid, 0)     # this child's own rusage
+                wall = time.perf_counter() - t
+                if status:
+                    err.seek(0)
+                    raise SystemExit(f"failed: {' '.join(command)}\n"
+                                     f"{err.read().decode(errors='replace')[-3000:]}")
+            run = dict(seconds=wall, cpu_seconds=usage.ru_utime + usage.ru_stime,
+                       peak_rss_mib=usage.ru_maxrss / 1024)
             if best is None or wall < best["seconds"]:
-                best = dict(seconds=wall, cpu_seconds=cpu)
-        # ru_maxrss of RUSAGE_CHILDREN is the largest child so far: translate ran first
-        best["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+                best = run
         runs.append(dict(workload=what, **best))
     if tmp is not None:
         tmp.cleanup()

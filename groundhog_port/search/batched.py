@@ -405,59 +405,51 @@ class BatchedBeamSearch:
 
     # -- output layer and selection -----------------------------------------------------
     def _probs_parts(self, readout, single_rows=()):
-        """The output layer up to the softmax normaliser, in reused buffers.
+        """The output layer up to the softmax normaliser, in one reused buffer.
 
-        Returns ``e64 (R, V)`` float64 = ``exp(z - max z)`` (computed in float32, then
-        widened: exact), the maxima of ``z`` per CHUNK words (or None), and ``inv (R, 1)``
-        = ``1 / sum(e64)``: ``probs = (e64 * inv).float()`` is
-        :func:`~groundhog_port.layers.softmax_with_bias` bit for bit.
+        Returns ``e (R, V)`` float32 = ``exp(z - max z)``, the maxima of ``z`` per CHUNK
+        words (or None), and ``inv (R, 1)`` = ``1 / sum(e)`` summed in float64:
+        ``probs = (e.double() * inv).float()`` is
+        :func:`~groundhog_port.layers.softmax_with_bias` bit for bit (``torch.sum`` with
+        ``dtype=float64`` adds the float32 values in the order it adds their float64 copies,
+        so no ``(R, V)`` float64 matrix is made: 240 MB at 1,000 rows).
         """
         out = self.model.decoder.output_layer
         R = readout.shape[0]
         V = self.cfg.n_sym_target
-        Rp = R + (-R % ROW_BLOCK)
         h = mm(readout, out.W1) if hasattr(out, "W1") else readout
+        W = out.W2 if hasattr(out, "W2") else out.W
         if 4 < V < 12:
-            blocks = [mm(h, out.W2 if hasattr(out, "W2") else out.W)]   # numerics.mm widens it
+            z = mm(h, W)                                         # numerics.mm widens it
         else:
             if self._blocks is None:
-                self._blocks = output_blocks(out.W2 if hasattr(out, "W2") else out.W)
-            h_pad, blocks = _pad_rows(h), []
-            for i, (j0, j1, W) in enumerate(self._blocks):
-                z = self._buffer(f"z{i}", (Rp, j1 - j0), torch.float32)
-                torch.mm(h_pad, W, out=z)                       # == numerics.mm(h, W)[:, j0:j1]
-                blocks.append(z[:R])
-        chunk_max = [] if V > CHUNKED_VOCAB else None
-        j0 = 0
-        for z in blocks:
-            z.add_(out.b[j0:j0 + z.shape[1]])
-            j0 += z.shape[1]
-            if chunk_max is not None:
-                nfull = z.shape[1] // CHUNK
-                chunk_max.append(z[:, :nfull * CHUNK].unflatten(1, (nfull, CHUNK)).amax(-1))
-                if z.shape[1] % CHUNK:
-                    chunk_max.append(z[:, nfull * CHUNK:].amax(-1, keepdim=True))
-        if chunk_max is not None:
-            chunk_max = torch.cat(chunk_max, 1)
-            zmax = chunk_max.amax(-1, keepdim=True)            # == z.amax(-1): max is exact
+                self._blocks = output_blocks(W)
+            h_pad = _pad_rows(h)
+            z = self._buffer("z", (h_pad.shape[0], V), torch.float32)
+            for j0, j1, Wj in self._blocks:
+                torch.mm(h_pad, Wj, out=z[:, j0:j1])            # == numerics.mm(h, W)[:, j0:j1]
+            z = z[:R]
+        z.add_(out.b)
+        chunk_max = None
+        if V > CHUNKED_VOCAB:
+            nfull = V // CHUNK
+            chunk_max = z[:, :nfull * CHUNK].unflatten(1, (nfull, CHUNK)).amax(-1)
+            if V % CHUNK:
+                chunk_max = torch.cat([chunk_max, z[:, nfull * CHUNK:].amax(-1, keepdim=True)], 1)
+            zmax = chunk_max.amax(-1, keepdim=True)             # == z.amax(-1): max is exact
         else:
-            zmax = torch.cat([z.amax(-1, keepdim=True) for z in blocks], 1).amax(-1, keepdim=True)
-        e64 = self._buffer("e64", (R, V), torch.float64)
-        j0 = 0
-        for z in blocks:
-            z.sub_(zmax)
-            e64[:, j0:j0 + z.shape[1]].copy_(z.exp_())
-            j0 += z.shape[1]
-        total = e64.sum(-1, keepdim=True)
+            zmax = z.amax(-1, keepdim=True)
+        e = z.sub_(zmax).exp_()
+        total = e.sum(-1, keepdim=True, dtype=torch.float64)
         if (single_rows and R > 1 and V >= _GRAIN and torch.get_num_threads() > 1
-                and e64.device.type == "cpu"):
+                and e.device.type == "cpu"):
             # the literal search sums a one-row beam in a one-row call, which torch
             # splits between threads from _GRAIN elements on: do the same for those rows
             for r in single_rows:
-                total[r] = e64[r:r + 1].sum(-1)
-        return e64, chunk_max, 1.0 / total
+                total[r] = e[r:r + 1].sum(-1, dtype=torch.float64)
+        return e, chunk_max, 1.0 / total
 
-    def _candidates(self, e64, chunk_max, m):
+    def _candidates(self, e, chunk_max, m):
         """``m`` words of largest ``e`` per row: ``(R, m)`` word ids and float32 values,
         largest first.
 
@@ -466,18 +458,18 @@ class BatchedBeamSearch:
         ``m`` largest of the chunks' words are ``m`` largest words of the row.
         """
         if chunk_max is None or m >= chunk_max.shape[1]:
-            vals, words = torch.topk(e64, m, dim=1)
-            return words, vals.float()
-        R, V = e64.shape
+            vals, words = torch.topk(e, m, dim=1)
+            return words, vals
+        R, V = e.shape
         top_chunks = torch.topk(chunk_max, m, dim=1).indices            # (R, m)
         words = (top_chunks[:, :, None] * CHUNK
-                 + torch.arange(CHUNK, device=e64.device)).flatten(1)    # (R, m * CHUNK)
+                 + torch.arange(CHUNK, device=e.device)).flatten(1)      # (R, m * CHUNK)
         inside = words < V
-        vals = torch.gather(e64, 1, torch.where(inside, words, torch.zeros_like(words)))
+        vals = torch.gather(e, 1, torch.where(inside, words, torch.zeros_like(words)))
         # the last chunk is short: its missing words get -1 < any exp (>= 0)
         vals = torch.where(inside, vals, torch.full_like(vals, -1.0))
         vals, pos = torch.topk(vals, m, dim=1)
-        return torch.gather(words, 1, pos), vals.float()
+        return torch.gather(words, 1, pos), vals
 
     def _select(self, k, readout, costs, row_sent, active, rows_of, n, jobs):
         """The survivors of step ``k`` for every active sentence, as the literal search picks them.
@@ -505,11 +497,11 @@ class BatchedBeamSearch:
                 if rows_of[b] == 1:
                     single_rows.append(r0)
                 r0 += rows_of[b]
-        e64, chunk_max, inv = self._probs_parts(readout, single_rows)
+        e, chunk_max, inv = self._probs_parts(readout, single_rows)
         n_act = [n[b] for b in active]
         # n + 1 candidates besides the (at most two) words the masks may forbid
         m = min(max(n_act) + 3, V)
-        words, vals = self._candidates(e64, chunk_max, m)
+        words, vals = self._candidates(e, chunk_max, m)
         mth = vals[:, -1]                                       # least probable candidate
         words, order = torch.sort(words, dim=1)                 # flat-index order
         vals = torch.gather(vals, 1, order)
@@ -555,12 +547,12 @@ class BatchedBeamSearch:
         sel_cost = cand_cost[sel_row, j]
         if not bool(ok.all()):
             sel_slot, sel_row, sel_word, sel_cost = self._fallback(
-                k, ok, e64, inv, costs, starts, counts, active, n_act, jobs,
+                k, ok, e, inv, costs, starts, counts, active, n_act, jobs,
                 sel_slot, sel_row, sel_word, sel_cost)
         act = torch.tensor(active, dtype=torch.int64, device=device)
         return act[sel_slot], sel_row, sel_word, sel_cost
 
-    def _fallback(self, k, ok, e64, inv, costs, starts, counts, active, n_act, jobs,
+    def _fallback(self, k, ok, e, inv, costs, starts, counts, active, n_act, jobs,
                   sel_slot, sel_row, sel_word, sel_cost):
         """Redo the selection of the sentences the prefilter cannot decide, on their full
         ``(rows, V)`` cost matrix exactly as ``legacy.BeamSearch.search`` does."""
@@ -575,7 +567,7 @@ class BatchedBeamSearch:
                 continue
             self.stats["fallbacks"] += 1
             r0, r1 = starts_l[s], starts_l[s] + counts_l[s]
-            probs = (e64[r0:r1] * inv[r0:r1]).float()           # softmax_with_bias rows
+            probs = (e[r0:r1].double() * inv[r0:r1]).float()    # softmax_with_bias rows
             flat = next_costs(costs[r0:r1], probs, k, jobs[b].minlen, jobs[b].ignore_unk,
                               self.eos_id, self.unk_id).flatten()
             best = select_cheapest(flat[None], [n_act[s]])[0]
