@@ -301,10 +301,13 @@ def recorded(group, i):
 
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=[d.name for d in CASE_DIRS])
 def test_recorded_cases(legacy_root, case_dir):
-    """The 40 test sentences: batched == literal (bitwise) and == the recorded n-best lists
-    (costs within |a - b| <= 1e-5 |b| + 1e-6: float32 probabilities near 1 are quantised at
-    6e-8 per token).  The literal search runs on every sentence for beam 5 and on every
-    fourth sentence for the other searches (time); the recordings cover all."""
+    """The 40 test sentences: batched == literal (bitwise) and the recorded n-best lists
+    (hypotheses and their order; crashes with sample.py's message).  The literal search runs
+    on every sentence for beam 5 and on every fourth sentence for the other searches (time);
+    the recordings cover all.  The costs are judged against the recordings by parity's
+    derived bounds (``beam/*/batched/fin_costs`` in test_legacy_cases.py), not here: a fixed
+    relative bound of 1e-5 was fitted, and a beam-1 cost of ``search`` (sentence 22, 1.3e-5
+    off the recording, 0.09 of its derived bound) moves past it with MKL's kernel choice."""
     state = next(case_dir.glob("*state.pkl"))
     model_path = next(case_dir.glob("*model.npz"))
     model = open_experiment(state, model_path).model
@@ -320,7 +323,6 @@ def test_recorded_cases(legacy_root, case_dir):
                 group = trace[f"beam/{label}"]
                 assert int(group.attrs["beam_size"]) == n
                 assert bool(group.attrs["ignore_unk"]) == ignore_unk
-                normalize = bool(group.attrs["normalize"])
                 for i, hyps in enumerate(got):
                     ref = recorded(group, i)
                     where = f"{case_dir.name} {label} sentence {i}"
@@ -329,8 +331,3 @@ def test_recorded_cases(legacy_root, case_dir):
                         continue
                     assert isinstance(hyps, Hypotheses), f"{where}: {hyps}"
                     assert hyps.trans == ref[0], where
-                    costs = hyps.costs
-                    if normalize:
-                        costs = costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)
-                    assert np.all(np.abs(costs - ref[1]) <= 1e-5 * np.abs(ref[1]) + 1e-6), \
-                        f"{where}: {costs} vs {ref[1]}"
