@@ -55,7 +55,7 @@ from groundhog_port.trace import TraceFile
 KNOWN_DIVERGENCES: dict = {}
 
 #: (case, row) -> why: the rows the shared recordings cannot discriminate (NOT COVERED, the
-#: mechanism gives the same recording either way; groundhog_port.parity._beam_coverage).
+#: mechanism gives the same recording either way; groundhog_port.parity_search._beam_coverage).
 #: ``groundhog-port parity`` exits 1 on them without --allow-uncovered; here they are
 #: accepted (the equivalent of --allow-uncovered) and asserted to be reported as NOT
 #: COVERED.  Any other NOT COVERED row -- a user's own case with --legacy-case, say --

@@ -33,13 +33,18 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from groundhog_port import parity as P  # noqa: E402
+from groundhog_port import parity_report, parity_scoring, parity_search  # noqa: E402
 from groundhog_port.checkpoint import legacy_param_table  # noqa: E402
 from groundhog_port.loading import open_experiment  # noqa: E402
 from groundhog_port.trace import TraceFile  # noqa: E402
 
 
 #: the comparison itself, before :class:`Capture` wraps it
-JUDGE = P.compare_values
+JUDGE = parity_report.compare_values
+#: the modules whose comparisons :class:`Capture` wraps (the groups it sweeps and the report,
+#: whose compare_costs_by_hypothesis calls compare_values)
+COMPARING = (parity_report, parity_scoring, parity_search)
+WRAPPED = ("compare_values", "compare_sequences", "compare_text")
 
 
 def dense_params(model):
@@ -64,7 +69,8 @@ class Capture:
         self.values, self.seqs = {}, {}
 
     def __enter__(self):
-        self._cv, self._cs, self._ct = P.compare_values, P.compare_sequences, P.compare_text
+        self._cv, self._cs, self._ct = (getattr(parity_report, n) for n in WRAPPED)
+        self._saved = [(m, n, getattr(m, n)) for m in COMPARING for n in WRAPPED if hasattr(m, n)]
         cap = self
 
         def cv(row, where, port32, port64, recorded, probe=None, magnitude_of=None, quantum=None,
@@ -83,11 +89,14 @@ class Capture:
             cap.seqs[where] = got
             return cap._ct(row, where, got, want)
 
-        P.compare_values, P.compare_sequences, P.compare_text = cv, cs, ct
+        wrapper = dict(zip(WRAPPED, (cv, cs, ct)))
+        for module, name, _ in self._saved:
+            setattr(module, name, wrapper[name])
         return self
 
     def __exit__(self, *exc):
-        P.compare_values, P.compare_sequences, P.compare_text = self._cv, self._cs, self._ct
+        for module, name, original in self._saved:
+            setattr(module, name, original)
 
 
 def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
@@ -114,7 +123,7 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
             quantum = 2 * tolmod.ulp32(np.maximum(np.where(fin, np.abs(rec), 0), np.where(fin, np.abs(ref), 0)))
         if with_recording_error:
             quantum = quantum + np.where(fin, np.abs(rec - np.where(fin, ref, 0)), 0.0)
-        row = rows.setdefault(quantity, P.Row("sweep", quantity, tol))
+        row = rows.setdefault(quantity, parity_report.Row("sweep", quantity, tol))
         # the perturbed exact value judged against the clean exact one, with the perturbed
         # model's probe noise (tolerance eq. 1); non-finite where its float32 run is
         exact = np.where(np.isfinite(p32), p64, p32)

@@ -1,6 +1,7 @@
-"""Parity of the random sampler against a trace's ``/sampler`` group (MANIFEST section 7).
+"""Parity of the random sampler against a trace's ``/sampler`` group (docs/trace_format.md,
+``/sampler``).
 
-What is compared, per quantity (rows of :class:`groundhog_port.parity.Report`); the
+What is compared, per quantity (rows of :class:`groundhog_port.parity_report.Report`); the
 product is ``Sampler.sample`` (what ``sample --batch-size 1`` calls: its OWN step count,
 one stream continued over the recorded calls in order) and, for ``sampler/batched/*``,
 ``Sampler.sample_many`` at translate's default batch size over all calls:
@@ -28,7 +29,9 @@ import hashlib
 
 import numpy as np
 
+from ..parity_report import Group, compare_exact, compare_text, compare_values
 from ..trace import EXACT
+from ..translate import DEFAULT_BATCH_SIZE
 from .mrg import DEFAULT_N_STREAMS, MRGRandomStreams, StateMatrix
 from .sampler import Draw, Sampler, draw_sentence, finish, temperature
 from .seed import derive_mrg_seed
@@ -43,7 +46,7 @@ def sha256_rows(rows):
     return hashlib.sha256(np.ascontiguousarray(rows, dtype=np.int32).tobytes()).hexdigest()
 
 
-def _compare_state(row, where, port_rows, recorded, compare_exact, compare_text):
+def _compare_state(row, where, port_rows, recorded):
     """One state matrix: full rows ==, or the first rows == and the sha256 of the whole."""
     want = np.asarray(recorded["rows"])
     if recorded["full"]:
@@ -56,7 +59,6 @@ def _compare_state(row, where, port_rows, recorded, compare_exact, compare_text)
 
 def check_sampler(ctx, rows):
     """Compare ``/sampler`` of ``ctx.tr`` into ``rows`` (see the module docstring)."""
-    from ..parity import compare_exact, compare_text, compare_values
 
     exp = ctx.exp
     rec = ctx.tr.sampler()
@@ -88,7 +90,7 @@ def check_sampler(ctx, rows):
                       rec["mrg_base_rstate_after_build"])
     for j, want in sorted(before.items()):
         _compare_state(r_before, f"sampler/rstate_shared_before_first_call/{j:02d}", mats[j].rows,
-                       want, compare_exact, compare_text)
+                       want)
     used = [j for j, w in before.items() if w.get("used_by_sample_fn")] or [0]
     literal = "Sampler.sample (sample, --batch-size 1: own step count, one stream)"
     for r in (r_seed, r_base, r_before, r_seq):
@@ -118,11 +120,10 @@ def check_sampler(ctx, rows):
         if draw.margin is not None and draw.margin.size:
             closest = min(closest, (float(draw.margin.min()), where))
         if "sentences" in call:
-            _compare_sentences(r_sent, where, got.sentences, list(call["sentences"]), compare_text)
+            _compare_sentences(r_sent, where, got.sentences, list(call["sentences"]))
         for j, want in sorted(call.get("rstate_after", {}).items()):
             rows_j = sampler.stream.rows if j == used[0] else mats[j].rows
-            _compare_state(r_after, f"{where}/rstate_shared_after_call/{j:02d}", rows_j, want,
-                           compare_exact, compare_text)
+            _compare_state(r_after, f"{where}/rstate_shared_after_call/{j:02d}", rows_j, want)
         ids = np.asarray(call["sample_ids"], dtype=np.int64)
         if ids.shape != (n_steps, n):
             r_nlp.mismatch(where, f"recorded sample_ids of shape {ids.shape}, expected {(n_steps, n)}")
@@ -156,7 +157,7 @@ def check_sampler(ctx, rows):
     _check_batched(ctx, rows, exp, seed, start, calls, seqs, used[0], reference)
 
 
-def _compare_sentences(row, where, got, want, compare_text):
+def _compare_sentences(row, where, got, want):
     for s, (g, w) in enumerate(zip(got, want, strict=False)):
         compare_text(row, f"{where}@sentences[{s}]", g, w)
     if len(got) != len(want):
@@ -168,8 +169,6 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, reference):
     ``--batch-size`` over the recorded calls in order (one stream): ids, sentences, the
     costs it returns (under the derived bound, with the literal check's float64 and probe
     costs along the recorded ids: ``reference``) and the stream after the last call."""
-    from ..commands.translate import DEFAULT_BATCH_SIZE
-    from ..parity import compare_exact, compare_text, compare_values
     shapes = {(int(c["attrs"]["n_samples"]), float(c["attrs"]["alpha"])) for _, c in calls}
     if len(shapes) != 1:
         return      # sample_many draws one n_samples / alpha for all lines
@@ -191,7 +190,7 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, reference):
             continue
         compare_exact(r_ids, f"{where}/sample_ids", got.draw.ids, call["sample_ids"])
         if "sentences" in call:
-            _compare_sentences(r_sent, where, got.sentences, list(call["sentences"]), compare_text)
+            _compare_sentences(r_sent, where, got.sentences, list(call["sentences"]))
         if i in reference and np.array_equal(got.draw.ids, call["sample_ids"]):
             c64, cp, lengths = reference[i]
             compare_values(r_cost, f"{where}/costs", np.asarray(got.costs, np.float64), c64, call["costs"],
@@ -200,4 +199,8 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, reference):
     for j, want in sorted(last.get("rstate_after", {}).items()):
         if j == used:
             _compare_state(r_after, f"sampler/batched/{i}/rstate_shared_after_call/{j:02d}",
-                           sampler.stream.rows, want, compare_exact, compare_text)
+                           sampler.stream.rows, want)
+
+
+SAMPLER = Group("sampler", lambda tr: tr.has("sampler"),
+                lambda tr, labels: len(tr.sampler()["calls"]) if tr.has("sampler") else 0, check_sampler)

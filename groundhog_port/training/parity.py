@@ -30,6 +30,7 @@ from .. import tolerance as tol
 from ..data import first_training_batch
 from ..errors import LegacyInputError
 from ..h5guard import check_dataset
+from ..parity_report import Group, Row, account, compare_exact, compare_text
 from ..trace import EXACT, Tolerance
 from .adadelta import SGDAdadelta
 from .order import param_order
@@ -64,7 +65,6 @@ def judge_quantity(recorded, port32, port64, probe, quantity, before, n_tokens):
 
 
 def _row(rows, quantity, kind=None):
-    from ..parity import Row  # parity imports this module lazily; avoid the cycle at import
     if quantity not in rows.rows:
         if kind is None:
             rows.rows[quantity] = Row("train_step", quantity, EXACT)
@@ -77,8 +77,7 @@ def _row(rows, quantity, kind=None):
 
 def _add(row, where, recorded, cmp):
     """Fold one :class:`~groundhog_port.tolerance.Comparison` into a report row."""
-    from ..parity import _account
-    _account(row, where, cmp)
+    account(row, where, cmp)
 
 
 def read_train_step(tr):
@@ -118,8 +117,6 @@ def _corpora(exp, trace_path):
 
 def check_train_step(ctx, rows):
     """Compare ``/train_step`` of ``ctx.tr`` into ``rows`` (see the module docstring)."""
-    from ..parity import compare_exact, compare_text
-
     exp = ctx.exp
     rec = read_train_step(ctx.tr)
     try:
@@ -177,3 +174,7 @@ def _real_step(exp, model, rec, dtype):
     return {"rvals": {k: rvals[k] for k in SCALARS}, "before": before, "clipped_grads": arr(algo.gs),
             "gnorm2_after": arr(algo.gnorm2), "dnorm2_after": arr(algo.dnorm2),
             "params_after": arr(algo.params)}
+
+
+TRAIN_STEP = Group("train_step", lambda tr: tr.has("train_step"), lambda tr, labels: int(tr.has("train_step")),
+                   check_train_step)
