@@ -21,8 +21,10 @@ they are neither where the state says nor in the case folder (the lookup of
 ``groundhog-port parity --data-dir``, :mod:`groundhog_port.lookup`).
 """
 import os
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -133,3 +135,50 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+def assert_scores_match(ours, recorded):
+    """Printed ``{:.5e}`` scores: same non-finite pattern, finite ones within the score
+    tolerance (rtol 1e-5 + atol 1e-5) plus half a unit of the last printed digit."""
+    a = np.array([float(x) for x in ours.split()])
+    b = np.array([float(x) for x in recorded.split()])
+    assert a.shape == b.shape
+    assert np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(np.isinf(a), np.isinf(b))
+    fin = np.isfinite(b)
+    bound = 1e-5 * np.abs(b[fin]) + 1e-5 + 0.5e-5 * 10.0 ** np.floor(np.log10(np.abs(b[fin])))
+    err = np.abs(a[fin] - b[fin])
+    assert (err <= bound).all(), f"max abs err {err.max()}, max rel {(err / np.abs(b[fin])).max()}"
+
+
+def need_browser_part(what):
+    """Skip with the reason (fail on CI, where tools/test.sh installs the browser)."""
+    msg = f"the page test needs {what} (bash tools/install_browser.sh; pip install selenium)"
+    if os.environ.get("CI"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium driven by Selenium (test_serve_browser, test_archive)."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        need_browser_part("selenium")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        need_browser_part("Debian's chromium and chromium-driver")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--force-device-scale-factor=1", "--window-size=1000,1500"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+

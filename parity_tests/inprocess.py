@@ -9,6 +9,8 @@ appended to stderr too, since pytest would otherwise swallow them.
 import subprocess
 import warnings
 
+import torch
+
 from groundhog_port.cli import main
 from groundhog_port.fuzzing import run_cli_inprocess
 
@@ -49,3 +51,32 @@ def journal_header(*argv):
         fp = sampling_cli.batch_fingerprint(args, exp, read_text_lines(args.source),
                                             Sampler(exp, mrg_seed=args.seed).mrg_seed)
     return outputs.FINGERPRINT_TAG + json.dumps(fp, sort_keys=True) + "\n"
+
+
+def run_here(*argv):
+    """The command in this process on one thread (as ``OMP_NUM_THREADS=1`` processes run):
+    (exit status, stdout, stderr)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        r = run_cli("--log-level", "INFO", *argv)
+    finally:
+        torch.set_num_threads(threads)
+    return r.returncode, r.stdout, r.stderr
+
+
+def interrupted_here(monkeypatch, cls, name, after, *argv):
+    """``run_here(*argv)`` with ``cls.name`` raising KeyboardInterrupt (Ctrl-C) at its call
+    number ``after + 1``: an interruption at a known line, in this process."""
+    real = getattr(cls, name)
+    calls = []
+
+    def stop_after(*args, **kwargs):
+        if len(calls) == after:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*args, **kwargs)
+    with monkeypatch.context() as m:
+        m.setattr(cls, name, stop_after)
+        return run_here(*argv)
+

@@ -18,9 +18,8 @@ import re
 import pytest
 
 from archive_helpers import MAX_SENTENCES, build_archive, tree_digest
+from distributed_helpers import finish, torchrun
 from inprocess import run_cli
-from test_distributed import finish, torchrun
-from test_serve_browser import browser  # noqa: F401 -- the headless Chromium fixture
 
 from groundhog_port import archive
 
@@ -143,7 +142,7 @@ def test_out_inside_the_archive_refused(made):
     assert tree_digest(made["root"]) == made["before"]
 
 
-def test_page_in_headless_chromium(made, browser):  # noqa: F811
+def test_page_in_headless_chromium(made, browser):
     from selenium.webdriver.common.by import By
     browser.get((made["out"] / "report.html").as_uri())
     sections = browser.find_elements(By.CSS_SELECTOR, "section.experiment")

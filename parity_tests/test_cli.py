@@ -10,10 +10,9 @@ import json
 import logging
 import sys
 
-import numpy as np
 import pytest
 
-from conftest import FIXTURES, case_dirs
+from conftest import FIXTURES, assert_scores_match, case_dirs
 
 from inprocess import run_cli as cli
 
@@ -22,19 +21,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def _files(case):
     return next(case.glob("*_state.pkl")), next(case.glob("*_model.npz"))
-
-
-def assert_scores_match(ours, recorded):
-    """Printed ``{:.5e}`` scores: same non-finite pattern, finite ones within the score
-    tolerance (rtol 1e-5 + atol 1e-5) plus half a unit of the last printed digit."""
-    a = np.array([float(x) for x in ours.split()])
-    b = np.array([float(x) for x in recorded.split()])
-    assert a.shape == b.shape
-    assert np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(np.isinf(a), np.isinf(b))
-    fin = np.isfinite(b)
-    bound = 1e-5 * np.abs(b[fin]) + 1e-5 + 0.5e-5 * 10.0 ** np.floor(np.log10(np.abs(b[fin])))
-    err = np.abs(a[fin] - b[fin])
-    assert (err <= bound).all(), f"max abs err {err.max()}, max rel {(err / np.abs(b[fin])).max()}"
 
 
 def test_translate_fixture_is_byte_identical(tmp_path):

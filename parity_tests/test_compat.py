@@ -17,13 +17,12 @@ import pytest
 import torch
 
 import legacy_states
-from conftest import LEGACY_ROOT
+from conftest import LEGACY_ROOT, assert_scores_match
 from groundhog_port import compat
 from groundhog_port.commands.convert import _py2_strings
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.loading import open_experiment
 from groundhog_port.preprocess.py2pickle import dumps
-from test_cli import assert_scores_match
 
 
 def cli(capsys, *args):

@@ -7,8 +7,6 @@ output and that ``--resume`` finishes it identically.
 """
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,13 +17,11 @@ from groundhog_port.distributed import world_from_env
 from groundhog_port.errors import LegacyInputError
 
 from conftest import FIXTURES, REPO
-from inprocess import run_cli
+from distributed_helpers import finish, torchrun
+from inprocess import interrupted_here, run_cli
 
 F = FIXTURES / "search"
 MODEL = [f"--state={F / 'search_state.pkl'}", str(F / "search_model.npz")]
-ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-
-
 def single(*argv):
     """The single-process run the torchrun outputs are compared with: in this process, on
     one thread as each torchrun worker (``inprocess.run_cli``; the reference is not about
@@ -36,19 +32,6 @@ def single(*argv):
         return run_cli(*argv, cwd=REPO)
     finally:
         torch.set_num_threads(threads)
-
-
-def torchrun(*argv, nproc=2):
-    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
-                             str(nproc), "--standalone", "-m", "groundhog_port",
-                             *map(str, argv)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            cwd=REPO)
-
-
-def finish(proc, timeout=600):
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
 
 
 def translate_args(trans, *extra):
@@ -181,7 +164,6 @@ def test_resume_of_another_run_is_refused_on_every_rank(tmp_path, monkeypatch):
     beam) with one line naming it, the other rank is told and leaves (no hang), and the
     partial files are as they were."""
     from groundhog_port.translate import Translator
-    from test_resume import interrupted_here
     src = tmp_path / "src.en"
     src.write_text("".join((F / "test.en").read_text().splitlines(True)[:8]))
     out = tmp_path / "o.txt"

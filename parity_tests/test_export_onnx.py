@@ -264,7 +264,7 @@ def test_graphs_equal_port_on_other_architectures(name, one_thread):
     derived bound of its exact value (the float64 shadow; noise from the float32 probe),
     the rule parity applies to the port's own float32 output."""
     import onnxruntime as ort
-    from test_batched_search import build_model
+    from model_helpers import build_model
 
     from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph, next_states_graph
     family, flags = ARCHITECTURES[name]

@@ -36,7 +36,7 @@ import pytest
 
 from groundhog_port.sampling import mrg
 from groundhog_port.trace import TraceFile
-from test_recorder import MOCK_GROUNDHOG, REFERENCE_COMMIT
+from recorder_helpers import MOCK_GROUNDHOG, REFERENCE_COMMIT, load_module
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDER = REPO / "tools" / "record_theano_traces.py"
@@ -378,7 +378,6 @@ def test_scan_mode_wording_is_the_reference_recordings(monkeypatch):
     """With a C compiler and scan_perform_ext disabled (MANIFEST section 1; what the .pth file
     of tools/theano_venv.sh does), ``scan_mode`` is worded as the shared recordings'."""
     import h5py
-    from test_recorder import load_module
     rec = load_module("record_theano_traces", RECORDER)
 
     class theano:

@@ -18,7 +18,7 @@ import time
 import pytest
 import torch
 from conftest import FIXTURES
-from inprocess import run_cli
+from inprocess import interrupted_here, run_here
 
 FX = FIXTURES / "search"
 STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
@@ -36,18 +36,6 @@ def start(*argv):
 def finish(proc, timeout=300):
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
-
-
-def run_here(*argv):
-    """The command in this process on one thread (as ``OMP_NUM_THREADS=1`` processes run):
-    (exit status, stdout, stderr)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        r = run_cli("--log-level", "INFO", *argv)
-    finally:
-        torch.set_num_threads(threads)
-    return r.returncode, r.stdout, r.stderr
 
 
 def interrupt_after(proc, partial, n_lines, sig, timeout=300):
@@ -205,22 +193,6 @@ def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # fingerprints (issue 25, item 4) and no empty leftovers (issue 26, friction 8)
 # ---------------------------------------------------------------------------------------------
-
-def interrupted_here(monkeypatch, cls, name, after, *argv):
-    """``run_here(*argv)`` with ``cls.name`` raising KeyboardInterrupt (Ctrl-C) at its call
-    number ``after + 1``: an interruption at a known line, in this process."""
-    real = getattr(cls, name)
-    calls = []
-
-    def stop_after(*args, **kwargs):
-        if len(calls) == after:
-            raise KeyboardInterrupt
-        calls.append(1)
-        return real(*args, **kwargs)
-    with monkeypatch.context() as m:
-        m.setattr(cls, name, stop_after)
-        return run_here(*argv)
-
 
 def _lines_file(path, numbers):
     lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, case_dirs
 from inprocess import journal_header
-from test_batched_search import build_model
+from model_helpers import build_model
 from groundhog_port.loading import open_experiment
 from groundhog_port.parity import check, find_case
 from groundhog_port.sampling import mrg

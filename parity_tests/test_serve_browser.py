@@ -18,38 +18,6 @@ from serve_helpers import (RAW_EN, TEST_EN, TRANS10, post_json, running_server,
 from groundhog_port.serve.text import MosesText
 
 
-def _need(what):
-    """Skip with the reason (fail on CI, where tools/test.sh installs the browser)."""
-    msg = f"the page test needs {what} (bash tools/install_browser.sh; pip install selenium)"
-    if os.environ.get("CI"):
-        pytest.fail(msg)
-    pytest.skip(msg)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _need("selenium")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        _need("Debian's chromium and chromium-driver")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--force-device-scale-factor=1", "--window-size=1000,1500"):
-        opts.add_argument(a)
-    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
 @pytest.fixture(scope="module")
 def server(one_thread):
     with running_server() as srv:
