@@ -197,7 +197,7 @@ class RecursiveConvolutionalLayer(nn.Module):
         """The roots ``(1, batch, dim)`` over inputs ``x (T, batch, dim)``, mask ``(T, batch)``
         (None: every position is a word, as for the single sentence of sample.py)."""
         level = x
-        for level, _ in self.climb(x, mask):
+        for level, _ in self.climb(x, mask):  # noqa: B007 -- the loop leaves the top level in it
             pass
         if mask is None:
             return level[-1:]

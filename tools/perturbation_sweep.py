@@ -33,7 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from groundhog_port import parity as P  # noqa: E402
-from groundhog_port import parity_report, parity_scoring, parity_search  # noqa: E402
+from groundhog_port import parity_report  # noqa: E402
+from groundhog_port import parity_scoring  # noqa: E402
+from groundhog_port import parity_search  # noqa: E402
 from groundhog_port.checkpoint import legacy_param_table  # noqa: E402
 from groundhog_port.loading import open_experiment  # noqa: E402
 from groundhog_port.trace import TraceFile  # noqa: E402
