@@ -108,10 +108,10 @@ MUTATIONS = (
       fast_groups="repr"),
     # -- attention ---------------------------------------------------------------------------
     m("attention_without_tanh", "attention",
-      [("attention.py", "return mm(p.tanh_(), D)[..., 0]", "return mm(p, D)[..., 0]")],
+      [("attention.py", "return energy_scores(p.tanh_(), D)", "return energy_scores(p, D)")],
       fast_groups="pairs"),
-    m("batched_attention_without_tanh", "attention (batched search's own, batched.py:371)",
-      [(S + "batched.py", "            pb[:rows].tanh_()\n", "")], fast_groups="beam --beam-labels 5"),
+    m("batched_attention_without_tanh", "attention (the batched search's own, in its step)",
+      [(S + "batched.py", "attention.energy_scores(pb.tanh_(), dec.D)", "attention.energy_scores(pb, dec.D)")], fast_groups="beam --beam-labels 5"),
     m("attention_mask_dropped", "attention / masks",
       [("attention.py", "energy = energy * c_mask", "energy = energy")], fast_groups="batch"),
     m("attention_max_subtracted", "attention (same math, overflow differs)",
