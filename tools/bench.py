@@ -121,6 +121,21 @@ def score_rows(args, peak):
     return rows
 
 
+#: ``python -c _REPORT_RSS FILE ARGS...`` runs ``python ARGS...`` (``-m MODULE ...`` or
+#: ``-c CODE``) and writes its peak RSS in MiB to FILE at exit
+#: (VmHWM, as bench_search._peak_mib reads it, without importing torch before the command)
+_REPORT_RSS = """\
+import atexit, runpy, sys
+out, mode, what, *rest = sys.argv[1:]
+def peak():
+    hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+    open(out, "w").write(str(int(hwm.split()[1]) / 1024))
+atexit.register(peak)
+sys.argv = [what, *rest]
+runpy.run_module(what, run_name="__main__", alter_sys=True) if mode == "-m" else exec(what)
+"""
+
+
 def startup(args):
     """``translate`` of one sentence with a full-size model on disk: seconds from the
     command's start to its output (the translation file, written when it exits), best of
@@ -147,17 +162,21 @@ def startup(args):
     for what, command in (("translate", cmd), ("import torch", [sys.executable, "-c", "import torch"])):
         best = None
         for _ in range(args.startup_runs):
-            with tempfile.TemporaryFile() as err:
+            with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss:
+                # the child writes its own peak RSS when it exits (ru_maxrss would count the
+                # memory of this process, which it was forked with)
+                wrapped = [sys.executable, "-c", _REPORT_RSS, rss.name, *command[1:]]
                 t = time.perf_counter()
-                proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env)
-                _, status, usage = os.wait4(proc.pid, 0)     # this child's own rusage
+                proc = subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=err, env=env)
+                _, status, usage = os.wait4(proc.pid, 0)     # this child's own CPU time
                 wall = time.perf_counter() - t
                 if status:
                     err.seek(0)
                     raise SystemExit(f"failed: {' '.join(command)}\n"
                                      f"{err.read().decode(errors='replace')[-3000:]}")
+                peak_rss = float(rss.read())
             run = dict(seconds=wall, cpu_seconds=usage.ru_utime + usage.ru_stime,
-                       peak_rss_mib=usage.ru_maxrss / 1024)
+                       peak_rss_mib=peak_rss)
             if best is None or wall < best["seconds"]:
                 best = run
         runs.append(dict(workload=what, **best))

@@ -195,7 +195,16 @@ def encoder_flops(cfg, S):
 
 # -- one measurement (worker process) ---------------------------------------------------------
 def _peak_mib():
-    """Peak RSS of this process in MiB (Linux reports KiB)."""
+    """Peak RSS of this process in MiB: ``VmHWM`` of ``/proc/self/status`` where there is
+    one (``ru_maxrss`` also counts the parent's memory this process was forked with, which
+    exec records as this process's peak), else ``ru_maxrss`` (Linux reports KiB)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
