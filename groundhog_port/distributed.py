@@ -93,19 +93,20 @@ def world_from_env(environ=None):
     return World(rank, size, local_rank, local_size)
 
 
-def setup(args):
-    """Join the process group when run under torchrun; None otherwise.
+def setup(device="cpu", threads=None):
+    """Join the process group when run under torchrun: ``(world, device)``; ``(None,
+    device)`` otherwise.
 
-    Picks the rank's device (``--device cuda`` becomes ``cuda:LOCAL_RANK``) and its share
-    of the CPU threads, and makes ranks other than 0 quiet (warnings only) so that the
-    log reads like one run.
+    Picks the rank's device (``device`` ``cuda`` becomes ``cuda:LOCAL_RANK``) and, unless
+    ``threads`` (``--threads``) or ``OMP_NUM_THREADS`` says, its share of the CPU threads,
+    and makes ranks other than 0 quiet (warnings only) so that the log reads like one run.
     """
     world = world_from_env()
     if world is None:
-        return None
+        return None, device
     import torch  # here, not at the top: the CLI asks world_from_env() of every command
     import torch.distributed as dist
-    cuda = str(getattr(args, "device", "cpu")).startswith("cuda")
+    cuda = str(device).startswith("cuda")
     if cuda:
         if not torch.cuda.is_available():
             raise LegacyInputError(None, "--device cuda: CUDA is not available on this machine")
@@ -113,9 +114,9 @@ def setup(args):
             raise LegacyInputError(None, f"local rank {world.local_rank} has no GPU "
                                    f"({torch.cuda.device_count()} visible): start at most "
                                    "one process per GPU (--nproc-per-node)")
-        args.device = f"cuda:{world.local_rank}"
+        device = f"cuda:{world.local_rank}"
         torch.cuda.set_device(world.local_rank)
-    elif getattr(args, "threads", None) is None and "OMP_NUM_THREADS" not in os.environ:
+    elif threads is None and "OMP_NUM_THREADS" not in os.environ:
         from .loading import set_threads
         set_threads(max(1, (os.cpu_count() or 1) // world.local_size))
     if not dist.is_initialized():
@@ -128,7 +129,7 @@ def setup(args):
         logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
     logger.info("torchrun: %d processes, backend %s, %d torch threads each", world.size,
                 dist.get_backend(), torch.get_num_threads())
-    return world
+    return world, device
 
 
 def broadcast(world, value):

@@ -20,30 +20,28 @@ from .translate import Translation, report_failures, total_cost, write_nbest_the
 logger = logging.getLogger(__name__)
 
 
-def translate(args, exp, translator, lines, unit_lines, fingerprint=None):
-    """Units of ``unit_lines`` source lines; rank 0 writes ``--trans`` (and ``--n-best``)."""
+def translate(exp, translator, lines, unit_lines, *, source, trans, n_best=None, resume=False,
+              progress=False, fingerprint=None):
+    """Units of ``unit_lines`` lines of ``source``; rank 0 writes ``trans`` (and ``n_best``);
+    ``resume``, ``progress``: ``--resume``, ``--progress``."""
     world = distributed.world_from_env()
-    if args.verbose or not args.source:
-        raise LegacyInputError(None, "under torchrun, translate needs --source and --trans and "
-                               "does not take --verbose (only rank 0 writes)")
     n_units = -(-len(lines) // unit_lines)
     journal, first, out_lines, out_records = None, None, [], []
     if world.is_root:
         keep = _whole_units(unit_lines, len(lines))
-        journal = _open_or_tell(world, Journal, args.trans, args.resume, keep, fingerprint)
+        journal = _open_or_tell(world, Journal, trans, resume, keep, fingerprint)
         out_lines, out_records = list(journal.done_lines), list(journal.done_records)
         first = len(journal.done_lines) // unit_lines if len(journal.done_lines) < len(lines) \
             else n_units
         if journal.done_lines:
-            logger.info("resuming %s after %d of %d lines", args.trans,
+            logger.info("resuming %s after %d of %d lines", trans,
                         len(journal.done_lines), len(lines))
     first = distributed.broadcast(world, first if world.is_root else None)
     if first is None:
         return _refused_on_root(world)
-    progress = Progress(len(lines), enabled=True if args.progress else None) \
-        if world.is_root else None
-    if progress:
-        progress.update(min(first * unit_lines, len(lines)))
+    bar = Progress(len(lines), enabled=True if progress else None) if world.is_root else None
+    if bar:
+        bar.update(min(first * unit_lines, len(lines)))
 
     def compute(k):
         chunk = lines[k * unit_lines:(k + 1) * unit_lines]
@@ -52,7 +50,7 @@ def translate(args, exp, translator, lines, unit_lines, fingerprint=None):
         for i, t in enumerate(ts):
             if t.error is not None:
                 logger.error("line %d of %s: the original sample.py fails here (%s); "
-                             "writing an empty line", k * unit_lines + i + 1, args.source, t.error)
+                             "writing an empty line", k * unit_lines + i + 1, source, t.error)
         return [t.line for t in ts], [t.record() for t in ts], len(chunk)
 
     def emit(k, lines, records):
@@ -63,7 +61,7 @@ def translate(args, exp, translator, lines, unit_lines, fingerprint=None):
         out_records.extend(records)
 
     try:
-        distributed.run_units(world, n_units, first, compute, emit, progress)
+        distributed.run_units(world, n_units, first, compute, emit, bar)
     except BaseException:
         if journal:
             journal.close_unfinished()
@@ -71,10 +69,10 @@ def translate(args, exp, translator, lines, unit_lines, fingerprint=None):
     if not world.is_root:
         distributed.finish(world)
         return EXIT_OK
-    progress.close()
+    bar.close()
     results = [Translation.from_record(l, r) for l, r in zip(out_lines, out_records)]
     try:
-        write_nbest_then_commit(args.n_best, results, journal)
+        write_nbest_then_commit(n_best, results, journal)
     except BaseException:
         journal.close_unfinished()
         raise
@@ -84,44 +82,40 @@ def translate(args, exp, translator, lines, unit_lines, fingerprint=None):
     if report_failures(results, note=distributed.EXIT_NOTE.format(code=EXIT_PARTIAL)):
         return EXIT_OK  # not EXIT_PARTIAL, which torchrun cannot pass on (EXIT_NOTE)
     logger.info("%d sentences on %d processes, %.1f sentences/s", len(results), world.size,
-                progress.rate())
+                bar.rate())
     return EXIT_OK
 
 
-def score(args, exp, complete_batches, fingerprint=None):
-    """One unit per score.py batch; every rank walks the (model-free) batch iterator and
-    scores only its own batches.  ``complete_batches`` is the single-process resume rule."""
+def score(exp, complete_batches, *, src, trg, scores, allow_unk=False, n_batches=None,
+          print_probs=False, resume=False, progress=False, fingerprint=None):
+    """One unit per score.py batch of ``src``/``trg`` (``--allow-unk``, ``--n-batches``);
+    every rank walks the (model-free) batch iterator and scores only its own batches; rank 0
+    writes ``scores`` (probabilities with ``print_probs``).  ``complete_batches`` is the
+    single-process resume rule."""
     world = distributed.world_from_env()
-    if args.y_noise:
-        raise LegacyInputError(None, "--y-noise draws from numpy's unseeded global generator: "
-                               "it cannot be sharded reproducibly; run it in one process")
-    if not args.scores:
-        raise LegacyInputError(None, "under torchrun, score --mode batch needs --scores FILE "
-                               "(rank 0 writes it)")
-    sizes = [b.size for b in batches_for(exp, args.src, args.trg, args.allow_unk,
-                                         args.n_batches)]
+    sizes = [b.size for b in batches_for(exp, src, trg, allow_unk, n_batches)]
     journal, first = None, None
     if world.is_root:
-        journal = _open_or_tell(world, Journal, args.scores, args.resume, complete_batches,
+        journal = _open_or_tell(world, Journal, scores, resume, complete_batches,
                                 fingerprint)
         first = len({r.split()[0] for r in journal.done_records})
         if first:
-            logger.info("resuming %s after %d of %d pairs (%d batches)", args.scores,
+            logger.info("resuming %s after %d of %d pairs (%d batches)", scores,
                         len(journal.done_lines), sum(sizes), first)
     first = distributed.broadcast(world, first)
     if first is None:
         return _refused_on_root(world)
-    progress = Progress(sum(sizes), unit="pairs", enabled=True if args.progress else None) \
+    bar = Progress(sum(sizes), unit="pairs", enabled=True if progress else None) \
         if world.is_root else None
-    if progress:
-        progress.update(sum(sizes[:first]))
-    batches = _Batches(exp, args)
+    if bar:
+        bar.update(sum(sizes[:first]))
+    batches = _Batches(batches_for(exp, src, trg, allow_unk, n_batches))
 
     def compute(b):
-        scores = -score_batch(exp.model, batches.get(b)).cost.numpy()
-        if args.print_probs:
-            scores = np.exp(scores)
-        lines = [f"{float(s):.5e}" for s in scores]
+        values = -score_batch(exp.model, batches.get(b)).cost.numpy()
+        if print_probs:
+            values = np.exp(values)
+        lines = [f"{float(s):.5e}" for s in values]
         return lines, [f"{b} {len(lines)}"] * len(lines), len(lines)
 
     def emit(b, lines, records):
@@ -130,16 +124,16 @@ def score(args, exp, complete_batches, fingerprint=None):
         journal.flush()
 
     try:
-        distributed.run_units(world, len(sizes), first, compute, emit, progress)
+        distributed.run_units(world, len(sizes), first, compute, emit, bar)
     except BaseException:
         if journal:
             journal.close_unfinished()
         raise
     if world.is_root:
-        progress.close()
+        bar.close()
         journal.commit()
-        logger.info("scored %d pairs on %d processes, %.1f pairs/s", progress.count,
-                    world.size, progress.rate())
+        logger.info("scored %d pairs on %d processes, %.1f pairs/s", bar.count,
+                    world.size, bar.rate())
     distributed.finish(world)
     return EXIT_OK
 
@@ -165,9 +159,8 @@ def _refused_on_root(world):
 class _Batches:
     """Batch ``b`` of score.py's iterator; asked for in increasing order on each rank."""
 
-    def __init__(self, exp, args):
-        self._it = enumerate(batches_for(exp, args.src, args.trg, args.allow_unk,
-                                         args.n_batches))
+    def __init__(self, batches):
+        self._it = enumerate(batches)
 
     def get(self, b):
         for i, batch in self._it:

@@ -81,8 +81,7 @@ def run(args):
     from ..outputs import Progress
     opts = _options(args)
     archive.check_out_dir(args.root, args.out)
-    world = distributed.setup(args)
-    opts.device = args.device   # setup() picks cuda:LOCAL_RANK under torchrun
+    world, opts.device = distributed.setup(args.device, args.threads)  # cuda:LOCAL_RANK under torchrun
     n = len(archive.discover(args.root)) if not world or world.is_root else 0
     if n == 0 and (not world or world.is_root):
         raise LegacyInputError(args.root, "no experiment (*state.pkl) in this folder tree")

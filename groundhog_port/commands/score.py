@@ -85,7 +85,7 @@ def run(args):
     check_outputs([("--scores", args.scores)], inputs=[
         ("--src", args.src), ("--trg", args.trg), ("--state", args.state),
         ("model", args.model_path)])
-    distributed.setup(args)
+    _, args.device = distributed.setup(args.device, args.threads)
     exp = open_from_args(args)
     if args.mode == "batch":
         return batch_mode(exp, args)
@@ -133,7 +133,16 @@ def batch_mode(exp, args):
     from ..scoring import batches_for, score_batch
     fingerprint = batch_fingerprint(args, exp) if args.scores else None
     if distributed.world_from_env():
-        return sharded.score(args, exp, _complete_batches, fingerprint)
+        if args.y_noise:
+            raise LegacyInputError(None, "--y-noise draws from numpy's unseeded global generator: "
+                                   "it cannot be sharded reproducibly; run it in one process")
+        if not args.scores:
+            raise LegacyInputError(None, "under torchrun, score --mode batch needs --scores FILE "
+                                   "(rank 0 writes it)")
+        return sharded.score(exp, _complete_batches, src=args.src, trg=args.trg,
+                             scores=args.scores, allow_unk=args.allow_unk,
+                             n_batches=args.n_batches, print_probs=args.print_probs,
+                             resume=args.resume, progress=args.progress, fingerprint=fingerprint)
     # a cheap first pass (no model) counts the pairs, for the progress line; it meets bad
     # input (an unknown word...) before any output file is made
     total = sum(b.size for b in batches_for(exp, args.src, args.trg, args.allow_unk,

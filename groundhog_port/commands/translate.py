@@ -60,7 +60,7 @@ def run(args):
         raise LegacyInputError(None, "--source and --trans go together")
     check_outputs([("--trans", args.trans), ("--n-best", args.n_best)], inputs=[
         ("--source", args.source), ("--state", args.state), ("model", args.model_path)])
-    world = distributed.setup(args)
+    world, args.device = distributed.setup(args.device, args.threads)
     exp = open_from_args(args)
     if not args.source:
         return interact(exp, Translator(exp, args.beam_size, args.ignore_unk, args.normalize,
@@ -74,7 +74,12 @@ def run(args):
     warn_long_lines(args.source, lines, exp.state)
     fingerprint = beam_fingerprint(args, exp, lines)
     if world:
-        return sharded.translate(args, exp, translator, lines, 4 * args.batch_size, fingerprint)
+        if args.verbose:
+            raise LegacyInputError(None, "under torchrun, translate needs --source and --trans "
+                                   "and does not take --verbose (only rank 0 writes)")
+        return sharded.translate(exp, translator, lines, 4 * args.batch_size, source=args.source,
+                                 trans=args.trans, n_best=args.n_best, resume=args.resume,
+                                 progress=args.progress, fingerprint=fingerprint)
     journal = Journal(args.trans, resume=args.resume, keep=_readable_records,
                       fingerprint=fingerprint)
     done = [Translation.from_record(l, r) for l, r in zip(journal.done_lines, journal.done_records)]
