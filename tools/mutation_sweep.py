@@ -72,7 +72,7 @@ MUTATIONS = (
       [(S + "batched.py", "jobs = [_Job(i, int(n), bool(ignore_unk), int(m))",
         "jobs = [_Job(i, int(n), False, int(m))")],
       # on search no beam-5 hypothesis holds UNK: --ignore-unk changes nothing there
-      cases=("phrase", "search_variant"), fast_groups="beam --beam-labels 5_ignore_unk"),
+      cases=("phrase",), fast_groups="beam --beam-labels 5_ignore_unk"),
     m("adadelta_rho_swap", "optimizer",
       [("training/adadelta.py", 'self.rho = const(np.float32(state["adarho"]))',
         'self.rho = const(np.float32(1.0 - state["adarho"]))'),
@@ -242,7 +242,7 @@ def failing_rows(report):
         if row.get("passed", True) or row.get("self_check") or row.get("status") == "NOT COVERED":
             continue
         err, allowed = row.get("worst_err"), row.get("worst_allowed")
-        if err is not None and allowed:
+        if err is not None and allowed and err > allowed:
             margin = f"{err / allowed:.3g}"
         elif err is not None:
             margin = f"err {err:.3g}"
@@ -318,7 +318,8 @@ def outputs(code_root, case, work, must_succeed=False):
     result = {}
     for kind, (args, files) in output_commands(case, work).items():
         run = run_port(code_root, args, work)
-        if must_succeed and run.returncode != 0:
+        # exit 3: sentences the original could not translate either (search_variant's 'hello')
+        if must_succeed and (run.returncode not in (0, 3) or "Traceback" in run.stderr):
             raise BaselineError(f"the unmutated port's {kind} on {case} exits {run.returncode}: "
                                 + (run.stderr.strip().splitlines() or ["?"])[-1])
         h = hashlib.sha256(f"rc={run.returncode}".encode())
