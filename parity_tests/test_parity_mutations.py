@@ -92,3 +92,23 @@ def test_sampler_drawing_3_len_steps_fails(monkeypatch):
             "sampler/batched/sample_ids", "sampler/batched/rstate_after_last_call"} <= set(failed), \
         sorted(failed)
     assert failed["sampler/sample_ids"].product.startswith("Sampler.sample ")
+
+
+def test_sampler_costs_summed_in_float64_fail(monkeypatch):
+    """A float64 sum of the float32 ``-log p`` moves every printed sample cost but stays far
+    inside the value bound: the exact float32 check of ``sampler/costs`` catches it (the
+    mutation sweep's ``sample_cost_float64_sum``)."""
+    import dataclasses
+
+    from groundhog_port.sampling import sampler
+    original = sampler.finish
+
+    def finish64(draw, idx2word, normalize=False):
+        s = original(draw, idx2word, normalize)
+        costs = [-np.sum(np.asarray(draw.neg_log_probs[:len(p), i], np.float64))
+                 for i, p in enumerate(s.word_probs)]
+        return dataclasses.replace(s, costs=costs)
+    monkeypatch.setattr(sampler, "finish", finish64)
+    failed = _failed(_run("search", groups=("sampler",)))
+    assert {"sampler/costs", "sampler/batched/costs"} <= set(failed), sorted(failed)
+    assert any("not float32 values" in n for n in failed["sampler/costs"].notes)

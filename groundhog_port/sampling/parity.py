@@ -146,6 +146,7 @@ def check_sampler(ctx, rows):
                               for s in range(n)], np.float64)
         c64, cp = np.asarray(f64.costs, np.float64), np.asarray(fp.costs, np.float64)
         reference[i] = (c64, cp, lengths)
+        _check_float32_costs(r_cost, where, costs32, call["costs"])
         compare_values(r_cost, f"{where}/costs", np.asarray(costs32, np.float64), c64, call["costs"],
                        probe=cp, magnitude_of=lengths, n_terms=lengths)
         ctx.tick()
@@ -155,6 +156,21 @@ def check_sampler(ctx, rows):
         r_ids.notes.append(f"closest draw: a uniform {closest[0]:.2g} from a running-sum "
                            f"boundary ({closest[1]})")
     _check_batched(ctx, rows, exp, seed, start, calls, seqs, used[0], reference)
+
+
+def _check_float32_costs(row, where, got, recorded):
+    """Where every recorded cost is a float32 value (the float32 ``numpy.sum`` of ``-log p``
+    in sample.py's ``sample()``, sample.py:163-188; ``sampler.finish``), the product's must be too: a
+    float64 sum moves every printed cost (``-2.6754255`` becomes ``-2.6754256188869476``)
+    while staying far inside the value bound, so only this exact check sees it."""
+    recorded = np.asarray(recorded, np.float64)
+    if not np.array_equal(recorded.astype(np.float32).astype(np.float64), recorded):
+        return      # normalised costs (a float64 division) are not float32 values
+    got = np.asarray(got, np.float64)
+    wide = got.astype(np.float32).astype(np.float64) != got
+    if wide.any():
+        row.mismatch(f"{where}/costs", f"{int(wide.sum())} of {wide.size} costs are not float32 "
+                     f"values (e.g. {got[wide][0]!r}), the recorded ones are", int(wide.sum()))
 
 
 def _compare_sentences(row, where, got, want):
@@ -193,6 +209,7 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, reference):
             _compare_sentences(r_sent, where, got.sentences, list(call["sentences"]))
         if i in reference and np.array_equal(got.draw.ids, call["sample_ids"]):
             c64, cp, lengths = reference[i]
+            _check_float32_costs(r_cost, where, got.costs, call["costs"])
             compare_values(r_cost, f"{where}/costs", np.asarray(got.costs, np.float64), c64, call["costs"],
                            probe=cp, magnitude_of=lengths, n_terms=lengths)
     i, last = calls[-1]
