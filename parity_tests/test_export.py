@@ -26,7 +26,7 @@ from groundhog_port.translate import Translator
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = [FIXTURES / "search"] + case_dirs() + pending_case_dirs()
-#: trans file -> (beam size, normalize, ignore_unk), as MANIFEST section 2.6 recorded them
+#: trans file -> (beam size, normalize, ignore_unk), as the file names say (docs/recordings.md, "Files")
 TRANS_FILES = {"trans_beam1.txt": (1, False, False), "trans_beam5.txt": (5, False, False),
                "trans_beam10.txt": (10, False, False),
                "trans_beam10_normalize.txt": (10, True, False),
@@ -90,7 +90,7 @@ def test_reloaded_translations_byte_identical(case, exported):
         got = Translator(back, beam, ignore_unk, normalize, batch_size=32).translate_seqs(seqs)
         text = "".join(t.line + "\n" for t in got[:len(want)])
         assert text.encode("utf-8") == "".join(l + "\n" for l in want).encode("utf-8"), name
-        if len(want) < len(lines):      # the original crashed on the next line (MANIFEST 5)
+        if len(want) < len(lines):      # the original crashed on the next line (docs/recordings.md)
             assert got[len(want)].error is not None, name
         checked += 1
     assert checked == (1 if case.parent == FIXTURES else len(TRANS_FILES))

@@ -127,7 +127,7 @@ def test_batched_search_equals_literal(exp):
 
 @needs_case
 def test_translate_writes_36_lines_then_an_empty_line_and_exits_3(tmp_path, caplog, one_thread):
-    """sample.py died on test line 37 (``hello``) at every beam size (MANIFEST section 5)."""
+    """sample.py died on test line 37 (``hello``) at every beam size (docs/recordings.md, "Quirks")."""
     out = tmp_path / "t.txt"
     rc = main(["translate", "--beam-search", "--beam-size", "1", "--state", str(STATE),
                "--data-dir", str(CASE), "--source", str(CASE / "test.en"), "--trans", str(out),

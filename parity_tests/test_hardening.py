@@ -101,7 +101,7 @@ def test_score_empty_line(tmp_path):
     assert len(vals) == 3 and vals[1] < 0
     # txt mode's cost -sum(log p) is the batch scorer's log-probability negated (other
     # float32 summation, printed to 5 digits) where the padded batch is finite (pair 1 is
-    # nan there: padding underflow, MANIFEST section 9); the empty pair gets a positive cost
+    # nan there: padding underflow, docs/recordings.md); the empty pair gets a positive cost
     # in txt mode (today +inf, while the batch scorer's log-probability stays finite)
     assert len(costs) == 3 and costs[1] > 0 and not np.isnan(costs[1])
     assert np.isfinite(costs[0]) and costs[0] > 0 and np.isfinite(vals[2])

@@ -322,7 +322,7 @@ def test_recording_reads_back(rec, workdir):
 
 
 def test_sampler_and_train_step_groups(rec, workdir):
-    """/sampler and /train_step in MANIFEST section 7's layout: every record as the producer
+    """/sampler and /train_step in docs/trace_format.md's layout: every record as the producer
     returned it, the MRG states in full only for the stream sample_fn advanced (others: first
     8 rows + sha256 of the whole array), params_after only for the parameters that changed."""
     import hashlib

@@ -3,7 +3,7 @@
 Golden data: the ``trans_*.txt`` files the original ``sample.py`` wrote.  ``search``: six
 files (beam 1/5/10, beam-10 normalize, beam-5 ignore-unk, a second beam-10 run) of 40 lines;
 ``search_variant``: five files that stop after 35 lines because sample.py crashed on line 36
-(MANIFEST section 10) -- every line it wrote must be reproduced, and the port must fail on
+(docs/recordings.md, "Quirks") -- every line it wrote must be reproduced, and the port must fail on
 line 36 with the original's message.
 
 Runs the literal search (``--batch-size 1``, the reference semantics) on one thread: the

@@ -135,7 +135,7 @@ def test_parse_input_matches_trace(case_dir):
 
 
 def test_target_side_uses_n_sym_source(legacy_root):
-    """QUIRK (encdec.py:1504, MANIFEST section 10): target ids >= n_sym_source become UNK."""
+    """QUIRK (encdec.py:1504, docs/recordings.md "Quirks"): target ids >= n_sym_source become UNK."""
     case_dir = CASE_DIRS[0]
     state, vocab, _ = _case(case_dir)
     high = sorted(w for w, i in vocab["fr"].items() if i >= state["n_sym_source"])
