@@ -4,8 +4,8 @@ Every loader of a file the port did not write (pickles, ``.npz`` archives, ``.h5
 works out, *before* it decompresses or builds anything, what the parse will allocate: a
 pickle's opcodes are walked once without building objects (:mod:`legacy_states.prescan`),
 an archive's declared member sizes are compared with what the state says the model holds
-(:func:`groundhog_port.checkpoint.read_npz_arrays`), an HDF5 dataset's declared size is
-taken in the dtype the loader converts it to (:func:`groundhog_port.h5guard.check_dataset`).
+(:func:`groundhog_port.legacy.checkpoint.read_npz_arrays`), an HDF5 dataset's declared size is
+taken in the dtype the loader converts it to (:func:`groundhog_port.legacy.h5guard.check_dataset`).
 What the state itself declares (the model's own parameters) is not charged to the budget:
 the state is what the user asked to run.  Everything else -- what a file could make us
 allocate beyond that -- must fit in the budget, or the parse stops with one line naming the

@@ -190,7 +190,7 @@ def profile(args):
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    from groundhog_port.scoring import score_batch
+    from groundhog_port.search.scoring import score_batch
     from groundhog_port.search.batched import BatchedBeamSearch
     from legacy_states import prototype_search_state
     model = bench_search.full_size_model(args.seed, args.device)

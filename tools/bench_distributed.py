@@ -5,7 +5,7 @@ Translates the bundled fixture's test set (repeated ``--repeat`` times) and, whe
 recordings are beside the checkout, scores ``--n-batches`` batches of their ``.h5`` corpus;
 each workload once in a single process with the CLI's default threads (one for a model as
 small as the fixture, torch's default otherwise), once under ``torchrun --nproc-per-node N``
-(``cores / N`` threads each, as :func:`groundhog_port.distributed.setup` chooses).  Wall-clock includes process
+(``cores / N`` threads each, as :func:`groundhog_port.distributed.world.setup` chooses).  Wall-clock includes process
 start and model loading, as a user sees it; outputs are checked byte-identical.
 
     python tools/bench_distributed.py [--nproc 2] [--repeat 10] [--beam-size 5] [--json out.json]

@@ -46,8 +46,8 @@ def measure(beams=(1, 5, 10), repeat=3):
     import torch
 
     from groundhog_port.export.onnx_graphs import DRIVER_FILE, write_onnx
-    from groundhog_port.loading import open_experiment
-    from groundhog_port.translate import Translator
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.search.translator import Translator
 
     logging.getLogger("groundhog_port").setLevel(logging.ERROR)
     logging.getLogger("groundhog_onnx").setLevel(logging.ERROR)

@@ -21,9 +21,9 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from groundhog_port.data import read_text_lines  # noqa: E402
-from groundhog_port.loading import open_experiment  # noqa: E402
-from groundhog_port.parity import find_case  # noqa: E402
+from groundhog_port.legacy.data import read_text_lines  # noqa: E402
+from groundhog_port.legacy.loading import open_experiment  # noqa: E402
+from groundhog_port.harness.check import find_case  # noqa: E402
 from groundhog_port.sampling import Sampler, SamplingFailed  # noqa: E402
 from groundhog_port.sampling.sampler import n_steps_for  # noqa: E402
 

@@ -34,8 +34,8 @@ from bench_search import (_peak_mib, encoder_flops, full_size_model, measure_pea
 
 def encdec_model(seed=1234):
     from legacy_states import prototype_encdec_state
-    from groundhog_port.config import ModelConfig
-    from groundhog_port.model import RNNEncoderDecoder
+    from groundhog_port.model.config import ModelConfig
+    from groundhog_port.model.encdec import RNNEncoderDecoder
 
     model = RNNEncoderDecoder(ModelConfig.from_state(prototype_encdec_state()))
     g = torch.Generator().manual_seed(seed)
@@ -48,7 +48,7 @@ def encdec_model(seed=1234):
 
 
 def batches(state, n_batches, batch_size, seed):
-    from groundhog_port.data import Batch, create_padded_batch
+    from groundhog_port.legacy.data import Batch, create_padded_batch
     # RNNencdec-50's state has seqlen 30, which drops every pair with a side over 30 words
     # (create_padded_batch): batches of 80 pairs of 20-50 words need seqlen 50
     state = dict(state, seqlen=max(int(state["seqlen"]), 50))
@@ -66,7 +66,7 @@ def batches(state, n_batches, batch_size, seed):
 
 
 def measure(model, state, args):
-    from groundhog_port.scoring import score_batch
+    from groundhog_port.search.scoring import score_batch
     cfg = model.cfg
     data = batches(state, args.batches, args.batch_size, args.seed)
     with torch.no_grad():

@@ -86,8 +86,8 @@ def full_size_model(seed=1234, device="cpu", state=None):
     Hypotheses end between ~0.6 L (minlen is L // 2) and ~1.3 L.
     """
     from legacy_states import prototype_search_state
-    from groundhog_port.config import ModelConfig
-    from groundhog_port.model import RNNEncoderDecoder
+    from groundhog_port.model.config import ModelConfig
+    from groundhog_port.model.encdec import RNNEncoderDecoder
 
     cfg = ModelConfig.from_state(state if state is not None else prototype_search_state())
     model = RNNEncoderDecoder(cfg)
@@ -142,7 +142,7 @@ def full_size_model(seed=1234, device="cpu", state=None):
 
 
 def fixture_model(case_dir, device="cpu"):
-    from groundhog_port.loading import open_experiment
+    from groundhog_port.legacy.loading import open_experiment
     state = next(Path(case_dir).glob("*state.pkl"))
     model_path = next(Path(case_dir).glob("*model.npz"))
     return open_experiment(state, model_path, device=device).model

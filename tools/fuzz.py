@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from groundhog_port import fuzzing  # noqa: E402
+from parity_tests.support import fuzzing  # noqa: E402
 
 
 #: a command run (cli target) loads a model and runs a search: it gets this many --timeout
@@ -176,8 +176,14 @@ def main(argv=None):
     import torch
     torch.set_num_threads(1)
     import legacy_states  # noqa: F401
-    from groundhog_port import cli, data, loading, scoring, trace  # noqa: F401
-    from groundhog_port.commands import inspect, score, translate  # noqa: F401
+    from groundhog_port.cli import main as cli
+    from groundhog_port.legacy import data
+    from groundhog_port.legacy import loading
+    from groundhog_port.search import scoring
+    from groundhog_port.harness import trace  # noqa: F401
+    from groundhog_port.cli.commands import inspect
+    from groundhog_port.cli.commands import score
+    from groundhog_port.cli.commands import translate  # noqa: F401
     for p in fx.vocab_files + fx.text_files + [e.state for e in fx.experiments] + \
             [e.model for e in fx.experiments] + fx.trace_files() + \
             [p for pair in fx.bitext_pairs for p in pair]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs headless Chromium and its WebDriver from Debian's packages for the page test
-# (parity_tests/test_serve_browser.py). Idempotent: returns at once when both are there.
+# (parity_tests/serve/test_serve_browser.py). Idempotent: returns at once when both are there.
 # Needs root (CI runs as root); elsewhere it says what to install and returns 0, and the
 # browser test skips saying why.
 set -euo pipefail

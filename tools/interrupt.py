@@ -28,7 +28,7 @@ the update in progress and save (exit 0, as train.py did); and running the same 
 again finishes the run (``loopIters``), byte-identical to the uninterrupted run when the
 checkpoint was of update 0, with no partial or lock file left.
 
-CI runs a few trials (``parity_tests/test_output_safety.py``); the figures in
+CI runs a few trials (``parity_tests/hardening/test_output_safety.py``); the figures in
 docs/hardening.md come from::
 
     python tools/interrupt.py --trials 200 --jobs 2

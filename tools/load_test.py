@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from groundhog_port.serve import loadtest  # noqa: E402
+from parity_tests.support import loadtest  # noqa: E402
 
 FIXTURE = REPO / "fixtures" / "search"
 
@@ -80,8 +80,8 @@ def main(argv=None):
     server = None
     url = args.url
     if args.state:
-        from groundhog_port.cli import build_parser
-        from groundhog_port.commands import serve
+        from groundhog_port.cli.main import build_parser
+        from groundhog_port.cli.commands import serve
         from groundhog_port.serve.http import start_in_thread
         sargs = build_parser().parse_args(["serve", "--state", args.state, args.model or "",
                                            "--port", "0", *shlex.split(args.serve_args)])

@@ -2,7 +2,7 @@
 """An independent float32 producer of traces: RNNsearch in plain numpy, at any size.
 
 The reference recordings (``shared/legacy_traces``) come from Theano on models of dim
-<= 40.  To show that the parity bounds (:mod:`groundhog_port.tolerance`) hold at scale
+<= 40.  To show that the parity bounds (:mod:`groundhog_port.harness.tolerance`) hold at scale
 without Theano, this tool builds a random RNNsearch (``prototype_search_state`` with the
 sizes asked, up to RNNsearch-50: dim 1000, rank 620, 30,001 words, c_dim 2000), writes it
 as a case folder (``*_state.pkl``, ``*_model.npz``, vocabularies, ``test.en``/``test.fr``)
@@ -220,7 +220,7 @@ SIZES = {"full": dict(dim=1000, rank=620, vocab=30001), "mid": dict(dim=64, rank
 def make_case(out, dim, rank, vocab, sentences, seed, min_len=4, max_len=12):
     """Random model + vocabularies + test sentences in ``out``; returns (state, params)."""
     from bench_search import full_size_model
-    from groundhog_port.checkpoint import legacy_param_table
+    from groundhog_port.legacy.checkpoint import legacy_param_table
     from legacy_states import prototype_search_state
 
     out.mkdir(parents=True, exist_ok=True)
@@ -262,7 +262,7 @@ def ids(line, w2i, eos):
 def produce(out, dim, rank, vocab, sentences=6, labels=("1", "5", "10_normalize", "5_ignore_unk"),
             n_steps=2, steps_beam=5, seed=1234, log=print):
     """Build the case in ``out`` and record ``out/trace.h5`` with :class:`NumpySearch`."""
-    from groundhog_port.trace import TraceWriter, parse_beam_label
+    from groundhog_port.harness.trace import TraceWriter, parse_beam_label
 
     t0 = time.perf_counter()
     state, params, src, trg = make_case(Path(out), dim, rank, vocab, sentences, seed)

@@ -4,13 +4,13 @@
 Each trial adds ``--delta`` to one random element of one of the chosen parameters (default:
 every dense matrix -- transition, gates, attention, readout, output projections; not the
 embedding tables, whose rows only matter for the words that occur), runs
-``groundhog_port.parity.check`` of the perturbed model against the recorded trace, and
+``groundhog_port.harness.check.check`` of the perturbed model against the recorded trace, and
 reports:
 
 * **caught**: parity fails (some recorded quantity is beyond its derived bound);
 * **beyond the bound**: the perturbation moves the EXACT value of some recorded quantity
   (the perturbed model's float64 shadow against the clean model's) by more than the
-  derived bound ``2 K * noise + quantum`` (:mod:`groundhog_port.tolerance`, eq. 1), or
+  derived bound ``2 K * noise + quantum`` (:mod:`groundhog_port.harness.tolerance`, eq. 1), or
   changes a token sequence;
 * **detectable**: it moves some exact value by more than the bound PLUS the float32 error
   the recording already carries there (``|recorded - clean float64|``): no float32 rounding
@@ -32,13 +32,13 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from groundhog_port import parity as P  # noqa: E402
-from groundhog_port import parity_report  # noqa: E402
-from groundhog_port import parity_scoring  # noqa: E402
-from groundhog_port import parity_search  # noqa: E402
-from groundhog_port.checkpoint import legacy_param_table  # noqa: E402
-from groundhog_port.loading import open_experiment  # noqa: E402
-from groundhog_port.trace import TraceFile  # noqa: E402
+from groundhog_port.harness import check as P  # noqa: E402
+from groundhog_port.harness import report as parity_report  # noqa: E402
+from groundhog_port.harness.groups import scoring as parity_scoring  # noqa: E402
+from groundhog_port.harness.groups import search as parity_search  # noqa: E402
+from groundhog_port.legacy.checkpoint import legacy_param_table  # noqa: E402
+from groundhog_port.legacy.loading import open_experiment  # noqa: E402
+from groundhog_port.harness.trace import TraceFile  # noqa: E402
 
 
 #: the comparison itself, before :class:`Capture` wraps it
@@ -105,7 +105,7 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
     """``(yes, where)``: the perturbed exact values beyond the bound around the clean exact
     values (``with_recording_error``: the bound plus ``|recorded - clean float64|``), or
     another token sequence / line."""
-    from groundhog_port import tolerance as tolmod
+    from groundhog_port.harness import tolerance as tolmod
 
     for where, got in pert.seqs.items():
         if where in clean.seqs and clean.seqs[where] != got:

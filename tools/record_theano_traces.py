@@ -256,7 +256,7 @@ def read_lines(path):
 
 
 # ----------------------------------------------------------------------------------------
-# Writer: the trace layout (kept in step with groundhog_port.trace.TraceWriter)
+# Writer: the trace layout (kept in step with groundhog_port.harness.trace.TraceWriter)
 # ----------------------------------------------------------------------------------------
 class TraceLayoutWriter(object):
     """Writes the groups of a version-1 trace with h5py."""

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 source tools/venv.sh
 ensure_venv test
 bash tools/install_browser.sh
-# .venv-theano: real Theano 1.0.5 for parity_tests/test_recorder_theano.py (~20 s once, then a
+# .venv-theano: real Theano 1.0.5 for parity_tests/parity/test_recorder_theano.py (~20 s once, then a
 # stamp check); outside CI a failure only makes that test skip, with the reason
 case "${CI:-}" in
     ""|0|false|no) bash tools/theano_venv.sh || echo "[theano-venv] not created: the real-Theano recorder test will skip" ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates, once, .venv-theano/ in the repository root: the legacy environment of
 # ../shared/legacy_traces/MANIFEST.md section 1 (Theano 1.0.5, numpy 1.23.5, scipy 1.10.1,
-# h5py 3.16.0 from the package index) in which parity_tests/test_recorder_theano.py runs
+# h5py 3.16.0 from the package index) in which parity_tests/parity/test_recorder_theano.py runs
 # tools/record_theano_traces.py on real Theano.  tools/test.sh calls it; run it by hand with
 #     bash tools/theano_venv.sh
 #

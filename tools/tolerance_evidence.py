@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The evidence for the multiple ``K`` of the derived parity bounds (groundhog_port.tolerance).
+"""The evidence for the multiple ``K`` of the derived parity bounds (groundhog_port.harness.tolerance).
 
 Theano's own recordings hold several float32 computations of the same number; their
 differences are Theano's float32 noise, measured here in units of ``noise`` (eq. 3 of
-:mod:`groundhog_port.tolerance`: ``max(|probe - p64|, scale * m, U32 * m)`` from the float64
+:mod:`groundhog_port.harness.tolerance`: ``max(|probe - p64|, scale * m, U32 * m)`` from the float64
 shadow and the float64 float32-probe on the same inputs -- no float32 run).  Two float32
 implementations each within ``K`` noise units of the exact value differ by at most ``2 K``
 units, so a self-difference of ``x`` units asks for ``K >= x / 2``:
@@ -34,12 +34,12 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from groundhog_port import tolerance as tol  # noqa: E402
-from groundhog_port.loading import open_experiment  # noqa: E402
-from groundhog_port.parity import find_case  # noqa: E402
-from groundhog_port.scoring import score_batch, score_pair  # noqa: E402
+from groundhog_port.harness import tolerance as tol  # noqa: E402
+from groundhog_port.legacy.loading import open_experiment  # noqa: E402
+from groundhog_port.harness.check import find_case  # noqa: E402
+from groundhog_port.search.scoring import score_batch, score_pair  # noqa: E402
 from groundhog_port.search.legacy import path_costs  # noqa: E402
-from groundhog_port.trace import TraceFile  # noqa: E402
+from groundhog_port.harness.trace import TraceFile  # noqa: E402
 
 RAW_PAIRS = (("1", "5"), ("5", "10"), ("1", "10"), ("5", "5_ignore_unk"),
              ("1_normalize", "5_normalize"), ("5_normalize", "10_normalize"))

@@ -16,7 +16,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from groundhog_port.training import fidelity  # noqa: E402
+from parity_tests.support import train_fidelity as fidelity  # noqa: E402
 
 
 def recording(shared, name):

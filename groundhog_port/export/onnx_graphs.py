@@ -1,7 +1,7 @@
 """The model as ONNX graphs: the encoder and one decoder step, built node by node.
 
 Three graphs (opset :data:`OPSET`, IR version :data:`IR_VERSION`), the weights as float32
-initializers under their export names (:mod:`groundhog_port.export.names`):
+initializers under their export names (:mod:`groundhog_port.legacy.export_names`):
 
 ``encoder.onnx``  (``create_representation_computer`` + ``create_initializers``, encdec.py:1409-1424)
     in  ``seq`` int64 ``(S,)`` (word ids, end-of-sequence included)
@@ -21,9 +21,9 @@ Together the two decoder graphs are one step of sample.py's beam search (sample.
 :104), which :mod:`groundhog_port.export.beam_search` drives.  ``step`` selects the fixed
 context ``c[min(step, S-1)]`` of RNNencdec (encdec.py:1023) and is unused by RNNsearch.
 
-Each graph is the arithmetic of the port's modules (:mod:`groundhog_port.encoder`,
-:mod:`groundhog_port.decoder`, :mod:`groundhog_port.attention`,
-:mod:`groundhog_port.layers`), legacy quirks included: the attention weights are
+Each graph is the arithmetic of the port's modules (:mod:`groundhog_port.model.encoder`,
+:mod:`groundhog_port.model.decoder`, :mod:`groundhog_port.model.attention`,
+:mod:`groundhog_port.model.layers`), legacy quirks included: the attention weights are
 ``exp(e) / sum exp(e)`` WITHOUT subtracting the maximum (overflow to inf/nan as in Theano),
 the output softmax is Theano's ``SoftmaxWithBias`` (max subtracted, the row sum in double),
 sigmoid has Theano's float32 cut-offs, the bigram term is multiplied by ``y_prev > 0``
@@ -40,11 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import GRCONV
+from ..model.config import GRCONV
 from ..errors import LegacyInputError
 from ..outputs import atomic_write_bytes, atomic_write_text
-from .checkpoint_dir import architecture, encode_state, raw_target_idx2word
-from .names import FORMAT_NAME, FORMAT_VERSION
+from ..legacy.exported import architecture, encode_state, raw_target_idx2word
+from ..legacy.export_names import FORMAT_NAME, FORMAT_VERSION
 
 #: the ONNX operator set the graphs use (onnxruntime >= 1.14 runs it)
 OPSET = 17
@@ -111,7 +111,7 @@ class _Graph:
 
 # -- elementwise pieces ---------------------------------------------------------------
 def activation(g, act, x):
-    """``act`` (a parsed :class:`~groundhog_port.activations.Activation`) applied to ``x``."""
+    """``act`` (a parsed :class:`~groundhog_port.model.activations.Activation`) applied to ``x``."""
     if act.name == "identity":
         return x
     if act.name == "tanh":
@@ -145,7 +145,7 @@ def embed(g, ids, path, act):
 
 
 def softmax_with_bias(g, z):
-    """Theano's ``SoftmaxWithBias`` as :func:`groundhog_port.layers.softmax_with_bias`:
+    """Theano's ``SoftmaxWithBias`` as :func:`groundhog_port.model.layers.softmax_with_bias`:
     ``exp(z - max)`` in float32, the row sum and ``1 / sum`` in double."""
     e = g.op("Exp", g.op("Sub", z, g.op("ReduceMax", z, axes=[-1], keepdims=1)))
     e64 = g.op("Cast", e, to=g.TensorProto.DOUBLE)

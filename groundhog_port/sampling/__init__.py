@@ -11,7 +11,7 @@
 
 Library use::
 
-    from groundhog_port.loading import open_experiment
+    from groundhog_port.legacy.loading import open_experiment
     from groundhog_port.sampling import Sampler
     exp = open_experiment("search_state.pkl", "search_model.npz")
     sampler = Sampler(exp)                        # stream seeded as sample.py seeds it

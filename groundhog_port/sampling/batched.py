@@ -12,7 +12,7 @@ The rows' numbers are those of :func:`~groundhog_port.sampling.sampler.draw_sent
 bit for bit, for the reasons :mod:`groundhog_port.search.batched` gives (row-invariant
 matrix products, the batched search's attention on each sentence's own pairs, per-row
 softmax normalisers), so the drawn words -- a comparison of a double running sum with
-the uniform -- are the same too (``parity_tests/test_sampling.py`` checks it).
+the uniform -- are the same too (``parity_tests/parity/test_sampling.py`` checks it).
 """
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from .draw import Draw, check_call, multinomial_from_uniform, output_probs
 
 
 class BatchedSampler:
-    """``draw_many`` over an :class:`~groundhog_port.model.RNNEncoderDecoder`:
+    """``draw_many`` over an :class:`~groundhog_port.model.encdec.RNNEncoderDecoder`:
     ``batch_size`` sentences decoded together."""
 
     def __init__(self, model, batch_size=32):

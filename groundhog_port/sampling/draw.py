@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..layers import softmax_with_bias
+from ..model.layers import softmax_with_bias
 
 
 class SamplingFailed(Exception):

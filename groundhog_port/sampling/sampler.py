@@ -12,7 +12,7 @@ state replicated)::
     nlp  = -log p[y']                                      get_cost, cost_layers.py:1132
     s'   = GRU(s, y', ctx_k)                               the second build_decoder call
 
-``p`` is the float32 softmax of :func:`groundhog_port.layers.softmax_with_bias` (Theano's
+``p`` is the float32 softmax of :func:`groundhog_port.model.layers.softmax_with_bias` (Theano's
 ``Softmax`` op on ``T * z`` computes like ``SoftmaxWithBias`` on ``z``); ``T`` is the
 float32 inverse temperature (``alpha``).  Without attention the context is
 ``c[min(k, S - 1)]`` (``PadLayer(n_steps)`` then ``c_pos``, encdec.py:1027 and 1242,
@@ -33,9 +33,9 @@ from typing import List, Optional
 import numpy as np
 import torch
 
-from ..data import legacy_argsort
+from ..legacy.data import legacy_argsort
 from ..search.common import legacy_log
-from ..vocab import indices_to_words
+from ..legacy.vocab import indices_to_words
 from .batched import BatchedSampler
 from .draw import (Draw, SamplingFailed, boundary_margin, check_call, multinomial_from_uniform,
                    n_steps_for, output_probs, temperature)

@@ -104,7 +104,7 @@ def state_seed(state, path=None):
 def derive_mrg_seed(state, cfg, path=None):
     """The ``MRG_RandomStreams`` seed of the decoder's softmax layer (the sampler's stream).
 
-    ``cfg`` is the :class:`~groundhog_port.config.ModelConfig` of ``state``; it has already
+    ``cfg`` is the :class:`~groundhog_port.model.config.ModelConfig` of ``state``; it has already
     refused every option whose layers this derivation does not know (stacked encoders or
     decoders, LSTM, dropout, other recurrent layers), so each supported model gets its
     seed from exactly the draws above.  Raises :class:`UnsupportedModelError` where the

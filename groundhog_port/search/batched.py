@@ -8,7 +8,7 @@ order, bitwise-identical float64 costs) or the :class:`SearchFailed` it raises.
 
 Why the numbers are the same, piece by piece:
 
-* every matrix product goes through :func:`~groundhog_port.numerics.mm` (or the same
+* every matrix product goes through :func:`~groundhog_port.model.numerics.mm` (or the same
   ``torch.mm`` call on the same zero-padded rows), whose rows do not depend on the
   other rows; elementwise kernels (``exp``, ``tanh``, the Theano sigmoid, ``log``)
   do not depend on where a value sits;
@@ -20,8 +20,8 @@ Why the numbers are the same, piece by piece:
   sentence's ``n x S`` pairs together; for the normaliser they are laid in an
   ``(S_max, rows)`` grid whose other cells are exactly 0 (written, never a product
   with a mask: ``exp`` may overflow and ``inf * 0`` is NaN) and summed with
-  :func:`~groundhog_port.numerics.sum_positions` (``acc + 0 == acc``); the context
-  of a sentence's hypotheses is :func:`~groundhog_port.attention.weighted_context`
+  :func:`~groundhog_port.model.numerics.sum_positions` (``acc + 0 == acc``); the context
+  of a sentence's hypotheses is :func:`~groundhog_port.model.attention.weighted_context`
   on that sentence's own ``(S, n)`` weights, as in the literal search;
 * the output layer multiplies by column blocks of the output matrix
   (:func:`output_blocks`: same dot products, twice as fast with MKL); the softmax
@@ -45,8 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import attention
-from ..numerics import ROW_BLOCK, mm, output_blocks, sum_positions
+from ..model import attention
+from ..model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
 from .common import (MAX_RETRY_BEAM, SearchFailed, check_encodable, check_kth, legacy_log,
                      next_costs, select_cheapest)
 from .legacy import Hypotheses, normalized, sort_finished
@@ -82,7 +82,7 @@ def _pad_rows(x):
 
 
 class BatchedBeamSearch:
-    """``search_many`` / ``sample_many`` over an :class:`~groundhog_port.model.RNNEncoderDecoder`.
+    """``search_many`` / ``sample_many`` over an :class:`~groundhog_port.model.encdec.RNNEncoderDecoder`.
 
     ``batch_size``: most sentences decoded together; ``max_rows``: most hypotheses
     (rows of the ``(rows, V)`` probability matrix) a group starts with -- a sentence
@@ -410,7 +410,7 @@ class BatchedBeamSearch:
         Returns ``e (R, V)`` float32 = ``exp(z - max z)``, the maxima of ``z`` per CHUNK
         words (or None), and ``inv (R, 1)`` = ``1 / sum(e)`` summed in float64:
         ``probs = (e.double() * inv).float()`` is
-        :func:`~groundhog_port.layers.softmax_with_bias` bit for bit (``torch.sum`` with
+        :func:`~groundhog_port.model.layers.softmax_with_bias` bit for bit (``torch.sum`` with
         ``dtype=float64`` adds the float32 values in the order it adds their float64 copies,
         so no ``(R, V)`` float64 matrix is made: 240 MB at 1,000 rows).
         """

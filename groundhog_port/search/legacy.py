@@ -34,7 +34,7 @@ def sort_finished(fin_trans, fin_costs):
 
 
 class BeamSearch:
-    """``BeamSearch`` (sample.py:33) over a :class:`~groundhog_port.model.RNNEncoderDecoder`.
+    """``BeamSearch`` (sample.py:33) over a :class:`~groundhog_port.model.encdec.RNNEncoderDecoder`.
 
     ``recorder``, if given, is called at every step with a dict of the step's
     inputs and outputs (named as in trace.h5 ``/steps``).
@@ -114,8 +114,8 @@ def path_costs(model, seq, trans):
 
     ``sum_k -log p(trans[k] | trans[:k], seq)`` with the step functions of ``model`` (float64
     sums, the previous word 0 at step 0 as sample.py:67-69 feeds it).  With the float64
-    shadow of the model (:meth:`~groundhog_port.model.RNNEncoderDecoder.float64_shadow`) this
-    is the exact cost the parity bounds measure noise against (:mod:`groundhog_port.tolerance`).
+    shadow of the model (:meth:`~groundhog_port.model.encdec.RNNEncoderDecoder.float64_shadow`) this
+    is the exact cost the parity bounds measure noise against (:mod:`groundhog_port.harness.tolerance`).
     """
     if not trans:
         return np.zeros(0)

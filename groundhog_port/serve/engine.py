@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..scoring import score_pair
+from ..search.scoring import score_pair
 from ..search.batched import BatchedBeamSearch
 from ..search.common import SearchFailed
-from ..vocab import render_translation, split_words
+from ..legacy.vocab import render_translation, split_words
 from . import legacy_api
 from .text import MosesText
 
@@ -123,7 +123,7 @@ class Outcome:
 
 
 class Engine:
-    """A loaded :class:`~groundhog_port.loading.Experiment` served with fixed settings."""
+    """A loaded :class:`~groundhog_port.legacy.loading.Experiment` served with fixed settings."""
 
     def __init__(self, experiment, beam_size=10, limits=None, pretokenized=False,
                  source_lang="en", target_lang="fr", batch_size=32):

@@ -4,7 +4,7 @@ The demo piped each source sentence through ``tokenizer.perl -l en -q -`` and th
 translation through ``detokenizer.perl -l fr -q -`` (sample_server.py:76-88,154-155).
 sacremoses ports those scripts; on the shared test sentences (``test.en`` of every
 recorded case, re-tokenised from their detokenised form) and on the recorded French
-translations it gives the scripts' output (parity_tests/test_serve_api.py; compared
+translations it gives the scripts' output (parity_tests/serve/test_serve_api.py; compared
 against the Perl scripts of the GroundHog commit while porting, see docs/serve.md).
 
 Kept behaviour of the scripts as the demo called them:
@@ -56,5 +56,5 @@ class MosesText:
 
 def split_pretokenized(text):
     """Tokens of already tokenised input: ``parse_input``'s split on ASCII whitespace."""
-    from ..vocab import split_words
+    from ..legacy.vocab import split_words
     return split_words(text)

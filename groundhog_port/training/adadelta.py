@@ -38,7 +38,7 @@ import time
 import numpy as np
 import torch
 
-from ..checkpoint import legacy_param_table
+from ..legacy.checkpoint import legacy_param_table
 from ..errors import LegacyInputError
 from .cost import sum_acc64, training_cost
 from .order import param_order

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import iter_h5_batches
-from ..loading import open_experiment
-from ..scoring import batches_for, score_batch
+from ..legacy.data import iter_h5_batches
+from ..legacy.loading import open_experiment
+from ..search.scoring import batches_for, score_batch
 from .cost import training_cost
 from .loop import MainLoop, new_timings
 

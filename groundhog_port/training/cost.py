@@ -21,14 +21,14 @@ Legacy quirks kept: padded target positions are scored and multiplied by the mas
 probability that underflows to 0 there gives ``inf * 0 = nan`` (cost and gradients), as in
 Theano; Theano's ``Sum`` accumulates float32 in float64 (``CAReduceDtype`` acc_dtype), which
 the sums below do too.  ``weight_noise``/``dropout`` are refused by
-:class:`~groundhog_port.config.ModelConfig` (marked untested in state.py).
+:class:`~groundhog_port.model.config.ModelConfig` (marked untested in state.py).
 """
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ..encoder import annotations
+from ..model.encoder import annotations
 
 #: ``numpy.float32(numpy.log(2))``, the ``scale`` of LM_model.py:127-130
 LOG2 = np.float32(np.log(2))

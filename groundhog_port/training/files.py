@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checkpoint import legacy_param_table, read_npz_arrays
+from ..legacy.checkpoint import legacy_param_table, read_npz_arrays
 from ..errors import LegacyInputError
 from ..outputs import write_together
 

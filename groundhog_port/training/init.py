@@ -21,7 +21,7 @@ and :func:`draw` replays their draws call for call:
   is ``fl32(U)`` of a double-precision LAPACK ``gesdd``: another LAPACK build can move an
   element by one float32 spacing (plus ``n * eps64 * s_1 / gap`` of the double SVD), and a
   LAPACK with another sign convention could flip a column -- the only place where the draw
-  is not numpy-deterministic (:mod:`groundhog_port.training.fidelity` bounds it);
+  is not numpy-deterministic (:mod:`parity_tests.support.train_fidelity` bounds it);
 * ``RecurrentLayerWithSearch``'s ``A``/``B`` use ``sample_weights_classic`` with the
   hard-coded scale ``1e-3`` whatever the state says (encdec.py:269-284), ``D`` is zeros;
 * the grConv gaters ``GW``/``GU`` are ``float32(0.01 * rng.randn(dim, 3))``
@@ -42,8 +42,8 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
-from ..checkpoint import legacy_param_table
-from ..config import GRCONV, prefix_lookup
+from ..legacy.checkpoint import legacy_param_table
+from ..model.config import GRCONV, prefix_lookup
 from ..errors import LegacyInputError
 
 #: the initialisers a new model may name (others: the original asserts, e.g. ``sample_weights_orth``

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import iter_h5_batches, read_h5_bitext
+from ..legacy.data import iter_h5_batches, read_h5_bitext
 from ..errors import LegacyInputError
 from . import files
 from .adadelta import SGDAdadelta

@@ -9,7 +9,7 @@ against the ``param_order`` attribute of every shared trace's ``/train_step``; P
 iterated those keyword dicts in hash order, so a model trained by the original under
 Python 2 may have summed in another order (a float32 rounding difference of the norm).
 """
-from ..checkpoint import legacy_param_table
+from ..legacy.checkpoint import legacy_param_table
 
 
 def _ml(name, bias=True):

@@ -1,0 +1,1 @@
+"""Sub-commands of ``groundhog-port`` (see :mod:`groundhog_port.cli.main`)."""

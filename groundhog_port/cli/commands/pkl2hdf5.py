@@ -1,0 +1,16 @@
+"""``groundhog-port pkl2hdf5``: ``experiments/nmt/preprocess/convert-pkl2hdf5.py``."""
+from ...legacy import preprocess as pp
+from ...errors import EXIT_OK
+
+NAME = "pkl2hdf5"
+HELP = "convert a binarized text pickle to GroundHog's .h5 layout (/phrases, /indices)"
+
+
+def add_arguments(p):
+    p.add_argument("input", help="pickle file (preprocess -p output)")
+    p.add_argument("output", help="output HDF5 file")
+
+
+def run(args):
+    pp.pkl2hdf5(args.input, args.output)
+    return EXIT_OK

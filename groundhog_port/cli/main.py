@@ -1,0 +1,207 @@
+"""``groundhog-port`` command line: one sub-command per module in :mod:`groundhog_port.cli.commands`.
+
+Each command module exposes ``NAME``, ``HELP`` (a string literal), ``add_arguments(parser)``
+and ``run(args) -> int``.  Bad input (:class:`~groundhog_port.errors.LegacyInputError`)
+becomes one line on stderr and exit code 2, never a traceback.
+
+Only the module of the command given is imported: most import torch (seconds), and
+``groundhog-port --help`` or ``bleu`` need none of it.  The list of commands in ``--help``
+reads each module's ``HELP`` from its source without running it (:func:`command_help`).
+"""
+import argparse
+import ast
+import importlib
+import importlib.util
+import logging
+import signal
+import sys
+
+from ..budget import DEFAULT_MIB, ENV as BUDGET_ENV, FLAG as BUDGET_FLAG
+from ..errors import EXIT_INPUT, LegacyInputError, allocation_failure
+from ..outputs import signals_held
+
+# The command module (which imports torch, seconds) is imported by main() with SIGINT and
+# SIGTERM held back (outputs.signals_held; commands whose module does not import torch load
+# it in run(), after checking their arguments, held back in the same way:
+# commands.common.open_from_args, plot-training): torch's C start-up imports
+# numpy and clears any error raised meanwhile, so a KeyboardInterrupt raised inside it was
+# swallowed and left numpy half-initialised (the command then went on, or failed later with "module 'numpy' has no
+# attribute 'multiply'").  Held back, the signal arrives once the imports are done: one
+# "interrupted" line.
+
+COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "train",
+            "plot-training", "serve", "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5",
+            "convert", "export", "archive")
+
+#: --log-level values (logging's own names, any case)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: global options that take a value (to find the command in argv before parsing)
+_VALUED_GLOBALS = ("--log-level", "--threads", "--parse-budget-mib")
+
+
+def _module_name(command):
+    return f"groundhog_port.cli.commands.{command.replace('-', '_')}"
+
+
+def command_help(command):
+    """The ``HELP`` string of a command module, read from its source (nothing imported)."""
+    origin = importlib.util.find_spec(_module_name(command)).origin
+    with open(origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), origin)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "HELP"
+                                                for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise LookupError(f"{origin}: no HELP = '...' string literal")
+
+
+def _log_level(text):
+    level = str(text).upper()
+    if level == "WARN":
+        level = "WARNING"
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"unknown level {text!r} (known: {', '.join(l.lower() for l in LOG_LEVELS)}; "
+            "'error' shows only errors)")
+    return level
+
+
+def _global_options(parser, suppress=False):
+    """Options every command takes, before or after its name (after it they are given with
+    no default, so that one given before the command is kept)."""
+    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    parser.add_argument("--log-level", type=_log_level, default=default("INFO"),
+                        metavar="LEVEL",
+                        help="debug, info (default), warning, error or critical")
+    parser.add_argument("--log-time", action="store_true", default=default(False),
+                        help="start every log line with the date and time")
+    parser.add_argument("--threads", type=int, default=default(None),
+                        help="torch CPU threads (default: 1 for small models, where more "
+                             "threads only add synchronisation; torch's default otherwise)")
+    parser.add_argument(BUDGET_FLAG, type=int, default=default(None), metavar="MIB",
+                        help="memory one input file may make a loader allocate beyond what the "
+                             "state declares (default: $" + BUDGET_ENV + f" or {DEFAULT_MIB}); "
+                             "a file over it is refused with one line naming the limit. Raise it "
+                             "only for genuinely huge archives (docs/hardening.md)")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, also taking GroundHog's underscore spelling of an option (``--beam_size``
+    for ``--beam-size``)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args([self._dashed(a) for a in args], namespace)
+
+    def _dashed(self, arg):
+        if not (isinstance(arg, str) and arg.startswith("--") and "_" in arg):
+            return arg
+        name, eq, value = arg.partition("=")
+        dashed = name.replace("_", "-")
+        if name not in self._option_string_actions and dashed in self._option_string_actions:
+            return dashed + eq + value
+        return arg
+
+
+def selected_command(argv):
+    """The command named in ``argv`` (the first word not an option), or None."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _VALUED_GLOBALS:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(commands=COMMANDS):
+    """The parser; only the modules of ``commands`` are imported and given their arguments
+    (the others are listed with their help)."""
+    parser = Parser(
+        prog="groundhog-port",
+        description="Run GroundHog (RNNsearch / RNNencdec) checkpoints in PyTorch, "
+        "with the original score.py / sample.py behaviour.",
+        epilog="exit codes: 0 success, 1 parity/comparison failure, 2 usage or input error, "
+        "3 some sentences could not be translated",
+    )
+    _global_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        if name not in commands:
+            sub.add_parser(name, help=command_help(name))
+            continue
+        module = importlib.import_module(_module_name(name))
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        _global_options(p.add_argument_group("logging and threads"), suppress=True)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def configure_logging(level, log_time):
+    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
+                        format=("%(asctime)s " if log_time else "")
+                        + "%(levelname)s %(name)s: %(message)s")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the partial output is kept for ``--resume``."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def main(argv=None):
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a thread): leave it
+        pass
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = "groundhog-port"
+    try:  # a signal while the command module is imported is an interruption too
+        with signals_held():
+            command = selected_command(argv)
+            parser = build_parser((command,) if command else ())
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_INPUT
+        name = f"groundhog-port {args.command}"
+        if hasattr(args, "changes_option"):  # the model and changes, given either way
+            from .commands.common import model_and_changes
+            model_and_changes(args)
+        configure_logging(args.log_level, args.log_time)
+        from ..distributed.world import SHARDED_COMMANDS, world_from_env
+        from ..legacy.lookup import new_run
+        new_run()  # file choices are logged once per run, also when main() runs again in-process
+        if args.threads is not None:
+            from ..legacy.loading import set_threads
+            set_threads(args.threads)
+        if args.parse_budget_mib is not None:
+            from ..budget import set_budget_mib
+            set_budget_mib(args.parse_budget_mib)
+        if args.command not in SHARDED_COMMANDS and world_from_env():
+            raise LegacyInputError(None, f"'{args.command}' does not run under torchrun; only "
+                                   f"{', '.join(SHARDED_COMMANDS)} are sharded")
+        return args._run(args)
+    except LegacyInputError as err:
+        print(f"{name}: error: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except (MemoryError, RuntimeError) as err:
+        problem = allocation_failure(err)
+        if problem is None:
+            raise
+        print(f"{name}: error: {problem}", file=sys.stderr)
+        return EXIT_INPUT
+    except Terminated:
+        print(f"{name}: terminated", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+
+if __name__ == "__main__":
+    sys.exit(main())

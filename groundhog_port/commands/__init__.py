@@ -1,1 +1,0 @@
-"""Sub-commands of ``groundhog-port`` (see :mod:`groundhog_port.cli`)."""

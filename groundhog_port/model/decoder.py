@@ -1,0 +1,195 @@
+"""The decoder (``Decoder``, encdec.py:803): initial state, transition, readout.
+
+Pure step functions shared by teacher-forced scoring and by search, in the paper's
+symbols (Bahdanau et al. 2015, appendix A.2.2; the legacy-name table,
+:func:`groundhog_port.legacy.checkpoint.paper_symbol`, maps each to its GroundHog weight):
+s = decoder state, y = target word, c = annotations (the paper's ``h_j``), E the target
+embedding; row vectors, ``x @ W`` as GroundHog orients its weights::
+
+    s_0      = tanh(c_1[-dim:] @ W_s + b[W_s])              (zeros when bias_code=False)
+    ctx_i    = attention(s_{i-1}, c)                         (search)  |  c[min(i, S-1)]  (encdec)
+    s_i      = GRU(s_{i-1}, E y_i @ W + ctx_i @ C)           (gates likewise: W_z, C_z, U_z; W_r, C_r, U_r)
+    t_i      = ctx_i @ C_o + s_{i-1} @ U_o + b[U_o] + [y_{i-1} > 0] * E y_{i-1} @ V_o
+    p(y_i)   = softmax(maxout(t_i) @ W_o + b[W_o])           (W_o = W1 @ W2 when rank_n_approx > 0)
+
+Step order as in GroundHog's beam search: ``next_probs`` reads out from the
+*previous* state ``s_{i-1}``, the context attended with ``s_{i-1}`` and the
+previous word; ``next_states`` then computes ``s_i`` from the chosen word.
+"""
+import torch
+from torch import nn
+
+from . import attention
+from .layers import IDENTITY, MultiLayer, RecurrentLayer, SoftmaxLayer, _param
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        dim, rank, c_dim, rec = cfg.dim, cfg.rank_n_approx, cfg.c_dim, cfg.dec
+        self.approx_embedder = MultiLayer(cfg.n_sym_target, rank, cfg.rank_n_activ)
+        self.input_embedder = MultiLayer(rank, dim, IDENTITY)
+        self.update_embedder = (MultiLayer(rank, dim, IDENTITY, learn_bias=False)
+                                if rec.gating else None)
+        self.reset_embedder = (MultiLayer(rank, dim, IDENTITY, learn_bias=False)
+                               if rec.reseting else None)
+        self.transition = RecurrentLayer(dim, rec)
+        if cfg.search:
+            # the alignment matrices of RecurrentLayerWithSearch (encdec.py:244)
+            self.A = _param(c_dim, dim)
+            self.B = _param(dim, dim)
+            self.D = _param(dim, 1)
+        # _create_initialization_layers (encdec.py:847): ZeroLayer without bias_code
+        self.initializer = MultiLayer(dim, dim, cfg.dec_init_activ) if cfg.bias_code else None
+        # _create_decoding_layers (encdec.py:861): context -> input / update / reset signals
+        ctx_layer = lambda on: MultiLayer(c_dim, dim, IDENTITY, learn_bias=False) if on else None
+        self.dec_inputter = ctx_layer(cfg.decoding_inputs)
+        self.dec_updater = ctx_layer(cfg.decoding_inputs and rec.gating)
+        self.dec_reseter = ctx_layer(cfg.decoding_inputs and rec.reseting)
+        # _create_readout_layers (encdec.py:897)
+        self.repr_readout = MultiLayer(c_dim, dim, IDENTITY, learn_bias=False)
+        self.hid_readout = MultiLayer(dim, dim, IDENTITY)
+        self.prev_readout = MultiLayer(rank, dim, IDENTITY, learn_bias=False) if cfg.bigram else None
+        self.output_layer = SoftmaxLayer(cfg.softmax_in, cfg.n_sym_target, rank)
+
+    # -- pieces -----------------------------------------------------------------------
+    def initial_state(self, c):
+        """``s_0`` from the first annotation's last ``dim`` columns; ``c (S, n, c_dim)``."""
+        init_c = c[0, :, -self.cfg.dim:]
+        if self.initializer is None:
+            return torch.zeros_like(init_c)
+        return self.initializer(init_c)
+
+    def signals(self, y):
+        """Word embedding and its input / update / reset contributions."""
+        emb = self.approx_embedder(y)
+        return (emb, self.input_embedder(emb),
+                None if self.update_embedder is None else self.update_embedder(emb),
+                None if self.reset_embedder is None else self.reset_embedder(emb))
+
+    def p_from_c(self, c):
+        return attention.precompute_p_from_c(c, self.A) if self.cfg.search else None
+
+    def context(self, s_prev, c, p_from_c, step, c_mask=None, stable=False, c_rows=None):
+        """``(ctx, alpha)`` at target position ``step``; ``alpha`` is None without search
+        (``c_rows``: see :func:`~groundhog_port.model.attention.align`).
+
+        Without search GroundHog uses ``c[min(step, S - 1)]`` (``c_pos``, encdec.py:1023;
+        ``PadLayer`` does the same for whole sequences, encdec.py:516).
+        """
+        if self.cfg.search:
+            return attention.align(s_prev, c, p_from_c, self.B, self.D, c_mask, stable, c_rows)
+        ctx = c[min(step, c.shape[0] - 1)]
+        return ctx.expand(s_prev.shape[0], -1), None
+
+    def context_signals(self, x, x_z, x_r, ctx):
+        """Word signals plus the context's contributions (``decoding_inputs``)."""
+        if self.dec_inputter is not None:
+            x = x + self.dec_inputter(ctx)
+            if x_z is not None and self.dec_updater is not None:
+                x_z = x_z + self.dec_updater(ctx)
+            if x_r is not None and self.dec_reseter is not None:
+                x_r = x_r + self.dec_reseter(ctx)
+        return x, x_z, x_r
+
+    def transition_step(self, x, x_z, x_r, s_prev, ctx, mask=None):
+        """``s_i``: word signals plus context contributions, then the GRU step."""
+        x, x_z, x_r = self.context_signals(x, x_z, x_r, ctx)
+        return self.transition.step(x, x_z, x_r, s_prev, mask)
+
+    def readout(self, s_prev, ctx, prev_term):
+        """Output layer input: ``repr(ctx) + hid(s_prev) + prev_term``, then the maxout."""
+        t = self.repr_readout(ctx) + self.hid_readout(s_prev[..., :self.cfg.dim])
+        if prev_term is not None:
+            t = t + prev_term
+        if self.cfg.deep_out:
+            t = self.cfg.unary_activ(t)  # UnaryOp(eval(unary_activ)): Maxout(k) groups
+        return t
+
+    def prev_word_term(self, y_prev, emb_prev):
+        """Bigram term in the one-step modes (encdec.py:1153).
+
+        Legacy quirk kept: with ``check_first_word`` it is multiplied by
+        ``(y_prev > 0)``, so it vanishes at the first step (y_prev = 0) and after
+        any word of index 0.
+        """
+        if self.prev_readout is None:
+            return None
+        term = self.prev_readout(emb_prev)
+        if self.cfg.check_first_word:
+            term = (y_prev > 0).to(term.dtype)[:, None] * term
+        return term
+
+    # -- one-step functions used by search (create_next_*_computer, encdec.py:1457) -------
+    def next_probs(self, c, p_from_c, step, y_prev, s_prev, stable=False):
+        """``p(y_i | y_<i, x)`` rows ``(n, n_sym_target)`` for states ``s_prev``."""
+        emb = self.approx_embedder(y_prev)
+        ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
+        return self.output_layer(self.readout(s_prev, ctx, self.prev_word_term(y_prev, emb)))
+
+    def next_states(self, c, p_from_c, step, y, s_prev, stable=False):
+        """``s_i`` after emitting words ``y`` from states ``s_prev``."""
+        _, x, x_z, x_r = self.signals(y)
+        ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
+        return self.transition_step(x, x_z, x_r, s_prev, ctx)
+
+    # -- teacher forcing (EVALUATION mode, encdec.py:963) -------------------------------
+    def evaluate(self, c, c_mask, y, y_mask, stable=False):
+        """Probabilities of every target position and the alignments.
+
+        ``c (S, n, c_dim)``, ``y (T, n)``, masks ``(S, n)`` / ``(T, n)``.  Returns
+        ``probs (T, n, n_sym_target)`` and ``alpha (T, S, n)`` (None without search).
+        """
+        readouts, alpha = self.teacher_forced_readouts(c, c_mask, y, y_mask, stable)
+        return self.output_layer(readouts), alpha
+
+    def evaluate_targets(self, c, c_mask, y, y_mask, stable=False):
+        """Like :meth:`evaluate`, but only the probabilities of the target words ``y``,
+        ``(T, n)``: what scoring needs, without the ``(T, n, n_sym_target)`` matrix
+        (:meth:`~groundhog_port.model.layers.SoftmaxLayer.target_probs`)."""
+        readouts, alpha = self.teacher_forced_readouts(c, c_mask, y, y_mask, stable)
+        return self.output_layer.target_probs(readouts, y), alpha
+
+    def teacher_forced_readouts(self, c, c_mask, y, y_mask, stable=False):
+        """The output layer's inputs ``(T, n, softmax_in)`` of every target position, and
+        the alignments ``(T, S, n)`` (None without search).
+
+        Only the recurrence runs step by step: the readout's products read states and
+        contexts that the loop has already produced, so they run once over all ``T * n``
+        rows afterwards, and so do the context signals of RNNencdec, whose contexts are
+        known in advance (:func:`~groundhog_port.model.numerics.mm` makes a row's result
+        independent of the row count, so this is the step-by-step arithmetic).  The
+        previous-word term is ``Shift``-ed by one position with zeros first (no ``y > 0``
+        check in this mode, encdec.py:1159).
+        """
+        s = self.initial_state(c)
+        emb, x, x_z, x_r = self.signals(y)
+        T = y.shape[0]
+        at = lambda a, t: None if a is None else a[t]
+        states, contexts, alphas = [], [], []
+        if self.cfg.search:
+            p_from_c = self.p_from_c(c)
+            # one batch-major copy of c for the contexts of all steps (attention.align)
+            c_rows = c.transpose(0, 1).contiguous() if c.shape[1] > 1 else None
+        else:
+            # RNNencdec: the contexts do not depend on the states, so their products
+            # run once over all T * n rows, before the recurrence
+            contexts = [self.context(s, c, None, t)[0] for t in range(T)]
+            x, x_z, x_r = self.context_signals(x, x_z, x_r, torch.stack(contexts))
+        for t in range(T):
+            states.append(s)
+            signals = x[t], at(x_z, t), at(x_r, t)
+            if self.cfg.search:
+                ctx, alpha = self.context(s, c, p_from_c, t, c_mask, stable, c_rows)
+                contexts.append(ctx)
+                alphas.append(alpha)
+                signals = self.context_signals(*signals, ctx)
+            s = self.transition.step(*signals, s, at(y_mask, t))
+        s_prev = torch.stack(states)
+        prev = None
+        if self.prev_readout is not None:
+            prev = torch.cat([torch.zeros_like(s_prev[:1, :, :self.cfg.dim]),
+                              self.prev_readout(emb[:-1])])
+        readouts = self.readout(s_prev, torch.stack(contexts), prev)
+        return readouts, (torch.stack(alphas) if self.cfg.search else None)

@@ -1,0 +1,134 @@
+"""``RNNEncoderDecoder`` (encdec.py:1263): the model as search and scoring see it.
+
+Search sees it only through ``encode`` / ``initial_states`` / ``next_probs`` /
+``next_states`` (the four compiled functions sample.py uses); scoring through
+``score``.  Everything is float32, GroundHog's ``floatX``.
+"""
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .decoder import Decoder
+from .encoder import Encoder, annotations
+
+
+@dataclass
+class Scores:
+    """What ``score.py`` and ``create_probs_computer`` return for a batch.
+
+    ``cost (n,)`` is ``cost_per_sample`` (the score printed is ``-cost``);
+    ``word_probs (T, n)``; ``alignment (T, S, n)`` or None without search;
+    ``token_costs (T, n)``: ``-log p`` of every position before masking (the parity
+    bounds use it to recognise costs of subnormal probabilities).
+    """
+    cost: torch.Tensor
+    word_probs: torch.Tensor
+    alignment: torch.Tensor
+    token_costs: torch.Tensor = None
+
+
+class RNNEncoderDecoder(nn.Module):
+    def __init__(self, cfg, stable_softmax=False):
+        super().__init__()
+        self.cfg = cfg
+        self.stable = stable_softmax
+        self.encoder = Encoder(cfg, cfg.enc, with_approx_embedder=True)
+        self.backward_encoder = (Encoder(cfg, cfg.back_enc, with_approx_embedder=False)
+                                 if cfg.needs_backward_encoder else None)
+        self.decoder = Decoder(cfg)
+
+    @property
+    def dtype(self):
+        """float32 (GroundHog's ``floatX``); float64 for :meth:`float64_shadow` copies."""
+        return self.decoder.hid_readout.b.dtype
+
+    def float64_shadow(self):
+        """A float64 copy computing the same functions from the same (float32) weights.
+
+        Every step function, the legacy quirks included, runs in double precision, so its
+        results are the exact values up to ~1e-16: the reference the float32 rounding noise
+        of the port (and of Theano) is measured against (:mod:`groundhog_port.harness.tolerance`,
+        ``groundhog-port parity --float64-reference``).
+        """
+        import copy
+        shadow = copy.deepcopy(self)
+        return shadow.double()
+
+    def float32_probe(self, seed=0, backward=False):
+        """The float64 shadow with every weight perturbed as float32 arithmetic perturbs it.
+
+        Backward error analysis: a float32 dot product over ``n`` terms returns the exact
+        dot product of weights each perturbed relatively by at most ``n * 2**-24``; with
+        independent roundings the typical perturbation is ``sqrt(n) * 2**-24``.  Every
+        weight ``w`` here becomes ``w * (1 + 2**-24 * sqrt(n) * z)``, ``z ~ N(0, 1)`` (fixed
+        ``seed``), ``n`` its matrix's fan-in (GroundHog's ``x.dot(W)``: ``W.shape[0]``; 1 for
+        biases and the word-embedding lookups).  ``backward``: ``n = max(W.shape)`` (a
+        gradient also sums over the fan-out).  ``|probe - shadow|`` is the size of a float32
+        implementation's error on this model and input, measured without any float32 run
+        (:mod:`groundhog_port.harness.tolerance`).
+        """
+        import math
+        probe = self.float64_shadow()
+        gen = torch.Generator(device="cpu").manual_seed(int(seed))
+        u = 2.0 ** -24
+        with torch.no_grad():
+            for name, p in probe.named_parameters():
+                lookup = "approx_embedder" in name
+                if p.dim() == 2 and not lookup:
+                    n = max(p.shape) if backward else p.shape[0]
+                else:
+                    n = 1
+                z = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+                p.mul_(1.0 + u * math.sqrt(n) * z.to(p.device))
+        return probe
+
+    @property
+    def device(self):
+        return self.decoder.hid_readout.b.device
+
+    # -- the four functions of sample.py's BeamSearch -------------------------------------
+    @torch.no_grad()
+    def encode(self, seq):
+        """Annotations ``c (S, c_dim)`` of one sentence (``create_representation_computer``)."""
+        x = torch.as_tensor(seq, dtype=torch.int64, device=self.device)[:, None]
+        return annotations(self, x)[:, 0]
+
+    @torch.no_grad()
+    def initial_states(self, c):
+        """``s_0`` as ``(1, dim)`` (``create_initializers``); ``c (S, c_dim)``."""
+        return self.decoder.initial_state(c[:, None])
+
+    @torch.no_grad()
+    def next_probs(self, c, p_from_c, step, y_prev, s_prev):
+        """``create_next_probs_computer``: ``(n, V)`` float32 for one sentence's ``c (S, c_dim)``."""
+        return self.decoder.next_probs(c[:, None], p_from_c, step, y_prev, s_prev, self.stable)
+
+    @torch.no_grad()
+    def next_states(self, c, p_from_c, step, y, s_prev):
+        """``create_next_states_computer``: ``(n, dim)`` new states after words ``y``."""
+        return self.decoder.next_states(c[:, None], p_from_c, step, y, s_prev, self.stable)
+
+    def p_from_c(self, c):
+        """``c @ A`` for one sentence's ``c (S, c_dim)`` -> ``(S, 1, dim)``, or None."""
+        return self.decoder.p_from_c(c[:, None])
+
+    # -- scoring ----------------------------------------------------------------------
+    @torch.no_grad()
+    def score(self, x, x_mask, y, y_mask):
+        """Teacher-forced costs of a ``(time, batch)`` batch, as ``SoftmaxLayer.get_cost``.
+
+        ``cost_t = -log(p_t[y_t])`` from the float32 probability (cost_layers.py:1132),
+        so an underflowed probability gives ``inf``.  Legacy quirk kept: padded target
+        positions (id 0, mask 0) are still scored and then multiplied by the mask, so
+        ``inf * 0 = nan`` poisons the sentence sum exactly as in score.py
+        (docs/recordings.md, "Non-finite scores").  ``word_probs = exp(-cost)``, masked to 1 outside.
+        """
+        c = annotations(self, x, x_mask)
+        p_target, alignment = self.decoder.evaluate_targets(c, x_mask, y, y_mask, self.stable)
+        cost = token_costs = -torch.log(p_target)
+        word_probs = torch.exp(-cost)
+        if y_mask is not None:
+            word_probs = word_probs * y_mask + 1 - y_mask
+            cost = cost * y_mask
+        return Scores(cost.sum(0), word_probs, alignment, token_costs)

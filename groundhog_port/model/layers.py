@@ -1,0 +1,291 @@
+"""GroundHog's layers, each a small module holding its legacy-named weights.
+
+Weights keep GroundHog's ``(in, out)`` orientation: every affine map is ``x @ W + b``.
+Parameters are registered under their role (``W``, ``b``, ``W1`` ...); the
+legacy names they load from live in ONE table, :mod:`groundhog_port.legacy.checkpoint`.
+"""
+import contextlib
+import contextvars
+
+import torch
+from torch import nn
+
+from .activations import parse_activation
+from .numerics import mm, output_blocks
+
+#: ``'lambda x:x'``, the activation of every projection GroundHog builds without one
+IDENTITY = parse_activation("lambda x:x", "identity")
+
+
+#: set by :func:`unwritten_parameters`
+_UNWRITTEN = contextvars.ContextVar("unwritten_parameters", default=False)
+
+
+@contextlib.contextmanager
+def unwritten_parameters():
+    """Parameters created inside get memory that is never written (``torch.empty``) instead
+    of zeros: for a model whose parameters a model file replaces at once
+    (:func:`groundhog_port.legacy.loading.open_experiment`), so that 300 MB of zeros are neither
+    written nor held beside the file's arrays.  The caller zeroes whatever it does not fill.
+    (A ``meta``-device model would do the same but imports sympy: a second of start-up.)"""
+    token = _UNWRITTEN.set(True)
+    try:
+        yield
+    finally:
+        _UNWRITTEN.reset(token)
+
+
+def _param(*shape):
+    make = torch.empty if _UNWRITTEN.get() else torch.zeros
+    return nn.Parameter(make(*shape, dtype=torch.float32), requires_grad=False)
+
+
+def affine_or_lookup(x, W):
+    """``utils.dot`` (groundhog/utils/utils.py:169): integer input indexes rows of ``W``
+    (an embedding lookup), float input is multiplied."""
+    if x.dtype in (torch.int64, torch.int32):
+        return W[x]
+    return mm(x, W)
+
+
+class MultiLayer(nn.Module):
+    """One-layer ``MultiLayer`` (groundhog/layers/ff_layers.py:28, fprop :247).
+
+    ``y = act(x @ W + b)``, or with ``rank_n_approx`` the factorised
+    ``y = act(rank_n_activ(x @ W1) @ W2 + b)``.
+
+    With ``learn_bias=False`` the bias is not a parameter: it is never saved and
+    keeps its initial value ``init_bias(n, bias_scale) = zeros`` (utils.py:143),
+    but GroundHog still adds it in fprop.  It is kept here as a zero buffer.
+    """
+
+    def __init__(self, n_in, n_out, activation, rank_n_approx=0, rank_n_activ=None,
+                 learn_bias=True):
+        super().__init__()
+        self.activation = activation
+        self.rank_n_activ = rank_n_activ
+        if rank_n_approx:
+            self.W1 = _param(n_in, rank_n_approx)
+            self.W2 = _param(rank_n_approx, n_out)
+        else:
+            self.W = _param(n_in, n_out)
+        if learn_bias:
+            self.b = _param(n_out)
+        else:
+            self.register_buffer("b", torch.zeros(n_out, dtype=torch.float32))
+
+    def forward(self, x):
+        if hasattr(self, "W1"):
+            emb = mm(self.rank_n_activ(affine_or_lookup(x, self.W1)), self.W2)
+        else:
+            emb = affine_or_lookup(x, self.W)
+        return self.activation(emb + self.b)
+
+
+class RecurrentLayer(nn.Module):
+    """GroundHog's gated recurrent layer (rec_layers.py:839, step_fprop).
+
+    With reset gate ``r`` and update gate ``z``::
+
+        r   = reseter(h_prev @ R + x_r)
+        h~  = activation((r * h_prev) @ W + x)
+        z   = gater(h_prev @ G + x_z)
+        h   = z * h~ + (1 - z) * h_prev
+        h   = m * h + (1 - m) * h_prev        (where a mask m is given)
+
+    Note GroundHog applies ``r`` before the matrix product and keeps ``z`` for the
+    *new* state: ``torch.nn.GRU`` does neither, so it is not used.
+    """
+
+    def __init__(self, dim, rec):
+        super().__init__()
+        self.rec = rec
+        self.W = _param(dim, dim)
+        if rec.gating:
+            self.G = _param(dim, dim)
+        if rec.reseting:
+            self.R = _param(dim, dim)
+
+    def step(self, x, x_z, x_r, h_prev, mask=None):
+        """One step; ``x_z``/``x_r`` are None when there is no such gate."""
+        if self.rec.reseting and x_r is not None:
+            r = self.rec.reseter(mm(h_prev, self.R) + x_r)
+            h = self.rec.activation(mm(r * h_prev, self.W) + x)
+        else:
+            h = self.rec.activation(mm(h_prev, self.W) + x)
+        if self.rec.gating and x_z is not None:
+            z = self.rec.gater(mm(h_prev, self.G) + x_z)
+            h = z * h + (1 - z) * h_prev
+        if mask is not None:
+            mask = mask[:, None]
+            h = mask * h + (1 - mask) * h_prev
+        return h
+
+    def scan(self, x, x_z, x_r, h0, mask=None):
+        """Run over time: inputs ``(T, batch, dim)``, mask ``(T, batch)``; returns ``(T, batch, dim)``."""
+        h, out = h0, []
+        for t in range(x.shape[0]):
+            h = self.step(x[t], None if x_z is None else x_z[t], None if x_r is None else x_r[t],
+                          h, None if mask is None else mask[t])
+            out.append(h)
+        return torch.stack(out)
+
+
+class RecursiveConvolutionalLayer(nn.Module):
+    """The gated recursive convolutional network, grConv (Cho et al. 2014b;
+    groundhog/layers/rconv_layers.py:27, ``step_fprop`` :196, ``fprop`` :259).
+
+    Level 0 is the input signal ``x`` (the ``input_embdr`` projection of each word).  Each
+    scan step (``T - 1`` of them, rconv_layers.py:288) builds the next level at *every*
+    position ``t`` from the pair (left ``h_{t-1}``, right ``h_t``) of the level below, the
+    left neighbour of position 0 being zeros (``prev_shifted``, :215)::
+
+        h~_t            = activation(h_t @ W + h_{t-1} @ U + b)               (:219-221)
+        (w_c, w_l, w_r) = softmax(h_{t-1} @ GU + h_t @ GW + Gb)                (:223-228)
+        h'_t            = w_c * h~_t + w_l * h_{t-1} + w_r * h_t               (:241)
+
+    so after ``l`` levels position ``t`` summarises words ``t-l .. t``: the pyramid of the
+    paper, kept as full-length levels as the original computes it.  In a padded batch the
+    step for level ``k`` is taken only by sentences with ``mask[k] != 0`` (``TT.switch``,
+    :250; the mask of the ``scan`` step is ``mask[1:]``), the others keep their level, and
+    the root of sentence ``b`` is position ``len_b - 1`` of the top level (``seqlens =
+    mask.sum(0) - 1``, ``_grab_root``, :295-309): the whole sentence, its end-of-sequence
+    symbol included.  ``fprop`` returns the root alone, one vector per sentence.
+
+    ``T = 1`` (an empty source line: ``<eos>`` alone) is a scan of 0 steps, which Theano
+    refuses: sample.py crashes there, and the searches report it as such
+    (``search.common.check_encodable``).  Scoring such a pair returns the input signal as
+    the root (no level is built) where score.py would crash: a deliberate difference.
+
+    The layer's ``gating``/``reseting`` arguments are accepted and ignored (:45-48, "NOT
+    USED"); the gates above are always on.  ``W``/``U`` are GroundHog's left/right names
+    (``W`` multiplies the right child ``h_t``, ``U`` the left one ``h_{t-1}``).
+    """
+
+    def __init__(self, dim, rec):
+        super().__init__()
+        self.rec = rec
+        self.W = _param(dim, dim)
+        self.U = _param(dim, dim)
+        self.b = _param(dim)
+        self.GW = _param(dim, 3)
+        self.GU = _param(dim, 3)
+        self.Gb = _param(3)
+
+    def step(self, level):
+        """One level up (``step_fprop`` without the mask): ``(new level, gates)``; ``level``
+        ``(T, batch, dim)``, gates ``(T, batch, 3)`` ordered (new, left, right)."""
+        left = torch.cat([torch.zeros_like(level[:1]), level[:-1]])
+        new = self.rec.activation(mm(level, self.W) + mm(left, self.U) + self.b)
+        gates = softmax_with_bias(mm(left, self.GU) + mm(level, self.GW) + self.Gb)
+        out = new * gates[..., 0:1] + left * gates[..., 1:2] + level * gates[..., 2:3]
+        return out, gates
+
+    def climb(self, x, mask=None):
+        """The ``scan`` of ``fprop`` (rconv_layers.py:288): yields ``(level_k, gates_k)`` for
+        k = 1 .. T-1, each ``(T, batch, dim)`` / ``(T, batch, 3)``, over inputs
+        ``x (T, batch, dim)``; where ``mask[k] == 0`` a sentence keeps level k-1."""
+        level = x
+        for k in range(1, x.shape[0]):
+            new, gates = self.step(level)
+            if mask is not None:
+                new = torch.where(mask[k][None, :, None] != 0, new, level)
+            level = new
+            yield level, gates
+
+    def forward(self, x, mask=None):
+        """The roots ``(1, batch, dim)`` over inputs ``x (T, batch, dim)``, mask ``(T, batch)``
+        (None: every position is a word, as for the single sentence of sample.py)."""
+        level = x
+        for level, _ in self.climb(x, mask):  # noqa: B007 -- the loop leaves the top level in it
+            pass
+        if mask is None:
+            return level[-1:]
+        last = mask.sum(0).long() - 1
+        return level[last, torch.arange(x.shape[1], device=x.device)][None]
+
+
+#: rows of logits :meth:`SoftmaxLayer.target_probs` computes at once (a multiple of
+#: numerics.ROW_BLOCK; 128 x 30,001 float32 logits are 15 MB, inside a 32 MB L3)
+TARGET_BLOCK_ROWS = 128
+
+
+class SoftmaxLayer(nn.Module):
+    """Output layer (groundhog/layers/cost_layers.py:878, fprop).
+
+    ``p = softmax(rank_n_activ(x @ W1) @ W2 + b)`` (``rank_n_activ`` is the
+    CostLayer default ``lambda x: x``; the decoder never passes another).
+
+    GroundHog wrote ``exp(x) / sum(exp(x))`` (utils.py:78) but Theano's optimizer
+    rewrote that graph into ``SoftmaxWithBias``, which subtracts the row maximum:
+    the recordings hold the max-subtracted result, so that is what is computed here
+    (docs/recordings.md, "Quirks").  Probabilities stay float32, so tiny ones underflow to
+    exactly 0 as they did in Theano.
+    """
+
+    def __init__(self, n_in, n_out, rank_n_approx):
+        super().__init__()
+        if rank_n_approx:
+            self.W1 = _param(n_in, rank_n_approx)
+            self.W2 = _param(rank_n_approx, n_out)
+        else:
+            self.W = _param(n_in, n_out)
+        self.b = _param(n_out)
+
+    def preactivation(self, x):
+        if hasattr(self, "W1"):
+            return mm(mm(x, self.W1), self.W2) + self.b
+        return mm(x, self.W) + self.b
+
+    def forward(self, x):
+        return softmax_with_bias(self.preactivation(x))
+
+    @torch.no_grad()
+    def target_probs(self, x, y, block=TARGET_BLOCK_ROWS):
+        """``forward(x)`` read at the words ``y`` only: ``p[..., y]`` with ``y`` of shape
+        ``x.shape[:-1]`` (teacher-forced scoring), the arithmetic of
+        :func:`softmax_with_bias` without its ``(rows, n_out)`` matrices.
+
+        At 4,080 rows x 30,001 words those are 490 MB of logits and twice that as
+        doubles.  Here ``block`` rows go through at a time, their logits in column blocks
+        of the output matrix (:func:`~groundhog_port.model.numerics.output_blocks`), so that
+        they stay in the cache from the product to the sum.  Each logit is the same dot
+        product (:func:`mm` gives a row the same bits in any block of rows), the maximum
+        is exact, and ``exp`` is elementwise; only the order of the double sum differs
+        where the vocabulary is cut into blocks (per block, then across the blocks), which
+        changes a probability only where the double sum lands within 1e-16 of a float32
+        rounding boundary.
+        """
+        cols = output_blocks(self.W2 if hasattr(self, "W2") else self.W)
+        x2 = x.reshape(-1, x.shape[-1])
+        y2 = y.reshape(-1)
+        out = x2.new_empty(x2.shape[0])
+        for i in range(0, x2.shape[0], block):
+            h = x2[i:i + block]
+            h = mm(h, self.W1) if hasattr(self, "W1") else h
+            z = [mm(h, Wj).add_(self.b[j0:j1]) for j0, j1, Wj in cols]
+            zmax = torch.stack([zj.amax(-1) for zj in z]).amax(0)[:, None]
+            total = torch.zeros(h.shape[0], dtype=torch.float64, device=h.device)
+            e_y = torch.empty(h.shape[0], dtype=h.dtype, device=h.device)
+            yb = y2[i:i + block]
+            for (j0, j1, _), zj in zip(cols, z):
+                e = zj.sub_(zmax).exp_()
+                total += e.sum(-1, dtype=torch.float64)
+                hit = (yb >= j0) & (yb < j1)
+                e_y[hit] = e[hit, yb[hit] - j0]
+            out[i:i + block] = (e_y.double() * (1.0 / total)).to(h.dtype)
+        return out.reshape(y.shape)
+
+
+def softmax_with_bias(z):
+    """Theano 1.0.5's ``SoftmaxWithBias`` C kernel on float32 rows ``z``.
+
+    ``e = exp(z - max(z))`` in float32, the row sum accumulated in double, each
+    ``e`` multiplied by the double ``1 / sum`` and rounded back to float32.  The
+    double accumulation matters: probabilities near 1 then round like Theano's,
+    which keeps costs of near-certain words (``-log p`` ~ 1e-7) in agreement.
+    (In a float64 model -- the tolerance model's shadow -- everything stays float64.)
+    """
+    e = torch.exp(z - z.amax(-1, keepdim=True))
+    e64 = e.double()
+    return (e64 * (1.0 / e64.sum(-1, keepdim=True))).to(z.dtype)

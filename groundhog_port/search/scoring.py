@@ -1,0 +1,74 @@
+"""Scoring sentence pairs as score.py did (experiments/nmt/score.py).
+
+Library API: :func:`score_batch` (costs, word probabilities, alignments of one
+``(time, batch)`` batch as tensors), :func:`score_pair` (one pair, as the
+single-sentence ``create_probs_computer`` / ``create_scorer`` do) and
+:func:`batches_for` (the batches ``--mode batch`` scores for given files).
+"""
+import numpy as np
+import torch
+
+from ..legacy.data import iter_h5_batches, iter_text_batches
+from ..errors import LegacyInputError
+from ..model.encdec import Scores
+from ..legacy.vocab import parse_input
+
+
+def score_batch(model, batch):
+    """:class:`~groundhog_port.model.encdec.Scores` of a :class:`~groundhog_port.legacy.data.Batch`.
+
+    The score printed by score.py is ``-cost`` (``create_scorer``, encdec.py:1441).
+    """
+    dev = model.device
+    t = lambda a: torch.as_tensor(a, device=dev)
+    s = model.score(t(batch.x), t(batch.x_mask), t(batch.y), t(batch.y_mask))
+    return Scores(s.cost.cpu(), s.word_probs.cpu(),
+                  None if s.alignment is None else s.alignment.cpu(), s.token_costs.cpu())
+
+
+def score_pair(model, src_seq, trg_seq):
+    """One unpadded pair (``create_probs_computer(return_alignment=True)``, encdec.py:1476):
+    cost ``(1,)``, word probabilities ``(T, 1)``, alignment ``(T, S, 1)`` or None."""
+    dev = model.device
+    x = torch.as_tensor(np.asarray(src_seq), device=dev)[:, None]
+    y = torch.as_tensor(np.asarray(trg_seq), device=dev)[:, None]
+    s = model.score(x, torch.ones(x.shape, device=dev), y, torch.ones(y.shape, device=dev))
+    return Scores(s.cost.cpu(), s.word_probs.cpu(),
+                  None if s.alignment is None else s.alignment.cpu(), s.token_costs.cpu())
+
+
+def parse_pair(exp, src_line, trg_line, allow_unk):
+    """Both sides through ``parse_input`` as score.py's txt/interact modes (score.py:218-223)."""
+    st = exp.state
+    src = parse_input(st, exp.src_word2idx, src_line, raise_unk=not allow_unk,
+                      unk_sym=st["unk_sym_source"], null_sym=st["null_sym_source"])
+    trg = parse_input(st, exp.trg_word2idx, trg_line, raise_unk=not allow_unk,
+                      unk_sym=st["unk_sym_target"], null_sym=st["null_sym_target"])
+    return src, trg
+
+
+def batches_for(exp, src, trg, allow_unk, n_batches=-1):
+    """The batches of ``score.py --mode batch`` (score.py:132-160).
+
+    Both files ending in ``.h5``: GroundHog's bitext iterator with score.py's settings
+    (``sort_k_batches=1``, no shuffle, finite); no files: the training corpora the state
+    names; otherwise text files through ``BatchBiTxtIterator`` with ``state['bs']``.
+    """
+    if src is None and trg is None:
+        src, trg = exp.path("source"), exp.path("target")
+        h5 = True
+    else:
+        h5 = str(src).endswith(".h5") and str(trg).endswith(".h5")
+    n = None if n_batches is None or n_batches < 0 else n_batches
+    try:
+        if h5:
+            return iter_h5_batches(exp.state, src, trg, n_batches=n)
+        batches = iter_text_batches(exp.state, src, trg, exp.src_word2idx, exp.trg_word2idx,
+                                    allow_unk=allow_unk)
+    except LegacyInputError as err:
+        if err.path is None:  # a state value (bs, seqlen, ...) that cannot build batches
+            raise LegacyInputError(exp.state_path, err.problem) from None
+        raise
+    if n is None:
+        return batches
+    return (b for i, b in zip(range(n), batches))

@@ -1,0 +1,497 @@
+"""Re-doing a whole tree of old GroundHog experiments: ``groundhog-port archive ROOT``.
+
+An archive is whatever folders users kept: each ``*state.pkl`` is one experiment, with the
+``*model.npz`` beside it (the one of the same prefix, else the only one), the vocabularies
+the state names (found by :mod:`groundhog_port.legacy.lookup`: stored path, next to the state, each
+``--data-dir``, then the folder's ``../data``), a test set and what ``sample.py`` /
+``score.py`` left in the same folder:
+
+* ``trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt`` (sample.py ``--trans``;
+  settings read from the name, :func:`groundhog_port.tasks.reproduce.parse_trans_name`), with
+  ``sample_<stem>_stdout.txt`` ("Total cost of the translations") and
+  ``sample_<stem>_error.txt`` (the traceback of a crashed run);
+* ``scores_batch[_holdout][_runK].txt`` (``score.py --mode=batch --allow-unk`` on the test
+  set) and ``scores_h5_trainN[_runK].txt`` (the first N batches of the training corpora);
+* crash logs ``*_error.txt``.
+
+The test set is ``test.en``/``test.fr`` (``holdout.*``) found through the same lookup; a
+renamed one is taken when the folder holds exactly one ``*.en`` text file with its ``.fr``.
+
+Per experiment (:func:`redo`): reproduction per trans file (identical lines, the first
+differing ones, the original's crash re-checked), BLEU of archived and reproduced output
+(sacrebleu with its signature, and the multi-bleu.perl number), total costs against what
+sample.py printed, the scores files line by line, attention plots of the first sentences
+(RNNsearch only), and parity where a ``trace.h5`` lies beside.  What cannot be done is
+listed with the reason, never dropped.
+
+Results are cached per experiment in ``OUT/cache/`` (keyed by the inputs' names, sizes and
+modification times, the options and this module's source), so an interrupted run resumes where it stopped and
+gives the same report as an uninterrupted one (the report holds no timings).  Nothing is
+written inside ROOT.  Under ``torchrun`` the experiments are dealt out over the ranks and
+rank 0 writes the report (:mod:`groundhog_port.tasks.archive_report`).
+"""
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+from ..legacy import lookup
+from ..errors import LegacyInputError
+from ..outputs import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+#: bump when a cached result would no longer match what this code computes
+CACHE_VERSION = 1
+#: ``scores_batch[_holdout][_runK].txt`` / ``scores_h5_trainN[_runK].txt`` (docs/recordings.md, "Files")
+SCORES_NAME = re.compile(r"^scores_(?:batch(?:_(?P<set>holdout))?|h5_train(?P<n>[1-9][0-9]*))"
+                         r"(?:_run(?P<run>[0-9]+))?\.txt$")
+VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
+
+
+@dataclass
+class Options:
+    """What ``archive`` re-does and how much of it (part of each cache key)."""
+    data_dirs: tuple = ()
+    max_sentences: Optional[int] = None   # per test set; None: all
+    plots: int = 3                        # attention plots per experiment
+    parity_groups: Optional[tuple] = None  # None: every group of the trace
+    batch_size: int = 1
+    tokenize: str = "13a"
+    max_diffs: int = 3
+    device: str = "cpu"
+
+    def key(self) -> dict:
+        return {"data_dirs": [str(d) for d in self.data_dirs],
+                "max_sentences": self.max_sentences, "plots": self.plots,
+                "parity_groups": list(self.parity_groups) if self.parity_groups else None,
+                "batch_size": self.batch_size, "tokenize": self.tokenize,
+                "max_diffs": self.max_diffs, "device": self.device}
+
+
+@dataclass
+class Entry:
+    """One experiment found in the archive."""
+    id: str                     # the state's path under ROOT, without "state.pkl"
+    folder: Path
+    state: Path
+    model: Optional[Path]
+    trace: Optional[Path]
+    outputs: List[Path] = field(default_factory=list)   # trans_*, scores*, *_error.txt
+    others: int = 0             # other states in the same folder (outputs then shared)
+
+
+# ----------------------------------------------------------------------------------------
+# finding the experiments
+# ----------------------------------------------------------------------------------------
+def _is_output(name):
+    return (name.startswith("trans") and name.endswith(".txt")) or \
+        (name.startswith("scores") and name.endswith(".txt")) or name.endswith("_error.txt")
+
+
+def _model_for(state):
+    prefix = state.name[:-len("state.pkl")]
+    same = state.parent / f"{prefix}model.npz"
+    if same.is_file():
+        return same
+    found = sorted(state.parent.glob("*model.npz"))
+    return found[0] if len(found) == 1 else None
+
+
+def discover(root) -> List[Entry]:
+    """Every ``*state.pkl`` under ``root`` (sorted by path) with what lies beside it."""
+    root = Path(root)
+    entries = []
+    for folder, dirs, names in os.walk(root):
+        dirs.sort()
+        folder = Path(folder)
+        states = sorted(n for n in names if n.endswith("state.pkl"))
+        outputs = sorted(folder / n for n in names if _is_output(n))
+        for n in states:
+            state = folder / n
+            rel = state.relative_to(root).as_posix()
+            trace = folder / "trace.h5"
+            entries.append(Entry(rel[:-len("state.pkl")] or "state", folder, state,
+                                 _model_for(state), trace if trace.is_file() else None,
+                                 outputs, len(states) - 1))
+    return sorted(entries, key=lambda e: e.id)
+
+
+def test_set(folder, name, dirs):
+    """``(source, reference, how)`` of test set ``name`` (``test``/``holdout``) of an
+    experiment folder: by the standard names through the lookup, else (``test`` only) the
+    folder's only ``*.en`` text file and its ``.fr``; ``(None, None, why)`` when absent."""
+    from .reproduce import TEST_SETS
+    src_name, ref_name = TEST_SETS[name]
+    src = lookup.find_named(src_name, folder, dirs)
+    if src is not None:
+        return src, lookup.find_named(ref_name, folder, dirs), f"{src_name} by name"
+    if name == "test":
+        renamed = sorted(p for p in Path(folder).glob("*.en") if p.is_file())
+        if len(renamed) == 1:
+            ref = renamed[0].with_suffix(".fr")
+            return renamed[0], ref if ref.is_file() else None, \
+                f"renamed: {renamed[0].name}, the only *.en in the folder"
+    return None, None, (f"{src_name} not found (looked at {lookup.places(src_name, folder, dirs)})"
+                        + ("; no single renamed *.en in the folder either" if name == "test" else ""))
+
+
+# ----------------------------------------------------------------------------------------
+# caching
+# ----------------------------------------------------------------------------------------
+def _fingerprint(paths):
+    out = []
+    for p in paths:
+        if p is None:
+            continue
+        st = Path(p).stat()
+        out.append([str(p), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def _code_digest():
+    """This module's source: a result cached by other code (another result layout) is
+    redone, never mixed into the report.  ``--fresh`` redoes everything regardless."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def cache_key(entry: Entry, opts: Options) -> str:
+    """Digest of the experiment's inputs (names, sizes, mtimes) and the options."""
+    inputs = [entry.state, entry.model, entry.trace, *entry.outputs]
+    for d in (entry.folder, *opts.data_dirs, entry.folder.parent / "data"):
+        if Path(d).is_dir():
+            inputs += sorted(p for p in Path(d).iterdir()
+                             if p.is_file() and p.suffix in (".pkl", ".en", ".fr"))
+    blob = json.dumps({"version": CACHE_VERSION, "code": _code_digest(),
+                       "inputs": _fingerprint(inputs), "options": opts.key()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def safe_name(entry_id):
+    """A file name for an experiment id (``runs/a/search_`` -> ``runs_a_search_-<hash>``)."""
+    digest = hashlib.sha256(entry_id.encode()).hexdigest()[:8]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", entry_id).strip("_")[:80] + "-" + digest
+
+
+def cached(out, entry, opts):
+    """The cached result of ``entry``, or None when absent or made from other inputs."""
+    path = Path(out) / "cache" / f"{safe_name(entry.id)}.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data["result"] if data.get("key") == cache_key(entry, opts) else None
+
+
+def strict_json(value):
+    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``
+    (a NaN score is a genuine GroundHog output; strict JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def store(out, entry, opts, result):
+    """Cache ``result``; returns it as read back (a fresh result and a cached one then give
+    the same report, key order included)."""
+    path = Path(out) / "cache" / f"{safe_name(entry.id)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"key": cache_key(entry, opts), "result": strict_json(result)},
+                      sort_keys=True, allow_nan=False)
+    atomic_write_text(path, text)
+    return json.loads(text)["result"]
+
+
+# ----------------------------------------------------------------------------------------
+# re-doing one experiment
+# ----------------------------------------------------------------------------------------
+class _Result:
+    """The result of one experiment under construction (a JSON-able dict in the end)."""
+
+    def __init__(self, root, entry):
+        self.root = Path(root)
+        self.data = {"id": entry.id, "folder": self.rel(entry.folder),
+                     "state": self.rel(entry.state),
+                     "model": self.rel(entry.model) if entry.model else None,
+                     "files": {}, "reproduction": [], "scores": [], "crash_logs": [],
+                     "parity": None, "plots": [], "notes": [], "not_done": []}
+
+    def rel(self, path):
+        """``path`` relative to ROOT where it lies inside, else as it is."""
+        try:   # abspath, not resolve: a symlinked file is named where it lies in the archive
+            return Path(os.path.abspath(path)).relative_to(os.path.abspath(self.root)).as_posix()
+        except ValueError:
+            return str(path)
+
+    def not_done(self, what, why):
+        logger.warning("%s: %s: not done: %s", self.data["id"], what, why)
+        self.data["not_done"].append({"what": what, "why": why})
+
+
+def _attempt(res, what, fn, *args):
+    """``fn(*args)``; a failure is recorded as "not done" with its reason (one experiment's
+    problem never stops the archive)."""
+    try:
+        return fn(*args)
+    except LegacyInputError as err:
+        res.not_done(what, str(err))
+    except Exception as err:  # noqa: BLE001 -- an archive holds anything; report, go on
+        res.not_done(what, f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")
+    return None
+
+
+def redo(root, entry: Entry, opts: Options, out) -> dict:
+    """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment, as a dict."""
+    res = _Result(root, entry)
+    if entry.others:
+        res.not_done("attributing outputs", f"the folder holds {entry.others + 1} states: its "
+                     "outputs are checked against each of them")
+    if entry.model is None:
+        res.not_done("everything", "no *model.npz beside the state (or several, none with "
+                     "the state's prefix)")
+        return res.data
+    from ..legacy.loading import open_experiment
+    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    exp = _attempt(res, "opening the experiment", open_experiment, entry.state, entry.model,
+                   "", dirs, opts.device)
+    if exp is None:
+        return res.data
+    for key in VOCAB_KEYS:
+        path = _attempt(res, f"finding {key}", exp.path, key)
+        res.data["files"][key] = res.rel(path) if path else None
+    tests = {}
+    for name in ("test", "holdout"):
+        src, ref, how = test_set(entry.folder, name, dirs)
+        tests[name] = (src, ref)
+        res.data["files"][name] = {"source": res.rel(src) if src else None,
+                                   "reference": res.rel(ref) if ref else None, "how": how}
+    trans = [p for p in entry.outputs if p.name.startswith("trans")]
+    _attempt(res, "reproduction", _reproduction, res, exp, entry, trans, tests, opts)
+    for p in entry.outputs:
+        if p.name.startswith("scores"):
+            _attempt(res, p.name, _scores, res, exp, p, tests, opts)
+    _crash_logs(res, entry)
+    if opts.plots > 0:
+        _attempt(res, "attention plots", _plots, res, exp, entry, tests["test"], opts, out)
+    if entry.trace is not None:
+        _attempt(res, "parity", _parity, res, exp, entry, tests["test"], opts)
+    else:
+        res.data["parity"] = None
+    return res.data
+
+
+def _reproduction(res, exp, entry, trans, tests, opts):
+    from .reproduce import ArchivedFile, parse_trans_name, reproduce
+    files = []
+    for p in trans:
+        parsed = parse_trans_name(p.name)
+        if parsed is None:
+            res.not_done(p.name, "the file name does not say the sample.py settings (expected "
+                         "trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt)")
+            continue
+        settings, name, _ = parsed
+        src, ref = tests[name]
+        if src is None:
+            res.not_done(p.name, f"its test set ({res.data['files'][name]['how']}); pass "
+                         "--data-dir DIR")
+            continue
+        stem = p.name[len("trans_"):-len(".txt")]
+        stdout, error = (entry.folder / f"sample_{stem}_{k}.txt" for k in ("stdout", "error"))
+        files.append(ArchivedFile(p, settings, src, ref, stdout if stdout.is_file() else None,
+                                  error if error.is_file() else None))
+    if not files:
+        return
+    report = reproduce(exp, files, batch_size=opts.batch_size, max_diffs=opts.max_diffs,
+                       tokenize=opts.tokenize, max_lines=opts.max_sentences)
+    from ..legacy.data import read_text_lines
+    for f, r in zip(files, report["files"]):
+        row = {k: r[k] for k in ("file", "settings", "compared", "identical", "all_identical",
+                                 "first_differences", "bleu", "total_cost",
+                                 "archived_total_cost", "original_stopped_after")}
+        row.update(source=res.rel(f.source), reference=res.rel(f.reference) if f.reference
+                   else None, crash_reproduced=r.get("crash_reproduced"),
+                   original_error=r.get("original_error"))
+        archived_lines = len(read_text_lines(f.path))
+        source_lines = len(read_text_lines(f.source))
+        if archived_lines > row["compared"]:
+            row["limited"] = f"first {row['compared']} of {archived_lines} lines (--max-sentences)"
+            if archived_lines < source_lines:
+                row["crash_not_rechecked"] = (f"the original stopped after {archived_lines} "
+                                              f"lines; not re-checked within the first "
+                                              f"{row['compared']}")
+        res.data["reproduction"].append(row)
+
+
+def _scores(res, exp, path, tests, opts):
+    """A ``scores*.txt`` of score.py, re-scored and compared line by line (the ``{:.5e}``
+    text, and the largest relative difference of the numbers)."""
+    import numpy as np
+    from .rescore import read_lines
+    from ..search.scoring import batches_for, score_batch
+    m = SCORES_NAME.match(path.name)
+    if m is None:
+        res.not_done(path.name, "the file name does not say how score.py was run (expected "
+                     "scores_batch[_holdout][_runK].txt or scores_h5_trainN[_runK].txt)")
+        return
+    archived = read_lines(path)
+    limit = len(archived) if opts.max_sentences is None else min(len(archived), opts.max_sentences)
+    if m.group("n"):
+        batches, how = batches_for(exp, None, None, True, int(m.group("n"))), \
+            f"score.py --mode=batch on the training corpora, {m.group('n')} batches"
+    else:
+        name = m.group("set") or "test"
+        src, ref = tests[name]
+        if src is None or ref is None:
+            res.not_done(path.name, f"its {name} set is incomplete ({res.data['files'][name]['how']})")
+            return
+        batches, how = batches_for(exp, src, ref, True), \
+            f"score.py --mode=batch --allow-unk on {res.rel(src)} / {res.rel(ref)}"
+    lines = []
+    for batch in batches:   # whole batches: score.py's padding decides the numbers
+        if len(lines) >= limit:
+            break
+        lines += ["{:.5e}".format(float(s)) for s in -score_batch(exp.model, batch).cost.numpy()]
+    lines = lines[:limit]
+    worst, off = 0.0, 0
+    for a, b in zip(archived, lines):
+        x, y = float(a), float(b)
+        if math.isfinite(x) and math.isfinite(y):
+            worst = max(worst, abs(x - y) / abs(x) if x else abs(y))
+            off += abs(x - y) > last_digit(a, b)
+        elif not (x == y or (np.isnan(x) and np.isnan(y))):
+            worst, off = math.inf, off + 1
+    identical = sum(a == b for a, b in zip(archived, lines))
+    res.data["scores"].append({
+        "file": path.name, "how": how, "compared": len(lines), "archived_lines": len(archived),
+        "identical": identical, "all_identical": len(lines) == limit == identical,
+        "beyond_last_digit": off,
+        "max_rel_diff": worst, "first_differences": [
+            {"line": i + 1, "archived": a, "reproduced": b}
+            for i, (a, b) in enumerate(zip(archived, lines)) if a != b][:opts.max_diffs]})
+
+
+def last_digit(a, b):
+    """One unit in the last printed digit of ``{:.5e}`` numbers ``a`` / ``b`` (the larger
+    exponent).  Reported, not judged: a score is a float32 sum whose rounding error scales
+    with its terms, not with the printed total, so a small total can differ by more
+    (parity's ``batch/scores`` judges scores against bounds derived per model)."""
+    exponent = max(int(t.lower().split("e")[1]) if "e" in t.lower() else 0 for t in (a, b))
+    return 10.0 ** (exponent - 5) * (1 + 1e-9)
+
+
+def _crash_logs(res, entry):
+    from .reproduce import original_error
+    rows = {r["file"]: r for r in res.data["reproduction"]}
+    for p in entry.outputs:
+        if not p.name.endswith("_error.txt"):
+            continue
+        stem = p.name[:-len("_error.txt")]
+        trans = "trans_" + stem[len("sample_"):] + ".txt" if stem.startswith("sample_") else None
+        row = rows.get(trans)
+        if row is None:
+            status = "no trans file of this run was re-done"
+        elif row.get("crash_not_rechecked"):
+            status = row["crash_not_rechecked"]
+        elif row.get("crash_reproduced"):
+            status = f"reproduced: the port fails on line {row['original_stopped_after'] + 1} too"
+        else:
+            status = "NOT reproduced"
+        res.data["crash_logs"].append({"file": p.name, "last_line": original_error(p),
+                                       "trans": trans if row else None, "status": status})
+
+
+def _plots(res, exp, entry, test, opts, out):
+    """Attention of the first ``opts.plots`` test pairs (source, archived/reference target)."""
+    from . import plots
+    from ..search.scoring import parse_pair, score_pair
+    src, ref = test
+    if src is None or ref is None:
+        res.not_done("attention plots", "no test set with references")
+        return
+    if not exp.cfg.search:   # nothing left undone: there is nothing to plot
+        res.data["notes"].append("no attention plots: an RNNencdec model has no attention")
+        return
+    plots.require_matplotlib()
+    from ..legacy.data import read_text_lines
+    folder = Path(out) / "plots" / safe_name(entry.id)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, (s, t) in enumerate(zip(read_text_lines(src)[:opts.plots],
+                                   read_text_lines(ref)[:opts.plots])):
+        (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, s, t, True)
+        a = score_pair(exp.model, src_seq, trg_seq).alignment.numpy()[:, :, 0]
+        path = folder / plots.plot_file_name(i + 1, opts.plots)
+        plots.plot_alignment(a, src_words + ["<eos>"], trg_words + ["<eos>"], path,
+                             title=f"{entry.id}: test pair {i + 1}")
+        res.data["plots"].append({"sentence": i + 1, "file": path.relative_to(out).as_posix()})
+
+
+def _parity(res, exp, entry, test, opts):
+    from ..harness.check import GROUPS, check
+    from ..harness.trace import TraceFile
+    groups = opts.parity_groups or GROUPS
+    with TraceFile(entry.trace) as tr:
+        groups = tuple(g for g in groups if tr.has(g) or (g == "batch" and tr.has("batch_all")))
+        report = check(exp, tr, groups=groups, source=test[0], target=test[1])
+    res.data["parity"] = {
+        "trace": res.rel(entry.trace), "groups": list(groups), "ok": report.ok,
+        "rows": [{"quantity": r.quantity, "n": r.n, "max_abs": r.max_abs, "max_rel": r.max_rel,
+                  "tolerance": r.tolerance_text, "status": r.status} for r in report.rows]}
+
+
+# ----------------------------------------------------------------------------------------
+# the whole archive
+# ----------------------------------------------------------------------------------------
+def check_out_dir(root, out):
+    """``out`` must not lie inside ``root``: nothing is written into the archive."""
+    r, o = Path(root).resolve(), Path(out).resolve()
+    if o == r or r in o.parents:
+        raise LegacyInputError(out, f"the output folder lies inside the archive {root}; give "
+                                    "one outside it (nothing is written into the archive)")
+
+
+def run(root, out, opts: Options, world=None, progress=None, fresh=False):
+    """Re-do every experiment under ``root`` (this rank's share under torchrun), caching each
+    result in ``out/cache``; returns ``(entries, results)`` on rank 0 (results in entry
+    order), ``(entries, None)`` elsewhere."""
+    root = Path(root)
+    if not root.is_dir():
+        raise LegacyInputError(root, "archive folder not found")
+    check_out_dir(root, out)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    entries = discover(root)
+    rank, size = (world.rank, world.size) if world else (0, 1)
+    mine = {}
+    for i, entry in enumerate(entries):
+        if i % size != rank:
+            continue
+        result = None if fresh else cached(out, entry, opts)
+        if result is None:
+            logger.info("%s: re-doing", entry.id)
+            result = store(out, entry, opts, redo(root, entry, opts, out))
+        else:
+            logger.info("%s: done before (cached in %s/cache)", entry.id, out)
+        mine[i] = result
+        if progress is not None:
+            progress.update(1)
+    if world is None:
+        return entries, [mine[i] for i in range(len(entries))]
+    import torch.distributed as dist
+    gathered = [None] * size if world.is_root else None
+    dist.gather_object(mine, gathered, dst=0)
+    if not world.is_root:
+        return entries, None
+    merged = {}
+    for part in gathered:
+        merged.update(part)
+    return entries, [merged[i] for i in range(len(entries))]

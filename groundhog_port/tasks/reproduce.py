@@ -1,0 +1,438 @@
+"""Re-translating an archived experiment and comparing with what the original wrote.
+
+An archived GroundHog experiment is a folder as ``train.py`` and ``sample.py`` left it::
+
+    search_state.pkl  search_model.npz  test.en  test.fr
+    trans_beam1.txt  trans_beam5.txt  trans_beam10.txt          sample.py --beam-size N
+    trans_beam10_normalize.txt                                  ... --normalize
+    trans_beam5_ignore_unk.txt                                  ... --ignore-unk
+    trans_beam10_run2.txt                                       a second run, same settings
+    trans_holdout_beam10.txt  (with holdout.en / holdout.fr)    another test set
+    sample_beam10_stdout.txt  sample_beam5_error.txt            sample.py's stdout / crash
+
+The settings of each recorded run are read from its file name (:func:`parse_trans_name`).
+:func:`reproduce` translates the source once per distinct (source, settings) with the
+port and reports, per archived file, how many lines are identical, the first differing
+lines, BLEU (sacrebleu and Moses' multi-bleu.perl number) of the archived and the
+reproduced translations against the reference and against each other, and the total
+cost (``sample.py``'s "Total cost of the translations").
+
+A trans file shorter than its source means the original crashed (``search_variant``:
+``sample.py`` died on line 36, docs/recordings.md, "The retry can crash sample.py"): only
+the lines it wrote are compared, and the report says "the original stopped after N lines"
+and whether the port fails on the next line too (:class:`~groundhog_port.search.common.
+SearchFailed` with the original's message).
+"""
+import importlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from ..legacy import lookup
+from ..legacy.data import read_text_lines
+from ..errors import LegacyInputError
+from ..outputs import atomic_output
+from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
+from ..search.translator import SearchWarnings, Translator, total_cost
+
+logger = logging.getLogger(__name__)
+
+#: ``trans_[holdout_]beam<N>[_normalize][_ignore_unk][_run<K>].txt`` (docs/recordings.md, "Files")
+TRANS_NAME = re.compile(r"^trans_(?:(?P<set>holdout)_)?beam(?P<beam>[1-9][0-9]*)"
+                        r"(?P<flags>(?:_normalize|_ignore_unk)*)(?:_run(?P<run>[0-9]+))?\.txt$")
+#: sample.py:276 ``print "Total cost of the translations: {}".format(total_cost)``
+TOTAL_COST = re.compile(r"Total cost of the translations: (\S+)")
+#: test set name in a trans file name -> (source, reference) file names
+TEST_SETS = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "holdout.fr")}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``sample.py`` flags that decide a translation file."""
+    beam_size: int
+    normalize: bool = False
+    ignore_unk: bool = False
+
+    def describe(self) -> str:
+        flags = [f"beam {self.beam_size}"]
+        if self.normalize:
+            flags.append("normalize")
+        if self.ignore_unk:
+            flags.append("ignore-unk")
+        return ", ".join(flags)
+
+    def as_dict(self) -> dict:
+        return {"beam_size": self.beam_size, "normalize": self.normalize,
+                "ignore_unk": self.ignore_unk}
+
+
+@dataclass
+class ArchivedFile:
+    """One recorded ``sample.py --trans`` output and what it was made from."""
+    path: Path
+    settings: Settings
+    source: Path
+    reference: Optional[Path] = None
+    stdout: Optional[Path] = None   # sample.py's stdout ("Total cost of the translations: X")
+    error: Optional[Path] = None    # the original's traceback when it crashed
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclass
+class Case:
+    """An archived experiment folder (see the module docstring)."""
+    directory: Path
+    state: Path
+    model: Path
+    files: List[ArchivedFile]
+    skipped: List[Dict] = field(default_factory=list)   # [{"file", "reason"}]
+
+
+def parse_trans_name(name):
+    """``(settings, test_set, run)`` from a trans file name, or ``None`` if it is not one.
+
+    >>> parse_trans_name("trans_beam10_normalize.txt")
+    (Settings(beam_size=10, normalize=True, ignore_unk=False), 'test', 1)
+    """
+    m = TRANS_NAME.match(name)
+    if not m:
+        return None
+    flags = m.group("flags")
+    settings = Settings(int(m.group("beam")), "_normalize" in flags, "_ignore_unk" in flags)
+    return settings, m.group("set") or "test", int(m.group("run") or 1)
+
+
+def _find_one(directory, pattern, what):
+    found = sorted(directory.glob(pattern))
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found) or "none"
+        raise LegacyInputError(directory, f"expected exactly one {what} ({pattern}), found {names}")
+    return found[0]
+
+
+def find_case(directory, data_dirs=(), source=None, reference=None) -> Case:
+    """The state, model and archived translation files of an experiment folder.
+
+    Test sets are looked for in the folder, then in each of ``data_dirs``
+    (:func:`groundhog_port.legacy.lookup.find_named`); ``source``/``reference`` replace the
+    ``test.en``/``test.fr`` of the ``trans_beamN*`` files (a renamed test set).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise LegacyInputError(directory, "not a directory")
+    state = _find_one(directory, "*state.pkl", "state file")
+    model = directory / (state.name[:-len("state.pkl")] + "model.npz")
+    if not model.is_file():
+        model = _find_one(directory, "*model.npz", "model file")
+    files, skipped = [], []
+    keyed = []
+    for path in directory.glob("trans*.txt"):
+        parsed = parse_trans_name(path.name)
+        if parsed is None:
+            skipped.append({"file": path.name, "reason": "file name does not say the settings "
+                            "(expected trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt)"})
+            continue
+        settings, test_set, run = parsed
+        src_name, ref_name = TEST_SETS[test_set]
+        given = test_set == "test"
+        src = Path(source) if given and source else lookup.find_named(src_name, directory,
+                                                                        data_dirs)
+        if src is None:
+            skipped.append({"file": path.name, "reason": f"its source {src_name} was not found "
+                            f"(looked at {lookup.places(src_name, directory, data_dirs)}); "
+                            "pass --source FILE or --data-dir DIR"})
+            continue
+        ref = Path(reference) if given and reference else lookup.find_named(ref_name, directory,
+                                                                            data_dirs)
+        stem = path.name[len("trans_"):-len(".txt")]
+        stdout = directory / f"sample_{stem}_stdout.txt"
+        error = directory / f"sample_{stem}_error.txt"
+        files.append(ArchivedFile(path, settings, src, ref,
+                                  stdout if stdout.is_file() else None,
+                                  error if error.is_file() else None))
+        keyed.append((test_set != "test", settings.beam_size, settings.normalize,
+                      settings.ignore_unk, run))
+    files = [f for _, f in sorted(zip(keyed, files), key=lambda kf: kf[0])]
+    for s in skipped:
+        logger.warning("%s: skipped: %s", directory / s["file"], s["reason"])
+    if not files:
+        raise LegacyInputError(directory, "no archived translation file (trans_beamN*.txt) "
+                                          "with its source")
+    return Case(directory, state, model, files, skipped)
+
+
+def original_total_cost(stdout_path):
+    """The "Total cost of the translations" sample.py printed, or ``None``."""
+    if stdout_path is None:
+        return None
+    m = TOTAL_COST.search(Path(stdout_path).read_text(encoding="utf-8", errors="replace"))
+    return float(m.group(1)) if m else None
+
+
+def original_error(error_path):
+    """The last line of the original's traceback (``ValueError: kth(=640) ...``), or ``None``."""
+    if error_path is None:
+        return None
+    lines = [ln.strip() for ln in Path(error_path).read_text(encoding="utf-8",
+                                                             errors="replace").splitlines()]
+    lines = [ln for ln in lines if ln]
+    return lines[-1] if lines else None
+
+
+def effective_batch_size(batch_size):
+    """``batch_size``, or 1 (the literal search) when the batched search is not part of this
+    build; both searches return the same translations."""
+    if batch_size > 1:
+        try:
+            importlib.import_module("groundhog_port.search.batched")
+        except ImportError as err:
+            logger.warning("the batched beam search (groundhog_port.search.batched) is not "
+                           "available (%s): using the literal search, --batch-size 1", err)
+            return 1
+    return batch_size
+
+
+def bleu_pair(hyps, refs, tokenize="13a"):
+    """sacrebleu BLEU and multi-bleu.perl's number of ``hyps`` against one reference set."""
+    if not hyps:
+        return None
+    sacre = sacre_scores(hyps, [refs], tokenize=tokenize, chrf=False)["bleu"]
+    mb = multi_bleu(hyps, [refs])
+    return {"sacrebleu": sacre.score, "signature": sacre.signature,
+            "multi_bleu": mb.score, "multi_bleu_text": mb.format()}
+
+
+def compare_archived(archived, source_lines, translations, reference=None, max_diffs=5,
+                     tokenize="13a"):
+    """The report for one archived file given the port's translations of its whole source.
+
+    ``archived``: the archived lines (may be fewer than the source: the original crashed);
+    ``translations``: :class:`~groundhog_port.search.translator.Translation` per source line;
+    ``reference``: reference lines or ``None``.  A line the port could not translate never
+    counts as identical.
+    """
+    n = len(archived)
+    reproduced = [t.line for t in translations]
+    shown = [None if t.error is not None else t.line for t in translations[:n]]
+    cmp = compare_lines(archived, shown, max_diffs=max_diffs)
+    diffs = []
+    for d in cmp["first_differences"]:
+        i = d["line"] - 1
+        entry = {"line": d["line"], "source": source_lines[i], "archived": d["archived"],
+                 "reproduced": reproduced[i]}
+        if translations[i].error is not None:
+            entry["port_error"] = translations[i].error
+        diffs.append(entry)
+    report = {
+        "source_lines": len(source_lines),
+        "archived_lines": n,
+        "compared": n,
+        "identical": cmp["identical"],
+        "different": n - cmp["identical"],
+        "percent_identical": cmp["percent_identical"],
+        "all_identical": cmp["identical"] == n,
+        "original_stopped_after": n if n < len(source_lines) else None,
+        "first_differences": diffs,
+        "port_failed_lines": [{"line": i + 1, "error": t.error}
+                              for i, t in enumerate(translations) if t.error is not None],
+        "total_cost": total_cost(translations),
+        "total_cost_compared": total_cost(translations[:n]),
+    }
+    refs = None if reference is None else reference[:n]
+    report["bleu_lines"] = n
+    report["bleu"] = {
+        "archived_vs_reference": bleu_pair(archived, refs, tokenize) if refs else None,
+        "reproduced_vs_reference": bleu_pair(reproduced[:n], refs, tokenize) if refs else None,
+        "archived_vs_reproduced": bleu_pair(archived, reproduced[:n], tokenize),
+    }
+    return report
+
+
+def sentences_to_translate(files: List[ArchivedFile]) -> int:
+    """How many sentences :func:`reproduce` translates (each distinct source and settings once)."""
+    return sum(len(read_text_lines(source)) for source in {(f.source, f.settings): f.source
+                                                           for f in files}.values())
+
+
+def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokenize="13a",
+              progress: Optional[Callable[[int], None]] = None, save_dir=None, max_lines=None):
+    """Translate each distinct (source, settings) once and compare with every archived file.
+
+    ``max_lines``: only the first lines of each source (and of its archived files and
+    reference) -- a cheap check of a large archive; ``None``: all of them.
+
+    Returns ``{"files": [per-file report], "all_identical", "sentences", "seconds",
+    "sentences_per_second"}``; ``progress(n)`` is called after every ``n`` translated
+    sentences.  Raises :class:`LegacyInputError` for an archived file longer than its source
+    or a reference of another length than the source.
+    """
+    sources, archived, refs = {}, {}, {}
+    for f in files:
+        if f.source not in sources:
+            sources[f.source] = read_text_lines(f.source)[:max_lines]
+        lines = read_lines(f.path)[:max_lines]
+        if len(lines) > len(sources[f.source]):
+            raise LegacyInputError(f.path, f"{len(lines)} lines but its source {f.source} has "
+                                           f"{len(sources[f.source])}")
+        archived[f.path] = lines
+        if f.reference is not None and f.reference not in refs:
+            refs[f.reference] = read_lines(f.reference)[:max_lines]
+            if len(refs[f.reference]) != len(sources[f.source]):
+                raise LegacyInputError(f.reference, f"{len(refs[f.reference])} reference lines "
+                                       f"but the source {f.source} has {len(sources[f.source])}")
+    batch_size = effective_batch_size(batch_size)
+    done, seconds, sentences = {}, {}, 0
+    start = time.monotonic()
+    for f in files:
+        key = (f.source, f.settings)
+        if key in done:
+            continue
+        t0 = time.monotonic()
+        s = f.settings
+        # sample.py's per-sentence retry warnings, summarised once per file and message
+        warnings = SearchWarnings(f"{f.source} ({s.describe()})", summarise=True)
+        translator = Translator(exp, s.beam_size, s.ignore_unk, s.normalize, batch_size, warnings)
+        lines = sources[f.source]
+        step = batch_size
+        out = []
+        for i in range(0, len(lines), step):
+            seqs = [exp.parse_source(line)[0] for line in lines[i:i + step]]
+            out.extend(translator.translate_seqs(seqs, first_line=i + 1))
+            if progress is not None:
+                progress(len(seqs))
+        if warnings.summary() is not None:
+            logger.warning("%s", warnings.summary())
+        for i, t in enumerate(out):
+            if t.error is not None:
+                logger.info("%s, line %d (%s): the original sample.py fails here: %s",
+                            f.source, i + 1, f.settings.describe(), t.error)
+        done[key] = out
+        seconds[key] = time.monotonic() - t0
+        sentences += len(lines)
+    reports = []
+    for f in files:
+        key = (f.source, f.settings)
+        out = done[key]
+        r = {"file": f.name, "archived": str(f.path), "source": str(f.source),
+             "reference": str(f.reference) if f.reference else None,
+             "settings": f.settings.as_dict(), "batch_size": batch_size,
+             "seconds": seconds.pop(key, 0.0)}
+        r.update(compare_archived(archived[f.path], sources[f.source], out,
+                                  refs.get(f.reference), max_diffs, tokenize))
+        r["archived_total_cost"] = original_total_cost(f.stdout)
+        stopped = r["original_stopped_after"]
+        if stopped is not None:
+            port_error = out[stopped].error
+            orig = original_error(f.error)
+            r["original_error"] = orig
+            r["port_error_on_next_line"] = port_error
+            # the original's crash is reproduced when the port fails on the line where it died
+            # (with the same message, where the original's traceback is archived)
+            r["crash_reproduced"] = port_error is not None and (orig is None or port_error in orig)
+        if save_dir is not None:
+            Path(save_dir).mkdir(parents=True, exist_ok=True)
+            with atomic_output(Path(save_dir) / f.name) as fh:  # complete or absent
+                fh.writelines(t.line + "\n" for t in out)
+        reports.append(r)
+    elapsed = time.monotonic() - start
+    return {"files": reports, "all_identical": all(r["all_identical"] for r in reports),
+            "sentences": sentences, "seconds": elapsed,
+            "sentences_per_second": sentences / elapsed if elapsed > 0 else 0.0}
+
+
+# ----------------------------------------------------------------------------------------------
+# Text report
+# ----------------------------------------------------------------------------------------------
+def _fmt_bleu(b):
+    if b is None:
+        return "-"
+    return f"{b['sacrebleu']:.2f} (multi-bleu {b['multi_bleu']:.2f})"
+
+
+def _side_by_side(diffs, width=60):
+    """``line N: archived | reproduced`` rows, the archived column padded to one width."""
+    if not diffs:
+        return []
+    def show(s):
+        return "<no line>" if s is None else (s if s else "<empty>")
+    col = min(width, max(len(show(d["archived"])) for d in diffs))
+    col = max(col, len("archived"))
+    num = max(len(str(d["line"])) for d in diffs)
+    rows = [f"    {' ' * (num + 7)}{'archived'.ljust(col)} | reproduced"]
+    for d in diffs:
+        rep = show(d["reproduced"])
+        if "port_error" in d:
+            rep = f"<search failed: {d['port_error']}>"
+        rows.append(f"    line {str(d['line']).rjust(num)}: {show(d['archived']).ljust(col)} | {rep}")
+    return rows
+
+
+#: why "archived-ref 23.66 (multi-bleu 15.68)" are two numbers, and which to quote
+BLEU_NOTE = ("BLEU X (multi-bleu Y): X is sacrebleu ({signature}), whose tokenizer re-splits the "
+             "already tokenized text (Moses escapes such as &apos; become '&', 'apos', ';' and "
+             "punctuation is split off), so it counts more, shorter n-grams; Y is what Moses' "
+             "multi-bleu.perl prints, splitting on whitespace only, as the 2014-2015 papers "
+             "did.  Quote X with its signature; compare Y with numbers from that time.")
+
+
+def format_report(report) -> str:
+    """The human-readable report of :func:`reproduce` (plus ``case``/``skipped`` if set)."""
+    out = []
+    if report.get("case"):
+        out.append(f"case {report['case']}")
+    for r in report["files"]:
+        s = Settings(**r["settings"])
+        head = (f"{r['file']} ({s.describe()}): {r['identical']}/{r['compared']} lines identical "
+                f"({r['percent_identical']:.1f}%)")
+        out.append(head)
+        if r["original_stopped_after"] is not None:
+            line = (f"  the original stopped after {r['original_stopped_after']} lines "
+                    f"(source: {r['source_lines']})")
+            if r.get("original_error"):
+                line += f"; it died with: {r['original_error']}"
+            out.append(line)
+            if r["crash_reproduced"]:
+                out.append(f"  the port fails on line {r['original_stopped_after'] + 1} too: "
+                           f"{r['port_error_on_next_line']}")
+            else:
+                out.append(f"  the port translates line {r['original_stopped_after'] + 1}"
+                           + (f" (error: {r['port_error_on_next_line']})"
+                              if r["port_error_on_next_line"] else "")
+                           + ": the original's crash is not reproduced")
+        if r["first_differences"]:
+            out.append(f"  first differing lines ({len(r['first_differences'])} of "
+                       f"{r['different']}):")
+            out.extend(_side_by_side(r["first_differences"]))
+        b = r["bleu"]
+        scope = "" if r["original_stopped_after"] is None else f" (first {r['bleu_lines']} lines)"
+        out.append(f"  BLEU{scope}: archived-ref {_fmt_bleu(b['archived_vs_reference'])}; "
+                   f"reproduced-ref {_fmt_bleu(b['reproduced_vs_reference'])}; "
+                   f"archived-reproduced {_fmt_bleu(b['archived_vs_reproduced'])}")
+        cost = f"  total cost {r['total_cost']!r}"
+        if r["original_stopped_after"] is not None:
+            cost += f" (first {r['compared']} lines: {r['total_cost_compared']!r})"
+        if r["archived_total_cost"] is not None:
+            a = r["archived_total_cost"]
+            rel = abs(r["total_cost"] - a) / abs(a) if a else abs(r["total_cost"] - a)
+            cost += f"; the original printed {a!r} (relative difference {rel:.1e})"
+        out.append(cost)
+    signature = next((b["signature"] for r in report["files"] for b in r["bleu"].values() if b), None)
+    if signature:
+        out.append(BLEU_NOTE.format(signature=signature))
+    for s in report.get("skipped", []):
+        out.append(f"skipped {s['file']}: {s['reason']}")
+    n_files = len(report["files"])
+    same = sum(r["all_identical"] for r in report["files"])
+    lines = sum(r["compared"] for r in report["files"])
+    ident = sum(r["identical"] for r in report["files"])
+    verdict = "all identical" if report["all_identical"] else "DIFFERENCES"
+    out.append(f"{verdict}: {same}/{n_files} files, {ident}/{lines} compared lines identical; "
+               f"{report['sentences']} sentences translated in {report['seconds']:.1f} s "
+               f"({report['sentences_per_second']:.1f} sentences/s)")
+    return "\n".join(out)

@@ -1,0 +1,1 @@
+"""The test suite, by kind (one folder and one marker per kind)."""

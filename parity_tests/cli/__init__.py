@@ -1,0 +1,1 @@
+"""Tests: the groundhog-port commands end to end, as users run them."""

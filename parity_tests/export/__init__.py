@@ -1,0 +1,1 @@
+"""Tests: safetensors / ONNX export and the exported driver."""

@@ -1,0 +1,307 @@
+"""``groundhog-port export --format onnx``: the graphs against the recordings, the numpy
+driver's translations against the port's, and the files read without groundhog_port.
+
+* every shared recording (``legacy_traces/*``, ``pending_traces/grconv``): the encoder's
+  ``c`` and ``init_state`` and the step graphs' ``probs`` and ``s``, fed with the recorded
+  inputs, within the port's derived bounds (:mod:`groundhog_port.harness.onnx`);
+* translations of the driver ``beam_search.py`` at beam 1, 5 and 10 == the port's (the
+  fixture: all 40 sentences; the shared cases: every third sentence and the lines where the
+  original crashed), the costs of the chosen hypotheses under the port's derived bound;
+* a fresh interpreter that never imports groundhog_port (nor torch) reads the safetensors
+  and ONNX exports with the plain APIs and writes, with the driver, the fixture's recorded
+  ``trans_beam10.txt`` byte for byte.
+"""
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from parity_tests.support.cases import FIXTURES, case_dirs, pending_case_dirs
+
+from groundhog_port.harness import tolerance as tol
+from groundhog_port.legacy.exported import write_checkpoint
+from groundhog_port.export.onnx_graphs import DRIVER_FILE, GRAPH_FILES, OPSET, write_onnx
+from groundhog_port.harness.onnx import OnnxRow, check_onnx
+from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.search.legacy import path_costs
+from groundhog_port.harness.trace import TraceFile
+from groundhog_port.search.translator import Translator
+
+pytest.importorskip("onnxruntime", reason="the export extra (onnx, onnxruntime) is not installed")
+
+SHARED = case_dirs() + pending_case_dirs()
+BEAMS = (1, 5, 10)
+
+
+def _legacy_files(case):
+    state = next(case.glob("*state.pkl"))
+    return state, case / state.name.replace("state.pkl", "model.npz")
+
+
+def _driver(out):
+    """The exported ``beam_search.py`` as a module (each export its own module object)."""
+    spec = importlib.util.spec_from_file_location(f"beam_search_{abs(hash(out))}", out / DRIVER_FILE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def onnx_export(tmp_path_factory, one_thread):
+    """case dir -> (legacy experiment, driver module, OnnxTranslator, export dir)."""
+    made, root = {}, tmp_path_factory.mktemp("onnx")
+
+    def get(case):
+        if case not in made:
+            state, model = _legacy_files(case)
+            exp = open_experiment(state, model, data_dir=case)
+            out = root / f"{case.parent.name}_{case.name}"
+            write_onnx(exp, out)
+            mod = _driver(out)
+            made[case] = (exp, mod, mod.OnnxTranslator(out), out)
+        return made[case]
+    return get
+
+
+@pytest.mark.parametrize("case", SHARED, ids=lambda p: p.name)
+def test_graphs_within_derived_bounds_of_recordings(case, onnx_export):
+    exp, _, translator, _ = onnx_export(case)
+    with TraceFile(case / "trace.h5") as trace:
+        rows = check_onnx(exp.model, translator, trace)
+    report = "\n".join(r.line() + "".join("\n    " + n for n in r.notes[:5]) for r in rows.values())
+    assert all(r.ok for r in rows.values()), report
+    assert set(rows) == {"repr/c", "repr/init_states", "steps/next_probs", "steps/next_states"}
+
+
+def _sentences(case):
+    lines = (case / "test.en").read_text(encoding="utf-8").split("\n")[:-1]
+    if case.parent == FIXTURES:
+        return list(range(len(lines))), lines
+    crashed = {len((case / "trans_beam1.txt").read_text(encoding="utf-8").split("\n")) - 1}
+    return sorted(set(range(0, len(lines), 3)) | {i for i in crashed if i < len(lines)}), lines
+
+
+@pytest.mark.parametrize("case", [FIXTURES / "search"] + SHARED,
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_driver_translations_equal_the_ports(case, onnx_export):
+    """Beam 1/5/10: the same line (or the same crash) for every sentence; the chosen
+    hypothesis' cost within the port's derived bounds of its exact (float64) cost and of the
+    port's float32 cost."""
+    exp, mod, translator, _ = onnx_export(case)
+    picked, lines = _sentences(case)
+    seqs = [exp.parse_source(lines[i])[0] for i in picked]
+    model64, probe = exp.model.float64_shadow(), exp.model.float32_probe()
+    pool, differences = tol.Pool(tol.TERMS), []
+    for beam in BEAMS:
+        port = Translator(exp, beam, batch_size=32).translate_seqs(seqs)
+        for i, seq, want in zip(picked, seqs, port):
+            np.testing.assert_array_equal(translator.parse_source(lines[i]), seq)
+            try:
+                trans, costs = translator.sample(seq, beam)
+            except mod.SearchFailed as err:
+                if want.error is None or str(err) != want.error:
+                    differences.append((beam, i, f"ONNX failed: {err}", want.line, want.error))
+                continue
+            best = int(np.argmin(costs))
+            line = translator.render(trans[best])
+            if (line, None) != (want.line, want.error):
+                differences.append((beam, i, line, want.line, want.error))
+                continue
+            # the ONNX cost is the product; the port's float32 cost stands as the other
+            # float32 implementation (the recording's place)
+            pool.add(f"beam{beam}/{i}", [want.cost], [costs[best]],
+                     path_costs(model64, seq, [trans[best]]),
+                     probe=path_costs(probe, seq, [trans[best]]),
+                     magnitude_of=len(trans[best]), n_terms=len(trans[best]))
+    assert not differences, differences
+    bad = [(where, res.err.max(), res.allowed.max()) for where, res in pool.results() if not res.ok]
+    assert not bad, bad
+    assert len(pool) > 0
+
+
+@pytest.mark.parametrize("case_name,name,beam,normalize,ignore_unk", [
+    ("search", "trans_beam10_normalize.txt", 10, True, False),
+    # phrase: the recording where --ignore-unk changes two lines
+    ("phrase", "trans_beam5_ignore_unk.txt", 5, False, True)])
+def test_driver_normalize_ignore_unk_write_the_recorded_lines(case_name, name, beam, normalize,
+                                                               ignore_unk, onnx_export):
+    """sample.py --normalize / --ignore-unk: the driver writes the recorded lines (all 40
+    sentences; the port writes them too, test_legacy_cases.py)."""
+    case = next((c for c in SHARED if c.name == case_name), None)
+    if case is None:
+        pytest.skip(f"the shared {case_name!r} recording is not present")
+    _, _, translator, _ = onnx_export(case)
+    lines = (case / "test.en").read_text(encoding="utf-8").split("\n")[:-1]
+    want = (case / name).read_text(encoding="utf-8").split("\n")[:-1]
+    for i in range(len(lines)):
+        got = translator.translate_line(lines[i], beam, ignore_unk, normalize)[0]
+        assert got == want[i], (i, got, want[i])
+
+
+def test_cli_exports_opset_and_driver(tmp_path, one_thread):
+    """The command's files, the opset, the encoder's interface; the same graphs from the
+    legacy files and from their safetensors export."""
+    import onnx
+    case = FIXTURES / "search"
+    state, model = _legacy_files(case)
+    from parity_tests.support.inprocess import run_cli
+    r = run_cli("export", "--format", "onnx", "--state", state, model, tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == sorted(
+        list(GRAPH_FILES) + ["config.json", DRIVER_FILE])
+    for name in GRAPH_FILES:
+        m = onnx.load(str(tmp_path / "o" / name))
+        assert [o.version for o in m.opset_import] == [OPSET]
+    enc = onnx.load(str(tmp_path / "o" / "encoder.onnx"))
+    assert [i.name for i in enc.graph.input] == ["seq"]
+    assert [o.name for o in enc.graph.output] == ["c", "init_state", "p_from_c"]
+    # from an exported safetensors checkpoint: the same graphs, byte for byte
+    assert run_cli("export", "--format", "safetensors", "--state", state, model,
+                   tmp_path / "st").returncode == 0
+    r = run_cli("export", "--format", "onnx", "--checkpoint", tmp_path / "st", tmp_path / "o2")
+    assert r.returncode == 0, r.stderr
+    for name in GRAPH_FILES:
+        assert (tmp_path / "o2" / name).read_bytes() == (tmp_path / "o" / name).read_bytes()
+
+
+#: run in a fresh interpreter: plain safetensors / onnxruntime, then the copied driver
+NO_PORT_SCRIPT = r"""
+import json, sys
+import numpy as np
+st_dir, onnx_dir, source, trans = sys.argv[1:5]
+from safetensors import safe_open
+from safetensors.numpy import load_file
+weights = load_file(st_dir + "/model.safetensors")
+with safe_open(st_dir + "/model.safetensors", framework="numpy") as f:
+    meta = f.metadata()
+config = json.load(open(st_dir + "/config.json", encoding="utf-8"))
+assert weights["decoder.A"].dtype == np.float32 and meta["legacy:decoder.A"] == "A_dec_transition_0"
+assert {t["name"] for t in config["tensors"]} == set(weights)
+import onnxruntime as ort
+enc = ort.InferenceSession(onnx_dir + "/encoder.onnx", providers=["CPUExecutionProvider"])
+c, s0, pfc = enc.run(None, {"seq": np.array([3, 17, 200], dtype=np.int64)})
+assert c.shape == (3, 64) and s0.shape == (1, 32) and pfc.shape == (3, 32)
+probs = ort.InferenceSession(onnx_dir + "/decoder_next_probs.onnx",
+                             providers=["CPUExecutionProvider"]).run(
+    None, {"c": c, "p_from_c": pfc, "y_prev": np.zeros(1, np.int64), "s_prev": s0})[0]
+assert probs.shape == (1, 321) and abs(float(probs.sum(dtype=np.float64)) - 1) < 1e-5
+sys.path.insert(0, onnx_dir)
+import beam_search
+rc = beam_search.main(["--beam-size", "10", "--source", source, "--trans", trans])
+assert rc == 0, rc
+bad = sorted(m for m in sys.modules if m.split(".")[0] in ("groundhog_port", "legacy_states", "torch"))
+assert not bad, bad
+print("OK", len(weights))
+"""
+
+
+def test_exports_load_without_groundhog_port(tmp_path, one_thread):
+    case = FIXTURES / "search"
+    state, model = _legacy_files(case)
+    exp = open_experiment(state, model, data_dir=case)
+    write_checkpoint(exp, tmp_path / "st")
+    write_onnx(exp, tmp_path / "onnx")
+    out = tmp_path / "trans_beam10.txt"
+    r = subprocess.run([sys.executable, "-c", NO_PORT_SCRIPT, str(tmp_path / "st"),
+                        str(tmp_path / "onnx"), str(case / "test.en"), str(out)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and "OK 40" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]
+    assert out.read_bytes() == (case / "trans_beam10.txt").read_bytes()
+
+
+def test_attention_overflow_quirk_kept_in_graph(one_thread):
+    """exp-then-normalise without the maximum (encdec.py:299-345): with energies above ~88
+    the port's float32 attention gives inf / inf = nan, and so must the graph (a
+    max-subtracted softmax would give finite probabilities)."""
+    import copy
+
+    import onnxruntime as ort
+
+    from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph
+    state, model = _legacy_files(FIXTURES / "search")
+    exp = open_experiment(state, model, data_dir=FIXTURES / "search")
+    m = copy.deepcopy(exp.model)
+    with torch.no_grad():
+        m.decoder.D.mul_(1e4)
+    seq = exp.parse_source("the small red cat is sleeping .")[0]
+    c = m.encode(seq)
+    s = torch.randn(3, m.cfg.dim, generator=torch.Generator().manual_seed(0))
+    y = torch.tensor([0, 5, 7])
+    want = m.next_probs(c, m.p_from_c(c), 1, y, s).numpy()
+    assert np.isnan(want).all()
+    run = lambda proto, feed: ort.InferenceSession(
+        proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
+    oc, _, opfc = run(encoder_graph(m), {"seq": seq})
+    got = run(next_probs_graph(m), {"c": oc, "p_from_c": opfc, "y_prev": y.numpy(),
+                                    "s_prev": s.numpy()})[0]
+    assert np.isnan(got).all()
+
+
+#: architectures the recordings do not cover: every activation spelling family, maxout 4,
+#: no bigram / bias_code / deep_out, last_forward + last_backward, the grConv encoder
+ARCHITECTURES = {
+    "search_relu_hard_sigmoid": ("search", dict(
+        rank_n_activ="lambda x: x*(x>0)", activ="lambda x: TT.maximum(x, 0)",
+        rec_gater="lambda x: x*(x>0)*(x<1)", dec_rec_gater="lambda x: x*(x>0)*(x<1)",
+        enc_rec_gater="lambda x: TT.nnet.sigmoid(x)", bigram=True, check_first_word=True)),
+    "encdec_hard_tanh_maxout4": ("encdec", dict(
+        activ="lambda x: x*(x>-1)*(x<1)", dec_activ="lambda x: x*(x>-1)*(x<1)",
+        enc_activ="lambda x: TT.tanh(x)", unary_activ="Maxout(4)", maxout_part=4,
+        forward=False, last_forward=True, backward=False, last_backward=True, bias_code=False)),
+    "encdec_plain_readout": ("encdec", dict(deep_out=False, bigram=False, forward=True,
+                                            backward=True, last_forward=False)),
+    "grconv": ("encdec", dict(enc_rec_layer="RecursiveConvolutionalLayer", enc_rec_gating=False,
+                              enc_rec_reseting=False, forward=False, last_forward=True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_graphs_equal_port_on_other_architectures(name, one_thread):
+    """Random weights (test_batched_search.build_model): each graph output within the port's
+    derived bound of its exact value (the float64 shadow; noise from the float32 probe),
+    the rule parity applies to the port's own float32 output."""
+    import onnxruntime as ort
+    from parity_tests.support.models import build_model
+
+    from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph, next_states_graph
+    family, flags = ARCHITECTURES[name]
+    model = build_model(family, 13, 17, 8, 4, flags, seed=7, scales=(1.0, 3.0, 3.0, 4.0, 1.0))
+    ref = {"p64": model.float64_shadow(), "probe": model.float32_probe()}
+    sess = {f.__name__: ort.InferenceSession(f(model).SerializeToString(),
+                                             providers=["CPUExecutionProvider"])
+            for f in (encoder_graph, next_probs_graph, next_states_graph)}
+    rng = np.random.default_rng(1)
+    checked = 0
+    for length in (1, 2, 6):
+        seq = np.append(rng.integers(0, 12, length), 12).astype(np.int64)
+        enc = sess["encoder_graph"].run(None, {"seq": seq})
+        c = {r: m.encode(seq) for r, m in ref.items()}
+        pfc = {r: m.p_from_c(c[r]) for r, m in ref.items()}
+        pairs = [(enc[0], {r: c[r] for r in ref}, tol.ABS),
+                 (enc[1], {r: m.initial_states(c[r]) for r, m in ref.items()}, tol.ABS)]
+        if model.cfg.search:
+            pairs.append((enc[2], {r: pfc[r][:, 0] for r in ref}, tol.ABS))
+        y = np.array([0, 3, 16, 5], dtype=np.int64)
+        s = rng.standard_normal((4, 8)).astype(np.float32)
+        ty, ts = torch.as_tensor(y), torch.as_tensor(s, dtype=torch.float64)
+        for k in (0, 1, 9):
+            feed = {"c": enc[0], "s_prev": s}
+            feed.update({"p_from_c": enc[2]} if model.cfg.search else {"step": np.array(k)})
+            pairs.append((sess["next_probs_graph"].run(None, dict(feed, y_prev=y))[0],
+                          {r: m.next_probs(c[r], pfc[r], k, ty, ts) for r, m in ref.items()},
+                          tol.REL))
+            pairs.append((sess["next_states_graph"].run(None, dict(feed, y=y))[0],
+                          {r: m.next_states(c[r], pfc[r], k, ty, ts) for r, m in ref.items()},
+                          tol.ABS))
+        rows = {kind.name: OnnxRow(name, kind.name) for kind in (tol.ABS, tol.REL)}
+        for i, (got, exact, kind) in enumerate(pairs):
+            rows[kind.name].add(f"{length}/{i}", got, exact["p64"].numpy(),
+                                exact["probe"].numpy())
+        for row in rows.values():
+            row.finish()
+            assert row.ok, (row.line(), row.notes[:3])
+            checked += row.n
+    assert checked > 0

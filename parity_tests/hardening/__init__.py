@@ -1,0 +1,1 @@
+"""Tests: hostile and broken inputs, interrupted runs, output safety, fuzzing."""

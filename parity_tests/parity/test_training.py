@@ -1,0 +1,198 @@
+"""Training (groundhog_port.training): one SGD_adadelta update against the recordings, the
+files train.py writes, resuming, and a short run from the bundled fixture.
+
+The 100-update check (the training cost of the trained-on batches goes down, the saved
+checkpoint scores the test set) runs as ``tools/train_check.py``; here a short run checks
+the mechanics in a few seconds (set ``GROUNDHOG_TRAIN_CHECK=1`` to run the 100 updates too).
+"""
+import glob
+import json
+import os
+import pickle
+import pickletools
+
+import h5py
+import numpy as np
+import pytest
+
+from parity_tests.support.cases import CASES, FIXTURES, LEGACY_ROOT
+
+import legacy_states
+from groundhog_port.cli.main import main
+from groundhog_port.model.config import ModelConfig
+from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.harness.check import check, find_case
+from groundhog_port.harness.trace import TraceFile
+from groundhog_port.training.files import dumps_state, load_timings
+from groundhog_port.training.order import param_order
+
+DATA = LEGACY_ROOT / "data"
+
+
+def need(path):
+    if not path.exists():
+        pytest.skip(f"recordings not found at {path} (set GROUNDHOG_LEGACY_TRACES)")
+    return path
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_param_order_is_the_recorded_one(case):
+    d = need(LEGACY_ROOT / case)
+    state = legacy_states.load_state(glob.glob(str(d / "*state.pkl"))[0])
+    with h5py.File(d / "trace.h5", "r") as f:
+        recorded = json.loads(f["train_step"].attrs["param_order"])
+    assert param_order(ModelConfig.from_state(state)) == recorded
+
+
+def test_train_step_parity(one_thread):
+    """/train_step of the search case (test_legacy_cases.py runs the group on every case):
+    batch ==, then one SGDAdadelta.step (what train runs) from the recorded batch: cost / grad
+    norm / properties / clipped gradients / accumulators / parameters, under derived bounds."""
+    files = find_case(need(LEGACY_ROOT / "search"))
+    exp = open_experiment(files.state, files.model, data_dir=files.dir)
+    with TraceFile(files.trace) as tr:
+        report = check(exp, tr, groups=("train_step",))
+    rows = {r.quantity: r for r in report.rows if r.group == "train_step"}
+    for q in ("x", "x_mask", "y", "y_mask", "param_order", "cost", "grad_norm", "log2_p_word",
+              "log2_p_expl", "clipped_grads", "gnorm2_after", "dnorm2_after", "params_after"):
+        row = rows[f"train_step/{q}"]
+        assert row.covered and row.n > 0 and row.passed, report.table()
+    # the real SGDAdadelta.step (the product's own gradients, then its update) well inside
+    for q in ("clipped_grads", "gnorm2_after", "dnorm2_after", "params_after"):
+        row = rows[f"train_step/{q}"]
+        assert row.product.startswith("SGDAdadelta.step") and row.max_ratio < 0.5, report.table()
+
+
+def test_state_pickle_is_python2_protocol_2():
+    state = legacy_states.prototype_search_state()
+    state.update({"prefix": "out/é_", "source": ["a.h5"], "big": 2 ** 40, "t": (1, 2.5),
+                  "np": np.float32(0.5), "none": None})
+    data = dumps_state(state)
+    ops = {op.name for op, _, _ in pickletools.genops(data)}
+    assert data[:2] == b"\x80\x02"
+    assert not ops & {"BINUNICODE", "SHORT_BINUNICODE", "UNICODE", "FRAME", "BINBYTES",
+                      "SHORT_BINBYTES", "GLOBAL", "STACK_GLOBAL", "REDUCE"}
+    back = pickle.loads(data, encoding="utf-8")
+    assert back["prefix"] == "out/é_" and back["np"] == 0.5 and back["t"] == (1, 2.5)
+    assert pickle.loads(data, encoding="bytes")[b"prefix"] == "out/é_".encode()
+    with pytest.raises(Exception, match="plain data"):
+        dumps_state({"x": object()})
+
+
+def _train(tmp_path, *extra):
+    need(DATA / "binarized_text.shuffled.en.h5")
+    return main(["--threads", "1", "train", "--state", str(FIXTURES / "search" / "search_state.pkl"),
+                 "--model", str(FIXTURES / "search" / "search_model.npz"), "--data-dir", str(DATA),
+                 f"prefix='{tmp_path}/s_'", *extra])
+
+
+def test_continue_training_saves_resumes_and_scores(tmp_path, capsys):
+    assert _train(tmp_path, "loopIters=3") == 0
+    out = capsys.readouterr().out
+    assert ".. iter    0 cost 34.191" in out  # the recorded first update (rval_cost 34.1913)
+    assert "grad_norm" in out and "words/s" in out
+    t = load_timings(tmp_path / "s_timing.npz")
+    recorded = load_timings(LEGACY_ROOT / "search" / "search_timing.npz")
+    assert set(t) == set(recorded)
+    assert int(t["step"]) == 3 and t["cost"].shape == (4,) and np.all(t["cost"][:3] > 0)
+    offset = int(t["next_offset"])
+    assert offset > 0
+    state = legacy_states.load_state(tmp_path / "s_state.pkl")
+    assert state["step"] == 2 and state["prefix"] == f"{tmp_path}/s_"
+    # resume: the same command with more updates continues at step 3 and the saved offset
+    assert _train(tmp_path, "loopIters=5") == 0
+    assert ".. iter    3 " in capsys.readouterr().out
+    t2 = load_timings(tmp_path / "s_timing.npz")
+    assert int(t2["step"]) == 5 and t2["cost"].shape == (6,)  # arrays grown past loopIters=3
+    np.testing.assert_array_equal(t2["cost"][:3], t["cost"][:3])
+    # the checkpoint loads back (strictly) and scores the test set
+    exp = open_experiment(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", data_dir=DATA)
+    assert main(["score", "--mode", "batch", "--src", str(FIXTURES / "search" / "test.en"),
+                 "--trg", str(FIXTURES / "search" / "test.fr"), "--allow-unk", "--state",
+                 str(tmp_path / "s_state.pkl"), "--data-dir", str(FIXTURES / "search"),
+                 str(tmp_path / "s_model.npz")]) == 0
+    scores = capsys.readouterr().out.split()
+    assert len(scores) == 40 and exp.cfg.search
+
+
+def test_bad_prefix_is_one_line(tmp_path, capsys):
+    assert _train(tmp_path / "missing") == 2
+    err = capsys.readouterr().err
+    assert "prefix" in err and len(err.strip().splitlines()) == 1
+
+
+def test_plot_training(tmp_path, capsys):
+    timing = need(LEGACY_ROOT / "search" / "search_timing.npz")
+    pytest.importorskip("matplotlib")
+    assert main(["plot-training", str(timing), "--out", str(tmp_path / "c.png")]) == 0
+    line = capsys.readouterr().out.strip()
+    tm = load_timings(timing)
+    expected = float(np.mean(tm["log2_p_expl"][5900:6000]))
+    assert line.startswith("Average log2_p_expl is") and "after 6000 iterations" in line
+    assert abs(float(line.split()[3]) - expected) < 1e-6
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+@pytest.mark.skipif(os.environ.get("GROUNDHOG_TRAIN_CHECK", "") in ("", "0"),
+                    reason="100 updates take ~30-60 s on a 2-core machine; run with "
+                           "GROUNDHOG_TRAIN_CHECK=1 or tools/train_check.py")
+def test_100_updates_lower_the_training_cost(tmp_path, one_thread):
+    from groundhog_port.training.check import train_and_check
+    fx = FIXTURES / "search"
+    r = train_and_check(fx / "search_state.pkl", fx / "search_model.npz", need(DATA),
+                        f"{tmp_path}/s_", 100, fx / "test.en", fx / "test.fr")
+    assert r.cost_after < r.cost_before
+    assert r.test_sentences == 40 and np.isfinite(r.test_cost)
+
+
+def test_interrupted_run_saves_and_resumes(tmp_path):
+    """SIGINT during a run: the update in progress finishes, everything is saved, and the
+    next run resumes at the saved step and iterator offset."""
+    import signal
+
+    from groundhog_port.training.loop import MainLoop, new_timings
+
+    class InterruptAfterFirstLine:
+        def __init__(self):
+            self.lines = []
+
+        def write(self, text):
+            if text.startswith(".. iter") and not self.lines:
+                os.kill(os.getpid(), signal.SIGINT)
+            self.lines.append(text)
+
+        def flush(self):
+            pass
+
+    fx = FIXTURES / "search"
+    exp = open_experiment(fx / "search_state.pkl", fx / "search_model.npz",
+                          f"prefix='{tmp_path}/s_',loopIters=50", data_dir=need(DATA))
+    out = InterruptAfterFirstLine()
+    loop = MainLoop(exp.model, exp.state, new_timings(exp.state), exp.path("source"),
+                    exp.path("target"), out=out)
+    assert loop.run() == 1
+    t = load_timings(tmp_path / "s_timing.npz")
+    assert int(t["step"]) == 1 and int(t["next_offset"]) > 0
+    assert not list(tmp_path.glob("*.partial"))
+    resumed = open_experiment(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", data_dir=DATA)
+    loop2 = MainLoop(resumed.model, resumed.state, t, resumed.path("source"),
+                     resumed.path("target"), out=out, max_updates=1)
+    assert loop2.run() == 1 and int(load_timings(tmp_path / "s_timing.npz")["step"]) == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--state", "{tmp}/missing_state.pkl"],
+    ["train", "--proto", "prototype_search_state", "prefix='{tmp}/x_'"],
+    ["train", "--state", str(FIXTURES / "search" / "search_state.pkl"), "--model", "{tmp}/junk.npz",
+     "--data-dir", str(DATA), "prefix='{tmp}/x_'"],
+    ["train", "--state", str(FIXTURES / "search" / "search_state.pkl"), "dropout=0.5"],
+    ["plot-training", "{tmp}/junk.npz", "--out", "{tmp}/c.png"],
+    ["plot-training", str(LEGACY_ROOT / "search" / "search_timing.npz"), "--out", "{tmp}/c.xyz"],
+], ids=["missing-state", "no-corpora", "junk-model", "dropout", "junk-timing", "picture-format"])
+def test_bad_training_input_is_one_line(tmp_path, capsys, argv):
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    if "{tmp}/junk.npz" in argv and "--model" in argv:
+        need(DATA / "binarized_text.shuffled.en.h5")
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and " error: " in err[0], err

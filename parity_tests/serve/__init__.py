@@ -1,0 +1,1 @@
+"""Tests: the HTTP server (API, page, limits, fairness)."""

@@ -1,0 +1,39 @@
+"""Small models with random parameters, for tests of the searches and the sampler on
+shapes and vocabularies the recordings do not cover."""
+import torch
+
+from groundhog_port.model.config import ModelConfig
+from groundhog_port.model.encdec import RNNEncoderDecoder
+from legacy_states import prototype_encdec_state, prototype_search_state
+
+
+def build_model(family, V_src, V_trg, dim, rank, flags, seed, scales, stable=False):
+    """A small model of the prototype ``family`` with random parameters.
+
+    ``scales``: (embedding, weights, output, attention, eos_bias); large output
+    weights give peaked, state-dependent distributions, so hypotheses end at varied
+    lengths; a very negative ``eos_bias`` makes end-of-sequence unlikely (retries).
+    """
+    state = prototype_search_state() if family == "search" else prototype_encdec_state()
+    state.update(dim=dim, rank_n_approx=rank, n_sym_source=V_src, null_sym_source=V_src - 1,
+                 n_sym_target=V_trg, null_sym_target=V_trg - 1, unk_sym_source=1,
+                 unk_sym_target=1, **flags)
+    cfg = ModelConfig.from_state(state)
+    model = RNNEncoderDecoder(cfg, stable_softmax=stable)
+    emb, weights, output, att, eos_bias = scales
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            if name.endswith("approx_embedder.W"):
+                p.copy_(noise * emb)
+            elif name.startswith("decoder.output_layer"):
+                p.copy_(noise * output / p.shape[0] ** 0.5 if p.dim() == 2 else noise)
+            elif name in ("decoder.D", "decoder.A", "decoder.B"):
+                p.copy_(noise * att / p.shape[0] ** 0.5)
+            elif p.dim() == 2:
+                p.copy_(noise * weights / p.shape[0] ** 0.5)
+            else:
+                p.copy_(noise * 0.5)
+        model.decoder.output_layer.b[cfg.null_sym_target] += eos_bias
+    return model

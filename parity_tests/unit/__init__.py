@@ -1,0 +1,1 @@
+"""Tests: one module against an independent reference (numpy, hand-computed values)."""
