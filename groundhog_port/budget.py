@@ -19,6 +19,7 @@ leaves room for the loader's own copies.  Real GroundHog inputs are far below it
 huge archives, raise it with ``groundhog-port --parse-budget-mib N`` or the environment
 variable ``GROUNDHOG_PARSE_BUDGET_MIB``.
 """
+
 import os
 
 from .errors import LegacyInputError
@@ -39,8 +40,9 @@ def _valid(value, where):
     try:
         mib = int(value)
     except (TypeError, ValueError):
-        raise LegacyInputError(None, f"{where} must be a whole number of MiB, got "
-                                     f"{str(value)[:40]!r}") from None
+        raise LegacyInputError(
+            None, f"{where} must be a whole number of MiB, got {str(value)[:40]!r}"
+        ) from None
     if mib < 1:
         raise LegacyInputError(None, f"{where} must be at least 1 (MiB), got {mib}")
     return mib
@@ -63,13 +65,16 @@ def over_budget(path, what, need=None):
     """The error for a parse of ``path`` that would need ``need`` bytes (more than the
     budget, when not known) for ``what``."""
     need = f"about {_mib(need)} MiB, over" if need is not None else "more than"
-    return LegacyInputError(path, f"{what} would take {need} the parse budget of {budget_mib()} "
-                                  f"MiB (hostile or damaged file? for a genuinely huge one raise "
-                                  f"it with {FLAG} N or {ENV}=N)")
+    return LegacyInputError(
+        path,
+        f"{what} would take {need} the parse budget of {budget_mib()} "
+        f"MiB (hostile or damaged file? for a genuinely huge one raise "
+        f"it with {FLAG} N or {ENV}=N)",
+    )
 
 
 def _mib(n):
-    return f"{n / 2 ** 20:.0f}" if n >= 2 ** 20 else f"{n / 2 ** 20:.2f}"
+    return f"{n / 2**20:.0f}" if n >= 2**20 else f"{n / 2**20:.2f}"
 
 
 def check(path, what, need):

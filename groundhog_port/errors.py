@@ -36,6 +36,7 @@ def quoted(value, limit=MAX_QUOTED):
     value's full length is said (``'xxxx...' (30000000 characters)``).  Containers are
     shown through :mod:`reprlib` (never repr'd whole first)."""
     import reprlib
+
     if isinstance(value, (str, bytes, bytearray)):
         if len(value) <= limit:
             return repr(value)
@@ -81,13 +82,17 @@ def allocation_failure(err):
     ``torch.OutOfMemoryError`` (a ``RuntimeError`` saying "out of memory").  A state or an
     option asking for more than the machine has is a usage error (exit 2), not a crash."""
     import re
+
     text = " ".join(str(err).split())
     if isinstance(err, MemoryError):
         return "out of memory" + (f" ({text[:200]})" if text else "")
     if isinstance(err, RuntimeError) and any(
-            sign in text for sign in ("can't allocate memory", "not enough memory", "out of memory")):
+        sign in text for sign in ("can't allocate memory", "not enough memory", "out of memory")
+    ):
         asked = re.search(r"allocate (\d+) bytes", text)
-        size = f": tried to allocate {int(asked.group(1)) / 2 ** 30:.1f} GiB" if asked else ""
-        return (f"out of memory{size} (do the state's sizes -- dim, rank_n_approx, n_sym_*, bs "
-                "-- or the options ask for more than this machine has?)")
+        size = f": tried to allocate {int(asked.group(1)) / 2**30:.1f} GiB" if asked else ""
+        return (
+            f"out of memory{size} (do the state's sizes -- dim, rank_n_approx, n_sym_*, bs "
+            "-- or the options ask for more than this machine has?)"
+        )
     return None

@@ -36,6 +36,7 @@ train; serve/preprocess as they come):
   on a read-only target, ``EIO``) are one :class:`OutputError` naming the file and saying
   what is kept -- exit code 2 through the command line, like bad input.
 """
+
 import contextlib
 import errno
 import fcntl
@@ -84,6 +85,7 @@ def write_failure(path, err, kept=""):
 class Target:
     """Where an output named ``given`` goes: ``path`` is the regular file replaced (symbolic
     links followed), or, with ``stream``, the file written in place as the lines come."""
+
     given: str
     path: Path
     stream: bool = False
@@ -110,7 +112,7 @@ def _through_descriptor_names(path):
     ``/proc`` (``/dev/stdout`` -> ``/proc/self/fd/1`` -> whatever descriptor 1 is): such
     a name stands for an open descriptor, which must be written, never replaced."""
     p = Path(os.path.abspath(path))
-    for _ in range(40):                       # the kernel's own limit on a chain of links
+    for _ in range(40):  # the kernel's own limit on a chain of links
         if p.parts[1:2] in (("dev",), ("proc",)):
             return True
         if not p.is_symlink():
@@ -125,7 +127,7 @@ def output_target(path):
         return Target("-", Path("-"), stream=True)
     given = Path(path)
     try:
-        st = os.stat(given)                     # follows symbolic links
+        st = os.stat(given)  # follows symbolic links
     except FileNotFoundError:
         st = None
     except OSError as err:
@@ -133,16 +135,22 @@ def output_target(path):
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise OutputError(given, "is a directory, expected an output file name")
-        if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode) or (
-                stat.S_ISREG(st.st_mode) and _through_descriptor_names(given)):
+        if (
+            stat.S_ISFIFO(st.st_mode)
+            or stat.S_ISCHR(st.st_mode)
+            or (stat.S_ISREG(st.st_mode) and _through_descriptor_names(given))
+        ):
             return Target(str(path), given, stream=True)
         if not stat.S_ISREG(st.st_mode):
             kind = _KINDS.get(stat.S_IFMT(st.st_mode), "special file")
             raise OutputError(given, f"is a {kind}, not a file an output can be written to")
-    real = Path(os.path.realpath(given))        # a dangling link: the file it will create
+    real = Path(os.path.realpath(given))  # a dangling link: the file it will create
     if not real.parent.is_dir():
-        raise OutputError(given, "output directory does not exist" + (
-            f" (the link points to {real})" if real != given.absolute() else ""))
+        raise OutputError(
+            given,
+            "output directory does not exist"
+            + (f" (the link points to {real})" if real != given.absolute() else ""),
+        )
     return Target(str(path), real)
 
 
@@ -167,15 +175,19 @@ def check_outputs(outputs, inputs=()):
             key = target.path
         for other_flag, other_key in seen:
             if other_key == key or (key != "-" and other_key != "-" and _same_file(key, other_key)):
-                raise OutputError(path, f"named for both {other_flag} and {flag}: give each "
-                                  "output its own file")
+                raise OutputError(
+                    path, f"named for both {other_flag} and {flag}: give each output its own file"
+                )
         seen.append((flag, key))
         if target.stream:
             continue
         for in_flag, in_path in inputs:
             if in_path is not None and str(in_path) != "-" and _same_file(target.path, in_path):
-                raise OutputError(path, f"is the {in_flag} input of this run: writing {flag} "
-                                  "there would destroy it; choose another output file")
+                raise OutputError(
+                    path,
+                    f"is the {in_flag} input of this run: writing {flag} "
+                    "there would destroy it; choose another output file",
+                )
 
 
 def _same_file(a, b):
@@ -197,9 +209,12 @@ def open_locked(path, final, busy=None):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise OutputBusyError(final, busy or f"another process is writing it ({Path(path).name} "
-                              "is locked); wait for it to finish or choose another output file"
-                              ) from None
+        raise OutputBusyError(
+            final,
+            busy
+            or f"another process is writing it ({Path(path).name} "
+            "is locked); wait for it to finish or choose another output file",
+        ) from None
     except OSError:  # a filesystem without flock (some network mounts): go on unlocked
         pass
     return fd
@@ -209,7 +224,7 @@ def _write_all(fd, data):
     """``os.write`` until all of ``data`` is out (a write may be partial near a full disk)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _fsync_dir(path):
@@ -235,8 +250,11 @@ def _commit(fd, partial, path, kept):
     try:
         os.replace(partial, path)
     except OSError as err:
-        raise OutputError(path, f"cannot rename {Path(partial).name} to it "
-                          f"({err.strerror or err}); the complete output is in {partial}") from None
+        raise OutputError(
+            path,
+            f"cannot rename {Path(partial).name} to it "
+            f"({err.strerror or err}); the complete output is in {partial}",
+        ) from None
     _fsync_dir(path)
 
 
@@ -248,7 +266,7 @@ def _open_stream(target, binary=False):
         sys.stdout.flush()
         out = sys.stdout.buffer if binary and hasattr(sys.stdout, "buffer") else sys.stdout
         return _Unclosed(out)
-    try:   # no O_CREAT: a stream exists; O_TRUNC as GroundHog's open(path, 'w') (a no-op on FIFOs)
+    try:  # no O_CREAT: a stream exists; O_TRUNC as GroundHog's open(path, 'w') (a no-op on FIFOs)
         fd = os.open(target.path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
     except OSError as err:
         raise write_failure(target.path, err) from None
@@ -275,8 +293,11 @@ def _streamed(target, binary):
         yield f
         f.flush()
     except OSError as err:
-        raise write_failure(target.path, err, "what was written so far stays there (a "
-                            "streamed output is written in place)") from None
+        raise write_failure(
+            target.path,
+            err,
+            "what was written so far stays there (a streamed output is written in place)",
+        ) from None
     finally:
         with contextlib.suppress(OSError):
             f.close()
@@ -345,8 +366,10 @@ def write_together(writers, kept):
     for given, _ in writers:
         target = output_target(given)
         if target.stream:
-            raise OutputError(given, "is not a regular file: files replaced together (a "
-                              "checkpoint) cannot be streamed")
+            raise OutputError(
+                given,
+                "is not a regular file: files replaced together (a checkpoint) cannot be streamed",
+            )
         paths.append(target.path)
     partials = [partial_path(p) for p in paths]
     fds = []
@@ -367,11 +390,14 @@ def write_together(writers, kept):
                     os.replace(partial, path)
                 except OSError as err:
                     done = ", ".join(str(p) for p in paths[:i]) or "nothing"
-                    raise OutputError(path, f"cannot rename {partial.name} to it "
-                                      f"({err.strerror or err}); already replaced: {done}") from None
+                    raise OutputError(
+                        path,
+                        f"cannot rename {partial.name} to it "
+                        f"({err.strerror or err}); already replaced: {done}",
+                    ) from None
             _fsync_dir(paths[0])
     except BaseException:
-        for partial in partials[:len(fds)]:  # only the partial files this process locked
+        for partial in partials[: len(fds)]:  # only the partial files this process locked
             with contextlib.suppress(OSError):
                 os.unlink(partial)
         raise
@@ -445,7 +471,7 @@ def text_digest(lines):
 def _shown_value(value):
     text = str(value)
     if text.startswith("sha256:"):
-        return text[:19]                      # the digest's first 12 hex digits
+        return text[:19]  # the digest's first 12 hex digits
     return repr(value) if len(text) <= 60 else repr(text[:57]) + "..."
 
 
@@ -476,9 +502,12 @@ class Journal:
         self._out = self._rec = self._stream = None
         if self.target.stream:
             if resume:
-                raise OutputError(path, "--resume: this output is streamed (standard output, a "
-                                  "FIFO or a device: written in place, with no partial file): "
-                                  "there is nothing to resume")
+                raise OutputError(
+                    path,
+                    "--resume: this output is streamed (standard output, a "
+                    "FIFO or a device: written in place, with no partial file): "
+                    "there is nothing to resume",
+                )
             self.partial = self.journal = None
             self._stream = _open_stream(self.target)
             return
@@ -495,11 +524,14 @@ class Journal:
             if keep is not None and n:
                 n = keep([r for r, _ in records[:n]])
             if lines and not resume:
-                raise OutputError(self.path, f"{self.partial} holds {len(lines)} complete "
-                                  "lines of an earlier run that did not finish: add --resume "
-                                  "to continue it, or remove it (and its .journal) to start "
-                                  "afresh")
-            if lines or records:       # even when no line is readable: not another run's
+                raise OutputError(
+                    self.path,
+                    f"{self.partial} holds {len(lines)} complete "
+                    "lines of an earlier run that did not finish: add --resume "
+                    "to continue it, or remove it (and its .journal) to start "
+                    "afresh",
+                )
+            if lines or records:  # even when no line is readable: not another run's
                 self._check(header)
             # cut both files after their n-th line: what follows is incomplete or unmatched
             os.ftruncate(self._out, sum(size for _, size in lines[:n]))
@@ -507,8 +539,12 @@ class Journal:
                 os.ftruncate(self._rec, header[1] + sum(size for _, size in records[:n]))
             else:
                 os.ftruncate(self._rec, 0)
-                _write_all(self._rec, (FINGERPRINT_TAG + json.dumps(
-                    self.fingerprint, sort_keys=True) + "\n").encode("utf-8"))
+                _write_all(
+                    self._rec,
+                    (FINGERPRINT_TAG + json.dumps(self.fingerprint, sort_keys=True) + "\n").encode(
+                        "utf-8"
+                    ),
+                )
             os.lseek(self._out, 0, os.SEEK_END)
             os.lseek(self._rec, 0, os.SEEK_END)
         except OSError as err:
@@ -525,14 +561,20 @@ class Journal:
         """Refuse to resume the journal of another run (``header``: its fingerprint line)."""
         where = f"--resume: {self.partial}"
         if header is None:
-            raise OutputError(self.path, f"{where} has no fingerprint (an older version wrote "
-                              "it), so it cannot be checked to be this run's: remove it (and "
-                              "its .journal) to start afresh")
+            raise OutputError(
+                self.path,
+                f"{where} has no fingerprint (an older version wrote "
+                "it), so it cannot be checked to be this run's: remove it (and "
+                "its .journal) to start afresh",
+            )
         diffs = fingerprint_differences(header[0], self.fingerprint)
         if diffs:
-            raise OutputError(self.path, f"{where} was written by another run: "
-                              f"{'; '.join(diffs)}; resume with the same inputs and settings, "
-                              "or remove it (and its .journal) to start afresh")
+            raise OutputError(
+                self.path,
+                f"{where} was written by another run: "
+                f"{'; '.join(diffs)}; resume with the same inputs and settings, "
+                "or remove it (and its .journal) to start afresh",
+            )
 
     @property
     def to_stdout(self):
@@ -540,8 +582,10 @@ class Journal:
         return self.target.is_stdout
 
     def _kept(self):
-        return (f"the {self.count} complete lines written so far and the journal are kept: "
-                "free space (or make the target writable) and rerun the command with --resume")
+        return (
+            f"the {self.count} complete lines written so far and the journal are kept: "
+            "free space (or make the target writable) and rerun the command with --resume"
+        )
 
     def append(self, line, record=""):
         """Write one result line and its record (through to the OS, not fsynced)."""
@@ -550,8 +594,11 @@ class Journal:
                 self._stream.write(line + "\n")
                 self._stream.flush()
             except OSError as err:
-                raise write_failure(self.target.path, err, "the lines before it were "
-                                    "written (a streamed output has no partial file)") from None
+                raise write_failure(
+                    self.target.path,
+                    err,
+                    "the lines before it were written (a streamed output has no partial file)",
+                ) from None
             self.count += 1
             return
         try:
@@ -595,7 +642,7 @@ class Journal:
         self._close(remove=self.count == 0)
 
     def _close(self, remove=False):
-        if remove and self._out is not None:     # still locked: nobody else's files
+        if remove and self._out is not None:  # still locked: nobody else's files
             for path in (self.journal, self.partial):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
@@ -614,7 +661,7 @@ def _split_fingerprint(journal_lines):
     if journal_lines and journal_lines[0][0].startswith(FINGERPRINT_TAG):
         text, size = journal_lines[0]
         try:
-            fp = json.loads(text[len(FINGERPRINT_TAG):])
+            fp = json.loads(text[len(FINGERPRINT_TAG) :])
         except ValueError:
             fp = None
         return ((fp, size) if isinstance(fp, dict) else None), journal_lines[1:]
@@ -633,8 +680,11 @@ def _complete_lines(path):
     try:
         return [(p.decode("utf-8"), len(p) + 1) for p in parts]
     except UnicodeDecodeError as err:
-        raise LegacyInputError(path, f"not UTF-8 ({err.reason}): not a file this program wrote; "
-                               "remove it or run without --resume") from None
+        raise LegacyInputError(
+            path,
+            f"not UTF-8 ({err.reason}): not a file this program wrote; "
+            "remove it or run without --resume",
+        ) from None
 
 
 class Progress:
@@ -655,8 +705,14 @@ class Progress:
         if self.enabled:
             from tqdm import tqdm
             from tqdm.contrib.logging import logging_redirect_tqdm
-            self._bar = tqdm(total=total or None, unit=f" {unit}", file=self.stream,
-                             mininterval=0.5, dynamic_ncols=True)
+
+            self._bar = tqdm(
+                total=total or None,
+                unit=f" {unit}",
+                file=self.stream,
+                mininterval=0.5,
+                dynamic_ncols=True,
+            )
             self._redirect = logging_redirect_tqdm(tqdm_class=tqdm)
             self._redirect.__enter__()
 

@@ -15,6 +15,7 @@ is a bug to prevent by checking sizes first -- ``h5guard.check_dataset`` -- not 
 fuzzer counts it as a memory blow-up) and ``BaseException`` that is not an ``Exception``
 (Ctrl-C, ``SystemExit``).
 """
+
 import contextlib
 import functools
 
@@ -28,7 +29,7 @@ def describe(err: BaseException) -> str:
     """``"Type: message"`` on one line, at most :data:`MAX_DETAIL` characters."""
     text = " ".join(str(err).split())
     text = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    return text if len(text) <= MAX_DETAIL else text[:MAX_DETAIL - 3] + "..."
+    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 3] + "..."
 
 
 @contextlib.contextmanager
@@ -46,10 +47,13 @@ def reading(path, what="unreadable or damaged file"):
 def reader_method(what):
     """Decorator for methods of a reader object with a ``path`` attribute: the method body
     runs inside :func:`reading` (``self.path``, ``what``)."""
+
     def wrap(method):
         @functools.wraps(method)
         def guarded(self, *args, **kwargs):
             with reading(self.path, what):
                 return method(self, *args, **kwargs)
+
         return guarded
+
     return wrap

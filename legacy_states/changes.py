@@ -42,9 +42,11 @@ def _literal(node, text, what):
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         source = ast.get_source_segment(text, node) or ast.dump(node)
-        source = source if len(source) <= 80 else source[:80] + '...'
-        raise _fail(f"{what} is not a literal: {source!r} (only numbers, strings, lists, tuples, "
-                    "dicts, True/False/None are accepted; nothing is evaluated)") from None
+        source = source if len(source) <= 80 else source[:80] + "..."
+        raise _fail(
+            f"{what} is not a literal: {source!r} (only numbers, strings, lists, tuples, "
+            "dicts, True/False/None are accepted; nothing is evaluated)"
+        ) from None
 
 
 def _pairs_from_positional(value, source):
@@ -56,7 +58,9 @@ def _pairs_from_positional(value, source):
             return pairs
     except TypeError:
         pass
-    raise _fail(f"positional argument {source!r} is neither a dict nor a list of (key, value) pairs")
+    raise _fail(
+        f"positional argument {source!r} is neither a dict nor a list of (key, value) pairs"
+    )
 
 
 def parse_changes(text: str | list | tuple | None) -> dict:
@@ -82,18 +86,26 @@ def parse_changes(text: str | list | tuple | None) -> dict:
     except SyntaxError as err:
         col = (err.offset or 1) - len("dict(")
         hint = f" near character {col}" if 0 < col <= len(text.strip()) else ""
-        raise _fail(f"cannot parse {_show(text.strip())}{hint}: {err.msg} "
-                    "(expected key=value pairs separated by commas, e.g. seqlen=50,prefix='x_')") from None
+        raise _fail(
+            f"cannot parse {_show(text.strip())}{hint}: {err.msg} "
+            "(expected key=value pairs separated by commas, e.g. seqlen=50,prefix='x_')"
+        ) from None
     except (ValueError, MemoryError, RecursionError) as err:
         raise _fail(f"cannot parse {_show(text.strip())}: {type(err).__name__}") from None
 
     call = tree.body
     # the whole expression must still be one dict(...) call: text such as "a=1) + (2" or
     # "a=1)(b=2" would otherwise close the call early
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"):
-        raise _fail(f"cannot parse {_show(text.strip())}: expected key=value pairs separated by commas")
+    if not (
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"
+    ):
+        raise _fail(
+            f"cannot parse {_show(text.strip())}: expected key=value pairs separated by commas"
+        )
     if len(call.args) > 1:
-        raise _fail(f"more than one positional argument in {_show(text.strip())}: expected key=value pairs")
+        raise _fail(
+            f"more than one positional argument in {_show(text.strip())}: expected key=value pairs"
+        )
 
     result: dict = {}
 
@@ -126,13 +138,41 @@ def parse_changes(text: str | list | tuple | None) -> dict:
 #: encdec.py (c_dim, hid_mult, softmax_layer), score.py (force_enc_repr_cpu), the keys
 #: mainLoop.py and the trainers keep in the state
 KEYS_BEYOND_PROTOTYPES = (
-    "c_dim", "hid_mult", "softmax_layer", "force_enc_repr_cpu", "best_params_pos", "bstep",
-    "btime", "bvalidcost", "clr", "cost_threshold", "divide_lr", "gotNaN", "lr_start", "step",
-    "testtime", "traincost", "validtime", "wholetime", "moment", "profile")
+    "c_dim",
+    "hid_mult",
+    "softmax_layer",
+    "force_enc_repr_cpu",
+    "best_params_pos",
+    "bstep",
+    "btime",
+    "bvalidcost",
+    "clr",
+    "cost_threshold",
+    "divide_lr",
+    "gotNaN",
+    "lr_start",
+    "step",
+    "testtime",
+    "traincost",
+    "validtime",
+    "wholetime",
+    "moment",
+    "profile",
+)
 #: ``prefix_lookup(state, prefix, key)`` (encdec.py:560) reads ``<prefix>_<key>`` first
-PREFIXED_KEYS = tuple(f"{prefix}_{key}" for prefix in ("enc", "back_enc", "dec")
-                      for key in ("activ", "rec_layer", "rec_gating", "rec_reseting",
-                                  "rec_gater", "rec_reseter", "rec_weight_scale"))
+PREFIXED_KEYS = tuple(
+    f"{prefix}_{key}"
+    for prefix in ("enc", "back_enc", "dec")
+    for key in (
+        "activ",
+        "rec_layer",
+        "rec_gating",
+        "rec_reseting",
+        "rec_gater",
+        "rec_reseter",
+        "rec_weight_scale",
+    )
+)
 
 
 def check_change_keys(changes: dict, state_keys, strict: bool = False) -> list:
@@ -144,16 +184,20 @@ def check_change_keys(changes: dict, state_keys, strict: bool = False) -> list:
     :data:`KEYS_BEYOND_PROTOTYPES` and :data:`PREFIXED_KEYS`.  Returns the messages.
     """
     from .prototypes import PROTOTYPES
-    known = set(state_keys).union(KEYS_BEYOND_PROTOTYPES, PREFIXED_KEYS,
-                                  *(proto() for proto in PROTOTYPES.values()))
+
+    known = set(state_keys).union(
+        KEYS_BEYOND_PROTOTYPES, PREFIXED_KEYS, *(proto() for proto in PROTOTYPES.values())
+    )
     messages = []
     for key in changes:
         if key in known:
             continue
         close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else "no known key is close"
-        messages.append(f"unknown state key {key!r} in the changes ({hint}): it is added to "
-                        "the state and never read, as in GroundHog")
+        messages.append(
+            f"unknown state key {key!r} in the changes ({hint}): it is added to "
+            "the state and never read, as in GroundHog"
+        )
     if messages and strict:
         raise _fail("; ".join(messages) + " (--strict)")
     for message in messages:

@@ -11,21 +11,20 @@ The original builds its state in three steps (sample.py:225-228, score.py:111-11
 parser.  Paths inside a state are those of the machine it was trained on
 (``/data/lisatmp3/...``); :func:`resolve_path` finds the file by its name next to the state
 file or in the data directories when the stored path does not exist, and says which file it
-used (:mod:`groundhog_port.lookup`, the one lookup every command shares).
+used (:mod:`groundhog_port.legacy.lookup`, the one lookup every command shares).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from groundhog_port import lookup
-from groundhog_port.compat import upgrade_state
 from groundhog_port.errors import LegacyInputError, quoted
+from groundhog_port.legacy import lookup
+from groundhog_port.legacy.compat import upgrade_state
 
 from .changes import check_change_keys, parse_changes
 from .prototypes import DATA_PATH_KEYS, prototype_state
 from .unpickle import safe_load_pickle
-
 
 #: data-path keys whose value is a one-element list (state.py:12-15)
 LIST_PATH_KEYS = ("source", "target")
@@ -45,8 +44,10 @@ def load_state(path, changes: str | list = "", data_dir=None, strict: bool = Fal
     lookup.data_dirs(data_dir)  # a wrong --data-dir fails before any loading
     stored = load_stored_state(path)
     if not isinstance(stored, dict):
-        raise LegacyInputError(path, f"a GroundHog state is a pickled dict, this pickle holds a "
-                                     f"{type(stored).__name__}")
+        raise LegacyInputError(
+            path,
+            f"a GroundHog state is a pickled dict, this pickle holds a {type(stored).__name__}",
+        )
     bad_keys = [k for k in stored if not isinstance(k, str)]
     if bad_keys:
         raise LegacyInputError(path, f"state keys must be strings, found {bad_keys[:5]!r}")
@@ -67,9 +68,12 @@ def load_stored_state(path):
     except OSError:
         magic = b""  # safe_load_pickle says what is wrong with the path
     if magic == b"PK\x03\x04":
-        raise LegacyInputError(path, "is a .npz archive (a *_model.npz?), not a pickled state: "
-                                     "--state and MODEL look swapped (--state S_state.pkl "
-                                     "S_model.npz)")
+        raise LegacyInputError(
+            path,
+            "is a .npz archive (a *_model.npz?), not a pickled state: "
+            "--state and MODEL look swapped (--state S_state.pkl "
+            "S_model.npz)",
+        )
     return safe_load_pickle(path)
 
 
@@ -80,12 +84,17 @@ def _stored_path(state, key, state_path):
     if key in LIST_PATH_KEYS:
         # GroundHog keeps these as singleton lists "for backward compatibility"
         if not isinstance(value, (list, tuple)) or len(value) != 1:
-            raise LegacyInputError(state_path, f"state[{key!r}] must be a one-element list of paths, "
-                                               f"found {quoted(value)}")
+            raise LegacyInputError(
+                state_path,
+                f"state[{key!r}] must be a one-element list of paths, found {quoted(value)}",
+            )
         value = value[0]
     if value is None:
-        raise LegacyInputError(state_path, f"state[{key!r}] is not set (None): give it in the changes, "
-                                           f"e.g. {key}=" + ("['file']" if key in LIST_PATH_KEYS else "'file'"))
+        raise LegacyInputError(
+            state_path,
+            f"state[{key!r}] is not set (None): give it in the changes, "
+            f"e.g. {key}=" + ("['file']" if key in LIST_PATH_KEYS else "'file'"),
+        )
     if not isinstance(value, str) or not value:
         raise LegacyInputError(state_path, f"state[{key!r}] is not a path: {quoted(value)}")
     return value
@@ -93,12 +102,17 @@ def _stored_path(state, key, state_path):
 
 def resolve_path(state: dict, key: str, state_path, data_dir=None, explicit: bool = False) -> Path:
     """The file to use for data-path ``key`` of ``state``, found by
-    :func:`groundhog_port.lookup.find_stored`: the stored path, else the same name next to
+    :func:`groundhog_port.legacy.lookup.find_stored`: the stored path, else the same name next to
     ``state_path``, else in each of ``data_dir`` (one folder or a list, in order).
 
     ``explicit`` (the key was given in the changes): the path is used as given, relative to
     the working directory like the original, and must exist.  When nothing is found,
     :class:`LegacyInputError` lists every place looked at.
     """
-    return lookup.find_stored(_stored_path(state, key, state_path), key, state_path,
-                              lookup.data_dirs(data_dir, check=False), explicit=explicit)
+    return lookup.find_stored(
+        _stored_path(state, key, state_path),
+        key,
+        state_path,
+        lookup.data_dirs(data_dir, check=False),
+        explicit=explicit,
+    )

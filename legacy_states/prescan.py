@@ -36,6 +36,7 @@ tuple 40 + 8 per item; a dict entry costs at most about 50 bytes at the lowest f
 bytes), bytes n + 33.  Where the walk cannot go on (an unknown opcode, truncated data) it
 stops: the unpickler cannot get past that point either, and reports the damage.
 """
+
 from __future__ import annotations
 
 import pickletools
@@ -48,7 +49,7 @@ from groundhog_port.errors import LegacyInputError
 MAX_DEPTH = 100
 #: integers usable as dict keys / set elements: ``hash(k) == k`` far below ``2**61 - 1``,
 #: and 2**31 covers every vocabulary id (BININT is 4 bytes)
-KEY_INT_LIMIT = 2 ** 31
+KEY_INT_LIMIT = 2**31
 PTR = 8
 #: per object: this walk's abstract value (~72 bytes), ``_finish``'s memo and ``_sizes``'
 #: entries (~100 bytes each)
@@ -74,6 +75,7 @@ class _V:
     safe as a hash key (containers: every item is); ``text``: a short string's bytes (for
     ``STACK_GLOBAL``) or a global's ``(module, name)``; ``items``: a short tuple's items
     (argument tuples of calls)."""
+
     __slots__ = ("kind", "size", "n", "depth", "key", "text", "items")
 
     def __init__(self, kind, size=0, n=0, depth=0, key=False, text=None, items=None):
@@ -92,12 +94,24 @@ class _Stop(Exception):
 
 
 #: argument lengths given by a prefix: (prefix bytes, signed)
-_LENGTH_PREFIX = {pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
-                  pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
-                  pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
-                  pickletools.TAKEN_FROM_ARGUMENT8U: (8, False)}
-_TEXT_OPS = {"STRING", "BINSTRING", "SHORT_BINSTRING", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
-             "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"}
+_LENGTH_PREFIX = {
+    pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
+    pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
+    pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
+    pickletools.TAKEN_FROM_ARGUMENT8U: (8, False),
+}
+_TEXT_OPS = {
+    "STRING",
+    "BINSTRING",
+    "SHORT_BINSTRING",
+    "BINBYTES",
+    "SHORT_BINBYTES",
+    "BINBYTES8",
+    "UNICODE",
+    "BINUNICODE",
+    "SHORT_BINUNICODE",
+    "BINUNICODE8",
+}
 _SET_BUILDERS = {"set", "frozenset"}
 _ITER_BUILDERS = _SET_BUILDERS | {"list", "tuple", "dict", "bytearray"}
 
@@ -107,7 +121,7 @@ class _Walk:
         self.data, self.path, self.n = data, path, len(data)
         self.stack, self.marks, self.memo = [], [], {}
         self.memo_len = 0
-        self.cost = self.n   # the file's bytes, held while it is parsed
+        self.cost = self.n  # the file's bytes, held while it is parsed
         self.limit = budget.budget_bytes()
         self.pos = 0
 
@@ -118,12 +132,16 @@ class _Walk:
             self.over()
 
     def over(self):
-        raise budget.over_budget(self.path, f"the objects of this pickle (reached at byte "
-                                            f"{self.pos} of {self.n})")
+        raise budget.over_budget(
+            self.path, f"the objects of this pickle (reached at byte {self.pos} of {self.n})"
+        )
 
     def refuse(self, problem):
-        raise LegacyInputError(self.path, f"{problem} at byte {self.pos} of the pickle: not "
-                                          "GroundHog data (refused before unpickling)")
+        raise LegacyInputError(
+            self.path,
+            f"{problem} at byte {self.pos} of the pickle: not "
+            "GroundHog data (refused before unpickling)",
+        )
 
     def push(self, v, nbytes=PTR):
         self.stack.append(v)
@@ -153,8 +171,10 @@ class _Walk:
         for k in items:
             if not k.key:
                 article = "an" if k.kind[0] in "aeiou" else "a"
-                self.refuse(f"{what} that is {article} {k.kind} (only {_SAFE_KEY_TEXT} are accepted: "
-                            "other keys can be made to share one hash and make loading quadratic)")
+                self.refuse(
+                    f"{what} that is {article} {k.kind} (only {_SAFE_KEY_TEXT} are accepted: "
+                    "other keys can be made to share one hash and make loading quadratic)"
+                )
 
     def nested(self, kind, items):
         depth = 1 + max((v.depth for v in items), default=0)
@@ -165,9 +185,16 @@ class _Walk:
     # ---- containers --------------------------------------------------------------------
     def tuple_of(self, items):
         depth = self.nested("tuple", items)
-        self.push(_V("tuple", sum(v.size for v in items) + PTR * len(items), len(items), depth,
-                     items=items if len(items) <= MAX_ARGS else None),
-                  EMPTY["tuple"] + BOOKKEEPING + ITEM * len(items))
+        self.push(
+            _V(
+                "tuple",
+                sum(v.size for v in items) + PTR * len(items),
+                len(items),
+                depth,
+                items=items if len(items) <= MAX_ARGS else None,
+            ),
+            EMPTY["tuple"] + BOOKKEEPING + ITEM * len(items),
+        )
 
     def add_items(self, target, items, per_item):
         if target.kind in ("list", "dict", "set"):
@@ -193,8 +220,8 @@ class _Walk:
         if name in _ITER_BUILDERS and fn.text[0] in ("__builtin__", "builtins"):
             return self.build_from(name, args[0] if args else _V("tuple", key=True))
         size = sum(v.size for v in args)
-        self.charge(3 * size + BOOKKEEPING)   # numpy: the raw bytes, a copy, the array
-        if name == "encode":                    # _codecs.encode(latin-1 text): bytes
+        self.charge(3 * size + BOOKKEEPING)  # numpy: the raw bytes, a copy, the array
+        if name == "encode":  # _codecs.encode(latin-1 text): bytes
             return _V("str", size, size, key=True)
         return _V("object built by a call", size)
 
@@ -221,7 +248,7 @@ class _Walk:
             self.pos = pos
             pos += 1
             length, pair, prefix, signed, handler = entry
-            if length is None:                            # up to a newline (two for GLOBAL/INST)
+            if length is None:  # up to a newline (two for GLOBAL/INST)
                 end = data.find(b"\n", pos)
                 if pair and end >= 0:
                     end = data.find(b"\n", end + 1)
@@ -232,11 +259,13 @@ class _Walk:
                 if prefix:
                     if pos + prefix > n:
                         return
-                    length = prefix + int.from_bytes(data[pos:pos + prefix], "little", signed=signed)
+                    length = prefix + int.from_bytes(
+                        data[pos : pos + prefix], "little", signed=signed
+                    )
                 if length < 0 or pos + length > n:
                     return
-                arg, pos = data[pos:pos + length], pos + length
-            if handler is None:                          # STOP
+                arg, pos = data[pos : pos + length], pos + length
+            if handler is None:  # STOP
                 return
             handler(self, arg)
 
@@ -301,8 +330,10 @@ class _Walk:
         items = self.pop_mark()
         self.check_keys(items, "a frozenset element")
         depth = self.nested("frozenset", items)
-        self.push(_V("frozenset", sum(v.size for v in items), len(items), depth, key=True),
-                  EMPTY["frozenset"] + BOOKKEEPING + ENTRY * len(items))
+        self.push(
+            _V("frozenset", sum(v.size for v in items), len(items), depth, key=True),
+            EMPTY["frozenset"] + BOOKKEEPING + ENTRY * len(items),
+        )
 
     def op_get(self, index):
         if index not in self.memo:
@@ -316,8 +347,9 @@ class _Walk:
 
     def op_put(self, index):
         if index >= self.n:
-            raise LegacyInputError(self.path, f"corrupt pickle (memo index {index} in a file "
-                                              f"of {self.n} bytes)")
+            raise LegacyInputError(
+                self.path, f"corrupt pickle (memo index {index} in a file of {self.n} bytes)"
+            )
         if not self.stack:
             raise _Stop
         self.memo[index] = self.stack[-1]
@@ -332,8 +364,12 @@ class _Walk:
 
     def op_stack_global(self, arg):
         name, module = self.pop(), self.pop()
-        self.push(_V("global", text=((module.text or b"").decode("latin-1"),
-                                     (name.text or b"").decode("latin-1"))))
+        self.push(
+            _V(
+                "global",
+                text=((module.text or b"").decode("latin-1"), (name.text or b"").decode("latin-1")),
+            )
+        )
 
     def op_reduce(self, arg):
         args, fn = self.pop(), self.pop()
@@ -375,42 +411,61 @@ def _handlers():
     W = _Walk
     le = lambda arg: int.from_bytes(arg, "little")  # noqa: E731
     h = {
-        "STOP": None, "PROTO": lambda w, a: None, "FRAME": lambda w, a: None,
-        "MARK": W.op_mark, "POP": W.op_pop, "POP_MARK": lambda w, a: w.pop_mark(),
+        "STOP": None,
+        "PROTO": lambda w, a: None,
+        "FRAME": lambda w, a: None,
+        "MARK": W.op_mark,
+        "POP": W.op_pop,
+        "POP_MARK": lambda w, a: w.pop_mark(),
         "DUP": lambda w, a: w.push(w.top()),
-        "NONE": lambda w, a: w.push(_KEY_SCALAR), "NEWTRUE": lambda w, a: w.push(_KEY_SCALAR),
+        "NONE": lambda w, a: w.push(_KEY_SCALAR),
+        "NEWTRUE": lambda w, a: w.push(_KEY_SCALAR),
         "NEWFALSE": lambda w, a: w.push(_KEY_SCALAR),
         "BININT1": lambda w, a: w.push(_KEY_SCALAR),
         "BININT2": lambda w, a: w.op_int(le(a), 2),
         "BININT": lambda w, a: w.op_int(int.from_bytes(a, "little", signed=True), 4),
-        "INT": W.op_text_int, "LONG": W.op_text_int,
-        "LONG1": lambda w, a: w.op_long(a, 1), "LONG4": lambda w, a: w.op_long(a, 4),
+        "INT": W.op_text_int,
+        "LONG": W.op_text_int,
+        "LONG1": lambda w, a: w.op_long(a, 1),
+        "LONG4": lambda w, a: w.op_long(a, 4),
         "FLOAT": lambda w, a: w.push(_FLOAT, PTR + FLOAT),
         "BINFLOAT": lambda w, a: w.push(_FLOAT, PTR + FLOAT),
-        "BYTEARRAY8": lambda w, a: w.push(_V("bytearray", len(a) - 8, len(a) - 8),
-                                          2 * (len(a) - 8) + BOOKKEEPING),
+        "BYTEARRAY8": lambda w, a: w.push(
+            _V("bytearray", len(a) - 8, len(a) - 8), 2 * (len(a) - 8) + BOOKKEEPING
+        ),
         "EMPTY_TUPLE": lambda w, a: w.push(_V("tuple", depth=1, items=[])),
         "TUPLE": lambda w, a: w.tuple_of(w.pop_mark()),
-        "TUPLE1": lambda w, a: w.op_tuple_n(1), "TUPLE2": lambda w, a: w.op_tuple_n(2),
+        "TUPLE1": lambda w, a: w.op_tuple_n(1),
+        "TUPLE2": lambda w, a: w.op_tuple_n(2),
         "TUPLE3": lambda w, a: w.op_tuple_n(3),
         "EMPTY_LIST": lambda w, a: w.push(_V("list", key=True), EMPTY["list"] + BOOKKEEPING),
         "LIST": W.op_list,
-        "APPEND": lambda w, a: w.add_items(w.stack[-2] if len(w.stack) > 1 else w.top(),
-                                           [w.pop()], ITEM),
+        "APPEND": lambda w, a: w.add_items(
+            w.stack[-2] if len(w.stack) > 1 else w.top(), [w.pop()], ITEM
+        ),
         "APPENDS": lambda w, a: w.add_items(*reversed((w.pop_mark(), w.top())), ITEM),
         "EMPTY_DICT": lambda w, a: w.push(_V("dict", key=True), EMPTY["dict"] + BOOKKEEPING),
-        "DICT": W.op_dict, "SETITEM": W.op_setitem,
+        "DICT": W.op_dict,
+        "SETITEM": W.op_setitem,
         "SETITEMS": lambda w, a: w.set_items(w.pop_mark()),
         "EMPTY_SET": lambda w, a: w.push(_V("set", key=True), EMPTY["set"] + BOOKKEEPING),
-        "ADDITEMS": W.op_additems, "FROZENSET": W.op_frozenset,
+        "ADDITEMS": W.op_additems,
+        "FROZENSET": W.op_frozenset,
         "GET": lambda w, a: w.op_text_index(a, W.op_get),
-        "BINGET": lambda w, a: w.op_get(le(a)), "LONG_BINGET": lambda w, a: w.op_get(le(a)),
+        "BINGET": lambda w, a: w.op_get(le(a)),
+        "LONG_BINGET": lambda w, a: w.op_get(le(a)),
         "PUT": lambda w, a: w.op_text_index(a, W.op_put),
-        "BINPUT": lambda w, a: w.op_put(le(a)), "LONG_BINPUT": lambda w, a: w.op_put(le(a)),
+        "BINPUT": lambda w, a: w.op_put(le(a)),
+        "LONG_BINPUT": lambda w, a: w.op_put(le(a)),
         "MEMOIZE": lambda w, a: w.op_put(len(w.memo)),
-        "GLOBAL": W.op_global, "STACK_GLOBAL": W.op_stack_global,
-        "REDUCE": W.op_reduce, "BUILD": W.op_build, "INST": W.op_inst, "OBJ": W.op_obj,
-        "NEWOBJ": W.op_newobj, "NEWOBJ_EX": lambda w, a: w.op_newobj(a, kwargs=True),
+        "GLOBAL": W.op_global,
+        "STACK_GLOBAL": W.op_stack_global,
+        "REDUCE": W.op_reduce,
+        "BUILD": W.op_build,
+        "INST": W.op_inst,
+        "OBJ": W.op_obj,
+        "NEWOBJ": W.op_newobj,
+        "NEWOBJ_EX": lambda w, a: w.op_newobj(a, kwargs=True),
     }
     for name in _TEXT_OPS:
         h[name] = W.op_text
@@ -434,11 +489,21 @@ def _table():
         if op.name in _TEXT_OPS and prefix:
             handler = (lambda p: lambda w, a: _Walk.op_text(w, a, p))(prefix)
         if length == pickletools.UP_TO_NEWLINE:
-            table[op.code.encode("latin-1")[0]] = (None, arg.name.endswith("_pair"), 0, False,
-                                                   handler)
+            table[op.code.encode("latin-1")[0]] = (
+                None,
+                arg.name.endswith("_pair"),
+                0,
+                False,
+                handler,
+            )
         else:
-            table[op.code.encode("latin-1")[0]] = (0 if prefix else length, False, prefix,
-                                                   signed, handler)
+            table[op.code.encode("latin-1")[0]] = (
+                0 if prefix else length,
+                False,
+                prefix,
+                signed,
+                handler,
+            )
     return table
 
 

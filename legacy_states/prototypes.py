@@ -19,7 +19,14 @@ match the readout; docs/recordings.md, "What did not run").  Refusing it is the 
 from __future__ import annotations
 
 #: keys holding file paths of the training data / vocabularies (machine specific)
-DATA_PATH_KEYS = ("source", "target", "indx_word", "indx_word_target", "word_indx", "word_indx_trgt")
+DATA_PATH_KEYS = (
+    "source",
+    "target",
+    "indx_word",
+    "indx_word_target",
+    "word_indx",
+    "word_indx_trgt",
+)
 
 
 def prototype_state() -> dict:
@@ -28,7 +35,6 @@ def prototype_state() -> dict:
         # -- run control --
         "seed": 1234,  # seed of numpy.random.RandomState used to build the layers
         "level": "DEBUG",  # logging level name given to logging.basicConfig
-
         # -- data files (None: the run must supply them) --
         "source": [None],  # source-side binarized .h5 bitext, as a one-element list
         "target": [None],  # target-side binarized .h5 bitext, as a one-element list
@@ -36,7 +42,6 @@ def prototype_state() -> dict:
         "indx_word_target": None,  # pickled dict id -> word, target language (ivocab)
         "word_indx": None,  # pickled dict word -> id, source language (vocab)
         "word_indx_trgt": None,  # pickled dict word -> id, target language (vocab)
-
         # -- vocabulary conventions --
         "oov": "UNK",  # text printed for the unknown-word id
         "unk_sym_source": 1,  # id of the unknown word, source side
@@ -45,7 +50,6 @@ def prototype_state() -> dict:
         "null_sym_target": None,  # end-of-sequence id, target side
         "n_sym_source": None,  # number of source ids incl. end-of-sequence (V + 1)
         "n_sym_target": None,  # number of target ids incl. end-of-sequence
-
         # -- model structure --
         "last_forward": True,  # annotation includes the last forward encoder state
         "last_backward": False,  # annotation includes the last backward encoder state
@@ -61,8 +65,7 @@ def prototype_state() -> dict:
         "take_top": True,  # use the top layer of a stack as annotation
         "check_first_word": True,  # mask the previous-word term where the previous id is 0
         "eps": 1e-10,  # small constant (unused by the NMT graph)
-
-        # -- component functions (strings GroundHog eval()s; see groundhog_port.activations) --
+        # -- component functions (strings GroundHog eval()s; see groundhog_port.model.activations) --
         "rank_n_activ": "lambda x: x",  # applied after the low-rank word embedding
         "activ": "lambda x: TT.tanh(x)",  # recurrent candidate-state nonlinearity
         "unary_activ": "Maxout(2)",  # readout nonlinearity (deep_out)
@@ -81,37 +84,32 @@ def prototype_state() -> dict:
         "rec_reseting": True,  # fallback: reset gate
         "rec_gater": "lambda x: TT.nnet.sigmoid(x)",  # fallback update gate fn
         "rec_reseter": "lambda x: TT.nnet.sigmoid(x)",  # fallback reset gate fn
-
         # -- sizes --
         "dim": 1000,  # recurrent hidden state width
         "rank_n_approx": 100,  # word embedding width (low-rank factor)
-        "maxout_part": 2.,  # pieces per maxout unit in the readout (float on purpose)
-
+        "maxout_part": 2.0,  # pieces per maxout unit in the readout (float on purpose)
         # -- initialisation --
-        "bias": 0.,  # extra bias inside recurrent layers
+        "bias": 0.0,  # extra bias inside recurrent layers
         "rec_weight_init_fn": "sample_weights_orth",  # initialiser of recurrent matrices
-        "rec_weight_scale": 1.,  # scale of recurrent matrices
+        "rec_weight_scale": 1.0,  # scale of recurrent matrices
         "weight_init_fn": "sample_weights_classic",  # initialiser of other matrices
         "weight_scale": 0.01,  # scale of other matrices
-
         # -- regularisation (untested in GroundHog) --
-        "dropout": 1.,  # keep probability, output layers (1 = off)
-        "dropout_rec": 1.,  # keep probability, recurrent layers (1 = off)
+        "dropout": 1.0,  # keep probability, output layers (1 = off)
+        "dropout_rec": 1.0,  # keep probability, recurrent layers (1 = off)
         "weight_noise": False,  # Gaussian weight noise on feed-forward weights
         "weight_noise_rec": False,  # Gaussian weight noise on recurrent weights
         "weight_noise_amount": 0.01,  # std of that noise
-
         # -- gradient clipping --
-        "cutoff": 1.,  # clip the global gradient norm to this value (<= 0: no clipping)
-        "cutoff_rescale_length": 0.,  # length-dependent clipping variant (keep 0)
-
+        "cutoff": 1.0,  # clip the global gradient norm to this value (<= 0: no clipping)
+        "cutoff_rescale_length": 0.0,  # length-dependent clipping variant (keep 0)
         # -- training algorithm --
         "use_nce": False,  # noise-contrastive estimation instead of full softmax
         "algo": "SGD_adadelta",  # trainer class name
         "adarho": 0.95,  # Adadelta decay rate
         "adaeps": 1e-6,  # Adadelta epsilon
         "patience": 1,  # early-stopping patience (not used for NMT)
-        "lr": 1.,  # learning rate (Adadelta: multiplier)
+        "lr": 1.0,  # learning rate (Adadelta: multiplier)
         "minlr": 0,  # learning-rate floor
         "bs": 64,  # sentence pairs per batch
         "sort_k_batches": 10,  # batches read together and length-sorted
@@ -119,7 +117,6 @@ def prototype_state() -> dict:
         "trim_batches": True,  # drop all-padding trailing rows of a batch
         "use_infinite_loop": True,  # restart the data iterator at the end of the data
         "shuffle": False,  # start reading at a random position
-
         # -- training process --
         "prefix": "phrase_",  # path prefix of <prefix>model.npz, state.pkl, timing.npz
         "reload": True,  # resume from <prefix>model.npz if present
@@ -141,16 +138,18 @@ def prototype_state() -> dict:
 def prototype_phrase_state() -> dict:
     """Cho et al. 2014 RNN Encoder-Decoder phrase-scoring setup (state.py:216-235)."""
     state = prototype_state()
-    state.update({
-        "source": ["/data/lisatmp3/bahdanau/shuffled/phrase-table.en.h5"],
-        "target": ["/data/lisatmp3/bahdanau/shuffled/phrase-table.fr.h5"],
-        "indx_word": "/data/lisatmp3/chokyun/mt/ivocab_source.pkl",
-        "indx_word_target": "/data/lisatmp3/chokyun/mt/ivocab_target.pkl",
-        "word_indx": "/data/lisatmp3/chokyun/mt/vocab.en.pkl",
-        "word_indx_trgt": "/data/lisatmp3/bahdanau/vocab.fr.pkl",
-        "null_sym_source": 15000,  # 15000-word vocabularies on both sides
-        "null_sym_target": 15000,
-    })
+    state.update(
+        {
+            "source": ["/data/lisatmp3/bahdanau/shuffled/phrase-table.en.h5"],
+            "target": ["/data/lisatmp3/bahdanau/shuffled/phrase-table.fr.h5"],
+            "indx_word": "/data/lisatmp3/chokyun/mt/ivocab_source.pkl",
+            "indx_word_target": "/data/lisatmp3/chokyun/mt/ivocab_target.pkl",
+            "word_indx": "/data/lisatmp3/chokyun/mt/vocab.en.pkl",
+            "word_indx_trgt": "/data/lisatmp3/bahdanau/vocab.fr.pkl",
+            "null_sym_source": 15000,  # 15000-word vocabularies on both sides
+            "null_sym_target": 15000,
+        }
+    )
     # sizes derived from the end-of-sequence ids, as the original does
     state["n_sym_source"] = state["null_sym_source"] + 1
     state["n_sym_target"] = state["null_sym_target"] + 1
@@ -161,41 +160,47 @@ def prototype_encdec_state() -> dict:
     """RNNenc-30 of Bahdanau et al. 2015 (state.py:237-263)."""
     state = prototype_state()
     corpus = "/data/lisatmp3/chokyun/mt/vocab.unlimited/bitexts.selected/"
-    state.update({
-        "target": [corpus + "binarized_text.shuffled.fr.h5"],
-        "source": [corpus + "binarized_text.shuffled.en.h5"],
-        "indx_word": corpus + "ivocab.en.pkl",
-        "indx_word_target": corpus + "ivocab.fr.pkl",
-        "word_indx": corpus + "vocab.en.pkl",
-        "word_indx_trgt": corpus + "vocab.fr.pkl",
-        "null_sym_source": 30000,  # 30000-word vocabularies on both sides
-        "null_sym_target": 30000,
-    })
+    state.update(
+        {
+            "target": [corpus + "binarized_text.shuffled.fr.h5"],
+            "source": [corpus + "binarized_text.shuffled.en.h5"],
+            "indx_word": corpus + "ivocab.en.pkl",
+            "indx_word_target": corpus + "ivocab.fr.pkl",
+            "word_indx": corpus + "vocab.en.pkl",
+            "word_indx_trgt": corpus + "vocab.fr.pkl",
+            "null_sym_source": 30000,  # 30000-word vocabularies on both sides
+            "null_sym_target": 30000,
+        }
+    )
     state["n_sym_source"] = state["null_sym_source"] + 1
     state["n_sym_target"] = state["null_sym_target"] + 1
-    state.update({
-        "seqlen": 30,  # trained on sentences of at most 30 words
-        "bs": 80,
-        "dim": 1000,
-        "rank_n_approx": 620,
-        "prefix": "encdec_",
-    })
+    state.update(
+        {
+            "seqlen": 30,  # trained on sentences of at most 30 words
+            "bs": 80,
+            "dim": 1000,
+            "rank_n_approx": 620,
+            "prefix": "encdec_",
+        }
+    )
     return state
 
 
 def prototype_search_state() -> dict:
     """RNNsearch-50 of Bahdanau et al. 2015 (state.py:265-280): encdec + attention."""
     state = prototype_encdec_state()
-    state.update({
-        "dec_rec_layer": "RecurrentLayerWithSearch",  # attention decoder
-        "search": True,
-        "last_forward": False,  # annotations: every forward and backward state ...
-        "forward": True,
-        "backward": True,  # ... concatenated (c_dim = 2 * dim)
-        "seqlen": 50,
-        "sort_k_batches": 20,
-        "prefix": "search_",
-    })
+    state.update(
+        {
+            "dec_rec_layer": "RecurrentLayerWithSearch",  # attention decoder
+            "search": True,
+            "last_forward": False,  # annotations: every forward and backward state ...
+            "forward": True,
+            "backward": True,  # ... concatenated (c_dim = 2 * dim)
+            "seqlen": 50,
+            "sort_k_batches": 20,
+            "prefix": "search_",
+        }
+    )
     return state
 
 
@@ -205,16 +210,18 @@ def prototype_phrase_lstm_state() -> dict:
     Data only: this configuration does not run in GroundHog 4d2433b (docs/recordings.md, "What did not run").
     """
     state = prototype_phrase_state()
-    state.update({
-        "enc_rec_layer": "LSTMLayer",
-        "enc_rec_gating": False,
-        "enc_rec_reseting": False,
-        "dec_rec_layer": "LSTMLayer",
-        "dec_rec_gating": False,
-        "dec_rec_reseting": False,
-        "dim_mult": 4,  # LSTM layers need 4 * dim wide input projections
-        "prefix": "phrase_lstm_",
-    })
+    state.update(
+        {
+            "enc_rec_layer": "LSTMLayer",
+            "enc_rec_gating": False,
+            "enc_rec_reseting": False,
+            "dec_rec_layer": "LSTMLayer",
+            "dec_rec_gating": False,
+            "dec_rec_reseting": False,
+            "dim_mult": 4,  # LSTM layers need 4 * dim wide input projections
+            "prefix": "phrase_lstm_",
+        }
+    )
     return state
 
 
@@ -270,8 +277,10 @@ def match_prototype(state: dict) -> tuple[str, list[str]]:
     for name in _TIE_PREFERENCE:
         proto = PROTOTYPES[name]()
         differing = sorted(
-            key for key, value in proto.items()
-            if key not in MATCH_IGNORED_KEYS and (key not in state or not same_value(state[key], value))
+            key
+            for key, value in proto.items()
+            if key not in MATCH_IGNORED_KEYS
+            and (key not in state or not same_value(state[key], value))
         )
         if best is None or len(differing) < len(best[1]):
             best = (name, differing)

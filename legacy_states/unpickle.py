@@ -41,6 +41,7 @@ _REFUSED = "refused to unpickle {}.{}: only plain data is allowed"
 # whitelisted constructors
 # ---------------------------------------------------------------------------
 
+
 class _Frozen:
     """Base of the objects we hand to the unpickler: no ``__dict__`` and a refusing
     ``__setstate__``, so a pickle's BUILD opcode cannot change them for later loads."""
@@ -145,7 +146,8 @@ def _array_from_bytes(raw, dtype, shape, fortran=False):
         count *= n
     if count * dtype.itemsize != len(raw):
         raise pickle.UnpicklingError(
-            f"numpy data holds {len(raw)} bytes, shape {shape} of {dtype} needs {count * dtype.itemsize}")
+            f"numpy data holds {len(raw)} bytes, shape {shape} of {dtype} needs {count * dtype.itemsize}"
+        )
     flat = np.frombuffer(bytes(raw), dtype=dtype, count=count)
     return flat.reshape(shape, order="F" if fortran else "C").copy(order="K")
 
@@ -212,8 +214,10 @@ def _bytearray(data=b"", encoding=None):
             return bytearray(data.encode("latin-1"))
     if isinstance(data, (bytes, bytearray)) and encoding is None:
         return bytearray(data)
-    raise pickle.UnpicklingError(f"bytearray() of a {type(data).__name__} (a size or other "
-                                 "non-byte data): only byte strings are accepted")
+    raise pickle.UnpicklingError(
+        f"bytearray() of a {type(data).__name__} (a size or other "
+        "non-byte data): only byte strings are accepted"
+    )
 
 
 def _complex(real=0.0, imag=0.0):
@@ -268,12 +272,15 @@ class _PlainDataUnpickler(pickle.Unpickler):
             raise LegacyInputError(self._path, _REFUSED.format(module, name)) from None
 
     def persistent_load(self, pid):
-        raise LegacyInputError(self._path, "refused to unpickle a persistent id: only plain data is allowed")
+        raise LegacyInputError(
+            self._path, "refused to unpickle a persistent id: only plain data is allowed"
+        )
 
 
 # ---------------------------------------------------------------------------
 # decoding pass
 # ---------------------------------------------------------------------------
+
 
 def _where(trail):
     if not trail:
@@ -290,7 +297,8 @@ def _decode_bytes(value: bytes, trail, path):
         raise LegacyInputError(
             path,
             f"{_where(trail)}: byte string {value[:40]!r} is not UTF-8 text "
-            f"(byte 0x{value[err.start]:02x} at position {err.start})") from None
+            f"(byte 0x{value[err.start]:02x} at position {err.start})",
+        ) from None
 
 
 def _finish(obj, path, trail=(), depth=0, memo=None):
@@ -303,8 +311,11 @@ def _finish(obj, path, trail=(), depth=0, memo=None):
     if memo is None:
         memo = {}
     if depth > MAX_DEPTH:
-        raise LegacyInputError(path, f"{_where(trail)}: data nested more than {MAX_DEPTH} levels deep "
-                                     "(or containing itself): not GroundHog data")
+        raise LegacyInputError(
+            path,
+            f"{_where(trail)}: data nested more than {MAX_DEPTH} levels deep "
+            "(or containing itself): not GroundHog data",
+        )
     if isinstance(obj, bytes):
         return _decode_bytes(obj, trail, path)
     if isinstance(obj, (str, int, float, complex, type(None), np.ndarray, np.generic, bytearray)):
@@ -323,7 +334,9 @@ def _finish(obj, path, trail=(), depth=0, memo=None):
             shown = new_key if isinstance(new_key, (str, int, float)) else f"#{n}"
             new_value = _finish(value, path, trail + (f"[{shown!r}]",), depth + 1, memo)
             if new_key in out:
-                raise LegacyInputError(path, f"{_where(trail)}: key {new_key!r} occurs twice once decoded")
+                raise LegacyInputError(
+                    path, f"{_where(trail)}: key {new_key!r} occurs twice once decoded"
+                )
             out[new_key] = new_value
         memo[id(obj)] = out
         return out
@@ -337,6 +350,7 @@ def _finish(obj, path, trail=(), depth=0, memo=None):
 # ---------------------------------------------------------------------------
 # entry point
 # ---------------------------------------------------------------------------
+
 
 def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
     """Load a (Python-2) pickle holding only plain data; never runs code from it.
@@ -353,7 +367,9 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
     except OSError as err:
         raise LegacyInputError(path, f"cannot read: {err.strerror or err}") from None
     if size > max_bytes:
-        raise LegacyInputError(path, f"file is {size} bytes, more than the {max_bytes} accepted for a pickle")
+        raise LegacyInputError(
+            path, f"file is {size} bytes, more than the {max_bytes} accepted for a pickle"
+        )
     if size == 0:
         raise LegacyInputError(path, "file is empty, not a pickle")
     budget.check(path, f"a pickle of {size} bytes", size)
@@ -371,9 +387,13 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
     except RecursionError:
         raise LegacyInputError(path, "pickle nested too deeply") from None
     except MemoryError:
-        raise LegacyInputError(path, "pickle declares more data than can be held (corrupt?)") from None
+        raise LegacyInputError(
+            path, "pickle declares more data than can be held (corrupt?)"
+        ) from None
     except (EOFError, pickle.UnpicklingError) as err:
-        raise LegacyInputError(path, f"truncated or corrupt pickle ({err or type(err).__name__})") from None
+        raise LegacyInputError(
+            path, f"truncated or corrupt pickle ({err or type(err).__name__})"
+        ) from None
     except Exception as err:  # anything the C unpickler raises on malformed input
         raise LegacyInputError(path, f"corrupt pickle ({describe(err)})") from None
     with reading(path, "corrupt pickle"):  # rebuilding numpy values from the raw bytes
@@ -383,8 +403,11 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
             raise LegacyInputError(path, "pickle nested too deeply") from None
         distinct, expanded = _sizes(data)
     if expanded > MAX_SHARING * distinct + (1 << 20):
-        raise LegacyInputError(path, f"{distinct} objects that are {expanded} when expanded (the same "
-                                     "containers referenced over and over): not GroundHog data")
+        raise LegacyInputError(
+            path,
+            f"{distinct} objects that are {expanded} when expanded (the same "
+            "containers referenced over and over): not GroundHog data",
+        )
     return data
 
 

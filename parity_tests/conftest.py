@@ -2,12 +2,13 @@
 
 Each test folder is a marker (``pytest -m parity``), added here by folder.
 """
-import os
+
 import shutil
 from pathlib import Path
-import numpy as np
+
 import pytest
-from parity_tests.support.cases import (CASES, FIXTURES, LEGACY_ROOT, PENDING_ROOT, REPO, _cases, _ci, assert_scores_match, case_dirs, legacy_case_dirs, legacy_data_dirs, missing_recordings, need_browser_part, pending_case_dirs, recording_dir)
+
+from parity_tests.support.cases import LEGACY_ROOT, _ci, missing_recordings, need_browser_part
 
 KINDS = ("unit", "parity", "cli", "hardening", "serve", "export", "packaging")
 
@@ -23,27 +24,40 @@ def pytest_sessionstart(session):
     if _ci() and not session.config.getoption("legacy_case"):
         missing = missing_recordings()
         if missing:
-            pytest.exit(f"CI: the recorded traces are required but missing at {LEGACY_ROOT} "
-                        f"({', '.join(missing)}); set GROUNDHOG_LEGACY_TRACES or pass --legacy-case DIR",
-                        returncode=1)
+            pytest.exit(
+                f"CI: the recorded traces are required but missing at {LEGACY_ROOT} "
+                f"({', '.join(missing)}); set GROUNDHOG_LEGACY_TRACES or pass --legacy-case DIR",
+                returncode=1,
+            )
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("groundhog-port parity")
-    group.addoption("--legacy-case", action="append", default=[], metavar="DIR",
-                    help="a recorded case folder (*_state.pkl, *_model.npz, trace.h5, test files, "
-                         "vocabularies) for parity_tests/parity/test_legacy_cases.py; repeatable.  "
-                         "Default: every case in the shared recordings")
-    group.addoption("--legacy-data-dir", action="append", default=[], metavar="DIR",
-                    help="where the cases' vocabularies / test files are when neither the "
-                         "state's stored path nor the case folder holds them; repeatable, "
-                         "searched in order (as groundhog-port parity --data-dir)")
+    group.addoption(
+        "--legacy-case",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a recorded case folder (*_state.pkl, *_model.npz, trace.h5, test files, "
+        "vocabularies) for parity_tests/parity/test_legacy_cases.py; repeatable.  "
+        "Default: every case in the shared recordings",
+    )
+    group.addoption(
+        "--legacy-data-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="where the cases' vocabularies / test files are when neither the "
+        "state's stored path nor the case folder holds them; repeatable, "
+        "searched in order (as groundhog-port parity --data-dir)",
+    )
 
 
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny matrices: extra torch threads only contend (60x slower on a busy 2-core machine)."""
     import torch
+
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -64,8 +78,14 @@ def browser():
         need_browser_part("Debian's chromium and chromium-driver")
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--force-device-scale-factor=1", "--window-size=1000,1500"):
+    for a in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--force-device-scale-factor=1",
+        "--window-size=1000,1500",
+    ):
         opts.add_argument(a)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
     driver.set_page_load_timeout(60)

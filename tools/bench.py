@@ -21,6 +21,7 @@ Targets (issue #28): scoring >= 80% of the peak, beam 1 >= 60%, beams 5 and 10 >
 Threads: ``--threads``, else ``OMP_NUM_THREADS``, else one per core.  Run it alone: with
 other processes on the machine, every multi-threaded torch op waits for all its threads.
 """
+
 import argparse
 import datetime
 import json
@@ -36,65 +37,103 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
 import bench_score  # noqa: E402
 import bench_search  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 TARGETS = {"score": 0.80, 1: 0.60, 5: 0.85, 10: 0.85}
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Numbers depend on the machine's load: run it alone.")
-    p.add_argument("--threads", type=int, default=0,
-                   help="torch threads (default: OMP_NUM_THREADS, else one per core)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Numbers depend on the machine's load: run it alone.",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (default: OMP_NUM_THREADS, else one per core)",
+    )
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--beams", default="1,5,10", help="beam sizes (default: %(default)s)")
-    p.add_argument("--sentences", type=int, default=100,
-                   help="sentences for the batched search (default 100)")
-    p.add_argument("--n-literal", type=int, default=5,
-                   help="of them decoded by the literal search too (default 5; 0: none)")
+    p.add_argument(
+        "--sentences", type=int, default=100, help="sentences for the batched search (default 100)"
+    )
+    p.add_argument(
+        "--n-literal",
+        type=int,
+        default=5,
+        help="of them decoded by the literal search too (default 5; 0: none)",
+    )
     p.add_argument("--batches", type=int, default=3, help="scoring batches of 80 pairs (3)")
     p.add_argument("--models", default="search,encdec", help="scoring models (%(default)s)")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--startup-runs", type=int, default=3,
-                   help="runs of the start-up measurement, best kept (default 3; 0: skip it)")
-    p.add_argument("--case-dir", type=Path,
-                   help="folder for the start-up's full-size experiment, written once and "
-                        "reused (default: a temporary folder, written every run)")
+    p.add_argument(
+        "--startup-runs",
+        type=int,
+        default=3,
+        help="runs of the start-up measurement, best kept (default 3; 0: skip it)",
+    )
+    p.add_argument(
+        "--case-dir",
+        type=Path,
+        help="folder for the start-up's full-size experiment, written once and "
+        "reused (default: a temporary folder, written every run)",
+    )
     p.add_argument("--json", type=Path, help="also write the figures to this file")
-    p.add_argument("--no-onnx", action="store_true",
-                   help="skip the ONNX path's rows (tools/bench_onnx.py)")
-    p.add_argument("--profile", action="store_true",
-                   help="instead: profile one scoring batch and the batched search of "
-                        "--sentences per beam (torch.profiler): the matrix products' share "
-                        "of the time and speed, and the top operations")
+    p.add_argument(
+        "--no-onnx", action="store_true", help="skip the ONNX path's rows (tools/bench_onnx.py)"
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead: profile one scoring batch and the batched search of "
+        "--sentences per beam (torch.profiler): the matrix products' share "
+        "of the time and speed, and the top operations",
+    )
     return p.parse_args(argv)
 
 
 def search_rows(args, peak):
-    sargs = bench_search.parse_args([
-        "--device", args.device, "--sentences", str(args.sentences), "--threads",
-        str(args.threads), "--seed", str(args.seed), "--n-literal-full", str(args.n_literal)])
+    sargs = bench_search.parse_args(
+        [
+            "--device",
+            args.device,
+            "--sentences",
+            str(args.sentences),
+            "--threads",
+            str(args.threads),
+            "--seed",
+            str(args.seed),
+            "--n-literal-full",
+            str(args.n_literal),
+        ]
+    )
     rows = []
     for beam in [int(b) for b in args.beams.split(",")]:
         bat = bench_search.run_worker(sargs, "full", "batched", beam)
-        row = dict(workload=f"search, beam {beam}", target=TARGETS.get(beam),
-                   rate=bat["src_words"] / bat["seconds"], unit="source words/s",
-                   gflops=(bat["dec_flops"] + bat["enc_flops"]) / bat["seconds"] / 1e9,
-                   hyp_steps_per_s=bat["row_steps"] / bat["seconds"],
-                   encoder_share=bat["enc_flops"] / (bat["dec_flops"] + bat["enc_flops"]),
-                   fallbacks=bat["stats"].get("fallbacks"), seconds=bat["seconds"],
-                   peak_rss_mib=bat["peak_rss_mib"])
+        row = dict(
+            workload=f"search, beam {beam}",
+            target=TARGETS.get(beam),
+            rate=bat["src_words"] / bat["seconds"],
+            unit="source words/s",
+            gflops=(bat["dec_flops"] + bat["enc_flops"]) / bat["seconds"] / 1e9,
+            hyp_steps_per_s=bat["row_steps"] / bat["seconds"],
+            encoder_share=bat["enc_flops"] / (bat["dec_flops"] + bat["enc_flops"]),
+            fallbacks=bat["stats"].get("fallbacks"),
+            seconds=bat["seconds"],
+            peak_rss_mib=bat["peak_rss_mib"],
+        )
         if args.n_literal:
             lit = bench_search.run_worker(sargs, "full", "literal", beam)
             same, n = bench_search.compare(lit, bat)
             row["identical_to_literal"] = f"{same}/{n}"
-            row["speedup_vs_literal"] = ((bat["src_words"] / bat["seconds"])
-                                         / (lit["src_words"] / lit["seconds"]))
+            row["speedup_vs_literal"] = (bat["src_words"] / bat["seconds"]) / (
+                lit["src_words"] / lit["seconds"]
+            )
         row["share"] = row["gflops"] / peak
         rows.append(row)
     return rows
@@ -106,18 +145,39 @@ def score_rows(args, peak):
     for name in args.models.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "score.json"
-            cmd = [sys.executable, str(REPO / "tools" / "bench_score.py"), "--models", name,
-                   "--batches", str(args.batches), "--seed", str(args.seed),
-                   "--threads", str(args.threads), "--peak-size", "0", "--json", str(out)]
+            cmd = [
+                sys.executable,
+                str(REPO / "tools" / "bench_score.py"),
+                "--models",
+                name,
+                "--batches",
+                str(args.batches),
+                "--seed",
+                str(args.seed),
+                "--threads",
+                str(args.threads),
+                "--peak-size",
+                "0",
+                "--json",
+                str(out),
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode:
                 raise SystemExit(f"worker failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
             r = json.loads(out.read_text())["rows"][name]
-        rows.append(dict(workload=f"scoring, {'RNNsearch' if name == 'search' else 'RNNencdec'}",
-                         target=TARGETS["score"], rate=r["pairs_per_s"], unit="pairs/s",
-                         gflops=r["gflops"], target_tokens_per_s=r["target_tokens_per_s"],
-                         seconds=r["seconds"], share=r["gflops"] / peak,
-                         peak_rss_mib=r["peak_rss_mib"]))
+        rows.append(
+            dict(
+                workload=f"scoring, {'RNNsearch' if name == 'search' else 'RNNencdec'}",
+                target=TARGETS["score"],
+                rate=r["pairs_per_s"],
+                unit="pairs/s",
+                gflops=r["gflops"],
+                target_tokens_per_s=r["target_tokens_per_s"],
+                seconds=r["seconds"],
+                share=r["gflops"] / peak,
+                peak_rss_mib=r["peak_rss_mib"],
+            )
+        )
     return rows
 
 
@@ -146,6 +206,7 @@ def startup(args):
     written once into ``--case-dir`` (default: a temporary folder).
     """
     import numpy_trace_producer
+
     tmp = None
     case = args.case_dir
     if case is None:
@@ -153,13 +214,30 @@ def startup(args):
         case = Path(tmp.name)
     if not (case / "random_model.npz").exists():
         numpy_trace_producer.make_case(case, 1000, 620, 30001, 1, args.seed, 20, 30)
-    cmd = [sys.executable, "-m", "groundhog_port", "--threads", str(torch.get_num_threads()),
-           "translate", "--state", str(case / "random_state.pkl"), str(case / "random_model.npz"),
-           "--beam-search", "--beam-size", "10", "--source", str(case / "test.en"),
-           "--trans", str(case / "out.txt")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "groundhog_port",
+        "--threads",
+        str(torch.get_num_threads()),
+        "translate",
+        "--state",
+        str(case / "random_state.pkl"),
+        str(case / "random_model.npz"),
+        "--beam-search",
+        "--beam-size",
+        "10",
+        "--source",
+        str(case / "test.en"),
+        "--trans",
+        str(case / "out.txt"),
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     runs = []
-    for what, command in (("translate", cmd), ("import torch", [sys.executable, "-c", "import torch"])):
+    for what, command in (
+        ("translate", cmd),
+        ("import torch", [sys.executable, "-c", "import torch"]),
+    ):
         best = None
         for _ in range(args.startup_runs):
             with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss:
@@ -168,15 +246,18 @@ def startup(args):
                 wrapped = [sys.executable, "-c", _REPORT_RSS, rss.name, *command[1:]]
                 t = time.perf_counter()
                 proc = subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=err, env=env)
-                _, status, usage = os.wait4(proc.pid, 0)     # this child's own CPU time
+                _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time
                 wall = time.perf_counter() - t
                 if status:
                     err.seek(0)
-                    raise SystemExit(f"failed: {' '.join(command)}\n"
-                                     f"{err.read().decode(errors='replace')[-3000:]}")
+                    raise SystemExit(
+                        f"failed: {' '.join(command)}\n"
+                        f"{err.read().decode(errors='replace')[-3000:]}"
+                    )
                 peak_rss = float(rss.read())
-            run = dict(seconds=wall, cpu_seconds=usage.ru_utime + usage.ru_stime,
-                       peak_rss_mib=peak_rss)
+            run = dict(
+                seconds=wall, cpu_seconds=usage.ru_utime + usage.ru_stime, peak_rss_mib=peak_rss
+            )
             if best is None or wall < best["seconds"]:
                 best = run
         runs.append(dict(workload=what, **best))
@@ -190,20 +271,25 @@ def profile(args):
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    from groundhog_port.search.scoring import score_batch
     from groundhog_port.search.batched import BatchedBeamSearch
+    from groundhog_port.search.scoring import score_batch
     from legacy_states import prototype_search_state
+
     model = bench_search.full_size_model(args.seed, args.device)
     batch = bench_score.batches(prototype_search_state(), 1, 80, args.seed)[0]
     seqs = bench_search.random_sentences(model.cfg, args.sentences, 20, 40, args.seed + 1)
     peak = bench_search.measure_peak(4096, 4, torch.device(args.device))
     work = [("scoring, RNNsearch, one batch of 80 pairs", lambda: score_batch(model, batch))]
     for beam in [int(b) for b in args.beams.split(",")]:
-        work.append((f"batched search, beam {beam}, {len(seqs)} sentences",
-                     lambda beam=beam: BatchedBeamSearch(model).sample_many(seqs, beam)))
+        work.append(
+            (
+                f"batched search, beam {beam}, {len(seqs)} sentences",
+                lambda beam=beam: BatchedBeamSearch(model).sample_many(seqs, beam),
+            )
+        )
     for title, run in work:
         with torch.no_grad():
-            run()                                       # warm-up
+            run()  # warm-up
             with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
                 run()
         events = prof.key_averages(group_by_input_shape=True)
@@ -214,12 +300,20 @@ def profile(args):
                 a, b = e.input_shapes[0], e.input_shapes[1]
                 mm_flops += 2 * e.count * np.prod(a) * b[-1]
                 mm_time += e.self_cpu_time_total
-        print(f"\n== {title}: {total / 1e6:.2f} s under the profiler; matrix products "
-              f"{100 * mm_time / total:.0f}% of it, at {mm_flops / mm_time / 1e3:.1f} GFLOP/s "
-              f"({100 * mm_flops / mm_time / 1e3 / peak:.0f}% of the peak, {peak:.1f}, "
-              f"measured just before)")
-        print(events.table(sort_by="self_cpu_time_total", row_limit=15,
-                           max_name_column_width=22, max_shapes_column_width=50))
+        print(
+            f"\n== {title}: {total / 1e6:.2f} s under the profiler; matrix products "
+            f"{100 * mm_time / total:.0f}% of it, at {mm_flops / mm_time / 1e3:.1f} GFLOP/s "
+            f"({100 * mm_flops / mm_time / 1e3 / peak:.0f}% of the peak, {peak:.1f}, "
+            f"measured just before)"
+        )
+        print(
+            events.table(
+                sort_by="self_cpu_time_total",
+                row_limit=15,
+                max_name_column_width=22,
+                max_shapes_column_width=50,
+            )
+        )
 
 
 def main(argv=None):
@@ -242,36 +336,63 @@ def main(argv=None):
         r["share"] = r["gflops"] / peak
         r["met"] = None if r["target"] is None else r["share"] >= r["target"]
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-               f"torch {torch.__version__}, {torch.get_num_threads()} threads, device "
-               f"{args.device}, load average {os.getloadavg()[0]:.1f}")
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device "
+        f"{args.device}, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{when}; {machine}")
-    print(f"float32 matmul peak (torch.mm 4096^2): {peak0:.1f} GFLOP/s before, "
-          f"{peak1:.1f} after; shares are of {peak:.1f}\n")
-    print("| workload | rate | GFLOP/s | share of peak | target | identical to literal "
-          "| peak RSS |")
+    print(
+        f"float32 matmul peak (torch.mm 4096^2): {peak0:.1f} GFLOP/s before, "
+        f"{peak1:.1f} after; shares are of {peak:.1f}\n"
+    )
+    print(
+        "| workload | rate | GFLOP/s | share of peak | target | identical to literal | peak RSS |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        target = "-" if r["target"] is None else (
-            f"{100 * r['target']:.0f}% ({'met' if r['met'] else 'not met'})")
-        print(f"| {r['workload']} | {r['rate']:.1f} {r['unit']} | {r['gflops']:.1f} | "
-              f"{100 * r['share']:.1f}% | {target} | {r.get('identical_to_literal', '-')} | "
-              f"{r['peak_rss_mib']:.0f} MiB |")
+        target = (
+            "-"
+            if r["target"] is None
+            else (f"{100 * r['target']:.0f}% ({'met' if r['met'] else 'not met'})")
+        )
+        print(
+            f"| {r['workload']} | {r['rate']:.1f} {r['unit']} | {r['gflops']:.1f} | "
+            f"{100 * r['share']:.1f}% | {target} | {r.get('identical_to_literal', '-')} | "
+            f"{r['peak_rss_mib']:.0f} MiB |"
+        )
     if start:
-        print(f"\nstart-up (best of {args.startup_runs}; load average "
-              f"{os.getloadavg()[0]:.1f} now):")
+        print(
+            f"\nstart-up (best of {args.startup_runs}; load average {os.getloadavg()[0]:.1f} now):"
+        )
         print("| command | seconds to its output | CPU seconds | peak RSS |")
         print("|---|---|---|---|")
         for r in start:
-            what = ("translate, 1 sentence, beam 10, full-size model from disk"
-                    if r["workload"] == "translate" else "python -c 'import torch' (the floor)")
-            print(f"| {what} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | "
-                  f"{r['peak_rss_mib']:.0f} MiB |")
+            what = (
+                "translate, 1 sentence, beam 10, full-size model from disk"
+                if r["workload"] == "translate"
+                else "python -c 'import torch' (the floor)"
+            )
+            print(
+                f"| {what} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | "
+                f"{r['peak_rss_mib']:.0f} MiB |"
+            )
     onnx = onnx_rows(args)
     if args.json:
-        args.json.write_text(json.dumps(dict(date=when, machine=machine, peak_before=peak0,
-                                             peak_after=peak1, rows=rows, startup=start,
-                                             onnx=onnx), indent=1))
+        args.json.write_text(
+            json.dumps(
+                dict(
+                    date=when,
+                    machine=machine,
+                    peak_before=peak0,
+                    peak_after=peak1,
+                    rows=rows,
+                    startup=start,
+                    onnx=onnx,
+                ),
+                indent=1,
+            )
+        )
 
 
 def onnx_rows(args):
@@ -281,6 +402,7 @@ def onnx_rows(args):
     if args.no_onnx:
         return None
     import bench_onnx
+
     rows = bench_onnx.measure() + bench_onnx.measure_full(3, seed=args.seed)
     bench_onnx.print_rows(rows)
     return rows

@@ -15,6 +15,7 @@ dispatch), not arithmetic; the best of ``--repeat`` runs is kept.  ``--full N`` 
 sentences through a full-size RNNsearch-50 (random weights) at beam 10, where the
 arithmetic dominates: the driver against the port's literal search (same hypotheses?).
 """
+
 import argparse
 import importlib.util
 import sys
@@ -75,12 +76,20 @@ def measure(beams=(1, 5, 10), repeat=3):
         for beam in beams:
             t_onnx, onnx_lines = _best(lambda beam=beam: run_onnx(beam), repeat)
             t_lit, lit = _best(lambda beam=beam: Translator(exp, beam).translate_seqs(seqs), repeat)
-            t_bat, bat = _best(lambda beam=beam: Translator(exp, beam, batch_size=32).translate_seqs(seqs),
-                               repeat)
+            t_bat, bat = _best(
+                lambda beam=beam: Translator(exp, beam, batch_size=32).translate_seqs(seqs), repeat
+            )
             same = onnx_lines == [t.line for t in lit] == [t.line for t in bat]
-            rows.append(dict(beam=beam, sentences=len(lines), onnx_per_s=len(lines) / t_onnx,
-                             literal_per_s=len(lines) / t_lit, batched_per_s=len(lines) / t_bat,
-                             identical=same))
+            rows.append(
+                dict(
+                    beam=beam,
+                    sentences=len(lines),
+                    onnx_per_s=len(lines) / t_onnx,
+                    literal_per_s=len(lines) / t_lit,
+                    batched_per_s=len(lines) / t_bat,
+                    identical=same,
+                )
+            )
     return rows
 
 
@@ -103,12 +112,15 @@ def measure_full(n_sentences=3, beams=(10,), seed=1234):
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         write_graphs(model, tmp)
-        config = {"graphs": GRAPHS, "search": search_settings(prototype_search_state(), model.cfg),
-                  "vocabularies": {"source_word2idx": {}, "source_idx2word": {},
-                                   "target_idx2word": {}}}
+        config = {
+            "graphs": GRAPHS,
+            "search": search_settings(prototype_search_state(), model.cfg),
+            "vocabularies": {"source_word2idx": {}, "source_idx2word": {}, "target_idx2word": {}},
+        }
         (Path(tmp) / "config.json").write_text(json.dumps(config), encoding="utf-8")
         spec = importlib.util.spec_from_file_location(
-            "beam_search_full", REPO / "groundhog_port" / "export" / DRIVER_FILE)
+            "beam_search_full", REPO / "groundhog_port" / "export" / DRIVER_FILE
+        )
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         onnx = mod.OnnxTranslator(tmp, threads=1)
@@ -118,30 +130,47 @@ def measure_full(n_sentences=3, beams=(10,), seed=1234):
             t1 = time.perf_counter()
             want = [sample(BeamSearch(model), seq, beam).trans for seq in seqs]
             t2 = time.perf_counter()
-            rows.append(dict(beam=beam, sentences=len(seqs), onnx_per_s=len(seqs) / (t1 - t0),
-                             literal_per_s=len(seqs) / (t2 - t1), batched_per_s=None,
-                             identical=got == want, model="RNNsearch-50, random weights"))
+            rows.append(
+                dict(
+                    beam=beam,
+                    sentences=len(seqs),
+                    onnx_per_s=len(seqs) / (t1 - t0),
+                    literal_per_s=len(seqs) / (t2 - t1),
+                    batched_per_s=None,
+                    identical=got == want,
+                    model="RNNsearch-50, random weights",
+                )
+            )
     return rows
 
 
 def print_rows(rows):
     print("\nONNX path (1 thread; onnxruntime on the CPU vs the port, this run):")
-    print("| model | beam | sentences | ONNX driver | port, literal | port, batched | "
-          "ONNX / literal | same output |")
+    print(
+        "| model | beam | sentences | ONNX driver | port, literal | port, batched | "
+        "ONNX / literal | same output |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         batched = "-" if r["batched_per_s"] is None else f"{r['batched_per_s']:.2f} sent/s"
-        print(f"| {r.get('model', 'fixtures/search')} | {r['beam']} | {r['sentences']} | "
-              f"{r['onnx_per_s']:.2f} sent/s | {r['literal_per_s']:.2f} sent/s | {batched} | "
-              f"{r['onnx_per_s'] / r['literal_per_s']:.2f}x | {'yes' if r['identical'] else 'NO'} |")
+        print(
+            f"| {r.get('model', 'fixtures/search')} | {r['beam']} | {r['sentences']} | "
+            f"{r['onnx_per_s']:.2f} sent/s | {r['literal_per_s']:.2f} sent/s | {batched} | "
+            f"{r['onnx_per_s'] / r['literal_per_s']:.2f}x | {'yes' if r['identical'] else 'NO'} |"
+        )
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--beams", default="1,5,10")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--full", type=int, default=0, metavar="N",
-                   help="also N random sentences through RNNsearch-50 at full size (beam 10)")
+    p.add_argument(
+        "--full",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N random sentences through RNNsearch-50 at full size (beam 10)",
+    )
     args = p.parse_args(argv)
     rows = measure([int(b) for b in args.beams.split(",")], args.repeat)
     if args.full:

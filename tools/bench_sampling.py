@@ -10,6 +10,7 @@ ids and the same float32 ``-log p`` bit for bit.
 
     python tools/bench_sampling.py --case ../shared/legacy_traces/search --n-samples 10
 """
+
 import argparse
 import sys
 import time
@@ -21,9 +22,9 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from groundhog_port.harness.check import find_case  # noqa: E402
 from groundhog_port.legacy.data import read_text_lines  # noqa: E402
 from groundhog_port.legacy.loading import open_experiment  # noqa: E402
-from groundhog_port.harness.check import find_case  # noqa: E402
 from groundhog_port.sampling import Sampler, SamplingFailed  # noqa: E402
 from groundhog_port.sampling.sampler import n_steps_for  # noqa: E402
 
@@ -48,13 +49,20 @@ def main(argv=None):
         t0 = time.perf_counter()
         results[name] = Sampler(exp).sample_many(seqs, args.n_samples, args.alpha, batch_size=bs)
         dt = time.perf_counter() - t0
-        print(f"{name:8s} batch {bs:3d}: {len(seqs) / dt:8.2f} sentences/s  "
-              f"{words / dt:10.0f} sampled words/s  ({dt:.2f} s, {args.threads} thread(s))")
+        print(
+            f"{name:8s} batch {bs:3d}: {len(seqs) / dt:8.2f} sentences/s  "
+            f"{words / dt:10.0f} sampled words/s  ({dt:.2f} s, {args.threads} thread(s))"
+        )
     same = all(
-        (isinstance(a, SamplingFailed) and str(a) == str(b)) or
-        (np.array_equal(a.draw.ids, b.draw.ids) and
-         np.array_equal(a.draw.neg_log_probs.view(np.int32), b.draw.neg_log_probs.view(np.int32)))
-        for a, b in zip(results["literal"], results["batched"]))
+        (isinstance(a, SamplingFailed) and str(a) == str(b))
+        or (
+            np.array_equal(a.draw.ids, b.draw.ids)
+            and np.array_equal(
+                a.draw.neg_log_probs.view(np.int32), b.draw.neg_log_probs.view(np.int32)
+            )
+        )
+        for a, b in zip(results["literal"], results["batched"])
+    )
     print(f"identical draws: {same}")
     return 0 if same else 1
 

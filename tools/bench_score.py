@@ -15,6 +15,7 @@ with the full 30,001-word output layer, attention over the padded source length)
 
     python tools/bench_score.py [--threads N] [--batches 3] [--models search,encdec] [--json F]
 """
+
 import argparse
 import json
 import sys
@@ -27,28 +28,30 @@ sys.path.insert(0, str(REPO / "tools"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-from bench_search import (_peak_mib, encoder_flops, full_size_model, measure_peak,  # noqa: E402
-                          step_flops)
+from bench_search import _peak_mib, encoder_flops, full_size_model, measure_peak, step_flops  # noqa: E402
 
 
 def encdec_model(seed=1234):
-    from legacy_states import prototype_encdec_state
     from groundhog_port.model.config import ModelConfig
     from groundhog_port.model.encdec import RNNEncoderDecoder
+    from legacy_states import prototype_encdec_state
 
     model = RNNEncoderDecoder(ModelConfig.from_state(prototype_encdec_state()))
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            scale = 0.1 if p.dim() == 1 else (1.0 if name.endswith("approx_embedder.W")
-                                              else p.shape[0] ** -0.5)
+            scale = (
+                0.1
+                if p.dim() == 1
+                else (1.0 if name.endswith("approx_embedder.W") else p.shape[0] ** -0.5)
+            )
             p.copy_(torch.randn(p.shape, generator=g) * scale)
     return model
 
 
 def batches(state, n_batches, batch_size, seed):
     from groundhog_port.legacy.data import Batch, create_padded_batch
+
     # RNNencdec-50's state has seqlen 30, which drops every pair with a side over 30 words
     # (create_padded_batch): batches of 80 pairs of 20-50 words need seqlen 50
     state = dict(state, seqlen=max(int(state["seqlen"]), 50))
@@ -56,10 +59,14 @@ def batches(state, n_batches, batch_size, seed):
     eos_s, eos_t = state["null_sym_source"], state["null_sym_target"]
     out = []
     for _ in range(n_batches):
-        xs = [np.append(rng.integers(2, eos_s, int(rng.integers(20, 51))), eos_s)
-              for _ in range(batch_size)]
-        ys = [np.append(rng.integers(2, eos_t, int(rng.integers(20, 51))), eos_t)
-              for _ in range(batch_size)]
+        xs = [
+            np.append(rng.integers(2, eos_s, int(rng.integers(20, 51))), eos_s)
+            for _ in range(batch_size)
+        ]
+        ys = [
+            np.append(rng.integers(2, eos_t, int(rng.integers(20, 51))), eos_t)
+            for _ in range(batch_size)
+        ]
         X, Xm, Y, Ym = create_padded_batch(state, xs, ys)
         out.append(Batch(X, Xm, Y, Ym))
     return out
@@ -67,6 +74,7 @@ def batches(state, n_batches, batch_size, seed):
 
 def measure(model, state, args):
     from groundhog_port.search.scoring import score_batch
+
     cfg = model.cfg
     data = batches(state, args.batches, args.batch_size, args.seed)
     with torch.no_grad():
@@ -77,11 +85,19 @@ def measure(model, state, args):
         dt = time.perf_counter() - t
     pairs = sum(b.x.shape[1] for b in data)
     tokens = int(sum(b.y_mask.sum() for b in data))
-    flops = sum(b.x.shape[1] * (encoder_flops(cfg, b.x.shape[0])
-                                + b.y.shape[0] * step_flops(cfg, b.x.shape[0])) for b in data)
-    return {"pairs": pairs, "seconds": round(dt, 3), "pairs_per_s": round(pairs / dt, 2),
-            "target_tokens_per_s": round(tokens / dt, 1), "gflops": round(flops / dt / 1e9, 1),
-            "peak_rss_mib": round(_peak_mib())}
+    flops = sum(
+        b.x.shape[1]
+        * (encoder_flops(cfg, b.x.shape[0]) + b.y.shape[0] * step_flops(cfg, b.x.shape[0]))
+        for b in data
+    )
+    return {
+        "pairs": pairs,
+        "seconds": round(dt, 3),
+        "pairs_per_s": round(pairs / dt, 2),
+        "target_tokens_per_s": round(tokens / dt, 1),
+        "gflops": round(flops / dt / 1e9, 1),
+        "peak_rss_mib": round(_peak_mib()),
+    }
 
 
 def main(argv=None):
@@ -90,14 +106,19 @@ def main(argv=None):
     p.add_argument("--batches", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=80)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--peak-size", type=int, default=4096,
-                   help="matmul peak: square size (0: not measured, as tools/bench.py runs it)")
+    p.add_argument(
+        "--peak-size",
+        type=int,
+        default=4096,
+        help="matmul peak: square size (0: not measured, as tools/bench.py runs it)",
+    )
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     from legacy_states import prototype_encdec_state, prototype_search_state
+
     peak = measure_peak(args.peak_size, 3, torch.device("cpu")) if args.peak_size else None
     rows = {}
     for name in args.models.split(","):
@@ -107,18 +128,25 @@ def main(argv=None):
         r["share_of_peak"] = round(r["gflops"] / peak, 3) if peak else None
         rows[name] = r
         del model
-    print(f"threads {torch.get_num_threads()}, matmul peak "
-          + (f"{peak:.1f} GFLOP/s ({args.peak_size}^2)" if peak else "not measured")
-          + f", batch {args.batch_size}, lengths 20-50")
+    print(
+        f"threads {torch.get_num_threads()}, matmul peak "
+        + (f"{peak:.1f} GFLOP/s ({args.peak_size}^2)" if peak else "not measured")
+        + f", batch {args.batch_size}, lengths 20-50"
+    )
     print("| model | pairs/s | target tokens/s | GFLOP/s | share of peak | peak RSS (MiB) |")
     print("|---|---|---|---|---|---|")
     for name, r in rows.items():
         share = "-" if peak is None else f"{100 * r['share_of_peak']:.1f}%"
-        print(f"| {name} | {r['pairs_per_s']} | {r['target_tokens_per_s']} | {r['gflops']} | "
-              f"{share} | {r['peak_rss_mib']} |")
+        print(
+            f"| {name} | {r['pairs_per_s']} | {r['target_tokens_per_s']} | {r['gflops']} | "
+            f"{share} | {r['peak_rss_mib']} |"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"threads": torch.get_num_threads(), "peak_gflops": peak,
-                                         "rows": rows}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"threads": torch.get_num_threads(), "peak_gflops": peak, "rows": rows}, indent=1
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ reduction order may depend on it).
 
 Run ``python tools/bench_search.py --help``.
 """
+
 import argparse
 import json
 import os
@@ -51,7 +52,6 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
 
 # -- models -----------------------------------------------------------------------------------
 #: unit of the decoder state used as a length counter, and of the backward encoder
@@ -85,9 +85,9 @@ def full_size_model(seed=1234, device="cpu", state=None):
 
     Hypotheses end between ~0.6 L (minlen is L // 2) and ~1.3 L.
     """
-    from legacy_states import prototype_search_state
     from groundhog_port.model.config import ModelConfig
     from groundhog_port.model.encdec import RNNEncoderDecoder
+    from legacy_states import prototype_search_state
 
     cfg = ModelConfig.from_state(state if state is not None else prototype_search_state())
     model = RNNEncoderDecoder(cfg)
@@ -112,8 +112,10 @@ def full_size_model(seed=1234, device="cpu", state=None):
             emb.b[c] = 1
         # counter units: candidate tanh(3), update gate sigmoid(g) held constant
         logit = lambda z: float(np.log(z / (1 - z)))
-        for layer, inputs, gate in ((back, (back.input_embedder,), logit(0.005)),
-                                    (dec, (dec.input_embedder, dec.dec_inputter), logit(0.0043))):
+        for layer, inputs, gate in (
+            (back, (back.input_embedder,), logit(0.005)),
+            (dec, (dec.input_embedder, dec.dec_inputter), logit(0.0043)),
+        ):
             layer.transition.W[:, u] = 0
             layer.transition.G[:, u] = 0
             for m in inputs:
@@ -143,6 +145,7 @@ def full_size_model(seed=1234, device="cpu", state=None):
 
 def fixture_model(case_dir, device="cpu"):
     from groundhog_port.legacy.loading import open_experiment
+
     state = next(Path(case_dir).glob("*state.pkl"))
     model_path = next(Path(case_dir).glob("*model.npz"))
     return open_experiment(state, model_path, device=device).model
@@ -152,8 +155,12 @@ def random_sentences(cfg, n, min_len, max_len, seed):
     """``n`` sources of ``min_len``..``max_len`` random words (ids 2..eos-1) + end-of-sequence."""
     rng = np.random.default_rng(seed)
     eos = cfg.null_sym_source
-    return [np.append(rng.integers(2, eos, int(rng.integers(min_len, max_len + 1))), eos)
-            .astype(np.int64) for _ in range(n)]
+    return [
+        np.append(rng.integers(2, eos, int(rng.integers(min_len, max_len + 1))), eos).astype(
+            np.int64
+        )
+        for _ in range(n)
+    ]
 
 
 # -- FLOPs ------------------------------------------------------------------------------------
@@ -166,16 +173,16 @@ def step_flops(cfg, S):
     dim, rank, cdim, V = cfg.dim, cfg.rank_n_approx, cfg.c_dim, cfg.n_sym_target
     f = 0
     if cfg.search:
-        f += 2 * dim * dim + 2 * S * dim + 2 * S * cdim        # s @ B, tanh(.) @ D, alpha @ c
-    f += 2 * cdim * dim + 2 * dim * dim                         # repr and hid readouts
+        f += 2 * dim * dim + 2 * S * dim + 2 * S * cdim  # s @ B, tanh(.) @ D, alpha @ c
+    f += 2 * cdim * dim + 2 * dim * dim  # repr and hid readouts
     if cfg.bigram:
-        f += 2 * rank * dim                                     # previous-word readout
+        f += 2 * rank * dim  # previous-word readout
     f += (2 * cfg.softmax_in * rank + 2 * rank * V) if rank else 2 * cfg.softmax_in * V
     g = _gates(cfg.dec)
-    f += 2 * rank * dim * g                                     # word signals
+    f += 2 * rank * dim * g  # word signals
     if cfg.decoding_inputs:
-        f += 2 * cdim * dim * g                                 # context inputs
-    f += 2 * dim * dim * g                                      # W, G, R
+        f += 2 * cdim * dim * g  # context inputs
+    f += 2 * dim * dim * g  # W, G, R
     return f
 
 
@@ -187,9 +194,9 @@ def encoder_flops(cfg, S):
         per_word += 2 * rank * dim * _gates(cfg.back_enc) + 2 * dim * dim * _gates(cfg.back_enc)
     f = S * per_word
     if cfg.search:
-        f += 2 * S * cfg.c_dim * dim                            # p_from_c = c @ A
+        f += 2 * S * cfg.c_dim * dim  # p_from_c = c @ A
     if cfg.bias_code:
-        f += 2 * dim * dim                                      # initial state
+        f += 2 * dim * dim  # initial state
     return f
 
 
@@ -220,12 +227,13 @@ def measure_peak(size, repeats, device):
         if device.type == "cuda":
             torch.cuda.synchronize()
         best = min(best, time.perf_counter() - t)
-    return 2 * size ** 3 / best / 1e9
+    return 2 * size**3 / best / 1e9
 
 
 def worker(args):
     """Run one (model, search, beam) measurement; print one JSON line."""
     import logging
+
     logging.disable(logging.ERROR)
     from groundhog_port.search.batched import BatchedBeamSearch
     from groundhog_port.search.common import SearchFailed
@@ -235,14 +243,17 @@ def worker(args):
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    model = full_size_model(args.seed, device) if args.model == "full" else \
-        fixture_model(args.case, args.device)
+    model = (
+        full_size_model(args.seed, device)
+        if args.model == "full"
+        else fixture_model(args.case, args.device)
+    )
     cfg = model.cfg
     seqs = random_sentences(cfg, args.sentences, args.min_len, args.max_len, args.seed + 1)
     if args.search == "literal":
-        seqs = seqs[:args.n_literal]
+        seqs = seqs[: args.n_literal]
     rss_model = _peak_mib()
-    local_peak = measure_peak(2048, 3, device)          # the machine as this run finds it
+    local_peak = measure_peak(2048, 3, device)  # the machine as this run finds it
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     rows_S = []
@@ -254,8 +265,9 @@ def worker(args):
             results = []
             for seq in seqs:
                 S = len(seq)
-                bs = BeamSearch(model, recorder=lambda d, S=S: rows_S.append(
-                    (d["next_probs"].shape[0], S)))
+                bs = BeamSearch(
+                    model, recorder=lambda d, S=S: rows_S.append((d["next_probs"].shape[0], S))
+                )
                 try:
                     results.append(sample(bs, seq, args.beam))
                 except SearchFailed as err:
@@ -282,29 +294,69 @@ def worker(args):
             out.append(str(r))
         else:
             out.append([r.trans, [float(c).hex() for c in r.costs]])
-    best_len = [len(r.trans[int(np.argmin(r.costs))]) for r in results
-                if not isinstance(r, SearchFailed)]
-    print(json.dumps(dict(
-        seconds=seconds, sentences=len(seqs), src_words=int(sum(len(s) - 1 for s in seqs)),
-        out_words=int(sum(best_len)), row_steps=int(row_steps), dec_flops=dec_flops,
-        enc_flops=enc_flops, peak_rss_mib=_peak_mib(), model_rss_mib=rss_model,
-        cuda_max_mib=(torch.cuda.max_memory_allocated() / 2 ** 20
-                      if device.type == "cuda" else None),
-        failed=sum(isinstance(r, SearchFailed) for r in results), local_peak=local_peak,
-        len_ratio=float(np.mean([b / (len(s) - 1) for b, s in zip(best_len, seqs)]))
-        if best_len else None,
-        stats=stats, results=out)))
+    best_len = [
+        len(r.trans[int(np.argmin(r.costs))]) for r in results if not isinstance(r, SearchFailed)
+    ]
+    print(
+        json.dumps(
+            dict(
+                seconds=seconds,
+                sentences=len(seqs),
+                src_words=int(sum(len(s) - 1 for s in seqs)),
+                out_words=int(sum(best_len)),
+                row_steps=int(row_steps),
+                dec_flops=dec_flops,
+                enc_flops=enc_flops,
+                peak_rss_mib=_peak_mib(),
+                model_rss_mib=rss_model,
+                cuda_max_mib=(
+                    torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else None
+                ),
+                failed=sum(isinstance(r, SearchFailed) for r in results),
+                local_peak=local_peak,
+                len_ratio=float(np.mean([b / (len(s) - 1) for b, s in zip(best_len, seqs)]))
+                if best_len
+                else None,
+                stats=stats,
+                results=out,
+            )
+        )
+    )
 
 
 # -- driver -----------------------------------------------------------------------------------
 def run_worker(args, model, search, beam):
-    cmd = [sys.executable, __file__, "--worker", "--model", model, "--search", search,
-           "--beam", str(beam), "--device", args.device, "--case", str(args.case),
-           "--sentences", str(args.sentences), "--min-len", str(args.min_len),
-           "--max-len", str(args.max_len), "--seed", str(args.seed),
-           "--batch-size", str(args.batch_size), "--max-rows", str(args.max_rows),
-           "--threads", str(args.threads),
-           "--n-literal", str(args.n_literal_full if model == "full" else args.n_literal)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        "--model",
+        model,
+        "--search",
+        search,
+        "--beam",
+        str(beam),
+        "--device",
+        args.device,
+        "--case",
+        str(args.case),
+        "--sentences",
+        str(args.sentences),
+        "--min-len",
+        str(args.min_len),
+        "--max-len",
+        str(args.max_len),
+        "--seed",
+        str(args.seed),
+        "--batch-size",
+        str(args.batch_size),
+        "--max-rows",
+        str(args.max_rows),
+        "--threads",
+        str(args.threads),
+        "--n-literal",
+        str(args.n_literal_full if model == "full" else args.n_literal),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"worker failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
@@ -319,31 +371,61 @@ def compare(lit, bat):
 
 
 def parse_args(argv=None):
-    default_root = Path(os.environ.get("GROUNDHOG_LEGACY_TRACES",
-                                       REPO.parent / "shared" / "legacy_traces"))
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Numbers depend on the machine's load: run it alone.")
+    default_root = Path(
+        os.environ.get("GROUNDHOG_LEGACY_TRACES", REPO.parent / "shared" / "legacy_traces")
+    )
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Numbers depend on the machine's load: run it alone.",
+    )
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--case", type=Path, default=default_root / "search",
-                   help="recorded case folder for the fixture model (default: %(default)s)")
-    p.add_argument("--models", default="full,fixture",
-                   help="comma-separated: full, fixture (default: %(default)s)")
+    p.add_argument(
+        "--case",
+        type=Path,
+        default=default_root / "search",
+        help="recorded case folder for the fixture model (default: %(default)s)",
+    )
+    p.add_argument(
+        "--models",
+        default="full,fixture",
+        help="comma-separated: full, fixture (default: %(default)s)",
+    )
     p.add_argument("--beams", default="1,5,10", help="beam sizes (default: %(default)s)")
     p.add_argument("--sentences", type=int, default=100, help="source sentences (default 100)")
     p.add_argument("--min-len", type=int, default=20, help="shortest source, words (20)")
     p.add_argument("--max-len", type=int, default=40, help="longest source, words (40)")
-    p.add_argument("--n-literal", type=int, default=100,
-                   help="sentences decoded by the literal search, fixture model (100)")
-    p.add_argument("--n-literal-full", type=int, default=10,
-                   help="sentences decoded by the literal search at full size (10); "
-                        "its words/s is then extrapolated per sentence")
-    p.add_argument("--batch-size", type=int, default=100,
-                   help="sentences decoded together by the batched search (100)")
-    p.add_argument("--max-rows", type=int, default=2048,
-                   help="hypotheses a batched group starts with, at most (2048)")
-    p.add_argument("--threads", type=int, default=0,
-                   help="torch threads (default: torch's default, the number of cores)")
+    p.add_argument(
+        "--n-literal",
+        type=int,
+        default=100,
+        help="sentences decoded by the literal search, fixture model (100)",
+    )
+    p.add_argument(
+        "--n-literal-full",
+        type=int,
+        default=10,
+        help="sentences decoded by the literal search at full size (10); "
+        "its words/s is then extrapolated per sentence",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=100,
+        help="sentences decoded together by the batched search (100)",
+    )
+    p.add_argument(
+        "--max-rows",
+        type=int,
+        default=2048,
+        help="hypotheses a batched group starts with, at most (2048)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (default: torch's default, the number of cores)",
+    )
     p.add_argument("--peak-size", type=int, default=4096, help="matmul peak: square size (4096)")
     p.add_argument("--seed", type=int, default=1234, help="weights and sentences (1234)")
     p.add_argument("--json", type=Path, help="also write every figure to this file")
@@ -364,17 +446,28 @@ def main(argv=None):
     device = torch.device(args.device)
     peak = measure_peak(args.peak_size, 4, device)
     load = os.getloadavg()[0]
-    print(f"device {args.device}, torch threads {torch.get_num_threads()}, load average "
-          f"{load:.1f} on {os.cpu_count()} cores, float32 matmul peak (torch.mm "
-          f"{args.peak_size}^2, best of 5): {peak:.1f} GFLOP/s")
+    print(
+        f"device {args.device}, torch threads {torch.get_num_threads()}, load average "
+        f"{load:.1f} on {os.cpu_count()} cores, float32 matmul peak (torch.mm "
+        f"{args.peak_size}^2, best of 5): {peak:.1f} GFLOP/s"
+    )
     if load > 0.5 and torch.get_num_threads() > 1 and device.type == "cpu":
-        print("note: other processes are running; with more than one thread every torch op "
-              "waits for all its OpenMP threads to be scheduled (--threads 1 is then faster)")
-    report = dict(peak_gflops=peak, device=args.device, threads=torch.get_num_threads(),
-                  load_average=load, rows=[])
-    header = (f"{'model':8} {'beam':>4} {'search':8} {'sents':>5} {'seconds':>8} {'words/s':>8} "
-              f"{'GFLOP/s':>8} {'%peak':>6} {'%peak2k':>7} {'hyp-steps':>9} {'MFLOP/hs':>8} "
-              f"{'enc%':>5} {'RSS MiB':>8} {'cuda MiB':>8} {'len':>5} {'fails':>5}")
+        print(
+            "note: other processes are running; with more than one thread every torch op "
+            "waits for all its OpenMP threads to be scheduled (--threads 1 is then faster)"
+        )
+    report = dict(
+        peak_gflops=peak,
+        device=args.device,
+        threads=torch.get_num_threads(),
+        load_average=load,
+        rows=[],
+    )
+    header = (
+        f"{'model':8} {'beam':>4} {'search':8} {'sents':>5} {'seconds':>8} {'words/s':>8} "
+        f"{'GFLOP/s':>8} {'%peak':>6} {'%peak2k':>7} {'hyp-steps':>9} {'MFLOP/hs':>8} "
+        f"{'enc%':>5} {'RSS MiB':>8} {'cuda MiB':>8} {'len':>5} {'fails':>5}"
+    )
     for model in args.models.split(","):
         print(f"\n== {model} model" + ("" if model == "full" else f" ({args.case})"))
         print(header)
@@ -390,26 +483,34 @@ def main(argv=None):
                 res[search] = r
                 extrap = "*" if search == "literal" and r["sentences"] < args.sentences else " "
                 cuda = f"{r['cuda_max_mib']:8.0f}" if r["cuda_max_mib"] is not None else f"{'-':>8}"
-                print(f"{model:8} {beam:4d} {search:8}{extrap}{r['sentences']:5d} "
-                      f"{r['seconds']:8.2f} {r['words_per_s']:8.1f} {r['gflops']:8.1f} "
-                      f"{r['pct_peak']:6.1f} {r['pct_local_peak']:7.1f} {r['row_steps']:9d} "
-                      f"{r['dec_flops'] / max(r['row_steps'], 1) / 1e6:8.3f} "
-                      f"{100 * r['enc_flops'] / flops:5.1f} {r['peak_rss_mib']:8.0f} {cuda} "
-                      f"{r['len_ratio'] or 0:5.2f} {r['failed']:5d}", flush=True)
+                print(
+                    f"{model:8} {beam:4d} {search:8}{extrap}{r['sentences']:5d} "
+                    f"{r['seconds']:8.2f} {r['words_per_s']:8.1f} {r['gflops']:8.1f} "
+                    f"{r['pct_peak']:6.1f} {r['pct_local_peak']:7.1f} {r['row_steps']:9d} "
+                    f"{r['dec_flops'] / max(r['row_steps'], 1) / 1e6:8.3f} "
+                    f"{100 * r['enc_flops'] / flops:5.1f} {r['peak_rss_mib']:8.0f} {cuda} "
+                    f"{r['len_ratio'] or 0:5.2f} {r['failed']:5d}",
+                    flush=True,
+                )
             same, n = compare(res["literal"], res["batched"])
             lit, bat = res["literal"], res["batched"]
-            print(f"{'':8} {beam:4d} batched/literal: words/s "
-                  f"x{bat['words_per_s'] / lit['words_per_s']:.1f}, GFLOP/s x{bat['gflops'] / lit['gflops']:.1f}; identical n-best lists and "
-                  f"costs on {same}/{n} sentences decoded by both", flush=True)
+            print(
+                f"{'':8} {beam:4d} batched/literal: words/s "
+                f"x{bat['words_per_s'] / lit['words_per_s']:.1f}, GFLOP/s x{bat['gflops'] / lit['gflops']:.1f}; identical n-best lists and "
+                f"costs on {same}/{n} sentences decoded by both",
+                flush=True,
+            )
             for r in res.values():
                 r.pop("results")
             report["rows"].append(dict(model=model, beam=beam, identical=same, compared=n, **res))
-    print("\n* literal search on fewer sentences: words/s and GFLOP/s extrapolated per sentence "
-          "(the rate over the sentences it decoded).\nGFLOP/s: matrix products only, decoder "
-          "(one attention per hypothesis-step) + encoder (column enc%); MFLOP/hs = decoder "
-          "MFLOP per hypothesis-step.  %peak: of the peak above; %peak2k: of a 2048^2 "
-          "torch.mm peak measured by the worker\njust before its search (the machine as that "
-          "run found it).  len: best hypothesis words / source words.")
+    print(
+        "\n* literal search on fewer sentences: words/s and GFLOP/s extrapolated per sentence "
+        "(the rate over the sentences it decoded).\nGFLOP/s: matrix products only, decoder "
+        "(one attention per hypothesis-step) + encoder (column enc%); MFLOP/hs = decoder "
+        "MFLOP per hypothesis-step.  %peak: of the peak above; %peak2k: of a 2048^2 "
+        "torch.mm peak measured by the worker\njust before its search (the machine as that "
+        "run found it).  len: best hypothesis words / source words."
+    )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

@@ -14,6 +14,7 @@ torch).  ``bleu`` scores the bundled fixture's archived ``trans_beam10.txt`` aga
 
 Exit status 1 when the median of ``--help`` or ``bleu`` is over ``--limit`` seconds.
 """
+
 import argparse
 import json
 import os
@@ -30,8 +31,8 @@ CLI = [sys.executable, "-m", "groundhog_port"]
 #: name -> argv; the first two are the ones the target is about
 RUNS = {
     "groundhog-port --help": CLI + ["--help"],
-    "groundhog-port bleu": CLI + ["bleu", "--hyp", str(FIXTURE / "trans_beam10.txt"),
-                                  "--ref", str(FIXTURE / "test.fr")],
+    "groundhog-port bleu": CLI
+    + ["bleu", "--hyp", str(FIXTURE / "trans_beam10.txt"), "--ref", str(FIXTURE / "test.fr")],
     "python -c pass": [sys.executable, "-c", "pass"],
     "python -c 'import torch'": [sys.executable, "-c", "import torch"],
     "groundhog-port translate --help": CLI + ["translate", "--help"],
@@ -44,8 +45,9 @@ def wall_times(argv, repeat):
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                           cwd=REPO)
+        r = subprocess.run(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO
+        )
         times.append(time.perf_counter() - t0)
         if r.returncode != 0:
             sys.exit(f"{' '.join(argv)} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
@@ -55,17 +57,22 @@ def wall_times(argv, repeat):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs per command (default 5)")
-    ap.add_argument("--limit", type=float, default=1.0,
-                    help="seconds the median of --help and bleu must stay under (default 1.0)")
+    ap.add_argument(
+        "--limit",
+        type=float,
+        default=1.0,
+        help="seconds the median of --help and bleu must stay under (default 1.0)",
+    )
     ap.add_argument("--json", help="also write the figures as JSON")
     args = ap.parse_args()
     report = {}
-    print(f"{'command':<34} {'median s':>9} {'min s':>7}   ({args.repeat} runs, "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    print(
+        f"{'command':<34} {'median s':>9} {'min s':>7}   ({args.repeat} runs, "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})"
+    )
     for name, argv in RUNS.items():
         times = wall_times(argv, args.repeat)
-        report[name] = {"median_s": statistics.median(times), "min_s": min(times),
-                        "runs_s": times}
+        report[name] = {"median_s": statistics.median(times), "min_s": min(times), "runs_s": times}
         print(f"{name:<34} {report[name]['median_s']:>9.3f} {min(times):>7.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -36,6 +36,7 @@ Examples::
     python tools/fuzz.py --seed 0 --only 4711 --save /tmp/case4711
     python tools/fuzz.py --seed fresh --cases 1000000 --time-budget 60
 """
+
 import argparse
 import json
 import os
@@ -56,7 +57,6 @@ import numpy as np  # noqa: E402
 
 from parity_tests.support import fuzzing  # noqa: E402
 
-
 #: a command run (cli target) loads a model and runs a search: it gets this many --timeout
 CLI_TIMEOUT_FACTOR = 3
 #: --timeout is CPU time (RLIMIT_CPU); a case blocked without using CPU is stopped after
@@ -69,34 +69,69 @@ def _factor(case):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                epilog="outcomes and examples: see the module docstring "
-                                       "(python -m pydoc tools/fuzz.py)",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="outcomes and examples: see the module docstring (python -m pydoc tools/fuzz.py)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--cases", type=int, default=1000, help="number of cases (default 1000)")
-    p.add_argument("--seed", type=_seed, default=0,
-                   help="run seed (default 0), or 'fresh' for a new random one (printed)")
-    p.add_argument("--time-budget", type=float, metavar="S",
-                   help="start no case after S seconds (the report covers the cases run)")
-    p.add_argument("--timeout", type=float, default=20.0,
-                   help="CPU seconds per case before it counts as a hang (default 20; cli cases, "
-                        f"which load a model and search, get {CLI_TIMEOUT_FACTOR}x; a case also "
-                        f"stops after {WALL_FACTOR}x that in wall-clock time)")
-    p.add_argument("--memory-mb", type=int, default=2048,
-                   help="address space a case may add to the forked process, MiB (default 2048; "
-                        "0: no limit)")
-    p.add_argument("--rss-alarm-mb", type=int, default=512,
-                   help="a case whose peak RSS grows by more than this counts as a memory "
-                        "blow-up, even under the limit (default 512; 0: only the limit)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="cases run at once (default: the number of CPUs)")
-    p.add_argument("--targets", default=",".join(fuzzing.TARGETS),
-                   help=f"comma-separated loaders to fuzz (default all: {','.join(fuzzing.TARGETS)})")
+    p.add_argument(
+        "--seed",
+        type=_seed,
+        default=0,
+        help="run seed (default 0), or 'fresh' for a new random one (printed)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="S",
+        help="start no case after S seconds (the report covers the cases run)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=20.0,
+        help="CPU seconds per case before it counts as a hang (default 20; cli cases, "
+        f"which load a model and search, get {CLI_TIMEOUT_FACTOR}x; a case also "
+        f"stops after {WALL_FACTOR}x that in wall-clock time)",
+    )
+    p.add_argument(
+        "--memory-mb",
+        type=int,
+        default=2048,
+        help="address space a case may add to the forked process, MiB (default 2048; 0: no limit)",
+    )
+    p.add_argument(
+        "--rss-alarm-mb",
+        type=int,
+        default=512,
+        help="a case whose peak RSS grows by more than this counts as a memory "
+        "blow-up, even under the limit (default 512; 0: only the limit)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="cases run at once (default: the number of CPUs)",
+    )
+    p.add_argument(
+        "--targets",
+        default=",".join(fuzzing.TARGETS),
+        help=f"comma-separated loaders to fuzz (default all: {','.join(fuzzing.TARGETS)})",
+    )
     default_weights = ",".join(f"{k}={v}" for k, v in fuzzing.DEFAULT_WEIGHTS.items())
-    p.add_argument("--weights", default=default_weights,
-                   help=f"relative frequency of targets, e.g. 'trace=0.5' (default {default_weights})")
-    p.add_argument("--only", type=int, action="append", metavar="I",
-                   help="run only case I of this seed (repeatable)")
+    p.add_argument(
+        "--weights",
+        default=default_weights,
+        help=f"relative frequency of targets, e.g. 'trace=0.5' (default {default_weights})",
+    )
+    p.add_argument(
+        "--only",
+        type=int,
+        action="append",
+        metavar="I",
+        help="run only case I of this seed (repeatable)",
+    )
     p.add_argument("--save", metavar="DIR", help="copy the files of every failing case here")
     p.add_argument("--json", metavar="FILE", help="also write the summary and failures as JSON")
     p.add_argument("--verbose", action="store_true", help="print every case")
@@ -174,23 +209,29 @@ def main(argv=None):
     # import everything the loaders use before forking, so each case starts warm; one
     # thread per case (tiny matrices: threads only contend, and --jobs runs cases side by side)
     import torch
+
     torch.set_num_threads(1)
     import legacy_states  # noqa: F401
-    from groundhog_port.cli import main as cli
-    from groundhog_port.legacy import data
-    from groundhog_port.legacy import loading
-    from groundhog_port.search import scoring
+    from groundhog_port.cli.commands import (
+        translate,  # noqa: F401
+    )
     from groundhog_port.harness import trace  # noqa: F401
-    from groundhog_port.cli.commands import inspect
-    from groundhog_port.cli.commands import score
-    from groundhog_port.cli.commands import translate  # noqa: F401
-    for p in fx.vocab_files + fx.text_files + [e.state for e in fx.experiments] + \
-            [e.model for e in fx.experiments] + fx.trace_files() + \
-            [p for pair in fx.bitext_pairs for p in pair]:
+
+    for p in (
+        fx.vocab_files
+        + fx.text_files
+        + [e.state for e in fx.experiments]
+        + [e.model for e in fx.experiments]
+        + fx.trace_files()
+        + [p for pair in fx.bitext_pairs for p in pair]
+    ):
         fx.read(p)
 
-    print(f"fuzz.py: seed {args.seed} (replay a case with: python tools/fuzz.py --seed "
-          f"{args.seed} --only I)", flush=True)
+    print(
+        f"fuzz.py: seed {args.seed} (replay a case with: python tools/fuzz.py --seed "
+        f"{args.seed} --only I)",
+        flush=True,
+    )
     indices = args.only if args.only else range(args.cases)
     pending = deque(indices)
     running = []
@@ -214,22 +255,45 @@ def main(argv=None):
         peaks[r.case.target] = max(peaks[r.case.target], peak_kib)
         done += 1
         if outcome in fuzzing.FAILURES:
-            failures.append({"index": r.index, "target": r.case.target, "case": r.case.label,
-                             "outcome": outcome, "detail": detail})
+            failures.append(
+                {
+                    "index": r.index,
+                    "target": r.case.target,
+                    "case": r.case.label,
+                    "outcome": outcome,
+                    "detail": detail,
+                }
+            )
             if args.save:
                 dest = Path(args.save) / f"{args.seed}-{r.index}-{r.case.target}"
                 dest.mkdir(parents=True, exist_ok=True)
                 for name, blob in r.case.files.items():
                     (dest / name).write_bytes(blob)
-                (dest / "case.json").write_text(json.dumps(
-                    {"seed": args.seed, "index": r.index, "target": r.case.target,
-                     "case": r.case.label, "options": r.case.options, "outcome": outcome,
-                     "detail": detail}, indent=2, default=str))
+                (dest / "case.json").write_text(
+                    json.dumps(
+                        {
+                            "seed": args.seed,
+                            "index": r.index,
+                            "target": r.case.target,
+                            "case": r.case.label,
+                            "options": r.case.options,
+                            "outcome": outcome,
+                            "detail": detail,
+                        },
+                        indent=2,
+                        default=str,
+                    )
+                )
         if args.verbose or outcome in fuzzing.FAILURES:
-            print(f"[{r.index}] {r.case.target:6s} {outcome:13s} {r.case.label[:70]} | {detail[:150]}"
-                  f" | peak RSS +{peak_kib // 1024} MiB", flush=True)
+            print(
+                f"[{r.index}] {r.case.target:6s} {outcome:13s} {r.case.label[:70]} | {detail[:150]}"
+                f" | peak RSS +{peak_kib // 1024} MiB",
+                flush=True,
+            )
         if outcome in fuzzing.FAILURES:
-            print(f"    replay: python tools/fuzz.py --seed {args.seed} --only {r.index}", flush=True)
+            print(
+                f"    replay: python tools/fuzz.py --seed {args.seed} --only {r.index}", flush=True
+            )
         elif done % 500 == 0:
             el = time.monotonic() - started
             print(f"... {done} cases, {el:.0f}s, {len(failures)} failing", flush=True)
@@ -270,7 +334,11 @@ def main(argv=None):
                 elif os.WIFSIGNALED(status):
                     sig = signal.Signals(os.WTERMSIG(status)).name
                     if sig in ("SIGXCPU", "SIGKILL"):  # SIGKILL: past the hard CPU limit
-                        finish(r, "hang", f"over {args.timeout * _factor(r.case):.0f} CPU seconds ({sig})")
+                        finish(
+                            r,
+                            "hang",
+                            f"over {args.timeout * _factor(r.case):.0f} CPU seconds ({sig})",
+                        )
                     else:
                         finish(r, "CRASH", f"process killed by {sig}")
                 else:
@@ -288,25 +356,39 @@ def main(argv=None):
     elapsed = time.monotonic() - started
     shutil.rmtree(root, ignore_errors=True)
     print()
-    print(f"{done} cases in {elapsed:.0f}s (seed {args.seed}, timeout {args.timeout:.0f}s, "
-          f"memory limit {args.memory_mb} MiB, RSS alarm {args.rss_alarm_mb} MiB, {args.jobs} jobs)")
+    print(
+        f"{done} cases in {elapsed:.0f}s (seed {args.seed}, timeout {args.timeout:.0f}s, "
+        f"memory limit {args.memory_mb} MiB, RSS alarm {args.rss_alarm_mb} MiB, {args.jobs} jobs)"
+    )
     cols = fuzzing.OUTCOMES
     print(f"{'loader':8s} {'cases':>6s} " + " ".join(f"{c:>13s}" for c in cols) + "   peak RSS")
     total = Counter()
     for t in targets:
         c = counts[t]
         total.update(c)
-        print(f"{t:8s} {sum(c.values()):6d} " + " ".join(f"{c[o]:13d}" for o in cols)
-              + f"   +{peaks[t] // 1024} MiB")
+        print(
+            f"{t:8s} {sum(c.values()):6d} "
+            + " ".join(f"{c[o]:13d}" for o in cols)
+            + f"   +{peaks[t] // 1024} MiB"
+        )
     print(f"{'all':8s} {sum(total.values()):6d} " + " ".join(f"{total[o]:13d}" for o in cols))
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"cases": done, "seconds": round(elapsed, 1), "seed": args.seed,
-             "timeout": args.timeout, "memory_mb": args.memory_mb,
-             "rss_alarm_mb": args.rss_alarm_mb,
-             "per_loader": {t: dict(counts[t]) for t in targets},
-             "peak_rss_mib": {t: peaks[t] // 1024 for t in targets},
-             "failures": failures}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "cases": done,
+                    "seconds": round(elapsed, 1),
+                    "seed": args.seed,
+                    "timeout": args.timeout,
+                    "memory_mb": args.memory_mb,
+                    "rss_alarm_mb": args.rss_alarm_mb,
+                    "per_loader": {t: dict(counts[t]) for t in targets},
+                    "peak_rss_mib": {t: peaks[t] // 1024 for t in targets},
+                    "failures": failures,
+                },
+                indent=2,
+            )
+        )
     return 1 if failures else 0
 
 

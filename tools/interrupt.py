@@ -33,6 +33,7 @@ docs/hardening.md come from::
 
     python tools/interrupt.py --trials 200 --jobs 2
 """
+
 import argparse
 import json
 import os
@@ -63,6 +64,7 @@ def legacy_root():
 class Spec:
     """One command: its arguments (``{d}`` is the trial's directory), its output files
     (relative to it), whether stdout is an output (a JSON report), whether it resumes."""
+
     name: str
     argv: list
     outputs: list
@@ -87,36 +89,100 @@ def specs(root, case=None):
     short.write_bytes(b"".join(src.read_bytes().splitlines(True)[:TRANSLATE_LINES]))
     model = ["--state", str(FX / "search_state.pkl"), str(FX / "search_model.npz")]
     out = {
-        "translate": Spec("translate", ["translate", *model, "--beam-search", "--beam-size", "3",
-                                        "--source", str(short), "--trans", "{d}/trans.txt",
-                                        "--n-best", "{d}/nbest.txt", "--batch-size", "4"],
-                          ["trans.txt", "nbest.txt"], resumable=True,
-                          compare_stdout_line="Total cost of the translations"),
-        "score": Spec("score", ["score", *model, "--mode", "batch", "--src", str(src),
-                                "--trg", str(trg), "--allow-unk", "--scores", "{d}/scores.txt"],
-                      ["scores.txt"], resumable=True),
+        "translate": Spec(
+            "translate",
+            [
+                "translate",
+                *model,
+                "--beam-search",
+                "--beam-size",
+                "3",
+                "--source",
+                str(short),
+                "--trans",
+                "{d}/trans.txt",
+                "--n-best",
+                "{d}/nbest.txt",
+                "--batch-size",
+                "4",
+            ],
+            ["trans.txt", "nbest.txt"],
+            resumable=True,
+            compare_stdout_line="Total cost of the translations",
+        ),
+        "score": Spec(
+            "score",
+            [
+                "score",
+                *model,
+                "--mode",
+                "batch",
+                "--src",
+                str(src),
+                "--trg",
+                str(trg),
+                "--allow-unk",
+                "--scores",
+                "{d}/scores.txt",
+            ],
+            ["scores.txt"],
+            resumable=True,
+        ),
     }
     data = legacy_root() / "data"
     if (data / "binarized_text.shuffled.en.h5").is_file():
-        out["train"] = Spec("train", ["train", "--state", str(FX / "search_state.pkl"), "--model",
-                                      str(FX / "search_model.npz"), "--data-dir", str(data),
-                                      "prefix='{d}/s_'", f"loopIters={TRAIN_UPDATES}",
-                                      "saveFreq=0"],  # a save before every update
-                            list(CHECKPOINT), resumable=True)
+        out["train"] = Spec(
+            "train",
+            [
+                "train",
+                "--state",
+                str(FX / "search_state.pkl"),
+                "--model",
+                str(FX / "search_model.npz"),
+                "--data-dir",
+                str(data),
+                "prefix='{d}/s_'",
+                f"loopIters={TRAIN_UPDATES}",
+                "saveFreq=0",
+            ],  # a save before every update
+            list(CHECKPOINT),
+            resumable=True,
+        )
     if case.is_dir():
-        out["reproduce"] = Spec("reproduce", ["reproduce", "--case", str(case), "--json",
-                                              "--save-dir", "{d}/saved"],
-                                [], stdout_json=True, out_dirs=["saved"])
-        out["parity"] = Spec("parity", ["parity", "--case", str(case), "--only",
-                                        "repr,pairs,batch", "--json", "{d}/parity.json"],
-                             ["parity.json"])
+        out["reproduce"] = Spec(
+            "reproduce",
+            ["reproduce", "--case", str(case), "--json", "--save-dir", "{d}/saved"],
+            [],
+            stdout_json=True,
+            out_dirs=["saved"],
+        )
+        out["parity"] = Spec(
+            "parity",
+            [
+                "parity",
+                "--case",
+                str(case),
+                "--only",
+                "repr,pairs,batch",
+                "--json",
+                "{d}/parity.json",
+            ],
+            ["parity.json"],
+        )
     return out
 
 
 def _argv(spec, d, resume=False):
     args = [a.replace("{d}", str(d)) for a in spec.argv]
-    return [sys.executable, "-m", "groundhog_port", "--log-level", "WARNING", *args,
-            *(["--resume"] if resume else [])]
+    return [
+        sys.executable,
+        "-m",
+        "groundhog_port",
+        "--log-level",
+        "WARNING",
+        *args,
+        *(["--resume"] if resume else []),
+    ]
 
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1", PYTHONPATH=str(REPO))
@@ -131,14 +197,22 @@ def _died_starting(sig_name, rc, err):
     """Killed by the signal before the command's handlers were installed, or SIGINT in
     CPython's own start-up."""
     return rc == -SIGNALS[sig_name] or (
-        sig_name == "SIGINT" and rc == 1 and any(m in err for m in PYTHON_STARTUP))
+        sig_name == "SIGINT" and rc == 1 and any(m in err for m in PYTHON_STARTUP)
+    )
 
 
 def _signalled_run(spec, d, sig_name, delay):
     """Start ``spec`` in ``d``; after ``delay`` s send the signal unless it has ended.
     Returns (signalled, exit status, stdout, stderr)."""
-    proc = subprocess.Popen(_argv(spec, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=d, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(
+        _argv(spec, d),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=d,
+        preexec_fn=_default_sigint,
+    )
     try:
         proc.wait(timeout=delay)
         signalled = False
@@ -218,8 +292,15 @@ class Reference:
 def run_reference(spec, root):
     d = Path(tempfile.mkdtemp(prefix=f"ref-{spec.name}-", dir=root))
     t = time.monotonic()
-    proc = subprocess.Popen(_argv(spec, d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=d, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(
+        _argv(spec, d),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=d,
+        preexec_fn=_default_sigint,
+    )
     first = None
     while proc.poll() is None:
         if first is None and any(d.iterdir()):
@@ -228,8 +309,10 @@ def run_reference(spec, root):
     out, err = proc.communicate()
     seconds = time.monotonic() - t
     if proc.returncode != 0:
-        raise SystemExit(f"interrupt.py: the uninterrupted {spec.name} run failed "
-                         f"(exit {proc.returncode}):\n{err}")
+        raise SystemExit(
+            f"interrupt.py: the uninterrupted {spec.name} run failed "
+            f"(exit {proc.returncode}):\n{err}"
+        )
     files = _files(spec, d)
     if spec.stdout_json:
         files["<stdout>"] = out.encode()
@@ -238,12 +321,14 @@ def run_reference(spec, root):
 
 def _npz(path):
     import numpy as np
+
     with np.load(path) as z:
         return {k: z[k] for k in z.files}
 
 
 def _same_arrays(a, b):
     import numpy as np
+
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
@@ -253,14 +338,17 @@ def run_train_reference(spec, root):
     d = Path(tempfile.mkdtemp(prefix="ref-train-", dir=root))
     argv = _argv(spec, d) + ["overwrite=0"]
     t = time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=d,
-                       preexec_fn=_default_sigint)
+    p = subprocess.run(
+        argv, capture_output=True, text=True, env=ENV, cwd=d, preexec_fn=_default_sigint
+    )
     if p.returncode != 0:
-        raise SystemExit(f"interrupt.py: the uninterrupted train run failed (exit "
-                         f"{p.returncode}):\n{p.stderr}")
+        raise SystemExit(
+            f"interrupt.py: the uninterrupted train run failed (exit {p.returncode}):\n{p.stderr}"
+        )
     models = [_npz(d / f"s_model{j}.npz") for j in range(TRAIN_UPDATES + 1)]
-    ref = Reference({"models": models, "timing": _npz(d / "s_timing.npz")}, p.stdout,
-                    time.monotonic() - t, 0.0)
+    ref = Reference(
+        {"models": models, "timing": _npz(d / "s_timing.npz")}, p.stdout, time.monotonic() - t, 0.0
+    )
     # when the first update starts: the time of the run minus that of its updates
     ref.first_output = max(0.0, ref.seconds - float(ref.files["timing"]["time_step"].sum()))
     return ref
@@ -285,6 +373,7 @@ def _checkpoint_problems(d, ref):
     if not (timing["cost"][:j] == want).all():
         problems.append(f"s_timing.npz: the costs of updates 0-{j - 1} differ")
     import legacy_states
+
     try:
         state = legacy_states.load_state(d / "s_state.pkl")
     except Exception as err:  # noqa: BLE001 - a finding, not a crash of the tool
@@ -378,8 +467,9 @@ def trial(spec, ref, sig_name, delay, root):
                     problems.append(f"{name} exists but is not complete JSON")
     resumed = None
     if spec.resumable and set(present) != set(ref.files):
-        p = subprocess.run(_argv(spec, d, resume=True), capture_output=True, text=True,
-                           env=ENV, cwd=d)
+        p = subprocess.run(
+            _argv(spec, d, resume=True), capture_output=True, text=True, env=ENV, cwd=d
+        )
         resumed = "identical" if p.returncode == 0 else None
         if p.returncode != 0:
             problems.append(f"--resume: exit {p.returncode}: {p.stderr.strip()[-300:]}")
@@ -407,18 +497,27 @@ RESUMED_COLUMN = {"identical": "resumed identical", "continued": "continued"}
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--trials", type=int, default=200, help="number of trials (default 200)")
     ap.add_argument("--seed", type=int, help="random seed (default: drawn and printed)")
-    ap.add_argument("--commands", default="translate,score,reproduce,parity,train",
-                    help="comma-separated (default: all five)")
-    ap.add_argument("--case", help="the recorded case reproduce/parity use (default: "
-                                   "legacy_traces/encdec)")
+    ap.add_argument(
+        "--commands",
+        default="translate,score,reproduce,parity,train",
+        help="comma-separated (default: all five)",
+    )
+    ap.add_argument(
+        "--case", help="the recorded case reproduce/parity use (default: legacy_traces/encdec)"
+    )
     ap.add_argument("--jobs", type=int, default=1, help="trials run at once (default 1)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    ap.add_argument("--time-budget", type=float, metavar="S",
-                    help="start no trial after S seconds (the table covers the trials run)")
+    ap.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="S",
+        help="start no trial after S seconds (the table covers the trials run)",
+    )
     ap.add_argument("--verbose", action="store_true", help="print every trial")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
@@ -428,15 +527,20 @@ def main(argv=None):
     names = [n for n in args.commands.split(",") if n]
     missing = [n for n in names if n not in all_specs]
     if missing:
-        print(f"interrupt.py: error: unknown or unavailable command(s): {', '.join(missing)}",
-              file=sys.stderr)
+        print(
+            f"interrupt.py: error: unknown or unavailable command(s): {', '.join(missing)}",
+            file=sys.stderr,
+        )
         return 2
     print(f"interrupt.py: seed {seed}", flush=True)
     refs = {}
     for n in names:
         refs[n] = RUNNERS.get(n, DEFAULT_RUNNERS)[0](all_specs[n], root)
-        print(f"uninterrupted {n}: {refs[n].seconds:.1f}s (first output after "
-              f"{refs[n].first_output:.1f}s)", flush=True)
+        print(
+            f"uninterrupted {n}: {refs[n].seconds:.1f}s (first output after "
+            f"{refs[n].first_output:.1f}s)",
+            flush=True,
+        )
     plan = []
     for i in range(args.trials):
         n = names[i % len(names)]
@@ -451,13 +555,13 @@ def main(argv=None):
     table = defaultdict(Counter)
     failures = []
     from concurrent.futures import ThreadPoolExecutor
+
     started = time.monotonic()
 
     def run_planned(p):
         if args.time_budget is not None and time.monotonic() - started > args.time_budget:
             return None  # out of time
-        return RUNNERS.get(p[1], DEFAULT_RUNNERS)[1](all_specs[p[1]], refs[p[1]], p[2], p[3],
-                                                     root)
+        return RUNNERS.get(p[1], DEFAULT_RUNNERS)[1](all_specs[p[1]], refs[p[1]], p[2], p[3], root)
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         futures = [(p, pool.submit(run_planned, p)) for p in plan]
@@ -467,24 +571,45 @@ def main(argv=None):
                 continue
             outcome, resumed, problems = result
             if args.verbose:
-                print(f"[{i}] {n} {sig} after {delay:.2f}s: {outcome}"
-                      f"{', ' + RESUMED_COLUMN[resumed] if resumed else ''}"
-                      f"{': FAILED' if problems else ''}", flush=True)
+                print(
+                    f"[{i}] {n} {sig} after {delay:.2f}s: {outcome}"
+                    f"{', ' + RESUMED_COLUMN[resumed] if resumed else ''}"
+                    f"{': FAILED' if problems else ''}",
+                    flush=True,
+                )
             table[(n, sig)][outcome] += 1
             table[(n, sig)]["trials"] += 1
             if resumed:
                 table[(n, sig)][RESUMED_COLUMN[resumed]] += 1
             if problems:
                 table[(n, sig)]["FAILED"] += 1
-                failures.append({"trial": i, "command": n, "signal": sig,
-                                 "delay": round(delay, 3), "problems": problems})
-                print(f"[{i}] {n} {sig} after {delay:.2f}s: FAILED: {'; '.join(problems)}",
-                      flush=True)
+                failures.append(
+                    {
+                        "trial": i,
+                        "command": n,
+                        "signal": sig,
+                        "delay": round(delay, 3),
+                        "problems": problems,
+                    }
+                )
+                print(
+                    f"[{i}] {n} {sig} after {delay:.2f}s: FAILED: {'; '.join(problems)}", flush=True
+                )
             elif (i + 1) % 20 == 0:
                 print(f"... {i + 1} trials, {len(failures)} failed", flush=True)
     shutil.rmtree(root, ignore_errors=True)
-    cols = ["trials", "finished first", "interrupted", "stopped and saved", "died during start-up",
-            "died while exiting", "interrupted (traceback)", "resumed identical", "continued", "FAILED"]
+    cols = [
+        "trials",
+        "finished first",
+        "interrupted",
+        "stopped and saved",
+        "died during start-up",
+        "died while exiting",
+        "interrupted (traceback)",
+        "resumed identical",
+        "continued",
+        "FAILED",
+    ]
     n_run = sum(c["trials"] for c in table.values())
     print(f"\n{n_run} trials (seed {seed})")
     print(f"{'command':10s} {'signal':8s} " + " ".join(f"{c:>14s}" for c in cols))
@@ -494,10 +619,17 @@ def main(argv=None):
         print(f"{n:10s} {sig:8s} " + " ".join(f"{c[k]:14d}" for k in cols))
     print(f"{'all':10s} {'':8s} " + " ".join(f"{total[k]:14d}" for k in cols))
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"seed": seed, "trials": n_run,
-             "table": {f"{n} {s}": dict(c) for (n, s), c in table.items()},
-             "failures": failures}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "seed": seed,
+                    "trials": n_run,
+                    "table": {f"{n} {s}": dict(c) for (n, s), c in table.items()},
+                    "failures": failures,
+                },
+                indent=2,
+            )
+        )
     return 1 if failures else 0
 
 

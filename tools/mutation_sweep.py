@@ -29,6 +29,7 @@ Usage::
     python tools/mutation_sweep.py --list
     python tools/mutation_sweep.py --fast               # each mutation's --only groups
 """
+
 import argparse
 import collections
 import concurrent.futures
@@ -64,119 +65,343 @@ def m(name, kind, patches, cases=SEARCH_CASES, fast_groups=None):
 #: the catalogue (issue 24's classes first); ``kind`` says what kind of mistake it is
 MUTATIONS = (
     # -- the four that passed parity before issue 24 ---------------------------------------
-    m("normalize_len_plus_1", "normalisation",
-      [(S + "legacy.py", "hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)",
-        "hyps.costs / np.array([len(t) + 1 for t in hyps.trans], dtype=np.float64)")],
-      fast_groups="beam --beam-labels 10_normalize"),
-    m("batched_search_ignores_ignore_unk", "default path",
-      [(S + "batched.py", "jobs = [_Job(i, int(n), bool(ignore_unk), int(m))",
-        "jobs = [_Job(i, int(n), False, int(m))")],
-      # on search no beam-5 hypothesis holds UNK: --ignore-unk changes nothing there
-      cases=("phrase",), fast_groups="beam --beam-labels 5_ignore_unk"),
-    m("adadelta_rho_swap", "optimizer",
-      [("training/adadelta.py", 'self.rho = const(np.float32(state["adarho"]))',
-        'self.rho = const(np.float32(1.0 - state["adarho"]))'),
-       ("training/adadelta.py", 'self.one_minus_rho = const(np.float32(1.0 - state["adarho"]))',
-        'self.one_minus_rho = const(np.float32(state["adarho"]))')], fast_groups="train_step"),
-    m("sampler_3len_steps", "sampler",
-      [(D + "draw.py", "    return 3 * (len(seq) - 1)\n", "    return 3 * len(seq)\n")],
-      fast_groups="sampler"),
+    m(
+        "normalize_len_plus_1",
+        "normalisation",
+        [
+            (
+                S + "legacy.py",
+                "hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)",
+                "hyps.costs / np.array([len(t) + 1 for t in hyps.trans], dtype=np.float64)",
+            )
+        ],
+        fast_groups="beam --beam-labels 10_normalize",
+    ),
+    m(
+        "batched_search_ignores_ignore_unk",
+        "default path",
+        [
+            (
+                S + "batched.py",
+                "jobs = [_Job(i, int(n), bool(ignore_unk), int(m))",
+                "jobs = [_Job(i, int(n), False, int(m))",
+            )
+        ],
+        # on search no beam-5 hypothesis holds UNK: --ignore-unk changes nothing there
+        cases=("phrase",),
+        fast_groups="beam --beam-labels 5_ignore_unk",
+    ),
+    m(
+        "adadelta_rho_swap",
+        "optimizer",
+        [
+            (
+                "training/adadelta.py",
+                'self.rho = const(np.float32(state["adarho"]))',
+                'self.rho = const(np.float32(1.0 - state["adarho"]))',
+            ),
+            (
+                "training/adadelta.py",
+                'self.one_minus_rho = const(np.float32(1.0 - state["adarho"]))',
+                'self.one_minus_rho = const(np.float32(state["adarho"]))',
+            ),
+        ],
+        fast_groups="train_step",
+    ),
+    m(
+        "sampler_3len_steps",
+        "sampler",
+        [(D + "draw.py", "    return 3 * (len(seq) - 1)\n", "    return 3 * len(seq)\n")],
+        fast_groups="sampler",
+    ),
     # -- recurrent layer -------------------------------------------------------------------
-    m("gru_update_gate_swap", "GRU gates",
-      [("layers.py", "h = z * h + (1 - z) * h_prev", "h = (1 - z) * h + z * h_prev")],
-      fast_groups="repr"),
-    m("reset_after_matmul", "reset placement",
-      [("layers.py", "h = self.rec.activation(mm(r * h_prev, self.W) + x)",
-        "h = self.rec.activation(r * mm(h_prev, self.W) + x)")], fast_groups="repr"),
-    m("mask_zeroes_state", "masks",
-      [("layers.py", "h = mask * h + (1 - mask) * h_prev", "h = mask * h")],
-      # RNNsearch's annotations never read a padded state; RNNencdec's last forward state does
-      cases=("encdec", "search"), fast_groups="batch"),
-    m("context_not_fed_to_update_gate", "GRU gates",
-      [("decoder.py", "x_z = x_z + self.dec_updater(ctx)", "x_z = x_z")], fast_groups="steps"),
+    m(
+        "gru_update_gate_swap",
+        "GRU gates",
+        [("layers.py", "h = z * h + (1 - z) * h_prev", "h = (1 - z) * h + z * h_prev")],
+        fast_groups="repr",
+    ),
+    m(
+        "reset_after_matmul",
+        "reset placement",
+        [
+            (
+                "layers.py",
+                "h = self.rec.activation(mm(r * h_prev, self.W) + x)",
+                "h = self.rec.activation(r * mm(h_prev, self.W) + x)",
+            )
+        ],
+        fast_groups="repr",
+    ),
+    m(
+        "mask_zeroes_state",
+        "masks",
+        [("layers.py", "h = mask * h + (1 - mask) * h_prev", "h = mask * h")],
+        # RNNsearch's annotations never read a padded state; RNNencdec's last forward state does
+        cases=("encdec", "search"),
+        fast_groups="batch",
+    ),
+    m(
+        "context_not_fed_to_update_gate",
+        "GRU gates",
+        [("decoder.py", "x_z = x_z + self.dec_updater(ctx)", "x_z = x_z")],
+        fast_groups="steps",
+    ),
     # -- encoder / annotations ---------------------------------------------------------------
-    m("backward_encoder_not_reversed", "backward-encoder reversal",
-      [("encoder.py", "x_rev = x.flip(0)", "x_rev = x")], fast_groups="repr"),
-    m("batched_encoder_not_reversed", "backward-encoder reversal (batched search's encoder)",
-      [(S + "batched.py", "x_rev[:len(s), b] = t.flip(0)          # reversed within its own length",
-        "x_rev[:len(s), b] = t")], fast_groups="beam --beam-labels 5"),
-    m("annotation_concat_order", "annotation concatenation order",
-      [("encoder.py", "return torch.cat(parts, dim=-1)", "return torch.cat(parts[::-1], dim=-1)")],
-      fast_groups="repr"),
-    m("initial_state_from_last_annotation", "initial-state source",
-      [("decoder.py", "init_c = c[0, :, -self.cfg.dim:]", "init_c = c[-1, :, -self.cfg.dim:]")],
-      fast_groups="repr"),
+    m(
+        "backward_encoder_not_reversed",
+        "backward-encoder reversal",
+        [("encoder.py", "x_rev = x.flip(0)", "x_rev = x")],
+        fast_groups="repr",
+    ),
+    m(
+        "batched_encoder_not_reversed",
+        "backward-encoder reversal (batched search's encoder)",
+        [
+            (
+                S + "batched.py",
+                "x_rev[:len(s), b] = t.flip(0)          # reversed within its own length",
+                "x_rev[:len(s), b] = t",
+            )
+        ],
+        fast_groups="beam --beam-labels 5",
+    ),
+    m(
+        "annotation_concat_order",
+        "annotation concatenation order",
+        [
+            (
+                "encoder.py",
+                "return torch.cat(parts, dim=-1)",
+                "return torch.cat(parts[::-1], dim=-1)",
+            )
+        ],
+        fast_groups="repr",
+    ),
+    m(
+        "initial_state_from_last_annotation",
+        "initial-state source",
+        [("decoder.py", "init_c = c[0, :, -self.cfg.dim:]", "init_c = c[-1, :, -self.cfg.dim:]")],
+        fast_groups="repr",
+    ),
     # -- attention ---------------------------------------------------------------------------
-    m("attention_without_tanh", "attention",
-      [("attention.py", "return energy_scores(p.tanh_(), D)", "return energy_scores(p, D)")],
-      fast_groups="pairs"),
-    m("batched_attention_without_tanh", "attention (the batched search's own, in its step)",
-      [(S + "batched.py", "attention.energy_scores(pb.tanh_(), dec.D)", "attention.energy_scores(pb, dec.D)")], fast_groups="beam --beam-labels 5"),
-    m("attention_mask_dropped", "attention / masks",
-      [("attention.py", "energy = energy * c_mask", "energy = energy")], fast_groups="batch"),
-    m("attention_max_subtracted", "attention (same math, overflow differs)",
-      [("attention.py", "    energy = torch.exp(score)\n",
-        "    energy = torch.exp(score - score.amax(0, keepdim=True))\n")], fast_groups="pairs"),
-    m("attention_torch_sum", "float accumulation order",
-      [("attention.py", "alpha = energy / sum_positions(energy)",
-        "alpha = energy / energy.sum(0, keepdim=True)")], fast_groups="pairs"),
+    m(
+        "attention_without_tanh",
+        "attention",
+        [("attention.py", "return energy_scores(p.tanh_(), D)", "return energy_scores(p, D)")],
+        fast_groups="pairs",
+    ),
+    m(
+        "batched_attention_without_tanh",
+        "attention (the batched search's own, in its step)",
+        [
+            (
+                S + "batched.py",
+                "attention.energy_scores(pb.tanh_(), dec.D)",
+                "attention.energy_scores(pb, dec.D)",
+            )
+        ],
+        fast_groups="beam --beam-labels 5",
+    ),
+    m(
+        "attention_mask_dropped",
+        "attention / masks",
+        [("attention.py", "energy = energy * c_mask", "energy = energy")],
+        fast_groups="batch",
+    ),
+    m(
+        "attention_max_subtracted",
+        "attention (same math, overflow differs)",
+        [
+            (
+                "attention.py",
+                "    energy = torch.exp(score)\n",
+                "    energy = torch.exp(score - score.amax(0, keepdim=True))\n",
+            )
+        ],
+        fast_groups="pairs",
+    ),
+    m(
+        "attention_torch_sum",
+        "float accumulation order",
+        [
+            (
+                "attention.py",
+                "alpha = energy / sum_positions(energy)",
+                "alpha = energy / energy.sum(0, keepdim=True)",
+            )
+        ],
+        fast_groups="pairs",
+    ),
     # -- readout / output --------------------------------------------------------------------
-    m("readout_from_new_state", "readout state",
-      [("decoder.py", "            states.append(s)\n            signals = x[t]",
-        "            signals = x[t]"),
-       ("decoder.py", "            s = self.transition.step(*signals, s, at(y_mask, t))\n",
-        "            s = self.transition.step(*signals, s, at(y_mask, t))\n            states.append(s)\n")],
-      fast_groups="pairs"),
-    m("maxout_strided_groups", "maxout grouping",
-      [("activations.py", "return x.reshape(*x.shape[:-1], dim // k, k).amax(dim=-1)",
-        "return x.reshape(*x.shape[:-1], k, dim // k).amax(dim=-2)")], fast_groups="pairs"),
-    m("first_word_check_ge", "first-word y>0 check",
-      [("decoder.py", "term = (y_prev > 0).to(term.dtype)[:, None] * term",
-        "term = (y_prev >= 0).to(term.dtype)[:, None] * term")], fast_groups="steps"),
-    m("encdec_context_last_row", "context position (RNNencdec: all rows equal)",
-      [("decoder.py", "ctx = c[min(step, c.shape[0] - 1)]", "ctx = c[-1]")],
-      cases=("encdec",), fast_groups="steps"),
+    m(
+        "readout_from_new_state",
+        "readout state",
+        [
+            (
+                "decoder.py",
+                "            states.append(s)\n            signals = x[t]",
+                "            signals = x[t]",
+            ),
+            (
+                "decoder.py",
+                "            s = self.transition.step(*signals, s, at(y_mask, t))\n",
+                "            s = self.transition.step(*signals, s, at(y_mask, t))\n            states.append(s)\n",
+            ),
+        ],
+        fast_groups="pairs",
+    ),
+    m(
+        "maxout_strided_groups",
+        "maxout grouping",
+        [
+            (
+                "activations.py",
+                "return x.reshape(*x.shape[:-1], dim // k, k).amax(dim=-1)",
+                "return x.reshape(*x.shape[:-1], k, dim // k).amax(dim=-2)",
+            )
+        ],
+        fast_groups="pairs",
+    ),
+    m(
+        "first_word_check_ge",
+        "first-word y>0 check",
+        [
+            (
+                "decoder.py",
+                "term = (y_prev > 0).to(term.dtype)[:, None] * term",
+                "term = (y_prev >= 0).to(term.dtype)[:, None] * term",
+            )
+        ],
+        fast_groups="steps",
+    ),
+    m(
+        "encdec_context_last_row",
+        "context position (RNNencdec: all rows equal)",
+        [("decoder.py", "ctx = c[min(step, c.shape[0] - 1)]", "ctx = c[-1]")],
+        cases=("encdec",),
+        fast_groups="steps",
+    ),
     # -- search / lengths / vocabulary -------------------------------------------------------
-    m("minlen_without_eos", "length limits",
-      [(S + "batched.py", "[len(s) // 2 for s in seqs]", "[(len(s) - 1) // 2 for s in seqs]"),
-       (S + "legacy.py", "minlen=len(seq) // 2)", "minlen=(len(seq) - 1) // 2)")],
-      fast_groups="beam"),
-    m("beam_cost_float32", "float32 cost accumulation",
-      [(S + "common.py", "return costs[:, None] - log_probs.double()",
-        "return (costs[:, None].float() - log_probs).double()")], fast_groups="steps"),
-    m("beam_log_float32", "float32 log (1 ulp)",
-      [(S + "common.py", "return torch.log(probs.double()).to(probs.dtype)",
-        "return torch.log(probs)")], fast_groups="steps"),
-    m("unk_mapping_by_target_size", "UNK mapping",
-      [("vocab.py", "if idx >= n_sym_source:", 'if idx >= max(n_sym_source, state["n_sym_target"]):')],
-      fast_groups="pairs"),
+    m(
+        "minlen_without_eos",
+        "length limits",
+        [
+            (S + "batched.py", "[len(s) // 2 for s in seqs]", "[(len(s) - 1) // 2 for s in seqs]"),
+            (S + "legacy.py", "minlen=len(seq) // 2)", "minlen=(len(seq) - 1) // 2)"),
+        ],
+        fast_groups="beam",
+    ),
+    m(
+        "beam_cost_float32",
+        "float32 cost accumulation",
+        [
+            (
+                S + "common.py",
+                "return costs[:, None] - log_probs.double()",
+                "return (costs[:, None].float() - log_probs).double()",
+            )
+        ],
+        fast_groups="steps",
+    ),
+    m(
+        "beam_log_float32",
+        "float32 log (1 ulp)",
+        [
+            (
+                S + "common.py",
+                "return torch.log(probs.double()).to(probs.dtype)",
+                "return torch.log(probs)",
+            )
+        ],
+        fast_groups="steps",
+    ),
+    m(
+        "unk_mapping_by_target_size",
+        "UNK mapping",
+        [
+            (
+                "vocab.py",
+                "if idx >= n_sym_source:",
+                'if idx >= max(n_sym_source, state["n_sym_target"]):',
+            )
+        ],
+        fast_groups="pairs",
+    ),
     # -- sampler -----------------------------------------------------------------------------
-    m("sampler_stream_order", "sampler stream order",
-      [(D + "sampler.py", "unis = [self.stream.uniform(n_samples) for _ in range(n_steps)]",
-        "unis = list(self.stream.uniform(n_samples * n_steps).reshape(n_samples, n_steps).T)"),
-       (D + "sampler.py", "todo.append((i, steps, [self.stream.uniform(n_samples) for _ in range(steps)]))",
-        "todo.append((i, steps, list(self.stream.uniform(n_samples * steps).reshape(n_samples, steps).T)))")],
-      fast_groups="sampler"),
-    m("sample_cost_float64_sum", "float64 vs float32 accumulation (printed digits)",
-      [(D + "sampler.py", "costs.append(-np.sum(probs))               # numpy's float32 sum",
-        "costs.append(-np.sum(probs.astype(np.float64)))")], fast_groups="sampler"),
-    m("temperature_divides", "sampler temperature (alpha=1: same values)",
-      [(D + "draw.py", "return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))",
-        "return softmax_with_bias(z / torch.as_tensor(T, dtype=z.dtype, device=z.device))")],
-      fast_groups="sampler"),
+    m(
+        "sampler_stream_order",
+        "sampler stream order",
+        [
+            (
+                D + "sampler.py",
+                "unis = [self.stream.uniform(n_samples) for _ in range(n_steps)]",
+                "unis = list(self.stream.uniform(n_samples * n_steps).reshape(n_samples, n_steps).T)",
+            ),
+            (
+                D + "sampler.py",
+                "todo.append((i, steps, [self.stream.uniform(n_samples) for _ in range(steps)]))",
+                "todo.append((i, steps, list(self.stream.uniform(n_samples * steps).reshape(n_samples, steps).T)))",
+            ),
+        ],
+        fast_groups="sampler",
+    ),
+    m(
+        "sample_cost_float64_sum",
+        "float64 vs float32 accumulation (printed digits)",
+        [
+            (
+                D + "sampler.py",
+                "costs.append(-np.sum(probs))               # numpy's float32 sum",
+                "costs.append(-np.sum(probs.astype(np.float64)))",
+            )
+        ],
+        fast_groups="sampler",
+    ),
+    m(
+        "temperature_divides",
+        "sampler temperature (alpha=1: same values)",
+        [
+            (
+                D + "draw.py",
+                "return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))",
+                "return softmax_with_bias(z / torch.as_tensor(T, dtype=z.dtype, device=z.device))",
+            )
+        ],
+        fast_groups="sampler",
+    ),
     # -- training ----------------------------------------------------------------------------
-    m("clipping_threshold_ignored", "gradient clipping",
-      [("training/adadelta.py",
-        "self.cutoff = None if cutoff is None or not cutoff > 0 else const(np.float32(cutoff))",
-        "self.cutoff = None if cutoff is None or not cutoff > 0 else const(np.float32(1.0))")],
-      fast_groups="train_step"),
-    m("clipping_scale_rounding", "float32 rounding order (clipping)",
-      [("training/adadelta.py", "return norm, [g * c / norm for g in grads]",
-        "return norm, [g * (c / norm) for g in grads]")], cases=("encdec",),
-      fast_groups="train_step"),
-    m("batch_order_stable_sort", "batch order",
-      [("data.py", "order = legacy_argsort(lens)", "order = np.argsort(lens, kind='stable')")],
-      fast_groups="train_step"),
+    m(
+        "clipping_threshold_ignored",
+        "gradient clipping",
+        [
+            (
+                "training/adadelta.py",
+                "self.cutoff = None if cutoff is None or not cutoff > 0 else const(np.float32(cutoff))",
+                "self.cutoff = None if cutoff is None or not cutoff > 0 else const(np.float32(1.0))",
+            )
+        ],
+        fast_groups="train_step",
+    ),
+    m(
+        "clipping_scale_rounding",
+        "float32 rounding order (clipping)",
+        [
+            (
+                "training/adadelta.py",
+                "return norm, [g * c / norm for g in grads]",
+                "return norm, [g * (c / norm) for g in grads]",
+            )
+        ],
+        cases=("encdec",),
+        fast_groups="train_step",
+    ),
+    m(
+        "batch_order_stable_sort",
+        "batch order",
+        [("data.py", "order = legacy_argsort(lens)", "order = np.argsort(lens, kind='stable')")],
+        fast_groups="train_step",
+    ),
 )
 
 
@@ -197,8 +422,10 @@ def check_patches(mutation, root=REPO):
             raise PatchError(f"{mutation.name}: groundhog_port/{rel} does not exist")
         n = text.count(old)
         if n != 1:
-            raise PatchError(f"{mutation.name}: groundhog_port/{rel}: the text to replace occurs "
-                             f"{n} times (expected once; did the code move?): {old!r}")
+            raise PatchError(
+                f"{mutation.name}: groundhog_port/{rel}: the text to replace occurs "
+                f"{n} times (expected once; did the code move?): {old!r}"
+            )
         texts[rel] = text.replace(old, new)
     return texts
 
@@ -211,8 +438,9 @@ PACKAGES = ("groundhog_port", "legacy_states")
 def scratch_copy(dest, mutation=None, source=REPO):
     """``dest/<packages>``: a copy of ``source``'s packages, with ``mutation`` applied."""
     for package in PACKAGES:
-        shutil.copytree(source / package, dest / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            source / package, dest / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     if mutation is not None:
         for rel, text in check_patches(mutation, source).items():
             (dest / "groundhog_port" / rel).write_text(text, encoding="utf-8")
@@ -228,8 +456,14 @@ def case_dir(name):
 
 def run_port(code_root, args, cwd, timeout=1800):
     env = dict(os.environ, PYTHONPATH=str(code_root), PYTHONHASHSEED="0")
-    return subprocess.run([sys.executable, "-m", "groundhog_port"] + [str(a) for a in args],
-                          cwd=str(cwd), env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "groundhog_port"] + [str(a) for a in args],
+        cwd=str(cwd),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -278,6 +512,7 @@ def _state_model(case):
 
 def _digest_npz(path):
     import numpy as np
+
     h = hashlib.sha256()
     with np.load(path) as z:
         for k in sorted(z.files):
@@ -293,21 +528,76 @@ def output_commands(case, work):
     common = ["--state", state, "--data-dir", d]
     data = LEGACY / "data"
     beam = lambda name, extra: (
-        ["translate", "--beam-search", "--source", src, "--trans", work / f"{name}.txt",
-         "--n-best", work / f"{name}.nbest"] + common + extra + [model],
-        [f"{name}.txt", f"{name}.nbest"])
+        [
+            "translate",
+            "--beam-search",
+            "--source",
+            src,
+            "--trans",
+            work / f"{name}.txt",
+            "--n-best",
+            work / f"{name}.nbest",
+        ]
+        + common
+        + extra
+        + [model],
+        [f"{name}.txt", f"{name}.nbest"],
+    )
     return {
         "translate_beam5": beam("beam5", ["--beam-size", "5"]),
         "translate_beam10_normalize": beam("beam10n", ["--beam-size", "10", "--normalize"]),
         "translate_beam5_ignore_unk": beam("beam5u", ["--beam-size", "5", "--ignore-unk"]),
-        "score_batch": (["score", "--mode", "batch", "--src", src, "--trg", trg, "--allow-unk",
-                         "--scores", work / "scores.txt"] + common + [model], ["scores.txt"]),
-        "sample": (["translate", "--source", src, "--n-samples", "5", "--alpha", "1",
-                    "--verbose", "--trans", work / "samples.txt"] + common + [model],
-                   ["samples.txt", "<stdout>"]),
-        "train_1_update": (["train", "--state", state, "--model", model, "--data-dir", d,
-                            "--data-dir", data, "--max-updates", "1",
-                            f"prefix='{work}/t_'"], ["t_model.npz"]),
+        "score_batch": (
+            [
+                "score",
+                "--mode",
+                "batch",
+                "--src",
+                src,
+                "--trg",
+                trg,
+                "--allow-unk",
+                "--scores",
+                work / "scores.txt",
+            ]
+            + common
+            + [model],
+            ["scores.txt"],
+        ),
+        "sample": (
+            [
+                "translate",
+                "--source",
+                src,
+                "--n-samples",
+                "5",
+                "--alpha",
+                "1",
+                "--verbose",
+                "--trans",
+                work / "samples.txt",
+            ]
+            + common
+            + [model],
+            ["samples.txt", "<stdout>"],
+        ),
+        "train_1_update": (
+            [
+                "train",
+                "--state",
+                state,
+                "--model",
+                model,
+                "--data-dir",
+                d,
+                "--data-dir",
+                data,
+                "--max-updates",
+                "1",
+                f"prefix='{work}/t_'",
+            ],
+            ["t_model.npz"],
+        ),
     }
 
 
@@ -320,8 +610,10 @@ def outputs(code_root, case, work, must_succeed=False):
         run = run_port(code_root, args, work)
         # exit 3: sentences the original could not translate either (search_variant's 'hello')
         if must_succeed and (run.returncode not in (0, 3) or "Traceback" in run.stderr):
-            raise BaselineError(f"the unmutated port's {kind} on {case} exits {run.returncode}: "
-                                + (run.stderr.strip().splitlines() or ["?"])[-1])
+            raise BaselineError(
+                f"the unmutated port's {kind} on {case} exits {run.returncode}: "
+                + (run.stderr.strip().splitlines() or ["?"])[-1]
+            )
         h = hashlib.sha256(f"rc={run.returncode}".encode())
         for f in files:
             if f == "<stdout>":
@@ -367,25 +659,34 @@ class BaselineError(Exception):
 def baselines(cases, tmp_root, source, fast_groups=None, check_outputs=True):
     """The unmutated port's outputs per case (None without ``check_outputs``); raises
     :class:`BaselineError` unless they all run and parity passes on every case."""
-    code = scratch_copy(Path(tempfile.mkdtemp(prefix="baseline_", dir=tmp_root)) / "code",
-                        source=source)
+    code = scratch_copy(
+        Path(tempfile.mkdtemp(prefix="baseline_", dir=tmp_root)) / "code", source=source
+    )
     for case in cases:
         caught, rows, note = parity(code, case, code.parent, fast_groups)
         if caught:
-            raise BaselineError(f"parity fails on {case} without any mutation: "
-                                + (note or ", ".join(q for q, _ in rows[:5])))
+            raise BaselineError(
+                f"parity fails on {case} without any mutation: "
+                + (note or ", ".join(q for q, _ in rows[:5]))
+            )
     if not check_outputs:
         return None
     return {c: outputs(code, c, code.parent / ("out_" + c), must_succeed=True) for c in cases}
 
 
 def format_table(results):
-    lines = ["| mutation | class | changes outputs? | caught by [failing rows] | margin (error/bound) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| mutation | class | changes outputs? | caught by [failing rows] | margin (error/bound) |",
+        "|---|---|---|---|---|",
+    ]
     for r in results:
         changed = "not checked" if r.changed is None else (", ".join(r.changed) or "no")
-        caught = ("**NOT CAUGHT**" if r.changed else "not caught") if not r.caught else \
-            ", ".join(q for q, _ in r.rows[:6]) + (f" (+{len(r.rows) - 6} more)" if len(r.rows) > 6 else "")
+        caught = (
+            ("**NOT CAUGHT**" if r.changed else "not caught")
+            if not r.caught
+            else ", ".join(q for q, _ in r.rows[:6])
+            + (f" (+{len(r.rows) - 6} more)" if len(r.rows) > 6 else "")
+        )
         margins = ", ".join(mg for _, mg in r.rows[:6]) or "-"
         lines.append(f"| `{r.name}` | {r.kind} | {changed} | {caught} | {margins} |")
     return "\n".join(lines)
@@ -398,19 +699,26 @@ def select(only):
     known = {mu.name: mu for mu in MUTATIONS}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise SystemExit(f"mutation_sweep.py: error: unknown mutation(s) {', '.join(unknown)} "
-                         f"(--list shows them)")
+        raise SystemExit(
+            f"mutation_sweep.py: error: unknown mutation(s) {', '.join(unknown)} "
+            f"(--list shows them)"
+        )
     return [known[n] for n in names]
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                epilog="exit codes: 0 every output-changing mutation caught, "
-                                       "1 one is missed, 2 a patch does not apply / usage")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="exit codes: 0 every output-changing mutation caught, "
+        "1 one is missed, 2 a patch does not apply / usage",
+    )
     p.add_argument("--only", help="comma-separated mutation names (default: all)")
     p.add_argument("--list", action="store_true", help="list the mutations and exit")
-    p.add_argument("--fast", action="store_true",
-                   help="parity only on each mutation's relevant group (--only GROUP)")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="parity only on each mutation's relevant group (--only GROUP)",
+    )
     p.add_argument("--no-outputs", action="store_true", help="skip the user-visible output check")
     p.add_argument("--jobs", type=int, default=1, help="mutations run in parallel (default 1)")
     p.add_argument("--json", help="write the results as JSON here")
@@ -432,32 +740,50 @@ def main(argv=None):
         # one snapshot of the package for the whole sweep: the worktree may change meanwhile
         snapshot = scratch_copy(tmp / "snapshot")
         try:
-            base = baselines(sorted({c for mu in chosen for c in mu.cases}), tmp, snapshot,
-                             None, not args.no_outputs)
+            base = baselines(
+                sorted({c for mu in chosen for c in mu.cases}),
+                tmp,
+                snapshot,
+                None,
+                not args.no_outputs,
+            )
         except BaselineError as err:
             print(f"mutation_sweep.py: error: {err}", file=sys.stderr)
             return EXIT_USAGE
-        print(f"[sweep] {len(chosen)} mutations; baseline parity and outputs in "
-              f"{time.time() - t0:.0f} s",
-              file=sys.stderr, flush=True)
+        print(
+            f"[sweep] {len(chosen)} mutations; baseline parity and outputs in "
+            f"{time.time() - t0:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         results = []
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            futures = {pool.submit(run_mutation, mu, base, tmp, args.fast, not args.no_outputs,
-                                   snapshot): mu for mu in chosen}
+            futures = {
+                pool.submit(
+                    run_mutation, mu, base, tmp, args.fast, not args.no_outputs, snapshot
+                ): mu
+                for mu in chosen
+            }
             for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 r = fut.result()
                 results.append(r)
-                print(f"[sweep] {done}/{len(chosen)} {r.name}: changed={r.changed} "
-                      f"caught={r.caught} ({r.seconds:.0f} s)", file=sys.stderr, flush=True)
+                print(
+                    f"[sweep] {done}/{len(chosen)} {r.name}: changed={r.changed} "
+                    f"caught={r.caught} ({r.seconds:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if args.json:  # after every mutation: a long sweep cut short keeps its results
                     Path(args.json).write_text(json.dumps([x._asdict() for x in results], indent=1))
     order = {mu.name: i for i, mu in enumerate(chosen)}
     results.sort(key=lambda r: order[r.name])
     print(format_table(results))
     missed = [r.name for r in results if r.changed and not r.caught]
-    print(f"\n{len(results)} mutations, {sum(bool(r.changed) for r in results)} change outputs, "
-          f"{sum(r.caught for r in results)} caught; missed: {', '.join(missed) or 'none'} "
-          f"({time.time() - t0:.0f} s)")
+    print(
+        f"\n{len(results)} mutations, {sum(bool(r.changed) for r in results)} change outputs, "
+        f"{sum(r.caught for r in results)} caught; missed: {', '.join(missed) or 'none'} "
+        f"({time.time() - t0:.0f} s)"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps([r._asdict() for r in results], indent=1))
     return EXIT_MISSED if missed else EXIT_OK

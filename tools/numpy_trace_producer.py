@@ -30,6 +30,7 @@ Usage::
     python tools/numpy_trace_producer.py --out /tmp/mid --dim 256 --rank 128 --vocab 2001
     groundhog-port parity --case /tmp/full --float64-reference
 """
+
 import argparse
 import pickle
 import sys
@@ -74,7 +75,7 @@ class NumpySearch:
         h = np.zeros((1, self.dim), F32)
         out = []
         for t in range(len(emb)):
-            h = self._gru(prefix, x[t:t + 1], x_z[t:t + 1], x_r[t:t + 1], h)
+            h = self._gru(prefix, x[t : t + 1], x_z[t : t + 1], x_r[t : t + 1], h)
             out.append(h[0])
         return np.stack(out)
 
@@ -87,20 +88,25 @@ class NumpySearch:
         return np.concatenate([fwd, bwd], axis=1)
 
     def initial_state(self, c):
-        return np.tanh(c[:1, -self.dim:] @ self._w("W_0_dec_initializer_0") + self._w("b_0_dec_initializer_0"))
+        return np.tanh(
+            c[:1, -self.dim :] @ self._w("W_0_dec_initializer_0") + self._w("b_0_dec_initializer_0")
+        )
 
     # decoder one-step functions (encdec.py:1457 create_next_*_computer)
     def context(self, s, c, p_from_c):
         """RecurrentLayerWithSearch (encdec.py:299): exp-then-normalise, no max subtracted."""
-        p = np.tanh((s @ self._w("B_dec_transition_0"))[None] + p_from_c[:, None])   # (S, n, dim)
-        energy = np.exp((p @ self._w("D_dec_transition_0"))[..., 0])                  # (S, n)
+        p = np.tanh((s @ self._w("B_dec_transition_0"))[None] + p_from_c[:, None])  # (S, n, dim)
+        energy = np.exp((p @ self._w("D_dec_transition_0"))[..., 0])  # (S, n)
         alpha = energy / energy.sum(0)
         return alpha.T @ c, alpha
 
     def probs(self, s, ctx, y_prev, first_word_check=True):
         """Readout + maxout(2) + softmax (encdec.py:897-958; cost_layers.py:878)."""
-        t = ctx @ self._w("W_0_dec_repr_readout") + s @ self._w("W_0_dec_hid_readout_0") \
+        t = (
+            ctx @ self._w("W_0_dec_repr_readout")
+            + s @ self._w("W_0_dec_hid_readout_0")
             + self._w("b_0_dec_hid_readout_0")
+        )
         if y_prev is not None:
             emb = self._w("W_0_dec_approx_embdr")[y_prev] + self._w("b_0_dec_approx_embdr")
             prev = emb @ self._w("W_0_dec_prev_readout_0")
@@ -108,14 +114,19 @@ class NumpySearch:
                 prev = (y_prev > 0).astype(F32)[:, None] * prev
             t = t + prev
         t = t.reshape(len(t), -1, 2).max(-1)
-        z = (t @ self._w("W1_dec_deep_softmax")) @ self._w("W2_dec_deep_softmax") + self._w("b_dec_deep_softmax")
+        z = (t @ self._w("W1_dec_deep_softmax")) @ self._w("W2_dec_deep_softmax") + self._w(
+            "b_dec_deep_softmax"
+        )
         e = np.exp(z - z.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
 
     def next_state(self, s, ctx, y):
         emb = self._w("W_0_dec_approx_embdr")[y] + self._w("b_0_dec_approx_embdr")
-        x = emb @ self._w("W_0_dec_input_embdr_0") + self._w("b_0_dec_input_embdr_0") \
+        x = (
+            emb @ self._w("W_0_dec_input_embdr_0")
+            + self._w("b_0_dec_input_embdr_0")
             + ctx @ self._w("W_0_dec_dec_inputter_0")
+        )
         x_z = emb @ self._w("W_0_dec_update_embdr_0") + ctx @ self._w("W_0_dec_dec_updater_0")
         x_r = emb @ self._w("W_0_dec_reset_embdr_0") + ctx @ self._w("W_0_dec_dec_reseter_0")
         return self._gru("dec", x, x_z, x_r, s)
@@ -167,8 +178,9 @@ def beam_search(m, seq, n_samples, ignore_unk=False, minlen=1, record=None):
         if n_samples == 0:
             break
         beam_size = len(trans)
-        last_words = np.asarray([t[-1] for t in trans] if k > 0 else np.zeros(beam_size, dtype=np.int64),
-                                dtype=np.int64)
+        last_words = np.asarray(
+            [t[-1] for t in trans] if k > 0 else np.zeros(beam_size, dtype=np.int64), dtype=np.int64
+        )
         probs = m.next_probs_fn(c, p_from_c, last_words, states)
         log_probs = np.log(probs)
         if ignore_unk:
@@ -186,10 +198,22 @@ def beam_search(m, seq, n_samples, ignore_unk=False, minlen=1, record=None):
         gathered = states[trans_indices]
         new_states = m.next_states_fn(c, p_from_c, word_indices, gathered)
         if record is not None:
-            record.append(dict(k=k, n_samples=n_samples, last_words=last_words, states_in=states[None],
-                               next_probs=probs, flat_next_costs=flat, best_costs_indices=best,
-                               trans_indices=trans_indices, word_indices=word_indices, costs=new_costs,
-                               states_gathered=gathered[None], next_states=new_states[None]))
+            record.append(
+                dict(
+                    k=k,
+                    n_samples=n_samples,
+                    last_words=last_words,
+                    states_in=states[None],
+                    next_probs=probs,
+                    flat_next_costs=flat,
+                    best_costs_indices=best,
+                    trans_indices=trans_indices,
+                    word_indices=word_indices,
+                    costs=new_costs,
+                    states_gathered=gathered[None],
+                    next_states=new_states[None],
+                )
+            )
         new_trans = [trans[ti] + [wi] for ti, wi in zip(trans_indices, word_indices)]
         trans, kept_costs, kept = [], [], []
         for i in range(n_samples):
@@ -220,18 +244,31 @@ SIZES = {"full": dict(dim=1000, rank=620, vocab=30001), "mid": dict(dim=64, rank
 def make_case(out, dim, rank, vocab, sentences, seed, min_len=4, max_len=12):
     """Random model + vocabularies + test sentences in ``out``; returns (state, params)."""
     from bench_search import full_size_model
+
     from groundhog_port.legacy.checkpoint import legacy_param_table
     from legacy_states import prototype_search_state
 
     out.mkdir(parents=True, exist_ok=True)
     state = prototype_search_state()
-    state.update(dim=dim, rank_n_approx=rank, n_sym_source=vocab, n_sym_target=vocab,
-                 null_sym_source=vocab - 1, null_sym_target=vocab - 1, seed=seed)
+    state.update(
+        dim=dim,
+        rank_n_approx=rank,
+        n_sym_source=vocab,
+        n_sym_target=vocab,
+        null_sym_source=vocab - 1,
+        null_sym_target=vocab - 1,
+        seed=seed,
+    )
     words = {side: [f"{side}{i}" for i in range(2, vocab - 1)] for side in ("s", "t")}
-    for side, key, ikey, lang in (("s", "word_indx", "indx_word", "en"), ("t", "word_indx_trgt", "indx_word_target", "fr")):
+    for side, key, ikey, lang in (
+        ("s", "word_indx", "indx_word", "en"),
+        ("t", "word_indx_trgt", "indx_word_target", "fr"),
+    ):
         w2i = {"<s>": 0, "UNK": 1, **{w: i + 2 for i, w in enumerate(words[side])}}
         (out / f"vocab.{lang}.pkl").write_bytes(pickle.dumps(w2i, protocol=2))
-        (out / f"ivocab.{lang}.pkl").write_bytes(pickle.dumps({i: w for w, i in w2i.items()}, protocol=2))
+        (out / f"ivocab.{lang}.pkl").write_bytes(
+            pickle.dumps({i: w for w, i in w2i.items()}, protocol=2)
+        )
         state[key], state[ikey] = str(out / f"vocab.{lang}.pkl"), str(out / f"ivocab.{lang}.pkl")
     (out / "random_state.pkl").write_bytes(pickle.dumps(state, protocol=2))
     model = full_size_model(seed=seed, state=state)
@@ -259,8 +296,18 @@ def ids(line, w2i, eos):
     return np.asarray([w2i.get(w, 1) for w in line.split()] + [eos], dtype=np.int64)
 
 
-def produce(out, dim, rank, vocab, sentences=6, labels=("1", "5", "10_normalize", "5_ignore_unk"),
-            n_steps=2, steps_beam=5, seed=1234, log=print):
+def produce(
+    out,
+    dim,
+    rank,
+    vocab,
+    sentences=6,
+    labels=("1", "5", "10_normalize", "5_ignore_unk"),
+    n_steps=2,
+    steps_beam=5,
+    seed=1234,
+    log=print,
+):
     """Build the case in ``out`` and record ``out/trace.h5`` with :class:`NumpySearch`."""
     from groundhog_port.harness.trace import TraceWriter, parse_beam_label
 
@@ -273,30 +320,56 @@ def produce(out, dim, rank, vocab, sentences=6, labels=("1", "5", "10_normalize"
     if path.exists():
         path.unlink()
     log(f"model built in {time.perf_counter() - t0:.1f} s; recording")
-    with TraceWriter(path, case=Path(out).name, null_sym_source=vocab - 1, null_sym_target=vocab - 1,
-                     n_sym_source=vocab, n_sym_target=vocab, unk_sym_source=1, unk_sym_target=1,
-                     test_src_file="test.en", test_trg_file="test.fr",
-                     recorder="tools/numpy_trace_producer.py (numpy float32)",
-                     numpy_version=np.__version__) as w:
+    with TraceWriter(
+        path,
+        case=Path(out).name,
+        null_sym_source=vocab - 1,
+        null_sym_target=vocab - 1,
+        n_sym_source=vocab,
+        n_sym_target=vocab,
+        unk_sym_source=1,
+        unk_sym_target=1,
+        test_src_file="test.en",
+        test_trg_file="test.fr",
+        recorder="tools/numpy_trace_producer.py (numpy float32)",
+        numpy_version=np.__version__,
+    ) as w:
         for i, (s_line, t_line) in enumerate(zip(src, trg)):
             x, y = ids(s_line, w2i_s, vocab - 1), ids(t_line, w2i_t, vocab - 1)
             c = m.encode(x)
             w.write_repr(i, seq=x, c=c, init_states=m.initial_state(c))
             wp, al, score = m.score(x, y)
-            w.write_pair(i, src_ids=x, trg_ids=y, word_probs=wp[:, None], alignment=al[:, :, None],
-                         score=score, src_line=s_line, trg_line=t_line)
+            w.write_pair(
+                i,
+                src_ids=x,
+                trg_ids=y,
+                word_probs=wp[:, None],
+                alignment=al[:, :, None],
+                score=score,
+                src_line=s_line,
+                trg_line=t_line,
+            )
         for i in range(min(n_steps, len(src))):
             x = ids(src[i], w2i_s, vocab - 1)
             steps = []
             trans, costs = beam_search(m, x, steps_beam, minlen=len(x) // 2, record=steps)
-            w.write_steps(i, steps=steps, seq=x, minlen=len(x) // 2, fin_trans=trans, fin_costs=costs,
-                          beam_size=steps_beam)
+            w.write_steps(
+                i,
+                steps=steps,
+                seq=x,
+                minlen=len(x) // 2,
+                fin_trans=trans,
+                fin_costs=costs,
+                beam_size=steps_beam,
+            )
         for label in labels:
             cfg = parse_beam_label(label)
             for i, s_line in enumerate(src):
                 x = ids(s_line, w2i_s, vocab - 1)
                 try:
-                    trans, costs = beam_search(m, x, cfg["beam_size"], cfg["ignore_unk"], len(x) // 2)
+                    trans, costs = beam_search(
+                        m, x, cfg["beam_size"], cfg["ignore_unk"], len(x) // 2
+                    )
                 except Failed as err:
                     w.write_beam(label, i, error=f"ValueError: {err}")
                     continue
@@ -308,11 +381,16 @@ def produce(out, dim, rank, vocab, sentences=6, labels=("1", "5", "10_normalize"
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", required=True, help="case folder to write (created)")
-    ap.add_argument("--size", choices=sorted(SIZES), help="full: RNNsearch-50 (dim 1000, rank 620, "
-                                                          "30001 words); mid: dim 64, rank 48, 501 words")
+    ap.add_argument(
+        "--size",
+        choices=sorted(SIZES),
+        help="full: RNNsearch-50 (dim 1000, rank 620, "
+        "30001 words); mid: dim 64, rank 48, 501 words",
+    )
     ap.add_argument("--dim", type=int)
     ap.add_argument("--rank", type=int)
     ap.add_argument("--vocab", type=int, help="words per side incl. end-of-sequence")
@@ -329,8 +407,17 @@ def main(argv=None):
         ap.error("give --size or all of --dim, --rank, --vocab")
     if size["dim"] % 2 or size["dim"] < 4:
         ap.error("--dim must be even (maxout of 2) and >= 4")
-    path = produce(Path(args.out), size["dim"], size["rank"], size["vocab"], args.sentences, args.labels,
-                   args.steps, seed=args.seed, log=lambda s: print(s, file=sys.stderr))
+    path = produce(
+        Path(args.out),
+        size["dim"],
+        size["rank"],
+        size["vocab"],
+        args.sentences,
+        args.labels,
+        args.steps,
+        seed=args.seed,
+        log=lambda s: print(s, file=sys.stderr),
+    )
     print(path)
     return 0
 

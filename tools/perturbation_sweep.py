@@ -21,6 +21,7 @@ Target: every detectable perturbation caught.  Usage::
 
     python tools/perturbation_sweep.py --case ../shared/legacy_traces/search --delta 1e-4 --trials 12
 """
+
 import argparse
 import sys
 import time
@@ -36,10 +37,9 @@ from groundhog_port.harness import check as P  # noqa: E402
 from groundhog_port.harness import report as parity_report  # noqa: E402
 from groundhog_port.harness.groups import scoring as parity_scoring  # noqa: E402
 from groundhog_port.harness.groups import search as parity_search  # noqa: E402
+from groundhog_port.harness.trace import TraceFile  # noqa: E402
 from groundhog_port.legacy.checkpoint import legacy_param_table  # noqa: E402
 from groundhog_port.legacy.loading import open_experiment  # noqa: E402
-from groundhog_port.harness.trace import TraceFile  # noqa: E402
-
 
 #: the comparison itself, before :class:`Capture` wraps it
 JUDGE = parity_report.compare_values
@@ -75,13 +75,42 @@ class Capture:
         self._saved = [(m, n, getattr(m, n)) for m in COMPARING for n in WRAPPED if hasattr(m, n)]
         cap = self
 
-        def cv(row, where, port32, port64, recorded, probe=None, magnitude_of=None, quantum=None,
-               poolable=None, n_terms=None):
-            cap.values[where] = (row.quantity, row.tolerance, np.array(port32), np.array(port64),
-                                 None if probe is None else np.array(probe), magnitude_of, quantum,
-                                 poolable, np.array(recorded, dtype=np.float64), n_terms)
-            return cap._cv(row, where, port32, port64, recorded, probe, magnitude_of, quantum, poolable,
-                           n_terms)
+        def cv(
+            row,
+            where,
+            port32,
+            port64,
+            recorded,
+            probe=None,
+            magnitude_of=None,
+            quantum=None,
+            poolable=None,
+            n_terms=None,
+        ):
+            cap.values[where] = (
+                row.quantity,
+                row.tolerance,
+                np.array(port32),
+                np.array(port64),
+                None if probe is None else np.array(probe),
+                magnitude_of,
+                quantum,
+                poolable,
+                np.array(recorded, dtype=np.float64),
+                n_terms,
+            )
+            return cap._cv(
+                row,
+                where,
+                port32,
+                port64,
+                recorded,
+                probe,
+                magnitude_of,
+                quantum,
+                poolable,
+                n_terms,
+            )
 
         def cs(row, where, got, want):
             cap.seqs[where] = [tuple(int(t) for t in s) for s in got]
@@ -111,7 +140,18 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
         if where in clean.seqs and clean.seqs[where] != got:
             return True, where
     rows = {}
-    for where, (quantity, tol, p32, p64, probe, m, quantum, poolable, rec, n_terms) in pert.values.items():
+    for where, (
+        quantity,
+        tol,
+        p32,
+        p64,
+        probe,
+        m,
+        quantum,
+        poolable,
+        rec,
+        n_terms,
+    ) in pert.values.items():
         if where not in clean.values:
             continue
         clean32, ref = clean.values[where][2], clean.values[where][3]
@@ -122,7 +162,9 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
         ref = np.where(np.isfinite(clean32), ref, clean32)
         fin = np.isfinite(rec) & np.isfinite(ref)
         if quantum is None:
-            quantum = 2 * tolmod.ulp32(np.maximum(np.where(fin, np.abs(rec), 0), np.where(fin, np.abs(ref), 0)))
+            quantum = 2 * tolmod.ulp32(
+                np.maximum(np.where(fin, np.abs(rec), 0), np.where(fin, np.abs(ref), 0))
+            )
         if with_recording_error:
             quantum = quantum + np.where(fin, np.abs(rec - np.where(fin, ref, 0)), 0.0)
         row = rows.setdefault(quantity, parity_report.Row("sweep", quantity, tol))
@@ -138,18 +180,26 @@ def beyond(clean: Capture, pert: Capture, with_recording_error: bool):
 
 
 def run_check(exp, tr, files, groups, labels):
-    return P.check(exp, tr, groups=groups, beam_labels=labels, source=files.source, target=files.target)
+    return P.check(
+        exp, tr, groups=groups, beam_labels=labels, source=files.source, target=files.target
+    )
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--case", default=str(REPO.parent / "shared" / "legacy_traces" / "search"))
     ap.add_argument("--delta", type=float, default=1e-4, help="added to the chosen element")
     ap.add_argument("--trials", type=int, default=12)
-    ap.add_argument("--params", nargs="+", help="legacy parameter names (default: every dense matrix)")
-    ap.add_argument("--groups", default="repr,pairs,steps",
-                    help=f"parity groups compared (default repr,pairs,steps; all: {','.join(P.GROUPS)})")
+    ap.add_argument(
+        "--params", nargs="+", help="legacy parameter names (default: every dense matrix)"
+    )
+    ap.add_argument(
+        "--groups",
+        default="repr,pairs,steps",
+        help=f"parity groups compared (default repr,pairs,steps; all: {','.join(P.GROUPS)})",
+    )
     ap.add_argument("--beam-labels", nargs="+", help="with the beam group: these labels only")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -169,8 +219,10 @@ def main(argv=None):
         with Capture() as clean:
             base = run_check(exp, tr, files, groups, args.beam_labels)
         if not base.ok:
-            print("the unperturbed model does not pass parity; the sweep needs a passing case",
-                  file=sys.stderr)
+            print(
+                "the unperturbed model does not pass parity; the sweep needs a passing case",
+                file=sys.stderr,
+            )
             return 2
         for trial in range(args.trials):
             name = names[rng.randint(len(names))]
@@ -191,14 +243,19 @@ def main(argv=None):
             n_detectable += is_det
             caught_detectable += is_caught and is_det
             fails = ", ".join(r.quantity for r in rep.failed[:4]) or "-"
-            print(f"trial {trial + 1:3d}: {name}{list(idx)} += {args.delta:g}: "
-                  f"{'CAUGHT' if is_caught else 'missed'} (failing: {fails}); "
-                  f"{'detectable' if is_det else 'beyond the bound only' if is_beyond else 'within float32 noise'}"
-                  + (f" (first at {where})" if is_det else ""), flush=True)
-    print(f"delta {args.delta:g}, {args.trials} trials on {files.name} ({', '.join(groups)}): caught "
-          f"{caught}/{args.trials}; beyond the bound {n_beyond}/{args.trials}; detectable "
-          f"{n_detectable}/{args.trials}; detectable and caught "
-          f"{caught_detectable}/{n_detectable}; {time.perf_counter() - t0:.0f} s")
+            print(
+                f"trial {trial + 1:3d}: {name}{list(idx)} += {args.delta:g}: "
+                f"{'CAUGHT' if is_caught else 'missed'} (failing: {fails}); "
+                f"{'detectable' if is_det else 'beyond the bound only' if is_beyond else 'within float32 noise'}"
+                + (f" (first at {where})" if is_det else ""),
+                flush=True,
+            )
+    print(
+        f"delta {args.delta:g}, {args.trials} trials on {files.name} ({', '.join(groups)}): caught "
+        f"{caught}/{args.trials}; beyond the bound {n_beyond}/{args.trials}; detectable "
+        f"{n_detectable}/{args.trials}; detectable and caught "
+        f"{caught_detectable}/{n_detectable}; {time.perf_counter() - t0:.0f} s"
+    )
     return 0 if caught_detectable == n_detectable else 1
 
 

@@ -54,7 +54,8 @@ Example (Python 2.7, GroundHog checkout in ~/GroundHog)::
 This file must stay valid Python 2.7 *and* 3 (no f-strings, annotations or keyword-only
 arguments) and must not import groundhog_port: it runs in the legacy environment.
 """
-from __future__ import print_function, division
+
+from __future__ import division, print_function
 
 import argparse
 import ast
@@ -132,8 +133,10 @@ def parse_beam_label(label):
     """``"10_normalize"`` -> ``(10, True, False)`` = (beam size, normalize, ignore_unk)."""
     m = re.match(r"^(\d+)((?:_normalize|_ignore_unk)*)$", label)
     if not m or int(m.group(1)) < 1:
-        raise InputError("bad --beam-sizes entry {0!r}: expected N, N_normalize, N_ignore_unk "
-                         "or N_normalize_ignore_unk with N >= 1".format(label))
+        raise InputError(
+            "bad --beam-sizes entry {0!r}: expected N, N_normalize, N_ignore_unk "
+            "or N_normalize_ignore_unk with N >= 1".format(label)
+        )
     flags = m.group(2)
     return int(m.group(1)), "_normalize" in flags, "_ignore_unk" in flags
 
@@ -152,8 +155,13 @@ def parse_changes(text):
     except SyntaxError as err:
         raise InputError("--changes {0!r} is not of the form key=value,...: {1}".format(text, err))
     call = tree.body
-    if (not isinstance(call, ast.Call) or getattr(call.func, "id", None) != "dict" or call.args
-            or getattr(call, "starargs", None) is not None or getattr(call, "kwargs", None) is not None):
+    if (
+        not isinstance(call, ast.Call)
+        or getattr(call.func, "id", None) != "dict"
+        or call.args
+        or getattr(call, "starargs", None) is not None
+        or getattr(call, "kwargs", None) is not None
+    ):
         raise InputError("--changes {0!r} is not of the form key=value,...".format(text))
     out = {}
     for kw in call.keywords:
@@ -170,49 +178,107 @@ def build_parser():
     p = argparse.ArgumentParser(
         prog="record_theano_traces.py",
         description="Record a GroundHog/Theano trace (trace.h5, format version 1) of a model "
-                    "for groundhog-port parity checks.  Runs under Python 2.7 or 3 where "
-                    "GroundHog and Theano are installed.",
-        epilog="exit codes: 0 success, 2 usage or input error")
-    p.add_argument("--groundhog", required=True, metavar="DIR",
-                   help="GroundHog checkout (the directory holding 'groundhog' and 'experiments'); "
-                        "put first on sys.path")
+        "for groundhog-port parity checks.  Runs under Python 2.7 or 3 where "
+        "GroundHog and Theano are installed.",
+        epilog="exit codes: 0 success, 2 usage or input error",
+    )
+    p.add_argument(
+        "--groundhog",
+        required=True,
+        metavar="DIR",
+        help="GroundHog checkout (the directory holding 'groundhog' and 'experiments'); "
+        "put first on sys.path",
+    )
     p.add_argument("--state", required=True, metavar="PKL", help="the model's *_state.pkl")
     p.add_argument("--model", required=True, metavar="NPZ", help="the model's *_model.npz")
     p.add_argument("--source", required=True, metavar="FILE", help="source sentences, one per line")
-    p.add_argument("--target", required=True, metavar="FILE",
-                   help="target sentences (same number of lines), for /pairs and /batch")
+    p.add_argument(
+        "--target",
+        required=True,
+        metavar="FILE",
+        help="target sentences (same number of lines), for /pairs and /batch",
+    )
     p.add_argument("--output", required=True, metavar="H5", help="trace file to write")
-    p.add_argument("--changes", default="", metavar="K=V,...",
-                   help="changes to the state, as sample.py's 'changes' argument "
-                        "(e.g. \"word_indx='vocab.en.pkl'\"); values must be literals")
-    p.add_argument("--remap-dir", metavar="DIR",
-                   help="for each vocabulary or corpus path in the state (word_indx, "
-                        "word_indx_trgt, indx_word, indx_word_target, source, target) that does "
-                        "not exist, use DIR/<basename> when that exists (archived states hold "
-                        "the training machine's paths)")
-    p.add_argument("--beam-sizes", nargs="+", default=list(DEFAULT_BEAMS), metavar="LABEL",
-                   help="sample.py configurations for /beam: N, N_normalize, N_ignore_unk "
-                        "(default: %(default)s)")
-    p.add_argument("--steps", type=int, default=8, metavar="N",
-                   help="instrument the beam search of the first N sentences (default 8; 0: none)")
-    p.add_argument("--steps-beam", type=int, default=5, metavar="K",
-                   help="beam width of the instrumented searches (default 5)")
-    p.add_argument("--max-sentences", type=int, default=None, metavar="N",
-                   help="only the first N lines for /pairs, /repr, /steps, /beam (default all; "
-                        "/batch_all always covers the whole files, as score.py does)")
-    p.add_argument("--parts", default=",".join(PARTS), metavar="LIST",
-                   help="comma-separated parts to record (default %(default)s)")
-    p.add_argument("--sampler-calls", type=int, default=5, metavar="N",
-                   help="/sampler: calls on the first N sentences with >= 3 tokens (default 5)")
-    p.add_argument("--sampler-samples", type=int, default=5, metavar="K",
-                   help="/sampler: samples drawn per call (default 5)")
-    p.add_argument("--prototype", default=None, metavar="NAME",
-                   help="root attribute 'prototype' (default: the prototype_*_state function of "
-                        "experiments.nmt the state differs least from)")
-    p.add_argument("--groundhog-commit", default=REFERENCE_COMMIT, metavar="SHA",
-                   help="root attribute 'groundhog_commit': the GroundHog commit your --groundhog "
-                        "tree is (default %(default)s, the reference commit; a warning when the "
-                        "checkout's own git HEAD differs)")
+    p.add_argument(
+        "--changes",
+        default="",
+        metavar="K=V,...",
+        help="changes to the state, as sample.py's 'changes' argument "
+        "(e.g. \"word_indx='vocab.en.pkl'\"); values must be literals",
+    )
+    p.add_argument(
+        "--remap-dir",
+        metavar="DIR",
+        help="for each vocabulary or corpus path in the state (word_indx, "
+        "word_indx_trgt, indx_word, indx_word_target, source, target) that does "
+        "not exist, use DIR/<basename> when that exists (archived states hold "
+        "the training machine's paths)",
+    )
+    p.add_argument(
+        "--beam-sizes",
+        nargs="+",
+        default=list(DEFAULT_BEAMS),
+        metavar="LABEL",
+        help="sample.py configurations for /beam: N, N_normalize, N_ignore_unk "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=8,
+        metavar="N",
+        help="instrument the beam search of the first N sentences (default 8; 0: none)",
+    )
+    p.add_argument(
+        "--steps-beam",
+        type=int,
+        default=5,
+        metavar="K",
+        help="beam width of the instrumented searches (default 5)",
+    )
+    p.add_argument(
+        "--max-sentences",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only the first N lines for /pairs, /repr, /steps, /beam (default all; "
+        "/batch_all always covers the whole files, as score.py does)",
+    )
+    p.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        metavar="LIST",
+        help="comma-separated parts to record (default %(default)s)",
+    )
+    p.add_argument(
+        "--sampler-calls",
+        type=int,
+        default=5,
+        metavar="N",
+        help="/sampler: calls on the first N sentences with >= 3 tokens (default 5)",
+    )
+    p.add_argument(
+        "--sampler-samples",
+        type=int,
+        default=5,
+        metavar="K",
+        help="/sampler: samples drawn per call (default 5)",
+    )
+    p.add_argument(
+        "--prototype",
+        default=None,
+        metavar="NAME",
+        help="root attribute 'prototype' (default: the prototype_*_state function of "
+        "experiments.nmt the state differs least from)",
+    )
+    p.add_argument(
+        "--groundhog-commit",
+        default=REFERENCE_COMMIT,
+        metavar="SHA",
+        help="root attribute 'groundhog_commit': the GroundHog commit your --groundhog "
+        "tree is (default %(default)s, the reference commit; a warning when the "
+        "checkout's own git HEAD differs)",
+    )
     p.add_argument("--case", default=None, help="root attribute 'case' (a name for this model)")
     p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
@@ -225,8 +291,9 @@ def parse_args(argv):
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     unknown = [x for x in parts if x not in PARTS]
     if unknown:
-        raise InputError("--parts: unknown part(s) {0} (known: {1})".format(
-            ", ".join(unknown), ", ".join(PARTS)))
+        raise InputError(
+            "--parts: unknown part(s) {0} (known: {1})".format(", ".join(unknown), ", ".join(PARTS))
+        )
     args.parts = parts
     args.beams = [(label,) + parse_beam_label(label) for label in args.beam_sizes]
     if args.steps < 0 or args.steps_beam < 1:
@@ -263,6 +330,7 @@ class TraceLayoutWriter(object):
 
     def __init__(self, path, root_attrs):
         import h5py
+
         self.h5py = h5py
         self.f = h5py.File(path, "w")
         self.f.attrs["format_version"] = numpy.int64(FORMAT_VERSION)
@@ -280,8 +348,11 @@ class TraceLayoutWriter(object):
                 value = numpy.bool_(value)
             elif isinstance(value, (bytes, text_type)):
                 value = to_text(value)
-            elif isinstance(value, (list, tuple)) and value and all(
-                    isinstance(v, (bytes, text_type)) for v in value):
+            elif (
+                isinstance(value, (list, tuple))
+                and value
+                and all(isinstance(v, (bytes, text_type)) for v in value)
+            ):
                 value = numpy.array([to_text(v).encode("utf-8") for v in value])
             elif isinstance(value, (dict, list, tuple)):
                 value = json.dumps(value, sort_keys=True)
@@ -313,8 +384,13 @@ class TraceLayoutWriter(object):
         self.set_attrs(g, {"src_line": src_line, "trg_line": trg_line})
 
     def batch(self, b, rec, batch_size):
-        names = (("x", "int64"), ("y", "int64"), ("x_mask", "float32"), ("y_mask", "float32"),
-                 ("scores", "float32"))
+        names = (
+            ("x", "int64"),
+            ("y", "int64"),
+            ("x_mask", "float32"),
+            ("y_mask", "float32"),
+            ("scores", "float32"),
+        )
         paths = ["batch_all/{0}".format(b)] + (["batch"] if b == 0 else [])
         for path in paths:
             g = self.group(path)
@@ -331,7 +407,9 @@ class TraceLayoutWriter(object):
         self.set_attrs(g, {"parsed_in": rec.get("parsed_in")})
 
     def steps(self, i, seq, rec, beam_size, ignore_unk, error=None):
-        self.set_attrs(self.group("steps"), {"beam_size": int(beam_size), "ignore_unk": bool(ignore_unk)})
+        self.set_attrs(
+            self.group("steps"), {"beam_size": int(beam_size), "ignore_unk": bool(ignore_unk)}
+        )
         g = self.group("steps/{0}".format(i))
         steps = [st for st in rec.get("steps", []) if all(name in st for name, _ in STEP_FIELDS)]
         for n, st in enumerate(steps):
@@ -344,14 +422,27 @@ class TraceLayoutWriter(object):
             flat, lengths = join_flat(rec["trans"])
             self.dataset(g, "fin_trans_flat", flat, "int64")
             self.dataset(g, "fin_trans_lengths", lengths, "int64")
-            self.dataset(g, "fin_costs", numpy.asarray(rec["costs"], dtype="float64").reshape(-1), "float64")
-        self.set_attrs(g, {"minlen": int(rec.get("minlen", len(seq) // 2)), "n_steps": len(steps),
-                           "error": error})
+            self.dataset(
+                g, "fin_costs", numpy.asarray(rec["costs"], dtype="float64").reshape(-1), "float64"
+            )
+        self.set_attrs(
+            g,
+            {
+                "minlen": int(rec.get("minlen", len(seq) // 2)),
+                "n_steps": len(steps),
+                "error": error,
+            },
+        )
 
     def beam_group(self, label, beam_size, normalize, ignore_unk):
-        self.set_attrs(self.group("beam/{0}".format(label)),
-                       {"beam_size": int(beam_size), "normalize": bool(normalize),
-                        "ignore_unk": bool(ignore_unk)})
+        self.set_attrs(
+            self.group("beam/{0}".format(label)),
+            {
+                "beam_size": int(beam_size),
+                "normalize": bool(normalize),
+                "ignore_unk": bool(ignore_unk),
+            },
+        )
 
     def beam(self, label, i, trans, costs, best, best_sentence):
         g = self.group("beam/{0}/{1}".format(label, i))
@@ -365,10 +456,13 @@ class TraceLayoutWriter(object):
         self.set_attrs(self.group("beam/{0}/{1}".format(label, i)), {"error": message})
 
     def beam_timing(self, label, seconds_total, n_sentences):
-        self.set_attrs(self.group("beam/{0}".format(label)),
-                       {"seconds_total": float(seconds_total),
-                        "seconds_per_sentence": float(seconds_total) / max(1, n_sentences)})
-
+        self.set_attrs(
+            self.group("beam/{0}".format(label)),
+            {
+                "seconds_total": float(seconds_total),
+                "seconds_per_sentence": float(seconds_total) / max(1, n_sentences),
+            },
+        )
 
     def sampler(self, rec):
         """``/sampler`` (MANIFEST section 7): ``rec`` as returned by a producer's
@@ -376,20 +470,37 @@ class TraceLayoutWriter(object):
         g = self.group("sampler")
         self.set_attrs(g, rec.get("attrs", {}))
         self.dataset(g, "mrg_base_rstate_after_build", rec["base_rstate_after_build"], "int32")
-        self.rstates(self.group("sampler/rstate_shared_before_first_call"), rec["rstate_before"],
-                     rec["used"], mark_used=True)
+        self.rstates(
+            self.group("sampler/rstate_shared_before_first_call"),
+            rec["rstate_before"],
+            rec["used"],
+            mark_used=True,
+        )
         for call in rec["calls"]:
             cg = self.group("sampler/{0}".format(call["index"]))
             self.dataset(cg, "seq", call["seq"], "int64")
             self.dataset(cg, "sample_ids", call["sample_ids"], "int64")
             self.dataset(cg, "sample_neg_log_probs", call["sample_neg_log_probs"], "float32")
-            self.dataset(cg, "costs", numpy.asarray(call["costs"], dtype="float64").reshape(-1), "float64")
-            self.set_attrs(cg, {"test_index": int(call["index"]), "n_samples": int(call["n_samples"]),
-                                "n_steps": int(call["n_steps"]), "alpha": float(call["alpha"]),
-                                "sentences": json.dumps([to_text(x) for x in call["sentences"]],
-                                                        ensure_ascii=False)})
-            self.rstates(self.group("sampler/{0}/rstate_shared_after_call".format(call["index"])),
-                         call["rstate_after"], [False] * len(call["rstate_after"]))
+            self.dataset(
+                cg, "costs", numpy.asarray(call["costs"], dtype="float64").reshape(-1), "float64"
+            )
+            self.set_attrs(
+                cg,
+                {
+                    "test_index": int(call["index"]),
+                    "n_samples": int(call["n_samples"]),
+                    "n_steps": int(call["n_steps"]),
+                    "alpha": float(call["alpha"]),
+                    "sentences": json.dumps(
+                        [to_text(x) for x in call["sentences"]], ensure_ascii=False
+                    ),
+                },
+            )
+            self.rstates(
+                self.group("sampler/{0}/rstate_shared_after_call".format(call["index"])),
+                call["rstate_after"],
+                [False] * len(call["rstate_after"]),
+            )
 
     def rstates(self, group, arrays, used, mark_used=False):
         """MRG state arrays ``{j:02d}``: in full where ``used``, else ``{j:02d}_first8rows``;
@@ -407,19 +518,32 @@ class TraceLayoutWriter(object):
         """``/train_step`` (MANIFEST section 7): ``rec`` as returned by a producer's
         ``train_step``; ``params_after`` only for the parameters whose value changed."""
         g = self.group("train_step")
-        for name, dtype in (("x", "int64"), ("x_mask", "float32"), ("y", "int64"), ("y_mask", "float32")):
+        for name, dtype in (
+            ("x", "int64"),
+            ("x_mask", "float32"),
+            ("y", "int64"),
+            ("y_mask", "float32"),
+        ):
             self.dataset(g, name, rec[name], dtype)
         order = [to_text(n) for n in rec["param_order"]]
-        changed = [n for n in order
-                   if not numpy.array_equal(numpy.asarray(rec["params_before"][n]),
-                                            numpy.asarray(rec["params_after"][n]))]
+        changed = [
+            n
+            for n in order
+            if not numpy.array_equal(
+                numpy.asarray(rec["params_before"][n]), numpy.asarray(rec["params_after"][n])
+            )
+        ]
         attrs = dict(rec.get("attrs", {}))
         attrs.update({"param_order": json.dumps(order), "changed_params": json.dumps(changed)})
         for key, value in rec["rval"].items():
             attrs["rval_" + to_text(key)] = float(numpy.asarray(value))
         self.set_attrs(g, attrs)
-        for sub, names in (("params_after", changed), ("clipped_grads", order),
-                           ("gnorm2_after", order), ("dnorm2_after", order)):
+        for sub, names in (
+            ("params_after", changed),
+            ("clipped_grads", order),
+            ("gnorm2_after", order),
+            ("dnorm2_after", order),
+        ):
             sg = self.group("train_step/" + sub)
             for n in names:
                 self.dataset(sg, n, rec[sub][n], "float32")
@@ -429,6 +553,7 @@ def sha256_hex(a):
     """sha256 of an array's C-order bytes (how the reference recordings fingerprint the MRG
     states they do not store in full)."""
     import hashlib
+
     return hashlib.sha256(numpy.ascontiguousarray(a).tobytes()).hexdigest()
 
 
@@ -470,11 +595,15 @@ class StepRecorder(object):
         def next_probs(c, k, last_words, *states):
             out = fn(c, k, last_words, *states)
             if self.active:
-                self.current = {"k": int(k), "last_words": numpy.array(last_words, dtype="int64"),
-                                "states_in": numpy.array([numpy.array(s) for s in states]),
-                                "next_probs": numpy.array(out[0])}
+                self.current = {
+                    "k": int(k),
+                    "last_words": numpy.array(last_words, dtype="int64"),
+                    "states_in": numpy.array([numpy.array(s) for s in states]),
+                    "next_probs": numpy.array(out[0]),
+                }
                 self.steps.append(self.current)
             return out
+
         return next_probs
 
     def wrap_argpartition(self, fn):
@@ -485,9 +614,16 @@ class StepRecorder(object):
                 best = numpy.array(out[:kth], dtype="int64")
                 voc = cur["next_probs"].shape[1]
                 flat = numpy.array(a)
-                cur.update(n_samples=int(kth), flat_next_costs=flat, best_costs_indices=best,
-                           trans_indices=best // voc, word_indices=best % voc, costs=flat[best])
+                cur.update(
+                    n_samples=int(kth),
+                    flat_next_costs=flat,
+                    best_costs_indices=best,
+                    trans_indices=best // voc,
+                    word_indices=best % voc,
+                    costs=flat[best],
+                )
             return out
+
         return argpartition
 
     def wrap_next_states(self, fn):
@@ -498,6 +634,7 @@ class StepRecorder(object):
                 cur["states_gathered"] = numpy.array([numpy.array(s) for s in states])
                 cur["next_states"] = numpy.array([numpy.array(s) for s in out])
             return out
+
         return next_states
 
 
@@ -505,9 +642,11 @@ def load_pickle(path):
     """A Python-2 pickle (GroundHog's states and vocabularies)."""
     if PY2:
         import cPickle
+
         with open(path, "rb") as f:
             return cPickle.load(f)
     import pickle
+
     with open(path, "rb") as f:
         return pickle.load(f, encoding="utf-8")
 
@@ -546,13 +685,18 @@ def commit_mismatch(checkout, named):
     """
     head = git_commit(checkout)
     if head is None:
-        return ("--groundhog {0} is not a git checkout: cannot check that it is GroundHog "
-                "commit {1} (recorded as groundhog_commit)".format(checkout, named))
+        return (
+            "--groundhog {0} is not a git checkout: cannot check that it is GroundHog "
+            "commit {1} (recorded as groundhog_commit)".format(checkout, named)
+        )
     if head.startswith(named) or named.startswith(head):
         return None
-    return ("--groundhog {0} is at git commit {1}, not {2}; groundhog_commit records {2} "
-            "(give --groundhog-commit to name the GroundHog commit your tree is)".format(
-                checkout, head, named))
+    return (
+        "--groundhog {0} is at git commit {1}, not {2}; groundhog_commit records {2} "
+        "(give --groundhog-commit to name the GroundHog commit your tree is)".format(
+            checkout, head, named
+        )
+    )
 
 
 def closest_prototype(nmt, state):
@@ -566,8 +710,11 @@ def closest_prototype(nmt, state):
             proto = getattr(nmt, name)()
         except Exception:  # a prototype the installed GroundHog cannot build
             continue
-        n_diff = sum(1 for k in set(proto) | set(state)
-                     if k not in proto or k not in state or repr(proto[k]) != repr(state[k]))
+        n_diff = sum(
+            1
+            for k in set(proto) | set(state)
+            if k not in proto or k not in state or repr(proto[k]) != repr(state[k])
+        )
         if best is None or n_diff < best[0]:
             best = (n_diff, name)
     return best[1] if best else None
@@ -589,10 +736,14 @@ def scan_mode(theano):
         return "python scan loop (scan_perform_ext disabled), inner graphs C-compiled"
     try:
         from theano.scan_module import scan_perform_ext  # noqa: F401
+
         return "C scan loop (scan_perform_ext), inner graphs C-compiled"
     except Exception as exc:
-        return "python scan loop (scan_perform_ext unavailable: {0}), inner graphs C-compiled".format(
-            error_text(exc).splitlines()[0][:200])
+        return (
+            "python scan loop (scan_perform_ext unavailable: {0}), inner graphs C-compiled".format(
+                error_text(exc).splitlines()[0][:200]
+            )
+        )
 
 
 def stream_states(trng):
@@ -609,6 +760,7 @@ def record_mrg_seeds():
     the stream is built exactly as before).  GroundHog's layers draw it from the model's
     ``RandomState`` while they are built, so it is known only at construction."""
     from theano.sandbox.rng_mrg import MRG_RandomStreams
+
     if getattr(MRG_RandomStreams, "_recorder_wrapped", False):
         return MRG_RandomStreams
     original = MRG_RandomStreams.__init__
@@ -616,6 +768,7 @@ def record_mrg_seeds():
     def __init__(self, seed=12345, *args, **kwargs):
         original(self, seed, *args, **kwargs)
         self._recorder_seed = seed
+
     MRG_RandomStreams.__init__ = __init__
     MRG_RandomStreams._recorder_wrapped = True
     return MRG_RandomStreams
@@ -628,16 +781,18 @@ class GroundHogProducer(object):
         self.groundhog_dir = os.path.abspath(args.groundhog)
         sys.path.insert(0, self.groundhog_dir)
         t0 = time.time()
-        import theano
-        from experiments.nmt import RNNEncoderDecoder, prototype_state, parse_input
         import experiments.nmt.sample as sample_mod
         import experiments.nmt.score as score_mod
+        import theano
+        from experiments.nmt import RNNEncoderDecoder, parse_input, prototype_state
+
         self.theano = theano
         self.parse_input = parse_input
         self.sample_mod = sample_mod
         self.score_mod = score_mod
 
         import experiments.nmt as nmt
+
         self.nmt = nmt
         self.args = args
         self.mrg_class = record_mrg_seeds()
@@ -646,8 +801,14 @@ class GroundHogProducer(object):
         state.update(load_pickle(args.state))
         state.update(args.changes_dict)
         if args.remap_dir:
-            for key in ("word_indx", "word_indx_trgt", "indx_word", "indx_word_target", "source",
-                        "target"):
+            for key in (
+                "word_indx",
+                "word_indx_trgt",
+                "indx_word",
+                "indx_word_target",
+                "source",
+                "target",
+            ):
                 old = state.get(key)
                 if isinstance(old, list):  # the corpora: a list of paths
                     new = [self._remap(key, p, args.remap_dir) for p in old]
@@ -666,8 +827,9 @@ class GroundHogProducer(object):
         # its stream's rstate 2^134 draws on (rng_mrg.py inc_rstate); BeamSearch.compile builds
         # the next-states graph in SAMPLING mode (encdec.py:1259-1261), whose multinomial
         # (cost_layers.py:1059) is one more op on the softmax layer's stream.
-        self.rstates_after_build = [(trng, numpy.array(trng.rstate, dtype="int32"))
-                                    for trng, _ in self._streams()]
+        self.rstates_after_build = [
+            (trng, numpy.array(trng.rstate, dtype="int32")) for trng, _ in self._streams()
+        ]
         self.lm_model = self.enc_dec.create_lm_model()
         self.lm_model.load(args.model)
         self.indx_src = load_pickle(state["word_indx"])
@@ -702,7 +864,9 @@ class GroundHogProducer(object):
         else is a bug of this recorder and must stop the run (RecorderError)."""
         tb = sys.exc_info()[2]
         while tb is not None:
-            if os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(self.groundhog_dir + os.sep):
+            if os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(
+                self.groundhog_dir + os.sep
+            ):
                 return
             tb = tb.tb_next
         raise RecorderError("{0} raised outside GroundHog's code".format(error_text(exc)))
@@ -726,8 +890,15 @@ class GroundHogProducer(object):
             "prototype": self.prototype,
             "scan_mode": scan_mode(self.theano),
         }
-        for key in ("seed", "null_sym_source", "null_sym_target", "n_sym_source", "n_sym_target",
-                    "unk_sym_source", "unk_sym_target"):
+        for key in (
+            "seed",
+            "null_sym_source",
+            "null_sym_target",
+            "n_sym_source",
+            "n_sym_target",
+            "unk_sym_source",
+            "unk_sym_target",
+        ):
             attrs[key] = int(s[key])
         return attrs
 
@@ -736,21 +907,39 @@ class GroundHogProducer(object):
         if self._probs is None:
             self._probs = self.enc_dec.create_probs_computer(return_alignment=True)
             self._scorer = self.enc_dec.create_scorer()
-        src, _ = self.parse_input(s, self.indx_src, self._native(src_line), raise_unk=False,
-                                  unk_sym=s["unk_sym_source"], null_sym=s["null_sym_source"])
-        trg, _ = self.parse_input(s, self.indx_trg, self._native(trg_line), raise_unk=False,
-                                  unk_sym=s["unk_sym_target"], null_sym=s["null_sym_target"])
+        src, _ = self.parse_input(
+            s,
+            self.indx_src,
+            self._native(src_line),
+            raise_unk=False,
+            unk_sym=s["unk_sym_source"],
+            null_sym=s["null_sym_source"],
+        )
+        trg, _ = self.parse_input(
+            s,
+            self.indx_trg,
+            self._native(trg_line),
+            raise_unk=False,
+            unk_sym=s["unk_sym_target"],
+            null_sym=s["null_sym_target"],
+        )
         probs, alignment = self._probs(src, trg)
         score = self._scorer(src, trg)[0]
-        return {"src_ids": src, "trg_ids": trg, "word_probs": probs, "alignment": alignment,
-                "score": score}
+        return {
+            "src_ids": src,
+            "trg_ids": trg,
+            "word_probs": probs,
+            "alignment": alignment,
+            "score": score,
+        }
 
     def batches(self, source_path, target_path):
         s = self.state
         if self._batch_scorer is None:
             self._batch_scorer = self.enc_dec.create_scorer(batch=True)
-        it = self.score_mod.BatchBiTxtIterator(s, source_path, self.indx_src, target_path,
-                                               self.indx_trg, s["bs"], raise_unk=False)
+        it = self.score_mod.BatchBiTxtIterator(
+            s, source_path, self.indx_src, target_path, self.indx_trg, s["bs"], raise_unk=False
+        )
         it.start()
         for batch in it:
             scores = self._batch_scorer(batch["x"], batch["y"], batch["x_mask"], batch["y_mask"])[0]
@@ -760,8 +949,9 @@ class GroundHogProducer(object):
             yield rec
 
     def representation(self, line):
-        seq, parsed_in = self.parse_input(self.state, self.indx_src, self._native(line),
-                                          idx2word=self.idict_src)
+        seq, parsed_in = self.parse_input(
+            self.state, self.indx_src, self._native(line), idx2word=self.idict_src
+        )
         c = self.searcher.comp_repr(seq)[0]
         init_states = numpy.array([numpy.array(x) for x in self.searcher.comp_init_states(c)])
         return {"seq": seq, "parsed_in": to_text(parsed_in), "c": c, "init_states": init_states}
@@ -771,25 +961,37 @@ class GroundHogProducer(object):
             minlen = len(seq) // 2
             self.recorder.start()
             try:
-                trans, costs = self.searcher.search(seq, beam_size, ignore_unk=ignore_unk, minlen=minlen)
+                trans, costs = self.searcher.search(
+                    seq, beam_size, ignore_unk=ignore_unk, minlen=minlen
+                )
             except Exception as exc:
                 self._check_origin(exc)
                 exc.trace_steps = self.recorder.stop()
                 raise
             steps = self.recorder.stop()
-            return {"steps": steps, "trans": [numpy.asarray(t, dtype="int64") for t in trans],
-                    "costs": numpy.asarray(costs, dtype="float64"), "minlen": minlen}
+            return {
+                "steps": steps,
+                "trans": [numpy.asarray(t, dtype="int64") for t in trans],
+                "costs": numpy.asarray(costs, dtype="float64"),
+                "minlen": minlen,
+            }
         try:
             sentences, costs, trans = self.sample_mod.sample(
-                self.lm_model, seq, beam_size, beam_search=self.searcher,
-                ignore_unk=ignore_unk, normalize=normalize)
+                self.lm_model,
+                seq,
+                beam_size,
+                beam_search=self.searcher,
+                ignore_unk=ignore_unk,
+                normalize=normalize,
+            )
         except Exception as exc:
             self._check_origin(exc)
             raise
-        return {"trans": [numpy.asarray(t, dtype="int64") for t in trans],
-                "costs": numpy.asarray(costs, dtype="float64"),
-                "sentences": [to_text(x) for x in sentences]}
-
+        return {
+            "trans": [numpy.asarray(t, dtype="int64") for t in trans],
+            "costs": numpy.asarray(costs, dtype="float64"),
+            "sentences": [to_text(x) for x in sentences],
+        }
 
     # -- /sampler ------------------------------------------------------------------------
     def _streams(self):
@@ -805,7 +1007,7 @@ class GroundHogProducer(object):
     def _layers(enc_dec):
         for part in (enc_dec.encoder, enc_dec.backward_encoder, enc_dec.decoder):
             for value in vars(part).values():
-                for layer in (value if isinstance(value, list) else [value]):
+                for layer in value if isinstance(value, list) else [value]:
                     if hasattr(layer, "trng"):
                         yield layer
 
@@ -823,22 +1025,36 @@ class GroundHogProducer(object):
             out = sample_fn(*args)
             raw.append((args, [numpy.array(o) for o in out]))
             return out
+
         calls = []
         for index, seq in picked:
-            sentences, costs, _ = self.sample_mod.sample(self.lm_model, seq, n_samples,
-                                                         sampler=recording_sampler, alpha=alpha)
+            sentences, costs, _ = self.sample_mod.sample(
+                self.lm_model, seq, n_samples, sampler=recording_sampler, alpha=alpha
+            )
             args, (values, neg_log_probs) = raw[-1]
-            calls.append({"index": index, "seq": seq, "sample_ids": values,
-                          "sample_neg_log_probs": neg_log_probs, "costs": costs,
-                          "sentences": [to_text(x) for x in sentences], "n_samples": args[0],
-                          "n_steps": args[1], "alpha": args[2],
-                          "rstate_after": [numpy.array(sv.get_value()) for _, _, sv in shared]})
+            calls.append(
+                {
+                    "index": index,
+                    "seq": seq,
+                    "sample_ids": values,
+                    "sample_neg_log_probs": neg_log_probs,
+                    "costs": costs,
+                    "sentences": [to_text(x) for x in sentences],
+                    "n_samples": args[0],
+                    "n_steps": args[1],
+                    "alpha": args[2],
+                    "rstate_after": [numpy.array(sv.get_value()) for _, _, sv in shared],
+                }
+            )
         first_after = calls[0]["rstate_after"] if calls else before
         used = [not numpy.array_equal(b, a) for b, a in zip(before, first_after)]
         owner = [t for (t, _, _), u in zip(shared, used) if u]
         if len(set(id(t) for t in owner)) > 1:
-            raise RecorderError("sample_fn advanced {0} MRG streams; the trace layout has one".format(
-                len(set(id(t) for t in owner))))
+            raise RecorderError(
+                "sample_fn advanced {0} MRG streams; the trace layout has one".format(
+                    len(set(id(t) for t in owner))
+                )
+            )
         trng = owner[0] if owner else (streams[0][0] if streams else None)
         if trng is None:
             raise RecorderError("no MRG_RandomStreams found in the model's layers")
@@ -846,23 +1062,30 @@ class GroundHogProducer(object):
         keep = [k for k, (t, _, _) in enumerate(shared) if t is trng]
         for call in calls:
             call["rstate_after"] = [call["rstate_after"][k] for k in keep]
-        return {"attrs": {"mrg_seed": int(getattr(trng, "_recorder_seed", -1)),
-                          "mrg_seed_origin": "MRG_RandomStreams(seed) of layer {0!r} ({1}), seed "
-                                             "drawn from the layer-construction RandomState(state"
-                                             "['seed']) while the model was built".format(
-                                                 to_text(getattr(layer, "name", "?")),
-                                                 type(layer).__name__)},
-                "base_rstate_after_build": [r for t, r in self.rstates_after_build if t is trng][0],
-                "rstate_before": [before[k] for k in keep], "used": [used[k] for k in keep],
-                "calls": calls}
+        return {
+            "attrs": {
+                "mrg_seed": int(getattr(trng, "_recorder_seed", -1)),
+                "mrg_seed_origin": "MRG_RandomStreams(seed) of layer {0!r} ({1}), seed "
+                "drawn from the layer-construction RandomState(state"
+                "['seed']) while the model was built".format(
+                    to_text(getattr(layer, "name", "?")), type(layer).__name__
+                ),
+            },
+            "base_rstate_after_build": [r for t, r in self.rstates_after_build if t is trng][0],
+            "rstate_before": [before[k] for k in keep],
+            "used": [used[k] for k in keep],
+            "calls": calls,
+        }
 
     # -- /train_step ----------------------------------------------------------------------
     def train_step(self):
         """One update as train.py would do it (MANIFEST section 7, /train_step)."""
         from groundhog.trainer.SGD_adadelta import SGD as SGD_adadelta
+
         state = dict(self.state)
-        enc_dec = self.nmt.RNNEncoderDecoder(state, numpy.random.RandomState(state["seed"]),
-                                             skip_init=False)
+        enc_dec = self.nmt.RNNEncoderDecoder(
+            state, numpy.random.RandomState(state["seed"]), skip_init=False
+        )
         enc_dec.build()
         lm_model = enc_dec.create_lm_model()
         train_data = self.nmt.get_batch_iterator(state)
@@ -873,6 +1096,7 @@ class GroundHogProducer(object):
             batch = original_next(*args, **kwargs)
             consumed.append(batch)
             return batch
+
         train_data.next = recording_next
         algo = SGD_adadelta(lm_model, state, train_data)
         lm_model.load(self.args.model)
@@ -881,20 +1105,36 @@ class GroundHogProducer(object):
         before = dict((n, numpy.array(p.get_value())) for n, p in zip(names, lm_model.params))
         rval = algo()
         batch = consumed[0]
-        get = (lambda k: batch[k]) if isinstance(batch, dict) else (
-            lambda k: batch[("x", "y", "x_mask", "y_mask").index(k)])
+        get = (
+            (lambda k: batch[k])
+            if isinstance(batch, dict)
+            else (lambda k: batch[("x", "y", "x_mask", "y_mask").index(k)])
+        )
         values = lambda shared: dict((n, numpy.array(v.get_value())) for n, v in zip(names, shared))
-        return {"x": get("x"), "x_mask": get("x_mask"), "y": get("y"), "y_mask": get("y_mask"),
-                "rval": dict((k, v) for k, v in rval.items()
-                             if numpy.asarray(v).size == 1 and numpy.asarray(v).dtype.kind in "biuf"),
-                "param_order": names, "params_before": before,
-                "params_after": values(lm_model.params), "clipped_grads": values(algo.gs),
-                "gnorm2_after": values(algo.gnorm2), "dnorm2_after": values(algo.dnorm2),
-                "attrs": {"iterator_start_offset": 0,
-                          "note": "Fresh SGD_adadelta trainer (accumulators start at zero), model "
-                                  "loaded from the model file, first batch of "
-                                  "get_batch_iterator(state) started at offset 0, one call of "
-                                  "algo() = train_fn() + update_fn()."}}
+        return {
+            "x": get("x"),
+            "x_mask": get("x_mask"),
+            "y": get("y"),
+            "y_mask": get("y_mask"),
+            "rval": dict(
+                (k, v)
+                for k, v in rval.items()
+                if numpy.asarray(v).size == 1 and numpy.asarray(v).dtype.kind in "biuf"
+            ),
+            "param_order": names,
+            "params_before": before,
+            "params_after": values(lm_model.params),
+            "clipped_grads": values(algo.gs),
+            "gnorm2_after": values(algo.gnorm2),
+            "dnorm2_after": values(algo.dnorm2),
+            "attrs": {
+                "iterator_start_offset": 0,
+                "note": "Fresh SGD_adadelta trainer (accumulators start at zero), model "
+                "loaded from the model file, first batch of "
+                "get_batch_iterator(state) started at offset 0, one call of "
+                "algo() = train_fn() + update_fn().",
+            },
+        }
 
 
 # ----------------------------------------------------------------------------------------
@@ -904,9 +1144,12 @@ def record(args, producer):
     src_lines = read_lines(args.source)
     trg_lines = read_lines(args.target)
     if len(src_lines) != len(trg_lines):
-        raise InputError("--source has {0} lines but --target has {1}".format(len(src_lines), len(trg_lines)))
+        raise InputError(
+            "--source has {0} lines but --target has {1}".format(len(src_lines), len(trg_lines))
+        )
     n = len(src_lines) if args.max_sentences is None else min(args.max_sentences, len(src_lines))
     import h5py
+
     root = {
         "case": args.case,
         "recorder": "tools/record_theano_traces.py (groundhog-port)",
@@ -931,8 +1174,12 @@ def record(args, producer):
         if "pairs" in args.parts:
             t0 = time.time()
             for i in range(n):
-                writer.pair(i, producer.pair(src_lines[i], trg_lines[i]),
-                            src_lines[i].strip(), trg_lines[i].strip())
+                writer.pair(
+                    i,
+                    producer.pair(src_lines[i], trg_lines[i]),
+                    src_lines[i].strip(),
+                    trg_lines[i].strip(),
+                )
             timings["pairs_total_s"] = time.time() - t0
         if "batch" in args.parts:
             t0 = time.time()
@@ -953,16 +1200,22 @@ def record(args, producer):
             for i in range(min(args.steps, n)):
                 seq = source_seq(i)["seq"]
                 try:
-                    rec = producer.beam_search(seq, args.steps_beam, ignore_unk=False,
-                                               normalize=False, instrument=True)
+                    rec = producer.beam_search(
+                        seq, args.steps_beam, ignore_unk=False, normalize=False, instrument=True
+                    )
                     writer.steps(i, seq, rec, args.steps_beam, False)
                 except RecorderError:
                     raise
                 except Exception as exc:  # the search crashed: keep the steps recorded so far
                     log.warning("steps/%d: %s", i, error_text(exc))
-                    writer.steps(i, seq, {"steps": getattr(exc, "trace_steps", []),
-                                          "minlen": len(seq) // 2},
-                                 args.steps_beam, False, error=error_text(exc))
+                    writer.steps(
+                        i,
+                        seq,
+                        {"steps": getattr(exc, "trace_steps", []), "minlen": len(seq) // 2},
+                        args.steps_beam,
+                        False,
+                        error=error_text(exc),
+                    )
         if "beam" in args.parts:
             for label, beam_size, normalize, ignore_unk in args.beams:
                 writer.beam_group(label, beam_size, normalize, ignore_unk)
@@ -971,8 +1224,9 @@ def record(args, producer):
                 for i in range(n):
                     seq = source_seq(i)["seq"]
                     try:
-                        rec = producer.beam_search(seq, beam_size, ignore_unk=ignore_unk,
-                                                   normalize=normalize)
+                        rec = producer.beam_search(
+                            seq, beam_size, ignore_unk=ignore_unk, normalize=normalize
+                        )
                         best = int(numpy.argmin(rec["costs"]))  # sample.py: numpy.argmin(costs)
                     except RecorderError:
                         raise
@@ -1021,15 +1275,19 @@ def main(argv=None, producer=None):
     except InputError as exc:
         print("record_theano_traces.py: error: {0}".format(exc), file=sys.stderr)
         return EXIT_INPUT
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         if producer is None:
             for name in ("state", "model"):
                 if not os.path.isfile(getattr(args, name)):
                     raise InputError("--{0} {1}: file not found".format(name, getattr(args, name)))
             if not os.path.isdir(os.path.join(args.groundhog, "experiments")):
-                raise InputError("--groundhog {0}: no 'experiments' directory there".format(args.groundhog))
+                raise InputError(
+                    "--groundhog {0}: no 'experiments' directory there".format(args.groundhog)
+                )
             producer = GroundHogProducer(args)
         return record(args, producer)
     except InputError as exc:

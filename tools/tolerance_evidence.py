@@ -22,6 +22,7 @@ scores of ``score --mode batch`` differ from ``scores_batch.txt`` in the last pr
 
 Usage: ``python tools/tolerance_evidence.py [--root ../shared/legacy_traces] [--json F]``.
 """
+
 import argparse
 import json
 import sys
@@ -35,14 +36,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from groundhog_port.harness import tolerance as tol  # noqa: E402
-from groundhog_port.legacy.loading import open_experiment  # noqa: E402
 from groundhog_port.harness.check import find_case  # noqa: E402
-from groundhog_port.search.scoring import score_batch, score_pair  # noqa: E402
-from groundhog_port.search.legacy import path_costs  # noqa: E402
 from groundhog_port.harness.trace import TraceFile  # noqa: E402
+from groundhog_port.legacy.loading import open_experiment  # noqa: E402
+from groundhog_port.search.legacy import path_costs  # noqa: E402
+from groundhog_port.search.scoring import score_batch, score_pair  # noqa: E402
 
-RAW_PAIRS = (("1", "5"), ("5", "10"), ("1", "10"), ("5", "5_ignore_unk"),
-             ("1_normalize", "5_normalize"), ("5_normalize", "10_normalize"))
+RAW_PAIRS = (
+    ("1", "5"),
+    ("5", "10"),
+    ("1", "10"),
+    ("5", "5_ignore_unk"),
+    ("1_normalize", "5_normalize"),
+    ("5_normalize", "10_normalize"),
+)
 
 
 def noise_units(diffs, probe, p64, m):
@@ -55,7 +62,7 @@ def noise_units(diffs, probe, p64, m):
 
 def beam_self_differences(probe, m64, tr):
     labels = set(tr.beam_labels())
-    rows = []   # (hyp length, |c_a - c_b| raw, seq, hyp)
+    rows = []  # (hyp length, |c_a - c_b| raw, seq, hyp)
     for a, b in RAW_PAIRS:
         if a not in labels or b not in labels:
             continue
@@ -82,8 +89,12 @@ def beam_self_differences(probe, m64, tr):
     L = [r[0] for r in rows]
     d = np.asarray([r[1] for r in rows])
     u = noise_units(d, q_probe, p64, L)
-    return dict(n=len(rows), max_abs=float(d.max()), max_units=float(u.max()),
-                p99_units=float(np.quantile(u, 0.99)))
+    return dict(
+        n=len(rows),
+        max_abs=float(d.max()),
+        max_units=float(u.max()),
+        p99_units=float(np.quantile(u, 0.99)),
+    )
 
 
 def score_self_differences(probe, m64, tr):
@@ -131,7 +142,9 @@ def printed_scores(exp, case_dir, tr):
     port = []
     for rec in tr.batch_all():
         batch = SimpleNamespace(**{n: rec[n] for n in ("x", "y", "x_mask", "y_mask")})
-        port += [f"{s:.5e}" for s in (-score_batch(exp.model, batch).cost.numpy().astype(np.float32))]
+        port += [
+            f"{s:.5e}" for s in (-score_batch(exp.model, batch).cost.numpy().astype(np.float32))
+        ]
     differ = sum(1 for a, b in zip(lines, port) if a != b)
     return dict(printed=len(lines), differ_last_digit=differ)
 
@@ -139,8 +152,11 @@ def printed_scores(exp, case_dir, tr):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=str(REPO.parent / "shared" / "legacy_traces"))
-    ap.add_argument("--cases", nargs="+", default=["search", "encdec", "phrase", "search_variant",
-                                                   "encdec_variant"])
+    ap.add_argument(
+        "--cases",
+        nargs="+",
+        default=["search", "encdec", "phrase", "search_variant", "encdec_variant"],
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -151,9 +167,12 @@ def main(argv=None):
         exp = open_experiment(files.state, files.model, data_dir=files.dir)
         m64, probe = exp.model.float64_shadow(), exp.model.float32_probe()
         with TraceFile(files.trace) as tr, torch.no_grad():
-            out[case] = dict(beam=beam_self_differences(probe, m64, tr),
-                             single_vs_padded=score_self_differences(probe, m64, tr),
-                             ties=boundary_ties(tr), printed=printed_scores(exp, d, tr))
+            out[case] = dict(
+                beam=beam_self_differences(probe, m64, tr),
+                single_vs_padded=score_self_differences(probe, m64, tr),
+                ties=boundary_ties(tr),
+                printed=printed_scores(exp, d, tr),
+            )
         print(case, json.dumps(out[case]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

@@ -8,6 +8,7 @@ Only the module of the command given is imported: most import torch (seconds), a
 ``groundhog-port --help`` or ``bleu`` need none of it.  The list of commands in ``--help``
 reads each module's ``HELP`` from its source without running it (:func:`command_help`).
 """
+
 import argparse
 import ast
 import importlib
@@ -16,7 +17,9 @@ import logging
 import signal
 import sys
 
-from ..budget import DEFAULT_MIB, ENV as BUDGET_ENV, FLAG as BUDGET_FLAG
+from ..budget import DEFAULT_MIB
+from ..budget import ENV as BUDGET_ENV
+from ..budget import FLAG as BUDGET_FLAG
 from ..errors import EXIT_INPUT, LegacyInputError, allocation_failure
 from ..outputs import signals_held
 
@@ -29,9 +32,24 @@ from ..outputs import signals_held
 # attribute 'multiply'").  Held back, the signal arrives once the imports are done: one
 # "interrupted" line.
 
-COMMANDS = ("inspect", "score", "translate", "bleu", "reproduce", "parity", "train",
-            "plot-training", "serve", "preprocess", "invert-dict", "pkl2hdf5", "shuffle-hdf5",
-            "convert", "export", "archive")
+COMMANDS = (
+    "inspect",
+    "score",
+    "translate",
+    "bleu",
+    "reproduce",
+    "parity",
+    "train",
+    "plot-training",
+    "serve",
+    "preprocess",
+    "invert-dict",
+    "pkl2hdf5",
+    "shuffle-hdf5",
+    "convert",
+    "export",
+    "archive",
+)
 
 #: --log-level values (logging's own names, any case)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -49,8 +67,9 @@ def command_help(command):
     with open(origin, encoding="utf-8") as f:
         tree = ast.parse(f.read(), origin)
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "HELP"
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "HELP" for t in node.targets
+        ):
             return ast.literal_eval(node.value)
     raise LookupError(f"{origin}: no HELP = '...' string literal")
 
@@ -62,7 +81,8 @@ def _log_level(text):
     if level not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(
             f"unknown level {text!r} (known: {', '.join(l.lower() for l in LOG_LEVELS)}; "
-            "'error' shows only errors)")
+            "'error' shows only errors)"
+        )
     return level
 
 
@@ -70,19 +90,36 @@ def _global_options(parser, suppress=False):
     """Options every command takes, before or after its name (after it they are given with
     no default, so that one given before the command is kept)."""
     default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
-    parser.add_argument("--log-level", type=_log_level, default=default("INFO"),
-                        metavar="LEVEL",
-                        help="debug, info (default), warning, error or critical")
-    parser.add_argument("--log-time", action="store_true", default=default(False),
-                        help="start every log line with the date and time")
-    parser.add_argument("--threads", type=int, default=default(None),
-                        help="torch CPU threads (default: 1 for small models, where more "
-                             "threads only add synchronisation; torch's default otherwise)")
-    parser.add_argument(BUDGET_FLAG, type=int, default=default(None), metavar="MIB",
-                        help="memory one input file may make a loader allocate beyond what the "
-                             "state declares (default: $" + BUDGET_ENV + f" or {DEFAULT_MIB}); "
-                             "a file over it is refused with one line naming the limit. Raise it "
-                             "only for genuinely huge archives (docs/hardening.md)")
+    parser.add_argument(
+        "--log-level",
+        type=_log_level,
+        default=default("INFO"),
+        metavar="LEVEL",
+        help="debug, info (default), warning, error or critical",
+    )
+    parser.add_argument(
+        "--log-time",
+        action="store_true",
+        default=default(False),
+        help="start every log line with the date and time",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=default(None),
+        help="torch CPU threads (default: 1 for small models, where more "
+        "threads only add synchronisation; torch's default otherwise)",
+    )
+    parser.add_argument(
+        BUDGET_FLAG,
+        type=int,
+        default=default(None),
+        metavar="MIB",
+        help="memory one input file may make a loader allocate beyond what the "
+        "state declares (default: $" + BUDGET_ENV + f" or {DEFAULT_MIB}); "
+        "a file over it is refused with one line naming the limit. Raise it "
+        "only for genuinely huge archives (docs/hardening.md)",
+    )
 
 
 class Parser(argparse.ArgumentParser):
@@ -141,9 +178,11 @@ def build_parser(commands=COMMANDS):
 
 
 def configure_logging(level, log_time):
-    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
-                        format=("%(asctime)s " if log_time else "")
-                        + "%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, level),
+        stream=sys.stderr,
+        format=("%(asctime)s " if log_time else "") + "%(levelname)s %(name)s: %(message)s",
+    )
 
 
 class Terminated(KeyboardInterrupt):
@@ -172,20 +211,27 @@ def main(argv=None):
         name = f"groundhog-port {args.command}"
         if hasattr(args, "changes_option"):  # the model and changes, given either way
             from .commands.common import model_and_changes
+
             model_and_changes(args)
         configure_logging(args.log_level, args.log_time)
         from ..distributed.world import SHARDED_COMMANDS, world_from_env
         from ..legacy.lookup import new_run
+
         new_run()  # file choices are logged once per run, also when main() runs again in-process
         if args.threads is not None:
             from ..legacy.loading import set_threads
+
             set_threads(args.threads)
         if args.parse_budget_mib is not None:
             from ..budget import set_budget_mib
+
             set_budget_mib(args.parse_budget_mib)
         if args.command not in SHARDED_COMMANDS and world_from_env():
-            raise LegacyInputError(None, f"'{args.command}' does not run under torchrun; only "
-                                   f"{', '.join(SHARDED_COMMANDS)} are sharded")
+            raise LegacyInputError(
+                None,
+                f"'{args.command}' does not run under torchrun; only "
+                f"{', '.join(SHARDED_COMMANDS)} are sharded",
+            )
         return args._run(args)
     except LegacyInputError as err:
         print(f"{name}: error: {err}", file=sys.stderr)
@@ -202,6 +248,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,11 +14,12 @@ Batch (the port's addition; the original only samples interactively): every line
 ``--normalize``), one line per sample, in sample order.  ``--seed`` replaces the stream
 seed derived from the state (:mod:`groundhog_port.sampling.seed`).
 """
+
 import logging
 import sys
 
-from ..legacy.data import read_text_lines
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
+from ..legacy.data import read_text_lines
 from ..legacy.longlines import warn_long_lines
 from ..outputs import Journal, Progress, check_outputs, text_digest
 from ..sampling.mrg import M2
@@ -31,14 +32,22 @@ BEAM_ONLY = (("beam_size", "--beam-size"), ("ignore_unk", "--ignore-unk"), ("n_b
 
 def add_arguments(p):
     g = p.add_argument_group("random sampling (without --beam-search)")
-    g.add_argument("--n-samples", type=int,
-                   help="samples per source line (batch form; the interactive form asks)")
-    g.add_argument("--alpha", type=float,
-                   help="inverse temperature of the batch form (default 1.0; the interactive "
-                        "form asks)")
-    g.add_argument("--seed", type=int,
-                   help="MRG31k3p stream seed (1..2147462578), instead of the one GroundHog "
-                        "draws from state['seed'] for the decoder's softmax layer")
+    g.add_argument(
+        "--n-samples",
+        type=int,
+        help="samples per source line (batch form; the interactive form asks)",
+    )
+    g.add_argument(
+        "--alpha",
+        type=float,
+        help="inverse temperature of the batch form (default 1.0; the interactive form asks)",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        help="MRG31k3p stream seed (1..2147462578), instead of the one GroundHog "
+        "draws from state['seed'] for the decoder's softmax layer",
+    )
 
 
 def run(args):
@@ -55,15 +64,24 @@ def run(args):
         if args.n_samples is None or args.n_samples < 1:
             raise LegacyInputError(None, "--n-samples N (N >= 1) is required with --source")
     elif args.n_samples is not None or args.alpha is not None:
-        raise LegacyInputError(None, "--n-samples / --alpha belong to the batch form "
-                                     "(--source F --trans F); the interactive form asks for them")
-    check_outputs([("--trans", args.trans)], inputs=[
-        ("--source", args.source), ("--state", args.state), ("model", args.model_path)])
+        raise LegacyInputError(
+            None,
+            "--n-samples / --alpha belong to the batch form "
+            "(--source F --trans F); the interactive form asks for them",
+        )
+    check_outputs(
+        [("--trans", args.trans)],
+        inputs=[("--source", args.source), ("--state", args.state), ("model", args.model_path)],
+    )
     from .commands.common import open_from_args
+
     exp = open_from_args(args)
     sampler = Sampler(exp, mrg_seed=args.seed)
-    logger.info("MRG31k3p stream seed %d (%s)", sampler.mrg_seed,
-                "--seed" if args.seed is not None else "derived from state['seed']")
+    logger.info(
+        "MRG31k3p stream seed %d (%s)",
+        sampler.mrg_seed,
+        "--seed" if args.seed is not None else "derived from state['seed']",
+    )
     if not args.source:
         return interact(exp, sampler, args.normalize)
     return batch(exp, sampler, args)
@@ -96,23 +114,32 @@ def interact(exp, sampler, normalize):
 
 def _complete_sentences(n_samples):
     """Journal ``keep``: whole source lines only (their ``n_samples`` records)."""
+
     def keep(records):
         return len(records) - len(records) % n_samples
+
     return keep
 
 
 def format_line(i, sentence, cost):
-    return f"{i} ||| {sentence} ||| {str(cost)}"   # str: the float32's own shortest repr
+    return f"{i} ||| {sentence} ||| {str(cost)}"  # str: the float32's own shortest repr
 
 
 def batch_fingerprint(args, exp, lines, mrg_seed):
     """What the batch form's ``--trans`` depends on (``--resume`` checks it)."""
     from .commands.common import run_fingerprint
-    return run_fingerprint(args, exp, "translate (random sampling)",
-                           ("word_indx", "indx_word_target"), source=text_digest(lines),
-                           n_samples=args.n_samples,
-                           alpha=1.0 if args.alpha is None else args.alpha, seed=mrg_seed,
-                           normalize=args.normalize)
+
+    return run_fingerprint(
+        args,
+        exp,
+        "translate (random sampling)",
+        ("word_indx", "indx_word_target"),
+        source=text_digest(lines),
+        n_samples=args.n_samples,
+        alpha=1.0 if args.alpha is None else args.alpha,
+        seed=mrg_seed,
+        normalize=args.normalize,
+    )
 
 
 def batch(exp, sampler, args):
@@ -120,9 +147,10 @@ def batch(exp, sampler, args):
     lines = read_text_lines(args.source)
     warn_long_lines(args.source, lines, exp.state)
     fingerprint = batch_fingerprint(args, exp, lines, sampler.mrg_seed)
-    seqs = [exp.parse_source(line)[0] for line in lines]    # bad input: before any file is made
-    journal = Journal(args.trans, resume=args.resume, keep=_complete_sentences(n),
-                      fingerprint=fingerprint)
+    seqs = [exp.parse_source(line)[0] for line in lines]  # bad input: before any file is made
+    journal = Journal(
+        args.trans, resume=args.resume, keep=_complete_sentences(n), fingerprint=fingerprint
+    )
     # resume: the lines kept end with a complete source line; the stream is advanced by
     # their draws (which do not depend on the values drawn)
     done = int(journal.done_records[-1]) + 1 if journal.done_records else 0
@@ -136,12 +164,16 @@ def batch(exp, sampler, args):
     try:
         step = 1 if args.batch_size == 1 else 4 * args.batch_size
         for start in range(done, len(lines), step):
-            chunk = seqs[start:start + step]
+            chunk = seqs[start : start + step]
             results = sampler.sample_many(chunk, n, alpha, args.normalize, args.batch_size)
             for i, r in enumerate(results, start):
                 if isinstance(r, SamplingFailed):
-                    logger.error("line %d of %s: the original sample_fn fails here (%s); no "
-                                 "samples written", i + 1, args.source, r)
+                    logger.error(
+                        "line %d of %s: the original sample_fn fails here (%s); no samples written",
+                        i + 1,
+                        args.source,
+                        r,
+                    )
                     failed.append(i + 1)
                     continue
                 if args.verbose:
@@ -158,8 +190,12 @@ def batch(exp, sampler, args):
     progress.close()
     journal.commit()
     if failed:
-        logger.error("%d line(s) could not be sampled (lines %s): the original would have "
-                     "crashed at the first", len(failed), ", ".join(map(str, failed)))
+        logger.error(
+            "%d line(s) could not be sampled (lines %s): the original would have "
+            "crashed at the first",
+            len(failed),
+            ", ".join(map(str, failed)),
+        )
         return EXIT_PARTIAL
     logger.info("%d lines x %d samples, %.1f lines/s", len(lines), n, progress.rate())
     return EXIT_OK

@@ -29,6 +29,7 @@ Backends: ``gloo`` on CPU (each process gets ``cores / LOCAL_WORLD_SIZE`` torch 
 unless ``--threads`` or ``OMP_NUM_THREADS`` says otherwise), ``nccl`` with
 ``--device cuda`` (each rank on ``cuda:LOCAL_RANK``).
 """
+
 import logging
 import os
 from dataclasses import dataclass
@@ -49,8 +50,10 @@ SHARDED_COMMANDS = ("translate", "score", "archive")
 #: output with a note (3: sentences the original crashed on): torchrun turns any non-zero
 #: exit of a worker into a failed job (a ``ChildFailedError`` "FAILED" block and exit 1),
 #: so rank 0 exits 0 instead
-EXIT_NOTE = ("; the output is complete: one process exits {code} here, this torchrun job "
-             "exits 0 (torchrun reports any other exit code as a failed job)")
+EXIT_NOTE = (
+    "; the output is complete: one process exits {code} here, this torchrun job "
+    "exits 0 (torchrun reports any other exit code as a failed job)"
+)
 
 
 class PeerFailed(LegacyInputError):
@@ -82,14 +85,18 @@ def world_from_env(environ=None):
         local_rank = int(env.get("LOCAL_RANK", rank))
         local_size = int(env.get("LOCAL_WORLD_SIZE", size))
     except ValueError:
-        raise LegacyInputError(None, "WORLD_SIZE/RANK/LOCAL_RANK/LOCAL_WORLD_SIZE must be "
-                               "integers (set by torchrun)") from None
+        raise LegacyInputError(
+            None, "WORLD_SIZE/RANK/LOCAL_RANK/LOCAL_WORLD_SIZE must be integers (set by torchrun)"
+        ) from None
     if size <= 1:
         return None
     if not (0 <= rank < size and 0 <= local_rank < local_size):
-        raise LegacyInputError(None, f"inconsistent torchrun environment: RANK={rank} "
-                               f"WORLD_SIZE={size} LOCAL_RANK={local_rank} "
-                               f"LOCAL_WORLD_SIZE={local_size}")
+        raise LegacyInputError(
+            None,
+            f"inconsistent torchrun environment: RANK={rank} "
+            f"WORLD_SIZE={size} LOCAL_RANK={local_rank} "
+            f"LOCAL_WORLD_SIZE={local_size}",
+        )
     return World(rank, size, local_rank, local_size)
 
 
@@ -106,35 +113,48 @@ def setup(device="cpu", threads=None):
         return None, device
     import torch  # here, not at the top: the CLI asks world_from_env() of every command
     import torch.distributed as dist
+
     cuda = str(device).startswith("cuda")
     if cuda:
         if not torch.cuda.is_available():
             raise LegacyInputError(None, "--device cuda: CUDA is not available on this machine")
         if world.local_rank >= torch.cuda.device_count():
-            raise LegacyInputError(None, f"local rank {world.local_rank} has no GPU "
-                                   f"({torch.cuda.device_count()} visible): start at most "
-                                   "one process per GPU (--nproc-per-node)")
+            raise LegacyInputError(
+                None,
+                f"local rank {world.local_rank} has no GPU "
+                f"({torch.cuda.device_count()} visible): start at most "
+                "one process per GPU (--nproc-per-node)",
+            )
         device = f"cuda:{world.local_rank}"
         torch.cuda.set_device(world.local_rank)
     elif threads is None and "OMP_NUM_THREADS" not in os.environ:
         from ..legacy.loading import set_threads
+
         set_threads(max(1, (os.cpu_count() or 1) // world.local_size))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo", timeout=COLLECTIVE_TIMEOUT)
     for handler in logging.getLogger().handlers:  # the rank after the level (and --log-time)
         fmt = getattr(handler.formatter, "_fmt", None) or "%(levelname)s %(name)s: %(message)s"
-        handler.setFormatter(logging.Formatter(fmt.replace(
-            "%(levelname)s", f"%(levelname)s [rank {world.rank}/{world.size}]", 1)))
+        handler.setFormatter(
+            logging.Formatter(
+                fmt.replace("%(levelname)s", f"%(levelname)s [rank {world.rank}/{world.size}]", 1)
+            )
+        )
     if not world.is_root:
         logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
-    logger.info("torchrun: %d processes, backend %s, %d torch threads each", world.size,
-                dist.get_backend(), torch.get_num_threads())
+    logger.info(
+        "torchrun: %d processes, backend %s, %d torch threads each",
+        world.size,
+        dist.get_backend(),
+        torch.get_num_threads(),
+    )
     return world, device
 
 
 def broadcast(world, value):
     """Rank 0's ``value`` on every rank."""
     import torch.distributed as dist
+
     box = [value if world.is_root else None]
     dist.broadcast_object_list(box, src=0)
     return box[0]
@@ -148,6 +168,7 @@ def run_units(world, n_units, first_unit, compute, emit, progress=None):
     (sentences, pairs) advances rank 0's progress line.
     """
     import torch.distributed as dist
+
     for start in range(first_unit, n_units, world.size):
         k = start + world.rank
         mine = (k, *compute(k)) if k < n_units else None
@@ -155,10 +176,11 @@ def run_units(world, n_units, first_unit, compute, emit, progress=None):
         try:
             dist.gather_object(mine, gathered, dst=0)
         except RuntimeError as err:  # a peer died: gloo/nccl report it as a RuntimeError
-            raise PeerFailed(f"another process of this torchrun job failed during round "
-                             f"{start // world.size} ({str(err).splitlines()[0][:200]}); the "
-                             "output is incomplete: rerun the same command with --resume") \
-                from None
+            raise PeerFailed(
+                f"another process of this torchrun job failed during round "
+                f"{start // world.size} ({str(err).splitlines()[0][:200]}); the "
+                "output is incomplete: rerun the same command with --resume"
+            ) from None
         if world.is_root:
             for item in gathered:
                 if item is None:
@@ -172,9 +194,11 @@ def run_units(world, n_units, first_unit, compute, emit, progress=None):
 def finish(world):
     """Wait until rank 0 has committed the output, then leave the process group."""
     import torch.distributed as dist
+
     try:
         dist.barrier()
     except RuntimeError as err:
-        raise PeerFailed(f"another process failed before the end "
-                         f"({str(err).splitlines()[0][:200]})") from None
+        raise PeerFailed(
+            f"another process failed before the end ({str(err).splitlines()[0][:200]})"
+        ) from None
     dist.destroy_process_group()

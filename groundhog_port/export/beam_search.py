@@ -26,6 +26,7 @@ by groundhog-port's rule (groundhog_port/search/common.py ``select_cheapest``): 
 cheapest candidates, ties at the boundary kept by lowest flat index, NaN last, ordered by
 (cost, index) -- a stable argsort.  The set is argpartition's except under exact ties.
 """
+
 import argparse
 import json
 import logging
@@ -48,21 +49,25 @@ class OnnxTranslator:
 
     def __init__(self, export_dir, threads=1):
         import onnxruntime as ort
+
         self.dir = Path(export_dir)
         self.config = json.loads((self.dir / "config.json").read_text(encoding="utf-8"))
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        self.sessions = {key: ort.InferenceSession(str(self.dir / name), opts,
-                                                   providers=["CPUExecutionProvider"])
-                         for key, name in self.config["graphs"].items()}
+        self.sessions = {
+            key: ort.InferenceSession(
+                str(self.dir / name), opts, providers=["CPUExecutionProvider"]
+            )
+            for key, name in self.config["graphs"].items()
+        }
         s = self.config["search"]
         self.eos_id, self.unk_id = s["null_sym_target"], s["unk_sym_target"]
         v = self.config["vocabularies"]
         self.src_word2idx = v["source_word2idx"]
         self.src_idx2word = {int(i): w for i, w in v["source_idx2word"].items()}
         trg = {int(i): w for i, w in v["target_idx2word"].items()}
-        trg[s["null_sym_target"]] = "<eol>"     # LM_Model.load_dict (LM_model.py:221-225)
+        trg[s["null_sym_target"]] = "<eol>"  # LM_Model.load_dict (LM_model.py:221-225)
         trg[s["unk_sym_target"]] = s["oov"]
         self.trg_idx2word = trg
 
@@ -73,8 +78,11 @@ class OnnxTranslator:
         return outs[0], outs[1], (outs[2] if len(outs) > 2 else None)
 
     def _step_feed(self, c, p_from_c, step, words, states, word_name):
-        feed = {"c": c, word_name: np.asarray(words, dtype=np.int64),
-                "s_prev": np.ascontiguousarray(states, dtype=np.float32)}
+        feed = {
+            "c": c,
+            word_name: np.asarray(words, dtype=np.int64),
+            "s_prev": np.ascontiguousarray(states, dtype=np.float32),
+        }
         if p_from_c is not None:
             feed["p_from_c"] = p_from_c
         else:
@@ -83,11 +91,13 @@ class OnnxTranslator:
 
     def next_probs(self, c, p_from_c, step, y_prev, states):
         return self.sessions["next_probs"].run(
-            None, self._step_feed(c, p_from_c, step, y_prev, states, "y_prev"))[0]
+            None, self._step_feed(c, p_from_c, step, y_prev, states, "y_prev")
+        )[0]
 
     def next_states(self, c, p_from_c, step, y, states):
         return self.sessions["next_states"].run(
-            None, self._step_feed(c, p_from_c, step, y, states, "y"))[0]
+            None, self._step_feed(c, p_from_c, step, y, states, "y")
+        )[0]
 
     # -- text ----------------------------------------------------------------------------
     def parse_source(self, line):
@@ -124,8 +134,11 @@ class OnnxTranslator:
         for k in range(3 * len(seq)):
             if n_samples == 0:
                 break
-            last_words = (np.array([t[-1] for t in trans], dtype=np.int64) if k > 0
-                          else np.zeros(len(trans), dtype=np.int64))
+            last_words = (
+                np.array([t[-1] for t in trans], dtype=np.int64)
+                if k > 0
+                else np.zeros(len(trans), dtype=np.int64)
+            )
             probs = self.next_probs(c, p_from_c, k, last_words, states)
             # float32 log p (correctly rounded, as groundhog_port.search.common.legacy_log)
             with np.errstate(divide="ignore"):
@@ -180,10 +193,14 @@ class OnnxTranslator:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="sample.py --beam-search over the exported ONNX "
-                                "graphs (onnxruntime, CPU)")
-    p.add_argument("--model-dir", default=str(Path(__file__).resolve().parent),
-                   help="the export directory (default: this file's)")
+    p = argparse.ArgumentParser(
+        description="sample.py --beam-search over the exported ONNX graphs (onnxruntime, CPU)"
+    )
+    p.add_argument(
+        "--model-dir",
+        default=str(Path(__file__).resolve().parent),
+        help="the export directory (default: this file's)",
+    )
     p.add_argument("--beam-size", type=int, required=True)
     p.add_argument("--source", required=True, help="source sentences, one per line")
     p.add_argument("--trans", required=True, help="file to write the translations to")
@@ -202,12 +219,14 @@ def main(argv=None):
     out, total, failed = [], 0.0, []
     for n, line in enumerate(lines, 1):
         try:
-            sentence, cost = tr.translate_line(line, args.beam_size, args.ignore_unk,
-                                               args.normalize)
+            sentence, cost = tr.translate_line(
+                line, args.beam_size, args.ignore_unk, args.normalize
+            )
             total += cost
         except SearchFailed as err:
-            logger.error("line %d: the original sample.py fails here (%s); writing an empty "
-                         "line", n, err)
+            logger.error(
+                "line %d: the original sample.py fails here (%s); writing an empty line", n, err
+            )
             sentence = ""
             failed.append(n)
         out.append(sentence + "\n")

@@ -32,6 +32,7 @@ sigmoid has Theano's float32 cut-offs, the bigram term is multiplied by ``y_prev
 port's: float32 rounding noise, which ``test_export_onnx.py`` bounds with the port's
 derived bounds against the recordings.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,11 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model.config import GRCONV
 from ..errors import LegacyInputError
-from ..outputs import atomic_write_bytes, atomic_write_text
-from ..legacy.exported import architecture, encode_state, raw_target_idx2word
 from ..legacy.export_names import FORMAT_NAME, FORMAT_VERSION
+from ..legacy.exported import architecture, encode_state, raw_target_idx2word
+from ..model.config import GRCONV
+from ..outputs import atomic_write_bytes, atomic_write_text
 
 #: the ONNX operator set the graphs use (onnxruntime >= 1.14 runs it)
 OPSET = 17
@@ -61,6 +62,7 @@ class _Graph:
 
     def __init__(self, model, name):
         from onnx import TensorProto, helper
+
         self.helper, self.TensorProto = helper, TensorProto
         self.model, self.name = model, name
         self.nodes, self.initializers, self.inputs, self.outputs = [], {}, [], []
@@ -68,7 +70,7 @@ class _Graph:
 
     def fresh(self, hint):
         self._n += 1
-        return f"{self.name}/{hint}_{self._n}"     # unique across a graph and its bodies
+        return f"{self.name}/{hint}_{self._n}"  # unique across a graph and its bodies
 
     def op(self, op_type, *inputs, n_out=1, hint=None, **attrs):
         outs = [self.fresh(hint or op_type.lower()) for _ in range(n_out)]
@@ -77,6 +79,7 @@ class _Graph:
 
     def const(self, value, dtype=np.float32, hint="const"):
         from onnx import numpy_helper
+
         name = self.fresh(hint)
         self.initializers[name] = numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
         return name
@@ -84,6 +87,7 @@ class _Graph:
     def weight(self, path):
         """The parameter at ``path`` (its export name) as an initializer."""
         from onnx import numpy_helper
+
         if path not in self.initializers:
             a = self.model.get_parameter(path).detach().cpu().numpy().astype(np.float32)
             self.initializers[path] = numpy_helper.from_array(np.ascontiguousarray(a), path)
@@ -100,10 +104,15 @@ class _Graph:
     def proto(self):
         """The ``ModelProto`` (checked with ``onnx.checker``)."""
         import onnx
-        graph = self.helper.make_graph(self.nodes, self.name, self.inputs, self.outputs,
-                                       list(self.initializers.values()))
-        model = self.helper.make_model(graph, producer_name="groundhog-port",
-                                       opset_imports=[self.helper.make_opsetid("", OPSET)])
+
+        graph = self.helper.make_graph(
+            self.nodes, self.name, self.inputs, self.outputs, list(self.initializers.values())
+        )
+        model = self.helper.make_model(
+            graph,
+            producer_name="groundhog-port",
+            opset_imports=[self.helper.make_opsetid("", OPSET)],
+        )
         model.ir_version = IR_VERSION
         onnx.checker.check_model(model)
         return model
@@ -116,18 +125,24 @@ def activation(g, act, x):
         return x
     if act.name == "tanh":
         return g.op("Tanh", x)
-    if act.name == "sigmoid":        # 1 / (1 + exp(-x)), 0 below -88, 1 above 15
+    if act.name == "sigmoid":  # 1 / (1 + exp(-x)), 0 below -88, 1 above 15
         y = g.op("Div", g.const(1.0), g.op("Add", g.const(1.0), g.op("Exp", g.op("Neg", x))))
         y = g.op("Where", g.op("Greater", x, g.const(SIGMOID_HIGH)), g.const(1.0), y)
         return g.op("Where", g.op("Less", x, g.const(SIGMOID_LOW)), g.const(0.0), y)
-    if act.name == "maxout":         # consecutive groups of k inputs (encdec.py:541-558)
-        shape = g.op("Concat", g.op("Slice", g.op("Shape", x), g.const([0], np.int64),
-                                    g.const([-1], np.int64)),
-                     g.const([-1, act.k], np.int64), axis=0)
+    if act.name == "maxout":  # consecutive groups of k inputs (encdec.py:541-558)
+        shape = g.op(
+            "Concat",
+            g.op("Slice", g.op("Shape", x), g.const([0], np.int64), g.const([-1], np.int64)),
+            g.const([-1, act.k], np.int64),
+            axis=0,
+        )
         return g.op("ReduceMax", g.op("Reshape", x, shape), axes=[-1], keepdims=0)
-    conditions = {"relu": [("Greater", 0.0)], "hard_sigmoid": [("Greater", 0.0), ("Less", 1.0)],
-                  "hard_tanh": [("Greater", -1.0), ("Less", 1.0)]}[act.name]
-    for cmp, bound in conditions:    # x * (x > a) [* (x < b)], GroundHog's literal products
+    conditions = {
+        "relu": [("Greater", 0.0)],
+        "hard_sigmoid": [("Greater", 0.0), ("Less", 1.0)],
+        "hard_tanh": [("Greater", -1.0), ("Less", 1.0)],
+    }[act.name]
+    for cmp, bound in conditions:  # x * (x > a) [* (x < b)], GroundHog's literal products
         x = g.op("Mul", x, g.op("Cast", g.op(cmp, x, g.const(bound)), to=g.TensorProto.FLOAT))
     return x
 
@@ -140,8 +155,11 @@ def affine(g, x, path, bias=True):
 
 def embed(g, ids, path, act):
     """``act(W[ids] + b)``: the low-rank word embedding (``utils.dot`` on integers)."""
-    return activation(g, act, g.op("Add", g.op("Gather", g.weight(f"{path}.W"), ids, axis=0),
-                                   g.weight(f"{path}.b")))
+    return activation(
+        g,
+        act,
+        g.op("Add", g.op("Gather", g.weight(f"{path}.W"), ids, axis=0), g.weight(f"{path}.b")),
+    )
 
 
 def softmax_with_bias(g, z):
@@ -179,7 +197,7 @@ def _scan_direction(g, model, enc_path, rec, emb, reverse):
     x_z = affine(g, emb, f"{enc_path}.update_embedder", bias=False) if rec.gating else None
     x_r = affine(g, emb, f"{enc_path}.reset_embedder", bias=False) if rec.reseting else None
     body = _Graph(model, f"{enc_path}_step")
-    body.initializers = g.initializers          # weights are read from the outer scope
+    body.initializers = g.initializers  # weights are read from the outer scope
     F = g.TensorProto.FLOAT
     h = body.add_input("h_prev", F, [dim])
     xt = body.add_input("x_t", F, [dim])
@@ -191,9 +209,16 @@ def _scan_direction(g, model, enc_path, rec, emb, reverse):
     graph = g.helper.make_graph(body.nodes, body.name, body.inputs, body.outputs)
     scans = [v for v in (x, x_z, x_r) if v is not None]
     h0 = g.const(np.zeros(dim, np.float32), hint="h0")
-    _, states = g.op("Scan", h0, *scans, n_out=2, body=graph, num_scan_inputs=len(scans),
-                     scan_input_directions=[int(reverse)] * len(scans),
-                     scan_output_directions=[int(reverse)])
+    _, states = g.op(
+        "Scan",
+        h0,
+        *scans,
+        n_out=2,
+        body=graph,
+        num_scan_inputs=len(scans),
+        scan_input_directions=[int(reverse)] * len(scans),
+        scan_output_directions=[int(reverse)],
+    )
     return states
 
 
@@ -209,28 +234,52 @@ def _grconv_root(g, model, emb):
     body.add_input("iter", g.TensorProto.INT64, [])
     cond = body.add_input("cond_in", g.TensorProto.BOOL, [])
     level = body.add_input("level", F, ["S", dim])
-    zero_row = body.op("Mul", body.op("Slice", level, body.const([0], np.int64),
-                                      body.const([1], np.int64)), body.const(0.0))
-    left = body.op("Concat", zero_row, body.op("Slice", level, body.const([0], np.int64),
-                                               body.const([-1], np.int64)), axis=0)
-    new = body.op("Add", body.op("Add", body.op("MatMul", level, body.weight(f"{path}.W")),
-                                 body.op("MatMul", left, body.weight(f"{path}.U"))),
-                  body.weight(f"{path}.b"))
+    zero_row = body.op(
+        "Mul",
+        body.op("Slice", level, body.const([0], np.int64), body.const([1], np.int64)),
+        body.const(0.0),
+    )
+    left = body.op(
+        "Concat",
+        zero_row,
+        body.op("Slice", level, body.const([0], np.int64), body.const([-1], np.int64)),
+        axis=0,
+    )
+    new = body.op(
+        "Add",
+        body.op(
+            "Add",
+            body.op("MatMul", level, body.weight(f"{path}.W")),
+            body.op("MatMul", left, body.weight(f"{path}.U")),
+        ),
+        body.weight(f"{path}.b"),
+    )
     new = activation(body, rec.activation, new)
-    gates = softmax_with_bias(body, body.op(
-        "Add", body.op("Add", body.op("MatMul", left, body.weight(f"{path}.GU")),
-                       body.op("MatMul", level, body.weight(f"{path}.GW"))),
-        body.weight(f"{path}.Gb")))
+    gates = softmax_with_bias(
+        body,
+        body.op(
+            "Add",
+            body.op(
+                "Add",
+                body.op("MatMul", left, body.weight(f"{path}.GU")),
+                body.op("MatMul", level, body.weight(f"{path}.GW")),
+            ),
+            body.weight(f"{path}.Gb"),
+        ),
+    )
     w_new, w_left, w_right = body.op("Split", gates, axis=1, n_out=3)
-    out = body.op("Add", body.op("Add", body.op("Mul", new, w_new), body.op("Mul", left, w_left)),
-                  body.op("Mul", level, w_right))
+    out = body.op(
+        "Add",
+        body.op("Add", body.op("Mul", new, w_new), body.op("Mul", left, w_left)),
+        body.op("Mul", level, w_right),
+    )
     body.add_output(cond, "cond_out", g.TensorProto.BOOL, [])
     body.add_output(out, "level_out", F, ["S", dim])
     graph = g.helper.make_graph(body.nodes, body.name, body.inputs, body.outputs)
     n_levels = g.op("Sub", g.op("Shape", x, start=0, end=1), g.const([1], np.int64))
     trips = g.op("Squeeze", n_levels, g.const([0], np.int64))
     top = g.op("Loop", trips, g.const(True, np.bool_), x, body=graph)
-    return g.op("Slice", top, g.const([-1], np.int64), g.const([2 ** 62], np.int64))
+    return g.op("Slice", top, g.const([-1], np.int64), g.const([2**62], np.int64))
 
 
 def encoder_graph(model):
@@ -245,26 +294,29 @@ def encoder_graph(model):
     else:
         forward = _scan_direction(g, model, "encoder", cfg.enc, emb, reverse=False)
     n_rows = g.op("Shape", seq)
-    spread = lambda row: g.op("Expand", row, g.op("Concat", n_rows, g.const([cfg.dim], np.int64),
-                                                  axis=0))
+    spread = lambda row: g.op(
+        "Expand", row, g.op("Concat", n_rows, g.const([cfg.dim], np.int64), axis=0)
+    )
     parts = []
     if cfg.forward:
         parts.append(forward)
     if cfg.last_forward:
-        parts.append(spread(g.op("Slice", forward, g.const([-1], np.int64),
-                                 g.const([2 ** 62], np.int64))))
+        parts.append(
+            spread(g.op("Slice", forward, g.const([-1], np.int64), g.const([2**62], np.int64)))
+        )
     if cfg.needs_backward_encoder:
         backward = _scan_direction(g, model, "backward_encoder", cfg.back_enc, emb, reverse=True)
         if cfg.backward:
             parts.append(backward)
         if cfg.last_backward:
-            parts.append(spread(g.op("Slice", backward, g.const([0], np.int64),
-                                     g.const([1], np.int64))))
+            parts.append(
+                spread(g.op("Slice", backward, g.const([0], np.int64), g.const([1], np.int64)))
+            )
     c = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis=-1)
-    init_c = g.op("Slice", c, g.const([0, -cfg.dim], np.int64), g.const([1, 2 ** 62], np.int64))
+    init_c = g.op("Slice", c, g.const([0, -cfg.dim], np.int64), g.const([1, 2**62], np.int64))
     if cfg.bias_code:
         s0 = activation(g, cfg.dec_init_activ, affine(g, init_c, "decoder.initializer"))
-    else:                            # ZeroLayer (bias_code=False)
+    else:  # ZeroLayer (bias_code=False)
         s0 = g.const(np.zeros((1, cfg.dim), np.float32), hint="zero_state")
     g.add_output(c, "c", F, ["S", cfg.c_dim])
     g.add_output(s0, "init_state", F, [1, cfg.dim])
@@ -288,17 +340,27 @@ def context(g, cfg, c, p_from_c, step, s_prev):
     """``ctx (n, c_dim)``: attention (attention.align, exp-then-normalise without the
     maximum, encdec.py:299-345) or the fixed ``c[min(step, S-1)]`` (encdec.py:1023)."""
     if cfg.search:
-        p = g.op("Add", g.op("Unsqueeze", g.op("MatMul", s_prev, g.weight("decoder.B")),
-                             g.const([0], np.int64)),
-                 g.op("Unsqueeze", p_from_c, g.const([1], np.int64)))           # (S, n, dim)
-        score = g.op("Squeeze", g.op("MatMul", g.op("Tanh", p), g.weight("decoder.D")),
-                     g.const([2], np.int64))                                   # (S, n)
+        p = g.op(
+            "Add",
+            g.op(
+                "Unsqueeze", g.op("MatMul", s_prev, g.weight("decoder.B")), g.const([0], np.int64)
+            ),
+            g.op("Unsqueeze", p_from_c, g.const([1], np.int64)),
+        )  # (S, n, dim)
+        score = g.op(
+            "Squeeze",
+            g.op("MatMul", g.op("Tanh", p), g.weight("decoder.D")),
+            g.const([2], np.int64),
+        )  # (S, n)
         energy = g.op("Exp", score)
         alpha = g.op("Div", energy, g.op("ReduceSum", energy, g.const([0], np.int64), keepdims=1))
         return g.op("MatMul", g.op("Transpose", alpha, perm=[1, 0]), c)
-    last = g.op("Sub", g.op("Squeeze", g.op("Shape", c, start=0, end=1), g.const([0], np.int64)),
-                g.const(1, np.int64))
-    row = g.op("Gather", c, g.op("Min", step, last), axis=0)                   # (c_dim,)
+    last = g.op(
+        "Sub",
+        g.op("Squeeze", g.op("Shape", c, start=0, end=1), g.const([0], np.int64)),
+        g.const(1, np.int64),
+    )
+    row = g.op("Gather", c, g.op("Min", step, last), axis=0)  # (c_dim,)
     n = g.op("Shape", s_prev, start=0, end=1)
     return g.op("Expand", row, g.op("Concat", n, g.const([cfg.c_dim], np.int64), axis=0))
 
@@ -309,14 +371,18 @@ def next_probs_graph(model):
     g = _Graph(model, "decoder_next_probs")
     c, p_from_c, step, y_prev, s_prev = _step_inputs(g, cfg, "y_prev")
     ctx = context(g, cfg, c, p_from_c, step, s_prev)
-    t = g.op("Add", affine(g, ctx, "decoder.repr_readout", bias=False),
-             affine(g, s_prev, "decoder.hid_readout"))
+    t = g.op(
+        "Add",
+        affine(g, ctx, "decoder.repr_readout", bias=False),
+        affine(g, s_prev, "decoder.hid_readout"),
+    )
     if cfg.bigram:
         emb = embed(g, y_prev, "decoder.approx_embedder", cfg.rank_n_activ)
         term = affine(g, emb, "decoder.prev_readout", bias=False)
-        if cfg.check_first_word:     # the y_prev > 0 check of the one-step modes
-            first = g.op("Cast", g.op("Greater", y_prev, g.const(0, np.int64)),
-                         to=g.TensorProto.FLOAT)
+        if cfg.check_first_word:  # the y_prev > 0 check of the one-step modes
+            first = g.op(
+                "Cast", g.op("Greater", y_prev, g.const(0, np.int64)), to=g.TensorProto.FLOAT
+            )
             term = g.op("Mul", g.op("Unsqueeze", first, g.const([1], np.int64)), term)
         t = g.op("Add", t, term)
     if cfg.deep_out:
@@ -342,7 +408,7 @@ def next_states_graph(model):
     x_z = affine(g, emb, "decoder.update_embedder", bias=False) if rec.gating else None
     x_r = affine(g, emb, "decoder.reset_embedder", bias=False) if rec.reseting else None
     ctx = context(g, cfg, c, p_from_c, step, s_prev)
-    if cfg.decoding_inputs:          # Decoder.context_signals
+    if cfg.decoding_inputs:  # Decoder.context_signals
         x = g.op("Add", x, affine(g, ctx, "decoder.dec_inputter", bias=False))
         if x_z is not None:
             x_z = g.op("Add", x_z, affine(g, ctx, "decoder.dec_updater", bias=False))
@@ -359,10 +425,17 @@ GRAPHS = dict(zip(("encoder", "next_probs", "next_states"), GRAPH_FILES))
 
 def search_settings(state, cfg):
     """config.json "search": the ids and flags the driver's search and parsing read."""
-    keys = ("null_sym_source", "unk_sym_source", "n_sym_source", "null_sym_target",
-            "unk_sym_target", "oov")
-    return dict({k: state[k] for k in keys}, attention=bool(cfg.search),
-                grconv=cfg.enc.layer == GRCONV)
+    keys = (
+        "null_sym_source",
+        "unk_sym_source",
+        "n_sym_source",
+        "null_sym_target",
+        "unk_sym_target",
+        "oov",
+    )
+    return dict(
+        {k: state[k] for k in keys}, attention=bool(cfg.search), grconv=cfg.enc.layer == GRCONV
+    )
 
 
 def write_graphs(model, outdir):
@@ -378,8 +451,11 @@ def write_graphs(model, outdir):
 def onnx_config(exp):
     """``config.json`` of an ONNX export: what the driver needs (no torch, no pickle)."""
     return {
-        "format": FORMAT_NAME + "-onnx", "format_version": FORMAT_VERSION, "opset": OPSET,
-        "graphs": GRAPHS, "search": search_settings(exp.state, exp.cfg),
+        "format": FORMAT_NAME + "-onnx",
+        "format_version": FORMAT_VERSION,
+        "opset": OPSET,
+        "graphs": GRAPHS,
+        "search": search_settings(exp.state, exp.cfg),
         "state": encode_state(exp.state),
         "architecture": architecture(exp.cfg),
         "vocabularies": {
@@ -395,14 +471,17 @@ def write_onnx(exp, outdir):
     try:
         import onnx  # noqa: F401
     except ImportError:
-        raise LegacyInputError(None, "export --format onnx needs the onnx package: pip install "
-                                     "'groundhog-port[export]'") from None
+        raise LegacyInputError(
+            None,
+            "export --format onnx needs the onnx package: pip install 'groundhog-port[export]'",
+        ) from None
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = write_graphs(exp.model, outdir)
     cfg_path = outdir / "config.json"
-    atomic_write_text(cfg_path, json.dumps(onnx_config(exp), indent=1, ensure_ascii=False,
-                                           allow_nan=False) + "\n")
+    atomic_write_text(
+        cfg_path, json.dumps(onnx_config(exp), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    )
     driver = outdir / DRIVER_FILE
     shutil.copyfile(Path(__file__).with_name(DRIVER_FILE), driver)
     return paths + [cfg_path, driver]

@@ -73,30 +73,30 @@ Typical use::
     print(report.table()); report.ok
     report = check_case(case_dir)        # the same for a folder laid out like the fixtures
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence
 
 import torch
 
-from ..legacy import lookup
 from ..errors import LegacyInputError
-from .report import Context, Report, Rows
+from ..legacy import lookup
+from .groups.sampler import SAMPLER
 from .groups.scoring import BATCH, PAIRS, REPR
 from .groups.search import BEAM, STEPS
-from .groups.sampler import SAMPLER
-from .trace import Tolerance, TraceFile
 from .groups.train_step import TRAIN_STEP
+from .report import Context, Report, Rows
+from .trace import Tolerance, TraceFile
 
 #: the groups :func:`check` compares, by name, in report order
 GROUP_TABLE = {g.name: g for g in (REPR, PAIRS, BATCH, STEPS, SAMPLER, TRAIN_STEP, BEAM)}
 GROUPS = tuple(GROUP_TABLE)
 #: recorded groups the port cannot recompute yet (reported as NOT COVERED rows): none today
-NOT_COVERED: Dict[str, str] = {
-}
+NOT_COVERED: dict[str, str] = {}
 
 
 def _not_covered(tr: TraceFile, rows: Rows):
@@ -113,8 +113,16 @@ def count_work(tr: TraceFile, groups: Sequence[str], beam_labels=None) -> int:
     return sum(g.work(tr, beam_labels) for name, g in GROUP_TABLE.items() if name in groups)
 
 
-def check(exp, trace: TraceFile, *, groups: Sequence[str] = GROUPS, beam_labels=None,
-          source=None, target=None, progress=None) -> Report:
+def check(
+    exp,
+    trace: TraceFile,
+    *,
+    groups: Sequence[str] = GROUPS,
+    beam_labels=None,
+    source=None,
+    target=None,
+    progress=None,
+) -> Report:
     """Recompute what ``trace`` holds with ``exp`` (:class:`~groundhog_port.legacy.loading.Experiment`).
 
     ``groups``: a subset of :data:`GROUPS`; a group the trace does not hold is left out.
@@ -127,11 +135,12 @@ def check(exp, trace: TraceFile, *, groups: Sequence[str] = GROUPS, beam_labels=
     groups = tuple(groups)
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
-        raise LegacyInputError(None, f"unknown parity group(s) {', '.join(unknown)} "
-                                     f"(known: {', '.join(GROUPS)})")
+        raise LegacyInputError(
+            None, f"unknown parity group(s) {', '.join(unknown)} (known: {', '.join(GROUPS)})"
+        )
     ctx = Context(exp, trace, source, target, progress, beam_labels)
     rows = Rows()
-    seconds: Dict[str, float] = {}
+    seconds: dict[str, float] = {}
     with torch.no_grad():
         for name, group in GROUP_TABLE.items():
             if name not in groups or not group.present(trace):
@@ -141,8 +150,12 @@ def check(exp, trace: TraceFile, *, groups: Sequence[str] = GROUPS, beam_labels=
             seconds[name] = time.perf_counter() - t0
     rows.finish()
     _not_covered(trace, rows)
-    return Report(list(rows.rows.values()), trace=str(trace.path), case=trace.attrs.get("case"),
-                  seconds=seconds)
+    return Report(
+        list(rows.rows.values()),
+        trace=str(trace.path),
+        case=trace.attrs.get("case"),
+        seconds=seconds,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -156,16 +169,17 @@ class CaseFiles:
     state: Path
     model: Path
     trace: Path
-    source: Optional[Path]
-    target: Optional[Path]
+    source: Path | None
+    target: Path | None
 
     @property
     def name(self) -> str:
         return self.dir.name
 
 
-def find_case(case_dir, state=None, model=None, trace=None, source=None, target=None,
-              data_dirs=()) -> CaseFiles:
+def find_case(
+    case_dir, state=None, model=None, trace=None, source=None, target=None, data_dirs=()
+) -> CaseFiles:
     """Locate ``*_state.pkl``, the matching ``*_model.npz``, ``trace.h5`` in ``case_dir`` and
     the test files (named by the trace's ``test_src_file``/``test_trg_file`` attributes,
     default ``test.en``/``test.fr``) there or in ``data_dirs`` (:func:`groundhog_port.legacy.lookup.
@@ -176,9 +190,12 @@ def find_case(case_dir, state=None, model=None, trace=None, source=None, target=
     if state is None:
         found = sorted(d.glob("*state.pkl"))
         if len(found) != 1:
-            raise LegacyInputError(d, f"expected one *_state.pkl in the case directory, found "
-                                      f"{len(found)}" + (f" ({', '.join(p.name for p in found)}); pass --state"
-                                                         if found else ""))
+            raise LegacyInputError(
+                d,
+                f"expected one *_state.pkl in the case directory, found "
+                f"{len(found)}"
+                + (f" ({', '.join(p.name for p in found)}); pass --state" if found else ""),
+            )
         state = found[0]
     state = Path(state)
     if model is None:
@@ -187,8 +204,11 @@ def find_case(case_dir, state=None, model=None, trace=None, source=None, target=
         if cand is None or not cand.is_file():
             found = sorted(p for p in d.glob("*model.npz"))
             if len(found) != 1:
-                raise LegacyInputError(d, f"expected {cand.name if cand else '*_model.npz'} in the case "
-                                          "directory; pass --model")
+                raise LegacyInputError(
+                    d,
+                    f"expected {cand.name if cand else '*_model.npz'} in the case "
+                    "directory; pass --model",
+                )
             cand = found[0]
         model = cand
     trace = Path(trace) if trace is not None else d / "trace.h5"
@@ -200,14 +220,22 @@ def find_case(case_dir, state=None, model=None, trace=None, source=None, target=
             source = lookup.find_named(src_name, d, data_dirs)
         if target is None:
             target = lookup.find_named(trg_name, d, data_dirs)
-    return CaseFiles(d, state, Path(model), trace, None if source is None else Path(source),
-                     None if target is None else Path(target))
+    return CaseFiles(
+        d,
+        state,
+        Path(model),
+        trace,
+        None if source is None else Path(source),
+        None if target is None else Path(target),
+    )
 
 
 def _test_file_names(trace_path):
     with TraceFile(trace_path) as tr:
-        return (str(tr.attrs.get("test_src_file") or "test.en"),
-                str(tr.attrs.get("test_trg_file") or "test.fr"))
+        return (
+            str(tr.attrs.get("test_src_file") or "test.en"),
+            str(tr.attrs.get("test_trg_file") or "test.fr"),
+        )
 
 
 def test_files_near(trace_path):
@@ -218,8 +246,15 @@ def test_files_near(trace_path):
     return ((d / src) if (d / src).is_file() else None, (d / trg) if (d / trg).is_file() else None)
 
 
-def check_case(case_dir, *, groups: Sequence[str] = GROUPS, beam_labels=None, device="cpu",
-               progress=None, changes="") -> Report:
+def check_case(
+    case_dir,
+    *,
+    groups: Sequence[str] = GROUPS,
+    beam_labels=None,
+    device="cpu",
+    progress=None,
+    changes="",
+) -> Report:
     """:func:`check` on a case folder (:func:`find_case`); vocabularies are looked up there."""
     from ..legacy.loading import open_experiment
 
@@ -227,7 +262,14 @@ def check_case(case_dir, *, groups: Sequence[str] = GROUPS, beam_labels=None, de
     files = find_case(case_dir, data_dirs=dirs)
     exp = open_experiment(files.state, files.model, changes, data_dir=dirs, device=device)
     with TraceFile(files.trace) as tr:
-        report = check(exp, tr, groups=groups, beam_labels=beam_labels, source=files.source,
-                       target=files.target, progress=progress)
+        report = check(
+            exp,
+            tr,
+            groups=groups,
+            beam_labels=beam_labels,
+            source=files.source,
+            target=files.target,
+            progress=progress,
+        )
     report.case = report.case or files.name
     return report

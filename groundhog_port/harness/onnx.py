@@ -13,6 +13,7 @@ with ``p64`` the port's float64 shadow and ``noise`` from its float32 probe
 noise kind of each quantity is the one :data:`groundhog_port.harness.trace.TOLERANCES` gives it.
 The graphs run on their own float32 annotations (the ONNX path as a user runs it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,9 +25,12 @@ from . import tolerance as tol
 from .trace import tolerance_for
 
 #: quantity -> the trace path whose tolerance (noise kind) it uses
-QUANTITIES = {"repr/c": "repr/0/c", "repr/init_states": "repr/0/init_states",
-              "steps/next_probs": "steps/0/000/next_probs",
-              "steps/next_states": "steps/0/000/next_states"}
+QUANTITIES = {
+    "repr/c": "repr/0/c",
+    "repr/init_states": "repr/0/init_states",
+    "steps/next_probs": "steps/0/000/next_probs",
+    "steps/next_states": "steps/0/000/next_states",
+}
 
 
 @dataclass
@@ -34,6 +38,7 @@ class OnnxRow:
     """One quantity: values compared, failures, the worst error / bound (either rule) and
     the largest ``|onnx - recorded|`` (``max_err``), ``|onnx - p64|`` (``max_own``) and
     allowed bound seen."""
+
     quantity: str
     kind: str
     n: int = 0
@@ -63,7 +68,7 @@ class OnnxRow:
         if fin.any():
             self.max_vs_recorded = max(self.max_vs_recorded, float(diff[fin].max()))
         kind = tol.KINDS[self.kind]
-        if onnx.size >= tol.POOL_MIN:            # its own noise pool, as parity.compare_values
+        if onnx.size >= tol.POOL_MIN:  # its own noise pool, as parity.compare_values
             self._account(where, tol.compare(recorded, onnx, port64, kind, probe=probe))
         else:
             if self._pool is None:
@@ -81,8 +86,9 @@ class OnnxRow:
         if ratio >= self.worst_ratio:
             self.worst_ratio, self.worst_where = ratio, where
         if res.n_bad:
-            self.notes.append(f"{where}: {res.n_bad} values out of bounds (worst err/allowed "
-                              f"{ratio:.3g})")
+            self.notes.append(
+                f"{where}: {res.n_bad} values out of bounds (worst err/allowed {ratio:.3g})"
+            )
 
     def finish(self):
         if self._pool is not None:
@@ -96,16 +102,20 @@ class OnnxRow:
         return self.n_bad == 0 and self.n > 0
 
     def line(self):
-        return (f"{self.quantity:18s} {self.kind:4s} n={self.n:<7d} bad={self.n_bad} "
-                f"max|onnx-exact|={self.max_own:.3g} worst err/allowed={self.worst_ratio:.3g} "
-                f"({self.worst_where}) max|onnx-recorded|={self.max_vs_recorded:.3g}")
+        return (
+            f"{self.quantity:18s} {self.kind:4s} n={self.n:<7d} bad={self.n_bad} "
+            f"max|onnx-exact|={self.max_own:.3g} worst err/allowed={self.worst_ratio:.3g} "
+            f"({self.worst_where}) max|onnx-recorded|={self.max_vs_recorded:.3g}"
+        )
 
 
 def _np(t):
     return t.detach().cpu().numpy()
 
 
-def check_onnx(model, translator, trace, repr_indices=None, steps_indices=None) -> dict[str, OnnxRow]:
+def check_onnx(
+    model, translator, trace, repr_indices=None, steps_indices=None
+) -> dict[str, OnnxRow]:
     """Rows of :data:`QUANTITIES` for the ONNX graphs of ``translator``
     (:class:`~groundhog_port.export.beam_search.OnnxTranslator`) against ``trace``
     (:class:`~groundhog_port.harness.trace.TraceFile`); ``model`` is the port's model of the same
@@ -114,15 +124,16 @@ def check_onnx(model, translator, trace, repr_indices=None, steps_indices=None) 
     ref = {"p64": model.float64_shadow(), "probe": model.float32_probe()}
     f64 = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float64)
     i64 = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.int64)
-    for i in (trace.repr_indices() if repr_indices is None else repr_indices):
+    for i in trace.repr_indices() if repr_indices is None else repr_indices:
         rec = trace.repr(i)
         c = {n: m.encode(rec["seq"]) for n, m in ref.items()}
         s0 = {n: _np(m.initial_states(c[n])) for n, m in ref.items()}
         oc, os0, _ = translator.encode(rec["seq"])
         rows["repr/c"].add(f"repr/{i}/c", oc, _np(c["p64"]), _np(c["probe"]), rec["c"])
-        rows["repr/init_states"].add(f"repr/{i}/init_states", os0, s0["p64"], s0["probe"],
-                                     rec["init_states"])
-    for i in (trace.steps_indices() if steps_indices is None else steps_indices):
+        rows["repr/init_states"].add(
+            f"repr/{i}/init_states", os0, s0["p64"], s0["probe"], rec["init_states"]
+        )
+    for i in trace.steps_indices() if steps_indices is None else steps_indices:
         ss = trace.steps(i)
         c = {n: m.encode(ss.seq) for n, m in ref.items()}
         pfc = {n: m.p_from_c(c[n]) for n, m in ref.items()}
@@ -130,15 +141,24 @@ def check_onnx(model, translator, trace, repr_indices=None, steps_indices=None) 
         for n, st in enumerate(ss.steps):
             where, k = f"steps/{i}/{n:03d}", int(st["k"])
             words, states = st["last_words"], np.asarray(st["states_in"])[0]
-            probs = {r: _np(m.next_probs(c[r], pfc[r], k, i64(words), f64(states)))
-                     for r, m in ref.items()}
-            rows["steps/next_probs"].add(f"{where}/next_probs",
-                                         translator.next_probs(oc, opfc, k, words, states),
-                                         probs["p64"], probs["probe"], st["next_probs"])
+            probs = {
+                r: _np(m.next_probs(c[r], pfc[r], k, i64(words), f64(states)))
+                for r, m in ref.items()
+            }
+            rows["steps/next_probs"].add(
+                f"{where}/next_probs",
+                translator.next_probs(oc, opfc, k, words, states),
+                probs["p64"],
+                probs["probe"],
+                st["next_probs"],
+            )
             words, gathered = st["word_indices"], np.asarray(st["states_gathered"])[0]
-            ns = {r: _np(m.next_states(c[r], pfc[r], k, i64(words), f64(gathered)))[None]
-                  for r, m in ref.items()}
+            ns = {
+                r: _np(m.next_states(c[r], pfc[r], k, i64(words), f64(gathered)))[None]
+                for r, m in ref.items()
+            }
             onx = translator.next_states(oc, opfc, k, words, gathered)
-            rows["steps/next_states"].add(f"{where}/next_states", onx[None], ns["p64"],
-                                          ns["probe"], st["next_states"])
+            rows["steps/next_states"].add(
+                f"{where}/next_states", onx[None], ns["p64"], ns["probe"], st["next_states"]
+            )
     return {q: r.finish() for q, r in rows.items()}

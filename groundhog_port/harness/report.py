@@ -15,19 +15,20 @@ is ``|port - recorded| / |recorded|`` over those whose recorded value is not 0; 
 values must match as a pattern (same positions, same nan / +inf / -inf) for every float
 rule.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..legacy.data import read_text_lines
 from ..errors import LegacyInputError
+from ..legacy.data import read_text_lines
 from ..outputs import atomic_write_text
 from . import tolerance as tolmod
 from .trace import Tolerance, TraceFile, tolerance_for
@@ -35,7 +36,6 @@ from .trace import Tolerance, TraceFile, tolerance_for
 PASS, FAIL, NOT_COVERED_STATUS = "PASS", "FAIL", "NOT COVERED"
 #: status of the trace self-check rows (recorded data against recorded data)
 CONSISTENT, INCONSISTENT = "CONSISTENT", "INCONSISTENT"
-
 
 
 # --------------------------------------------------------------------------------------
@@ -70,24 +70,24 @@ class Row:
     quantity: str
     tolerance: Tolerance
     n: int = 0
-    max_abs: Optional[float] = None     # None: nothing numeric compared (sequences, strings)
-    max_rel: Optional[float] = None
+    max_abs: float | None = None  # None: nothing numeric compared (sequences, strings)
+    max_rel: float | None = None
     n_bad: int = 0
-    worst: Optional[str] = None         # dataset path + index of the worst element
+    worst: str | None = None  # dataset path + index of the worst element
     covered: bool = True
     self_check: bool = False
-    notes: List[str] = field(default_factory=list)
-    product: str = ""                   # the user-facing function whose output is compared
-    noise_max: Optional[float] = None   # max |port32 - float64 shadow| (the float32 self-check)
-    direct_max_abs: Optional[float] = None   # max |recorded - float64 shadow| (Theano's own error)
-    worst_err: Optional[float] = None
-    worst_allowed: Optional[float] = None
-    worst_noise: Optional[float] = None
-    worst_ratio: Optional[float] = None
-    sigma_max: Optional[float] = None   # the largest pooled noise scale (tolerance eq. 4)
-    max_units: Optional[float] = None   # max (err - quantum) / noise: the K this row needed
+    notes: list[str] = field(default_factory=list)
+    product: str = ""  # the user-facing function whose output is compared
+    noise_max: float | None = None  # max |port32 - float64 shadow| (the float32 self-check)
+    direct_max_abs: float | None = None  # max |recorded - float64 shadow| (Theano's own error)
+    worst_err: float | None = None
+    worst_allowed: float | None = None
+    worst_noise: float | None = None
+    worst_ratio: float | None = None
+    sigma_max: float | None = None  # the largest pooled noise scale (tolerance eq. 4)
+    max_units: float | None = None  # max (err - quantum) / noise: the K this row needed
     _worst_score: float = field(default=-1.0, repr=False)
-    _pool: Optional[tolmod.Pool] = field(default=None, repr=False)
+    _pool: tolmod.Pool | None = field(default=None, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -102,7 +102,7 @@ class Row:
         return PASS if self.passed else FAIL
 
     @property
-    def max_ratio(self) -> Optional[float]:
+    def max_ratio(self) -> float | None:
         """The largest error / bound of the row (tolerance eqs. 1-2; > 1 fails)."""
         return self.worst_ratio
 
@@ -116,7 +116,7 @@ class Row:
     def _candidate(self, score, where):
         if score > self._worst_score:
             self._worst_score, self.worst = score, where
-            if math.isinf(score):       # a mismatch: no bound can hold it
+            if math.isinf(score):  # a mismatch: no bound can hold it
                 self.worst_ratio = score
             return True
         return False
@@ -146,18 +146,30 @@ class Row:
         return tolerance_text(self.tolerance)
 
     def as_dict(self) -> dict:
-        return {"group": self.group, "quantity": self.quantity, "product": self.product, "n": self.n,
-                "max_abs_err": _json_float(self.max_abs), "max_rel_err": _json_float(self.max_rel),
-                "float32_noise": _json_float(self.noise_max),
-                "max_abs_err_recorded_vs_float64": _json_float(self.direct_max_abs),
-                "max_error_bound_ratio": _json_float(self.worst_ratio),
-                "worst_err": _json_float(self.worst_err), "worst_allowed": _json_float(self.worst_allowed),
-                "worst_noise": _json_float(self.worst_noise), "sigma_max": _json_float(self.sigma_max),
-                "max_noise_units": _json_float(self.max_units),
-                "tolerance": self.tolerance_text, "tolerance_note": self.tolerance.note,
-                "self_check": self.self_check,
-                "status": self.status, "passed": self.passed if self.covered else None,
-                "n_bad": self.n_bad, "worst": self.worst, "notes": list(self.notes)}
+        return {
+            "group": self.group,
+            "quantity": self.quantity,
+            "product": self.product,
+            "n": self.n,
+            "max_abs_err": _json_float(self.max_abs),
+            "max_rel_err": _json_float(self.max_rel),
+            "float32_noise": _json_float(self.noise_max),
+            "max_abs_err_recorded_vs_float64": _json_float(self.direct_max_abs),
+            "max_error_bound_ratio": _json_float(self.worst_ratio),
+            "worst_err": _json_float(self.worst_err),
+            "worst_allowed": _json_float(self.worst_allowed),
+            "worst_noise": _json_float(self.worst_noise),
+            "sigma_max": _json_float(self.sigma_max),
+            "max_noise_units": _json_float(self.max_units),
+            "tolerance": self.tolerance_text,
+            "tolerance_note": self.tolerance.note,
+            "self_check": self.self_check,
+            "status": self.status,
+            "passed": self.passed if self.covered else None,
+            "n_bad": self.n_bad,
+            "worst": self.worst,
+            "notes": list(self.notes),
+        }
 
 
 def _json_float(x):
@@ -201,14 +213,26 @@ def compare_exact(row: Row, where: str, got, want):
         row.n_bad += n_bad
         first = np.argwhere(bad)[0] if want.ndim else ()
         row._candidate(math.inf, where + _index_text(first))
-        row.note(f"{where}{_index_text(first)}: port {got[tuple(first)]!r}, recorded "
-                 f"{want[tuple(first)]!r}" + (f" ({n_bad} elements differ)" if n_bad > 1 else ""))
+        row.note(
+            f"{where}{_index_text(first)}: port {got[tuple(first)]!r}, recorded "
+            f"{want[tuple(first)]!r}" + (f" ({n_bad} elements differ)" if n_bad > 1 else "")
+        )
     else:
         row._candidate(0.0, where)
 
 
-def compare_values(row: Row, where: str, port32, port64, recorded, probe=None, magnitude_of=None,
-                   quantum=None, poolable=None, n_terms=None):
+def compare_values(
+    row: Row,
+    where: str,
+    port32,
+    port64,
+    recorded,
+    probe=None,
+    magnitude_of=None,
+    quantum=None,
+    poolable=None,
+    n_terms=None,
+):
     """A floating-point quantity under the derived bound of :mod:`groundhog_port.harness.tolerance`.
 
     ``port32``: the product's float32 output (what is compared with ``recorded``),
@@ -224,14 +248,19 @@ def compare_values(row: Row, where: str, port32, port64, recorded, probe=None, m
     p, q = np.asarray(port32), np.asarray(port64)
     d = q if probe is None else np.asarray(probe)
     if p.shape != r.shape or q.shape != r.shape or d.shape != r.shape:
-        row.mismatch(where, f"product output of shape {p.shape}, recorded {r.shape}", max(1, r.size))
+        row.mismatch(
+            where, f"product output of shape {p.shape}, recorded {r.shape}", max(1, r.size)
+        )
         return
     if r.size == 0:
         return
     scale, n_pool = tolmod.pooled_scale(q, kind, d, magnitude_of, poolable)
     if n_pool >= tolmod.POOL_MIN:
-        account(row, where, tolmod.judge(r, p, q, kind, scale, n_pool, d, magnitude_of, quantum,
-                                          n_terms=n_terms))
+        account(
+            row,
+            where,
+            tolmod.judge(r, p, q, kind, scale, n_pool, d, magnitude_of, quantum, n_terms=n_terms),
+        )
         return
     if row._pool is None:
         row._pool = tolmod.Pool(kind)
@@ -246,10 +275,13 @@ def account(row: Row, where: str, res: tolmod.Comparison):
     if fin.any():
         absr = np.abs(r)
         nz = fin & (absr > 0)
-        row._errs(float(res.err[fin].max()),
-                  float((res.err[nz] / absr[nz]).max()) if nz.any() else None)
+        row._errs(
+            float(res.err[fin].max()), float((res.err[nz] / absr[nz]).max()) if nz.any() else None
+        )
         theano = float(res.theano[fin].max())
-        row.direct_max_abs = theano if row.direct_max_abs is None else max(row.direct_max_abs, theano)
+        row.direct_max_abs = (
+            theano if row.direct_max_abs is None else max(row.direct_max_abs, theano)
+        )
         row.sigma_max = res.scale if row.sigma_max is None else max(row.sigma_max, res.scale)
         own = float(res.own[fin].max())
         row.noise_max = own if row.noise_max is None else max(row.noise_max, own)
@@ -271,17 +303,24 @@ def account(row: Row, where: str, res: tolmod.Comparison):
     if n_bad:
         row.n_bad += n_bad
         own_bad = bool(res.own_bad.ravel()[flat])
-        what = (f"|product - float64 shadow| {float(res.own.ravel()[flat]):.3g} > allowed "
-                f"{float(res.own_allowed.ravel()[flat]):.3g} (float32 arithmetic cannot be that far "
-                "off its exact value)" if own_bad else
-                f"|product - recorded| {float(res.err.ravel()[flat]):.3g} > allowed "
-                f"{float(res.allowed.ravel()[flat]):.3g}")
-        row.note(f"{where}{_index_text(idx)}: product {float(p.ravel()[flat])!r}, recorded "
-                 f"{float(r.ravel()[flat])!r}, {what} (float32 noise {float(res.noise.ravel()[flat]):.3g})"
-                 + (f" ({n_bad} elements out of bounds)" if n_bad > 1 else ""))
+        what = (
+            f"|product - float64 shadow| {float(res.own.ravel()[flat]):.3g} > allowed "
+            f"{float(res.own_allowed.ravel()[flat]):.3g} (float32 arithmetic cannot be that far "
+            "off its exact value)"
+            if own_bad
+            else f"|product - recorded| {float(res.err.ravel()[flat]):.3g} > allowed "
+            f"{float(res.allowed.ravel()[flat]):.3g}"
+        )
+        row.note(
+            f"{where}{_index_text(idx)}: product {float(p.ravel()[flat])!r}, recorded "
+            f"{float(r.ravel()[flat])!r}, {what} (float32 noise {float(res.noise.ravel()[flat]):.3g})"
+            + (f" ({n_bad} elements out of bounds)" if n_bad > 1 else "")
+        )
 
 
-def compare_sequences(row: Row, where: str, got: Sequence[Sequence[int]], want: Sequence[Sequence[int]]):
+def compare_sequences(
+    row: Row, where: str, got: Sequence[Sequence[int]], want: Sequence[Sequence[int]]
+):
     """Lists of token sequences compared with ``==`` (n counts sequences)."""
     got = [tuple(int(t) for t in s) for s in got]
     want = [tuple(int(t) for t in s) for s in want]
@@ -293,11 +332,17 @@ def compare_sequences(row: Row, where: str, got: Sequence[Sequence[int]], want: 
         row._candidate(math.inf, f"{where}[{j}]")
         a = got[j] if j < len(got) else "(none)"
         b = want[j] if j < len(want) else "(none)"
-        row.note(f"{where}[{j}]: port {a}, recorded {b}"
-                 + (f"; port has {len(got)} hypotheses, recorded {len(want)}" if len(got) != len(want) else ""))
+        row.note(
+            f"{where}[{j}]: port {a}, recorded {b}"
+            + (
+                f"; port has {len(got)} hypotheses, recorded {len(want)}"
+                if len(got) != len(want)
+                else ""
+            )
+        )
 
 
-def compare_text(row: Row, where: str, got: Optional[str], want: Optional[str]):
+def compare_text(row: Row, where: str, got: str | None, want: str | None):
     row.n += 1
     if got != want:
         row.n_bad += 1
@@ -305,8 +350,17 @@ def compare_text(row: Row, where: str, got: Optional[str], want: Optional[str]):
         row.note(f"{where}: port {got!r}, recorded {want!r}")
 
 
-def compare_costs_by_hypothesis(row: Row, where: str, got_trans, got_costs, got_costs64, want_trans,
-                                want_costs, lengths_as_terms=True, got_costs_probe=None):
+def compare_costs_by_hypothesis(
+    row: Row,
+    where: str,
+    got_trans,
+    got_costs,
+    got_costs64,
+    want_trans,
+    want_costs,
+    lengths_as_terms=True,
+    got_costs_probe=None,
+):
     """Costs of the same hypotheses: positionally when both lists agree, else matched by tokens
     (a hypothesis missing on one side counts as a mismatch).  ``got_costs64``: the float64
     shadow's costs of the port's hypotheses; the noise magnitude is the hypothesis length
@@ -325,8 +379,15 @@ def compare_costs_by_hypothesis(row: Row, where: str, got_trans, got_costs, got_
             missing += 1
     if matched:
         p32, p64, pp, rec, m = (np.asarray(x, dtype=np.float64) for x in zip(*matched))
-        compare_values(row, where if g == w else where + "(matched by hypothesis)", p32, p64, rec,
-                       probe=pp, magnitude_of=m)
+        compare_values(
+            row,
+            where if g == w else where + "(matched by hypothesis)",
+            p32,
+            p64,
+            rec,
+            probe=pp,
+            magnitude_of=m,
+        )
     if missing:
         row.mismatch(where, f"{missing} recorded hypotheses not found by the port", missing)
 
@@ -355,10 +416,10 @@ def same_error(port_message: str, recorded: str) -> bool:
 class Report:
     """All rows of one parity run (:func:`check`)."""
 
-    rows: List[Row]
+    rows: list[Row]
     trace: str = ""
-    case: Optional[str] = None
-    seconds: Dict[str, float] = field(default_factory=dict)
+    case: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -367,18 +428,18 @@ class Report:
         return all(r.passed for r in self.rows if r.covered)
 
     @property
-    def failed(self) -> List[Row]:
+    def failed(self) -> list[Row]:
         """Port quantities out of bounds (self-check rows not included)."""
         return [r for r in self.rows if r.covered and not r.passed and not r.self_check]
 
     @property
-    def uncovered(self) -> List[Row]:
+    def uncovered(self) -> list[Row]:
         """NOT COVERED rows: what the recording cannot tell apart (``parity`` exits 1 on
         them unless ``--allow-uncovered``)."""
         return [r for r in self.rows if not r.covered]
 
     @property
-    def inconsistent(self) -> List[Row]:
+    def inconsistent(self) -> list[Row]:
         """Trace self-checks that failed (the recording contradicts itself)."""
         return [r for r in self.rows if r.self_check and not r.passed]
 
@@ -386,7 +447,7 @@ class Report:
     def n_compared(self) -> int:
         return sum(r.n for r in self.rows if r.covered and not r.self_check)
 
-    def group(self, name: str) -> List[Row]:
+    def group(self, name: str) -> list[Row]:
         return [r for r in self.rows if r.group == name]
 
     def table(self, notes: bool = True, float64_reference: bool = False) -> str:
@@ -408,14 +469,27 @@ class Report:
         def cells(r):
             result = r.status
             if r.status in (FAIL, INCONSISTENT):
-                result += f" ({r.n_bad} bad; worst {r.worst}" + (f"; product: {r.product}" if r.product
-                                                                  else "") + ")"
+                result += (
+                    f" ({r.n_bad} bad; worst {r.worst}"
+                    + (f"; product: {r.product}" if r.product else "")
+                    + ")"
+                )
             elif not r.covered:
                 result += f" ({r.notes[0]})" if r.notes else ""
-            out = [r.quantity, str(r.n) if r.covered else "-", _fmt(r.max_abs), _fmt(r.max_rel),
-                   _fmt(r.worst_ratio), r.tolerance_text if r.covered else "-"]
+            out = [
+                r.quantity,
+                str(r.n) if r.covered else "-",
+                _fmt(r.max_abs),
+                _fmt(r.max_rel),
+                _fmt(r.worst_ratio),
+                r.tolerance_text if r.covered else "-",
+            ]
             if float64_reference:
-                ratio = "-" if r.worst_allowed is None else f"{_fmt(r.worst_err)}/{_fmt(r.worst_allowed)}"
+                ratio = (
+                    "-"
+                    if r.worst_allowed is None
+                    else f"{_fmt(r.worst_err)}/{_fmt(r.worst_allowed)}"
+                )
                 out += [_fmt(r.noise_max), ratio, _fmt(r.direct_max_abs)]
             return out + [result]
 
@@ -428,11 +502,15 @@ class Report:
         lines += [fmt(c) for c in body]
         n_fail = len(self.failed)
         n_cov = sum(1 for r in port_rows if r.covered)
-        lines.append(f"{n_cov - n_fail}/{n_cov} quantities pass"
-                     + (f", {n_fail} FAIL" if n_fail else "")
-                     + (f", {len(port_rows) - n_cov} NOT COVERED" if n_cov < len(port_rows) else ""))
+        lines.append(
+            f"{n_cov - n_fail}/{n_cov} quantities pass"
+            + (f", {n_fail} FAIL" if n_fail else "")
+            + (f", {len(port_rows) - n_cov} NOT COVERED" if n_cov < len(port_rows) else "")
+        )
         if checks:
-            lines.append("trace self-checks (recorded data against recorded data, not port results):")
+            lines.append(
+                "trace self-checks (recorded data against recorded data, not port results):"
+            )
             lines += [fmt(c) for c in extra]
         if notes:
             for r in self.failed + self.inconsistent:
@@ -441,9 +519,14 @@ class Report:
         return "\n".join(lines)
 
     def as_dict(self) -> dict:
-        return {"trace": self.trace, "case": self.case, "ok": self.ok,
-                "n_compared": self.n_compared, "seconds": dict(self.seconds),
-                "rows": [r.as_dict() for r in self.rows]}
+        return {
+            "trace": self.trace,
+            "case": self.case,
+            "ok": self.ok,
+            "n_compared": self.n_compared,
+            "seconds": dict(self.seconds),
+            "rows": [r.as_dict() for r in self.rows],
+        }
 
     def to_json(self, path=None) -> str:
         text = json.dumps(self.as_dict(), indent=2, allow_nan=False, ensure_ascii=False)
@@ -459,13 +542,20 @@ class Rows:
     """Rows of a report, created on first use in a fixed order."""
 
     def __init__(self):
-        self.rows: Dict[str, Row] = {}
+        self.rows: dict[str, Row] = {}
 
-    def get(self, group: str, quantity: str, tol_path: Optional[str] = None,
-            tol: Optional[Tolerance] = None, self_check: bool = False) -> Row:
+    def get(
+        self,
+        group: str,
+        quantity: str,
+        tol_path: str | None = None,
+        tol: Tolerance | None = None,
+        self_check: bool = False,
+    ) -> Row:
         if quantity not in self.rows:
-            self.rows[quantity] = Row(group, quantity, tol or tolerance_for(tol_path or quantity),
-                                      self_check=self_check)
+            self.rows[quantity] = Row(
+                group, quantity, tol or tolerance_for(tol_path or quantity), self_check=self_check
+            )
         return self.rows[quantity]
 
     def finish(self):
@@ -489,7 +579,7 @@ class Context:
         self.source, self.target = source, target
         self.src_lines = read_text_lines(source) if source is not None else None
         self.trg_lines = read_text_lines(target) if target is not None else None
-        self._seq_cache: Dict[int, np.ndarray] = {}
+        self._seq_cache: dict[int, np.ndarray] = {}
 
     def t(self, a, dtype=None):
         return torch.as_tensor(np.asarray(a), dtype=dtype, device=self.device)
@@ -498,21 +588,25 @@ class Context:
         if self.progress is not None:
             self.progress.update(n)
 
-    def src_line(self, i: int) -> Optional[str]:
+    def src_line(self, i: int) -> str | None:
         if self.src_lines is not None:
             if i >= len(self.src_lines):
-                raise LegacyInputError(self.source, f"the trace has sentence {i} but the file has only "
-                                                    f"{len(self.src_lines)} lines")
+                raise LegacyInputError(
+                    self.source,
+                    f"the trace has sentence {i} but the file has only {len(self.src_lines)} lines",
+                )
             return self.src_lines[i]
         if self.tr.has(f"pairs/{i}"):
             return self.tr.pairs(i)["src_line"]
         return None
 
-    def trg_line(self, i: int) -> Optional[str]:
+    def trg_line(self, i: int) -> str | None:
         if self.trg_lines is not None:
             if i >= len(self.trg_lines):
-                raise LegacyInputError(self.target, f"the trace has sentence {i} but the file has only "
-                                                    f"{len(self.trg_lines)} lines")
+                raise LegacyInputError(
+                    self.target,
+                    f"the trace has sentence {i} but the file has only {len(self.trg_lines)} lines",
+                )
             return self.trg_lines[i]
         if self.tr.has(f"pairs/{i}"):
             return self.tr.pairs(i)["trg_line"]
@@ -527,8 +621,10 @@ class Context:
             else:
                 line = self.src_line(i)
                 if line is None:
-                    raise LegacyInputError(self.tr.path, f"sentence {i}: no /repr/{i}/seq and no source "
-                                                         "line (pass --source)")
+                    raise LegacyInputError(
+                        self.tr.path,
+                        f"sentence {i}: no /repr/{i}/seq and no source line (pass --source)",
+                    )
                 seq = self.exp.parse_source(line)[0]
             self._seq_cache[i] = np.asarray(seq, dtype=np.int64)
         return self._seq_cache[i]
@@ -541,7 +637,9 @@ def as_numpy(t):
 def normal_probs(*probs):
     """Mask of the entries whose probability is a normal float32 on every side (a subnormal
     probability has a fixed absolute spacing: its noise is not representative)."""
-    return np.logical_and.reduce([np.asarray(p, dtype=np.float64) >= tolmod.FLT32_TINY for p in probs])
+    return np.logical_and.reduce(
+        [np.asarray(p, dtype=np.float64) >= tolmod.FLT32_TINY for p in probs]
+    )
 
 
 #: ``-log`` of the smallest normal float32: a word cost above it comes from a subnormal p
@@ -571,7 +669,6 @@ def score_quantum(score64, token_costs64, mask=None):
     return 2 * tolmod.ulp32(score64) + steps.sum(0)
 
 
-
 @dataclass(frozen=True)
 class Group:
     """One group of recorded quantities, as :data:`groundhog_port.harness.check.GROUP_TABLE` runs it.
@@ -582,5 +679,5 @@ class Group:
 
     name: str
     present: Callable[[TraceFile], bool]
-    work: Callable[[TraceFile, Optional[Sequence[str]]], int]
-    run: Callable[["Context", "Rows"], None]
+    work: Callable[[TraceFile, Sequence[str] | None], int]
+    run: Callable[[Context, Rows], None]

@@ -68,10 +68,11 @@ API::
     pool.add("pairs/3/score", recorded, port32, port64, probe=probe64, magnitude_of=n_words)
     for where, res in pool.results(): ...
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -79,7 +80,7 @@ import numpy as np
 #: by (see the module docstring and docs/trace_format.md for the evidence)
 K = 8.0
 #: float32 unit roundoff
-U32 = 2.0 ** -24
+U32 = 2.0**-24
 #: smallest normal float32; below it float32 keeps a fixed spacing of 2**-149
 FLT32_TINY = float(np.finfo(np.float32).tiny)
 #: an array with at least this many pooled elements is its own pool
@@ -99,12 +100,24 @@ class Kind:
     note: str = ""
 
 
-ABS = Kind("abs", "abs", "noise independent of the value: bounded activations (annotations, "
-                         "states), single -log p terms (absolute error of the logits)")
-REL = Kind("rel", "rel", "noise proportional to the value: probabilities and attention weights "
-                         "(relative error = absolute error of the logits/energies)")
-TERMS = Kind("terms", "terms", "noise proportional to the number of float32 terms summed: "
-                               "sentence scores, beam costs (magnitude = number of words)")
+ABS = Kind(
+    "abs",
+    "abs",
+    "noise independent of the value: bounded activations (annotations, "
+    "states), single -log p terms (absolute error of the logits)",
+)
+REL = Kind(
+    "rel",
+    "rel",
+    "noise proportional to the value: probabilities and attention weights "
+    "(relative error = absolute error of the logits/energies)",
+)
+TERMS = Kind(
+    "terms",
+    "terms",
+    "noise proportional to the number of float32 terms summed: "
+    "sentence scores, beam costs (magnitude = number of words)",
+)
 KINDS = {k.name: k for k in (ABS, REL, TERMS)}
 
 
@@ -146,7 +159,9 @@ def magnitude(kind: Kind, port64, given=None) -> np.ndarray:
         m = np.abs(q)
     elif kind.scaling == "terms":
         if given is None:
-            raise ValueError(f"kind {kind.name!r} needs the magnitude (number of terms) of each element")
+            raise ValueError(
+                f"kind {kind.name!r} needs the magnitude (number of terms) of each element"
+            )
         m = np.broadcast_to(np.asarray(given, dtype=np.float64), q.shape).copy()
     else:
         raise ValueError(f"unknown noise scaling {kind.scaling!r}")
@@ -159,7 +174,11 @@ def sum_floor(value, n_terms) -> np.ndarray:
     """``U32 * |value| * sqrt(n_terms)``: every addition of a float32 running sum rounds by
     up to half a spacing of the partial sum, independently, so ``n`` additions add
     ~``sqrt(n)`` of them -- noise a sum carries whatever the probe's weights do."""
-    return U32 * np.abs(np.asarray(value, dtype=np.float64)) * np.sqrt(np.asarray(n_terms, dtype=np.float64))
+    return (
+        U32
+        * np.abs(np.asarray(value, dtype=np.float64))
+        * np.sqrt(np.asarray(n_terms, dtype=np.float64))
+    )
 
 
 def _prepare(recorded, port32, port64, probe):
@@ -168,11 +187,13 @@ def _prepare(recorded, port32, port64, probe):
     q = np.asarray(port64, dtype=np.float64)
     d = q if probe is None else np.asarray(probe, dtype=np.float64)
     if not (r.shape == p.shape == q.shape == d.shape):
-        raise ValueError(f"shapes differ: recorded {r.shape}, port32 {p.shape}, port64 {q.shape}, "
-                         f"probe {d.shape}")
+        raise ValueError(
+            f"shapes differ: recorded {r.shape}, port32 {p.shape}, port64 {q.shape}, "
+            f"probe {d.shape}"
+        )
     fin32 = np.isfinite(r) & np.isfinite(p)
     exact_ok = np.isfinite(q)
-    q = np.where(exact_ok | ~fin32, q, p)            # p64 not finite, both float32 finite
+    q = np.where(exact_ok | ~fin32, q, p)  # p64 not finite, both float32 finite
     d = np.where(np.isfinite(d), d, q)
     return r, p, q, d, fin32, exact_ok
 
@@ -210,8 +231,8 @@ class Comparison:
     n_pool: int
     kind: Kind
     k: float = K
-    recorded: Optional[np.ndarray] = None
-    port32: Optional[np.ndarray] = None
+    recorded: np.ndarray | None = None
+    port32: np.ndarray | None = None
 
     @property
     def allowed(self) -> np.ndarray:
@@ -233,34 +254,54 @@ class Comparison:
     def ratio(self) -> np.ndarray:
         """``max(err / allowed, own / own_allowed)`` (> 1 fails; inf for a pattern mismatch)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.where(self.allowed > 0, self.err / np.where(self.allowed > 0, self.allowed, 1.0),
-                         np.where(self.err > 0, np.inf, 0.0))
-            b = np.where(self.own_allowed > 0, self.own / np.where(self.own_allowed > 0, self.own_allowed, 1.0),
-                         np.where(self.own > 0, np.inf, 0.0))
+            a = np.where(
+                self.allowed > 0,
+                self.err / np.where(self.allowed > 0, self.allowed, 1.0),
+                np.where(self.err > 0, np.inf, 0.0),
+            )
+            b = np.where(
+                self.own_allowed > 0,
+                self.own / np.where(self.own_allowed > 0, self.own_allowed, 1.0),
+                np.where(self.own > 0, np.inf, 0.0),
+            )
         return np.where(self.pattern_bad, np.inf, np.maximum(a, b))
 
-    def units(self) -> Optional[float]:
+    def units(self) -> float | None:
         """``max((max(|r - p64|, |p32 - p64|) - quantum) / noise)`` over the finite elements:
         the smallest ``K`` one float32 implementation needed here (the evidence for :data:`K`)."""
         if not self.finite.any():
             return None
         with np.errstate(divide="ignore", invalid="ignore"):
-            u = np.where(self.finite & (self.noise > 0),
-                         (np.maximum(self.own, self.theano) - self.quantum) / self.noise, 0.0)
+            u = np.where(
+                self.finite & (self.noise > 0),
+                (np.maximum(self.own, self.theano) - self.quantum) / self.noise,
+                0.0,
+            )
         return float(max(0.0, u.max()))
 
-    def max_err(self) -> Optional[float]:
+    def max_err(self) -> float | None:
         return float(self.err[self.finite].max()) if self.finite.any() else None
 
-    def max_noise(self) -> Optional[float]:
+    def max_noise(self) -> float | None:
         return float(self.noise[self.finite].max()) if self.finite.any() else None
 
-    def max_allowed(self) -> Optional[float]:
+    def max_allowed(self) -> float | None:
         return float(self.allowed[self.finite].max()) if self.finite.any() else None
 
 
-def judge(recorded, port32, port64, kind: Kind, scale: float, n_pool: int, probe=None, magnitude_of=None,
-          quantum=None, k: float = K, n_terms=None) -> Comparison:
+def judge(
+    recorded,
+    port32,
+    port64,
+    kind: Kind,
+    scale: float,
+    n_pool: int,
+    probe=None,
+    magnitude_of=None,
+    quantum=None,
+    k: float = K,
+    n_terms=None,
+) -> Comparison:
     """Eq. (1)-(3) with a given pooled ``scale`` (see :func:`compare` and :class:`Pool`).
 
     ``quantum`` (broadcastable): the values' resolution; default two :func:`ulp32` of
@@ -288,11 +329,28 @@ def judge(recorded, port32, port64, kind: Kind, scale: float, n_pool: int, probe
     quantum = np.broadcast_to(np.asarray(quantum, dtype=np.float64), r.shape)
     own_bad = fin & (own > k * noise + quantum)
     bad = pattern_bad | (fin & (err > 2 * k * noise + quantum)) | own_bad
-    return Comparison(err, own, theano, noise, quantum, bad, own_bad, pattern_bad, fin, float(scale),
-                      int(n_pool), kind, k, r, p)
+    return Comparison(
+        err,
+        own,
+        theano,
+        noise,
+        quantum,
+        bad,
+        own_bad,
+        pattern_bad,
+        fin,
+        float(scale),
+        int(n_pool),
+        kind,
+        k,
+        r,
+        p,
+    )
 
 
-def pooled_scale(port64, kind: Kind, probe=None, magnitude_of=None, poolable=None) -> Tuple[float, int]:
+def pooled_scale(
+    port64, kind: Kind, probe=None, magnitude_of=None, poolable=None
+) -> tuple[float, int]:
     """``(scale, n)`` of eq. (4) over one array: the largest ``|probe - p64| / m``
     (``poolable``: a mask of the elements whose noise is representative)."""
     q = np.asarray(port64, dtype=np.float64)
@@ -302,8 +360,19 @@ def pooled_scale(port64, kind: Kind, probe=None, magnitude_of=None, poolable=Non
     return (float(u.max()) if u.size else 0.0), int(u.size)
 
 
-def compare(recorded, port32, port64, kind: Kind, probe=None, magnitude_of=None, quantum=None,
-            scale: Optional[float] = None, k: float = K, poolable=None, n_terms=None) -> Comparison:
+def compare(
+    recorded,
+    port32,
+    port64,
+    kind: Kind,
+    probe=None,
+    magnitude_of=None,
+    quantum=None,
+    scale: float | None = None,
+    k: float = K,
+    poolable=None,
+    n_terms=None,
+) -> Comparison:
     """Judge the product's ``port32`` against ``recorded`` (eq. 1) and against its float64
     shadow ``port64`` (eq. 2), with the noise of the float64 ``probe`` (eq. 3).
 
@@ -327,20 +396,40 @@ class Pool:
 
     kind: Kind
     k: float = K
-    _records: List[tuple] = field(default_factory=list)
+    _records: list[tuple] = field(default_factory=list)
     _scale: float = 0.0
     _n: int = 0
 
-    def add(self, where: str, recorded, port32, port64, probe=None, magnitude_of=None, quantum=None,
-            poolable=None, n_terms=None):
+    def add(
+        self,
+        where: str,
+        recorded,
+        port32,
+        port64,
+        probe=None,
+        magnitude_of=None,
+        quantum=None,
+        poolable=None,
+        n_terms=None,
+    ):
         """One record (arguments as in :func:`compare`)."""
         _, p, q, d, fin32, _ = _prepare(recorded, port32, port64, probe)
         u = _unit_noise(q, d, magnitude(self.kind, q, magnitude_of), fin32, poolable)
         if u.size:
             self._scale = max(self._scale, float(u.max()))
         self._n += int(u.size)
-        self._records.append((where, np.asarray(recorded), np.asarray(port32), np.asarray(port64),
-                              None if probe is None else np.asarray(probe), magnitude_of, quantum, n_terms))
+        self._records.append(
+            (
+                where,
+                np.asarray(recorded),
+                np.asarray(port32),
+                np.asarray(port64),
+                None if probe is None else np.asarray(probe),
+                magnitude_of,
+                quantum,
+                n_terms,
+            )
+        )
 
     def __len__(self):
         return len(self._records)
@@ -349,6 +438,9 @@ class Pool:
     def scale(self) -> float:
         return self._scale
 
-    def results(self) -> Iterator[Tuple[str, Comparison]]:
+    def results(self) -> Iterator[tuple[str, Comparison]]:
         for where, r, p, q, d, m, quantum, n_terms in self._records:
-            yield where, judge(r, p, q, self.kind, self._scale, self._n, d, m, quantum, self.k, n_terms)
+            yield (
+                where,
+                judge(r, p, q, self.kind, self._scale, self._n, d, m, quantum, self.k, n_terms),
+            )

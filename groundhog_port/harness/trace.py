@@ -28,13 +28,15 @@ Reading::
         b = tr.beam("10")                   # sample.py --beam-size 10 n-best lists
         b.sentences[35].error               # 'ValueError: kth(=640) out of bounds (321)'
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +61,7 @@ COMPRESS_ABOVE = 256
 # Schema: dataset name -> (dtype, allowed ndims).  Keys are the dataset's name inside its
 # group kind; the group kinds are the documented path patterns.
 # --------------------------------------------------------------------------------------
-SCHEMA: Dict[str, Dict[str, Tuple[str, Tuple[int, ...]]]] = {
+SCHEMA: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     "pairs/{i}": {
         "src_ids": ("int64", (1,)),
         "trg_ids": ("int64", (1,)),
@@ -151,21 +153,36 @@ class Tolerance:
 
 
 EXACT = Tolerance("exact")
-DERIVED_ABS = Tolerance("derived", noise="abs", nonfinite_pattern=True,
-                        note="bounded activations and single -log p terms: float32 noise "
-                             "independent of the value (groundhog_port.harness.tolerance.ABS)")
-DERIVED_REL = Tolerance("derived", noise="rel", nonfinite_pattern=True,
-                        note="probabilities and attention weights: float32 noise proportional "
-                             "to the value (groundhog_port.harness.tolerance.REL)")
-DERIVED_TERMS = Tolerance("derived", noise="terms", nonfinite_pattern=True,
-                          note="sums of per-word -log p (scores, beam costs): float32 noise "
-                               "proportional to the number of words (groundhog_port.harness.tolerance.TERMS)")
-SURVIVOR_SET = Tolerance("set", noise="abs",
-                         note="per-step survivors as a set of (hypothesis prefix, word); their "
-                              "costs as flat_next_costs; the order is numpy argpartition's and "
-                              "not compared")
+DERIVED_ABS = Tolerance(
+    "derived",
+    noise="abs",
+    nonfinite_pattern=True,
+    note="bounded activations and single -log p terms: float32 noise "
+    "independent of the value (groundhog_port.harness.tolerance.ABS)",
+)
+DERIVED_REL = Tolerance(
+    "derived",
+    noise="rel",
+    nonfinite_pattern=True,
+    note="probabilities and attention weights: float32 noise proportional "
+    "to the value (groundhog_port.harness.tolerance.REL)",
+)
+DERIVED_TERMS = Tolerance(
+    "derived",
+    noise="terms",
+    nonfinite_pattern=True,
+    note="sums of per-word -log p (scores, beam costs): float32 noise "
+    "proportional to the number of words (groundhog_port.harness.tolerance.TERMS)",
+)
+SURVIVOR_SET = Tolerance(
+    "set",
+    noise="abs",
+    note="per-step survivors as a set of (hypothesis prefix, word); their "
+    "costs as flat_next_costs; the order is numpy argpartition's and "
+    "not compared",
+)
 #: quantity (documented path pattern) -> rule
-TOLERANCES: Dict[str, Tolerance] = {
+TOLERANCES: dict[str, Tolerance] = {
     "pairs/{i}/src_ids": EXACT,
     "pairs/{i}/trg_ids": EXACT,
     "pairs/{i}/word_probs": DERIVED_ABS,
@@ -188,7 +205,7 @@ TOLERANCES: Dict[str, Tolerance] = {
     "steps/{i}/{k:03d}/trans_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/word_indices": SURVIVOR_SET,
     "steps/{i}/{k:03d}/costs": SURVIVOR_SET,
-    "steps/{i}/{k:03d}/states_gathered": EXACT,    # trace self-check: states_in[:, trans_indices]
+    "steps/{i}/{k:03d}/states_gathered": EXACT,  # trace self-check: states_in[:, trans_indices]
     "steps/{i}/{k:03d}/next_states": DERIVED_ABS,
     "steps/{i}/fin_trans_flat": EXACT,
     "steps/{i}/fin_trans_lengths": EXACT,
@@ -222,15 +239,21 @@ TOLERANCES["batch/scores"] = DERIVED_TERMS
 
 _PATTERNS = [
     (re.compile(r"^steps/\d+/\d{3}/"), "steps/{i}/{k:03d}/"),
-    (re.compile(r"^sampler/\d+/rstate_shared_after_call/\d+_first8rows$"),
-     "sampler/{i}/rstate_shared_after_call/{j}_first8rows"),
-    (re.compile(r"^sampler/rstate_shared_before_first_call/\d+(_first8rows)?$"),
-     "sampler/rstate_shared_before_first_call/{j}"),
+    (
+        re.compile(r"^sampler/\d+/rstate_shared_after_call/\d+_first8rows$"),
+        "sampler/{i}/rstate_shared_after_call/{j}_first8rows",
+    ),
+    (
+        re.compile(r"^sampler/rstate_shared_before_first_call/\d+(_first8rows)?$"),
+        "sampler/rstate_shared_before_first_call/{j}",
+    ),
     (re.compile(r"^beam/[^/]+/\d+/"), "beam/{label}/{i}/"),
     (re.compile(r"^batch_all/\d+/"), "batch_all/{b}/"),
     (re.compile(r"^(pairs|repr|steps|sampler)/\d+/"), r"\1/{i}/"),
-    (re.compile(r"^train_step/(params_after|clipped_grads|gnorm2_after|dnorm2_after)/[^/]+$"),
-     r"train_step/\1/{name}"),
+    (
+        re.compile(r"^train_step/(params_after|clipped_grads|gnorm2_after|dnorm2_after)/[^/]+$"),
+        r"train_step/\1/{name}",
+    ),
 ]
 
 
@@ -267,16 +290,16 @@ class SearchSteps:
     n_steps: int
     beam_size: int
     ignore_unk: bool
-    steps: List[Dict[str, Any]]
-    trans: List[np.ndarray]
+    steps: list[dict[str, Any]]
+    trans: list[np.ndarray]
     costs: np.ndarray
-    error: Optional[str] = None
+    error: str | None = None
 
     @property
-    def finished(self) -> List[Tuple[Tuple[int, ...], float]]:
+    def finished(self) -> list[tuple[tuple[int, ...], float]]:
         return [(tuple(int(w) for w in t), float(c)) for t, c in zip(self.trans, self.costs)]
 
-    def survivors(self, eos: int) -> List[List[Tuple[Tuple[int, ...], int, float]]]:
+    def survivors(self, eos: int) -> list[list[tuple[tuple[int, ...], int, float]]]:
         """Per step, the selected candidates as ``(prefix, word, cost)`` triples.
 
         ``prefix`` is the hypothesis being extended (its tokens so far), rebuilt from
@@ -286,7 +309,7 @@ class SearchSteps:
         compared step by step as sets of these triples (cost within ``rtol``).
         """
         out = []
-        beam: List[Tuple[int, ...]] = [()]
+        beam: list[tuple[int, ...]] = [()]
         for st in self.steps:
             if int(st["k"]) == 0:
                 beam = [()]  # a restarted (doubled-beam) search starts from scratch
@@ -294,8 +317,11 @@ class SearchSteps:
             for h, w, c in zip(st["trans_indices"], st["word_indices"], st["costs"]):
                 h = int(h)
                 if not 0 <= h < len(beam):
-                    raise LegacyInputError(None, f"steps/{self.index}: step k={st['k']} selects "
-                                                 f"hypothesis {h} of a beam of {len(beam)}")
+                    raise LegacyInputError(
+                        None,
+                        f"steps/{self.index}: step k={st['k']} selects "
+                        f"hypothesis {h} of a beam of {len(beam)}",
+                    )
                 triples.append((beam[h], int(w), float(c)))
             out.append(triples)
             beam = [p + (w,) for p, w, _ in triples if w != eos]
@@ -313,14 +339,14 @@ class BeamSentence:
     """
 
     index: int
-    trans: List[np.ndarray]
+    trans: list[np.ndarray]
     costs: np.ndarray
-    best: Optional[int]
-    best_sentence: Optional[str]
-    error: Optional[str] = None
+    best: int | None
+    best_sentence: str | None
+    error: str | None = None
 
     @property
-    def finished(self) -> List[Tuple[Tuple[int, ...], float]]:
+    def finished(self) -> list[tuple[tuple[int, ...], float]]:
         return [(tuple(int(w) for w in t), float(c)) for t, c in zip(self.trans, self.costs)]
 
 
@@ -332,11 +358,11 @@ class BeamRun:
     beam_size: int
     normalize: bool
     ignore_unk: bool
-    attrs: Dict[str, Any]
-    sentences: Dict[int, BeamSentence] = field(default_factory=dict)
+    attrs: dict[str, Any]
+    sentences: dict[int, BeamSentence] = field(default_factory=dict)
 
     @property
-    def errors(self) -> Dict[int, str]:
+    def errors(self) -> dict[int, str]:
         return {i: s.error for i, s in self.sentences.items() if s.error is not None}
 
 
@@ -360,21 +386,28 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _sorted_int_keys(group) -> List[int]:
+def _sorted_int_keys(group) -> list[int]:
     return sorted(int(k) for k in group.keys() if k.isdigit())
 
 
-def split_flat(flat: np.ndarray, lengths: np.ndarray, where: str = "") -> List[np.ndarray]:
+def split_flat(flat: np.ndarray, lengths: np.ndarray, where: str = "") -> list[np.ndarray]:
     """Undo the ``fin_trans_flat``/``fin_trans_lengths`` concatenation."""
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.size and (lengths.min() < 0 or int(lengths.sum()) != len(flat)):
-        raise LegacyInputError(None, f"{where}: fin_trans_lengths sum to {int(lengths.sum())} "
-                                     f"but fin_trans_flat has {len(flat)} entries")
+        raise LegacyInputError(
+            None,
+            f"{where}: fin_trans_lengths sum to {int(lengths.sum())} "
+            f"but fin_trans_flat has {len(flat)} entries",
+        )
     bounds = np.cumsum(lengths)[:-1] if lengths.size else []
-    return [np.asarray(p, dtype=np.int64) for p in np.split(np.asarray(flat), bounds)] if lengths.size else []
+    return (
+        [np.asarray(p, dtype=np.int64) for p in np.split(np.asarray(flat), bounds)]
+        if lengths.size
+        else []
+    )
 
 
-def join_flat(trans: Sequence[Sequence[int]]) -> Tuple[np.ndarray, np.ndarray]:
+def join_flat(trans: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate hypotheses into ``(fin_trans_flat, fin_trans_lengths)`` (int64)."""
     seqs = [np.asarray(t, dtype=np.int64).ravel() for t in trans]
     lengths = np.asarray([len(s) for s in seqs], dtype=np.int64)
@@ -407,21 +440,30 @@ class TraceFile:
         try:
             with reading(self.path, "unreadable trace file"):
                 check_global_heaps(self.path)
-                raw = (read_attrs(self._f, self.path, "/", ["format_version"])["format_version"]
-                       if "format_version" in self._f.attrs else None)
+                raw = (
+                    read_attrs(self._f, self.path, "/", ["format_version"])["format_version"]
+                    if "format_version" in self._f.attrs
+                    else None
+                )
                 version = 1 if raw is None else _plain(raw)
                 if isinstance(version, np.ndarray) and version.size == 1:
                     version = version.item()
                 try:
                     version = int(version)
                 except (TypeError, ValueError):
-                    raise LegacyInputError(self.path, f"format_version attribute {raw!r} is not an integer") from None
+                    raise LegacyInputError(
+                        self.path, f"format_version attribute {raw!r} is not an integer"
+                    ) from None
                 if version not in SUPPORTED_VERSIONS:
                     raise LegacyInputError(
-                        self.path, f"unsupported trace format version {version} "
-                                   f"(this reader knows version(s) {', '.join(map(str, SUPPORTED_VERSIONS))})")
+                        self.path,
+                        f"unsupported trace format version {version} "
+                        f"(this reader knows version(s) {', '.join(map(str, SUPPORTED_VERSIONS))})",
+                    )
                 self.format_version = version
-                self.attrs: Dict[str, Any] = {k: _plain(v) for k, v in read_attrs(self._f, self.path, "/").items()}
+                self.attrs: dict[str, Any] = {
+                    k: _plain(v) for k, v in read_attrs(self._f, self.path, "/").items()
+                }
         except BaseException:
             self._f.close()
             raise
@@ -475,8 +517,9 @@ class TraceFile:
             if ds.dtype != np.dtype(dtype):
                 raise self._err(full, f"dtype {ds.dtype}, the format says {dtype}")
             if ds.ndim not in ndims:
-                raise self._err(full, f"{ds.ndim}-d, the format says "
-                                      f"{' or '.join(str(n) for n in ndims)}-d")
+                raise self._err(
+                    full, f"{ds.ndim}-d, the format says {' or '.join(str(n) for n in ndims)}-d"
+                )
         check_dataset(ds, self.path, f"/{full}")
         try:
             return ds[()]
@@ -490,7 +533,7 @@ class TraceFile:
             raise self._err(where, f"attribute {name!r} missing")
         return _plain(read_attrs(obj, self.path, f"/{where}", [name])[name])
 
-    def _indices(self, top: str) -> List[int]:
+    def _indices(self, top: str) -> list[int]:
         if not self.has(top):
             return []
         return _sorted_int_keys(self._group(top))
@@ -502,11 +545,11 @@ class TraceFile:
 
     # -- /pairs -------------------------------------------------------------------------
     @_damage_is_input_error
-    def pair_indices(self) -> List[int]:
+    def pair_indices(self) -> list[int]:
         return self._indices("pairs")
 
     @_damage_is_input_error
-    def pairs(self, i: int) -> Dict[str, Any]:
+    def pairs(self, i: int) -> dict[str, Any]:
         """``/pairs/{i}``: ``src_ids``, ``trg_ids``, ``word_probs``, ``alignment``, ``score``
         (arrays) and ``src_line``, ``trg_line`` (str)."""
         where = f"pairs/{int(i)}"
@@ -518,7 +561,7 @@ class TraceFile:
 
     # -- /batch, /batch_all -------------------------------------------------------------
     @_damage_is_input_error
-    def batch(self) -> Dict[str, Any]:
+    def batch(self) -> dict[str, Any]:
         """``/batch``: the first padded batch (same as ``batch_all()[0]``) + ``batch_size``."""
         g = self._group("batch")
         out = {n: self._read(g, n, "batch", "batch") for n in BATCH_DATASETS}
@@ -526,7 +569,7 @@ class TraceFile:
         return out
 
     @_damage_is_input_error
-    def batch_all(self) -> List[Dict[str, np.ndarray]]:
+    def batch_all(self) -> list[dict[str, np.ndarray]]:
         """``/batch_all/{b}`` for b = 0, 1, ...: ``x``, ``y`` (time, batch) int64, ``x_mask``,
         ``y_mask`` float32, ``scores`` (batch,) float32 -- what score.py --mode=batch printed."""
         top = self._group("batch_all")
@@ -542,11 +585,11 @@ class TraceFile:
 
     # -- /repr --------------------------------------------------------------------------
     @_damage_is_input_error
-    def repr_indices(self) -> List[int]:
+    def repr_indices(self) -> list[int]:
         return self._indices("repr")
 
     @_damage_is_input_error
-    def repr(self, i: int) -> Dict[str, Any]:
+    def repr(self, i: int) -> dict[str, Any]:
         """``/repr/{i}``: ``seq`` int64, ``c`` (len_src, c_dim) float32, ``init_states``
         (levels, dim) float32, ``parsed_in`` (str)."""
         where = f"repr/{int(i)}"
@@ -557,12 +600,12 @@ class TraceFile:
 
     # -- /steps -------------------------------------------------------------------------
     @_damage_is_input_error
-    def steps_indices(self) -> List[int]:
+    def steps_indices(self) -> list[int]:
         return self._indices("steps")
 
     @property
     @_damage_is_input_error
-    def steps_attrs(self) -> Dict[str, Any]:
+    def steps_attrs(self) -> dict[str, Any]:
         g = self._group("steps")
         return {k: _plain(v) for k, v in read_attrs(g, self.path, "/steps").items()}
 
@@ -581,7 +624,7 @@ class TraceFile:
             sg = g[key]
             if not isinstance(sg, h5py.Group):
                 raise self._err(sw, "expected a step group")
-            st: Dict[str, Any] = {
+            st: dict[str, Any] = {
                 "k": int(self._attr(sg, "k", sw)),
                 "n_samples": int(self._attr(sg, "n_samples", sw)),
             }
@@ -602,14 +645,22 @@ class TraceFile:
                 raise self._err(where, f"{len(trans)} hypotheses but {len(costs)} fin_costs")
         else:
             trans, costs = [], np.zeros((0,), dtype=np.float64)
-        return SearchSteps(index=int(i), seq=seq,
-                           minlen=int(self._attr(g, "minlen", where)), n_steps=n_steps,
-                           beam_size=int(beam_size), ignore_unk=ignore_unk, steps=steps,
-                           trans=trans, costs=costs, error=error)
+        return SearchSteps(
+            index=int(i),
+            seq=seq,
+            minlen=int(self._attr(g, "minlen", where)),
+            n_steps=n_steps,
+            beam_size=int(beam_size),
+            ignore_unk=ignore_unk,
+            steps=steps,
+            trans=trans,
+            costs=costs,
+            error=error,
+        )
 
     # -- /beam --------------------------------------------------------------------------
     @_damage_is_input_error
-    def beam_labels(self) -> List[str]:
+    def beam_labels(self) -> list[str]:
         if not self.has("beam"):
             return []
         return sorted(self._group("beam").keys(), key=_label_key)
@@ -626,17 +677,21 @@ class TraceFile:
         where = f"beam/{label}"
         g = self._group(where)
         attrs = {k: _plain(v) for k, v in read_attrs(g, self.path, f"/{where}").items()}
-        run = BeamRun(label=label,
-                      beam_size=int(self._attr(g, "beam_size", where)),
-                      normalize=bool(self._attr(g, "normalize", where, optional=True, default=False)),
-                      ignore_unk=bool(self._attr(g, "ignore_unk", where, optional=True, default=False)),
-                      attrs=attrs)
+        run = BeamRun(
+            label=label,
+            beam_size=int(self._attr(g, "beam_size", where)),
+            normalize=bool(self._attr(g, "normalize", where, optional=True, default=False)),
+            ignore_unk=bool(self._attr(g, "ignore_unk", where, optional=True, default=False)),
+            attrs=attrs,
+        )
         for i in _sorted_int_keys(g):
             sw = f"{where}/{i}"
             sg = g[str(i)]
             error = self._attr(sg, "error", sw, optional=True)
             if error is not None:
-                run.sentences[i] = BeamSentence(i, [], np.zeros((0,), dtype=np.float64), None, None, error)
+                run.sentences[i] = BeamSentence(
+                    i, [], np.zeros((0,), dtype=np.float64), None, None, error
+                )
                 continue
             flat = self._read(sg, "fin_trans_flat", "beam/{label}/{i}", sw)
             lengths = self._read(sg, "fin_trans_lengths", "beam/{label}/{i}", sw)
@@ -645,18 +700,25 @@ class TraceFile:
             if len(trans) != len(costs):
                 raise self._err(sw, f"{len(trans)} hypotheses but {len(costs)} fin_costs")
             best = self._attr(sg, "best", sw, optional=True)
-            run.sentences[i] = BeamSentence(i, trans, costs, None if best is None else int(best),
-                                            self._attr(sg, "best_sentence", sw, optional=True))
+            run.sentences[i] = BeamSentence(
+                i,
+                trans,
+                costs,
+                None if best is None else int(best),
+                self._attr(sg, "best_sentence", sw, optional=True),
+            )
         return run
 
     # -- /sampler, /train_step (reference recordings only; read-only in version 1) --------
     @_damage_is_input_error
-    def sampler(self) -> Dict[str, Any]:
+    def sampler(self) -> dict[str, Any]:
         """``/sampler``: group attrs, ``mrg_base_rstate_after_build`` and per call ``{i}``
         a dict of ``seq``, ``sample_ids``, ``sample_neg_log_probs``, ``costs`` + attrs."""
         g = self._group("sampler")
-        out: Dict[str, Any] = {"attrs": {k: _plain(v) for k, v in read_attrs(g, self.path, "/sampler").items()},
-                               "calls": {}}
+        out: dict[str, Any] = {
+            "attrs": {k: _plain(v) for k, v in read_attrs(g, self.path, "/sampler").items()},
+            "calls": {},
+        }
         if "mrg_base_rstate_after_build" in g:
             ds = g["mrg_base_rstate_after_build"]
             check_dataset(ds, self.path, "/sampler/mrg_base_rstate_after_build")
@@ -665,44 +727,56 @@ class TraceFile:
             where = f"sampler/{i}"
             cg = g[str(i)]
             call = {n: self._read(cg, n, "sampler/{i}", where) for n in SCHEMA["sampler/{i}"]}
-            call["attrs"] = {k: _plain(v) for k, v in read_attrs(cg, self.path, f"/{where}").items()}
+            call["attrs"] = {
+                k: _plain(v) for k, v in read_attrs(cg, self.path, f"/{where}").items()
+            }
             if isinstance(call["attrs"].get("sentences"), str):
                 call["sentences"] = json.loads(call["attrs"]["sentences"])
             if "rstate_shared_after_call" in cg:
-                call["rstate_after"] = self._rstates(cg["rstate_shared_after_call"],
-                                                     f"{where}/rstate_shared_after_call")
+                call["rstate_after"] = self._rstates(
+                    cg["rstate_shared_after_call"], f"{where}/rstate_shared_after_call"
+                )
             out["calls"][i] = call
         if "rstate_shared_before_first_call" in g:
-            out["rstate_before"] = self._rstates(g["rstate_shared_before_first_call"],
-                                                 "sampler/rstate_shared_before_first_call")
+            out["rstate_before"] = self._rstates(
+                g["rstate_shared_before_first_call"], "sampler/rstate_shared_before_first_call"
+            )
         return out
 
-    def _rstates(self, group, where: str) -> Dict[int, Dict[str, Any]]:
+    def _rstates(self, group, where: str) -> dict[int, dict[str, Any]]:
         """MRG state matrices ``{j}`` (full, int32 (n, 6)) or ``{j}_first8rows`` (their first
         rows): ``{j: {"rows", "full", "sha256", "full_shape", "used_by_sample_fn"}}``."""
-        out: Dict[int, Dict[str, Any]] = {}
+        out: dict[int, dict[str, Any]] = {}
         for name in group.keys():
             m = re.fullmatch(r"(\d+)(_first8rows)?", name)
             if m is None:
-                raise self._err(f"{where}/{name}", "unexpected dataset name (expected {j} or "
-                                                   "{j}_first8rows)")
+                raise self._err(
+                    f"{where}/{name}", "unexpected dataset name (expected {j} or {j}_first8rows)"
+                )
             ds = group[name]
             check_dataset(ds, self.path, f"/{where}/{name}")
             if ds.dtype != np.int32 or ds.ndim != 2 or ds.shape[1] != 6:
-                raise self._err(f"{where}/{name}", f"expected int32 (n, 6), found {ds.dtype} {ds.shape}")
+                raise self._err(
+                    f"{where}/{name}", f"expected int32 (n, 6), found {ds.dtype} {ds.shape}"
+                )
             attrs = {k: _plain(v) for k, v in read_attrs(ds, self.path, f"/{where}/{name}").items()}
             shape = attrs.get("full_shape")
-            out[int(m.group(1))] = {"rows": ds[()], "full": m.group(2) is None,
-                                    "sha256": attrs.get("sha256"),
-                                    "full_shape": None if shape is None else tuple(int(x) for x in np.ravel(shape)),
-                                    "used_by_sample_fn": attrs.get("used_by_sample_fn")}
+            out[int(m.group(1))] = {
+                "rows": ds[()],
+                "full": m.group(2) is None,
+                "sha256": attrs.get("sha256"),
+                "full_shape": None if shape is None else tuple(int(x) for x in np.ravel(shape)),
+                "used_by_sample_fn": attrs.get("used_by_sample_fn"),
+            }
         return out
 
     @_damage_is_input_error
-    def train_step(self) -> Dict[str, Any]:
+    def train_step(self) -> dict[str, Any]:
         """``/train_step``: the batch, ``rval_*``/JSON attrs and the per-parameter tensors."""
         g = self._group("train_step")
-        out: Dict[str, Any] = {n: self._read(g, n, "train_step", "train_step") for n in SCHEMA["train_step"]}
+        out: dict[str, Any] = {
+            n: self._read(g, n, "train_step", "train_step") for n in SCHEMA["train_step"]
+        }
         attrs = {k: _plain(v) for k, v in read_attrs(g, self.path, "/train_step").items()}
         for k in ("changed_params", "param_order"):
             if isinstance(attrs.get(k), str):
@@ -735,14 +809,16 @@ class TraceFile:
             self.beam(label)
 
     @_damage_is_input_error
-    def iter_datasets(self) -> Iterator[Tuple[str, "h5py.Dataset"]]:
+    def iter_datasets(self) -> Iterator[tuple[str, h5py.Dataset]]:
         """Every dataset in the file as ``(path, dataset)``."""
-        found: List[Tuple[str, Any]] = []
-        self._f.visititems(lambda n, o: found.append((n, o)) if isinstance(o, h5py.Dataset) else None)
+        found: list[tuple[str, Any]] = []
+        self._f.visititems(
+            lambda n, o: found.append((n, o)) if isinstance(o, h5py.Dataset) else None
+        )
         return iter(found)
 
 
-def _split_checked(tf: TraceFile, flat, lengths, where) -> List[np.ndarray]:
+def _split_checked(tf: TraceFile, flat, lengths, where) -> list[np.ndarray]:
     try:
         return split_flat(flat, lengths, where)
     except LegacyInputError as err:
@@ -751,21 +827,24 @@ def _split_checked(tf: TraceFile, flat, lengths, where) -> List[np.ndarray]:
 
 def _label_key(label: str):
     m = re.match(r"(\d+)(.*)", label)
-    return (int(m.group(1)), m.group(2)) if m else (10 ** 9, label)
+    return (int(m.group(1)), m.group(2)) if m else (10**9, label)
 
 
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
-def parse_beam_label(label: str) -> Dict[str, Any]:
+def parse_beam_label(label: str) -> dict[str, Any]:
     """``"10_normalize"`` -> ``{"beam_size": 10, "normalize": True, "ignore_unk": False}``."""
     m = re.fullmatch(r"(\d+)((?:_normalize|_ignore_unk)*)", str(label))
     if not m or int(m.group(1)) < 1:
         raise ValueError(f"bad beam label {label!r} (expected N, N_normalize, N_ignore_unk)")
     flags = m.group(2)
-    return {"beam_size": int(m.group(1)), "normalize": "_normalize" in flags,
-            "ignore_unk": "_ignore_unk" in flags}
+    return {
+        "beam_size": int(m.group(1)),
+        "normalize": "_normalize" in flags,
+        "ignore_unk": "_ignore_unk" in flags,
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -814,21 +893,40 @@ class TraceWriter:
         else:
             group.create_dataset(name, data=arr)
 
-    def _fill(self, group, kind: str, values: Dict[str, Any]):
+    def _fill(self, group, kind: str, values: dict[str, Any]):
         for name, (dtype, _) in SCHEMA[kind].items():
             if name not in values or values[name] is None:
                 raise ValueError(f"{group.name}: {name} is required")
             self._ds(group, name, values[name], dtype)
 
     # -- groups ---------------------------------------------------------------------------
-    def write_pair(self, i: int, *, src_ids, trg_ids, word_probs, alignment, score,
-                   src_line: str, trg_line: str):
+    def write_pair(
+        self,
+        i: int,
+        *,
+        src_ids,
+        trg_ids,
+        word_probs,
+        alignment,
+        score,
+        src_line: str,
+        trg_line: str,
+    ):
         g = self._f.require_group(f"pairs/{int(i)}")
-        self._fill(g, "pairs/{i}", dict(src_ids=src_ids, trg_ids=trg_ids, word_probs=word_probs,
-                                        alignment=alignment, score=np.atleast_1d(score)))
+        self._fill(
+            g,
+            "pairs/{i}",
+            dict(
+                src_ids=src_ids,
+                trg_ids=trg_ids,
+                word_probs=word_probs,
+                alignment=alignment,
+                score=np.atleast_1d(score),
+            ),
+        )
         self.set_attrs(g.name, src_line=src_line, trg_line=trg_line)
 
-    def write_batch(self, b: int, *, x, y, x_mask, y_mask, scores, batch_size: Optional[int] = None):
+    def write_batch(self, b: int, *, x, y, x_mask, y_mask, scores, batch_size: int | None = None):
         """``/batch_all/{b}``; batch 0 is also written to ``/batch`` (with ``batch_size``)."""
         values = dict(x=x, y=y, x_mask=x_mask, y_mask=y_mask, scores=scores)
         g = self._f.require_group(f"batch_all/{int(b)}")
@@ -836,16 +934,28 @@ class TraceWriter:
         if int(b) == 0:
             g0 = self._f.require_group("batch")
             self._fill(g0, "batch", values)
-            self.set_attrs("batch", batch_size=batch_size if batch_size is not None else np.shape(x)[1])
+            self.set_attrs(
+                "batch", batch_size=batch_size if batch_size is not None else np.shape(x)[1]
+            )
 
-    def write_repr(self, i: int, *, seq, c, init_states, parsed_in: Optional[str] = None):
+    def write_repr(self, i: int, *, seq, c, init_states, parsed_in: str | None = None):
         g = self._f.require_group(f"repr/{int(i)}")
         self._fill(g, "repr/{i}", dict(seq=seq, c=c, init_states=init_states))
         self.set_attrs(g.name, parsed_in=parsed_in)
 
-    def write_steps(self, i: int, *, steps: Sequence[Dict[str, Any]], seq, minlen: int,
-                    fin_trans: Sequence[Sequence[int]] = (), fin_costs=(),
-                    beam_size: int = 5, ignore_unk: bool = False, error: Optional[str] = None):
+    def write_steps(
+        self,
+        i: int,
+        *,
+        steps: Sequence[dict[str, Any]],
+        seq,
+        minlen: int,
+        fin_trans: Sequence[Sequence[int]] = (),
+        fin_costs=(),
+        beam_size: int = 5,
+        ignore_unk: bool = False,
+        error: str | None = None,
+    ):
         """``/steps/{i}``: one ``{k:03d}`` group per entry of ``steps`` (dicts with ``k``,
         ``n_samples`` and the :data:`STEP_DATASETS`), then ``seq``, the finished hypotheses
         and costs (absent when ``error`` is given)."""
@@ -863,9 +973,18 @@ class TraceWriter:
             self._ds(g, "fin_costs", np.asarray(fin_costs, dtype=np.float64).reshape(-1), "float64")
         self.set_attrs(g.name, minlen=int(minlen), n_steps=len(steps), error=error)
 
-    def write_beam(self, label: str, i: int, *, fin_trans: Sequence[Sequence[int]] = (), fin_costs=(),
-                   best: Optional[int] = None, best_sentence: Optional[str] = None,
-                   error: Optional[str] = None, **group_attrs):
+    def write_beam(
+        self,
+        label: str,
+        i: int,
+        *,
+        fin_trans: Sequence[Sequence[int]] = (),
+        fin_costs=(),
+        best: int | None = None,
+        best_sentence: str | None = None,
+        error: str | None = None,
+        **group_attrs,
+    ):
         """``/beam/{label}/{i}``; ``error`` writes the crash record (a group with only an
         ``error`` attribute).  ``group_attrs`` (``beam_size``, ``normalize``,
         ``ignore_unk``, ``seconds_total``, ``seconds_per_sentence``) go on ``/beam/{label}``;
@@ -880,11 +999,20 @@ class TraceWriter:
             self.set_attrs(g.name, error=error)
             return
         flat, lengths = join_flat(fin_trans)
-        self._fill(g, "beam/{label}/{i}", dict(fin_trans_flat=flat, fin_trans_lengths=lengths,
-                                               fin_costs=np.asarray(fin_costs, dtype=np.float64).reshape(-1)))
+        self._fill(
+            g,
+            "beam/{label}/{i}",
+            dict(
+                fin_trans_flat=flat,
+                fin_trans_lengths=lengths,
+                fin_costs=np.asarray(fin_costs, dtype=np.float64).reshape(-1),
+            ),
+        )
         if best is None and len(lengths):
             best = int(np.argmin(np.asarray(fin_costs, dtype=np.float64)))
-        self.set_attrs(g.name, best=None if best is None else int(best), best_sentence=best_sentence)
+        self.set_attrs(
+            g.name, best=None if best is None else int(best), best_sentence=best_sentence
+        )
 
 
 def _attr_value(v):

@@ -15,6 +15,7 @@ error listing every offending name.  ``lenient=True`` reproduces
 parameter stays at its ``skip_init=True`` value (zeros); only a shape mismatch
 raises.
 """
+
 import logging
 import zipfile
 from dataclasses import dataclass
@@ -22,27 +23,26 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import compat
-from . import npzguard
-from ..model.config import GRCONV
 from ..errors import LegacyInputError
+from ..model.config import GRCONV
 from ..untrusted import reading
+from . import compat, npzguard
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class LegacyParam:
-    name: str      # GroundHog's name, the key in *_model.npz
-    path: str      # attribute path in RNNEncoderDecoder
+    name: str  # GroundHog's name, the key in *_model.npz
+    path: str  # attribute path in RNNEncoderDecoder
     shape: tuple
-    symbol: str = ""   # the paper's symbol, LaTeX (paper_symbol)
+    symbol: str = ""  # the paper's symbol, LaTeX (paper_symbol)
 
 
 @dataclass(frozen=True)
 class UnsavedTensor:
-    name: str      # the name GroundHog gives it
-    reason: str    # why no model file holds it, and what the port uses instead
+    name: str  # the name GroundHog gives it
+    reason: str  # why no model file holds it, and what the port uses instead
 
 
 def _multilayer(table, unsaved, name, path, shape_in, shape_out, learn_bias=True):
@@ -50,19 +50,26 @@ def _multilayer(table, unsaved, name, path, shape_in, shape_out, learn_bias=True
     if learn_bias:
         table.append(LegacyParam(f"b_0_{name}", f"{path}.b", (shape_out,)))
     else:
-        unsaved.append(UnsavedTensor(f"b_0_{name}", "learn_bias=False: never saved, added as "
-                                     "its initial value (zeros, init_bias with bias_scale=0)"))
+        unsaved.append(
+            UnsavedTensor(
+                f"b_0_{name}",
+                "learn_bias=False: never saved, added as "
+                "its initial value (zeros, init_bias with bias_scale=0)",
+            )
+        )
 
 
 def _recurrent(table, name, path, dim, rec):
     if rec.layer == GRCONV:
         # RecursiveConvolutionalLayer._init_params (rconv_layers.py:144-184), in its order
-        table += [LegacyParam(f"W_{name}", f"{path}.W", (dim, dim)),
-                  LegacyParam(f"U_{name}", f"{path}.U", (dim, dim)),
-                  LegacyParam(f"b_{name}", f"{path}.b", (dim,)),
-                  LegacyParam(f"GW_{name}", f"{path}.GW", (dim, 3)),
-                  LegacyParam(f"GU_{name}", f"{path}.GU", (dim, 3)),
-                  LegacyParam(f"Gb_{name}", f"{path}.Gb", (3,))]
+        table += [
+            LegacyParam(f"W_{name}", f"{path}.W", (dim, dim)),
+            LegacyParam(f"U_{name}", f"{path}.U", (dim, dim)),
+            LegacyParam(f"b_{name}", f"{path}.b", (dim,)),
+            LegacyParam(f"GW_{name}", f"{path}.GW", (dim, 3)),
+            LegacyParam(f"GU_{name}", f"{path}.GU", (dim, 3)),
+            LegacyParam(f"Gb_{name}", f"{path}.Gb", (3,)),
+        ]
         return
     table.append(LegacyParam(f"W_{name}", f"{path}.W", (dim, dim)))
     if rec.gating:
@@ -74,24 +81,45 @@ def _recurrent(table, name, path, dim, rec):
 def _encoder(table, unsaved, cfg, prefix, path, rec):
     dim, rank = cfg.dim, cfg.rank_n_approx
     if prefix == "enc":
-        _multilayer(table, unsaved, "enc_approx_embdr", f"{path}.approx_embedder",
-                    cfg.n_sym_source, rank)
+        _multilayer(
+            table, unsaved, "enc_approx_embdr", f"{path}.approx_embedder", cfg.n_sym_source, rank
+        )
     else:
-        unsaved.append(UnsavedTensor(
-            "W_0_back_enc_approx_embdr / b_0_back_enc_approx_embdr",
-            "built by the original but unused: the backward encoder embeds x[::-1] with the "
-            "forward encoder's approx_embedder (encdec.py:1330), so never saved"))
+        unsaved.append(
+            UnsavedTensor(
+                "W_0_back_enc_approx_embdr / b_0_back_enc_approx_embdr",
+                "built by the original but unused: the backward encoder embeds x[::-1] with the "
+                "forward encoder's approx_embedder (encdec.py:1330), so never saved",
+            )
+        )
     _multilayer(table, unsaved, f"{prefix}_input_embdr_0", f"{path}.input_embedder", rank, dim)
     if rec.gating:
-        _multilayer(table, unsaved, f"{prefix}_update_embdr_0", f"{path}.update_embedder",
-                    rank, dim, learn_bias=False)
+        _multilayer(
+            table,
+            unsaved,
+            f"{prefix}_update_embdr_0",
+            f"{path}.update_embedder",
+            rank,
+            dim,
+            learn_bias=False,
+        )
     if rec.reseting:
-        _multilayer(table, unsaved, f"{prefix}_reset_embdr_0", f"{path}.reset_embedder",
-                    rank, dim, learn_bias=False)
+        _multilayer(
+            table,
+            unsaved,
+            f"{prefix}_reset_embdr_0",
+            f"{path}.reset_embedder",
+            rank,
+            dim,
+            learn_bias=False,
+        )
     _recurrent(table, f"{prefix}_transition_0", f"{path}.transition", dim, rec)
-    unsaved.append(UnsavedTensor(f"W_0_{prefix}_repr_contrib_0 / b_0_{prefix}_repr_contrib_0",
-                                 "built for stacked encoders only, unused with one level "
-                                 "(encdec.py:688), never saved"))
+    unsaved.append(
+        UnsavedTensor(
+            f"W_0_{prefix}_repr_contrib_0 / b_0_{prefix}_repr_contrib_0",
+            "built for stacked encoders only, unused with one level (encdec.py:688), never saved",
+        )
+    )
 
 
 def legacy_param_table(cfg):
@@ -103,45 +131,79 @@ def legacy_param_table(cfg):
     if cfg.needs_backward_encoder:
         _encoder(table, unsaved, cfg, "back_enc", "backward_encoder", cfg.back_enc)
     else:
-        unsaved.append(UnsavedTensor("*_back_enc_*", "backward=last_backward=False: the backward "
-                                     "encoder is built but feeds nothing, so never saved"))
+        unsaved.append(
+            UnsavedTensor(
+                "*_back_enc_*",
+                "backward=last_backward=False: the backward "
+                "encoder is built but feeds nothing, so never saved",
+            )
+        )
     d = "decoder"
     _multilayer(table, unsaved, "dec_approx_embdr", f"{d}.approx_embedder", cfg.n_sym_target, rank)
     _multilayer(table, unsaved, "dec_input_embdr_0", f"{d}.input_embedder", rank, dim)
     if cfg.dec.gating:
-        _multilayer(table, unsaved, "dec_update_embdr_0", f"{d}.update_embedder", rank, dim,
-                    learn_bias=False)
+        _multilayer(
+            table,
+            unsaved,
+            "dec_update_embdr_0",
+            f"{d}.update_embedder",
+            rank,
+            dim,
+            learn_bias=False,
+        )
     if cfg.dec.reseting:
-        _multilayer(table, unsaved, "dec_reset_embdr_0", f"{d}.reset_embedder", rank, dim,
-                    learn_bias=False)
+        _multilayer(
+            table, unsaved, "dec_reset_embdr_0", f"{d}.reset_embedder", rank, dim, learn_bias=False
+        )
     _recurrent(table, "dec_transition_0", f"{d}.transition", dim, cfg.dec)
     if cfg.search:
-        table += [LegacyParam("A_dec_transition_0", f"{d}.A", (c_dim, dim)),
-                  LegacyParam("B_dec_transition_0", f"{d}.B", (dim, dim)),
-                  LegacyParam("D_dec_transition_0", f"{d}.D", (dim, 1))]
+        table += [
+            LegacyParam("A_dec_transition_0", f"{d}.A", (c_dim, dim)),
+            LegacyParam("B_dec_transition_0", f"{d}.B", (dim, dim)),
+            LegacyParam("D_dec_transition_0", f"{d}.D", (dim, 1)),
+        ]
     if cfg.bias_code:
         _multilayer(table, unsaved, "dec_initializer_0", f"{d}.initializer", dim, dim)
     else:
         unsaved.append(UnsavedTensor("dec_initializer_0", "bias_code=False: ZeroLayer, s_0 = 0"))
     if cfg.decoding_inputs:
-        _multilayer(table, unsaved, "dec_dec_inputter_0", f"{d}.dec_inputter", c_dim, dim,
-                    learn_bias=False)
+        _multilayer(
+            table, unsaved, "dec_dec_inputter_0", f"{d}.dec_inputter", c_dim, dim, learn_bias=False
+        )
         if cfg.dec.gating:
-            _multilayer(table, unsaved, "dec_dec_updater_0", f"{d}.dec_updater", c_dim, dim,
-                        learn_bias=False)
+            _multilayer(
+                table,
+                unsaved,
+                "dec_dec_updater_0",
+                f"{d}.dec_updater",
+                c_dim,
+                dim,
+                learn_bias=False,
+            )
         if cfg.dec.reseting:
-            _multilayer(table, unsaved, "dec_dec_reseter_0", f"{d}.dec_reseter", c_dim, dim,
-                        learn_bias=False)
-    _multilayer(table, unsaved, "dec_repr_readout", f"{d}.repr_readout", c_dim, dim,
-                learn_bias=False)
+            _multilayer(
+                table,
+                unsaved,
+                "dec_dec_reseter_0",
+                f"{d}.dec_reseter",
+                c_dim,
+                dim,
+                learn_bias=False,
+            )
+    _multilayer(
+        table, unsaved, "dec_repr_readout", f"{d}.repr_readout", c_dim, dim, learn_bias=False
+    )
     _multilayer(table, unsaved, "dec_hid_readout_0", f"{d}.hid_readout", dim, dim)
     if cfg.bigram:
-        _multilayer(table, unsaved, "dec_prev_readout_0", f"{d}.prev_readout", rank, dim,
-                    learn_bias=False)
+        _multilayer(
+            table, unsaved, "dec_prev_readout_0", f"{d}.prev_readout", rank, dim, learn_bias=False
+        )
     sm, out = cfg.softmax_name, f"{d}.output_layer"
     if rank:
-        table += [LegacyParam(f"W1_{sm}", f"{out}.W1", (cfg.softmax_in, rank)),
-                  LegacyParam(f"W2_{sm}", f"{out}.W2", (rank, cfg.n_sym_target))]
+        table += [
+            LegacyParam(f"W1_{sm}", f"{out}.W1", (cfg.softmax_in, rank)),
+            LegacyParam(f"W2_{sm}", f"{out}.W2", (rank, cfg.n_sym_target)),
+        ]
     else:
         table.append(LegacyParam(f"W_{sm}", f"{out}.W", (cfg.softmax_in, cfg.n_sym_target)))
     table.append(LegacyParam(f"b_{sm}", f"{out}.b", (cfg.n_sym_target,)))
@@ -158,20 +220,40 @@ def legacy_param_table(cfg):
 #: encoder prefix -> the paper's arrow (forward / backward RNN, appendix A.2.1)
 _ARROW = {"encoder": "\\overrightarrow", "backward_encoder": "\\overleftarrow"}
 #: GRU attribute (of an encoder or the decoder) -> symbol without arrow
-_GRU = {"input_embedder.W": "W", "update_embedder.W": "W_z", "reset_embedder.W": "W_r",
-        "transition.W": "U", "transition.G": "U_z", "transition.R": "U_r"}
+_GRU = {
+    "input_embedder.W": "W",
+    "update_embedder.W": "W_z",
+    "reset_embedder.W": "W_r",
+    "transition.W": "U",
+    "transition.G": "U_z",
+    "transition.R": "U_r",
+}
 #: the grConv (Cho et al. 2014b eq. 4-5): W multiplies the right child, U the left one
-_GRCONV = {"transition.W": "W^r", "transition.U": "W^l", "transition.GW": "G^r",
-           "transition.GU": "G^l"}
+_GRCONV = {
+    "transition.W": "W^r",
+    "transition.U": "W^l",
+    "transition.GW": "G^r",
+    "transition.GU": "G^l",
+}
 #: decoder attribute -> symbol: attention e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) (A.1.2),
 #: s_0 = tanh(W_s h_1 backward), C/C_z/C_r take the context c_i, the readout
 #: t~_i = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i, p(y_i) from W_o t_i (A.2.2)
-_DECODER = {"approx_embedder.W": "E (target)", "A": "U_a", "B": "W_a", "D": "v_a",
-            "initializer.W": "W_s", "dec_inputter.W": "C", "dec_updater.W": "C_z",
-            "dec_reseter.W": "C_r", "repr_readout.W": "C_o", "hid_readout.W": "U_o",
-            "prev_readout.W": "V_o", "output_layer.W": "W_o",
-            "output_layer.W1": "W_o (first factor, W_o = W1 W2)",
-            "output_layer.W2": "W_o (second factor, W_o = W1 W2)"}
+_DECODER = {
+    "approx_embedder.W": "E (target)",
+    "A": "U_a",
+    "B": "W_a",
+    "D": "v_a",
+    "initializer.W": "W_s",
+    "dec_inputter.W": "C",
+    "dec_updater.W": "C_z",
+    "dec_reseter.W": "C_r",
+    "repr_readout.W": "C_o",
+    "hid_readout.W": "U_o",
+    "prev_readout.W": "V_o",
+    "output_layer.W": "W_o",
+    "output_layer.W1": "W_o (first factor, W_o = W1 W2)",
+    "output_layer.W2": "W_o (second factor, W_o = W1 W2)",
+}
 
 
 def _with_arrow(arrow, sym):
@@ -184,7 +266,7 @@ def _weight_symbol(path, cfg):
     head, _, rest = path.partition(".")
     if head in _ARROW:
         if rest == "approx_embedder.W":
-            return "E (source)"   # one E for both directions, as in the paper (encdec.py:1330)
+            return "E (source)"  # one E for both directions, as in the paper (encdec.py:1330)
         if cfg.enc.layer == GRCONV and head == "encoder" and rest in _GRCONV:
             return _GRCONV[rest]
         return _with_arrow(_ARROW[head], _GRU[rest])
@@ -219,8 +301,14 @@ def read_npz(path, table=None):
         expected = {p.name: p.shape for p in table}
         # an old vintage's *_back_* projections, and the forward ones they are stacked under
         # (of another shape until then): read whatever their shape, charged to the budget
-        expected.update({name: None for pair in compat.BACK_PROJECTIONS for name in pair
-                         if name in expected or name.startswith("W_0_dec_back_")})
+        expected.update(
+            {
+                name: None
+                for pair in compat.BACK_PROJECTIONS
+                for name in pair
+                if name in expected or name.startswith("W_0_dec_back_")
+            }
+        )
     return compat.upgrade_model(read_npz_arrays(path, expected=expected), path)
 
 
@@ -239,11 +327,17 @@ def read_npz_arrays(path, kind="model", expected=None, allowance=0):
                 magic = f.read(4)
             if magic != b"PK\x03\x04":
                 # GroundHog pickled its states with protocol 0 ("(dp0") or 2 (0x80 0x02)
-                swapped = (" (it is a pickle: a *_state.pkl given for the model? --state "
-                           "S_state.pkl S_model.npz)" if magic[:1] == b"\x80"
-                           or magic[:3] == b"(dp" else "")
-                raise LegacyInputError(path, f"not a .npz archive (no zip header); a GroundHog "
-                                       f"{kind} file is numpy.savez output{swapped}")
+                swapped = (
+                    " (it is a pickle: a *_state.pkl given for the model? --state "
+                    "S_state.pkl S_model.npz)"
+                    if magic[:1] == b"\x80" or magic[:3] == b"(dp"
+                    else ""
+                )
+                raise LegacyInputError(
+                    path,
+                    f"not a .npz archive (no zip header); a GroundHog "
+                    f"{kind} file is numpy.savez output{swapped}",
+                )
             npzguard.check_directory(path)
             with zipfile.ZipFile(path) as zf:
                 to_read, skipped = npzguard.read_members(zf, path, kind, expected, allowance)
@@ -255,12 +349,16 @@ def read_npz_arrays(path, kind="model", expected=None, allowance=0):
             raise LegacyInputError(path, f"is a directory, expected a *_{kind}.npz file") from None
         except ValueError as err:
             if "allow_pickle" in str(err) or "Object arrays" in str(err):
-                raise LegacyInputError(path, f"holds object arrays (pickled Python objects); a "
-                                       f"GroundHog {kind} file holds only numeric arrays") from None
+                raise LegacyInputError(
+                    path,
+                    f"holds object arrays (pickled Python objects); a "
+                    f"GroundHog {kind} file holds only numeric arrays",
+                ) from None
             raise
         except MemoryError:
-            raise LegacyInputError(path, "an array declares a size that does not fit in "
-                                   "memory") from None
+            raise LegacyInputError(
+                path, "an array declares a size that does not fit in memory"
+            ) from None
 
 
 def check_arrays(arrays, table, path, lenient=False):
@@ -289,8 +387,12 @@ def nonfinite_params(arrays):
     for name, a in arrays.items():
         # max and min are NaN when any value is, +-inf when one is: two passes without
         # temporaries decide it for the usual all-finite array (counted only otherwise)
-        if (isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size
-                and not (np.isfinite(a.max()) and np.isfinite(a.min()))):
+        if (
+            isinstance(a, np.ndarray)
+            and a.dtype.kind == "f"
+            and a.size
+            and not (np.isfinite(a.max()) and np.isfinite(a.min()))
+        ):
             n = int(a.size - np.isfinite(a).sum())
             if n:
                 out[name] = n
@@ -307,20 +409,24 @@ def load_into(model, path, lenient=False, allow_nonfinite=False, arrays=None):
     bad = nonfinite_params({p.name: arrays[p.name] for p in table if p.name in arrays})
     if bad and not allow_nonfinite:
         listing = ", ".join(f"{k} ({v} values)" for k, v in sorted(bad.items()))
-        raise LegacyInputError(path, f"non-finite weights (NaN/Inf) in {listing}; pass "
-                               "--allow-nonfinite to use them anyway")
+        raise LegacyInputError(
+            path,
+            f"non-finite weights (NaN/Inf) in {listing}; pass --allow-nonfinite to use them anyway",
+        )
     for problem in problems:
         logger.warning("LENIENT LOAD (as GroundHog's Container.load): %s -- %s", path, problem)
     for p in table:
         a = arrays.get(p.name)
         if a is None or tuple(a.shape) != p.shape:
             if a is not None:  # GroundHog raises on shape mismatch even when lenient
-                raise LegacyInputError(path, f"{p.name}: expected shape {p.shape}, found "
-                                       f"{tuple(a.shape)}")
+                raise LegacyInputError(
+                    path, f"{p.name}: expected shape {p.shape}, found {tuple(a.shape)}"
+                )
             continue  # missing: stays zero, as with skip_init=True
         if a.dtype.kind not in "fiub":  # lenient: text, structured, complex... cannot be weights
-            raise LegacyInputError(path, f"{p.name}: {a.dtype} values cannot be used as float32 "
-                                   "weights")
+            raise LegacyInputError(
+                path, f"{p.name}: {a.dtype} values cannot be used as float32 weights"
+            )
         target = model.get_parameter(p.path)
         a = np.ascontiguousarray(a, dtype=np.float32)
         if target.device.type == "cpu" and a.flags.writeable:

@@ -26,6 +26,7 @@ Anything else unknown is still refused by strict loading (the conversions only r
 stack what they name).  Where the original's function would fail on an incomplete file
 (a ``*_back_*`` matrix without its forward one), the port says so instead.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,10 @@ from ..errors import LegacyInputError
 logger = logging.getLogger(__name__)
 
 #: (merged name, old backward name) -- convert_model.py:7-18
-BACK_PROJECTIONS = tuple((f"W_0_dec_{x}", f"W_0_dec_back_{x}") for x in
-                         ("dec_inputter_0", "dec_reseter_0", "dec_updater_0", "repr_readout"))
+BACK_PROJECTIONS = tuple(
+    (f"W_0_dec_{x}", f"W_0_dec_back_{x}")
+    for x in ("dec_inputter_0", "dec_reseter_0", "dec_updater_0", "repr_readout")
+)
 #: the shared options the encoder and decoder each got a copy of -- convert_state.py:8-18
 SHARED_REC_OPTIONS = ("rec_layer", "rec_gating", "rec_reseting", "rec_gater", "rec_reseter")
 #: old timing name -> new -- convert_timing.py:7-10
@@ -60,12 +63,17 @@ def merge_state_projections(arrays, path=None) -> dict:
         if back not in out:
             continue
         if merged not in out:
-            raise LegacyInputError(path, f"old-vintage model holds {back} but not {merged}: "
-                                         "cannot merge the decoder projections")
+            raise LegacyInputError(
+                path,
+                f"old-vintage model holds {back} but not {merged}: "
+                "cannot merge the decoder projections",
+            )
         fwd, bwd = out[merged], out.pop(back)
         if fwd.ndim != 2 or bwd.ndim != 2 or fwd.shape[1] != bwd.shape[1]:
-            raise LegacyInputError(path, f"old-vintage model: {merged} {fwd.shape} and {back} "
-                                         f"{bwd.shape} cannot be stacked")
+            raise LegacyInputError(
+                path,
+                f"old-vintage model: {merged} {fwd.shape} and {back} {bwd.shape} cannot be stacked",
+            )
         out[merged] = np.vstack([fwd, bwd])
     return out
 
@@ -76,15 +84,21 @@ def upgrade_model(arrays, path=None) -> dict:
         return arrays
     names = [back for _, back in BACK_PROJECTIONS if back in arrays]
     out = merge_state_projections(arrays, path)
-    logger.info("%s: old-vintage model (separate *_back_* decoder projections, before GroundHog "
-                "commit ab870f2): stacked %s into the forward ones in memory, as "
-                "convert_model.py merge_state_projections%s", path, ", ".join(names), _CONVERT_HINT)
+    logger.info(
+        "%s: old-vintage model (separate *_back_* decoder projections, before GroundHog "
+        "commit ab870f2): stacked %s into the forward ones in memory, as "
+        "convert_model.py merge_state_projections%s",
+        path,
+        ", ".join(names),
+        _CONVERT_HINT,
+    )
     return out
 
 
 def is_old_state(stored) -> bool:
     return "rec_layer" in stored and not any(
-        str(k).startswith(("enc_rec_", "dec_rec_")) for k in stored)
+        str(k).startswith(("enc_rec_", "dec_rec_")) for k in stored
+    )
 
 
 def separate_enc_dec_rec_layers(stored):
@@ -101,9 +115,13 @@ def upgrade_state(stored, path=None):
     """The pickled state dict in today's layout (before the prototype is merged in)."""
     if not is_old_state(stored):
         return stored
-    logger.info("%s: old-vintage state (shared rec_* options, before GroundHog commit bb60d54): "
-                "copied them to enc_rec_* and dec_rec_* in memory, as convert_state.py "
-                "separate_enc_dec_rec_layers%s", path, _CONVERT_HINT)
+    logger.info(
+        "%s: old-vintage state (shared rec_* options, before GroundHog commit bb60d54): "
+        "copied them to enc_rec_* and dec_rec_* in memory, as convert_state.py "
+        "separate_enc_dec_rec_layers%s",
+        path,
+        _CONVERT_HINT,
+    )
     return separate_enc_dec_rec_layers(stored)
 
 
@@ -117,8 +135,10 @@ def rename_costs(arrays, path=None) -> dict:
     for old, new in TIMING_RENAMES.items():
         if old in out:
             if new in out:
-                raise LegacyInputError(path, f"holds both {old} and {new}: which one is the "
-                                             "training curve is ambiguous")
+                raise LegacyInputError(
+                    path,
+                    f"holds both {old} and {new}: which one is the training curve is ambiguous",
+                )
             out[new] = out.pop(old)
     return out
 
@@ -126,7 +146,10 @@ def rename_costs(arrays, path=None) -> dict:
 def upgrade_timing(arrays, path=None) -> dict:
     if not is_old_timing(arrays):
         return arrays
-    logger.info("%s: old-vintage timing file (cost2_p_* keys, before GroundHog commit 36831a7): "
-                "renamed them log2_p_* in memory, as convert_timing.py rename_costs%s",
-                path, _CONVERT_HINT)
+    logger.info(
+        "%s: old-vintage timing file (cost2_p_* keys, before GroundHog commit 36831a7): "
+        "renamed them log2_p_* in memory, as convert_timing.py rename_costs%s",
+        path,
+        _CONVERT_HINT,
+    )
     return rename_costs(arrays, path)

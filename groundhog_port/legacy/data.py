@@ -74,19 +74,20 @@ is *not* removed (Python 2 kept it: the first word becomes unknown).  An empty (
 a sentence of just ``null_sym``, as ``parse_input`` makes it (``encdec.py:1499-1509``), with a
 mask of one position -- exactly what the original scored.
 """
+
 from __future__ import annotations
 
 import itertools
 import numbers
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..errors import LegacyInputError, quoted
-from .h5guard import check_dataset, check_global_heaps
 from ..untrusted import reading
+from .h5guard import check_dataset, check_global_heaps
 from .vocab import parse_input
 
 __all__ = [
@@ -135,9 +136,19 @@ class Batch:
 
 
 #: state values used as whole numbers when building batches
-_WHOLE_NUMBER_KEYS = frozenset({"bs", "seqlen", "sort_k_batches", "n_sym_source", "n_sym_target",
-                                "null_sym_source", "null_sym_target", "unk_sym_source",
-                                "unk_sym_target"})
+_WHOLE_NUMBER_KEYS = frozenset(
+    {
+        "bs",
+        "seqlen",
+        "sort_k_batches",
+        "n_sym_source",
+        "n_sym_target",
+        "null_sym_source",
+        "null_sym_target",
+        "unk_sym_source",
+        "unk_sym_target",
+    }
+)
 
 
 def _state_value(state, key):
@@ -146,16 +157,20 @@ def _state_value(state, key):
     except KeyError:
         raise LegacyInputError(None, f"state has no '{key}' (needed to build batches)") from None
     if key in _WHOLE_NUMBER_KEYS and not (
-            (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)))
-            or (isinstance(value, float) and value.is_integer())):
-        raise LegacyInputError(None, f"state['{key}'] = {quoted(value)} is not a whole number "
-                                     "(needed to build batches)")
+        (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)))
+        or (isinstance(value, float) and value.is_integer())
+    ):
+        raise LegacyInputError(
+            None,
+            f"state['{key}'] = {quoted(value)} is not a whole number (needed to build batches)",
+        )
     return value
 
 
 # ----------------------------------------------------------------------------------------------
 # Text path: score.py BatchTxtIterator / BatchBiTxtIterator
 # ----------------------------------------------------------------------------------------------
+
 
 def read_text_lines(path) -> list[str]:
     """The lines of a text file as Python 2's ``for line in open(path)`` + ``.strip()`` gave them.
@@ -179,8 +194,10 @@ def read_text_lines(path) -> list[str]:
             text = chunk.decode("utf-8")
         except UnicodeDecodeError as err:
             raise LegacyInputError(
-                path, f"line {number}: not valid UTF-8 (byte 0x{chunk[err.start]:02x} at column "
-                      f"{err.start + 1})") from None
+                path,
+                f"line {number}: not valid UTF-8 (byte 0x{chunk[err.start]:02x} at column "
+                f"{err.start + 1})",
+            ) from None
         lines.append(text.strip(PY2_WHITESPACE))
     return lines
 
@@ -193,8 +210,8 @@ def _pack_text(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     x = np.zeros((num, max_len), dtype=np.int64)
     x_mask = np.zeros((num, max_len), dtype=np.float32)
     for i, seq in enumerate(seqs):
-        x[i, :len(seq)] = seq
-        x_mask[i, :len(seq)] = 1.0
+        x[i, : len(seq)] = seq
+        x_mask[i, : len(seq)] = 1.0
     return np.ascontiguousarray(x.T), np.ascontiguousarray(x_mask.T)
 
 
@@ -205,16 +222,24 @@ def _parse_lines(path, lines, state, word2idx, raise_unk, unk_sym, null_sym):
     seqs = []
     for number, line in enumerate(lines, start=1):
         try:
-            seq, _ = parse_input(state, word2idx, line, raise_unk=raise_unk,
-                                 unk_sym=unk_sym, null_sym=null_sym)
+            seq, _ = parse_input(
+                state, word2idx, line, raise_unk=raise_unk, unk_sym=unk_sym, null_sym=null_sym
+            )
         except LegacyInputError as err:
             raise LegacyInputError(path, f"line {number}: {err.problem}") from None
         seqs.append([int(i) for i in seq])
     return seqs
 
 
-def iter_text_batches(state, src_path, trg_path, word2idx_src, word2idx_trg,
-                      allow_unk: bool = True, bs: int | None = None) -> Iterator[Batch]:
+def iter_text_batches(
+    state,
+    src_path,
+    trg_path,
+    word2idx_src,
+    word2idx_trg,
+    allow_unk: bool = True,
+    bs: int | None = None,
+) -> Iterator[Batch]:
     """Batches of ``score.py --mode=batch --src TXT --trg TXT`` (``BatchBiTxtIterator``,
     ``score.py:56-77``, built at ``score.py:141-143`` with ``batch_size=state['bs']`` and
     ``raise_unk=not --allow-unk``).
@@ -235,13 +260,29 @@ def iter_text_batches(state, src_path, trg_path, word2idx_src, word2idx_trg,
     trg_lines = read_text_lines(trg_path)
     if len(src_lines) != len(trg_lines):
         raise LegacyInputError(
-            src_path, f"{len(src_lines)} source lines but {len(trg_lines)} target lines in "
-                      f"{trg_path}; score.py needs one target line per source line")
+            src_path,
+            f"{len(src_lines)} source lines but {len(trg_lines)} target lines in "
+            f"{trg_path}; score.py needs one target line per source line",
+        )
     raise_unk = not allow_unk
-    xs = _parse_lines(src_path, src_lines, state, word2idx_src, raise_unk,
-                      _state_value(state, "unk_sym_source"), _state_value(state, "null_sym_source"))
-    ys = _parse_lines(trg_path, trg_lines, state, word2idx_trg, raise_unk,
-                      _state_value(state, "unk_sym_target"), _state_value(state, "null_sym_target"))
+    xs = _parse_lines(
+        src_path,
+        src_lines,
+        state,
+        word2idx_src,
+        raise_unk,
+        _state_value(state, "unk_sym_source"),
+        _state_value(state, "null_sym_source"),
+    )
+    ys = _parse_lines(
+        trg_path,
+        trg_lines,
+        state,
+        word2idx_trg,
+        raise_unk,
+        _state_value(state, "unk_sym_target"),
+        _state_value(state, "null_sym_target"),
+    )
     return _text_batches(xs, ys, batch_size)
 
 
@@ -256,6 +297,7 @@ def _text_batches(xs, ys, batch_size) -> Iterator[Batch]:
 # ----------------------------------------------------------------------------------------------
 # GroundHog .h5 bitexts (PyTables: /phrases Int32 EArray, /indices table of (length, pos))
 # ----------------------------------------------------------------------------------------------
+
 
 @dataclass
 class H5Phrases:
@@ -273,11 +315,13 @@ class H5Phrases:
     def sentence(self, i: int) -> np.ndarray:
         """``data[pos:pos + length].astype('int64')`` (``TM_dataset.py:212-213``)."""
         p = int(self.pos[i])
-        return self.phrases[p:p + int(self.length[i])]
+        return self.phrases[p : p + int(self.length[i])]
 
 
-_H5_LAYOUT = ("expected GroundHog's PyTables layout (convert-pkl2hdf5.py): a 1-D integer "
-              "'/phrases' array and an '/indices' table with integer columns 'pos' and 'length'")
+_H5_LAYOUT = (
+    "expected GroundHog's PyTables layout (convert-pkl2hdf5.py): a 1-D integer "
+    "'/phrases' array and an '/indices' table with integer columns 'pos' and 'length'"
+)
 
 
 def read_h5_bitext(path) -> H5Phrases:
@@ -300,7 +344,9 @@ def read_h5_bitext(path) -> H5Phrases:
         except FileNotFoundError:
             raise LegacyInputError(path, "no such file") from None
         except OSError as err:
-            raise LegacyInputError(path, f"not a readable HDF5 file ({err}); {_H5_LAYOUT}") from None
+            raise LegacyInputError(
+                path, f"not a readable HDF5 file ({err}); {_H5_LAYOUT}"
+            ) from None
         with handle:
             check_global_heaps(path)
             for name in ("phrases", "indices"):
@@ -309,18 +355,23 @@ def read_h5_bitext(path) -> H5Phrases:
             ph, ix = handle["phrases"], handle["indices"]
             if ph.ndim != 1 or ph.dtype.kind not in "iu":
                 raise LegacyInputError(
-                    path, f"'/phrases' is {ph.ndim}-D {ph.dtype}, not a 1-D integer array; "
-                          f"{_H5_LAYOUT}")
+                    path,
+                    f"'/phrases' is {ph.ndim}-D {ph.dtype}, not a 1-D integer array; {_H5_LAYOUT}",
+                )
             names = ix.dtype.names or ()
             if ix.ndim != 1 or "pos" not in names or "length" not in names:
                 raise LegacyInputError(
-                    path, f"'/indices' has dtype {ix.dtype}, not a table with columns 'pos' and "
-                          f"'length'; {_H5_LAYOUT}")
+                    path,
+                    f"'/indices' has dtype {ix.dtype}, not a table with columns 'pos' and "
+                    f"'length'; {_H5_LAYOUT}",
+                )
             for col in ("pos", "length"):
                 if ix.dtype[col].kind not in "iu":
                     raise LegacyInputError(
-                        path, f"'/indices' column '{col}' is {ix.dtype[col]}, not an integer; "
-                              f"{_H5_LAYOUT}")
+                        path,
+                        f"'/indices' column '{col}' is {ix.dtype[col]}, not an integer; "
+                        f"{_H5_LAYOUT}",
+                    )
             # the loader holds int64 copies: of /phrases, and of both /indices columns
             check_dataset(ix, path, "'/indices'", loader_itemsize=16)
             check_dataset(ph, path, "'/phrases'", loader_itemsize=8)
@@ -334,12 +385,15 @@ def read_h5_bitext(path) -> H5Phrases:
     if ends.size and ends.max() > phrases.shape[0]:
         row = int(np.argmax(ends > phrases.shape[0]))
         raise LegacyInputError(
-            path, f"'/indices' row {row} (pos {int(pos[row])}, length {int(length[row])}) points "
-                  f"past the end of '/phrases' ({phrases.shape[0]} ids): truncated file?")
+            path,
+            f"'/indices' row {row} (pos {int(pos[row])}, length {int(length[row])}) points "
+            f"past the end of '/phrases' ({phrases.shape[0]} ids): truncated file?",
+        )
     if phrases.size and phrases.min() < 0:
         at = int(np.argmin(phrases))
-        raise LegacyInputError(path, f"'/phrases' holds a negative word id ({int(phrases[at])} "
-                                     f"at position {at})")
+        raise LegacyInputError(
+            path, f"'/phrases' holds a negative word id ({int(phrases[at])} at position {at})"
+        )
     return H5Phrases(str(path), phrases, pos, length)
 
 
@@ -394,18 +448,18 @@ def _padded_batch(state, x_seqs, y_seqs):
     Ymask = np.zeros((my, n), dtype=np.float32)
     # encdec.py:73-88 (slices past the width are clipped by numpy, i.e. sequences are cut)
     for idx, seq in enumerate(x_seqs):
-        X[:len(seq), idx] = seq[:mx]
+        X[: len(seq), idx] = seq[:mx]
         if len(seq) < mx:
-            X[len(seq):, idx] = null_src
-        Xmask[:len(seq), idx] = 1.0
+            X[len(seq) :, idx] = null_src
+        Xmask[: len(seq), idx] = 1.0
         if len(seq) < mx:
             Xmask[len(seq), idx] = 1.0
     # encdec.py:91-97
     for idx, seq in enumerate(y_seqs):
-        Y[:len(seq), idx] = seq[:my]
+        Y[: len(seq), idx] = seq[:my]
         if len(seq) < my:
-            Y[len(seq):, idx] = null_trg
-        Ymask[:len(seq), idx] = 1.0
+            Y[len(seq) :, idx] = null_trg
+        Ymask[: len(seq), idx] = 1.0
         if len(seq) < my:
             Ymask[len(seq), idx] = 1.0
     # encdec.py:99-113: QUIRK h5 invalid pairs
@@ -506,6 +560,7 @@ def legacy_argsort(keys) -> np.ndarray:
 
 def _legacy_aheapsort(v, tosort, start, n):
     """numpy 1.23 ``aheapsort_`` on ``tosort[start:start + n]`` (1-based heap indexing)."""
+
     def a_get(i):
         return tosort[start + i - 1]
 
@@ -534,8 +589,14 @@ def _legacy_aheapsort(v, tosort, start, n):
         sift_down(tmp, 1, n)
 
 
-def _fetches(src: H5Phrases, trg: H5Phrases, batch_size: int, max_len: int,
-             use_infinite_loop: bool, start_offset: int) -> Iterator[list[int]]:
+def _fetches(
+    src: H5Phrases,
+    trg: H5Phrases,
+    batch_size: int,
+    max_len: int,
+    use_infinite_loop: bool,
+    start_offset: int,
+) -> Iterator[list[int]]:
     """``PytablesBitextFetcher.run`` (``TM_dataset.py:168-219``): pair indices of up to
     ``batch_size`` consecutive pairs, skipping pairs with a side longer than ``max_len``
     (``QUIRK h5 skip long pairs``); the last fetch of a finite pass may be short; after it the
@@ -545,8 +606,11 @@ def _fetches(src: H5Phrases, trg: H5Phrases, batch_size: int, max_len: int,
     fits = (src.length <= max_len) & (trg.length <= max_len)
     if use_infinite_loop and not fits.any():
         # the original thread would spin forever without queueing anything
-        raise LegacyInputError(src.path, f"no pair has both sides within seqlen={max_len} "
-                                         f"(with {trg.path}); training would hang")
+        raise LegacyInputError(
+            src.path,
+            f"no pair has both sides within seqlen={max_len} "
+            f"(with {trg.path}); training would hang",
+        )
     while True:
         last_batch = False
         picked: list[int] = []
@@ -573,14 +637,24 @@ def _open_pair(src_h5, trg_h5) -> tuple[H5Phrases, H5Phrases]:
     trg = trg_h5 if isinstance(trg_h5, H5Phrases) else read_h5_bitext(trg_h5)
     if len(src) != len(trg):
         raise LegacyInputError(
-            src.path, f"{len(src)} sentences but {len(trg)} in {trg.path}; a bitext needs one "
-                      f"target sentence per source sentence")
+            src.path,
+            f"{len(src)} sentences but {len(trg)} in {trg.path}; a bitext needs one "
+            f"target sentence per source sentence",
+        )
     return src, trg
 
 
-def iter_h5_batches(state, src_h5, trg_h5, n_batches: int | None = None, *,
-                    sort_k_batches: int | None = 1, use_infinite_loop: bool = False,
-                    start_offset: int = 0, bs: int | None = None) -> Iterator[Batch]:
+def iter_h5_batches(
+    state,
+    src_h5,
+    trg_h5,
+    n_batches: int | None = None,
+    *,
+    sort_k_batches: int | None = 1,
+    use_infinite_loop: bool = False,
+    start_offset: int = 0,
+    bs: int | None = None,
+) -> Iterator[Batch]:
     """Batches of GroundHog's bitext iterator (``get_batch_iterator``, ``encdec.py:132-186``).
 
     Defaults are what ``score.py --mode=batch --src X.h5 --trg Y.h5`` gives it
@@ -602,25 +676,35 @@ def iter_h5_batches(state, src_h5, trg_h5, n_batches: int | None = None, *,
         sort_k_batches = _state_value(state, "sort_k_batches")
     k_batches = int(sort_k_batches)
     if batch_size < 1 or k_batches < 1:
-        raise LegacyInputError(None, f"bs ({batch_size}) and sort_k_batches ({k_batches}) "
-                                     f"must be positive")
+        raise LegacyInputError(
+            None, f"bs ({batch_size}) and sort_k_batches ({k_batches}) must be positive"
+        )
     max_len = int(_state_value(state, "seqlen"))
     src, trg = _open_pair(src_h5, trg_h5)
     if not 0 <= start_offset <= len(src):
         raise LegacyInputError(src.path, f"start offset {start_offset} outside 0..{len(src)}")
-    for key in ("trim_batches", "null_sym_source", "null_sym_target", "n_sym_source",
-                "n_sym_target", "unk_sym_source", "unk_sym_target"):
+    for key in (
+        "trim_batches",
+        "null_sym_source",
+        "null_sym_target",
+        "n_sym_source",
+        "n_sym_target",
+        "unk_sym_source",
+        "unk_sym_target",
+    ):
         _state_value(state, key)
-    batches = _h5_batches(state, src, trg, batch_size, k_batches, max_len,
-                          use_infinite_loop, start_offset)
+    batches = _h5_batches(
+        state, src, trg, batch_size, k_batches, max_len, use_infinite_loop, start_offset
+    )
     if n_batches is not None and n_batches >= 0:
         # score.py:156-160 -- `i` counts the batches the iterator yielded
         batches = itertools.islice(batches, n_batches)
     return batches
 
 
-def _h5_batches(state, src, trg, batch_size, k_batches, max_len, use_infinite_loop,
-                start_offset) -> Iterator[Batch]:
+def _h5_batches(
+    state, src, trg, batch_size, k_batches, max_len, use_infinite_loop, start_offset
+) -> Iterator[Batch]:
     fetches = _fetches(src, trg, batch_size, max_len, use_infinite_loop, start_offset)
     while True:
         group = list(itertools.islice(fetches, k_batches))
@@ -639,7 +723,7 @@ def _h5_batches(state, src, trg, batch_size, k_batches, max_len, use_infinite_lo
         # full fetches stop right after their last pick; a short one ran to the end of the data
         next_offset = int(pairs[-1]) + 1 if len(group[-1]) == batch_size else len(src)
         for k in range(k_batches):
-            indices = order[k * batch_size:(k + 1) * batch_size]
+            indices = order[k * batch_size : (k + 1) * batch_size]
             out = _padded_batch(state, [x[i] for i in indices], [y[i] for i in indices])
             if out is None:
                 continue
@@ -662,10 +746,18 @@ def first_training_batch(state, src_h5=None, trg_h5=None) -> Batch:
     if _state_value(state, "shuffle"):
         # TM_dataset.py:187-190 draws a random start only for start_offset == -1; train.py's
         # first start passes -1, so a shuffled run starts at numpy.random.randint(data_len).
-        raise LegacyInputError(None, "state['shuffle'] is True: GroundHog started training at a "
-                                     "random offset (numpy's global RNG); not reproducible")
-    batches = iter_h5_batches(state, src_h5, trg_h5, sort_k_batches=None,
-                              use_infinite_loop=bool(_state_value(state, "use_infinite_loop")))
+        raise LegacyInputError(
+            None,
+            "state['shuffle'] is True: GroundHog started training at a "
+            "random offset (numpy's global RNG); not reproducible",
+        )
+    batches = iter_h5_batches(
+        state,
+        src_h5,
+        trg_h5,
+        sort_k_batches=None,
+        use_infinite_loop=bool(_state_value(state, "use_infinite_loop")),
+    )
     for batch in batches:
         return batch
     raise LegacyInputError(src_h5, "no training batch: no pair fits seqlen")

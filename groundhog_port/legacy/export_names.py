@@ -8,6 +8,7 @@ against this module).  Each tensor also carries its GroundHog name (the key in
 appendix A: ``\\overrightarrow{W}`` ...), both from that one table
 (:func:`groundhog_port.legacy.checkpoint.paper_symbol` says where each symbol comes from).
 """
+
 from .checkpoint import legacy_param_table
 
 #: export format version written into the safetensors metadata and config.json

@@ -22,6 +22,7 @@ loaded from the legacy files:
 whose model holds the same float32 bits, so every command computes exactly what it
 computes from the legacy files (``parity_tests/export/test_export.py``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,14 +35,12 @@ import numpy as np
 
 import legacy_states
 
-from . import checkpoint
-from . import lookup
-from . import vocab
-from ..model.config import ModelConfig
 from ..errors import LegacyInputError
-from .loading import Experiment, _allocate, _auto_threads, resolve_device
+from ..model.config import ModelConfig
 from ..outputs import atomic_write_bytes, atomic_write_text
+from . import checkpoint, lookup, vocab
 from .export_names import FORMAT_NAME, FORMAT_VERSION, export_table
+from .loading import Experiment, _allocate, _auto_threads, resolve_device
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -92,7 +91,9 @@ def write_checkpoint(exp, outdir):
         metadata[f"legacy:{name}"] = legacy
         metadata[f"symbol:{name}"] = sym
     config = {
-        "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "weights": WEIGHTS_FILE,
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "weights": WEIGHTS_FILE,
         "state": encode_state(exp.state),
         "architecture": architecture(exp.cfg),
         "vocabularies": {
@@ -101,13 +102,15 @@ def write_checkpoint(exp, outdir):
             "target_word2idx": exp.trg_word2idx,
             "target_idx2word": {str(k): v for k, v in raw_target_idx2word(exp).items()},
         },
-        "tensors": [{"name": n, "legacy_name": l, "symbol": s, "shape": list(sh)}
-                    for n, l, s, sh in rows],
+        "tensors": [
+            {"name": n, "legacy_name": l, "symbol": s, "shape": list(sh)} for n, l, s, sh in rows
+        ],
     }
     weights, cfg_path = outdir / WEIGHTS_FILE, outdir / CONFIG_FILE
     atomic_write_bytes(weights, save(tensors, metadata=metadata))
-    atomic_write_text(cfg_path, json.dumps(config, indent=1, ensure_ascii=False,
-                                           allow_nan=False) + "\n")
+    atomic_write_text(
+        cfg_path, json.dumps(config, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    )
     return weights, cfg_path
 
 
@@ -143,27 +146,30 @@ class ExportedExperiment(Experiment):
 
     @cached_property
     def trg_idx2word(self):
-        return vocab.target_idx2word(self.state, self._vocab("target_idx2word"),
-                                     self.state_path)
+        return vocab.target_idx2word(self.state, self._vocab("target_idx2word"), self.state_path)
 
 
 def _read_config(path):
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise LegacyInputError(path.parent, f"not an exported checkpoint: no {CONFIG_FILE} "
-                               "(write one with groundhog-port export)") from None
+        raise LegacyInputError(
+            path.parent,
+            f"not an exported checkpoint: no {CONFIG_FILE} (write one with groundhog-port export)",
+        ) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise LegacyInputError(path, f"not valid JSON: {err}") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
-        raise LegacyInputError(path, f"not a {FORMAT_NAME} config (no \"format\": "
-                               f"\"{FORMAT_NAME}\")")
+        raise LegacyInputError(path, f'not a {FORMAT_NAME} config (no "format": "{FORMAT_NAME}")')
     if config.get("format_version") != FORMAT_VERSION:
-        raise LegacyInputError(path, f"format_version {config.get('format_version')!r}; this "
-                               f"groundhog-port reads version {FORMAT_VERSION}")
+        raise LegacyInputError(
+            path,
+            f"format_version {config.get('format_version')!r}; this "
+            f"groundhog-port reads version {FORMAT_VERSION}",
+        )
     for key in ("state", "architecture", "vocabularies"):
         if not isinstance(config.get(key), dict):
-            raise LegacyInputError(path, f"no \"{key}\" object")
+            raise LegacyInputError(path, f'no "{key}" object')
     return config
 
 
@@ -172,13 +178,18 @@ def _vocabularies(stored, path):
     out = {}
     try:
         for side in ("source", "target"):
-            out[f"{side}_word2idx"] = {str(w): int(i) for w, i in
-                                      stored[f"{side}_word2idx"].items()}
-            out[f"{side}_idx2word"] = {int(i): str(w) for i, w in
-                                      stored[f"{side}_idx2word"].items()}
+            out[f"{side}_word2idx"] = {
+                str(w): int(i) for w, i in stored[f"{side}_word2idx"].items()
+            }
+            out[f"{side}_idx2word"] = {
+                int(i): str(w) for i, w in stored[f"{side}_idx2word"].items()
+            }
     except (KeyError, AttributeError, TypeError, ValueError) as err:
-        raise LegacyInputError(path, f"\"vocabularies\" is malformed ({err!r}): expected "
-                               "source/target word2idx and idx2word objects") from None
+        raise LegacyInputError(
+            path,
+            f'"vocabularies" is malformed ({err!r}): expected '
+            "source/target word2idx and idx2word objects",
+        ) from None
     return out
 
 
@@ -188,8 +199,11 @@ def _safetensors():
         import safetensors
         import safetensors.numpy
     except ImportError:
-        raise LegacyInputError(None, "safetensors checkpoints need the safetensors package: "
-                                     "pip install 'groundhog-port[export]'") from None
+        raise LegacyInputError(
+            None,
+            "safetensors checkpoints need the safetensors package: "
+            "pip install 'groundhog-port[export]'",
+        ) from None
     return safetensors
 
 
@@ -207,8 +221,15 @@ def read_weights(path):
         raise LegacyInputError(path, f"not a readable safetensors file: {err}") from None
 
 
-def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
-                    stable_softmax=False, data_dir=None, strict=False):
+def open_checkpoint(
+    directory,
+    changes="",
+    device="cpu",
+    allow_nonfinite=False,
+    stable_softmax=False,
+    data_dir=None,
+    strict=False,
+):
     """An exported checkpoint (a directory, or its ``config.json``) as an :class:`Experiment`.
 
     ``changes`` apply to the stored state as they apply to a ``*_state.pkl`` (sample.py:228).
@@ -221,8 +242,9 @@ def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
     config = _read_config(cfg_path)
     stored = decode_state(config["state"])
     if architecture(ModelConfig.from_state(stored, cfg_path)) != config["architecture"]:
-        raise LegacyInputError(cfg_path, "\"architecture\" does not match the one \"state\" "
-                               "describes (edited by hand?)")
+        raise LegacyInputError(
+            cfg_path, '"architecture" does not match the one "state" describes (edited by hand?)'
+        )
     state = dict(stored)
     changes = legacy_states.parse_changes(changes or "")
     legacy_states.check_change_keys(changes, stored, strict)
@@ -232,13 +254,17 @@ def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
     weights_path = cfg_path.parent / str(config.get("weights", WEIGHTS_FILE))
     tensors, metadata = read_weights(weights_path)
     if metadata.get("format") != FORMAT_NAME:
-        raise LegacyInputError(weights_path, f"not a {FORMAT_NAME} weights file (metadata "
-                               f"\"format\" is {metadata.get('format')!r})")
+        raise LegacyInputError(
+            weights_path,
+            f'not a {FORMAT_NAME} weights file (metadata "format" is {metadata.get("format")!r})',
+        )
     names = {name: legacy for name, legacy, _, _ in export_table(cfg)}
     unknown = sorted(set(tensors) - set(names))
     if unknown:
-        raise LegacyInputError(weights_path, f"unknown tensors {', '.join(unknown[:5])} for the "
-                               "architecture in config.json")
+        raise LegacyInputError(
+            weights_path,
+            f"unknown tensors {', '.join(unknown[:5])} for the architecture in config.json",
+        )
     # the legacy loader's checks (shapes, dtype, missing, non-finite) on the same arrays
     arrays = {names[name]: a for name, a in tensors.items()}
     table, _ = checkpoint.legacy_param_table(cfg)
@@ -247,8 +273,9 @@ def open_checkpoint(directory, changes="", device="cpu", allow_nonfinite=False,
     checkpoint.load_into(model, weights_path, allow_nonfinite=allow_nonfinite, arrays=arrays)
     model.to(resolve_device(device))
     model.eval()
-    exp = ExportedExperiment(cfg_path, state, cfg, model, lookup.data_dirs(data_dir),
-                             frozenset(changes))
+    exp = ExportedExperiment(
+        cfg_path, state, cfg, model, lookup.data_dirs(data_dir), frozenset(changes)
+    )
     exp.stored_vocabularies = _vocabularies(config["vocabularies"], cfg_path)
     exp.weights_path = weights_path
     return exp

@@ -9,6 +9,7 @@ byte of their data inside the file, so :func:`check_dataset` refuses a dataset w
 declared size is more than the deflate limit (about 1032:1) above what the file stores
 for it, external storage, and virtual datasets.
 """
+
 from contextlib import contextmanager
 
 from ..errors import LegacyInputError
@@ -21,6 +22,7 @@ SLACK_BYTES = 1 << 20
 
 def _is_vlen_sequence(type_id):
     import h5py
+
     return type_id.get_class() == h5py.h5t.VLEN
 
 
@@ -34,29 +36,48 @@ def check_dataset(ds, path, where, loader_itemsize=0):
     300 KB at deflate's ratio, passes as 300 MB of uint8, and became 2.4 GB of int64
     (issue 25)."""
     import h5py
+
     if not isinstance(ds, h5py.Dataset):
-        raise LegacyInputError(path, f"{where}: expected a dataset, found a {type(ds).__name__.lower()}")
+        raise LegacyInputError(
+            path, f"{where}: expected a dataset, found a {type(ds).__name__.lower()}"
+        )
     if _is_vlen_sequence(ds.id.get_type()):
-        raise LegacyInputError(path, f"{where}: a variable-length sequence type; expected numbers "
-                                     "or strings (damaged file?)")
+        raise LegacyInputError(
+            path,
+            f"{where}: a variable-length sequence type; expected numbers "
+            "or strings (damaged file?)",
+        )
     try:
         external = ds.external
     except (OSError, RuntimeError, ValueError):
         external = None
     if external:
-        raise LegacyInputError(path, f"{where}: data stored outside the file (in {external[0][0]!r}); "
-                                     "expected the data inside the .h5 file")
+        raise LegacyInputError(
+            path,
+            f"{where}: data stored outside the file (in {external[0][0]!r}); "
+            "expected the data inside the .h5 file",
+        )
     if getattr(ds, "is_virtual", False):
-        raise LegacyInputError(path, f"{where}: a virtual dataset (data in other files); "
-                                     "expected the data inside the .h5 file")
+        raise LegacyInputError(
+            path,
+            f"{where}: a virtual dataset (data in other files); "
+            "expected the data inside the .h5 file",
+        )
     declared = int(ds.size or 0) * (int(ds.dtype.itemsize) + loader_itemsize)
     stored = int(ds.id.get_storage_size())
     if declared > MAX_EXPANSION * stored + SLACK_BYTES:
-        held = f" as the loader holds it, {loader_itemsize} more per element" if loader_itemsize else ""
-        raise LegacyInputError(path, f"{where}: declares shape {tuple(ds.shape)} of {ds.dtype} "
-                                     f"({declared} bytes{held}) but the file stores {stored} bytes "
-                                     f"for it, more than deflate's {MAX_EXPANSION}:1 could give: "
-                                     "truncated, corrupt or hostile file")
+        held = (
+            f" as the loader holds it, {loader_itemsize} more per element"
+            if loader_itemsize
+            else ""
+        )
+        raise LegacyInputError(
+            path,
+            f"{where}: declares shape {tuple(ds.shape)} of {ds.dtype} "
+            f"({declared} bytes{held}) but the file stores {stored} bytes "
+            f"for it, more than deflate's {MAX_EXPANSION}:1 could give: "
+            "truncated, corrupt or hostile file",
+        )
 
 
 def read_attrs(obj, path, where, names=None):
@@ -71,12 +92,16 @@ def read_attrs(obj, path, where, names=None):
     missing (issue 17, fuzz seed 17204 case 1275); under the cap the allocation fails and
     HDF5 reports an error instead."""
     import h5py
+
     out = {}
-    for name in (list(obj.attrs) if names is None else names):
+    for name in list(obj.attrs) if names is None else names:
         type_id = obj.attrs.get_id(name).get_type()
         if _is_vlen_sequence(type_id):
-            raise LegacyInputError(path, f"{where}: attribute {name!r} has a variable-length "
-                                         "sequence type; expected a number or a string (damaged file?)")
+            raise LegacyInputError(
+                path,
+                f"{where}: attribute {name!r} has a variable-length "
+                "sequence type; expected a number or a string (damaged file?)",
+            )
         if type_id.get_class() == h5py.h5t.STRING and type_id.is_variable_str():
             with _capped_address_space():
                 out[name] = obj.attrs[name]
@@ -97,13 +122,14 @@ def _capped_address_space(extra_mib=ATTR_READ_MIB):
     the platform has it; a lower limit already in force is kept."""
     try:
         import resource
+
         with open("/proc/self/status") as f:
             in_use = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
     except (ImportError, OSError, StopIteration):
         yield
         return
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = in_use + extra_mib * 2 ** 20
+    cap = in_use + extra_mib * 2**20
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     if soft != resource.RLIM_INFINITY and soft <= cap:
@@ -143,6 +169,7 @@ def check_global_heaps(path):
     """
     import mmap
     import os
+
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
@@ -150,22 +177,24 @@ def check_global_heaps(path):
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 n = len(mm)
                 ls = _sizeof_lengths(mm)
-                hdr = 8 + ls            # signature, version, 3 reserved, collection size
-                objhdr = 8 + ls         # index, refcount, 4 reserved, object size
+                hdr = 8 + ls  # signature, version, 3 reserved, collection size
+                objhdr = 8 + ls  # index, refcount, 4 reserved, object size
                 at = mm.find(_GCOL)
                 while at >= 0:
                     if at + hdr <= n and mm[at + 4] == 1:
-                        size = int.from_bytes(mm[at + 8:at + 8 + ls], "little")
+                        size = int.from_bytes(mm[at + 8 : at + 8 + ls], "little")
                         end = min(at + size, n)
                         p = at + hdr
                         while p < end and p + objhdr <= end:
-                            idx = int.from_bytes(mm[p:p + 2], "little")
-                            osize = int.from_bytes(mm[p + 8:p + 8 + ls], "little")
+                            idx = int.from_bytes(mm[p : p + 2], "little")
+                            osize = int.from_bytes(mm[p + 8 : p + 8 + ls], "little")
                             need = objhdr + (osize + 7) // 8 * 8 if idx > 0 else osize
                             if need == 0:
                                 raise LegacyInputError(
-                                    path, f"damaged HDF5 global heap at byte {at} (an empty free-space "
-                                          f"object at byte {p}): HDF5 would loop forever reading it")
+                                    path,
+                                    f"damaged HDF5 global heap at byte {at} (an empty free-space "
+                                    f"object at byte {p}): HDF5 would loop forever reading it",
+                                )
                             p += need
                     at = mm.find(_GCOL, at + 1)
     except OSError as err:

@@ -12,6 +12,7 @@ From Python (README, "Python API")::
     exp.state                      # the state dict as sample.py would hold it
     seq, words = exp.parse_source("the cat .")    # ids with null_sym_source appended
 """
+
 import logging
 import math
 import os
@@ -23,13 +24,11 @@ import torch
 
 import legacy_states
 
-from . import checkpoint
-from . import lookup
-from . import vocab
-from ..model.config import ModelConfig
 from ..errors import LegacyInputError
-from ..model.layers import unwritten_parameters
+from ..model.config import ModelConfig
 from ..model.encdec import RNNEncoderDecoder
+from ..model.layers import unwritten_parameters
+from . import checkpoint, lookup, vocab
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +70,7 @@ def resolve_device(name):
 class Experiment:
     """A state, its model and its vocabularies (``data_dirs``: where files the state names
     are looked for when their stored path does not exist, in order)."""
+
     state_path: Path
     state: dict
     cfg: ModelConfig
@@ -83,8 +83,8 @@ class Experiment:
         """The file ``state[key]`` names, resolved (and its resolution logged) once."""
         if key not in self._paths:
             self._paths[key] = legacy_states.resolve_path(
-                self.state, key, self.state_path, self.data_dirs,
-                explicit=key in self.explicit_keys)
+                self.state, key, self.state_path, self.data_dirs, explicit=key in self.explicit_keys
+            )
         return self._paths[key]
 
     @cached_property
@@ -113,8 +113,17 @@ class Experiment:
         return vocab.parse_input(self.state, self.src_word2idx, line, idx2word=self.src_idx2word)
 
 
-def open_experiment(state_path, model_path=None, changes="", data_dir=None, device="cpu",
-                    lenient=False, allow_nonfinite=False, stable_softmax=False, strict=False):
+def open_experiment(
+    state_path,
+    model_path=None,
+    changes="",
+    data_dir=None,
+    device="cpu",
+    lenient=False,
+    allow_nonfinite=False,
+    stable_softmax=False,
+    strict=False,
+):
     """Load state, build the model, load the weights; see the module docstring.
 
     ``changes``: GroundHog's ``"key=value,..."`` (literals only, never evaluated), or a list
@@ -132,9 +141,16 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
     """
     if model_path is None:
         from .exported import open_checkpoint
-        return open_checkpoint(state_path, changes, device=device,
-                               allow_nonfinite=allow_nonfinite, stable_softmax=stable_softmax,
-                               data_dir=data_dir, strict=strict)
+
+        return open_checkpoint(
+            state_path,
+            changes,
+            device=device,
+            allow_nonfinite=allow_nonfinite,
+            stable_softmax=stable_softmax,
+            data_dir=data_dir,
+            strict=strict,
+        )
     state_path = Path(state_path)
     state = legacy_states.load_state(state_path, changes or "", data_dir, strict)
     cfg = ModelConfig.from_state(state, state_path)
@@ -144,10 +160,12 @@ def open_experiment(state_path, model_path=None, changes="", data_dir=None, devi
     table, _ = checkpoint.legacy_param_table(cfg)
     arrays = checkpoint.read_npz(model_path, table)
     checkpoint.check_arrays(arrays, table, model_path, lenient)
-    model = _allocate(cfg, table, state_path, stable_softmax,
-                      filled={p.path for p in table if p.name in arrays})
-    checkpoint.load_into(model, model_path, lenient=lenient, allow_nonfinite=allow_nonfinite,
-                         arrays=arrays)
+    model = _allocate(
+        cfg, table, state_path, stable_softmax, filled={p.path for p in table if p.name in arrays}
+    )
+    checkpoint.load_into(
+        model, model_path, lenient=lenient, allow_nonfinite=allow_nonfinite, arrays=arrays
+    )
     model.to(resolve_device(device))
     model.eval()
     explicit = frozenset(legacy_states.parse_changes(changes or ""))
@@ -170,7 +188,10 @@ def _allocate(cfg, table, state_path, stable_softmax, filled=frozenset()):
                 t.detach().zero_()
         return model
     except (MemoryError, RuntimeError, OverflowError, TypeError) as err:
-        raise LegacyInputError(state_path, f"cannot allocate the model the state describes "
-                               f"({n} parameters: dim={cfg.dim}, rank_n_approx="
-                               f"{cfg.rank_n_approx}, n_sym={cfg.n_sym_source}/"
-                               f"{cfg.n_sym_target}): {' '.join(str(err).split())[:200]}") from None
+        raise LegacyInputError(
+            state_path,
+            f"cannot allocate the model the state describes "
+            f"({n} parameters: dim={cfg.dim}, rank_n_approx="
+            f"{cfg.rank_n_approx}, n_sym={cfg.n_sym_source}/"
+            f"{cfg.n_sym_target}): {' '.join(str(err).split())[:200]}",
+        ) from None

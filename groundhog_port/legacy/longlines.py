@@ -7,6 +7,7 @@ port does the same (no truncation: that would change the output) and says so, na
 line.  Memory stays bounded by the line: the search keeps ``beam x words`` attention weights
 per step; the scorer's alignment is ``target words x source words``.
 """
+
 import logging
 
 from .vocab import split_words
@@ -31,12 +32,23 @@ def warn_long_lines(path, lines, state, doing="translating it", original="sample
         if n > seqlen:
             long_lines.append(number)
             if len(long_lines) <= MAX_NAMED:
-                logger.warning("%s: line %d has %d words, more than seqlen=%d (the longest "
-                               "sentences the model was trained on); %s anyway, as %s did",
-                               path, number, n, seqlen, doing, original)
+                logger.warning(
+                    "%s: line %d has %d words, more than seqlen=%d (the longest "
+                    "sentences the model was trained on); %s anyway, as %s did",
+                    path,
+                    number,
+                    n,
+                    seqlen,
+                    doing,
+                    original,
+                )
     if len(long_lines) > MAX_NAMED:
-        logger.warning("%s: %d more lines longer than seqlen=%d (lines %s%s)", path,
-                       len(long_lines) - MAX_NAMED, seqlen,
-                       ", ".join(map(str, long_lines[MAX_NAMED:MAX_NAMED + 10])),
-                       ", ..." if len(long_lines) > MAX_NAMED + 10 else "")
+        logger.warning(
+            "%s: %d more lines longer than seqlen=%d (lines %s%s)",
+            path,
+            len(long_lines) - MAX_NAMED,
+            seqlen,
+            ", ".join(map(str, long_lines[MAX_NAMED : MAX_NAMED + 10])),
+            ", ..." if len(long_lines) > MAX_NAMED + 10 else "",
+        )
     return long_lines

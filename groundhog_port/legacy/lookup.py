@@ -22,6 +22,7 @@ one line, not three -- and the single files at DEBUG.  When nothing is found,
 :class:`~groundhog_port.errors.LegacyInputError` lists every place looked at and says to
 pass ``--data-dir``.
 """
+
 import logging
 from pathlib import Path
 
@@ -50,8 +51,9 @@ def data_dirs(value, check=True):
     for d in value:
         p = Path(d)
         if check and not p.is_dir():
-            raise LegacyInputError(p, "data directory does not exist or is not a directory "
-                                      "(--data-dir)")
+            raise LegacyInputError(
+                p, "data directory does not exist or is not a directory (--data-dir)"
+            )
         if p not in out:
             out.append(p)
     return tuple(out)
@@ -86,8 +88,13 @@ def _announce(what, stored, chosen, where):
     if str(stored) == str(chosen):
         logger.info("%s: using %s (%s)", what, chosen, where)
     else:
-        logger.info("files of %s (%s first) are taken from %s (%s)",
-                    Path(stored).parent, what, chosen.parent, where)
+        logger.info(
+            "files of %s (%s first) are taken from %s (%s)",
+            Path(stored).parent,
+            what,
+            chosen.parent,
+            where,
+        )
         logger.debug("%s: %s -> %s", what, stored, chosen)
 
 
@@ -129,16 +136,20 @@ def find_stored(stored, what, state_path, dirs=(), explicit=False, where_from="t
             _announce(what, stored, candidate, where)
             return candidate
     looked = [str(stored)] + [str(c) for c, _ in places]
-    raise LegacyInputError(state_path, f"cannot find the file for {what!r}: looked at "
-                                       f"{', '.join(looked)}{hint()} or give the path in "
-                                       f"the changes ({what}='FILE')")
+    raise LegacyInputError(
+        state_path,
+        f"cannot find the file for {what!r}: looked at "
+        f"{', '.join(looked)}{hint()} or give the path in "
+        f"the changes ({what}='FILE')",
+    )
 
 
 def find_named(name, folder, dirs=()):
     """A test file called ``name`` of an experiment folder: in ``folder``, else in each of
     ``dirs``; ``None`` when absent (the caller says what it then skips)."""
-    for candidate, where in [(Path(folder) / name, "in the experiment folder")] + \
-            candidates(name, Path(folder) / name, dirs)[1:]:
+    for candidate, where in [(Path(folder) / name, "in the experiment folder")] + candidates(
+        name, Path(folder) / name, dirs
+    )[1:]:
         if is_file(candidate):
             if where != "in the experiment folder":
                 _announce(name, Path(folder) / name, candidate, where)

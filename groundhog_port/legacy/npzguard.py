@@ -24,6 +24,7 @@ data is decompressed:
   the parse budget (:mod:`groundhog_port.budget`), together with ``allowance`` bytes the
   caller expects beyond the state (none for a model file).
 """
+
 from __future__ import annotations
 
 import zipfile
@@ -46,6 +47,7 @@ PER_MEMBER = 2048
 class Member:
     """One ``.npy`` member as its header declares it (``shape``/``dtype``, like an array's,
     so shape checks can run on headers before any data is read)."""
+
     name: str
     info: zipfile.ZipInfo
     shape: tuple
@@ -71,6 +73,7 @@ def check_directory(path):
     parse budget, from its size in the end record (before anything is parsed): a 9 MB
     archive of 100,000 empty members is 56 MB of ZipInfo objects."""
     import struct
+
     with open(path, "rb") as f:
         f.seek(0, 2)
         size = f.tell()
@@ -79,12 +82,15 @@ def check_directory(path):
     at = tail.rfind(_EOCD)
     if at < 0 or at + 22 > len(tail):
         return  # not a zip end record: zipfile reports the damage
-    directory = struct.unpack("<I", tail[at + 12:at + 16])[0]
+    directory = struct.unpack("<I", tail[at + 12 : at + 16])[0]
     at64 = tail.rfind(_EOCD64, 0, at)
     if directory == 0xFFFFFFFF and at64 >= 0 and at64 + 56 <= len(tail):
-        directory = struct.unpack("<Q", tail[at64 + 40:at64 + 48])[0]
-    budget.check(path, f"the archive's directory of {directory} bytes",
-                 DIRECTORY_FACTOR * min(directory, size))
+        directory = struct.unpack("<Q", tail[at64 + 40 : at64 + 48])[0]
+    budget.check(
+        path,
+        f"the archive's directory of {directory} bytes",
+        DIRECTORY_FACTOR * min(directory, size),
+    )
 
 
 def _header(zf, info, path, kind):
@@ -92,13 +98,21 @@ def _header(zf, info, path, kind):
         try:
             version = np.lib.format.read_magic(f)
         except ValueError:
-            raise LegacyInputError(path, f"member {info.filename[:-4]!r} is not a .npy array; a "
-                                         f"GroundHog {kind} file is numpy.savez output") from None
-        read = {(1, 0): np.lib.format.read_array_header_1_0,
-                (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            raise LegacyInputError(
+                path,
+                f"member {info.filename[:-4]!r} is not a .npy array; a "
+                f"GroundHog {kind} file is numpy.savez output",
+            ) from None
+        read = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }.get(version)
         if read is None:
-            raise LegacyInputError(path, f"member {info.filename[:-4]!r}: .npy format version "
-                                         f"{version} (numpy.savez writes 1.0 or 2.0)")
+            raise LegacyInputError(
+                path,
+                f"member {info.filename[:-4]!r}: .npy format version "
+                f"{version} (numpy.savez writes 1.0 or 2.0)",
+            )
         shape, fortran, dtype = read(f)
         return shape, fortran, dtype, f.tell()
 
@@ -114,43 +128,63 @@ def read_members(zf, path, kind, expected=None, allowance=0):
     for info in infos:
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise LegacyInputError(path, f"member {name!r}: compression method "
-                                         f"{info.compress_type} (numpy.savez writes stored or "
-                                         "deflate members)")
+            raise LegacyInputError(
+                path,
+                f"member {name!r}: compression method "
+                f"{info.compress_type} (numpy.savez writes stored or "
+                "deflate members)",
+            )
         _check_ratio(info, path, name)
         shape, fortran, dtype, header_len = _header(zf, info, path, kind)
         member = Member(name, info, tuple(shape), dtype, fortran)
         if dtype.hasobject:  # pickled objects follow the header: no size to compare
-            raise LegacyInputError(path, f"holds object arrays (pickled Python objects); a "
-                                         f"GroundHog {kind} file holds only numeric arrays")
+            raise LegacyInputError(
+                path,
+                f"holds object arrays (pickled Python objects); a "
+                f"GroundHog {kind} file holds only numeric arrays",
+            )
         if header_len + member.nbytes != info.file_size:
-            raise LegacyInputError(path, f"member {name!r} declares shape {member.shape} of "
-                                         f"{dtype} ({member.nbytes} bytes) but the archive holds "
-                                         f"{info.file_size - header_len} bytes for it: truncated "
-                                         "or corrupt file")
-        if expected is not None and (name not in expected or expected[name] is not None
-                                     and member.shape != expected[name]):
+            raise LegacyInputError(
+                path,
+                f"member {name!r} declares shape {member.shape} of "
+                f"{dtype} ({member.nbytes} bytes) but the archive holds "
+                f"{info.file_size - header_len} bytes for it: truncated "
+                "or corrupt file",
+            )
+        if expected is not None and (
+            name not in expected or expected[name] is not None and member.shape != expected[name]
+        ):
             skipped[name] = member  # unknown, or a shape the model cannot take: never usable
             continue
         if expected is None or member.shape != expected[name] or dtype != np.float32:
             charged += member.nbytes
         to_read[name] = member
     if charged > allowance:
-        budget.check(path, f"{len(to_read)} archive members declaring {charged} bytes beyond "
-                           "what the state declares", charged - allowance)
+        budget.check(
+            path,
+            f"{len(to_read)} archive members declaring {charged} bytes beyond "
+            "what the state declares",
+            charged - allowance,
+        )
     return to_read, skipped
 
 
 def _check_ratio(info, path, name):
     if info.compress_type == zipfile.ZIP_STORED:
         if info.file_size != info.compress_size:
-            raise LegacyInputError(path, f"member {name!r}: stored (uncompressed) but declares "
-                                         f"{info.file_size} bytes in {info.compress_size}: corrupt "
-                                         "archive")
+            raise LegacyInputError(
+                path,
+                f"member {name!r}: stored (uncompressed) but declares "
+                f"{info.file_size} bytes in {info.compress_size}: corrupt "
+                "archive",
+            )
     elif info.file_size > MAX_RATIO * info.compress_size + SLACK_BYTES:
-        raise LegacyInputError(path, f"member {name!r} declares {info.file_size} bytes from "
-                                     f"{info.compress_size} compressed: more than deflate's "
-                                     f"{MAX_RATIO}:1 can give, a lie about its size")
+        raise LegacyInputError(
+            path,
+            f"member {name!r} declares {info.file_size} bytes from "
+            f"{info.compress_size} compressed: more than deflate's "
+            f"{MAX_RATIO}:1 can give, a lie about its size",
+        )
 
 
 def read_array(zf, member):

@@ -23,13 +23,17 @@ class UnknownWordError(LegacyInputError):
     def __init__(self, word, position, path=None):
         self.word = word
         self.position = position
-        super().__init__(path, f"unknown word {quoted(word)} (token {position + 1} of the sentence); "
-                               "the original stops with 'Unknown word' here; run with --allow-unk to map unknown words to UNK")
+        super().__init__(
+            path,
+            f"unknown word {quoted(word)} (token {position + 1} of the sentence); "
+            "the original stops with 'Unknown word' here; run with --allow-unk to map unknown words to UNK",
+        )
 
 
 # ---------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------
+
 
 def _describe(pairs):
     return ", ".join(f"{quoted(k)}: {quoted(v)}" for k, v in pairs[:3])
@@ -42,7 +46,9 @@ def _is_id(value):
 def _load_dict(path, what):
     data = safe_load_pickle(path)
     if not isinstance(data, dict):
-        raise LegacyInputError(path, f"a {what} is a pickled dict, this pickle holds a {type(data).__name__}")
+        raise LegacyInputError(
+            path, f"a {what} is a pickled dict, this pickle holds a {type(data).__name__}"
+        )
     if not data:
         raise LegacyInputError(path, f"the {what} is empty")
     return data
@@ -56,13 +62,19 @@ def load_word2idx(path) -> dict[str, int]:
     data = _load_dict(path, "word -> id vocabulary")
     items = list(data.items())
     if all(_is_id(k) and isinstance(v, str) for k, v in items):
-        raise LegacyInputError(path, "this is an id -> word vocabulary (an ivocab file, "
-                                     f"e.g. {_describe(items)}); a word -> id vocabulary (vocab file) is needed here")
+        raise LegacyInputError(
+            path,
+            "this is an id -> word vocabulary (an ivocab file, "
+            f"e.g. {_describe(items)}); a word -> id vocabulary (vocab file) is needed here",
+        )
     out = {}
     for word, idx in items:
         if not isinstance(word, str) or not _is_id(idx):
-            raise LegacyInputError(path, f"not a word -> id vocabulary: entry {quoted(word)}: "
-                                         f"{quoted(idx)} (expected text -> integer)")
+            raise LegacyInputError(
+                path,
+                f"not a word -> id vocabulary: entry {quoted(word)}: "
+                f"{quoted(idx)} (expected text -> integer)",
+            )
         if idx < 0:
             raise _negative_id(path, idx, word)
         out[word] = int(idx)
@@ -72,8 +84,9 @@ def load_word2idx(path) -> dict[str, int]:
 def _negative_id(path, idx, word):
     # GroundHog would index the embedding with it (numpy wraps a negative index to another
     # word's row); the port refuses it here, where the file is known
-    return LegacyInputError(path, f"word {quoted(word)} has the negative id {int(idx)}: "
-                                  "vocabulary ids are 0 or more")
+    return LegacyInputError(
+        path, f"word {quoted(word)} has the negative id {int(idx)}: vocabulary ids are 0 or more"
+    )
 
 
 def load_idx2word(path) -> dict[int, str]:
@@ -84,14 +97,20 @@ def load_idx2word(path) -> dict[int, str]:
     data = _load_dict(path, "id -> word vocabulary")
     items = list(data.items())
     if all(isinstance(k, str) and _is_id(v) for k, v in items):
-        raise LegacyInputError(path, "this is a word -> id vocabulary (a vocab file, "
-                                     f"e.g. {_describe(items)}); an id -> word vocabulary (ivocab file) is needed here")
+        raise LegacyInputError(
+            path,
+            "this is a word -> id vocabulary (a vocab file, "
+            f"e.g. {_describe(items)}); an id -> word vocabulary (ivocab file) is needed here",
+        )
     out = WordsById()
     out.path = path
     for idx, word in items:
         if not _is_id(idx) or not isinstance(word, str):
-            raise LegacyInputError(path, f"not an id -> word vocabulary: entry {quoted(idx)}: "
-                                         f"{quoted(word)} (expected integer -> text)")
+            raise LegacyInputError(
+                path,
+                f"not an id -> word vocabulary: entry {quoted(idx)}: "
+                f"{quoted(word)} (expected integer -> text)",
+            )
         if idx < 0:
             raise _negative_id(path, idx, word)
         out[int(idx)] = word
@@ -101,6 +120,7 @@ def load_idx2word(path) -> dict[int, str]:
 # ---------------------------------------------------------------------------
 # text -> ids
 # ---------------------------------------------------------------------------
+
 
 def split_words(line: str) -> list[str]:
     """``line.split()`` as Python 2 did it on byte strings: only ASCII whitespace
@@ -134,7 +154,9 @@ def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-
         null_sym = state["null_sym_source"]
     n_sym_source = state["n_sym_source"]  # sic: also for the target side
     if not _is_id(n_sym_source):
-        raise LegacyInputError(None, f"state['n_sym_source'] must be an integer, found {n_sym_source!r}")
+        raise LegacyInputError(
+            None, f"state['n_sym_source'] must be an integer, found {n_sym_source!r}"
+        )
     words = split_words(line)
     seq = np.zeros(len(words) + 1, dtype="int64")
     for pos, word in enumerate(words):
@@ -152,10 +174,12 @@ def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-
         try:
             return seq, " ".join(shown[int(i)] for i in seq)
         except KeyError as err:
-            raise LegacyInputError(getattr(idx2word, "path", None),
-                                   f"id {err.args[0]} (from the word -> id vocabulary) is missing "
-                                   "from this id -> word vocabulary: the two files do not belong "
-                                   "together") from None
+            raise LegacyInputError(
+                getattr(idx2word, "path", None),
+                f"id {err.args[0]} (from the word -> id vocabulary) is missing "
+                "from this id -> word vocabulary: the two files do not belong "
+                "together",
+            ) from None
     return seq, words
 
 
@@ -163,9 +187,11 @@ def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-
 # ids -> text
 # ---------------------------------------------------------------------------
 
+
 class WordsById(dict):
     """An id -> word dictionary that remembers the file it was read from (``path``), so
     that a missing id found later, while rendering a translation, names that file."""
+
     path = None
 
 
@@ -194,9 +220,11 @@ def indices_to_words(idx2word, ids) -> list[str]:
         try:
             word = idx2word[int(i)]
         except KeyError:
-            raise LegacyInputError(getattr(idx2word, "path", None),
-                                   f"word id {int(i)} has no entry in the target id -> word "
-                                   "vocabulary (n_sym_target larger than the vocabulary?)") from None
+            raise LegacyInputError(
+                getattr(idx2word, "path", None),
+                f"word id {int(i)} has no entry in the target id -> word "
+                "vocabulary (n_sym_target larger than the vocabulary?)",
+            ) from None
         if word == "<eol>":
             break
         words.append(word)

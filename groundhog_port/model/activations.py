@@ -58,7 +58,11 @@ ACCEPTED_SPELLINGS = (
 # ---------------------------------------------------------------------------
 
 # Theano's ScalarSigmoid.c_code cut-offs: below LOW -> 0, above HIGH -> 1
-_SIGMOID_CUTOFFS = {torch.float16: (-11.0, 7.0), torch.float32: (-88.0, 15.0), torch.float64: (-709.0, 19.0)}
+_SIGMOID_CUTOFFS = {
+    torch.float16: (-11.0, 7.0),
+    torch.float32: (-88.0, 15.0),
+    torch.float64: (-709.0, 19.0),
+}
 
 
 def theano_sigmoid(x: torch.Tensor) -> torch.Tensor:
@@ -163,14 +167,19 @@ def _is_var(node, var):
 def _is_number(node, value):
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return _is_number(node.operand, -value)
-    return (isinstance(node, ast.Constant) and type(node.value) in (int, float)
-            and node.value == value)
+    return (
+        isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == value
+    )
 
 
 def _compare(node, var):
     """``x > c`` / ``x < c`` -> ('>', c) / ('<', c); None otherwise."""
-    if (isinstance(node, ast.Compare) and len(node.ops) == 1 and _is_var(node.left, var)
-            and isinstance(node.ops[0], (ast.Gt, ast.Lt))):
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and _is_var(node.left, var)
+        and isinstance(node.ops[0], (ast.Gt, ast.Lt))
+    ):
         for c in (0, 1, -1):
             if _is_number(node.comparators[0], c):
                 return (">" if isinstance(node.ops[0], ast.Gt) else "<", c)
@@ -240,15 +249,21 @@ def parse_activation(text, key=None) -> Activation:
 
     def unknown(reason=""):
         return LegacyInputError(
-            where, f"unknown activation {quoted(text)}{reason}; accepted spellings (any spacing, any "
-                   f"argument name): {', '.join(repr(s) for s in ACCEPTED_SPELLINGS)}")
+            where,
+            f"unknown activation {quoted(text)}{reason}; accepted spellings (any spacing, any "
+            f"argument name): {', '.join(repr(s) for s in ACCEPTED_SPELLINGS)}",
+        )
 
     if not isinstance(text, str):
-        raise LegacyInputError(where, f"activation must be a string, got {type(text).__name__} "
-                                      f"{quoted(text)}")
+        raise LegacyInputError(
+            where, f"activation must be a string, got {type(text).__name__} {quoted(text)}"
+        )
     if len(text) > MAX_ACTIVATION_CHARS:
-        raise LegacyInputError(where, f"activation string of {len(text)} characters is too long "
-                                      f"(at most {MAX_ACTIVATION_CHARS})")
+        raise LegacyInputError(
+            where,
+            f"activation string of {len(text)} characters is too long "
+            f"(at most {MAX_ACTIVATION_CHARS})",
+        )
     source = text.strip()
     try:
         node = ast.parse(source, mode="eval").body
@@ -262,15 +277,19 @@ def parse_activation(text, key=None) -> Activation:
         if key is not None and not str(key).endswith("unary_activ"):
             # only encdec.py's namespace defines Maxout, and only unary_activ is eval()ed
             # there as a readout (encdec.py:702, 938); elsewhere the original fails
-            raise LegacyInputError(where, f"{text!r}: Maxout is only usable as unary_activ "
-                                          "(GroundHog cannot use it for this key)")
+            raise LegacyInputError(
+                where,
+                f"{text!r}: Maxout is only usable as unary_activ "
+                "(GroundHog cannot use it for this key)",
+            )
         return Activation("maxout", k, text)
 
     name = None
     if isinstance(node, ast.Lambda):
         args = node.args
-        if (len(args.args) == 1 and not (args.posonlyargs or args.kwonlyargs or args.vararg
-                                         or args.kwarg or args.defaults)):
+        if len(args.args) == 1 and not (
+            args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults
+        ):
             name = _lambda_body(node.body, args.args[0].arg)
     else:
         name = _NAMED_FUNCTIONS.get(_dotted(node))

@@ -18,6 +18,7 @@ so an energy above ~88 overflows to ``inf`` and the weights become ``nan`` exact
 as in the original.  ``stable=True`` (CLI ``--stable-softmax``) subtracts the
 maximum first: a documented deviation, never the default.
 """
+
 import torch
 
 from .numerics import mm, sum_positions
@@ -30,8 +31,8 @@ def precompute_p_from_c(c, A):
 
 def scores(h_prev, p_from_c, B, D):
     """``tanh(p_from_h + p_from_c_j) @ D`` -> ``(S, n)``; ``p_from_c (S, m, dim)``."""
-    p = mm(h_prev, B)[None] + p_from_c              # (S, n, dim)
-    return energy_scores(p.tanh_(), D)              # (S, n); in place: p is S x n x dim
+    p = mm(h_prev, B)[None] + p_from_c  # (S, n, dim)
+    return energy_scores(p.tanh_(), D)  # (S, n); in place: p is S x n x dim
 
 
 def energy_scores(t, D):
@@ -74,7 +75,7 @@ def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False, c_rows=None):
     ``c_mask (S, n)`` or None; ``c_rows``: ``c`` batch-major, see :func:`weighted_context`.
     Returns ``ctx (n, c_dim)`` and ``alpha (S, n)``.
     """
-    score = scores(h_prev, p_from_c, B, D)          # (S, n)
+    score = scores(h_prev, p_from_c, B, D)  # (S, n)
     if stable:
         score = score - score.amax(0, keepdim=True)
     energy = torch.exp(score)

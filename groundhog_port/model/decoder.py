@@ -16,6 +16,7 @@ Step order as in GroundHog's beam search: ``next_probs`` reads out from the
 *previous* state ``s_{i-1}``, the context attended with ``s_{i-1}`` and the
 previous word; ``next_states`` then computes ``s_i`` from the chosen word.
 """
+
 import torch
 from torch import nn
 
@@ -30,10 +31,12 @@ class Decoder(nn.Module):
         dim, rank, c_dim, rec = cfg.dim, cfg.rank_n_approx, cfg.c_dim, cfg.dec
         self.approx_embedder = MultiLayer(cfg.n_sym_target, rank, cfg.rank_n_activ)
         self.input_embedder = MultiLayer(rank, dim, IDENTITY)
-        self.update_embedder = (MultiLayer(rank, dim, IDENTITY, learn_bias=False)
-                                if rec.gating else None)
-        self.reset_embedder = (MultiLayer(rank, dim, IDENTITY, learn_bias=False)
-                               if rec.reseting else None)
+        self.update_embedder = (
+            MultiLayer(rank, dim, IDENTITY, learn_bias=False) if rec.gating else None
+        )
+        self.reset_embedder = (
+            MultiLayer(rank, dim, IDENTITY, learn_bias=False) if rec.reseting else None
+        )
         self.transition = RecurrentLayer(dim, rec)
         if cfg.search:
             # the alignment matrices of RecurrentLayerWithSearch (encdec.py:244)
@@ -50,13 +53,15 @@ class Decoder(nn.Module):
         # _create_readout_layers (encdec.py:897)
         self.repr_readout = MultiLayer(c_dim, dim, IDENTITY, learn_bias=False)
         self.hid_readout = MultiLayer(dim, dim, IDENTITY)
-        self.prev_readout = MultiLayer(rank, dim, IDENTITY, learn_bias=False) if cfg.bigram else None
+        self.prev_readout = (
+            MultiLayer(rank, dim, IDENTITY, learn_bias=False) if cfg.bigram else None
+        )
         self.output_layer = SoftmaxLayer(cfg.softmax_in, cfg.n_sym_target, rank)
 
     # -- pieces -----------------------------------------------------------------------
     def initial_state(self, c):
         """``s_0`` from the first annotation's last ``dim`` columns; ``c (S, n, c_dim)``."""
-        init_c = c[0, :, -self.cfg.dim:]
+        init_c = c[0, :, -self.cfg.dim :]
         if self.initializer is None:
             return torch.zeros_like(init_c)
         return self.initializer(init_c)
@@ -64,9 +69,12 @@ class Decoder(nn.Module):
     def signals(self, y):
         """Word embedding and its input / update / reset contributions."""
         emb = self.approx_embedder(y)
-        return (emb, self.input_embedder(emb),
-                None if self.update_embedder is None else self.update_embedder(emb),
-                None if self.reset_embedder is None else self.reset_embedder(emb))
+        return (
+            emb,
+            self.input_embedder(emb),
+            None if self.update_embedder is None else self.update_embedder(emb),
+            None if self.reset_embedder is None else self.reset_embedder(emb),
+        )
 
     def p_from_c(self, c):
         return attention.precompute_p_from_c(c, self.A) if self.cfg.search else None
@@ -100,7 +108,7 @@ class Decoder(nn.Module):
 
     def readout(self, s_prev, ctx, prev_term):
         """Output layer input: ``repr(ctx) + hid(s_prev) + prev_term``, then the maxout."""
-        t = self.repr_readout(ctx) + self.hid_readout(s_prev[..., :self.cfg.dim])
+        t = self.repr_readout(ctx) + self.hid_readout(s_prev[..., : self.cfg.dim])
         if prev_term is not None:
             t = t + prev_term
         if self.cfg.deep_out:
@@ -189,7 +197,8 @@ class Decoder(nn.Module):
         s_prev = torch.stack(states)
         prev = None
         if self.prev_readout is not None:
-            prev = torch.cat([torch.zeros_like(s_prev[:1, :, :self.cfg.dim]),
-                              self.prev_readout(emb[:-1])])
+            prev = torch.cat(
+                [torch.zeros_like(s_prev[:1, :, : self.cfg.dim]), self.prev_readout(emb[:-1])]
+            )
         readouts = self.readout(s_prev, torch.stack(contexts), prev)
         return readouts, (torch.stack(alphas) if self.cfg.search else None)

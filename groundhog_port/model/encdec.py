@@ -4,6 +4,7 @@ Search sees it only through ``encode`` / ``initial_states`` / ``next_probs`` /
 ``next_states`` (the four compiled functions sample.py uses); scoring through
 ``score``.  Everything is float32, GroundHog's ``floatX``.
 """
+
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +23,7 @@ class Scores:
     ``token_costs (T, n)``: ``-log p`` of every position before masking (the parity
     bounds use it to recognise costs of subnormal probabilities).
     """
+
     cost: torch.Tensor
     word_probs: torch.Tensor
     alignment: torch.Tensor
@@ -34,8 +36,11 @@ class RNNEncoderDecoder(nn.Module):
         self.cfg = cfg
         self.stable = stable_softmax
         self.encoder = Encoder(cfg, cfg.enc, with_approx_embedder=True)
-        self.backward_encoder = (Encoder(cfg, cfg.back_enc, with_approx_embedder=False)
-                                 if cfg.needs_backward_encoder else None)
+        self.backward_encoder = (
+            Encoder(cfg, cfg.back_enc, with_approx_embedder=False)
+            if cfg.needs_backward_encoder
+            else None
+        )
         self.decoder = Decoder(cfg)
 
     @property
@@ -52,6 +57,7 @@ class RNNEncoderDecoder(nn.Module):
         ``groundhog-port parity --float64-reference``).
         """
         import copy
+
         shadow = copy.deepcopy(self)
         return shadow.double()
 
@@ -69,9 +75,10 @@ class RNNEncoderDecoder(nn.Module):
         (:mod:`groundhog_port.harness.tolerance`).
         """
         import math
+
         probe = self.float64_shadow()
         gen = torch.Generator(device="cpu").manual_seed(int(seed))
-        u = 2.0 ** -24
+        u = 2.0**-24
         with torch.no_grad():
             for name, p in probe.named_parameters():
                 lookup = "approx_embedder" in name

@@ -15,6 +15,7 @@ forward encoder's output is not one state per word but the root of the gated pyr
 one vector per sentence (rconv_layers.py:311): ``last_forward`` replicates it over the
 source positions (encdec.py:1339/1375), and ``forward`` alone is that single position.
 """
+
 import torch
 from torch import nn
 
@@ -37,13 +38,22 @@ class Encoder(nn.Module):
         if with_approx_embedder:
             self.approx_embedder = MultiLayer(cfg.n_sym_source, cfg.rank_n_approx, cfg.rank_n_activ)
         self.input_embedder = MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY)
-        self.update_embedder = (MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY, learn_bias=False)
-                                if rec.gating else None)
-        self.reset_embedder = (MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY, learn_bias=False)
-                               if rec.reseting else None)
+        self.update_embedder = (
+            MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY, learn_bias=False)
+            if rec.gating
+            else None
+        )
+        self.reset_embedder = (
+            MultiLayer(cfg.rank_n_approx, cfg.dim, IDENTITY, learn_bias=False)
+            if rec.reseting
+            else None
+        )
         self.grconv = rec.layer == GRCONV
-        self.transition = (RecursiveConvolutionalLayer(cfg.dim, rec) if self.grconv
-                           else RecurrentLayer(cfg.dim, rec))
+        self.transition = (
+            RecursiveConvolutionalLayer(cfg.dim, rec)
+            if self.grconv
+            else RecurrentLayer(cfg.dim, rec)
+        )
 
     def forward(self, approx_embeddings, mask, h0):
         """Hidden states ``(T, batch, dim)`` of this direction over ``approx_embeddings``,
@@ -77,8 +87,9 @@ def annotations(model, x, x_mask=None):
         parts.append(forward[-1:].expand(length, -1, -1))
     if cfg.needs_backward_encoder:
         x_rev = x.flip(0)
-        backward = model.backward_encoder(model.encoder.approx_embedder(x_rev),
-                                          None if x_mask is None else x_mask.flip(0), h0).flip(0)
+        backward = model.backward_encoder(
+            model.encoder.approx_embedder(x_rev), None if x_mask is None else x_mask.flip(0), h0
+        ).flip(0)
         if cfg.backward:
             parts.append(backward)
         if cfg.last_backward:
@@ -98,8 +109,9 @@ def grconv_gates(model, seq):
     """
     enc = model.encoder
     if not enc.grconv:
-        raise ValueError("the gating tree exists only for enc_rec_layer="
-                         "'RecursiveConvolutionalLayer'")
+        raise ValueError(
+            "the gating tree exists only for enc_rec_layer='RecursiveConvolutionalLayer'"
+        )
     x = torch.as_tensor(seq, dtype=torch.int64, device=model.device)[:, None]
     h = enc.input_embedder(enc.approx_embedder(x))
     gates = [g[:, 0] for _, g in enc.transition.climb(h)]

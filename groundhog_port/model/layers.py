@@ -4,6 +4,7 @@ Weights keep GroundHog's ``(in, out)`` orientation: every affine map is ``x @ W 
 Parameters are registered under their role (``W``, ``b``, ``W1`` ...); the
 legacy names they load from live in ONE table, :mod:`groundhog_port.legacy.checkpoint`.
 """
+
 import contextlib
 import contextvars
 
@@ -59,8 +60,9 @@ class MultiLayer(nn.Module):
     but GroundHog still adds it in fprop.  It is kept here as a zero buffer.
     """
 
-    def __init__(self, n_in, n_out, activation, rank_n_approx=0, rank_n_activ=None,
-                 learn_bias=True):
+    def __init__(
+        self, n_in, n_out, activation, rank_n_approx=0, rank_n_activ=None, learn_bias=True
+    ):
         super().__init__()
         self.activation = activation
         self.rank_n_activ = rank_n_activ
@@ -125,8 +127,13 @@ class RecurrentLayer(nn.Module):
         """Run over time: inputs ``(T, batch, dim)``, mask ``(T, batch)``; returns ``(T, batch, dim)``."""
         h, out = h0, []
         for t in range(x.shape[0]):
-            h = self.step(x[t], None if x_z is None else x_z[t], None if x_r is None else x_r[t],
-                          h, None if mask is None else mask[t])
+            h = self.step(
+                x[t],
+                None if x_z is None else x_z[t],
+                None if x_r is None else x_r[t],
+                h,
+                None if mask is None else mask[t],
+            )
             out.append(h)
         return torch.stack(out)
 
@@ -261,19 +268,19 @@ class SoftmaxLayer(nn.Module):
         y2 = y.reshape(-1)
         out = x2.new_empty(x2.shape[0])
         for i in range(0, x2.shape[0], block):
-            h = x2[i:i + block]
+            h = x2[i : i + block]
             h = mm(h, self.W1) if hasattr(self, "W1") else h
             z = [mm(h, Wj).add_(self.b[j0:j1]) for j0, j1, Wj in cols]
             zmax = torch.stack([zj.amax(-1) for zj in z]).amax(0)[:, None]
             total = torch.zeros(h.shape[0], dtype=torch.float64, device=h.device)
             e_y = torch.empty(h.shape[0], dtype=h.dtype, device=h.device)
-            yb = y2[i:i + block]
+            yb = y2[i : i + block]
             for (j0, j1, _), zj in zip(cols, z):
                 e = zj.sub_(zmax).exp_()
                 total += e.sum(-1, dtype=torch.float64)
                 hit = (yb >= j0) & (yb < j1)
                 e_y[hit] = e[hit, yb[hit] - j0]
-            out[i:i + block] = (e_y.double() * (1.0 / total)).to(h.dtype)
+            out[i : i + block] = (e_y.double() * (1.0 / total)).to(h.dtype)
         return out.reshape(y.shape)
 
 

@@ -13,6 +13,7 @@ tail round differently -- which is one more reason the activations use
 
 ``parity_tests/unit/test_batched_search.py`` checks the property on random models.
 """
+
 import numpy as np
 import torch
 
@@ -82,7 +83,7 @@ def output_blocks(W):
     if V <= SINGLE_BLOCK_VOCAB:
         return [(0, V, W)]
     cuts = list(range(0, V, OUT_BLOCK)) + [V]
-    if cuts[-1] - cuts[-2] < 2 * ROW_BLOCK * ROW_BLOCK:        # no narrow last block
+    if cuts[-1] - cuts[-2] < 2 * ROW_BLOCK * ROW_BLOCK:  # no narrow last block
         del cuts[-2]
     return [(j0, j1, W[:, j0:j1]) for j0, j1 in zip(cuts, cuts[1:])]
 

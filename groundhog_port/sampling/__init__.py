@@ -20,9 +20,18 @@ Library use::
     s.sentences, s.costs                          # what sample() returns
     many = sampler.sample_many(seqs, 5, 1.0, batch_size=32)   # continues the same stream
 """
+
 from .mrg import MRGRandomStreams, StateMatrix
 from .sampler import Draw, Sampler, Samples, SamplingFailed, multinomial_from_uniform
 from .seed import derive_mrg_seed
 
-__all__ = ["MRGRandomStreams", "StateMatrix", "Draw", "Sampler", "Samples", "SamplingFailed",
-           "multinomial_from_uniform", "derive_mrg_seed"]
+__all__ = [
+    "MRGRandomStreams",
+    "StateMatrix",
+    "Draw",
+    "Sampler",
+    "Samples",
+    "SamplingFailed",
+    "multinomial_from_uniform",
+    "derive_mrg_seed",
+]

@@ -14,6 +14,7 @@ matrix products, the batched search's attention on each sentence's own pairs, pe
 softmax normalisers), so the drawn words -- a comparison of a double running sum with
 the uniform -- are the same too (``parity_tests/parity/test_sampling.py`` checks it).
 """
+
 import numpy as np
 import torch
 
@@ -46,9 +47,14 @@ class BatchedSampler:
         with torch.inference_mode():
             try:
                 for g in range(0, len(order), self.batch_size):
-                    group = order[g:g + self.batch_size]
-                    draws = self._group([seqs[i] for i in group], n_samples,
-                                        [n_steps[i] for i in group], T, [unis[i] for i in group])
+                    group = order[g : g + self.batch_size]
+                    draws = self._group(
+                        [seqs[i] for i in group],
+                        n_samples,
+                        [n_steps[i] for i in group],
+                        T,
+                        [unis[i] for i in group],
+                    )
                     for i, d in zip(group, draws):
                         out[i] = d
             finally:
@@ -63,10 +69,10 @@ class BatchedSampler:
         lens = torch.tensor([c.shape[0] for c in cs], dtype=torch.int64, device=device)
         c_pad = torch.zeros((int(lens.max()), B, cfg.c_dim), dtype=model.dtype, device=device)
         for b, c in enumerate(cs):
-            c_pad[:c.shape[0], b] = c
+            c_pad[: c.shape[0], b] = c
         p_from_c = dec.p_from_c(c_pad)
         if p_from_c is not None:
-            p_from_c = [p_from_c[:c.shape[0], b].contiguous() for b, c in enumerate(cs)]
+            p_from_c = [p_from_c[: c.shape[0], b].contiguous() for b, c in enumerate(cs)]
         ids = [np.zeros((s, n), dtype=np.int64) for s in steps]
         nlp = [np.zeros((s, n), dtype=np.float32) for s in steps]
         # rows: sentence b's n samples, sentences in order
@@ -77,8 +83,9 @@ class BatchedSampler:
         k = 0
         while active:
             rows_of = {b: n for b in active}
-            ctx = self._search._context(k, states, row_sent, active, rows_of, cs, c_pad,
-                                        p_from_c, lens)
+            ctx = self._search._context(
+                k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens
+            )
             emb = dec.approx_embedder(y)
             probs = output_probs(model, dec.readout(states, ctx, dec.prev_word_term(y, emb)), T)
             u = np.concatenate([unis[b][k] for b in active])
@@ -86,15 +93,18 @@ class BatchedSampler:
             y = torch.as_tensor(word, device=device)
             logp = (-legacy_log(probs.gather(1, y[:, None])[:, 0])).cpu().numpy()
             for r, b in enumerate(active):
-                ids[b][k] = word[r * n:(r + 1) * n]
-                nlp[b][k] = logp[r * n:(r + 1) * n]
+                ids[b][k] = word[r * n : (r + 1) * n]
+                nlp[b][k] = logp[r * n : (r + 1) * n]
             _, x, x_z, x_r = dec.signals(y)
             states = dec.transition_step(x, x_z, x_r, states, ctx)
             k += 1
             keep = [r for r, b in enumerate(active) if k < steps[b]]
             if len(keep) < len(active):
-                rows = torch.cat([torch.arange(r * n, (r + 1) * n, device=device) for r in keep]) \
-                    if keep else torch.zeros(0, dtype=torch.int64, device=device)
+                rows = (
+                    torch.cat([torch.arange(r * n, (r + 1) * n, device=device) for r in keep])
+                    if keep
+                    else torch.zeros(0, dtype=torch.int64, device=device)
+                )
                 states, row_sent, y = states[rows], row_sent[rows], y[rows]
                 active = [active[r] for r in keep]
         return [Draw(i, l) for i, l in zip(ids, nlp)]

@@ -4,6 +4,7 @@ output layer's tempered softmax and the multinomial draw from a uniform (the equ
 :mod:`.sampler`'s docstring).  Both samplers import them from here, so neither imports the
 other's internals.
 """
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ class SamplingFailed(Exception):
 class Draw:
     """``sample_fn``'s outputs: ``ids (n_steps, n_samples)`` int64 and
     ``neg_log_probs (n_steps, n_samples)`` float32 (``-log p`` of each drawn word)."""
+
     ids: np.ndarray
     neg_log_probs: np.ndarray
     #: per drawn word, the distance of its uniform to the nearest running-sum boundary

@@ -23,11 +23,12 @@ as the constants ``A1p72``, ``A2p72``, ``A1p134``, ``A2p134``).  A draw of ``n``
 uses element ``i``'s stream ``i % n_streams`` in increasing ``i`` (rng_mrg.py:436), each
 use advancing that row by one step.
 """
+
 import numpy as np
 
 #: moduli and the float32 normaliser of the C kernel (rng_mrg.py:203-211, 488)
-M1 = 2147483647            # 2^31 - 1
-M2 = 2147462579            # 2^31 - 21069
+M1 = 2147483647  # 2^31 - 1
+M2 = 2147462579  # 2^31 - 21069
 MASK12, MASK13, MASK2, MULT2 = 511, 16777215, 65535, 21069
 #: ``4.6566126e-10f``: the float32 just below 2^-31, so that float32(M1) * NORM < 1
 NORM32 = np.float32(4.6566126e-10)
@@ -40,8 +41,9 @@ A2 = ((1 << 15, 0, (1 << 15) + 1), (1, 0, 0), (0, 1, 0))
 
 
 def _matmul_mod(a, b, m):
-    return tuple(tuple(sum(a[i][k] * b[k][j] for k in range(3)) % m for j in range(3))
-                 for i in range(3))
+    return tuple(
+        tuple(sum(a[i][k] * b[k][j] for k in range(3)) % m for j in range(3)) for i in range(3)
+    )
 
 
 def matpow_mod(a, e, m):
@@ -69,7 +71,7 @@ def apply_jump(jump, states):
     s = np.asarray(states, dtype=np.int64).reshape(-1, 6)
     out = np.empty_like(s)
     for half, (mat, m) in enumerate(zip(jump, (M1, M2))):
-        v = s[:, 3 * half:3 * half + 3]
+        v = s[:, 3 * half : 3 * half + 3]
         for i in range(3):
             acc = np.zeros(len(s), dtype=np.int64)
             for j in range(3):
@@ -81,7 +83,7 @@ def apply_jump(jump, states):
 def substream_states(rstate, n_streams):
     """``get_substream_rstates`` (rng_mrg.py:764) without the ``inc_rstate``: ``(n, 6)`` int32,
     row ``i`` = ``rstate`` jumped ``i * 2^72`` draws ahead (computed by doubling)."""
-    if not 0 < n_streams < 2 ** 72:
+    if not 0 < n_streams < 2**72:
         raise ValueError(f"n_streams must be positive, got {n_streams}")
     rows = np.asarray(rstate, dtype=np.int64).reshape(1, 6)
     jump = JUMP72
@@ -155,7 +157,7 @@ class StateMatrix:
             k = min(ns, n - start)
             new, d = next_states(self.rows[:k])
             self.rows[:k] = new
-            out[start:start + k] = to_float32(d)
+            out[start : start + k] = to_float32(d)
         return out
 
 

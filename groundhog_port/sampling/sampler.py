@@ -27,18 +27,26 @@ The stream: one :class:`~groundhog_port.sampling.mrg.StateMatrix` per process, c
 from the output layer's ``MRG_RandomStreams`` (:mod:`groundhog_port.sampling.seed`) and
 continued by every call, as successive calls of one sample.py process continue it.
 """
+
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 import numpy as np
 import torch
 
 from ..legacy.data import legacy_argsort
-from ..search.common import legacy_log
 from ..legacy.vocab import indices_to_words
+from ..search.common import legacy_log
 from .batched import BatchedSampler
-from .draw import (Draw, SamplingFailed, boundary_margin, check_call, multinomial_from_uniform,
-                   n_steps_for, output_probs, temperature)
+from .draw import (
+    Draw,
+    SamplingFailed,
+    boundary_margin,
+    check_call,
+    multinomial_from_uniform,
+    n_steps_for,
+    output_probs,
+    temperature,
+)
 from .mrg import MRGRandomStreams, StateMatrix
 from .seed import derive_mrg_seed
 
@@ -51,12 +59,13 @@ class Samples:
     when normalised), ``word_probs[i]`` its per-word probabilities ``exp(-nlp)`` up to
     and including the first ``<eol>``.
     """
-    sentences: List[str]
+
+    sentences: list[str]
     costs: list
-    word_probs: List[np.ndarray]
+    word_probs: list[np.ndarray]
     draw: Draw
     normalize: bool = False
-    order: List[int] = field(default_factory=list)   # numpy.argsort(costs), sample.py:183
+    order: list[int] = field(default_factory=list)  # numpy.argsort(costs), sample.py:183
 
     def verbose_lines(self):
         """The lines ``sample(..., verbose=True)`` prints (sample.py:184-187).
@@ -65,8 +74,10 @@ class Samples:
         is what ``'{}'.format`` gave with the numpy of the recordings (numpy 2 formats a
         float32 through Python's float instead).
         """
-        lines = ["{}: {} {} {}".format(i, str(-self.costs[i]), str(self.word_probs[i]),
-                                       self.sentences[i]) for i in self.order]
+        lines = [
+            f"{i}: {str(-self.costs[i])} {str(self.word_probs[i])} {self.sentences[i]}"
+            for i in self.order
+        ]
         return lines + [""]
 
 
@@ -78,7 +89,7 @@ class Sampler:
     :class:`StateMatrix` to continue instead (e.g. a copy of another sampler's).
     """
 
-    def __init__(self, experiment, mrg_seed=None, stream: Optional[StateMatrix] = None):
+    def __init__(self, experiment, mrg_seed=None, stream: StateMatrix | None = None):
         self.exp = experiment
         self.model = experiment.model
         if stream is None:
@@ -133,8 +144,13 @@ class Sampler:
             todo.append((i, steps, [self.stream.uniform(n_samples) for _ in range(steps)]))
         if todo:
             batched = BatchedSampler(self.model, batch_size)
-            draws = batched.draw_many([seqs[i] for i, _, _ in todo], n_samples,
-                                      [s for _, s, _ in todo], T, [u for _, _, u in todo])
+            draws = batched.draw_many(
+                [seqs[i] for i, _, _ in todo],
+                n_samples,
+                [s for _, s, _ in todo],
+                T,
+                [u for _, _, u in todo],
+            )
             for (i, _, _), draw in zip(todo, draws):
                 out[i] = finish(draw, self.exp.trg_idx2word, normalize)
         return out
@@ -165,8 +181,9 @@ def draw_sentence(model, seq, n_samples, n_steps, T, unis, forced_ids=None):
     s = model.initial_states(c).expand(n_samples, -1).contiguous()
     y = torch.zeros(n_samples, dtype=torch.int64, device=device)
     ids = np.zeros((n_steps, n_samples), dtype=np.int64)
-    nlp = np.zeros((n_steps, n_samples), dtype=np.float64 if model.dtype == torch.float64
-                   else np.float32)
+    nlp = np.zeros(
+        (n_steps, n_samples), dtype=np.float64 if model.dtype == torch.float64 else np.float32
+    )
     margin = None if forced_ids is not None else np.zeros((n_steps, n_samples))
     for k in range(n_steps):
         emb = dec.approx_embedder(y)
@@ -192,9 +209,9 @@ def finish(draw, idx2word, normalize=False):
     for i in range(draw.ids.shape[1]):
         words = indices_to_words(idx2word, draw.ids[:, i])
         sentences.append(" ".join(words))
-        probs = np.array(draw.neg_log_probs[:len(words) + 1, i])
+        probs = np.array(draw.neg_log_probs[: len(words) + 1, i])
         word_probs.append(np.exp(-probs))
-        costs.append(-np.sum(probs))               # numpy's float32 sum
+        costs.append(-np.sum(probs))  # numpy's float32 sum
     if normalize:
         # float32 / int: numpy 1.x made it a float64 (sample.py:180-182)
         counts = [len(s.strip().split(" ")) for s in sentences]

@@ -29,6 +29,7 @@ reseter if reseting), the readouts (repr, hid, prev if ``bigram``), the softmax.
 The draws go through numpy's own ``RandomState`` (its legacy streams are frozen), so
 only their order and sizes are ported; the values are numpy's.
 """
+
 import numpy as np
 
 from ..errors import UnsupportedModelError
@@ -50,14 +51,14 @@ def _sample_weights_classic(rng, size_x, size_y):
 
 
 def _encoder_draws(rng, rec):
-    _draw_seed(rng)                         # approx_embdr
-    _draw_seed(rng)                         # input_embdr_0
+    _draw_seed(rng)  # approx_embdr
+    _draw_seed(rng)  # input_embdr_0
     if rec.gating:
-        _draw_seed(rng)                     # update_embdr_0
+        _draw_seed(rng)  # update_embdr_0
     if rec.reseting:
-        _draw_seed(rng)                     # reset_embdr_0
-    _draw_seed(rng)                         # transition_0 (RecurrentLayer)
-    _draw_seed(rng)                         # repr_contrib_0
+        _draw_seed(rng)  # reset_embdr_0
+    _draw_seed(rng)  # transition_0 (RecurrentLayer)
+    _draw_seed(rng)  # repr_contrib_0
 
 
 def draws_before_softmax(rng, cfg):
@@ -65,39 +66,42 @@ def draws_before_softmax(rng, cfg):
     _encoder_draws(rng, cfg.enc)
     _encoder_draws(rng, cfg.back_enc)
     dec = cfg.dec
-    _draw_seed(rng)                         # dec approx_embdr
-    _draw_seed(rng)                         # dec input_embdr_0
+    _draw_seed(rng)  # dec approx_embdr
+    _draw_seed(rng)  # dec input_embdr_0
     if dec.gating:
-        _draw_seed(rng)                     # dec update_embdr_0
+        _draw_seed(rng)  # dec update_embdr_0
     if dec.reseting:
-        _draw_seed(rng)                     # dec reset_embdr_0
+        _draw_seed(rng)  # dec reset_embdr_0
     if cfg.search:
         # RecurrentLayerWithSearch: no stream; A and B drawn even with skip_init
         _sample_weights_classic(rng, cfg.c_dim, cfg.dim)
         _sample_weights_classic(rng, cfg.dim, cfg.dim)
     else:
-        _draw_seed(rng)                     # transition_0 (RecurrentLayer)
+        _draw_seed(rng)  # transition_0 (RecurrentLayer)
     if cfg.bias_code:
-        _draw_seed(rng)                     # initializer_0
+        _draw_seed(rng)  # initializer_0
     if cfg.decoding_inputs:
-        _draw_seed(rng)                     # dec_inputter_0
+        _draw_seed(rng)  # dec_inputter_0
         if dec.gating:
-            _draw_seed(rng)                 # dec_updater_0
+            _draw_seed(rng)  # dec_updater_0
         if dec.reseting:
-            _draw_seed(rng)                 # dec_reseter_0
-    _draw_seed(rng)                         # repr_readout
-    _draw_seed(rng)                         # hid_readout_0
+            _draw_seed(rng)  # dec_reseter_0
+    _draw_seed(rng)  # repr_readout
+    _draw_seed(rng)  # hid_readout_0
     if cfg.bigram:
-        _draw_seed(rng)                     # prev_readout_0
+        _draw_seed(rng)  # prev_readout_0
 
 
 def state_seed(state, path=None):
     """``state['seed']`` as ``numpy.random.RandomState`` accepts it."""
     seed = state.get("seed")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 32:
-        raise UnsupportedModelError(path, f"state['seed'] = {seed!r}: the sampler's seed is drawn "
-                                          "from numpy.random.RandomState(state['seed']), which needs "
-                                          "an int in 0..2**32-1")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+        raise UnsupportedModelError(
+            path,
+            f"state['seed'] = {seed!r}: the sampler's seed is drawn "
+            "from numpy.random.RandomState(state['seed']), which needs "
+            "an int in 0..2**32-1",
+        )
     return int(seed)
 
 
@@ -114,7 +118,10 @@ def derive_mrg_seed(state, cfg, path=None):
     draws_before_softmax(rng, cfg)
     seed = _draw_seed(rng)
     if seed == 0:
-        raise UnsupportedModelError(path, "the decoder softmax layer draws MRG seed 0 from "
-                                          f"RandomState({state['seed']}): the original fails to "
-                                          "build (rng_mrg.py:699 'seed should not be 0')")
+        raise UnsupportedModelError(
+            path,
+            "the decoder softmax layer draws MRG seed 0 from "
+            f"RandomState({state['seed']}): the original fails to "
+            "build (rng_mrg.py:699 'seed should not be 0')",
+        )
     return seed

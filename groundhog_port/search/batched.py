@@ -39,6 +39,7 @@ Why the numbers are the same, piece by piece:
 Retries (``ignore_unk`` dropped, beam doubled) restart the sentence from step 0 in
 a later group, as sample.py:122-131 restarts the search.
 """
+
 import logging
 from dataclasses import dataclass
 
@@ -47,8 +48,15 @@ import torch
 
 from ..model import attention
 from ..model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
-from .common import (MAX_RETRY_BEAM, SearchFailed, check_encodable, check_kth, legacy_log,
-                     next_costs, select_cheapest)
+from .common import (
+    MAX_RETRY_BEAM,
+    SearchFailed,
+    check_encodable,
+    check_kth,
+    legacy_log,
+    next_costs,
+    select_cheapest,
+)
 from .legacy import Hypotheses, normalized, sort_finished
 
 logger = logging.getLogger(__name__)
@@ -69,6 +77,7 @@ _GRAIN = 32768
 @dataclass
 class _Job:
     """One attempt of ``search(seq, n, ignore_unk, minlen)`` for input sentence ``index``."""
+
     index: int
     n: int
     ignore_unk: bool
@@ -121,15 +130,18 @@ class BatchedBeamSearch:
         if isinstance(n_samples, (int, np.integer)):
             n_samples = [int(n_samples)] * len(seqs)
         if not len(minlens) == len(n_samples) == len(seqs):
-            raise ValueError(f"{len(seqs)} sentences, {len(n_samples)} beam sizes, "
-                             f"{len(minlens)} minlens")
+            raise ValueError(
+                f"{len(seqs)} sentences, {len(n_samples)} beam sizes, {len(minlens)} minlens"
+            )
         if any(len(s) == 0 for s in seqs):
             raise ValueError("empty source sentence (parse_input always appends end-of-sequence)")
         if any(n < 1 for n in n_samples):
             # sample.py would retry a beam of 0 forever (0 * 2 < 500)
             raise ValueError(f"beam sizes must be >= 1, got {min(n_samples)}")
-        jobs = [_Job(i, int(n), bool(ignore_unk), int(m))
-                for i, (n, m) in enumerate(zip(n_samples, minlens))]
+        jobs = [
+            _Job(i, int(n), bool(ignore_unk), int(m))
+            for i, (n, m) in enumerate(zip(n_samples, minlens))
+        ]
         self._watch = watch
         with torch.inference_mode():
             try:
@@ -143,8 +155,7 @@ class BatchedBeamSearch:
         ``normalize`` the costs are divided by the hypothesis lengths (EOS included).
         ``watch``: see :meth:`search_many`."""
         seqs = [np.asarray(s, dtype=np.int64) for s in seqs]
-        results = self.search_many(seqs, n_samples, ignore_unk, [len(s) // 2 for s in seqs],
-                                   watch)
+        results = self.search_many(seqs, n_samples, ignore_unk, [len(s) // 2 for s in seqs], watch)
         if not normalize:
             return results
         return [normalized(r) if isinstance(r, Hypotheses) else r for r in results]
@@ -214,8 +225,8 @@ class BatchedBeamSearch:
         x_rev = torch.zeros((S, B), dtype=torch.int64)
         for b, s in enumerate(seqs):
             t = torch.as_tensor(s, dtype=torch.int64)
-            x[:len(s), b] = t
-            x_rev[:len(s), b] = t.flip(0)          # reversed within its own length
+            x[: len(s), b] = t
+            x_rev[: len(s), b] = t.flip(0)  # reversed within its own length
         x, x_rev = x.to(device), x_rev.to(device)
         h0 = torch.zeros((B, cfg.dim), dtype=model.dtype, device=device)
         forward = model.encoder(model.encoder.approx_embedder(x), None, h0)
@@ -252,23 +263,23 @@ class BatchedBeamSearch:
         S = int(lens.max())
         c_pad = torch.zeros((S, B, cfg.c_dim), dtype=model.dtype, device=device)
         for b, c in enumerate(cs):
-            c_pad[:c.shape[0], b] = c
-        p_from_c = dec.p_from_c(c_pad)                    # (S, B, dim) or None
-        if p_from_c is not None:                          # per sentence (S_b, dim)
-            p_from_c = [p_from_c[:c.shape[0], b].contiguous() for b, c in enumerate(cs)]
-        steps = [3 * c.shape[0] for c in cs]              # sample.py:60, seq incl. EOS
+            c_pad[: c.shape[0], b] = c
+        p_from_c = dec.p_from_c(c_pad)  # (S, B, dim) or None
+        if p_from_c is not None:  # per sentence (S_b, dim)
+            p_from_c = [p_from_c[: c.shape[0], b].contiguous() for b, c in enumerate(cs)]
+        steps = [3 * c.shape[0] for c in cs]  # sample.py:60, seq incl. EOS
         n = [j.n for j in jobs]
         fin_trans = [[] for _ in jobs]
         fin_costs = [[] for _ in jobs]
         outcome = [None] * B
 
         # rows: the live hypotheses, grouped by sentence in beam-slot order
-        states = dec.initial_state(c_pad)                 # (B, dim)
+        states = dec.initial_state(c_pad)  # (B, dim)
         row_sent = torch.arange(B, device=device)
         last_words = torch.zeros(B, dtype=torch.int64, device=device)
         costs = torch.zeros(B, dtype=torch.float64, device=device)
         hist = torch.zeros((B, 0), dtype=torch.int64, device=device)
-        active = list(range(B))                           # sentences with rows, in row order
+        active = list(range(B))  # sentences with rows, in row order
         rows_of = {b: 1 for b in active}
 
         k = 0
@@ -301,7 +312,8 @@ class BatchedBeamSearch:
             emb = dec.approx_embedder(last_words)
             readout = dec.readout(states, ctx, dec.prev_word_term(last_words, emb))
             sel_sent, sel_row, sel_word, sel_cost = self._select(
-                k, readout, costs, row_sent, active, rows_of, n, jobs)
+                k, readout, costs, row_sent, active, rows_of, n, jobs
+            )
 
             # finished hypotheses leave the beam (sample.py:108-120)
             is_eos = sel_word == self.eos_id
@@ -341,7 +353,7 @@ class BatchedBeamSearch:
         """End of one attempt: sorted hypotheses, a retry, or the failure (sample.py:122-133)."""
         if fin_trans:
             return sort_finished(fin_trans, fin_costs)
-        which = {"sentence": job.index}   # for translate.SearchWarnings
+        which = {"sentence": job.index}  # for translate.SearchWarnings
         if job.ignore_unk:
             logger.warning("Did not manage without UNK", extra=which)
             return _Job(job.index, job.n, False, job.minlen)
@@ -378,8 +390,8 @@ class BatchedBeamSearch:
         for b, (n, S) in zip(active, sizes):
             rows = n * S
             pb = p[:rows]
-            torch.add(hB[r0:r0 + n, None], p_from_c[b][None], out=pb.view(n, S, dim))
-            score[off:off + rows] = attention.energy_scores(pb.tanh_(), dec.D)
+            torch.add(hB[r0 : r0 + n, None], p_from_c[b][None], out=pb.view(n, S, dim))
+            score[off : off + rows] = attention.energy_scores(pb.tanh_(), dec.D)
             off, r0 = off + rows, r0 + n
         # (R, S_max) views of the pairs, zeros elsewhere
         S_rows = lens[row_sent]
@@ -398,8 +410,9 @@ class BatchedBeamSearch:
         ctx, off = [], 0
         for b, (n, S) in zip(active, sizes):
             # weighted_context(alpha_b (S, n), c_b): the same contiguous (n, S) operand
-            ctx.append(attention.weighted_context(alpha[off:off + n * S].view(n, S).t(),
-                                                  cs[b][:, None]))
+            ctx.append(
+                attention.weighted_context(alpha[off : off + n * S].view(n, S).t(), cs[b][:, None])
+            )
             off += n * S
         return torch.cat(ctx) if len(ctx) > 1 else ctx[0]
 
@@ -420,33 +433,38 @@ class BatchedBeamSearch:
         h = mm(readout, out.W1) if hasattr(out, "W1") else readout
         W = out.W2 if hasattr(out, "W2") else out.W
         if 4 < V < 12:
-            z = mm(h, W)                                         # numerics.mm widens it
+            z = mm(h, W)  # numerics.mm widens it
         else:
             if self._blocks is None:
                 self._blocks = output_blocks(W)
             h_pad = _pad_rows(h)
             z = self._buffer("z", (h_pad.shape[0], V), torch.float32)
             for j0, j1, Wj in self._blocks:
-                torch.mm(h_pad, Wj, out=z[:, j0:j1])            # == numerics.mm(h, W)[:, j0:j1]
+                torch.mm(h_pad, Wj, out=z[:, j0:j1])  # == numerics.mm(h, W)[:, j0:j1]
             z = z[:R]
         z.add_(out.b)
         chunk_max = None
         if V > CHUNKED_VOCAB:
             nfull = V // CHUNK
-            chunk_max = z[:, :nfull * CHUNK].unflatten(1, (nfull, CHUNK)).amax(-1)
+            chunk_max = z[:, : nfull * CHUNK].unflatten(1, (nfull, CHUNK)).amax(-1)
             if V % CHUNK:
-                chunk_max = torch.cat([chunk_max, z[:, nfull * CHUNK:].amax(-1, keepdim=True)], 1)
-            zmax = chunk_max.amax(-1, keepdim=True)             # == z.amax(-1): max is exact
+                chunk_max = torch.cat([chunk_max, z[:, nfull * CHUNK :].amax(-1, keepdim=True)], 1)
+            zmax = chunk_max.amax(-1, keepdim=True)  # == z.amax(-1): max is exact
         else:
             zmax = z.amax(-1, keepdim=True)
         e = z.sub_(zmax).exp_()
         total = e.sum(-1, keepdim=True, dtype=torch.float64)
-        if (single_rows and R > 1 and V >= _GRAIN and torch.get_num_threads() > 1
-                and e.device.type == "cpu"):
+        if (
+            single_rows
+            and R > 1
+            and V >= _GRAIN
+            and torch.get_num_threads() > 1
+            and e.device.type == "cpu"
+        ):
             # the literal search sums a one-row beam in a one-row call, which torch
             # splits between threads from _GRAIN elements on: do the same for those rows
             for r in single_rows:
-                total[r] = e[r:r + 1].sum(-1, dtype=torch.float64)
+                total[r] = e[r : r + 1].sum(-1, dtype=torch.float64)
         return e, chunk_max, 1.0 / total
 
     def _candidates(self, e, chunk_max, m):
@@ -461,9 +479,10 @@ class BatchedBeamSearch:
             vals, words = torch.topk(e, m, dim=1)
             return words, vals
         R, V = e.shape
-        top_chunks = torch.topk(chunk_max, m, dim=1).indices            # (R, m)
-        words = (top_chunks[:, :, None] * CHUNK
-                 + torch.arange(CHUNK, device=e.device)).flatten(1)      # (R, m * CHUNK)
+        top_chunks = torch.topk(chunk_max, m, dim=1).indices  # (R, m)
+        words = (top_chunks[:, :, None] * CHUNK + torch.arange(CHUNK, device=e.device)).flatten(
+            1
+        )  # (R, m * CHUNK)
         inside = words < V
         vals = torch.gather(e, 1, torch.where(inside, words, torch.zeros_like(words)))
         # the last chunk is short: its missing words get -1 < any exp (>= 0)
@@ -502,10 +521,10 @@ class BatchedBeamSearch:
         # n + 1 candidates besides the (at most two) words the masks may forbid
         m = min(max(n_act) + 3, V)
         words, vals = self._candidates(e, chunk_max, m)
-        mth = vals[:, -1]                                       # least probable candidate
-        words, order = torch.sort(words, dim=1)                 # flat-index order
+        mth = vals[:, -1]  # least probable candidate
+        words, order = torch.sort(words, dim=1)  # flat-index order
         vals = torch.gather(vals, 1, order)
-        cand_logp = legacy_log((vals.double() * inv).float())   # == legacy_log(probs) there
+        cand_logp = legacy_log((vals.double() * inv).float())  # == legacy_log(probs) there
         mth_cost = costs - legacy_log((mth.double() * inv[:, 0]).float()).double()
         logp = cand_logp
         iu = torch.tensor([jobs[b].ignore_unk for b in active], device=device)
@@ -514,10 +533,11 @@ class BatchedBeamSearch:
         counts = torch.tensor([rows_of[b] for b in active], device=device)
         slot = torch.repeat_interleave(torch.arange(len(active), device=device), counts)
         if bool(iu.any()) or bool(no_eos.any()):
-            forbid = ((words == self.unk_id) & iu[slot][:, None]) | \
-                     ((words == self.eos_id) & no_eos[slot][:, None])
+            forbid = ((words == self.unk_id) & iu[slot][:, None]) | (
+                (words == self.eos_id) & no_eos[slot][:, None]
+            )
             logp = logp.masked_fill(forbid, -float("inf"))
-        cand_cost = costs[:, None] - logp.double()              # (R, m)
+        cand_cost = costs[:, None] - logp.double()  # (R, m)
 
         # one row of candidates per sentence, NaN-padded at the end
         starts = torch.cumsum(counts, 0) - counts
@@ -527,7 +547,7 @@ class BatchedBeamSearch:
         pos = (slot * width + local * m)[:, None] + torch.arange(m, device=device)
         mat.view(-1)[pos.flatten()] = cand_cost.flatten()
         n_t = torch.tensor(n_act, dtype=torch.int64, device=device)
-        idx = select_cheapest(mat, n_t)                         # (B_act, max n), -1 padded
+        idx = select_cheapest(mat, n_t)  # (B_act, max n), -1 padded
         last = torch.gather(idx, 1, (n_t - 1)[:, None])[:, 0]
         T = torch.gather(mat, 1, last[:, None])[:, 0]
         if m < V:
@@ -547,13 +567,41 @@ class BatchedBeamSearch:
         sel_cost = cand_cost[sel_row, j]
         if not bool(ok.all()):
             sel_slot, sel_row, sel_word, sel_cost = self._fallback(
-                k, ok, e, inv, costs, starts, counts, active, n_act, jobs,
-                sel_slot, sel_row, sel_word, sel_cost)
+                k,
+                ok,
+                e,
+                inv,
+                costs,
+                starts,
+                counts,
+                active,
+                n_act,
+                jobs,
+                sel_slot,
+                sel_row,
+                sel_word,
+                sel_cost,
+            )
         act = torch.tensor(active, dtype=torch.int64, device=device)
         return act[sel_slot], sel_row, sel_word, sel_cost
 
-    def _fallback(self, k, ok, e, inv, costs, starts, counts, active, n_act, jobs,
-                  sel_slot, sel_row, sel_word, sel_cost):
+    def _fallback(
+        self,
+        k,
+        ok,
+        e,
+        inv,
+        costs,
+        starts,
+        counts,
+        active,
+        n_act,
+        jobs,
+        sel_slot,
+        sel_row,
+        sel_word,
+        sel_cost,
+    ):
         """Redo the selection of the sentences the prefilter cannot decide, on their full
         ``(rows, V)`` cost matrix exactly as ``legacy.BeamSearch.search`` does."""
         V = self.cfg.n_sym_target
@@ -567,9 +615,10 @@ class BatchedBeamSearch:
                 continue
             self.stats["fallbacks"] += 1
             r0, r1 = starts_l[s], starts_l[s] + counts_l[s]
-            probs = (e[r0:r1].double() * inv[r0:r1]).float()    # softmax_with_bias rows
-            flat = next_costs(costs[r0:r1], probs, k, jobs[b].minlen, jobs[b].ignore_unk,
-                              self.eos_id, self.unk_id).flatten()
+            probs = (e[r0:r1].double() * inv[r0:r1]).float()  # softmax_with_bias rows
+            flat = next_costs(
+                costs[r0:r1], probs, k, jobs[b].minlen, jobs[b].ignore_unk, self.eos_id, self.unk_id
+            ).flatten()
             best = select_cheapest(flat[None], [n_act[s]])[0]
             pieces.append((torch.full_like(best, s), r0 + best // V, best % V, flat[best]))
         return tuple(torch.cat(t) for t in zip(*pieces))

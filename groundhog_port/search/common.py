@@ -7,6 +7,7 @@ array).  The log is taken in float64 and rounded to float32: the correctly
 rounded float32 log, identical wherever a value sits in a tensor (numpy's and
 torch's float32 logs may differ from it by one unit in the last place).
 """
+
 import torch
 
 #: sample.py:127: the beam is doubled while it is below this
@@ -80,14 +81,14 @@ def select_cheapest(flat, n):
     key = flat.masked_fill(nan, float("inf"))
     kk = min(k, L)
     smallest = torch.topk(key, kk, dim=1, largest=False, sorted=True).values
-    thr = smallest.gather(1, (n.clamp(1, kk) - 1)[:, None])    # each row's n-th smallest key
+    thr = smallest.gather(1, (n.clamp(1, kk) - 1)[:, None])  # each row's n-th smallest key
     # only entries <= the threshold can be chosen: usually about n of them (more on ties)
-    rows, cols = (key <= thr).nonzero(as_tuple=True)           # row-major, index order
+    rows, cols = (key <= thr).nonzero(as_tuple=True)  # row-major, index order
     counts = torch.bincount(rows, minlength=B)
     width = int(counts.max())
     slot = torch.arange(rows.numel(), device=flat.device) - (torch.cumsum(counts, 0) - counts)[rows]
     c_key = torch.full((B, width), float("inf"), dtype=flat.dtype, device=flat.device)
-    c_nan = torch.ones((B, width), dtype=torch.bool, device=flat.device)    # padding: last
+    c_nan = torch.ones((B, width), dtype=torch.bool, device=flat.device)  # padding: last
     c_idx = torch.full((B, width), L, dtype=torch.int64, device=flat.device)
     c_key[rows, slot] = key[rows, cols]
     c_nan[rows, slot] = nan[rows, cols]

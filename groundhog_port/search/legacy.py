@@ -3,14 +3,22 @@
 This is the reference semantics; :mod:`groundhog_port.search.batched` must
 return exactly what it returns.  Every kept behaviour names its original line.
 """
+
 import logging
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .common import (MAX_RETRY_BEAM, SearchFailed, check_encodable, check_kth, legacy_log,
-                     next_costs, select_cheapest)
+from .common import (
+    MAX_RETRY_BEAM,
+    SearchFailed,
+    check_encodable,
+    check_kth,
+    legacy_log,
+    next_costs,
+    select_cheapest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +29,7 @@ class Hypotheses:
 
     ``trans[i]`` are word ids ending with end-of-sequence; ``costs`` float64.
     """
+
     trans: list
     costs: np.ndarray
 
@@ -51,35 +60,48 @@ class BeamSearch:
         model = self.model
         device = model.device
         check_encodable(model, seq)
-        c = model.encode(seq)                                    # sample.py:48
+        c = model.encode(seq)  # sample.py:48
         p_from_c = model.p_from_c(c)
-        states = model.initial_states(c)                         # sample.py:49, (1, dim)
+        states = model.initial_states(c)  # sample.py:49, (1, dim)
         fin_trans, fin_costs = [], []
         trans = [[]]
         costs = torch.zeros(1, dtype=torch.float64, device=device)
-        for k in range(3 * len(seq)):                            # sample.py:60, seq incl. EOS
+        for k in range(3 * len(seq)):  # sample.py:60, seq incl. EOS
             if n_samples == 0:
                 break
             # step 0 feeds previous word 0 (sample.py:67-69)
-            last_words = torch.tensor([t[-1] for t in trans] if k > 0 else [0] * len(trans),
-                                      dtype=torch.int64, device=device)
+            last_words = torch.tensor(
+                [t[-1] for t in trans] if k > 0 else [0] * len(trans),
+                dtype=torch.int64,
+                device=device,
+            )
             probs = model.next_probs(c, p_from_c, k, last_words, states)
-            flat = next_costs(costs, probs, k, minlen, ignore_unk, self.eos_id,
-                              self.unk_id).flatten()
-            check_kth(n_samples, flat.numel())                   # sample.py:82 crash
+            flat = next_costs(
+                costs, probs, k, minlen, ignore_unk, self.eos_id, self.unk_id
+            ).flatten()
+            check_kth(n_samples, flat.numel())  # sample.py:82 crash
             best = select_cheapest(flat[None], [n_samples])[0]
             voc_size = probs.shape[1]
-            trans_indices = best // voc_size                     # Py2 integer '/' (sample.py:88)
+            trans_indices = best // voc_size  # Py2 integer '/' (sample.py:88)
             word_indices = best % voc_size
             new_costs = flat[best]
             gathered = states[trans_indices]
             new_states = model.next_states(c, p_from_c, k, word_indices, gathered)
             if self.recorder is not None:
-                self.recorder(dict(k=k, last_words=last_words, states_in=states,
-                                   next_probs=probs, flat_next_costs=flat,
-                                   trans_indices=trans_indices, word_indices=word_indices,
-                                   costs=new_costs, states_gathered=gathered,
-                                   next_states=new_states))
+                self.recorder(
+                    dict(
+                        k=k,
+                        last_words=last_words,
+                        states_in=states,
+                        next_probs=probs,
+                        flat_next_costs=flat,
+                        trans_indices=trans_indices,
+                        word_indices=word_indices,
+                        costs=new_costs,
+                        states_gathered=gathered,
+                        next_states=new_states,
+                    )
+                )
             # finished hypotheses leave the beam and shrink it (sample.py:108-120)
             trans_prev = trans
             words, origins = word_indices.tolist(), trans_indices.tolist()
@@ -96,7 +118,7 @@ class BeamSearch:
             kept = torch.tensor(kept, dtype=torch.int64, device=device)
             costs = new_costs[kept]
             states = new_states[kept]
-        if not fin_trans:                                        # "dirty tricks", sample.py:122
+        if not fin_trans:  # "dirty tricks", sample.py:122
             if ignore_unk:
                 logger.warning("Did not manage without UNK")
                 return self.search(seq, n_samples, False, minlen)
@@ -124,7 +146,7 @@ def path_costs(model, seq, trans):
     width = int(lengths.max())
     words = torch.zeros((len(trans), width), dtype=torch.int64, device=device)
     for i, t in enumerate(trans):
-        words[i, :len(t)] = torch.as_tensor(list(t), dtype=torch.int64)
+        words[i, : len(t)] = torch.as_tensor(list(t), dtype=torch.int64)
     c = model.encode(seq)
     p_from_c = model.p_from_c(c)
     states = model.initial_states(c).expand(len(trans), -1).contiguous()
@@ -154,4 +176,6 @@ def sample(beam_search, seq, n_samples, ignore_unk=False, normalize=False):
 def normalized(hyps):
     """``--normalize`` (sample.py:159-160): ``costs[i] / len(trans[i])``, the length counting
     the end-of-sequence; the list stays in raw-cost order.  Shared by both searches."""
-    return Hypotheses(hyps.trans, hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64))
+    return Hypotheses(
+        hyps.trans, hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)
+    )

@@ -5,13 +5,14 @@ Library API: :func:`score_batch` (costs, word probabilities, alignments of one
 single-sentence ``create_probs_computer`` / ``create_scorer`` do) and
 :func:`batches_for` (the batches ``--mode batch`` scores for given files).
 """
+
 import numpy as np
 import torch
 
-from ..legacy.data import iter_h5_batches, iter_text_batches
 from ..errors import LegacyInputError
-from ..model.encdec import Scores
+from ..legacy.data import iter_h5_batches, iter_text_batches
 from ..legacy.vocab import parse_input
+from ..model.encdec import Scores
 
 
 def score_batch(model, batch):
@@ -22,8 +23,12 @@ def score_batch(model, batch):
     dev = model.device
     t = lambda a: torch.as_tensor(a, device=dev)
     s = model.score(t(batch.x), t(batch.x_mask), t(batch.y), t(batch.y_mask))
-    return Scores(s.cost.cpu(), s.word_probs.cpu(),
-                  None if s.alignment is None else s.alignment.cpu(), s.token_costs.cpu())
+    return Scores(
+        s.cost.cpu(),
+        s.word_probs.cpu(),
+        None if s.alignment is None else s.alignment.cpu(),
+        s.token_costs.cpu(),
+    )
 
 
 def score_pair(model, src_seq, trg_seq):
@@ -33,17 +38,33 @@ def score_pair(model, src_seq, trg_seq):
     x = torch.as_tensor(np.asarray(src_seq), device=dev)[:, None]
     y = torch.as_tensor(np.asarray(trg_seq), device=dev)[:, None]
     s = model.score(x, torch.ones(x.shape, device=dev), y, torch.ones(y.shape, device=dev))
-    return Scores(s.cost.cpu(), s.word_probs.cpu(),
-                  None if s.alignment is None else s.alignment.cpu(), s.token_costs.cpu())
+    return Scores(
+        s.cost.cpu(),
+        s.word_probs.cpu(),
+        None if s.alignment is None else s.alignment.cpu(),
+        s.token_costs.cpu(),
+    )
 
 
 def parse_pair(exp, src_line, trg_line, allow_unk):
     """Both sides through ``parse_input`` as score.py's txt/interact modes (score.py:218-223)."""
     st = exp.state
-    src = parse_input(st, exp.src_word2idx, src_line, raise_unk=not allow_unk,
-                      unk_sym=st["unk_sym_source"], null_sym=st["null_sym_source"])
-    trg = parse_input(st, exp.trg_word2idx, trg_line, raise_unk=not allow_unk,
-                      unk_sym=st["unk_sym_target"], null_sym=st["null_sym_target"])
+    src = parse_input(
+        st,
+        exp.src_word2idx,
+        src_line,
+        raise_unk=not allow_unk,
+        unk_sym=st["unk_sym_source"],
+        null_sym=st["null_sym_source"],
+    )
+    trg = parse_input(
+        st,
+        exp.trg_word2idx,
+        trg_line,
+        raise_unk=not allow_unk,
+        unk_sym=st["unk_sym_target"],
+        null_sym=st["null_sym_target"],
+    )
     return src, trg
 
 
@@ -63,8 +84,9 @@ def batches_for(exp, src, trg, allow_unk, n_batches=-1):
     try:
         if h5:
             return iter_h5_batches(exp.state, src, trg, n_batches=n)
-        batches = iter_text_batches(exp.state, src, trg, exp.src_word2idx, exp.trg_word2idx,
-                                    allow_unk=allow_unk)
+        batches = iter_text_batches(
+            exp.state, src, trg, exp.src_word2idx, exp.trg_word2idx, allow_unk=allow_unk
+        )
     except LegacyInputError as err:
         if err.path is None:  # a state value (bs, seqlen, ...) that cannot build batches
             raise LegacyInputError(exp.state_path, err.problem) from None

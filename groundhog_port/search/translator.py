@@ -7,16 +7,17 @@ in line order.  Where the original crashed (a sentence it could not translate), 
 port logs the original's message with the line number, writes an empty line and
 goes on: :attr:`TranslationRun.failed` lists those lines.
 """
+
 import json
 import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..legacy.vocab import render_translation
 from ..outputs import atomic_output
 from .common import SearchFailed
 from .legacy import BeamSearch, sample
-from ..legacy.vocab import render_translation
 
 logger = logging.getLogger(__name__)
 
@@ -24,10 +25,11 @@ logger = logging.getLogger(__name__)
 @dataclass
 class Translation:
     """One source line's outcome: every finished hypothesis (raw-cost order) or an error."""
-    line: str = ""                 # the chosen translation, words joined by spaces
-    cost: float = None             # its (normalised) cost; None when the search failed
-    error: str = None              # the original's error message when it failed
-    nbest: list = field(default_factory=list)   # [(sentence, cost)] in sample() order
+
+    line: str = ""  # the chosen translation, words joined by spaces
+    cost: float = None  # its (normalised) cost; None when the search failed
+    error: str = None  # the original's error message when it failed
+    nbest: list = field(default_factory=list)  # [(sentence, cost)] in sample() order
 
     def record(self):
         return json.dumps({"cost": self.cost, "error": self.error, "nbest": self.nbest})
@@ -55,14 +57,15 @@ class SearchWarnings(logging.Filter):
     the warnings back instead and :meth:`summary` gives them in one line (``reproduce``
     meets dozens of them on one file).
     """
+
     LOGGERS = ("groundhog_port.search.legacy", "groundhog_port.search.batched")
 
     def __init__(self, source=None, summarise=False):
         super().__init__()
         self.source, self.summarise = source, summarise
-        self.first_line = 1    # line number of sentence 0 of the current batch of sentences
-        self.current = 0       # the literal search's sentence (the batched one says it)
-        self.held = {}         # line number -> [messages], in order
+        self.first_line = 1  # line number of sentence 0 of the current batch of sentences
+        self.current = 0  # the literal search's sentence (the batched one says it)
+        self.held = {}  # line number -> [messages], in order
 
     def filter(self, record):
         line = self.first_line + getattr(record, "sentence", self.current)
@@ -90,13 +93,21 @@ class SearchWarnings(logging.Filter):
             return None
         parts = []
         for line, messages in list(self.held.items())[:max_lines]:
-            span = repr(messages[0]) if len(messages) == 1 else \
-                f"{len(messages)}: {messages[0]!r} ... {messages[-1]!r}"
+            span = (
+                repr(messages[0])
+                if len(messages) == 1
+                else f"{len(messages)}: {messages[0]!r} ... {messages[-1]!r}"
+            )
             parts.append(f"line {line} ({span})")
-        more = f", and {len(self.held) - max_lines} more lines" if len(self.held) > max_lines else ""
+        more = (
+            f", and {len(self.held) - max_lines} more lines" if len(self.held) > max_lines else ""
+        )
         where = f"{self.source}: " if self.source else ""
-        return (f"{where}the search's warnings (sample.py's) on {len(self.held)} sentence(s): "
-                + ", ".join(parts) + more)
+        return (
+            f"{where}the search's warnings (sample.py's) on {len(self.held)} sentence(s): "
+            + ", ".join(parts)
+            + more
+        )
 
 
 #: sentences decoded together by default (``translate``, ``reproduce``, parity's batched
@@ -116,8 +127,9 @@ class Translator:
     messages (``translate_seqs(..., first_line=N)`` says which line the first sentence is).
     """
 
-    def __init__(self, experiment, beam_size, ignore_unk=False, normalize=False, batch_size=1,
-                 warnings=None):
+    def __init__(
+        self, experiment, beam_size, ignore_unk=False, normalize=False, batch_size=1, warnings=None
+    ):
         self.exp = experiment
         self.beam_size, self.ignore_unk, self.normalize = beam_size, ignore_unk, normalize
         self.batch_size = batch_size
@@ -126,13 +138,13 @@ class Translator:
         self.batched = None
         if batch_size > 1:
             from .batched import BatchedBeamSearch
+
             self.batched = BatchedBeamSearch(experiment.model, batch_size=batch_size)
 
     def translate_lines(self, lines, first_line=1):
         """:class:`Translation` of each source line (text, as in ``--source``), in order:
         ``parse_input`` then the beam search, as sample.py:264-270."""
-        return self.translate_seqs([self.exp.parse_source(line)[0] for line in lines],
-                                   first_line)
+        return self.translate_seqs([self.exp.parse_source(line)[0] for line in lines], first_line)
 
     def translate_seqs(self, seqs, first_line=1):
         """Translations of parsed sources, in order; ``seqs[0]`` is line ``first_line``."""
@@ -162,13 +174,15 @@ class Translator:
                 if self.warnings is not None:
                     self.warnings.current = i
                 try:
-                    results.append(sample(self.literal, seq, self.beam_size,
-                                          self.ignore_unk, self.normalize))
+                    results.append(
+                        sample(self.literal, seq, self.beam_size, self.ignore_unk, self.normalize)
+                    )
                 except SearchFailed as err:
                     results.append(err)
         else:
-            results = self.batched.sample_many(seqs, self.beam_size, self.ignore_unk,
-                                               self.normalize)
+            results = self.batched.sample_many(
+                seqs, self.beam_size, self.ignore_unk, self.normalize
+            )
         return results
 
 
@@ -194,16 +208,22 @@ def write_nbest_then_commit(path, results, journal):
     journal keeps every translation and ``--resume`` redoes only the n-best list (the
     caller leaves the journal unfinished on any exception)."""
     from ..outputs import OutputError
+
     if path:
         try:
             write_nbest(path, results)
         except OutputError as err:
-            if journal.partial is None:      # streamed: the translations are already out
-                raise OutputError(err.path, f"{err.problem}; the translations were written "
-                                  f"to {journal.target.given}") from None
-            raise OutputError(err.path, f"{err.problem}; the translations are kept in "
-                              f"{journal.partial} (and its journal): rerun with --resume "
-                              "once it can be written") from None
+            if journal.partial is None:  # streamed: the translations are already out
+                raise OutputError(
+                    err.path,
+                    f"{err.problem}; the translations were written to {journal.target.given}",
+                ) from None
+            raise OutputError(
+                err.path,
+                f"{err.problem}; the translations are kept in "
+                f"{journal.partial} (and its journal): rerun with --resume "
+                "once it can be written",
+            ) from None
     journal.commit()
 
 
@@ -212,7 +232,11 @@ def report_failures(results, note=""):
     True when there are any."""
     failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
     if failed:
-        logger.error("%d sentence(s) could not be translated (lines %s): the original would "
-                     "have crashed at the first%s", len(failed), ", ".join(map(str, failed)),
-                     note)
+        logger.error(
+            "%d sentence(s) could not be translated (lines %s): the original would "
+            "have crashed at the first%s",
+            len(failed),
+            ", ".join(map(str, failed)),
+            note,
+        )
     return bool(failed)

@@ -25,6 +25,7 @@ Shutdown (:meth:`close`): nothing new is accepted, every waiting sentence is ans
 past it the search stops between two steps (cooperatively) and its requests get
 :class:`ShuttingDown` too; the thread is joined before :meth:`close` returns.
 """
+
 import collections
 import logging
 import threading
@@ -53,11 +54,11 @@ class Batcher:
         self.wait_s, self.max_batch, self.max_pending = wait_s, max_batch, max_pending
         self.max_rows = max_rows
         self._cond = threading.Condition()
-        self._queues = {}                  # client -> deque of (job, future)
-        self._served = {}                  # client -> cost served (virtual time)
+        self._queues = {}  # client -> deque of (job, future)
+        self._served = {}  # client -> cost served (virtual time)
         self._pending = 0
         self._closing = False
-        self._cancel_at = None             # monotonic: in-progress decoding stops after it
+        self._cancel_at = None  # monotonic: in-progress decoding stops after it
         self.stats = dict(batches=0, sentences=0, largest_batch=0, failures=0, cancelled=0)
         self._thread = threading.Thread(target=self._loop, name="groundhog-decoder", daemon=True)
         self._thread.start()
@@ -114,23 +115,26 @@ class Batcher:
 
     def _next_batch(self):
         """Take the next batch from the queues (under the lock); see the module docstring."""
-        order = sorted((c for c, q in self._queues.items() if q),
-                       key=lambda c: (self._served[c], self._queues[c][0][0].cost))
+        order = sorted(
+            (c for c, q in self._queues.items() if q),
+            key=lambda c: (self._served[c], self._queues[c][0][0].cost),
+        )
         batch, rows, unit = [], 0, None
         while order and len(batch) < self.max_batch:
             for client in list(order):
                 queue = self._queues[client]
                 job, fut = queue[0]
-                if unit is not None and (rows + job.beam > self.max_rows
-                                         or not unit / LIKE <= job.cost <= unit * LIKE):
-                    order.remove(client)          # not with this batch: it waits its turn
+                if unit is not None and (
+                    rows + job.beam > self.max_rows or not unit / LIKE <= job.cost <= unit * LIKE
+                ):
+                    order.remove(client)  # not with this batch: it waits its turn
                     continue
                 queue.popleft()
                 self._pending -= 1
                 if not queue:
                     order.remove(client)
                 if not fut.set_running_or_notify_cancel():
-                    continue                      # the request gave up (timeout) meanwhile
+                    continue  # the request gave up (timeout) meanwhile
                 batch.append((job, fut))
                 rows += job.beam
                 self._served[client] += job.cost
@@ -140,7 +144,7 @@ class Batcher:
         for client in [c for c, q in self._queues.items() if not q]:
             del self._queues[client]
         if not self._queues:
-            self._served.clear()                  # nobody waits: everyone starts level
+            self._served.clear()  # nobody waits: everyone starts level
         return batch
 
     def _loop(self):
@@ -152,7 +156,7 @@ class Batcher:
                     return
                 full = self._pending >= self.max_batch
             if not full and self.wait_s > 0:
-                time.sleep(self.wait_s)           # gather concurrent requests
+                time.sleep(self.wait_s)  # gather concurrent requests
             with self._cond:
                 if self._closing:
                     return
@@ -180,7 +184,7 @@ class Batcher:
                 for _, f in group:
                     f.set_exception(err)
                 continue
-            except Exception as err:        # a request must never stop the decoding thread
+            except Exception as err:  # a request must never stop the decoding thread
                 self.stats["failures"] += 1
                 logger.exception("decoding a batch of %d sentences failed", len(group))
                 for _, f in group:

@@ -13,16 +13,17 @@ Figure 3 obtain it).
 Only the decoding thread (:mod:`.batcher`) calls :meth:`Engine.decode`; parsing and
 formatting run in the request threads.
 """
+
 import logging
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..search.scoring import score_pair
+from ..legacy.vocab import render_translation, split_words
 from ..search.batched import BatchedBeamSearch
 from ..search.common import SearchFailed
-from ..legacy.vocab import render_translation, split_words
+from ..search.scoring import score_pair
 from . import legacy_api
 from .text import MosesText
 
@@ -48,6 +49,7 @@ class Limits:
     retries (the beam doubled up to 500 when nothing finished) are what the budget then
     cuts: decoding counts what each request really expands and ends its sentences past the
     budget with an error."""
+
     max_beam: int = 50
     max_sentences: int = 32
     max_tokens: int = 100
@@ -66,8 +68,10 @@ class Budget:
         """Count ``rows`` hypotheses about to be expanded; a message once over the limit."""
         self.spent += rows
         if self.spent > self.limit:
-            return (f"over this request's budget of {self.limit} hypothesis-steps (beam "
-                    "retries); ask for fewer sentences or a smaller beam")
+            return (
+                f"over this request's budget of {self.limit} hypothesis-steps (beam "
+                "retries); ask for fewer sentences or a smaller beam"
+            )
         return None
 
 
@@ -79,25 +83,27 @@ def estimated_steps(jobs):
 @dataclass
 class Source:
     """One source sentence ready to decode."""
-    text: str                      # as received
-    tokens: list                   # the words parse_input sees (tokenized unless pre-tokenized)
-    seq: np.ndarray                # ids, end-of-sequence appended
-    parsed: str                    # parse_input's second value ('... <eos>')
+
+    text: str  # as received
+    tokens: list  # the words parse_input sees (tokenized unless pre-tokenized)
+    seq: np.ndarray  # ids, end-of-sequence appended
+    parsed: str  # parse_input's second value ('... <eos>')
 
 
 @dataclass
 class Job:
     """One sentence to decode with its settings; ``best`` picks the hypothesis shown."""
+
     source: Source
     beam: int
     ignore_unk: bool = False
     normalize: bool = False
-    legacy: bool = False           # the demo's choice: trans[0] (see legacy_api)
+    legacy: bool = False  # the demo's choice: trans[0] (see legacy_api)
     attention: bool = False
-    outcome: object = None         # Outcome, set by Engine.decode
+    outcome: object = None  # Outcome, set by Engine.decode
     extra: dict = field(default_factory=dict)
-    budget: Budget = None          # the request's, shared by its jobs
-    abandoned: bool = False        # the client gave up or left: stop decoding it
+    budget: Budget = None  # the request's, shared by its jobs
+    abandoned: bool = False  # the client gave up or left: stop decoding it
 
     @property
     def cost(self):
@@ -109,13 +115,14 @@ class Job:
 @dataclass
 class Outcome:
     """A decoded sentence: every finished hypothesis (sample() order) and the chosen one."""
-    sentences: list = None         # hypotheses as text, raw-cost order
+
+    sentences: list = None  # hypotheses as text, raw-cost order
     raw_costs: list = None
-    costs: list = None             # raw, or divided by the lengths (EOS counted) with normalize
+    costs: list = None  # raw, or divided by the lengths (EOS counted) with normalize
     best: int = None
-    trans: list = None             # word ids of the chosen hypothesis, EOS included
-    attention: np.ndarray = None   # (T, S) of the chosen hypothesis, or None
-    error: str = None              # sample.py's message where it fails
+    trans: list = None  # word ids of the chosen hypothesis, EOS included
+    attention: np.ndarray = None  # (T, S) of the chosen hypothesis, or None
+    error: str = None  # sample.py's message where it fails
 
     @property
     def translation(self):
@@ -125,8 +132,16 @@ class Outcome:
 class Engine:
     """A loaded :class:`~groundhog_port.legacy.loading.Experiment` served with fixed settings."""
 
-    def __init__(self, experiment, beam_size=10, limits=None, pretokenized=False,
-                 source_lang="en", target_lang="fr", batch_size=32):
+    def __init__(
+        self,
+        experiment,
+        beam_size=10,
+        limits=None,
+        pretokenized=False,
+        source_lang="en",
+        target_lang="fr",
+        batch_size=32,
+    ):
         self.exp = experiment
         self.beam_size = beam_size
         self.limits = limits or Limits()
@@ -141,7 +156,7 @@ class Engine:
         """Decode one empty sentence, so that the first request does not pay for first-call
         set-up (allocations, kernel selection)."""
         quiet = logging.getLogger("groundhog_port.search.batched")
-        was, quiet.disabled = quiet.disabled, True     # its retries of "" are expected
+        was, quiet.disabled = quiet.disabled, True  # its retries of "" are expected
         try:
             self.decode([Job(self.prepare(""), 1)])
         finally:
@@ -160,29 +175,34 @@ class Engine:
         if not isinstance(text, str):
             raise RequestError(400, f"a sentence must be a string, got {type(text).__name__}")
         if len(text) > self.limits.max_chars:
-            raise RequestError(413, f"sentence of {len(text)} characters; at most "
-                                    f"{self.limits.max_chars}")
+            raise RequestError(
+                413, f"sentence of {len(text)} characters; at most {self.limits.max_chars}"
+            )
         pre = self.pretokenized if pretokenized is None else pretokenized
         tokens = split_words(text) if pre else self.text.tokenize(text)
         line = " ".join(tokens)
-        tokens = split_words(line)                 # what parse_input splits (ASCII whitespace)
+        tokens = split_words(line)  # what parse_input splits (ASCII whitespace)
         if len(tokens) > self.limits.max_tokens:
-            raise RequestError(413, f"sentence of {len(tokens)} tokens; at most "
-                                    f"{self.limits.max_tokens}")
+            raise RequestError(
+                413, f"sentence of {len(tokens)} tokens; at most {self.limits.max_tokens}"
+            )
         seq, parsed = self.exp.parse_source(line)
         return Source(text, tokens, seq, parsed)
 
     def unknown(self, source):
         """``[(position, word)]`` of the tokens that became the state's ``unk_sym_source``."""
         unk = self.exp.state["unk_sym_source"]
-        return [(i, w) for i, (w, idx) in enumerate(zip(source.tokens, source.seq))
-                if int(idx) == unk]
+        return [
+            (i, w) for i, (w, idx) in enumerate(zip(source.tokens, source.seq)) if int(idx) == unk
+        ]
 
     def legacy_answer(self, job):
         """The demo's answer body for a decoded legacy job (sample_server.py:84-93)."""
         o = job.outcome
-        return legacy_api.answer(self.text.detokenize_legacy(o.translation),
-                                 legacy_api.unknown_words(job.source.tokens, job.source.seq))
+        return legacy_api.answer(
+            self.text.detokenize_legacy(o.translation),
+            legacy_api.unknown_words(job.source.tokens, job.source.seq),
+        )
 
     # -- decoding thread ------------------------------------------------------------------
     def decode(self, jobs, stop=None):
@@ -203,8 +223,14 @@ class Engine:
             if job.abandoned:
                 return "abandoned: the client gave up or left"
             return job.budget.spend(rows) if job.budget is not None else None
-        results = self.search.sample_many([j.source.seq for j in jobs], [j.beam for j in jobs],
-                                          ignore_unk, normalize=False, watch=watch)
+
+        results = self.search.sample_many(
+            [j.source.seq for j in jobs],
+            [j.beam for j in jobs],
+            ignore_unk,
+            normalize=False,
+            watch=watch,
+        )
         i2w = self.exp.trg_idx2word
         for job, hyps in zip(jobs, results):
             if isinstance(hyps, SearchFailed):
@@ -212,12 +238,17 @@ class Engine:
                 continue
             raw = np.asarray(hyps.costs, dtype=np.float64)
             costs = raw
-            if job.normalize:                               # sample.py:153-155
+            if job.normalize:  # sample.py:153-155
                 costs = raw / np.array([len(t) for t in hyps.trans], dtype=np.float64)
             # the demo shows trans[0]; translate picks numpy.argmin (sample.py:269)
             best = 0 if job.legacy else int(np.argmin(costs))
-            o = Outcome([render_translation(i2w, t) for t in hyps.trans], raw.tolist(),
-                        costs.tolist(), best, list(hyps.trans[best]))
+            o = Outcome(
+                [render_translation(i2w, t) for t in hyps.trans],
+                raw.tolist(),
+                costs.tolist(),
+                best,
+                list(hyps.trans[best]),
+            )
             if job.attention and self.has_attention:
                 a = score_pair(self.exp.model, job.source.seq, o.trans).alignment
                 o.attention = a[:, :, 0].numpy()
@@ -238,12 +269,19 @@ class Engine:
         if o.error:
             out.update(translation="", detokenized="", cost=None, nbest=[], attention=None)
             return out
-        nbest = [{"translation": s, "cost": _num(c), "raw_cost": _num(r), "best": i == o.best}
-                 for i, (s, c, r) in enumerate(zip(o.sentences, o.costs, o.raw_costs))]
+        nbest = [
+            {"translation": s, "cost": _num(c), "raw_cost": _num(r), "best": i == o.best}
+            for i, (s, c, r) in enumerate(zip(o.sentences, o.costs, o.raw_costs))
+        ]
         if n_best is not None:
             nbest = nbest[:n_best]
-        out.update(translation=o.translation, detokenized=self.text.detokenize(o.translation),
-                   cost=_num(o.costs[o.best]), nbest=nbest, attention=None)
+        out.update(
+            translation=o.translation,
+            detokenized=self.text.detokenize(o.translation),
+            cost=_num(o.costs[o.best]),
+            nbest=nbest,
+            attention=None,
+        )
         if o.attention is not None:
             eos_t = self.exp.cfg.null_sym_target
             i2w = self.exp.trg_idx2word

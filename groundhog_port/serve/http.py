@@ -23,6 +23,7 @@ names that origin; allowed origins get CORS headers and preflight answers.
 A request must arrive whole (line, headers and body) within the client timeout, counted
 from its first byte's wait, not per received piece: a client trickling bytes is cut there.
 """
+
 import io
 import ipaddress
 import json
@@ -43,11 +44,21 @@ from .engine import Budget, Job, RequestError, estimated_steps
 
 logger = logging.getLogger("groundhog_port.serve")
 
-STATIC = {"index.html": "text/html; charset=utf-8",
-          "app.js": "text/javascript; charset=utf-8",
-          "app.css": "text/css; charset=utf-8"}
-JSON_FIELDS = {"text", "texts", "beam_size", "ignore_unk", "normalize", "tokenized",
-               "attention", "n_best"}
+STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+JSON_FIELDS = {
+    "text",
+    "texts",
+    "beam_size",
+    "ignore_unk",
+    "normalize",
+    "tokenized",
+    "attention",
+    "n_best",
+}
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
@@ -72,8 +83,11 @@ def _shown(texts):
     out = []
     for t in texts:
         t = _one_line(t)
-        out.append(json.dumps(t if len(t) <= LOG_CHARS else t[:LOG_CHARS - 1] + "\u2026",
-                              ensure_ascii=False))
+        out.append(
+            json.dumps(
+                t if len(t) <= LOG_CHARS else t[: LOG_CHARS - 1] + "\u2026", ensure_ascii=False
+            )
+        )
     return printable(" ".join(out))
 
 
@@ -88,7 +102,7 @@ def _lone_surrogate(obj):
         return None
     items = obj.items() if isinstance(obj, dict) else obj if isinstance(obj, list) else ()
     for item in items:
-        for part in (item if isinstance(obj, dict) else (item,)):
+        for part in item if isinstance(obj, dict) else (item,):
             bad = _lone_surrogate(part)
             if bad is not None:
                 return bad
@@ -125,7 +139,7 @@ def _hosts_of(host, port, extra=()):
         ip = None
     if ip is not None and ip.is_loopback:
         names |= {"localhost", "127.0.0.1", "::1"}
-    if ip is not None and ip.is_unspecified:      # every address: any of this machine's
+    if ip is not None and ip.is_unspecified:  # every address: any of this machine's
         names |= {"localhost", socket.gethostname().lower(), socket.getfqdn().lower()}
     out = set()
     for name in names:
@@ -138,12 +152,23 @@ def _hosts_of(host, port, extra=()):
 
 class TranslationServer(ThreadingHTTPServer):
     """A threading HTTP server holding the engine and its decoding thread."""
+
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, address, engine, wait_s=0.005, max_batch=32, max_pending=256,
-                 timeout_s=120.0, socket_timeout_s=30.0, max_rows=320, allow_origins=(),
-                 allow_hosts=()):
+    def __init__(
+        self,
+        address,
+        engine,
+        wait_s=0.005,
+        max_batch=32,
+        max_pending=256,
+        timeout_s=120.0,
+        socket_timeout_s=30.0,
+        max_rows=320,
+        allow_origins=(),
+        allow_hosts=(),
+    ):
         super().__init__(address, Handler)
         self.engine = engine
         self.batcher = Batcher(engine, wait_s, max_batch, max_pending, max_rows)
@@ -151,8 +176,7 @@ class TranslationServer(ThreadingHTTPServer):
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
         host, port = self.server_address[:2]
         self.hosts = _hosts_of(host, port, allow_hosts)
-        self.any_ip_host = ipaddress.ip_address(host).is_unspecified \
-            if _is_ip(host) else False
+        self.any_ip_host = ipaddress.ip_address(host).is_unspecified if _is_ip(host) else False
         self.started = time.time()
         self.requests = 0
         self.stopping = False
@@ -162,8 +186,9 @@ class TranslationServer(ThreadingHTTPServer):
     def process_request(self, request, client_address):
         """A thread per connection (as ThreadingHTTPServer), remembered so that a shutdown
         can wait for the answers in flight."""
-        t = threading.Thread(target=self._handle_and_forget, args=(request, client_address),
-                             daemon=True)
+        t = threading.Thread(
+            target=self._handle_and_forget, args=(request, client_address), daemon=True
+        )
         with self._count_lock:
             self._handlers.add(t)
         t.start()
@@ -180,9 +205,12 @@ class TranslationServer(ThreadingHTTPServer):
         value = value.strip().lower()
         if value in self.hosts:
             return True
-        if self.any_ip_host:                      # listening on every address: an IP literal
-            name = value.rpartition(":")[0] if value.count(":") == 1 or value.startswith("[") \
+        if self.any_ip_host:  # listening on every address: an IP literal
+            name = (
+                value.rpartition(":")[0]
+                if value.count(":") == 1 or value.startswith("[")
                 else value
+            )
             return _is_ip(name.strip("[]"))
         return False
 
@@ -195,7 +223,7 @@ class TranslationServer(ThreadingHTTPServer):
         deadline = time.monotonic() + 2.0
         with self._count_lock:
             handlers = list(self._handlers)
-        for t in handlers:                        # idle keep-alive connections: not waited for
+        for t in handlers:  # idle keep-alive connections: not waited for
             t.join(max(0.0, deadline - time.monotonic()))
 
     @property
@@ -210,12 +238,16 @@ class TranslationServer(ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         # an exception outside the handler's own guards: one log line, the server goes on
         err = sys.exc_info()[1]
-        logger.error("%s: connection error: %s: %s", client_address[0], type(err).__name__,
-                     printable(_one_line(err))[:300])
+        logger.error(
+            "%s: connection error: %s: %s",
+            client_address[0],
+            type(err).__name__,
+            printable(_one_line(err))[:300],
+        )
 
     def server_close(self):
         super().server_close()
-        if getattr(self, "batcher", None) is not None:   # absent when binding failed
+        if getattr(self, "batcher", None) is not None:  # absent when binding failed
             self.batcher.close()
 
 
@@ -229,8 +261,12 @@ def _is_ip(text):
 
 def start_in_thread(server):
     """Serve in a daemon thread (tests, tools); returns the thread."""
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                         name="groundhog-http", daemon=True)
+    t = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.1},
+        name="groundhog-http",
+        daemon=True,
+    )
     t.start()
     return t
 
@@ -248,7 +284,7 @@ class Handler(BaseHTTPRequestHandler):
         self._logged = False
         self.deadline = None
         super().setup()
-        self.rfile.close()       # the socket's own reader: replaced, and its reference dropped
+        self.rfile.close()  # the socket's own reader: replaced, and its reference dropped
         self.rfile = io.BufferedReader(_DeadlineSocketReader(self.connection, self))
 
     def handle_one_request(self):
@@ -274,7 +310,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- answers and the log --------------------------------------------------------------
     def log_request(self, code="-", size="-"):
-        pass                              # one line per request from _log instead
+        pass  # one line per request from _log instead
 
     def log_message(self, format, *args):
         logger.debug("%s %s", self.client_address[0], printable(format % args))
@@ -288,12 +324,19 @@ class Handler(BaseHTTPRequestHandler):
         path = printable(_one_line(getattr(self, "path", "") or ""))
         if len(path) > 200:
             path = path[:199] + "\u2026"
-        logger.info('%s "%s %s" %d %dB %.1fms%s', self.client_address[0],
-                    printable(getattr(self, "command", None) or "-"), path, status, size, ms,
-                    f" {printable(note)}" if note else "")
+        logger.info(
+            '%s "%s %s" %d %dB %.1fms%s',
+            self.client_address[0],
+            printable(getattr(self, "command", None) or "-"),
+            path,
+            status,
+            size,
+            ms,
+            f" {printable(note)}" if note else "",
+        )
 
     def _send(self, status, body, ctype, headers=None, note=""):
-        if self.deadline is not None:   # answering before the body was read (a refusal)
+        if self.deadline is not None:  # answering before the body was read (a refusal)
             self._received()
         try:
             self.send_response(status)
@@ -337,7 +380,7 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
             self._log(499, 0, "(client gone)")
-        except Exception as err:           # never let a request take the server down
+        except Exception as err:  # never let a request take the server down
             logger.exception("internal error answering %s", printable(_one_line(self.path))[:200])
             self._error(500, f"internal error: {type(err).__name__}: {err}")
 
@@ -362,9 +405,12 @@ class Handler(BaseHTTPRequestHandler):
         # HTTP/1.0 clients may send none; browsers always do, and a DNS-rebinding page's
         # requests carry its own domain
         if host is not None and not self.server.host_allowed(host):
-            raise RequestError(421, f"Host {printable(host)[:100]!r} does not name this server "
-                                    "(a page renamed to reach it? DNS rebinding is refused); "
-                                    "serve --allow-host NAME to accept another name")
+            raise RequestError(
+                421,
+                f"Host {printable(host)[:100]!r} does not name this server "
+                "(a page renamed to reach it? DNS rebinding is refused); "
+                "serve --allow-host NAME to accept another name",
+            )
         origin = self.headers.get("Origin")
         fetch_site = (self.headers.get("Sec-Fetch-Site") or "").lower()
         if origin is not None:
@@ -372,22 +418,38 @@ class Handler(BaseHTTPRequestHandler):
             own = host is not None and origin == f"http://{host.strip().lower()}"
             if not own:
                 if origin not in self.server.allow_origins and "*" not in self.server.allow_origins:
-                    raise RequestError(403, f"cross-origin request from {printable(origin)[:100]} "
-                                            "refused: only this server's own page may call it "
-                                            "(serve --allow-origin ORIGIN to allow that origin)")
+                    raise RequestError(
+                        403,
+                        f"cross-origin request from {printable(origin)[:100]} "
+                        "refused: only this server's own page may call it "
+                        "(serve --allow-origin ORIGIN to allow that origin)",
+                    )
                 self._cors = {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
         elif fetch_site in ("cross-site", "same-site"):
-            raise RequestError(403, "cross-site request refused: only this server's own page "
-                                    "may call it (serve --allow-origin ORIGIN to allow one)")
+            raise RequestError(
+                403,
+                "cross-site request refused: only this server's own page "
+                "may call it (serve --allow-origin ORIGIN to allow one)",
+            )
         route()
 
     def _preflight(self):
         if not self._cors:
-            raise RequestError(405, "OPTIONS answers CORS preflights of allowed origins "
-                                    "(serve --allow-origin ORIGIN)")
-        self._send(204, b"", "text/plain", {
-            **self._cors, "Access-Control-Allow-Methods": "GET, POST",
-            "Access-Control-Allow-Headers": "Content-Type", "Access-Control-Max-Age": "600"})
+            raise RequestError(
+                405,
+                "OPTIONS answers CORS preflights of allowed origins (serve --allow-origin ORIGIN)",
+            )
+        self._send(
+            204,
+            b"",
+            "text/plain",
+            {
+                **self._cors,
+                "Access-Control-Allow-Methods": "GET, POST",
+                "Access-Control-Allow-Headers": "Content-Type",
+                "Access-Control-Max-Age": "600",
+            },
+        )
 
     # -- routes ---------------------------------------------------------------------------
     def _get(self):
@@ -396,8 +458,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._legacy(query)
         if path in ("/", "/index.html"):
             return self._static("index.html")
-        if path.startswith("/static/") and path[len("/static/"):] in STATIC:
-            return self._static(path[len("/static/"):])
+        if path.startswith("/static/") and path[len("/static/") :] in STATIC:
+            return self._static(path[len("/static/") :])
         if path == "/health":
             return self._health()
         if path == "/translate":
@@ -407,8 +469,10 @@ class Handler(BaseHTTPRequestHandler):
     def _post(self):
         path = self.path.partition("?")[0]
         if path != "/translate":
-            raise RequestError(404 if path not in ("/", "/health") else 405,
-                               f"POST goes to /translate, not {path[:100]}")
+            raise RequestError(
+                404 if path not in ("/", "/health") else 405,
+                f"POST goes to /translate, not {path[:100]}",
+            )
         payload = self._read_json()
         self._translate(payload)
 
@@ -419,29 +483,37 @@ class Handler(BaseHTTPRequestHandler):
     def _health(self):
         eng, srv = self.server.engine, self.server
         cfg = eng.exp.cfg
-        self._json(200, {
-            "status": "ok",
-            "model": str(eng.exp.state_path.name),
-            "attention": eng.has_attention,
-            "beam_size": eng.beam_size,
-            "limits": vars(eng.limits),
-            "source_vocabulary": cfg.n_sym_source, "target_vocabulary": cfg.n_sym_target,
-            "pretokenized": eng.pretokenized,
-            "languages": [eng.text.source_lang, eng.text.target_lang],
-            "uptime_s": round(time.time() - srv.started, 1),
-            "requests": srv.requests,
-            "pending": srv.batcher.pending,
-            "batches": dict(srv.batcher.stats),
-        }, headers={"Cache-Control": "no-store"})
+        self._json(
+            200,
+            {
+                "status": "ok",
+                "model": str(eng.exp.state_path.name),
+                "attention": eng.has_attention,
+                "beam_size": eng.beam_size,
+                "limits": vars(eng.limits),
+                "source_vocabulary": cfg.n_sym_source,
+                "target_vocabulary": cfg.n_sym_target,
+                "pretokenized": eng.pretokenized,
+                "languages": [eng.text.source_lang, eng.text.target_lang],
+                "uptime_s": round(time.time() - srv.started, 1),
+                "requests": srv.requests,
+                "pending": srv.batcher.pending,
+                "batches": dict(srv.batcher.stats),
+            },
+            headers={"Cache-Control": "no-store"},
+        )
 
     # -- decoding -------------------------------------------------------------------------
     def _decode(self, jobs):
         limits = self.server.engine.limits
         need = estimated_steps(jobs)
         if need > limits.max_steps:
-            raise RequestError(413, f"this request may take up to {need} hypothesis-steps "
-                                    f"(beam x 3 x source length, summed); at most "
-                                    f"{limits.max_steps}: fewer sentences or a smaller beam")
+            raise RequestError(
+                413,
+                f"this request may take up to {need} hypothesis-steps "
+                f"(beam x 3 x source length, summed); at most "
+                f"{limits.max_steps}: fewer sentences or a smaller beam",
+            )
         budget = Budget(limits.max_steps)
         for job in jobs:
             job.budget = budget
@@ -462,7 +534,7 @@ class Handler(BaseHTTPRequestHandler):
             for job, f in zip(jobs, futures):
                 if not f.done():
                     f.cancel()
-                    job.abandoned = True      # already decoding: stopped at the next step
+                    job.abandoned = True  # already decoding: stopped at the next step
 
     def _legacy(self, query):
         eng = self.server.engine
@@ -479,8 +551,9 @@ class Handler(BaseHTTPRequestHandler):
         if job.outcome.error and job.budget.spent > job.budget.limit:
             raise RequestError(413, job.outcome.error)
         if job.outcome.error:
-            raise RequestError(422, f"the original sample.py fails on this sentence "
-                                    f"({job.outcome.error})")
+            raise RequestError(
+                422, f"the original sample.py fails on this sentence ({job.outcome.error})"
+            )
         body = eng.legacy_answer(job).encode("ascii")
         self._send(200, body, "text/html", note=note)
 
@@ -509,45 +582,71 @@ class Handler(BaseHTTPRequestHandler):
             raise RequestError(400, f"the body is not UTF-8 JSON: {err}") from None
         bad = _lone_surrogate(payload)
         if bad is not None:
-            raise RequestError(400, f"the JSON text {printable(bad)[:80]!r} holds a lone "
-                                    "surrogate (a \\udXXX escape without its pair): not "
-                                    "Unicode text")
+            raise RequestError(
+                400,
+                f"the JSON text {printable(bad)[:80]!r} holds a lone "
+                "surrogate (a \\udXXX escape without its pair): not "
+                "Unicode text",
+            )
         if not isinstance(payload, dict):
-            raise RequestError(400, "the body must be a JSON object such as "
-                                    '{"text": "..."} or {"texts": ["...", "..."]}')
+            raise RequestError(
+                400,
+                "the body must be a JSON object such as "
+                '{"text": "..."} or {"texts": ["...", "..."]}',
+            )
         return payload
 
     def _translate(self, payload):
         eng = self.server.engine
         unknown = sorted(set(payload) - JSON_FIELDS)
         if unknown:
-            raise RequestError(400, f"unknown field(s) {', '.join(map(repr, unknown))}; "
-                                    f"expected {', '.join(sorted(JSON_FIELDS))}")
+            raise RequestError(
+                400,
+                f"unknown field(s) {', '.join(map(repr, unknown))}; "
+                f"expected {', '.join(sorted(JSON_FIELDS))}",
+            )
         if ("text" in payload) == ("texts" in payload):
             raise RequestError(400, 'give either "text" (one sentence) or "texts" (a list)')
         texts = [payload["text"]] if "text" in payload else payload["texts"]
         if not isinstance(texts, list) or not texts:
             raise RequestError(400, '"texts" must be a non-empty list of strings')
         if len(texts) > eng.limits.max_sentences:
-            raise RequestError(413, f"{len(texts)} sentences; at most {eng.limits.max_sentences} "
-                                    "per request")
+            raise RequestError(
+                413, f"{len(texts)} sentences; at most {eng.limits.max_sentences} per request"
+            )
         flags = {}
-        for name, default in (("ignore_unk", False), ("normalize", False),
-                              ("tokenized", eng.pretokenized), ("attention", True)):
+        for name, default in (
+            ("ignore_unk", False),
+            ("normalize", False),
+            ("tokenized", eng.pretokenized),
+            ("attention", True),
+        ):
             flags[name] = payload.get(name, default)
             if not isinstance(flags[name], bool):
                 raise RequestError(400, f'"{name}" must be true or false')
         beam = eng.check_beam(payload.get("beam_size", eng.beam_size))
         n_best = payload.get("n_best")
-        if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int)
-                                   or n_best < 1):
+        if n_best is not None and (
+            isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1
+        ):
             raise RequestError(400, '"n_best" must be a positive integer')
         sources = [eng.prepare(t, flags["tokenized"]) for t in texts]
-        jobs = self._decode([Job(s, beam, flags["ignore_unk"], flags["normalize"],
-                                 attention=flags["attention"]) for s in sources])
+        jobs = self._decode(
+            [
+                Job(s, beam, flags["ignore_unk"], flags["normalize"], attention=flags["attention"])
+                for s in sources
+            ]
+        )
         t_ms = round(1000 * (time.monotonic() - self._t0), 1)
-        self._json(200, {
-            "results": [eng.result_json(j, n_best) for j in jobs],
-            "beam_size": beam, "ignore_unk": flags["ignore_unk"],
-            "normalize": flags["normalize"], "tokenized": flags["tokenized"], "elapsed_ms": t_ms,
-        }, note=f"beam={beam} n={len(texts)} src={_shown(texts)}")
+        self._json(
+            200,
+            {
+                "results": [eng.result_json(j, n_best) for j in jobs],
+                "beam_size": beam,
+                "ignore_unk": flags["ignore_unk"],
+                "normalize": flags["normalize"],
+                "tokenized": flags["tokenized"],
+                "elapsed_ms": t_ms,
+            },
+            note=f"beam={beam} n={len(texts)} src={_shown(texts)}",
+        )

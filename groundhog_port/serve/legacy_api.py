@@ -29,6 +29,7 @@ without ``=``, a non-integer, a sentence sample.py crashes on) made it raise and
 the connection without an answer; here it gets a 4xx with a one-line JSON error.  The
 original's 400 without a ``source`` had an empty body; here it has that JSON line.
 """
+
 from dataclasses import dataclass
 from urllib.parse import quote, unquote_plus
 

@@ -16,6 +16,7 @@ Kept behaviour of the scripts as the demo called them:
   between the translation and the unknown words (see :mod:`.legacy_api`); an empty
   translation gives no line at all.
 """
+
 import re
 
 from sacremoses import MosesDetokenizer, MosesTokenizer
@@ -57,4 +58,5 @@ class MosesText:
 def split_pretokenized(text):
     """Tokens of already tokenised input: ``parse_input``'s split on ASCII whitespace."""
     from ..legacy.vocab import split_words
+
     return split_words(text)

@@ -30,6 +30,7 @@ gives the same report as an uninterrupted one (the report holds no timings).  No
 written inside ROOT.  Under ``torchrun`` the experiments are dealt out over the ranks and
 rank 0 writes the report (:mod:`groundhog_port.tasks.archive_report`).
 """
+
 import hashlib
 import json
 import logging
@@ -38,10 +39,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
 
-from ..legacy import lookup
 from ..errors import LegacyInputError
+from ..legacy import lookup
 from ..outputs import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -49,53 +49,65 @@ logger = logging.getLogger(__name__)
 #: bump when a cached result would no longer match what this code computes
 CACHE_VERSION = 1
 #: ``scores_batch[_holdout][_runK].txt`` / ``scores_h5_trainN[_runK].txt`` (docs/recordings.md, "Files")
-SCORES_NAME = re.compile(r"^scores_(?:batch(?:_(?P<set>holdout))?|h5_train(?P<n>[1-9][0-9]*))"
-                         r"(?:_run(?P<run>[0-9]+))?\.txt$")
+SCORES_NAME = re.compile(
+    r"^scores_(?:batch(?:_(?P<set>holdout))?|h5_train(?P<n>[1-9][0-9]*))"
+    r"(?:_run(?P<run>[0-9]+))?\.txt$"
+)
 VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
 
 
 @dataclass
 class Options:
     """What ``archive`` re-does and how much of it (part of each cache key)."""
+
     data_dirs: tuple = ()
-    max_sentences: Optional[int] = None   # per test set; None: all
-    plots: int = 3                        # attention plots per experiment
-    parity_groups: Optional[tuple] = None  # None: every group of the trace
+    max_sentences: int | None = None  # per test set; None: all
+    plots: int = 3  # attention plots per experiment
+    parity_groups: tuple | None = None  # None: every group of the trace
     batch_size: int = 1
     tokenize: str = "13a"
     max_diffs: int = 3
     device: str = "cpu"
 
     def key(self) -> dict:
-        return {"data_dirs": [str(d) for d in self.data_dirs],
-                "max_sentences": self.max_sentences, "plots": self.plots,
-                "parity_groups": list(self.parity_groups) if self.parity_groups else None,
-                "batch_size": self.batch_size, "tokenize": self.tokenize,
-                "max_diffs": self.max_diffs, "device": self.device}
+        return {
+            "data_dirs": [str(d) for d in self.data_dirs],
+            "max_sentences": self.max_sentences,
+            "plots": self.plots,
+            "parity_groups": list(self.parity_groups) if self.parity_groups else None,
+            "batch_size": self.batch_size,
+            "tokenize": self.tokenize,
+            "max_diffs": self.max_diffs,
+            "device": self.device,
+        }
 
 
 @dataclass
 class Entry:
     """One experiment found in the archive."""
-    id: str                     # the state's path under ROOT, without "state.pkl"
+
+    id: str  # the state's path under ROOT, without "state.pkl"
     folder: Path
     state: Path
-    model: Optional[Path]
-    trace: Optional[Path]
-    outputs: List[Path] = field(default_factory=list)   # trans_*, scores*, *_error.txt
-    others: int = 0             # other states in the same folder (outputs then shared)
+    model: Path | None
+    trace: Path | None
+    outputs: list[Path] = field(default_factory=list)  # trans_*, scores*, *_error.txt
+    others: int = 0  # other states in the same folder (outputs then shared)
 
 
 # ----------------------------------------------------------------------------------------
 # finding the experiments
 # ----------------------------------------------------------------------------------------
 def _is_output(name):
-    return (name.startswith("trans") and name.endswith(".txt")) or \
-        (name.startswith("scores") and name.endswith(".txt")) or name.endswith("_error.txt")
+    return (
+        (name.startswith("trans") and name.endswith(".txt"))
+        or (name.startswith("scores") and name.endswith(".txt"))
+        or name.endswith("_error.txt")
+    )
 
 
 def _model_for(state):
-    prefix = state.name[:-len("state.pkl")]
+    prefix = state.name[: -len("state.pkl")]
     same = state.parent / f"{prefix}model.npz"
     if same.is_file():
         return same
@@ -103,7 +115,7 @@ def _model_for(state):
     return found[0] if len(found) == 1 else None
 
 
-def discover(root) -> List[Entry]:
+def discover(root) -> list[Entry]:
     """Every ``*state.pkl`` under ``root`` (sorted by path) with what lies beside it."""
     root = Path(root)
     entries = []
@@ -116,9 +128,17 @@ def discover(root) -> List[Entry]:
             state = folder / n
             rel = state.relative_to(root).as_posix()
             trace = folder / "trace.h5"
-            entries.append(Entry(rel[:-len("state.pkl")] or "state", folder, state,
-                                 _model_for(state), trace if trace.is_file() else None,
-                                 outputs, len(states) - 1))
+            entries.append(
+                Entry(
+                    rel[: -len("state.pkl")] or "state",
+                    folder,
+                    state,
+                    _model_for(state),
+                    trace if trace.is_file() else None,
+                    outputs,
+                    len(states) - 1,
+                )
+            )
     return sorted(entries, key=lambda e: e.id)
 
 
@@ -127,6 +147,7 @@ def test_set(folder, name, dirs):
     experiment folder: by the standard names through the lookup, else (``test`` only) the
     folder's only ``*.en`` text file and its ``.fr``; ``(None, None, why)`` when absent."""
     from .reproduce import TEST_SETS
+
     src_name, ref_name = TEST_SETS[name]
     src = lookup.find_named(src_name, folder, dirs)
     if src is not None:
@@ -135,10 +156,19 @@ def test_set(folder, name, dirs):
         renamed = sorted(p for p in Path(folder).glob("*.en") if p.is_file())
         if len(renamed) == 1:
             ref = renamed[0].with_suffix(".fr")
-            return renamed[0], ref if ref.is_file() else None, \
-                f"renamed: {renamed[0].name}, the only *.en in the folder"
-    return None, None, (f"{src_name} not found (looked at {lookup.places(src_name, folder, dirs)})"
-                        + ("; no single renamed *.en in the folder either" if name == "test" else ""))
+            return (
+                renamed[0],
+                ref if ref.is_file() else None,
+                f"renamed: {renamed[0].name}, the only *.en in the folder",
+            )
+    return (
+        None,
+        None,
+        (
+            f"{src_name} not found (looked at {lookup.places(src_name, folder, dirs)})"
+            + ("; no single renamed *.en in the folder either" if name == "test" else "")
+        ),
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -165,10 +195,18 @@ def cache_key(entry: Entry, opts: Options) -> str:
     inputs = [entry.state, entry.model, entry.trace, *entry.outputs]
     for d in (entry.folder, *opts.data_dirs, entry.folder.parent / "data"):
         if Path(d).is_dir():
-            inputs += sorted(p for p in Path(d).iterdir()
-                             if p.is_file() and p.suffix in (".pkl", ".en", ".fr"))
-    blob = json.dumps({"version": CACHE_VERSION, "code": _code_digest(),
-                       "inputs": _fingerprint(inputs), "options": opts.key()}, sort_keys=True)
+            inputs += sorted(
+                p for p in Path(d).iterdir() if p.is_file() and p.suffix in (".pkl", ".en", ".fr")
+            )
+    blob = json.dumps(
+        {
+            "version": CACHE_VERSION,
+            "code": _code_digest(),
+            "inputs": _fingerprint(inputs),
+            "options": opts.key(),
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -207,8 +245,11 @@ def store(out, entry, opts, result):
     the same report, key order included)."""
     path = Path(out) / "cache" / f"{safe_name(entry.id)}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"key": cache_key(entry, opts), "result": strict_json(result)},
-                      sort_keys=True, allow_nan=False)
+    text = json.dumps(
+        {"key": cache_key(entry, opts), "result": strict_json(result)},
+        sort_keys=True,
+        allow_nan=False,
+    )
     atomic_write_text(path, text)
     return json.loads(text)["result"]
 
@@ -221,15 +262,24 @@ class _Result:
 
     def __init__(self, root, entry):
         self.root = Path(root)
-        self.data = {"id": entry.id, "folder": self.rel(entry.folder),
-                     "state": self.rel(entry.state),
-                     "model": self.rel(entry.model) if entry.model else None,
-                     "files": {}, "reproduction": [], "scores": [], "crash_logs": [],
-                     "parity": None, "plots": [], "notes": [], "not_done": []}
+        self.data = {
+            "id": entry.id,
+            "folder": self.rel(entry.folder),
+            "state": self.rel(entry.state),
+            "model": self.rel(entry.model) if entry.model else None,
+            "files": {},
+            "reproduction": [],
+            "scores": [],
+            "crash_logs": [],
+            "parity": None,
+            "plots": [],
+            "notes": [],
+            "not_done": [],
+        }
 
     def rel(self, path):
         """``path`` relative to ROOT where it lies inside, else as it is."""
-        try:   # abspath, not resolve: a symlinked file is named where it lies in the archive
+        try:  # abspath, not resolve: a symlinked file is named where it lies in the archive
             return Path(os.path.abspath(path)).relative_to(os.path.abspath(self.root)).as_posix()
         except ValueError:
             return str(path)
@@ -255,16 +305,30 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
     """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment, as a dict."""
     res = _Result(root, entry)
     if entry.others:
-        res.not_done("attributing outputs", f"the folder holds {entry.others + 1} states: its "
-                     "outputs are checked against each of them")
+        res.not_done(
+            "attributing outputs",
+            f"the folder holds {entry.others + 1} states: its "
+            "outputs are checked against each of them",
+        )
     if entry.model is None:
-        res.not_done("everything", "no *model.npz beside the state (or several, none with "
-                     "the state's prefix)")
+        res.not_done(
+            "everything",
+            "no *model.npz beside the state (or several, none with the state's prefix)",
+        )
         return res.data
     from ..legacy.loading import open_experiment
+
     dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
-    exp = _attempt(res, "opening the experiment", open_experiment, entry.state, entry.model,
-                   "", dirs, opts.device)
+    exp = _attempt(
+        res,
+        "opening the experiment",
+        open_experiment,
+        entry.state,
+        entry.model,
+        "",
+        dirs,
+        opts.device,
+    )
     if exp is None:
         return res.data
     for key in VOCAB_KEYS:
@@ -274,8 +338,11 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
     for name in ("test", "holdout"):
         src, ref, how = test_set(entry.folder, name, dirs)
         tests[name] = (src, ref)
-        res.data["files"][name] = {"source": res.rel(src) if src else None,
-                                   "reference": res.rel(ref) if ref else None, "how": how}
+        res.data["files"][name] = {
+            "source": res.rel(src) if src else None,
+            "reference": res.rel(ref) if ref else None,
+            "how": how,
+        }
     trans = [p for p in entry.outputs if p.name.startswith("trans")]
     _attempt(res, "reproduction", _reproduction, res, exp, entry, trans, tests, opts)
     for p in entry.outputs:
@@ -293,43 +360,80 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
 
 def _reproduction(res, exp, entry, trans, tests, opts):
     from .reproduce import ArchivedFile, parse_trans_name, reproduce
+
     files = []
     for p in trans:
         parsed = parse_trans_name(p.name)
         if parsed is None:
-            res.not_done(p.name, "the file name does not say the sample.py settings (expected "
-                         "trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt)")
+            res.not_done(
+                p.name,
+                "the file name does not say the sample.py settings (expected "
+                "trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt)",
+            )
             continue
         settings, name, _ = parsed
         src, ref = tests[name]
         if src is None:
-            res.not_done(p.name, f"its test set ({res.data['files'][name]['how']}); pass "
-                         "--data-dir DIR")
+            res.not_done(
+                p.name, f"its test set ({res.data['files'][name]['how']}); pass --data-dir DIR"
+            )
             continue
-        stem = p.name[len("trans_"):-len(".txt")]
+        stem = p.name[len("trans_") : -len(".txt")]
         stdout, error = (entry.folder / f"sample_{stem}_{k}.txt" for k in ("stdout", "error"))
-        files.append(ArchivedFile(p, settings, src, ref, stdout if stdout.is_file() else None,
-                                  error if error.is_file() else None))
+        files.append(
+            ArchivedFile(
+                p,
+                settings,
+                src,
+                ref,
+                stdout if stdout.is_file() else None,
+                error if error.is_file() else None,
+            )
+        )
     if not files:
         return
-    report = reproduce(exp, files, batch_size=opts.batch_size, max_diffs=opts.max_diffs,
-                       tokenize=opts.tokenize, max_lines=opts.max_sentences)
+    report = reproduce(
+        exp,
+        files,
+        batch_size=opts.batch_size,
+        max_diffs=opts.max_diffs,
+        tokenize=opts.tokenize,
+        max_lines=opts.max_sentences,
+    )
     from ..legacy.data import read_text_lines
+
     for f, r in zip(files, report["files"]):
-        row = {k: r[k] for k in ("file", "settings", "compared", "identical", "all_identical",
-                                 "first_differences", "bleu", "total_cost",
-                                 "archived_total_cost", "original_stopped_after")}
-        row.update(source=res.rel(f.source), reference=res.rel(f.reference) if f.reference
-                   else None, crash_reproduced=r.get("crash_reproduced"),
-                   original_error=r.get("original_error"))
+        row = {
+            k: r[k]
+            for k in (
+                "file",
+                "settings",
+                "compared",
+                "identical",
+                "all_identical",
+                "first_differences",
+                "bleu",
+                "total_cost",
+                "archived_total_cost",
+                "original_stopped_after",
+            )
+        }
+        row.update(
+            source=res.rel(f.source),
+            reference=res.rel(f.reference) if f.reference else None,
+            crash_reproduced=r.get("crash_reproduced"),
+            original_error=r.get("original_error"),
+        )
         archived_lines = len(read_text_lines(f.path))
         source_lines = len(read_text_lines(f.source))
         if archived_lines > row["compared"]:
             row["limited"] = f"first {row['compared']} of {archived_lines} lines (--max-sentences)"
             if archived_lines < source_lines:
-                row["crash_not_rechecked"] = (f"the original stopped after {archived_lines} "
-                                              f"lines; not re-checked within the first "
-                                              f"{row['compared']}")
+                row["crash_not_rechecked"] = (
+                    f"the original stopped after {archived_lines} "
+                    f"lines; not re-checked within the first "
+                    f"{row['compared']}"
+                )
         res.data["reproduction"].append(row)
 
 
@@ -337,31 +441,42 @@ def _scores(res, exp, path, tests, opts):
     """A ``scores*.txt`` of score.py, re-scored and compared line by line (the ``{:.5e}``
     text, and the largest relative difference of the numbers)."""
     import numpy as np
-    from .rescore import read_lines
+
     from ..search.scoring import batches_for, score_batch
+    from .rescore import read_lines
+
     m = SCORES_NAME.match(path.name)
     if m is None:
-        res.not_done(path.name, "the file name does not say how score.py was run (expected "
-                     "scores_batch[_holdout][_runK].txt or scores_h5_trainN[_runK].txt)")
+        res.not_done(
+            path.name,
+            "the file name does not say how score.py was run (expected "
+            "scores_batch[_holdout][_runK].txt or scores_h5_trainN[_runK].txt)",
+        )
         return
     archived = read_lines(path)
     limit = len(archived) if opts.max_sentences is None else min(len(archived), opts.max_sentences)
     if m.group("n"):
-        batches, how = batches_for(exp, None, None, True, int(m.group("n"))), \
-            f"score.py --mode=batch on the training corpora, {m.group('n')} batches"
+        batches, how = (
+            batches_for(exp, None, None, True, int(m.group("n"))),
+            f"score.py --mode=batch on the training corpora, {m.group('n')} batches",
+        )
     else:
         name = m.group("set") or "test"
         src, ref = tests[name]
         if src is None or ref is None:
-            res.not_done(path.name, f"its {name} set is incomplete ({res.data['files'][name]['how']})")
+            res.not_done(
+                path.name, f"its {name} set is incomplete ({res.data['files'][name]['how']})"
+            )
             return
-        batches, how = batches_for(exp, src, ref, True), \
-            f"score.py --mode=batch --allow-unk on {res.rel(src)} / {res.rel(ref)}"
+        batches, how = (
+            batches_for(exp, src, ref, True),
+            f"score.py --mode=batch --allow-unk on {res.rel(src)} / {res.rel(ref)}",
+        )
     lines = []
-    for batch in batches:   # whole batches: score.py's padding decides the numbers
+    for batch in batches:  # whole batches: score.py's padding decides the numbers
         if len(lines) >= limit:
             break
-        lines += ["{:.5e}".format(float(s)) for s in -score_batch(exp.model, batch).cost.numpy()]
+        lines += [f"{float(s):.5e}" for s in -score_batch(exp.model, batch).cost.numpy()]
     lines = lines[:limit]
     worst, off = 0.0, 0
     for a, b in zip(archived, lines):
@@ -372,13 +487,23 @@ def _scores(res, exp, path, tests, opts):
         elif not (x == y or (np.isnan(x) and np.isnan(y))):
             worst, off = math.inf, off + 1
     identical = sum(a == b for a, b in zip(archived, lines))
-    res.data["scores"].append({
-        "file": path.name, "how": how, "compared": len(lines), "archived_lines": len(archived),
-        "identical": identical, "all_identical": len(lines) == limit == identical,
-        "beyond_last_digit": off,
-        "max_rel_diff": worst, "first_differences": [
-            {"line": i + 1, "archived": a, "reproduced": b}
-            for i, (a, b) in enumerate(zip(archived, lines)) if a != b][:opts.max_diffs]})
+    res.data["scores"].append(
+        {
+            "file": path.name,
+            "how": how,
+            "compared": len(lines),
+            "archived_lines": len(archived),
+            "identical": identical,
+            "all_identical": len(lines) == limit == identical,
+            "beyond_last_digit": off,
+            "max_rel_diff": worst,
+            "first_differences": [
+                {"line": i + 1, "archived": a, "reproduced": b}
+                for i, (a, b) in enumerate(zip(archived, lines))
+                if a != b
+            ][: opts.max_diffs],
+        }
+    )
 
 
 def last_digit(a, b):
@@ -392,12 +517,13 @@ def last_digit(a, b):
 
 def _crash_logs(res, entry):
     from .reproduce import original_error
+
     rows = {r["file"]: r for r in res.data["reproduction"]}
     for p in entry.outputs:
         if not p.name.endswith("_error.txt"):
             continue
-        stem = p.name[:-len("_error.txt")]
-        trans = "trans_" + stem[len("sample_"):] + ".txt" if stem.startswith("sample_") else None
+        stem = p.name[: -len("_error.txt")]
+        trans = "trans_" + stem[len("sample_") :] + ".txt" if stem.startswith("sample_") else None
         row = rows.get(trans)
         if row is None:
             status = "no trans file of this run was re-done"
@@ -407,46 +533,73 @@ def _crash_logs(res, entry):
             status = f"reproduced: the port fails on line {row['original_stopped_after'] + 1} too"
         else:
             status = "NOT reproduced"
-        res.data["crash_logs"].append({"file": p.name, "last_line": original_error(p),
-                                       "trans": trans if row else None, "status": status})
+        res.data["crash_logs"].append(
+            {
+                "file": p.name,
+                "last_line": original_error(p),
+                "trans": trans if row else None,
+                "status": status,
+            }
+        )
 
 
 def _plots(res, exp, entry, test, opts, out):
     """Attention of the first ``opts.plots`` test pairs (source, archived/reference target)."""
-    from . import plots
     from ..search.scoring import parse_pair, score_pair
+    from . import plots
+
     src, ref = test
     if src is None or ref is None:
         res.not_done("attention plots", "no test set with references")
         return
-    if not exp.cfg.search:   # nothing left undone: there is nothing to plot
+    if not exp.cfg.search:  # nothing left undone: there is nothing to plot
         res.data["notes"].append("no attention plots: an RNNencdec model has no attention")
         return
     plots.require_matplotlib()
     from ..legacy.data import read_text_lines
+
     folder = Path(out) / "plots" / safe_name(entry.id)
     folder.mkdir(parents=True, exist_ok=True)
-    for i, (s, t) in enumerate(zip(read_text_lines(src)[:opts.plots],
-                                   read_text_lines(ref)[:opts.plots])):
+    for i, (s, t) in enumerate(
+        zip(read_text_lines(src)[: opts.plots], read_text_lines(ref)[: opts.plots])
+    ):
         (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, s, t, True)
         a = score_pair(exp.model, src_seq, trg_seq).alignment.numpy()[:, :, 0]
         path = folder / plots.plot_file_name(i + 1, opts.plots)
-        plots.plot_alignment(a, src_words + ["<eos>"], trg_words + ["<eos>"], path,
-                             title=f"{entry.id}: test pair {i + 1}")
+        plots.plot_alignment(
+            a,
+            src_words + ["<eos>"],
+            trg_words + ["<eos>"],
+            path,
+            title=f"{entry.id}: test pair {i + 1}",
+        )
         res.data["plots"].append({"sentence": i + 1, "file": path.relative_to(out).as_posix()})
 
 
 def _parity(res, exp, entry, test, opts):
     from ..harness.check import GROUPS, check
     from ..harness.trace import TraceFile
+
     groups = opts.parity_groups or GROUPS
     with TraceFile(entry.trace) as tr:
         groups = tuple(g for g in groups if tr.has(g) or (g == "batch" and tr.has("batch_all")))
         report = check(exp, tr, groups=groups, source=test[0], target=test[1])
     res.data["parity"] = {
-        "trace": res.rel(entry.trace), "groups": list(groups), "ok": report.ok,
-        "rows": [{"quantity": r.quantity, "n": r.n, "max_abs": r.max_abs, "max_rel": r.max_rel,
-                  "tolerance": r.tolerance_text, "status": r.status} for r in report.rows]}
+        "trace": res.rel(entry.trace),
+        "groups": list(groups),
+        "ok": report.ok,
+        "rows": [
+            {
+                "quantity": r.quantity,
+                "n": r.n,
+                "max_abs": r.max_abs,
+                "max_rel": r.max_rel,
+                "tolerance": r.tolerance_text,
+                "status": r.status,
+            }
+            for r in report.rows
+        ],
+    }
 
 
 # ----------------------------------------------------------------------------------------
@@ -456,8 +609,11 @@ def check_out_dir(root, out):
     """``out`` must not lie inside ``root``: nothing is written into the archive."""
     r, o = Path(root).resolve(), Path(out).resolve()
     if o == r or r in o.parents:
-        raise LegacyInputError(out, f"the output folder lies inside the archive {root}; give "
-                                    "one outside it (nothing is written into the archive)")
+        raise LegacyInputError(
+            out,
+            f"the output folder lies inside the archive {root}; give "
+            "one outside it (nothing is written into the archive)",
+        )
 
 
 def run(root, out, opts: Options, world=None, progress=None, fresh=False):
@@ -487,6 +643,7 @@ def run(root, out, opts: Options, world=None, progress=None, fresh=False):
     if world is None:
         return entries, [mine[i] for i in range(len(entries))]
     import torch.distributed as dist
+
     gathered = [None] * size if world.is_root else None
     dist.gather_object(mine, gathered, dst=0)
     if not world.is_root:

@@ -6,6 +6,7 @@ Everything here is computed from the per-experiment results of
 :mod:`groundhog_port.tasks.archive` alone (no timings, no dates), so an interrupted and resumed
 run writes the same bytes as an uninterrupted one.
 """
+
 import base64
 import html
 import json
@@ -31,8 +32,9 @@ def _bleu(b):
 
 
 def _settings(s):
-    flags = [f"beam {s['beam_size']}"] + [k.replace("_", "-") for k in ("normalize", "ignore_unk")
-                                          if s[k]]
+    flags = [f"beam {s['beam_size']}"] + [
+        k.replace("_", "-") for k in ("normalize", "ignore_unk") if s[k]
+    ]
     return ", ".join(flags)
 
 
@@ -48,8 +50,7 @@ def _first_diff(rows):
     if not rows:
         return "-"
     d = rows[0]
-    return (f"line {d['line']}: archived {d['archived']!r} / reproduced "
-            f"{d.get('reproduced')!r}")
+    return f"line {d['line']}: archived {d['archived']!r} / reproduced {d.get('reproduced')!r}"
 
 
 def tables(result):
@@ -60,68 +61,133 @@ def tables(result):
     rows += [[k, v or "-"] for k, v in files.items() if not isinstance(v, dict)]
     for name in ("test", "holdout"):
         t = files.get(name)
-        if t and (name == "test" or t["source"]):   # a missing holdout set is no news
-            rows.append([f"{name} set", f"{t['source'] or '-'} / {t['reference'] or '-'} "
-                                        f"({t['how']})"])
+        if t and (name == "test" or t["source"]):  # a missing holdout set is no news
+            rows.append(
+                [f"{name} set", f"{t['source'] or '-'} / {t['reference'] or '-'} ({t['how']})"]
+            )
     out.append(("Files", ["what", "file"], rows))
     if result["reproduction"]:
-        out.append(("Reproduction (sample.py)",
-                    ["file", "settings", "identical", "first difference", "BLEU archived-ref",
-                     "BLEU reproduced-ref", "total cost", "note"],
-                    [[r["file"], _settings(r["settings"]), f"{r['identical']}/{r['compared']}",
-                      _first_diff(r["first_differences"]),
-                      _bleu(r["bleu"]["archived_vs_reference"]),
-                      _bleu(r["bleu"]["reproduced_vs_reference"]), _cost(r),
-                      "; ".join(x for x in (r.get("limited"), r.get("crash_not_rechecked")) if x)
-                      or "-"] for r in result["reproduction"]]))
+        out.append(
+            (
+                "Reproduction (sample.py)",
+                [
+                    "file",
+                    "settings",
+                    "identical",
+                    "first difference",
+                    "BLEU archived-ref",
+                    "BLEU reproduced-ref",
+                    "total cost",
+                    "note",
+                ],
+                [
+                    [
+                        r["file"],
+                        _settings(r["settings"]),
+                        f"{r['identical']}/{r['compared']}",
+                        _first_diff(r["first_differences"]),
+                        _bleu(r["bleu"]["archived_vs_reference"]),
+                        _bleu(r["bleu"]["reproduced_vs_reference"]),
+                        _cost(r),
+                        "; ".join(x for x in (r.get("limited"), r.get("crash_not_rechecked")) if x)
+                        or "-",
+                    ]
+                    for r in result["reproduction"]
+                ],
+            )
+        )
     if result["scores"]:
-        out.append(("Scores (score.py)",
-                    ["file", "how", "identical", "more than 1 unit of the last digit apart",
-                     "max rel diff", "first difference"],
-                    [[s["file"], s["how"], f"{s['identical']}/{s['compared']} (of "
-                      f"{s['archived_lines']})", str(s["beyond_last_digit"]),
-                      _num(s["max_rel_diff"], "{:.1e}"),
-                      _first_diff(s["first_differences"])] for s in result["scores"]]))
+        out.append(
+            (
+                "Scores (score.py)",
+                [
+                    "file",
+                    "how",
+                    "identical",
+                    "more than 1 unit of the last digit apart",
+                    "max rel diff",
+                    "first difference",
+                ],
+                [
+                    [
+                        s["file"],
+                        s["how"],
+                        f"{s['identical']}/{s['compared']} (of {s['archived_lines']})",
+                        str(s["beyond_last_digit"]),
+                        _num(s["max_rel_diff"], "{:.1e}"),
+                        _first_diff(s["first_differences"]),
+                    ]
+                    for s in result["scores"]
+                ],
+            )
+        )
     if result["crash_logs"]:
-        out.append(("Crash logs", ["file", "the original died with", "re-checked"],
-                    [[c["file"], c["last_line"] or "-", c["status"]]
-                     for c in result["crash_logs"]]))
+        out.append(
+            (
+                "Crash logs",
+                ["file", "the original died with", "re-checked"],
+                [[c["file"], c["last_line"] or "-", c["status"]] for c in result["crash_logs"]],
+            )
+        )
     p = result["parity"]
     if p:
-        out.append((f"Parity with {p['trace']} ({'PASS' if p['ok'] else 'FAIL'})",
-                    ["quantity", "n", "max abs err", "max rel err", "tolerance", "result"],
-                    [[r["quantity"], str(r["n"]), _num(r["max_abs"], "{:.2e}"),
-                      _num(r["max_rel"], "{:.2e}"), r["tolerance"], r["status"]]
-                     for r in p["rows"]]))
+        out.append(
+            (
+                f"Parity with {p['trace']} ({'PASS' if p['ok'] else 'FAIL'})",
+                ["quantity", "n", "max abs err", "max rel err", "tolerance", "result"],
+                [
+                    [
+                        r["quantity"],
+                        str(r["n"]),
+                        _num(r["max_abs"], "{:.2e}"),
+                        _num(r["max_rel"], "{:.2e}"),
+                        r["tolerance"],
+                        r["status"],
+                    ]
+                    for r in p["rows"]
+                ],
+            )
+        )
     if result["notes"]:
         out.append(("Notes", ["note"], [[n] for n in result["notes"]]))
     if result["not_done"]:
-        out.append(("Not done", ["what", "why"],
-                    [[n["what"], n["why"]] for n in result["not_done"]]))
+        out.append(
+            ("Not done", ["what", "why"], [[n["what"], n["why"]] for n in result["not_done"]])
+        )
     return out
 
 
 def signatures(results):
     """The sacrebleu signatures the report's BLEU numbers carry."""
-    return sorted({b["signature"] for r in results for row in r["reproduction"]
-                   for b in row["bleu"].values() if b})
+    return sorted(
+        {
+            b["signature"]
+            for r in results
+            for row in r["reproduction"]
+            for b in row["bleu"].values()
+            if b
+        }
+    )
 
 
 def summary(results):
     rep = [row for r in results for row in r["reproduction"]]
-    return {"experiments": len(results),
-            "trans_files": len(rep),
-            "trans_files_identical": sum(row["all_identical"] for row in rep),
-            "scores_files": sum(len(r["scores"]) for r in results),
-            "scores_files_identical": sum(s["all_identical"] for r in results for s in r["scores"]),
-            "scores_lines": sum(s["compared"] for r in results for s in r["scores"]),
-            "scores_lines_identical": sum(s["identical"] for r in results for s in r["scores"]),
-            "scores_max_rel_diff": max((s["max_rel_diff"] for r in results for s in r["scores"]),
-                                       key=_magnitude, default=None),
-            "parity_checked": sum(r["parity"] is not None for r in results),
-            "parity_passed": sum(bool(r["parity"] and r["parity"]["ok"]) for r in results),
-            "plots": sum(len(r["plots"]) for r in results),
-            "not_done": sum(len(r["not_done"]) for r in results)}
+    return {
+        "experiments": len(results),
+        "trans_files": len(rep),
+        "trans_files_identical": sum(row["all_identical"] for row in rep),
+        "scores_files": sum(len(r["scores"]) for r in results),
+        "scores_files_identical": sum(s["all_identical"] for r in results for s in r["scores"]),
+        "scores_lines": sum(s["compared"] for r in results for s in r["scores"]),
+        "scores_lines_identical": sum(s["identical"] for r in results for s in r["scores"]),
+        "scores_max_rel_diff": max(
+            (s["max_rel_diff"] for r in results for s in r["scores"]), key=_magnitude, default=None
+        ),
+        "parity_checked": sum(r["parity"] is not None for r in results),
+        "parity_passed": sum(bool(r["parity"] and r["parity"]["ok"]) for r in results),
+        "plots": sum(len(r["plots"]) for r in results),
+        "not_done": sum(len(r["not_done"]) for r in results),
+    }
 
 
 def _magnitude(x):
@@ -131,20 +197,29 @@ def _magnitude(x):
 
 def summary_text(s):
     """The report's verdict in one sentence (also what ``archive`` prints)."""
-    scores = (f"{s['scores_files_identical']}/{s['scores_files']} score files identical "
-              f"({s['scores_lines_identical']}/{s['scores_lines']} lines, max relative "
-              f"difference {_num(s['scores_max_rel_diff'], '{:.1e}')}: float32 scores printed "
-              "with 6 digits, judged by parity's batch/scores where a trace exists)")
-    return (f"{s['experiments']} experiments: {s['trans_files_identical']}/{s['trans_files']} "
-            f"translation files identical; {scores}; parity {s['parity_passed']}/"
-            f"{s['parity_checked']}; {s['plots']} attention plots; {s['not_done']} not done.")
+    scores = (
+        f"{s['scores_files_identical']}/{s['scores_files']} score files identical "
+        f"({s['scores_lines_identical']}/{s['scores_lines']} lines, max relative "
+        f"difference {_num(s['scores_max_rel_diff'], '{:.1e}')}: float32 scores printed "
+        "with 6 digits, judged by parity's batch/scores where a trace exists)"
+    )
+    return (
+        f"{s['experiments']} experiments: {s['trans_files_identical']}/{s['trans_files']} "
+        f"translation files identical; {scores}; parity {s['parity_passed']}/"
+        f"{s['parity_checked']}; {s['plots']} attention plots; {s['not_done']} not done."
+    )
 
 
 def build(root, options, results):
     """The report as one JSON-able dict."""
-    return {"tool": f"groundhog-port {__version__}", "root": str(root), "options": options,
-            "summary": summary(results), "bleu_signatures": signatures(results),
-            "experiments": results}
+    return {
+        "tool": f"groundhog-port {__version__}",
+        "root": str(root),
+        "options": options,
+        "summary": summary(results),
+        "bleu_signatures": signatures(results),
+        "experiments": results,
+    }
 
 
 # ----------------------------------------------------------------------------------------
@@ -153,17 +228,28 @@ def _md_cell(x):
 
 
 def markdown(report):
-    out = [f"# {TITLE}", "", f"Archive `{report['root']}` ({report['tool']}).", "",
-           summary_text(report["summary"]) + " (Things not done are listed per experiment.)",
-           ""]
+    out = [
+        f"# {TITLE}",
+        "",
+        f"Archive `{report['root']}` ({report['tool']}).",
+        "",
+        summary_text(report["summary"]) + " (Things not done are listed per experiment.)",
+        "",
+    ]
     for sig in report["bleu_signatures"]:
-        out.append(f"BLEU X (multi-bleu Y): X is sacrebleu `{sig}`, Y is Moses' multi-bleu.perl "
-                   "on the tokenized text.")
+        out.append(
+            f"BLEU X (multi-bleu Y): X is sacrebleu `{sig}`, Y is Moses' multi-bleu.perl "
+            "on the tokenized text."
+        )
     for r in report["experiments"]:
         out += ["", f"## {r['id']}", ""]
         for title, header, rows in tables(r):
-            out += [f"### {title}", "", "| " + " | ".join(header) + " |",
-                    "|" + "---|" * len(header)]
+            out += [
+                f"### {title}",
+                "",
+                "| " + " | ".join(header) + " |",
+                "|" + "---|" * len(header),
+            ]
             out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
             out.append("")
         for p in r["plots"]:
@@ -171,46 +257,65 @@ def markdown(report):
     return "\n".join(out) + "\n"
 
 
-CSS = ("body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;"
-       "margin:.5em 0 1.5em}td,th{border:1px solid #999;padding:.2em .5em;vertical-align:top;"
-       "font-size:90%}th{background:#eee}section{border-top:2px solid #333;margin-top:2em}"
-       "figure{display:inline-block;margin:.5em}.notdone td{background:#fee}")
+CSS = (
+    "body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;"
+    "margin:.5em 0 1.5em}td,th{border:1px solid #999;padding:.2em .5em;vertical-align:top;"
+    "font-size:90%}th{background:#eee}section{border-top:2px solid #333;margin-top:2em}"
+    "figure{display:inline-block;margin:.5em}.notdone td{background:#fee}"
+)
 
 
 def html_page(report, out):
     """The self-contained page: the plots are read from ``out`` and inlined."""
     e = html.escape
-    body = [f"<h1>{e(TITLE)}</h1>",
-            f"<p>Archive <code>{e(report['root'])}</code> ({e(report['tool'])}). "
-            f"{e(summary_text(report['summary']))}</p>"]
+    body = [
+        f"<h1>{e(TITLE)}</h1>",
+        f"<p>Archive <code>{e(report['root'])}</code> ({e(report['tool'])}). "
+        f"{e(summary_text(report['summary']))}</p>",
+    ]
     for sig in report["bleu_signatures"]:
-        body.append(f"<p>BLEU X (multi-bleu Y): X is sacrebleu <code>{e(sig)}</code>, Y is "
-                    "Moses' multi-bleu.perl on the tokenized text.</p>")
+        body.append(
+            f"<p>BLEU X (multi-bleu Y): X is sacrebleu <code>{e(sig)}</code>, Y is "
+            "Moses' multi-bleu.perl on the tokenized text.</p>"
+        )
     for r in report["experiments"]:
         body.append(f'<section class="experiment" data-id="{e(r["id"])}"><h2>{e(r["id"])}</h2>')
         for title, header, rows in tables(r):
             cls = ' class="notdone"' if title == "Not done" else ""
-            body.append(f"<h3>{e(title)}</h3><table{cls}><tr>"
-                        + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
-                        + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>"
-                                  for row in rows) + "</table>")
+            body.append(
+                f"<h3>{e(title)}</h3><table{cls}><tr>"
+                + "".join(f"<th>{e(h)}</th>" for h in header)
+                + "</tr>"
+                + "".join(
+                    "<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in rows
+                )
+                + "</table>"
+            )
         for p in r["plots"]:
             data = base64.b64encode((Path(out) / p["file"]).read_bytes()).decode("ascii")
-            body.append(f'<figure><img class="attention" alt="attention, test pair '
-                        f'{p["sentence"]}" src="data:image/png;base64,{data}"><figcaption>test '
-                        f'pair {p["sentence"]}</figcaption></figure>')
+            body.append(
+                f'<figure><img class="attention" alt="attention, test pair '
+                f'{p["sentence"]}" src="data:image/png;base64,{data}"><figcaption>test '
+                f"pair {p['sentence']}</figcaption></figure>"
+            )
         body.append("</section>")
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + e(TITLE)
-            + f"</title><style>{CSS}</style></head><body>\n" + "\n".join(body)
-            + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
+        + e(TITLE)
+        + f"</title><style>{CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
 
 
 def write(report, out):
     """``report.json``, ``report.md``, ``report.html`` in ``out``; returns their paths."""
     out = Path(out)
     paths = [out / "report.json", out / "report.md", out / "report.html"]
-    atomic_write_text(paths[0], json.dumps(report, indent=1, sort_keys=True, allow_nan=False,
-                                           ensure_ascii=False) + "\n")
+    atomic_write_text(
+        paths[0],
+        json.dumps(report, indent=1, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n",
+    )
     atomic_write_text(paths[1], markdown(report))
     atomic_write_text(paths[2], html_page(report, out))
     return paths

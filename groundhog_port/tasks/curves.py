@@ -20,6 +20,7 @@ Where the original misled, the port says what it shows:
   the line says how many were left out (pandas' rolling mean turned every window holding
   one into NaN, and the curve stopped there).
 """
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +28,8 @@ import numpy as np
 
 from ..errors import LegacyInputError
 from ..outputs import atomic_output
-from .plots import DPI, FORMATS, require_matplotlib
 from ..training.files import load_timings
+from .plots import DPI, FORMATS, require_matplotlib
 
 #: y-axis titles of the keys GroundHog's MainLoop records (mainLoop.py:129-147)
 Y_LABELS = {
@@ -42,10 +43,10 @@ Y_LABELS = {
 
 @dataclass
 class Curve:
-    x: np.ndarray         # update index (0-based) or hours
-    mean: np.ndarray      # rolling mean over ``window`` finite values
-    updates: int          # updates that ran and are shown (start .. min(step, finish))
-    dropped: np.ndarray   # update indices whose value was not finite
+    x: np.ndarray  # update index (0-based) or hours
+    mean: np.ndarray  # rolling mean over ``window`` finite values
+    updates: int  # updates that ran and are shown (start .. min(step, finish))
+    dropped: np.ndarray  # update indices whose value was not finite
 
 
 def curve(path, y="log2_p_expl", start=0, finish=3000000, window=100, hours=False):
@@ -62,12 +63,15 @@ def curve(path, y="log2_p_expl", start=0, finish=3000000, window=100, hours=Fals
     finite = np.isfinite(values)
     values, kept = values[finite], idx[finite]
     if values.size <= window:
-        raise LegacyInputError(path, f"{values.size} finite values of {y} recorded: not more "
-                                     f"than the rolling window of {window}")
+        raise LegacyInputError(
+            path,
+            f"{values.size} finite values of {y} recorded: not more "
+            f"than the rolling window of {window}",
+        )
     csum = np.cumsum(np.insert(values, 0, 0.0))
-    mean = (csum[window:] - csum[:-window]) / window     # mean of values[i-window+1 .. i]
-    x = kept[window - 1:]
-    mean, x = mean[1:], x[1:]                            # pandas' .iloc[window:]
+    mean = (csum[window:] - csum[:-window]) / window  # mean of values[i-window+1 .. i]
+    x = kept[window - 1 :]
+    mean, x = mean[1:], x[1:]  # pandas' .iloc[window:]
     if hours:
         time_step = np.asarray(tm["time_step"][start:n], dtype=np.float64)
         one_step = float(np.median(time_step[-window:])) / 3600.0
@@ -77,11 +81,16 @@ def curve(path, y="log2_p_expl", start=0, finish=3000000, window=100, hours=Fals
 
 def summary(y, c, name, hours):
     """analysis.py's "Average ..." line, with the updates counted and what was left out."""
-    line = (f"Average {y} is {c.mean[-1]} after "
-            + (f"{c.x[-1]:g} hours" if hours else f"{c.updates} iterations") + f" for {name}")
+    line = (
+        f"Average {y} is {c.mean[-1]} after "
+        + (f"{c.x[-1]:g} hours" if hours else f"{c.updates} iterations")
+        + f" for {name}"
+    )
     if c.dropped.size:
-        line += (f" ({c.dropped.size} non-finite values of {y} left out, the first at "
-                 f"iteration {c.dropped[0]})")
+        line += (
+            f" ({c.dropped.size} non-finite values of {y} left out, the first at "
+            f"iteration {c.dropped[0]})"
+        )
     return line
 
 

@@ -11,6 +11,7 @@ matplotlib is an optional extra (``pip install -e ".[plot]"`` from a checkout); 
 object-oriented API is used (``Figure`` + the Agg canvas), so the caller's pyplot state
 and backend are left alone.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +40,16 @@ def require_matplotlib():
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as err:
-        raise LegacyInputError(None, f"plots need matplotlib ({err}); install it with "
-                               "`pip install matplotlib` (from a checkout: `pip install -e \".[plot]\"`)"
-                               ) from None
+        raise LegacyInputError(
+            None,
+            f"plots need matplotlib ({err}); install it with "
+            '`pip install matplotlib` (from a checkout: `pip install -e ".[plot]"`)',
+        ) from None
     return Figure, FigureCanvasAgg
 
 
 def _label(word):
-    return word if len(word) <= MAX_LABEL_CHARS else word[:MAX_LABEL_CHARS - 1] + "\u2026"
+    return word if len(word) <= MAX_LABEL_CHARS else word[: MAX_LABEL_CHARS - 1] + "\u2026"
 
 
 def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png", dpi=DPI):
@@ -58,23 +61,28 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
     Figure, FigureCanvasAgg = require_matplotlib()
     a = np.asarray(alignment, dtype=np.float64)
     if a.ndim != 2 or a.shape != (len(trg_words), len(src_words)):
-        raise ValueError(f"alignment of shape {a.shape} for {len(trg_words)} target and "
-                         f"{len(src_words)} source words")
+        raise ValueError(
+            f"alignment of shape {a.shape} for {len(trg_words)} target and "
+            f"{len(src_words)} source words"
+        )
     rows, cols = a.shape
     src_labels = [_label(w) for w in src_words]
     trg_labels = [_label(w) for w in trg_words]
     # label bands as wide as the longest word; square cells
     left = 2 * MARGIN_INCHES + AXIS_TITLE_INCHES + CHAR_INCHES * max(map(len, trg_labels))
-    top = (2 * MARGIN_INCHES + AXIS_TITLE_INCHES + CHAR_INCHES * max(map(len, src_labels))
-           + (0.3 if title else 0.0))
+    top = (
+        2 * MARGIN_INCHES
+        + AXIS_TITLE_INCHES
+        + CHAR_INCHES * max(map(len, src_labels))
+        + (0.3 if title else 0.0)
+    )
     width = left + cols * CELL_INCHES + COLORBAR_BAND_INCHES
     height = top + rows * CELL_INCHES + MARGIN_INCHES
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
     box = [MARGIN_INCHES / height, rows * CELL_INCHES / height]  # bottom, height
     ax = fig.add_axes([left / width, box[0], cols * CELL_INCHES / width, box[1]])
-    image = ax.imshow(a, cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest",
-                      aspect="auto")
+    image = ax.imshow(a, cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     ax.set_xticks(range(cols))
@@ -84,8 +92,14 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
     ax.tick_params(length=0)
     ax.set_xlabel("source words", fontsize=9)
     ax.set_ylabel("target words (generated)", fontsize=9)
-    bar = fig.add_axes([(left + cols * CELL_INCHES + MARGIN_INCHES) / width, box[0],
-                        COLORBAR_INCHES / width, box[1]])
+    bar = fig.add_axes(
+        [
+            (left + cols * CELL_INCHES + MARGIN_INCHES) / width,
+            box[0],
+            COLORBAR_INCHES / width,
+            box[1],
+        ]
+    )
     fig.colorbar(image, cax=bar).ax.tick_params(labelsize=7)
     bar.set_ylabel("attention weight", fontsize=8)
     if title:
@@ -95,7 +109,9 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
 
 def _save(fig, path, fmt, dpi):
     if fmt not in FORMATS:
-        raise LegacyInputError(None, f"picture format {fmt!r}: expected one of {', '.join(FORMATS)}")
+        raise LegacyInputError(
+            None, f"picture format {fmt!r}: expected one of {', '.join(FORMATS)}"
+        )
     path = Path(path)
     with atomic_output(path, binary=True) as f:  # never a truncated picture
         fig.savefig(f, format=fmt, dpi=dpi)
@@ -129,12 +145,13 @@ def plot_grconv_tree(gates, words, path, threshold=0.1, title=None, fmt="png", d
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
     ax = fig.add_axes([0.02, 0.02, 0.96, 0.92 if title else 0.96])
-    pos = lambda k, t: (t - k / 2.0, float(k))            # noqa: E731
-    shade = lambda w: str(1.0 - min(max(w, 0.0), 1.0))     # noqa: E731  (matplotlib gray)
+    pos = lambda k, t: (t - k / 2.0, float(k))  # noqa: E731
+    shade = lambda w: str(1.0 - min(max(w, 0.0), 1.0))  # noqa: E731  (matplotlib gray)
 
     def edge(a, b, w):
         if w > threshold:
             ax.plot([a[0], b[0]], [a[1], b[1]], color=shade(w), lw=0.6 + 1.6 * w, zorder=1)
+
     for t, word in enumerate(labels):
         ax.text(t, -0.15, word, ha="center", va="top", rotation=90, fontsize=9)
     for k in range(1, T):

@@ -23,26 +23,29 @@ the lines it wrote are compared, and the report says "the original stopped after
 and whether the port fails on the next line too (:class:`~groundhog_port.search.common.
 SearchFailed` with the original's message).
 """
+
 import importlib
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
 
+from ..errors import LegacyInputError
 from ..legacy import lookup
 from ..legacy.data import read_text_lines
-from ..errors import LegacyInputError
 from ..outputs import atomic_output
-from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
 from ..search.translator import SearchWarnings, Translator, total_cost
+from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
 
 logger = logging.getLogger(__name__)
 
 #: ``trans_[holdout_]beam<N>[_normalize][_ignore_unk][_run<K>].txt`` (docs/recordings.md, "Files")
-TRANS_NAME = re.compile(r"^trans_(?:(?P<set>holdout)_)?beam(?P<beam>[1-9][0-9]*)"
-                        r"(?P<flags>(?:_normalize|_ignore_unk)*)(?:_run(?P<run>[0-9]+))?\.txt$")
+TRANS_NAME = re.compile(
+    r"^trans_(?:(?P<set>holdout)_)?beam(?P<beam>[1-9][0-9]*)"
+    r"(?P<flags>(?:_normalize|_ignore_unk)*)(?:_run(?P<run>[0-9]+))?\.txt$"
+)
 #: sample.py:276 ``print "Total cost of the translations: {}".format(total_cost)``
 TOTAL_COST = re.compile(r"Total cost of the translations: (\S+)")
 #: test set name in a trans file name -> (source, reference) file names
@@ -52,6 +55,7 @@ TEST_SETS = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "holdout.
 @dataclass(frozen=True)
 class Settings:
     """The ``sample.py`` flags that decide a translation file."""
+
     beam_size: int
     normalize: bool = False
     ignore_unk: bool = False
@@ -65,19 +69,23 @@ class Settings:
         return ", ".join(flags)
 
     def as_dict(self) -> dict:
-        return {"beam_size": self.beam_size, "normalize": self.normalize,
-                "ignore_unk": self.ignore_unk}
+        return {
+            "beam_size": self.beam_size,
+            "normalize": self.normalize,
+            "ignore_unk": self.ignore_unk,
+        }
 
 
 @dataclass
 class ArchivedFile:
     """One recorded ``sample.py --trans`` output and what it was made from."""
+
     path: Path
     settings: Settings
     source: Path
-    reference: Optional[Path] = None
-    stdout: Optional[Path] = None   # sample.py's stdout ("Total cost of the translations: X")
-    error: Optional[Path] = None    # the original's traceback when it crashed
+    reference: Path | None = None
+    stdout: Path | None = None  # sample.py's stdout ("Total cost of the translations: X")
+    error: Path | None = None  # the original's traceback when it crashed
 
     @property
     def name(self) -> str:
@@ -87,11 +95,12 @@ class ArchivedFile:
 @dataclass
 class Case:
     """An archived experiment folder (see the module docstring)."""
+
     directory: Path
     state: Path
     model: Path
-    files: List[ArchivedFile]
-    skipped: List[Dict] = field(default_factory=list)   # [{"file", "reason"}]
+    files: list[ArchivedFile]
+    skipped: list[dict] = field(default_factory=list)  # [{"file", "reason"}]
 
 
 def parse_trans_name(name):
@@ -127,7 +136,7 @@ def find_case(directory, data_dirs=(), source=None, reference=None) -> Case:
     if not directory.is_dir():
         raise LegacyInputError(directory, "not a directory")
     state = _find_one(directory, "*state.pkl", "state file")
-    model = directory / (state.name[:-len("state.pkl")] + "model.npz")
+    model = directory / (state.name[: -len("state.pkl")] + "model.npz")
     if not model.is_file():
         model = _find_one(directory, "*model.npz", "model file")
     files, skipped = [], []
@@ -135,35 +144,58 @@ def find_case(directory, data_dirs=(), source=None, reference=None) -> Case:
     for path in directory.glob("trans*.txt"):
         parsed = parse_trans_name(path.name)
         if parsed is None:
-            skipped.append({"file": path.name, "reason": "file name does not say the settings "
-                            "(expected trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt)"})
+            skipped.append(
+                {
+                    "file": path.name,
+                    "reason": "file name does not say the settings "
+                    "(expected trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt)",
+                }
+            )
             continue
         settings, test_set, run = parsed
         src_name, ref_name = TEST_SETS[test_set]
         given = test_set == "test"
-        src = Path(source) if given and source else lookup.find_named(src_name, directory,
-                                                                        data_dirs)
+        src = (
+            Path(source) if given and source else lookup.find_named(src_name, directory, data_dirs)
+        )
         if src is None:
-            skipped.append({"file": path.name, "reason": f"its source {src_name} was not found "
-                            f"(looked at {lookup.places(src_name, directory, data_dirs)}); "
-                            "pass --source FILE or --data-dir DIR"})
+            skipped.append(
+                {
+                    "file": path.name,
+                    "reason": f"its source {src_name} was not found "
+                    f"(looked at {lookup.places(src_name, directory, data_dirs)}); "
+                    "pass --source FILE or --data-dir DIR",
+                }
+            )
             continue
-        ref = Path(reference) if given and reference else lookup.find_named(ref_name, directory,
-                                                                            data_dirs)
-        stem = path.name[len("trans_"):-len(".txt")]
+        ref = (
+            Path(reference)
+            if given and reference
+            else lookup.find_named(ref_name, directory, data_dirs)
+        )
+        stem = path.name[len("trans_") : -len(".txt")]
         stdout = directory / f"sample_{stem}_stdout.txt"
         error = directory / f"sample_{stem}_error.txt"
-        files.append(ArchivedFile(path, settings, src, ref,
-                                  stdout if stdout.is_file() else None,
-                                  error if error.is_file() else None))
-        keyed.append((test_set != "test", settings.beam_size, settings.normalize,
-                      settings.ignore_unk, run))
+        files.append(
+            ArchivedFile(
+                path,
+                settings,
+                src,
+                ref,
+                stdout if stdout.is_file() else None,
+                error if error.is_file() else None,
+            )
+        )
+        keyed.append(
+            (test_set != "test", settings.beam_size, settings.normalize, settings.ignore_unk, run)
+        )
     files = [f for _, f in sorted(zip(keyed, files), key=lambda kf: kf[0])]
     for s in skipped:
         logger.warning("%s: skipped: %s", directory / s["file"], s["reason"])
     if not files:
-        raise LegacyInputError(directory, "no archived translation file (trans_beamN*.txt) "
-                                          "with its source")
+        raise LegacyInputError(
+            directory, "no archived translation file (trans_beamN*.txt) with its source"
+        )
     return Case(directory, state, model, files, skipped)
 
 
@@ -179,8 +211,10 @@ def original_error(error_path):
     """The last line of the original's traceback (``ValueError: kth(=640) ...``), or ``None``."""
     if error_path is None:
         return None
-    lines = [ln.strip() for ln in Path(error_path).read_text(encoding="utf-8",
-                                                             errors="replace").splitlines()]
+    lines = [
+        ln.strip()
+        for ln in Path(error_path).read_text(encoding="utf-8", errors="replace").splitlines()
+    ]
     lines = [ln for ln in lines if ln]
     return lines[-1] if lines else None
 
@@ -192,8 +226,11 @@ def effective_batch_size(batch_size):
         try:
             importlib.import_module("groundhog_port.search.batched")
         except ImportError as err:
-            logger.warning("the batched beam search (groundhog_port.search.batched) is not "
-                           "available (%s): using the literal search, --batch-size 1", err)
+            logger.warning(
+                "the batched beam search (groundhog_port.search.batched) is not "
+                "available (%s): using the literal search, --batch-size 1",
+                err,
+            )
             return 1
     return batch_size
 
@@ -204,12 +241,17 @@ def bleu_pair(hyps, refs, tokenize="13a"):
         return None
     sacre = sacre_scores(hyps, [refs], tokenize=tokenize, chrf=False)["bleu"]
     mb = multi_bleu(hyps, [refs])
-    return {"sacrebleu": sacre.score, "signature": sacre.signature,
-            "multi_bleu": mb.score, "multi_bleu_text": mb.format()}
+    return {
+        "sacrebleu": sacre.score,
+        "signature": sacre.signature,
+        "multi_bleu": mb.score,
+        "multi_bleu_text": mb.format(),
+    }
 
 
-def compare_archived(archived, source_lines, translations, reference=None, max_diffs=5,
-                     tokenize="13a"):
+def compare_archived(
+    archived, source_lines, translations, reference=None, max_diffs=5, tokenize="13a"
+):
     """The report for one archived file given the port's translations of its whole source.
 
     ``archived``: the archived lines (may be fewer than the source: the original crashed);
@@ -224,8 +266,12 @@ def compare_archived(archived, source_lines, translations, reference=None, max_d
     diffs = []
     for d in cmp["first_differences"]:
         i = d["line"] - 1
-        entry = {"line": d["line"], "source": source_lines[i], "archived": d["archived"],
-                 "reproduced": reproduced[i]}
+        entry = {
+            "line": d["line"],
+            "source": source_lines[i],
+            "archived": d["archived"],
+            "reproduced": reproduced[i],
+        }
         if translations[i].error is not None:
             entry["port_error"] = translations[i].error
         diffs.append(entry)
@@ -239,8 +285,11 @@ def compare_archived(archived, source_lines, translations, reference=None, max_d
         "all_identical": cmp["identical"] == n,
         "original_stopped_after": n if n < len(source_lines) else None,
         "first_differences": diffs,
-        "port_failed_lines": [{"line": i + 1, "error": t.error}
-                              for i, t in enumerate(translations) if t.error is not None],
+        "port_failed_lines": [
+            {"line": i + 1, "error": t.error}
+            for i, t in enumerate(translations)
+            if t.error is not None
+        ],
         "total_cost": total_cost(translations),
         "total_cost_compared": total_cost(translations[:n]),
     }
@@ -254,14 +303,24 @@ def compare_archived(archived, source_lines, translations, reference=None, max_d
     return report
 
 
-def sentences_to_translate(files: List[ArchivedFile]) -> int:
+def sentences_to_translate(files: list[ArchivedFile]) -> int:
     """How many sentences :func:`reproduce` translates (each distinct source and settings once)."""
-    return sum(len(read_text_lines(source)) for source in {(f.source, f.settings): f.source
-                                                           for f in files}.values())
+    return sum(
+        len(read_text_lines(source))
+        for source in {(f.source, f.settings): f.source for f in files}.values()
+    )
 
 
-def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokenize="13a",
-              progress: Optional[Callable[[int], None]] = None, save_dir=None, max_lines=None):
+def reproduce(
+    exp,
+    files: list[ArchivedFile],
+    batch_size=1,
+    max_diffs=5,
+    tokenize="13a",
+    progress: Callable[[int], None] | None = None,
+    save_dir=None,
+    max_lines=None,
+):
     """Translate each distinct (source, settings) once and compare with every archived file.
 
     ``max_lines``: only the first lines of each source (and of its archived files and
@@ -278,14 +337,18 @@ def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokeniz
             sources[f.source] = read_text_lines(f.source)[:max_lines]
         lines = read_lines(f.path)[:max_lines]
         if len(lines) > len(sources[f.source]):
-            raise LegacyInputError(f.path, f"{len(lines)} lines but its source {f.source} has "
-                                           f"{len(sources[f.source])}")
+            raise LegacyInputError(
+                f.path, f"{len(lines)} lines but its source {f.source} has {len(sources[f.source])}"
+            )
         archived[f.path] = lines
         if f.reference is not None and f.reference not in refs:
             refs[f.reference] = read_lines(f.reference)[:max_lines]
             if len(refs[f.reference]) != len(sources[f.source]):
-                raise LegacyInputError(f.reference, f"{len(refs[f.reference])} reference lines "
-                                       f"but the source {f.source} has {len(sources[f.source])}")
+                raise LegacyInputError(
+                    f.reference,
+                    f"{len(refs[f.reference])} reference lines "
+                    f"but the source {f.source} has {len(sources[f.source])}",
+                )
     batch_size = effective_batch_size(batch_size)
     done, seconds, sentences = {}, {}, 0
     start = time.monotonic()
@@ -302,7 +365,7 @@ def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokeniz
         step = batch_size
         out = []
         for i in range(0, len(lines), step):
-            seqs = [exp.parse_source(line)[0] for line in lines[i:i + step]]
+            seqs = [exp.parse_source(line)[0] for line in lines[i : i + step]]
             out.extend(translator.translate_seqs(seqs, first_line=i + 1))
             if progress is not None:
                 progress(len(seqs))
@@ -310,8 +373,13 @@ def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokeniz
             logger.warning("%s", warnings.summary())
         for i, t in enumerate(out):
             if t.error is not None:
-                logger.info("%s, line %d (%s): the original sample.py fails here: %s",
-                            f.source, i + 1, f.settings.describe(), t.error)
+                logger.info(
+                    "%s, line %d (%s): the original sample.py fails here: %s",
+                    f.source,
+                    i + 1,
+                    f.settings.describe(),
+                    t.error,
+                )
         done[key] = out
         seconds[key] = time.monotonic() - t0
         sentences += len(lines)
@@ -319,12 +387,20 @@ def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokeniz
     for f in files:
         key = (f.source, f.settings)
         out = done[key]
-        r = {"file": f.name, "archived": str(f.path), "source": str(f.source),
-             "reference": str(f.reference) if f.reference else None,
-             "settings": f.settings.as_dict(), "batch_size": batch_size,
-             "seconds": seconds.pop(key, 0.0)}
-        r.update(compare_archived(archived[f.path], sources[f.source], out,
-                                  refs.get(f.reference), max_diffs, tokenize))
+        r = {
+            "file": f.name,
+            "archived": str(f.path),
+            "source": str(f.source),
+            "reference": str(f.reference) if f.reference else None,
+            "settings": f.settings.as_dict(),
+            "batch_size": batch_size,
+            "seconds": seconds.pop(key, 0.0),
+        }
+        r.update(
+            compare_archived(
+                archived[f.path], sources[f.source], out, refs.get(f.reference), max_diffs, tokenize
+            )
+        )
         r["archived_total_cost"] = original_total_cost(f.stdout)
         stopped = r["original_stopped_after"]
         if stopped is not None:
@@ -341,9 +417,13 @@ def reproduce(exp, files: List[ArchivedFile], batch_size=1, max_diffs=5, tokeniz
                 fh.writelines(t.line + "\n" for t in out)
         reports.append(r)
     elapsed = time.monotonic() - start
-    return {"files": reports, "all_identical": all(r["all_identical"] for r in reports),
-            "sentences": sentences, "seconds": elapsed,
-            "sentences_per_second": sentences / elapsed if elapsed > 0 else 0.0}
+    return {
+        "files": reports,
+        "all_identical": all(r["all_identical"] for r in reports),
+        "sentences": sentences,
+        "seconds": elapsed,
+        "sentences_per_second": sentences / elapsed if elapsed > 0 else 0.0,
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -359,8 +439,10 @@ def _side_by_side(diffs, width=60):
     """``line N: archived | reproduced`` rows, the archived column padded to one width."""
     if not diffs:
         return []
+
     def show(s):
         return "<no line>" if s is None else (s if s else "<empty>")
+
     col = min(width, max(len(show(d["archived"])) for d in diffs))
     col = max(col, len("archived"))
     num = max(len(str(d["line"])) for d in diffs)
@@ -369,16 +451,20 @@ def _side_by_side(diffs, width=60):
         rep = show(d["reproduced"])
         if "port_error" in d:
             rep = f"<search failed: {d['port_error']}>"
-        rows.append(f"    line {str(d['line']).rjust(num)}: {show(d['archived']).ljust(col)} | {rep}")
+        rows.append(
+            f"    line {str(d['line']).rjust(num)}: {show(d['archived']).ljust(col)} | {rep}"
+        )
     return rows
 
 
 #: why "archived-ref 23.66 (multi-bleu 15.68)" are two numbers, and which to quote
-BLEU_NOTE = ("BLEU X (multi-bleu Y): X is sacrebleu ({signature}), whose tokenizer re-splits the "
-             "already tokenized text (Moses escapes such as &apos; become '&', 'apos', ';' and "
-             "punctuation is split off), so it counts more, shorter n-grams; Y is what Moses' "
-             "multi-bleu.perl prints, splitting on whitespace only, as the 2014-2015 papers "
-             "did.  Quote X with its signature; compare Y with numbers from that time.")
+BLEU_NOTE = (
+    "BLEU X (multi-bleu Y): X is sacrebleu ({signature}), whose tokenizer re-splits the "
+    "already tokenized text (Moses escapes such as &apos; become '&', 'apos', ';' and "
+    "punctuation is split off), so it counts more, shorter n-grams; Y is what Moses' "
+    "multi-bleu.perl prints, splitting on whitespace only, as the 2014-2015 papers "
+    "did.  Quote X with its signature; compare Y with numbers from that time."
+)
 
 
 def format_report(report) -> str:
@@ -388,32 +474,46 @@ def format_report(report) -> str:
         out.append(f"case {report['case']}")
     for r in report["files"]:
         s = Settings(**r["settings"])
-        head = (f"{r['file']} ({s.describe()}): {r['identical']}/{r['compared']} lines identical "
-                f"({r['percent_identical']:.1f}%)")
+        head = (
+            f"{r['file']} ({s.describe()}): {r['identical']}/{r['compared']} lines identical "
+            f"({r['percent_identical']:.1f}%)"
+        )
         out.append(head)
         if r["original_stopped_after"] is not None:
-            line = (f"  the original stopped after {r['original_stopped_after']} lines "
-                    f"(source: {r['source_lines']})")
+            line = (
+                f"  the original stopped after {r['original_stopped_after']} lines "
+                f"(source: {r['source_lines']})"
+            )
             if r.get("original_error"):
                 line += f"; it died with: {r['original_error']}"
             out.append(line)
             if r["crash_reproduced"]:
-                out.append(f"  the port fails on line {r['original_stopped_after'] + 1} too: "
-                           f"{r['port_error_on_next_line']}")
+                out.append(
+                    f"  the port fails on line {r['original_stopped_after'] + 1} too: "
+                    f"{r['port_error_on_next_line']}"
+                )
             else:
-                out.append(f"  the port translates line {r['original_stopped_after'] + 1}"
-                           + (f" (error: {r['port_error_on_next_line']})"
-                              if r["port_error_on_next_line"] else "")
-                           + ": the original's crash is not reproduced")
+                out.append(
+                    f"  the port translates line {r['original_stopped_after'] + 1}"
+                    + (
+                        f" (error: {r['port_error_on_next_line']})"
+                        if r["port_error_on_next_line"]
+                        else ""
+                    )
+                    + ": the original's crash is not reproduced"
+                )
         if r["first_differences"]:
-            out.append(f"  first differing lines ({len(r['first_differences'])} of "
-                       f"{r['different']}):")
+            out.append(
+                f"  first differing lines ({len(r['first_differences'])} of {r['different']}):"
+            )
             out.extend(_side_by_side(r["first_differences"]))
         b = r["bleu"]
         scope = "" if r["original_stopped_after"] is None else f" (first {r['bleu_lines']} lines)"
-        out.append(f"  BLEU{scope}: archived-ref {_fmt_bleu(b['archived_vs_reference'])}; "
-                   f"reproduced-ref {_fmt_bleu(b['reproduced_vs_reference'])}; "
-                   f"archived-reproduced {_fmt_bleu(b['archived_vs_reproduced'])}")
+        out.append(
+            f"  BLEU{scope}: archived-ref {_fmt_bleu(b['archived_vs_reference'])}; "
+            f"reproduced-ref {_fmt_bleu(b['reproduced_vs_reference'])}; "
+            f"archived-reproduced {_fmt_bleu(b['archived_vs_reproduced'])}"
+        )
         cost = f"  total cost {r['total_cost']!r}"
         if r["original_stopped_after"] is not None:
             cost += f" (first {r['compared']} lines: {r['total_cost_compared']!r})"
@@ -422,7 +522,9 @@ def format_report(report) -> str:
             rel = abs(r["total_cost"] - a) / abs(a) if a else abs(r["total_cost"] - a)
             cost += f"; the original printed {a!r} (relative difference {rel:.1e})"
         out.append(cost)
-    signature = next((b["signature"] for r in report["files"] for b in r["bleu"].values() if b), None)
+    signature = next(
+        (b["signature"] for r in report["files"] for b in r["bleu"].values() if b), None
+    )
     if signature:
         out.append(BLEU_NOTE.format(signature=signature))
     for s in report.get("skipped", []):
@@ -432,7 +534,9 @@ def format_report(report) -> str:
     lines = sum(r["compared"] for r in report["files"])
     ident = sum(r["identical"] for r in report["files"])
     verdict = "all identical" if report["all_identical"] else "DIFFERENCES"
-    out.append(f"{verdict}: {same}/{n_files} files, {ident}/{lines} compared lines identical; "
-               f"{report['sentences']} sentences translated in {report['seconds']:.1f} s "
-               f"({report['sentences_per_second']:.1f} sentences/s)")
+    out.append(
+        f"{verdict}: {same}/{n_files} files, {ident}/{lines} compared lines identical; "
+        f"{report['sentences']} sentences translated in {report['seconds']:.1f} s "
+        f"({report['sentences_per_second']:.1f} sentences/s)"
+    )
     return "\n".join(out)

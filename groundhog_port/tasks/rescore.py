@@ -44,22 +44,23 @@ Moses escapes (``&apos;`` ``&quot;`` ``&amp;`` ``&lt;`` ``&gt;`` ``&#124;`` ``&#
 unless ``unescape=True`` (:func:`unescape_moses`; ``&amp;`` is replaced last so that
 ``&amp;lt;`` becomes ``&lt;``).
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
 
 from ..errors import LegacyInputError
 
 log = logging.getLogger(__name__)
 
 #: Moses escape -> character, applied in this order (``&amp;`` last)
-MOSES_ESCAPES: Tuple[Tuple[str, str], ...] = (
+MOSES_ESCAPES: tuple[tuple[str, str], ...] = (
     ("&#124;", "|"),
     ("&lt;", "<"),
     ("&gt;", ">"),
@@ -90,7 +91,7 @@ def unescape_moses(line: str) -> str:
     return line
 
 
-def read_lines(path, unescape: bool = False) -> List[str]:
+def read_lines(path, unescape: bool = False) -> list[str]:
     """The lines of a UTF-8 text file, without their line terminators.
 
     Lines are separated by ``\\n`` only (not by the other characters ``str.splitlines``
@@ -108,7 +109,9 @@ def read_lines(path, unescape: bool = False) -> List[str]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line_no = data[: err.start].count(b"\n") + 1
-        raise LegacyInputError(p, f"line {line_no}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+        raise LegacyInputError(
+            p, f"line {line_no}: not valid UTF-8 ({err.reason} at byte {err.start})"
+        ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
     if text == "":
@@ -122,7 +125,9 @@ def read_lines(path, unescape: bool = False) -> List[str]:
     return lines
 
 
-def read_parallel(hyp_path, ref_paths: Sequence, unescape: bool = False) -> Tuple[List[str], List[List[str]]]:
+def read_parallel(
+    hyp_path, ref_paths: Sequence, unescape: bool = False
+) -> tuple[list[str], list[list[str]]]:
     """Read a hypothesis file and its reference files; all must have the same line count."""
     if not ref_paths:
         raise LegacyInputError(None, "at least one reference file (--ref) is needed")
@@ -131,8 +136,11 @@ def read_parallel(hyp_path, ref_paths: Sequence, unescape: bool = False) -> Tupl
     for rp in ref_paths:
         lines = read_lines(rp, unescape=unescape)
         if len(lines) != len(hyps):
-            raise LegacyInputError(rp, f"{len(lines)} reference lines but the hypothesis file "
-                                       f"{hyp_path} has {len(hyps)} lines")
+            raise LegacyInputError(
+                rp,
+                f"{len(lines)} reference lines but the hypothesis file "
+                f"{hyp_path} has {len(hyps)} lines",
+            )
         refs.append(lines)
     return hyps, refs
 
@@ -140,7 +148,7 @@ def read_parallel(hyp_path, ref_paths: Sequence, unescape: bool = False) -> Tupl
 # --------------------------------------------------------------------------------------
 # multi-bleu.perl
 # --------------------------------------------------------------------------------------
-def perl_tokens(line: str, lowercase: bool = False) -> List[str]:
+def perl_tokens(line: str, lowercase: bool = False) -> list[str]:
     """multi-bleu.perl's tokenization: ASCII-whitespace split, ASCII-only lowercasing."""
     if lowercase:
         line = line.translate(_ASCII_LOWER)
@@ -148,21 +156,21 @@ def perl_tokens(line: str, lowercase: bool = False) -> List[str]:
 
 
 def _ngrams(tokens: Sequence[str], n: int) -> Counter:
-    return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
 @dataclass
 class MultiBleuResult:
     """What multi-bleu.perl computes; ``str()`` is its output line."""
 
-    bleu: float                 # 0..1 (printed x100)
-    precisions: List[float]     # p_1..p_4, 0..1
+    bleu: float  # 0..1 (printed x100)
+    precisions: list[float]  # p_1..p_4, 0..1
     bp: float
     ratio: float
     hyp_len: int
     ref_len: int
-    correct: List[int] = field(default_factory=list)
-    total: List[int] = field(default_factory=list)
+    correct: list[int] = field(default_factory=list)
+    total: list[int] = field(default_factory=list)
     note: str = ""
 
     @property
@@ -174,20 +182,30 @@ class MultiBleuResult:
         if self.ref_len == 0:
             return "BLEU = 0, 0/0/0/0 (BP=0, ratio=0, hyp_len=0, ref_len=0)"
         p = [100.0 * x for x in self.precisions]
-        return ("BLEU = %.2f, %.1f/%.1f/%.1f/%.1f (BP=%.3f, ratio=%.3f, hyp_len=%d, ref_len=%d)"
-                % (100.0 * self.bleu, p[0], p[1], p[2], p[3], self.bp, self.ratio,
-                   self.hyp_len, self.ref_len))
+        return "BLEU = %.2f, %.1f/%.1f/%.1f/%.1f (BP=%.3f, ratio=%.3f, hyp_len=%d, ref_len=%d)" % (
+            100.0 * self.bleu,
+            p[0],
+            p[1],
+            p[2],
+            p[3],
+            self.bp,
+            self.ratio,
+            self.hyp_len,
+            self.ref_len,
+        )
 
     __str__ = format
 
-    def to_dict(self) -> Dict:
+    def to_dict(self) -> dict:
         d = asdict(self)
         d["score"] = self.score
         d["text"] = self.format()
         return d
 
 
-def multi_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lowercase: bool = False) -> MultiBleuResult:
+def multi_bleu(
+    hyps: Sequence[str], refs: Sequence[Sequence[str]], lowercase: bool = False
+) -> MultiBleuResult:
     """Corpus BLEU exactly as Moses' multi-bleu.perl computes it (see module docstring).
 
     ``hyps``: one string per sentence; ``refs``: one list of lines per reference file (of
@@ -228,25 +246,46 @@ def multi_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], lowercase: bo
                 correct[n] += min(cnt, max_ref.get(g, 0))
     precisions = [correct[n] / total[n] if total[n] else 0.0 for n in range(1, MAX_ORDER + 1)]
     if ref_len == 0:
-        return MultiBleuResult(0.0, [0.0] * 4, 0.0, 0.0, 0, 0, correct[1:], total[1:],
-                               note="all references empty (multi-bleu.perl prints the zero line and exits 1)")
+        return MultiBleuResult(
+            0.0,
+            [0.0] * 4,
+            0.0,
+            0.0,
+            0,
+            0,
+            correct[1:],
+            total[1:],
+            note="all references empty (multi-bleu.perl prints the zero line and exits 1)",
+        )
     if hyp_len == 0:
-        return MultiBleuResult(0.0, precisions, 0.0, 0.0, 0, ref_len, correct[1:], total[1:],
-                               note=DIES_ON_EMPTY_HYPOTHESIS)
+        return MultiBleuResult(
+            0.0,
+            precisions,
+            0.0,
+            0.0,
+            0,
+            ref_len,
+            correct[1:],
+            total[1:],
+            note=DIES_ON_EMPTY_HYPOTHESIS,
+        )
     bp = 1.0
     if hyp_len < ref_len:
         bp = math.exp(1 - ref_len / hyp_len)
     logs = [math.log(p) if p else _PERL_LOG_ZERO for p in precisions]
     bleu = bp * math.exp((logs[0] + logs[1] + logs[2] + logs[3]) / 4)
-    return MultiBleuResult(bleu, precisions, bp, hyp_len / ref_len, hyp_len, ref_len,
-                           correct[1:], total[1:])
+    return MultiBleuResult(
+        bleu, precisions, bp, hyp_len / ref_len, hyp_len, ref_len, correct[1:], total[1:]
+    )
 
 
-DIES_ON_EMPTY_HYPOTHESIS = ("hypothesis has no tokens: multi-bleu.perl dies here "
-                            "(Illegal division by zero); reported as BLEU 0")
+DIES_ON_EMPTY_HYPOTHESIS = (
+    "hypothesis has no tokens: multi-bleu.perl dies here "
+    "(Illegal division by zero); reported as BLEU 0"
+)
 
 
-def perl_lines(path, unescape: bool = False) -> List[str]:
+def perl_lines(path, unescape: bool = False) -> list[str]:
     """The lines of ``path`` as multi-bleu.perl sees them after ``chop``.
 
     Bytes are decoded as latin-1 (one character per byte: nothing is refused, and chop,
@@ -263,16 +302,21 @@ def perl_lines(path, unescape: bool = False) -> List[str]:
     lines = text.split("\n")
     last = lines.pop()  # "" when the file ends with a newline
     if last:
-        log.warning("%s: last line has no newline; multi-bleu.perl's chop drops its last "
-                    "byte %r, and so do we (--multi-bleu)", p, last[-1:].encode("latin-1"))
+        log.warning(
+            "%s: last line has no newline; multi-bleu.perl's chop drops its last "
+            "byte %r, and so do we (--multi-bleu)",
+            p,
+            last[-1:].encode("latin-1"),
+        )
         lines.append(last[:-1])
     if unescape:
         lines = [unescape_moses(ln) for ln in lines]
     return lines
 
 
-def multi_bleu_files(hyp_path, ref_paths: Sequence, lowercase: bool = False,
-                     unescape: bool = False) -> MultiBleuResult:
+def multi_bleu_files(
+    hyp_path, ref_paths: Sequence, lowercase: bool = False, unescape: bool = False
+) -> MultiBleuResult:
     """:func:`multi_bleu` on files read as multi-bleu.perl reads them (:func:`perl_lines`).
 
     Line counts that differ are scored as multi-bleu.perl scores them, with a warning.
@@ -283,43 +327,72 @@ def multi_bleu_files(hyp_path, ref_paths: Sequence, lowercase: bool = False,
     refs = [perl_lines(rp, unescape=unescape) for rp in ref_paths]
     for rp, r in zip(ref_paths, refs):
         if len(r) < len(hyps):
-            log.warning("%s: %d lines, but the hypothesis file %s has %d: scored as "
-                        "multi-bleu.perl does: the hypothesis lines past its end have no "
-                        "reference there (where no reference has a line, multi-bleu.perl "
-                        "counts a reference length of 9999)", rp, len(r), hyp_path, len(hyps))
+            log.warning(
+                "%s: %d lines, but the hypothesis file %s has %d: scored as "
+                "multi-bleu.perl does: the hypothesis lines past its end have no "
+                "reference there (where no reference has a line, multi-bleu.perl "
+                "counts a reference length of 9999)",
+                rp,
+                len(r),
+                hyp_path,
+                len(hyps),
+            )
         elif len(r) > len(hyps):
-            log.warning("%s: %d lines, but the hypothesis file %s has %d: scored as "
-                        "multi-bleu.perl does, on the first %d reference lines only",
-                        rp, len(r), hyp_path, len(hyps), len(hyps))
+            log.warning(
+                "%s: %d lines, but the hypothesis file %s has %d: scored as "
+                "multi-bleu.perl does, on the first %d reference lines only",
+                rp,
+                len(r),
+                hyp_path,
+                len(hyps),
+                len(hyps),
+            )
     return multi_bleu(hyps, refs, lowercase=lowercase)
 
 
 # --------------------------------------------------------------------------------------
 # sacrebleu
 # --------------------------------------------------------------------------------------
-def bleu_tokenizers() -> List[str]:
+def bleu_tokenizers() -> list[str]:
     """The ``--tokenize`` values this sacrebleu offers."""
     try:
         from sacrebleu.metrics.bleu import _TOKENIZERS  # noqa: PLC0415 - private, but the only list
+
         return list(_TOKENIZERS)
     except ImportError:  # pragma: no cover - older/newer sacrebleu
-        return ["none", "zh", "13a", "intl", "char", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200"]
+        return [
+            "none",
+            "zh",
+            "13a",
+            "intl",
+            "char",
+            "ja-mecab",
+            "ko-mecab",
+            "spm",
+            "flores101",
+            "flores200",
+        ]
 
 
 @dataclass
 class MetricResult:
-    name: str                  # "BLEU" / "chrF2"
+    name: str  # "BLEU" / "chrF2"
     score: float
     signature: str
-    text: str                  # sacrebleu's one-line summary
-    details: Dict = field(default_factory=dict)
+    text: str  # sacrebleu's one-line summary
+    details: dict = field(default_factory=dict)
 
-    def to_dict(self) -> Dict:
+    def to_dict(self) -> dict:
         return asdict(self)
 
 
-def sacre_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], tokenize: str = "13a",
-                 lowercase: bool = False, chrf: bool = True) -> Dict[str, MetricResult]:
+def sacre_scores(
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    tokenize: str = "13a",
+    lowercase: bool = False,
+    chrf: bool = True,
+) -> dict[str, MetricResult]:
     """Corpus BLEU (and chrF) with sacrebleu's Python API; ``refs`` is one list per file."""
     try:
         from sacrebleu.metrics import BLEU, CHRF
@@ -330,25 +403,41 @@ def sacre_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], tokenize: s
     try:
         bleu = BLEU(tokenize=tokenize, lowercase=lowercase)
     except Exception as err:  # noqa: BLE001 - unknown tokenizer or its backend missing
-        raise LegacyInputError(None, f"sacrebleu tokenizer {tokenize!r} unavailable: {err}") from None
+        raise LegacyInputError(
+            None, f"sacrebleu tokenizer {tokenize!r} unavailable: {err}"
+        ) from None
     b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
-    out = {"bleu": MetricResult(
-        "BLEU", float(b.score), str(bleu.get_signature()), str(b),
-        {"precisions": [float(p) for p in b.precisions], "bp": float(b.bp),
-         "sys_len": int(b.sys_len), "ref_len": int(b.ref_len), "counts": list(map(int, b.counts)),
-         "totals": list(map(int, b.totals)), "tokenize": tokenize, "lowercase": lowercase})}
+    out = {
+        "bleu": MetricResult(
+            "BLEU",
+            float(b.score),
+            str(bleu.get_signature()),
+            str(b),
+            {
+                "precisions": [float(p) for p in b.precisions],
+                "bp": float(b.bp),
+                "sys_len": int(b.sys_len),
+                "ref_len": int(b.ref_len),
+                "counts": list(map(int, b.counts)),
+                "totals": list(map(int, b.totals)),
+                "tokenize": tokenize,
+                "lowercase": lowercase,
+            },
+        )
+    }
     if chrf:
         ch = CHRF(lowercase=lowercase)
         c = ch.corpus_score(list(hyps), [list(r) for r in refs])
-        out["chrf"] = MetricResult(c.name, float(c.score), str(ch.get_signature()), str(c),
-                                   {"lowercase": lowercase})
+        out["chrf"] = MetricResult(
+            c.name, float(c.score), str(ch.get_signature()), str(c), {"lowercase": lowercase}
+        )
     return out
 
 
 # --------------------------------------------------------------------------------------
 # Archived vs reproduced outputs
 # --------------------------------------------------------------------------------------
-def compare_lines(archived: Sequence[str], reproduced: Sequence[str], max_diffs: int = 10) -> Dict:
+def compare_lines(archived: Sequence[str], reproduced: Sequence[str], max_diffs: int = 10) -> dict:
     """Line-by-line comparison of an archived output with a reproduced one.
 
     Returns ``{"archived_lines", "reproduced_lines", "compared", "identical", "different",
@@ -384,7 +473,7 @@ def compare_lines(archived: Sequence[str], reproduced: Sequence[str], max_diffs:
     }
 
 
-def compare_files(archived_path, reproduced_path, max_diffs: int = 10) -> Dict:
+def compare_files(archived_path, reproduced_path, max_diffs: int = 10) -> dict:
     """:func:`compare_lines` on two files (read with :func:`read_lines`)."""
     out = compare_lines(read_lines(archived_path), read_lines(reproduced_path), max_diffs=max_diffs)
     out["archived"] = str(archived_path)

@@ -33,13 +33,14 @@ every operation above is float32; each ``sum(g ** 2)`` is a float32 ``Sum`` accu
 float64 and the per-parameter sums are added in float32 in parameter order (Python's
 ``sum()`` of Theano scalars), as done here.
 """
+
 import time
 
 import numpy as np
 import torch
 
-from ..legacy.checkpoint import legacy_param_table
 from ..errors import LegacyInputError
+from ..legacy.checkpoint import legacy_param_table
 from .cost import sum_acc64, training_cost
 from .order import param_order
 
@@ -146,7 +147,7 @@ class SGDAdadelta:
         cost, grads = self.gradients(x, x_mask, y, y_mask)
         norm, gs = self.clip(grads, x.shape[0])
         self.gs = list(gs)
-        self.gnorm2 = [self.decay(gn2, g) for gn2, g in zip(self.gnorm2, gs)]   # train_fn
+        self.gnorm2 = [self.decay(gn2, g) for gn2, g in zip(self.gnorm2, gs)]  # train_fn
         for i, (p, g, gn2) in enumerate(zip(self.params, self.gs, self.gnorm2)):  # update_fn
             delta = adadelta_step(self.dnorm2[i], gn2, g, self.eps)
             p.sub_(delta)
@@ -156,8 +157,15 @@ class SGDAdadelta:
         out = {"grad_norm": float(norm)}
         out.update(cost.properties())
         c = float(cost.cost.detach())
-        out.update({"cost": c, "error": c, "lr": float(self.lr), "time_step": t1 - t0,
-                    "whole_time": time.time() - self.step_timer})
+        out.update(
+            {
+                "cost": c,
+                "error": c,
+                "lr": float(self.lr),
+                "time_step": t1 - t0,
+                "whole_time": time.time() - self.step_timer,
+            }
+        )
         return out
 
     # -- carried across saves (--keep-accumulators; GroundHog never saved them) ------------
@@ -175,16 +183,27 @@ class SGDAdadelta:
         got = {k: np.shape(v) for k, v in arrays.items() if k != "step"}
         if got != want:
             missing = sorted(set(want) - set(got)) or sorted(k for k in want if got[k] != want[k])
-            raise LegacyInputError(where, "not the Adadelta accumulators of this model (differs at "
-                                          f"{', '.join(missing[:3]) or 'extra arrays'})")
+            raise LegacyInputError(
+                where,
+                "not the Adadelta accumulators of this model (differs at "
+                f"{', '.join(missing[:3]) or 'extra arrays'})",
+            )
         dt, dev = self.params[0].dtype, self.params[0].device
         t = lambda a: torch.as_tensor(np.asarray(a), dtype=dt, device=dev)
         self.gnorm2 = [t(arrays["gnorm2_" + n]) for n in self.names]
         self.dnorm2 = [t(arrays["dnorm2_" + n]) for n in self.names]
 
     #: the keys of the returned dict, in the original's ``return_names`` order (:155-159)
-    RETURN_NAMES = ("grad_norm", "log2_p_word", "log2_p_expl", "cost", "error", "time_step",
-                    "whole_time", "lr")
+    RETURN_NAMES = (
+        "grad_norm",
+        "log2_p_word",
+        "log2_p_expl",
+        "cost",
+        "error",
+        "time_step",
+        "whole_time",
+        "lr",
+    )
 
 
 def restart_step(state):

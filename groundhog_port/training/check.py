@@ -4,6 +4,7 @@ batches before and after, reload the saved checkpoint and score the test set.
 Used by ``tools/train_check.py`` (the 100-update check, with figures) and, shorter, by the
 test suite.
 """
+
 import io
 import itertools
 import time
@@ -23,21 +24,26 @@ from .loop import MainLoop, new_timings
 @dataclass
 class CheckResult:
     updates: int
-    cost_before: float          # summed cost of the trained-on batches, model before training
-    cost_after: float           # the same batches, saved model
-    words: float                # target words in those batches
-    seconds: float              # wall time of the updates
-    test_cost: float            # summed finite test-set costs of the reloaded checkpoint
-    test_sentences: int         # sentences scored (score.py --mode batch)
-    test_nan: int               # of which nan (the kept score.py quirk: inf * 0 on padding)
+    cost_before: float  # summed cost of the trained-on batches, model before training
+    cost_after: float  # the same batches, saved model
+    words: float  # target words in those batches
+    seconds: float  # wall time of the updates
+    test_cost: float  # summed finite test-set costs of the reloaded checkpoint
+    test_sentences: int  # sentences scored (score.py --mode batch)
+    test_nan: int  # of which nan (the kept score.py quirk: inf * 0 on padding)
     log: str
 
 
 def batches_cost(model, state, source, target, n):
     """Summed training cost and word count of the first ``n`` training batches."""
     total = words = 0.0
-    batches = iter_h5_batches(state, source, target, sort_k_batches=None,
-                              use_infinite_loop=bool(state["use_infinite_loop"]))
+    batches = iter_h5_batches(
+        state,
+        source,
+        target,
+        sort_k_batches=None,
+        use_infinite_loop=bool(state["use_infinite_loop"]),
+    )
     with torch.no_grad():
         for b in itertools.islice(batches, n):
             t = torch.as_tensor
@@ -58,11 +64,25 @@ def train_and_check(state_path, model_path, data_dir, out_prefix, updates, test_
     t0 = time.perf_counter()
     loop.run()
     seconds = time.perf_counter() - t0
-    saved = open_experiment(Path(out_prefix + "state.pkl"), Path(out_prefix + "model.npz"),
-                            data_dir=data_dir)
+    saved = open_experiment(
+        Path(out_prefix + "state.pkl"), Path(out_prefix + "model.npz"), data_dir=data_dir
+    )
     after, _ = batches_cost(saved.model, saved.state, source, target, updates)
-    costs = np.concatenate([score_batch(saved.model, b).cost.numpy()
-                            for b in batches_for(saved, test_src, test_trg, allow_unk=True)])
+    costs = np.concatenate(
+        [
+            score_batch(saved.model, b).cost.numpy()
+            for b in batches_for(saved, test_src, test_trg, allow_unk=True)
+        ]
+    )
     finite = np.isfinite(costs)
-    return CheckResult(updates, before, after, words, seconds, float(costs[finite].sum()),
-                       int(costs.size), int((~finite).sum()), log.getvalue())
+    return CheckResult(
+        updates,
+        before,
+        after,
+        words,
+        seconds,
+        float(costs[finite].sum()),
+        int(costs.size),
+        int((~finite).sum()),
+        log.getvalue(),
+    )

@@ -23,6 +23,7 @@ Theano; Theano's ``Sum`` accumulates float32 in float64 (``CAReduceDtype`` acc_d
 the sums below do too.  ``weight_noise``/``dropout`` are refused by
 :class:`~groundhog_port.model.config.ModelConfig` (marked untested in state.py).
 """
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,7 @@ LOG2 = np.float32(np.log(2))
 @dataclass
 class Cost:
     """``cost`` (scalar, differentiable), ``cost_per_sample (batch,)``, ``n_words`` (scalar)."""
+
     cost: torch.Tensor
     cost_per_sample: torch.Tensor
     n_words: torch.Tensor
@@ -48,8 +50,10 @@ class Cost:
         scale = torch.tensor(LOG2, dtype=dt, device=cost.device)
         per = self.cost_per_sample.detach()
         mean = (per.sum(dtype=torch.float64) / per.numel()).to(dt)
-        return {"log2_p_word": float(cost / self.n_words / scale),
-                "log2_p_expl": float(mean / scale)}
+        return {
+            "log2_p_word": float(cost / self.n_words / scale),
+            "log2_p_expl": float(mean / scale),
+        }
 
 
 def sum_acc64(x, dim=None):
@@ -63,6 +67,6 @@ def training_cost(model, x, x_mask, y, y_mask):
     device; ``x``/``y`` int64, masks in the model's float dtype)."""
     c = annotations(model, x, x_mask)
     probs, _ = model.decoder.evaluate(c, x_mask, y, y_mask)
-    p_target = probs.gather(-1, y[..., None])[..., 0]           # (T, batch)
+    p_target = probs.gather(-1, y[..., None])[..., 0]  # (T, batch)
     cost = -torch.log(p_target) * y_mask
     return Cost(sum_acc64(cost), sum_acc64(cost, 0), sum_acc64(y_mask))

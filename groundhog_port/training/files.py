@@ -18,6 +18,7 @@ renamed, timings last -- so an interruption or a full disk never leaves a half-w
 or a model of one update with the timings of another (the original ignored SIGINT while
 saving instead, and wrote the three one after the other).
 """
+
 import io
 import pickle
 import re
@@ -26,27 +27,31 @@ from pathlib import Path
 
 import numpy as np
 
-from ..legacy.checkpoint import legacy_param_table, read_npz_arrays
 from ..errors import LegacyInputError
+from ..legacy.checkpoint import legacy_param_table, read_npz_arrays
 from ..outputs import write_together
 
 
 def model_arrays(model):
     """``{legacy name: float32 array}`` of every saved parameter."""
     table, _ = legacy_param_table(model.cfg)
-    return {p.name: model.get_parameter(p.path).detach().cpu().numpy().astype(np.float32)
-            for p in table}
+    return {
+        p.name: model.get_parameter(p.path).detach().cpu().numpy().astype(np.float32) for p in table
+    }
 
 
-def save_checkpoint(model_path, state_path, timing_path, model, state, timings, kept,
-                    accumulators=None):
+def save_checkpoint(
+    model_path, state_path, timing_path, model, state, timings, kept, accumulators=None
+):
     """mainLoop.py:222-239 (``MainLoop.save``): the model, the state and the timings, replaced
     together (:func:`groundhog_port.outputs.write_together`); ``kept`` ends the error of a
     failed save (which checkpoint is left as it was).  ``accumulators`` (``--keep-accumulators``,
     a deviation): ``(path, arrays)`` of Adadelta's accumulators, replaced with the others."""
     arrays, state_bytes = model_arrays(model), dumps_state(state)
-    writers = [(model_path, lambda f: np.savez(f, **arrays)),
-               (state_path, lambda f: f.write(state_bytes))]
+    writers = [
+        (model_path, lambda f: np.savez(f, **arrays)),
+        (state_path, lambda f: f.write(state_bytes)),
+    ]
     if accumulators is not None:
         acc_path, acc = accumulators
         writers.append((acc_path, lambda f: np.savez(f, **acc)))
@@ -83,8 +88,9 @@ def plain(value, where="state"):
         return out if isinstance(value, list) else tuple(out)
     if isinstance(value, dict):
         return {plain(k, where): plain(v, f"{where}[{k!r}]") for k, v in value.items()}
-    raise LegacyInputError(None, f"{where} holds a {type(value).__name__}; a state file may hold "
-                                 "only plain data")
+    raise LegacyInputError(
+        None, f"{where} holds a {type(value).__name__}; a state file may hold only plain data"
+    )
 
 
 class Py2Pickler(pickle._Pickler):

@@ -35,21 +35,23 @@ the backward encoder of RNNencdec) draw all the same; their values are dropped.
 Verified call for call against GroundHog's recorded draws (``init_draws/rng_draws.jsonl.gz``)
 by the test suite.
 """
+
 import hashlib
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import numpy as np
 import torch
 
+from ..errors import LegacyInputError
 from ..legacy.checkpoint import legacy_param_table
 from ..model.config import GRCONV, prefix_lookup
-from ..errors import LegacyInputError
 
 #: the initialisers a new model may name (others: the original asserts, e.g. ``sample_weights_orth``
 #: on a non-square matrix, or was never used by a prototype)
-SUPPORTED = {"weight_init_fn": ("sample_weights_classic",),
-             "rec_weight_init_fn": ("sample_weights_orth", "sample_weights_classic")}
+SUPPORTED = {
+    "weight_init_fn": ("sample_weights_classic",),
+    "rec_weight_init_fn": ("sample_weights_orth", "sample_weights_classic"),
+}
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,9 @@ class Matrix:
     """One drawn weight matrix: GroundHog's name, ``(sizeX, sizeY)``, its initialiser
     (``sample_weights_classic``, ``sample_weights_orth``, ``randn`` for the grConv gaters,
     ``zeros``), ``scale`` and ``sparsity`` (< 0: dense)."""
+
     name: str
-    shape: Tuple[int, int]
+    shape: tuple[int, int]
     fn: str
     scale: float
     sparsity: int = -1
@@ -67,6 +70,7 @@ class Matrix:
 @dataclass(frozen=True)
 class Bias:
     """``init_bias``: a constant vector, no draw."""
+
     name: str
     size: int
     value: float
@@ -76,6 +80,7 @@ class Bias:
 class Layer:
     """One layer constructor: GroundHog's class, its name, whether it seeds an MRG stream
     (``randint(1e6)`` first) and its tensors in drawing order."""
+
     kind: str
     name: str
     mrg_seed: bool
@@ -85,18 +90,31 @@ class Layer:
 def _multilayer(name, n_in, n_hids, state, bias=0.0):
     """``MultiLayer`` with one level (ff_layers.py:32-220): ``W_0`` then ``b_0``."""
     n_in, n_hids = int(n_in), int(n_hids)
-    return Layer("MultiLayer", name, True,
-                 (Matrix(f"W_0_{name}", (n_in, n_hids), state["weight_init_fn"],
-                         state["weight_scale"], n_hids),
-                  Bias(f"b_0_{name}", n_hids, bias)))
+    return Layer(
+        "MultiLayer",
+        name,
+        True,
+        (
+            Matrix(
+                f"W_0_{name}",
+                (n_in, n_hids),
+                state["weight_init_fn"],
+                state["weight_scale"],
+                n_hids,
+            ),
+            Bias(f"b_0_{name}", n_hids, bias),
+        ),
+    )
 
 
 def _embedders(prefix, state):
     """``_create_embedding_layers`` (encdec.py:568-617)."""
     rank, dim = state["rank_n_approx"], state["dim"]
     n_in = state["n_sym_source"] if "enc" in prefix else state["n_sym_target"]
-    out = [_multilayer(f"{prefix}_approx_embdr", n_in, rank, state),
-           _multilayer(f"{prefix}_input_embdr_0", rank, dim, state)]
+    out = [
+        _multilayer(f"{prefix}_approx_embdr", n_in, rank, state),
+        _multilayer(f"{prefix}_input_embdr_0", rank, dim, state),
+    ]
     if prefix_lookup(state, prefix, "rec_gating"):
         out.append(_multilayer(f"{prefix}_update_embdr_0", rank, dim, state))
     if prefix_lookup(state, prefix, "rec_reseting"):
@@ -112,19 +130,33 @@ def _transition(prefix, state, c_dim):
     bias = state["bias"]
     sq = (dim, dim)
     if kind == "RecurrentLayerWithSearch":
-        return Layer(kind, name, False, (
-            Matrix(f"W_{name}", sq, fn, scale), Matrix(f"G_{name}", sq, fn, scale),
-            Matrix(f"R_{name}", sq, fn, scale),
-            Matrix(f"A_{name}", (c_dim, dim), "sample_weights_classic", 1e-3),
-            Matrix(f"B_{name}", sq, "sample_weights_classic", 1e-3),
-            Matrix(f"D_{name}", (dim, 1), "zeros", 0.0)))
+        return Layer(
+            kind,
+            name,
+            False,
+            (
+                Matrix(f"W_{name}", sq, fn, scale),
+                Matrix(f"G_{name}", sq, fn, scale),
+                Matrix(f"R_{name}", sq, fn, scale),
+                Matrix(f"A_{name}", (c_dim, dim), "sample_weights_classic", 1e-3),
+                Matrix(f"B_{name}", sq, "sample_weights_classic", 1e-3),
+                Matrix(f"D_{name}", (dim, 1), "zeros", 0.0),
+            ),
+        )
     if kind == GRCONV:
-        return Layer(kind, name, True, (
-            Matrix(f"W_{name}", sq, fn, scale), Matrix(f"U_{name}", sq, fn, scale),
-            Bias(f"b_{name}", dim, bias),
-            Matrix(f"GW_{name}", (dim, 3), "randn", 0.01),
-            Matrix(f"GU_{name}", (dim, 3), "randn", 0.01),
-            Bias(f"Gb_{name}", 3, bias)))
+        return Layer(
+            kind,
+            name,
+            True,
+            (
+                Matrix(f"W_{name}", sq, fn, scale),
+                Matrix(f"U_{name}", sq, fn, scale),
+                Bias(f"b_{name}", dim, bias),
+                Matrix(f"GW_{name}", (dim, 3), "randn", 0.01),
+                Matrix(f"GU_{name}", (dim, 3), "randn", 0.01),
+                Bias(f"Gb_{name}", 3, bias),
+            ),
+        )
     tensors = [Matrix(f"W_{name}", sq, fn, scale)]
     if prefix_lookup(state, prefix, "rec_gating"):
         tensors.append(Matrix(f"G_{name}", sq, fn, scale))
@@ -137,12 +169,12 @@ def build_plan(cfg, state):
     """The layers ``RNNEncoderDecoder.build()`` constructs, in construction order."""
     dim = state["dim"]
     plan = []
-    for prefix in ("enc", "back_enc"):                       # encdec.py:1307-1325
+    for prefix in ("enc", "back_enc"):  # encdec.py:1307-1325
         plan += _embedders(prefix, state)
         plan.append(_transition(prefix, state, None))
         plan.append(_multilayer(f"{prefix}_repr_contrib_0", dim, dim * state["maxout_part"], state))
-    c_dim = cfg.c_dim                                        # encdec.py:1345
-    plan += _embedders("dec", state)                  # Decoder.create_layers, :826-846
+    c_dim = cfg.c_dim  # encdec.py:1345
+    plan += _embedders("dec", state)  # Decoder.create_layers, :826-846
     plan.append(_transition("dec", state, c_dim))
     if cfg.bias_code:
         plan.append(_multilayer("dec_initializer_0", dim, dim, state, bias=state["bias"]))
@@ -166,8 +198,10 @@ def _softmax(cfg, state):
     sm, n_in, n_out, rank = cfg.softmax_name, cfg.softmax_in, cfg.n_sym_target, cfg.rank_n_approx
     fn, scale = state["weight_init_fn"], state["weight_scale"]
     if rank:
-        mats = (Matrix(f"W1_{sm}", (n_in, rank), fn, scale, n_out),
-                Matrix(f"W2_{sm}", (rank, n_out), fn, scale, n_out))
+        mats = (
+            Matrix(f"W1_{sm}", (n_in, rank), fn, scale, n_out),
+            Matrix(f"W2_{sm}", (rank, n_out), fn, scale, n_out),
+        )
     else:
         mats = (Matrix(f"W_{sm}", (n_in, n_out), fn, scale, n_out),)
     return Layer("SoftmaxLayer", sm, True, mats + (Bias(f"b_{sm}", n_out, 0.0),))
@@ -179,13 +213,20 @@ class Draws:
 
     def __init__(self, seed):
         self.rng = np.random.RandomState(seed)
-        self.layer: Optional[str] = None
+        self.layer: str | None = None
         self.log = []
 
     def _note(self, method, args, kwargs, out):
         digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()
-        self.log.append((method, tuple(str(a) for a in args),
-                         {k: str(v) for k, v in kwargs.items()}, self.layer, digest))
+        self.log.append(
+            (
+                method,
+                tuple(str(a) for a in args),
+                {k: str(v) for k, v in kwargs.items()},
+                self.layer,
+                digest,
+            )
+        )
         return out
 
     def randint(self, high):
@@ -221,10 +262,13 @@ def _matrix(d, m, svd_inputs):
     values = _sparse_rows(d, m.shape, m.sparsity, m.scale)
     if m.fn == "sample_weights_orth":
         if m.shape[0] != m.shape[1]:
-            raise LegacyInputError(None, f"{m.name}: sample_weights_orth needs a square matrix "
-                                         f"(utils.py:126 asserts), not {m.shape}")
+            raise LegacyInputError(
+                None,
+                f"{m.name}: sample_weights_orth needs a square matrix "
+                f"(utils.py:126 asserts), not {m.shape}",
+            )
         svd_inputs[m.name] = values.copy()
-        u, _, _ = np.linalg.svd(values)      # float32 in, computed in double, float32 out
+        u, _, _ = np.linalg.svd(values)  # float32 in, computed in double, float32 out
         return (u * float(m.scale)).astype(np.float32)
     return values
 
@@ -234,6 +278,7 @@ class Drawn:
     """What :func:`draw` returns: ``params`` (every drawn tensor by GroundHog name, float32),
     ``log`` (every call on the generator, see :class:`Draws`), ``svd_inputs`` (the matrix
     each orthogonal parameter was the SVD of) and the generator's final ``state``."""
+
     params: dict
     log: list
     svd_inputs: dict
@@ -244,8 +289,11 @@ def draw(cfg, state, plan=None):
     """Replay GroundHog's build on ``RandomState(state['seed'])``."""
     for key, ok in SUPPORTED.items():
         if state.get(key) not in ok:
-            raise LegacyInputError(None, f"state[{key!r}] = {state.get(key)!r}: a new model can be "
-                                         f"initialised with {' or '.join(ok)} only")
+            raise LegacyInputError(
+                None,
+                f"state[{key!r}] = {state.get(key)!r}: a new model can be "
+                f"initialised with {' or '.join(ok)} only",
+            )
     d = Draws(state["seed"])
     params, svd_inputs = {}, {}
     for layer in build_plan(cfg, state) if plan is None else plan:
@@ -258,7 +306,7 @@ def draw(cfg, state, plan=None):
             else:
                 params[t.name] = _matrix(d, t, svd_inputs)
     d.layer = None
-    d.randint(1000)                          # create_lm_model: Model.__init__ (basic.py:510)
+    d.randint(1000)  # create_lm_model: Model.__init__ (basic.py:510)
     return Drawn(params, d.log, svd_inputs, d.rng)
 
 

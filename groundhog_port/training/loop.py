@@ -25,6 +25,7 @@ default, ``train --keep-accumulators``) saves Adadelta's accumulators with every
 ``RandomSamplePrinter`` (``hookFreq``) is not run (the port has no random sampler yet; the
 hook never changed the batches); validation never ran in train.py (``valid_data=None``).
 """
+
 import logging
 import math
 import signal
@@ -35,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..legacy.data import iter_h5_batches, read_h5_bitext
 from ..errors import LegacyInputError
+from ..legacy.data import iter_h5_batches, read_h5_bitext
 from . import files
 from .adadelta import SGDAdadelta
 
@@ -58,8 +59,11 @@ def print_time(secs):
 def _positive(state, key):
     v = state.get(key)
     if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-        raise LegacyInputError(None, f"state[{key!r}] = {v!r}: expected a positive number "
-                                     "(the original computes the timing array sizes from it)")
+        raise LegacyInputError(
+            None,
+            f"state[{key!r}] = {v!r}: expected a positive number "
+            "(the original computes the timing array sizes from it)",
+        )
     return v
 
 
@@ -79,8 +83,9 @@ def new_timings(state):
 def prepare_state(state):
     """What MainLoop.__init__ and SGD.__init__ add to the state before the first save."""
     if state.get("reset", -1) != -1:
-        raise LegacyInputError(None, f"state['reset'] = {state['reset']!r}: MainLoop.main asserts "
-                                     "reset == -1")
+        raise LegacyInputError(
+            None, f"state['reset'] = {state['reset']!r}: MainLoop.main asserts reset == -1"
+        )
     state.setdefault("profile", 0)
     state["bvalidcost"] = 1e21
     for name in ("grad_norm", "log2_p_word", "log2_p_expl"):
@@ -118,8 +123,17 @@ class MainLoop:
     """One training run: ``model`` (on its device), the GroundHog ``state`` (``prefix``
     names the files), ``timings`` (new or loaded), the two ``.h5`` corpora."""
 
-    def __init__(self, model, state, timings, source, target, out=None,
-                 max_updates=None, keep_accumulators=False):
+    def __init__(
+        self,
+        model,
+        state,
+        timings,
+        source,
+        target,
+        out=None,
+        max_updates=None,
+        keep_accumulators=False,
+    ):
         self.model, self.state, self.timings = model, state, timings
         self.source, self.target = source, target
         self.out = out  # None: sys.stdout at the time of printing (it may be replaced)
@@ -135,8 +149,11 @@ class MainLoop:
     # -- files ------------------------------------------------------------------------
     def paths(self):
         prefix = str(self.state["prefix"])
-        model = (prefix + "model.npz" if self.state.get("overwrite", 1)
-                 else prefix + "model%d.npz" % self.save_iter)
+        model = (
+            prefix + "model.npz"
+            if self.state.get("overwrite", 1)
+            else prefix + "model%d.npz" % self.save_iter
+        )
         return Path(model), Path(prefix + "timing.npz"), Path(prefix + "state.pkl")
 
     def save(self):
@@ -144,21 +161,28 @@ class MainLoop:
         once all three are written (:func:`files.save_checkpoint`)."""
         t0 = time.time()
         model_path, timing_path, state_path = self.paths()
-        last = (f"the checkpoint of update {self.saved_step}" if self.saved_step is not None
-                else "any checkpoint saved before")
-        kept = (f"{last} is left as it was: free space (or make the folder writable) and run "
-                "the same command again to resume from it")
+        last = (
+            f"the checkpoint of update {self.saved_step}"
+            if self.saved_step is not None
+            else "any checkpoint saved before"
+        )
+        kept = (
+            f"{last} is left as it was: free space (or make the folder writable) and run "
+            "the same command again to resume from it"
+        )
         acc = None
         if self.keep_accumulators:
             arrays = self.algo.accumulators()
             arrays["step"] = np.int64(self.timings["step"])
             acc = (files.accumulators_path(model_path), arrays)
-        files.save_checkpoint(model_path, state_path, timing_path, self.model, self.state,
-                              self.timings, kept, acc)
+        files.save_checkpoint(
+            model_path, state_path, timing_path, self.model, self.state, self.timings, kept, acc
+        )
         self.saved_step = int(self.timings["step"])
         self.save_iter += 1
-        logger.info("saved %s, %s, %s (%.2f s)", model_path, timing_path, state_path,
-                    time.time() - t0)
+        logger.info(
+            "saved %s, %s, %s (%.2f s)", model_path, timing_path, state_path, time.time() - t0
+        )
 
     def _store(self, name, value):
         arr = self.timings[name]
@@ -166,11 +190,16 @@ class MainLoop:
             size = max(self.step + 1, int(self.state["loopIters"] // self.state["trainFreq"] + 1))
             if not self.extended:
                 self.extended = True
-                logger.info("timing arrays extended from %d to %d entries for loopIters=%s (GroundHog "
-                            "stops here with IndexError, mainLoop.py:298)", arr.shape[0], size,
-                            self.state["loopIters"])
+                logger.info(
+                    "timing arrays extended from %d to %d entries for loopIters=%s (GroundHog "
+                    "stops here with IndexError, mainLoop.py:298)",
+                    arr.shape[0],
+                    size,
+                    self.state["loopIters"],
+                )
             self.timings[name] = arr = np.concatenate(
-                [arr, np.zeros(size - arr.shape[0], dtype=arr.dtype)])
+                [arr, np.zeros(size - arr.shape[0], dtype=arr.dtype)]
+            )
         arr[self.step] = value
 
     # -- the loop ---------------------------------------------------------------------
@@ -182,9 +211,14 @@ class MainLoop:
             if st.get("shuffle"):
                 n = len(read_h5_bitext(self.source))
                 offset = int(np.random.randint(n))  # TM_dataset.py:188-190 (numpy global RNG)
-        return iter_h5_batches(st, self.source, self.target, sort_k_batches=None,
-                               use_infinite_loop=bool(st["use_infinite_loop"]),
-                               start_offset=offset)
+        return iter_h5_batches(
+            st,
+            self.source,
+            self.target,
+            sort_k_batches=None,
+            use_infinite_loop=bool(st["use_infinite_loop"]),
+            start_offset=offset,
+        )
 
     def run(self):
         st, tm = self.state, self.timings
@@ -202,10 +236,14 @@ class MainLoop:
         done = 0
         dev = self.device
         with Stop() as stop:
-            while (self.step < st["loopIters"] and last_cost > 0.1 * st["minerr"]
-                   and (time.time() - start) / 60.0 < st["timeStop"] and st["lr"] > st["minlr"]
-                   and not stop.requested
-                   and (self.max_updates is None or done < self.max_updates)):
+            while (
+                self.step < st["loopIters"]
+                and last_cost > 0.1 * st["minerr"]
+                and (time.time() - start) / 60.0 < st["timeStop"]
+                and st["lr"] > st["minlr"]
+                and not stop.requested
+                and (self.max_updates is None or done < self.max_updates)
+            ):
                 if self.step > 0 and (time.time() - save_time) / 60.0 >= st["saveFreq"]:
                     self.save()
                     save_time = time.time()
@@ -215,8 +253,9 @@ class MainLoop:
                     break
                 t = lambda a, dt=None: torch.as_tensor(a, dtype=dt, device=dev)
                 fdt = self.algo.params[0].dtype
-                rvals = self.algo.step(t(batch.x), t(batch.x_mask, fdt), t(batch.y),
-                                       t(batch.y_mask, fdt))
+                rvals = self.algo.step(
+                    t(batch.x), t(batch.x_mask, fdt), t(batch.y), t(batch.y_mask, fdt)
+                )
                 st["traincost"] = float(rvals["cost"])
                 st["step"] = self.step
                 last_cost = rvals["cost"]
@@ -236,17 +275,31 @@ class MainLoop:
         st["wholetime"] = float(time.time() - start)
         self.save()
         if self.step:
-            steps = tm["time_step"][:self.step]
-            logger.info("average step %.4f s, average log2 per example %.3f", float(steps.mean()),
-                        float(tm["log2_p_expl"][:self.step].mean()))
+            steps = tm["time_step"][: self.step]
+            logger.info(
+                "average step %.4f s, average log2 per example %.3f",
+                float(steps.mean()),
+                float(tm["log2_p_expl"][: self.step].mean()),
+            )
         return done
 
     def progress(self, r, n_words):
         """SGD_adadelta.py:191-201's line, plus target words per second of the update."""
         wps = n_words / r["time_step"] if r["time_step"] > 0 else float("inf")
-        print(".. iter %4d cost %.3f grad_norm %.2e log2_p_word %.2e log2_p_expl %.2e "
-              "step time %s whole time %s lr %.2e words/s %.0f"
-              % (self.step, r["cost"], r["grad_norm"], r["log2_p_word"], r["log2_p_expl"],
-                 print_time(r["time_step"]), print_time(r["whole_time"]), r["lr"], wps),
-              file=self.out or sys.stdout, flush=True)
-
+        print(
+            ".. iter %4d cost %.3f grad_norm %.2e log2_p_word %.2e log2_p_expl %.2e "
+            "step time %s whole time %s lr %.2e words/s %.0f"
+            % (
+                self.step,
+                r["cost"],
+                r["grad_norm"],
+                r["log2_p_word"],
+                r["log2_p_expl"],
+                print_time(r["time_step"]),
+                print_time(r["whole_time"]),
+                r["lr"],
+                wps,
+            ),
+            file=self.out or sys.stdout,
+            flush=True,
+        )

@@ -9,6 +9,7 @@ against the ``param_order`` attribute of every shared trace's ``/train_step``; P
 iterated those keyword dicts in hash order, so a model trained by the original under
 Python 2 may have summed in another order (a float32 rounding difference of the norm).
 """
+
 from ..legacy.checkpoint import legacy_param_table
 
 
@@ -36,19 +37,37 @@ def param_order(cfg):
     encoders = _encoder_block("enc", True) + _encoder_block("back_enc", False)
     init = _ml("dec_initializer_0")
     if cfg.search:
-        dec = (["W_dec_transition_0", "G_dec_transition_0", "R_dec_transition_0",
-                "A_dec_transition_0", "B_dec_transition_0", "D_dec_transition_0"]
-               + _ml("dec_dec_inputter_0", False) + _ml("dec_dec_reseter_0", False)
-               + _ml("dec_dec_updater_0", False) + _ml("dec_input_embdr_0")
-               + _ml("dec_approx_embdr") + _ml("dec_update_embdr_0", False)
-               + _ml("dec_reset_embdr_0", False) + init)
+        dec = (
+            [
+                "W_dec_transition_0",
+                "G_dec_transition_0",
+                "R_dec_transition_0",
+                "A_dec_transition_0",
+                "B_dec_transition_0",
+                "D_dec_transition_0",
+            ]
+            + _ml("dec_dec_inputter_0", False)
+            + _ml("dec_dec_reseter_0", False)
+            + _ml("dec_dec_updater_0", False)
+            + _ml("dec_input_embdr_0")
+            + _ml("dec_approx_embdr")
+            + _ml("dec_update_embdr_0", False)
+            + _ml("dec_reset_embdr_0", False)
+            + init
+        )
         rule = head + dec + encoders + _ml("dec_hid_readout_0") + _ml("dec_prev_readout_0", False)
     else:
-        dec = (["W_dec_transition_0", "G_dec_transition_0", "R_dec_transition_0"]
-               + _ml("dec_input_embdr_0") + _ml("dec_approx_embdr")
-               + _ml("dec_dec_inputter_0", False) + _ml("dec_update_embdr_0", False)
-               + _ml("dec_dec_updater_0", False) + _ml("dec_reset_embdr_0", False)
-               + _ml("dec_dec_reseter_0", False) + init)
+        dec = (
+            ["W_dec_transition_0", "G_dec_transition_0", "R_dec_transition_0"]
+            + _ml("dec_input_embdr_0")
+            + _ml("dec_approx_embdr")
+            + _ml("dec_dec_inputter_0", False)
+            + _ml("dec_update_embdr_0", False)
+            + _ml("dec_dec_updater_0", False)
+            + _ml("dec_reset_embdr_0", False)
+            + _ml("dec_dec_reseter_0", False)
+            + init
+        )
         rule = head + encoders + _ml("dec_hid_readout_0") + dec + _ml("dec_prev_readout_0", False)
     table, _ = legacy_param_table(cfg)
     saved = [p.name for p in table]

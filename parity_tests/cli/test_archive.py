@@ -12,23 +12,34 @@ Chromium, and the same report from two torchrun processes.
 Cheap on purpose: the first ``MAX_SENTENCES`` lines of each test set, parity of the
 ``repr`` and ``pairs`` groups only.
 """
+
 import json
 import re
 
 import pytest
 
+from groundhog_port.tasks import archive
 from parity_tests.support.archive import MAX_SENTENCES, build_archive, tree_digest
 from parity_tests.support.distributed import finish, torchrun
 from parity_tests.support.inprocess import run_cli
-
-from groundhog_port.tasks import archive
 
 REPORTS = ("report.json", "report.md", "report.html")
 
 
 def _args(root, out, vocab, *extra):
-    return ["archive", root, "--out", out, "--data-dir", vocab, "--max-sentences",
-            MAX_SENTENCES, "--parity-groups", "repr,pairs", *extra]
+    return [
+        "archive",
+        root,
+        "--out",
+        out,
+        "--data-dir",
+        vocab,
+        "--max-sentences",
+        MAX_SENTENCES,
+        "--parity-groups",
+        "repr,pairs",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +51,15 @@ def made(legacy_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     r = run_cli(*_args(root, out, vocab))
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    return {"root": root, "vocab": vocab, "before": before, "out": out, "run": r,
-            "report": report, "by_id": {e["id"]: e for e in report["experiments"]}}
+    return {
+        "root": root,
+        "vocab": vocab,
+        "before": before,
+        "out": out,
+        "run": r,
+        "report": report,
+        "by_id": {e["id"]: e for e in report["experiments"]},
+    }
 
 
 def test_archive_untouched(made):
@@ -52,8 +70,13 @@ def test_report_of_each_experiment(made):
     r, by_id = made["run"], made["by_id"]
     # exit 1: the report lists things not done (and one score file off in its last digit)
     assert r.returncode == 1, r.stderr
-    assert sorted(by_id) == ["2015/encdec_run/encdec_", "2015/search/search_", "broken/phrase_",
-                             "crashed/search_variant/search_variant_", "phrase/phrase_"]
+    assert sorted(by_id) == [
+        "2015/encdec_run/encdec_",
+        "2015/search/search_",
+        "broken/phrase_",
+        "crashed/search_variant/search_variant_",
+        "phrase/phrase_",
+    ]
     # a whole case: six trans files identical, both test-set score files, parity, plots
     s = by_id["2015/search/search_"]
     assert len(s["reproduction"]) == 6
@@ -64,27 +87,35 @@ def test_report_of_each_experiment(made):
     # score.py printed 6 digits of a float32 sum whose order the port does not share: a
     # line may differ in its last digits (parity's batch/scores judges the values); the
     # report must account for every line it compared
-    assert all(x["compared"] == MAX_SENTENCES and x["archived_lines"] == 40
-               and x["identical"] + len(x["first_differences"]) == x["compared"]
-               for x in s["scores"])
-    assert s["parity"]["ok"] and {row["quantity"].split("/")[0] for row in s["parity"]["rows"]} \
-        == {"repr", "pairs"}
+    assert all(
+        x["compared"] == MAX_SENTENCES
+        and x["archived_lines"] == 40
+        and x["identical"] + len(x["first_differences"]) == x["compared"]
+        for x in s["scores"]
+    )
+    assert s["parity"]["ok"] and {row["quantity"].split("/")[0] for row in s["parity"]["rows"]} == {
+        "repr",
+        "pairs",
+    }
     assert len(s["plots"]) == 3
-    [h5] = s["not_done"]   # the training corpora are not in the archive
+    [h5] = s["not_done"]  # the training corpora are not in the archive
     assert h5["what"] == "scores_h5_train20.txt" and "--data-dir" in h5["why"]
     # vocabularies in another folder (the state's paths fail), the test set renamed
     e = by_id["2015/encdec_run/encdec_"]
     assert e["files"]["word_indx"] == "vocabularies/vocab.en.pkl"
     assert e["files"]["test"]["source"] == "2015/encdec_run/newstest.en"
     assert [row["all_identical"] for row in e["reproduction"]] == [True, True]
-    assert e["not_done"] == [] and e["notes"] == ["no attention plots: an RNNencdec model has "
-                                                  "no attention"]
+    assert e["not_done"] == [] and e["notes"] == [
+        "no attention plots: an RNNencdec model has no attention"
+    ]
     # the crashed run: 3 lines written, the port fails on the 4th with the original's message
     c = by_id["crashed/search_variant/search_variant_"]
     [row] = c["reproduction"]
     assert row["original_stopped_after"] == 3 and row["identical"] == 3 and row["crash_reproduced"]
     [log] = c["crash_logs"]
-    assert log["last_line"].startswith("ValueError: kth(=") and log["status"].startswith("reproduced")
+    assert log["last_line"].startswith("ValueError: kth(=") and log["status"].startswith(
+        "reproduced"
+    )
     # the test set in ../data; an output whose name says nothing is listed, not dropped
     p = by_id["phrase/phrase_"]
     assert p["files"]["test"]["source"] == "data/test.en"
@@ -97,15 +128,22 @@ def test_report_of_each_experiment(made):
     archived = (made["root"] / "phrase" / sc["file"]).read_text().split("\n")
     assert sc["compared"] == MAX_SENTENCES
     assert sc["identical"] + len(sc["first_differences"]) == MAX_SENTENCES
-    assert all(d["archived"] == archived[d["line"] - 1] != d["reproduced"]
-               for d in sc["first_differences"])
+    assert all(
+        d["archived"] == archived[d["line"] - 1] != d["reproduced"] for d in sc["first_differences"]
+    )
     assert sc["all_identical"] == (sc["identical"] == MAX_SENTENCES)
     assert (sc["max_rel_diff"] > 0) == (sc["identical"] < MAX_SENTENCES)
     rows = [x for e in made["report"]["experiments"] for x in e["scores"]]
     summary = made["report"]["summary"]
-    assert (summary["scores_files_identical"], summary["scores_lines_identical"],
-            summary["scores_lines"]) == (sum(x["all_identical"] for x in rows),
-                                         sum(x["identical"] for x in rows), 3 * MAX_SENTENCES)
+    assert (
+        summary["scores_files_identical"],
+        summary["scores_lines_identical"],
+        summary["scores_lines"],
+    ) == (
+        sum(x["all_identical"] for x in rows),
+        sum(x["identical"] for x in rows),
+        3 * MAX_SENTENCES,
+    )
     assert summary["scores_max_rel_diff"] == max(x["max_rel_diff"] for x in rows)
     assert "no *model.npz" in by_id["broken/phrase_"]["not_done"][0]["why"]
 
@@ -119,11 +157,12 @@ def test_markdown_and_html_show_every_table(made):
             assert f"### {title}" in md and title.replace("(", "").split()[0] in page
     n_plots = made["report"]["summary"]["plots"]
     assert n_plots == 6 and page.count('src="data:image/png;base64,') == n_plots
-    assert "src=\"plots/" not in page and "http" not in page.split("<body>", 1)[1]
+    assert 'src="plots/' not in page and "http" not in page.split("<body>", 1)[1]
 
 
 def archive_report_tables(result):
     from groundhog_port.tasks.archive_report import tables
+
     return tables(result)
 
 
@@ -143,7 +182,7 @@ def test_interrupted_and_resumed_gives_the_same_report(made, tmp_path, monkeypat
     monkeypatch.setattr(archive, "redo", real)
     r = run_cli(*_args(made["root"], out, made["vocab"], "--progress"))
     assert r.returncode == 1, r.stderr
-    assert re.search(r"5/5 \[[^]]* exp", r.stderr), r.stderr   # the bar counts experiments
+    assert re.search(r"5/5 \[[^]]* exp", r.stderr), r.stderr  # the bar counts experiments
     assert r.stderr.count("done before (cached") == 2 and r.stderr.count(": re-doing") == 3
     for name in REPORTS:
         assert (out / name).read_bytes() == (made["out"] / name).read_bytes(), name
@@ -158,23 +197,27 @@ def test_out_inside_the_archive_refused(made):
 
 def test_page_in_headless_chromium(made, browser):
     from selenium.webdriver.common.by import By
+
     browser.get((made["out"] / "report.html").as_uri())
     sections = browser.find_elements(By.CSS_SELECTOR, "section.experiment")
-    assert [s.get_attribute("data-id") for s in sections] == \
-        [e["id"] for e in made["report"]["experiments"]]
+    assert [s.get_attribute("data-id") for s in sections] == [
+        e["id"] for e in made["report"]["experiments"]
+    ]
     expected = sum(len(archive_report_tables(e)) for e in made["report"]["experiments"])
     tables = browser.find_elements(By.TAG_NAME, "table")
     assert len(tables) == expected and all(t.is_displayed() for t in tables)
     # every row of every table is there (the files table of each experiment included)
     rows = sum(len(t.find_elements(By.TAG_NAME, "tr")) - 1 for t in tables)
-    assert rows == sum(len(r) for e in made["report"]["experiments"]
-                       for _, _, r in archive_report_tables(e))
+    assert rows == sum(
+        len(r) for e in made["report"]["experiments"] for _, _, r in archive_report_tables(e)
+    )
     imgs = browser.find_elements(By.CSS_SELECTOR, "img.attention")
     assert len(imgs) == made["report"]["summary"]["plots"]
     for img in imgs:
         assert img.is_displayed()
-        assert browser.execute_script("return arguments[0].complete && "
-                                      "arguments[0].naturalWidth > 0", img), img.get_attribute("alt")
+        assert browser.execute_script(
+            "return arguments[0].complete && arguments[0].naturalWidth > 0", img
+        ), img.get_attribute("alt")
 
 
 def test_two_torchrun_processes_same_report(made, tmp_path):
@@ -188,10 +231,15 @@ def test_two_torchrun_processes_same_report(made, tmp_path):
         assert (out / name).read_bytes() == (made["out"] / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("a, b, agree", [("-5.04937e+01", "-5.04936e+01", True),
-                                         ("-5.04937e+01", "-5.04935e+01", False),
-                                         ("9.99999e-01", "1.00000e+00", True),
-                                         ("1.00000e+00", "1.00002e+00", False)])
+@pytest.mark.parametrize(
+    "a, b, agree",
+    [
+        ("-5.04937e+01", "-5.04936e+01", True),
+        ("-5.04937e+01", "-5.04935e+01", False),
+        ("9.99999e-01", "1.00000e+00", True),
+        ("1.00000e+00", "1.00002e+00", False),
+    ],
+)
 def test_last_digit(a, b, agree):
     """One unit of the last digit of score.py's ``{:.5e}`` numbers."""
     assert (abs(float(a) - float(b)) <= archive.last_digit(a, b)) == agree

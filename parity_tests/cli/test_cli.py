@@ -5,6 +5,7 @@ the file descriptors, the exit status ``main`` returns, warnings as a process pr
 fresh ``python -m groundhog_port`` each: importing torch again costs seconds per call.  The
 exit status of a real process is checked in test_hardening.py and test_resume.py.
 """
+
 import io
 import json
 import logging
@@ -13,7 +14,6 @@ import sys
 import pytest
 
 from parity_tests.support.cases import FIXTURES, assert_scores_match, case_dirs
-
 from parity_tests.support.inprocess import run_cli as cli
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -26,8 +26,21 @@ def _files(case):
 def test_translate_fixture_is_byte_identical(tmp_path):
     F = FIXTURES / "search"
     out = tmp_path / "trans.txt"
-    r = cli("translate", "--beam-search", "--beam-size", 10, "--state", F / "search_state.pkl",
-            "--source", F / "test.en", "--trans", out, "--batch-size", 1, F / "search_model.npz")
+    r = cli(
+        "translate",
+        "--beam-search",
+        "--beam-size",
+        10,
+        "--state",
+        F / "search_state.pkl",
+        "--source",
+        F / "test.en",
+        "--trans",
+        out,
+        "--batch-size",
+        1,
+        F / "search_model.npz",
+    )
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == (F / "trans_beam10.txt").read_bytes()
     # sample.py's retry warnings name the sentence (line 36 needs beam 80)
@@ -42,14 +55,34 @@ def test_translate_fixture_is_byte_identical(tmp_path):
 @pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
 def test_score_batch_reproduces_score_py(case):
     state, model = _files(case)
-    r = cli("score", "--mode=batch", "--src", case / "test.en", "--trg", case / "test.fr",
-            "--allow-unk", "--state", state, model)
+    r = cli(
+        "score",
+        "--mode=batch",
+        "--src",
+        case / "test.en",
+        "--trg",
+        case / "test.fr",
+        "--allow-unk",
+        "--state",
+        state,
+        model,
+    )
     assert r.returncode == 0, r.stderr
     assert_scores_match(r.stdout, (case / "scores_batch.txt").read_text())
     holdout = case / "scores_batch_holdout.txt"
     if holdout.exists() and (case / "holdout.en").exists():
-        r = cli("score", "--mode=batch", "--src", case / "holdout.en", "--trg",
-                case / "holdout.fr", "--allow-unk", "--state", state, model)
+        r = cli(
+            "score",
+            "--mode=batch",
+            "--src",
+            case / "holdout.en",
+            "--trg",
+            case / "holdout.fr",
+            "--allow-unk",
+            "--state",
+            state,
+            model,
+        )
         assert_scores_match(r.stdout, holdout.read_text())
 
 
@@ -58,8 +91,19 @@ def test_search_variant_crash_line_is_empty_and_run_goes_on(tmp_path, legacy_roo
     case = legacy_root / "search_variant"
     state, model = _files(case)
     out = tmp_path / "t.txt"
-    r = cli("translate", "--beam-search", "--beam-size", 1, "--state", state, "--source",
-            case / "test.en", "--trans", out, model)
+    r = cli(
+        "translate",
+        "--beam-search",
+        "--beam-size",
+        1,
+        "--state",
+        state,
+        "--source",
+        case / "test.en",
+        "--trans",
+        out,
+        model,
+    )
     assert r.returncode == 3, r.stderr
     lines = out.read_text(encoding="utf-8").split("\n")[:-1]
     recorded = (case / "trans_beam1.txt").read_text(encoding="utf-8").split("\n")[:-1]
@@ -78,7 +122,9 @@ def test_inspect_reports_zero_missing_or_unknown(case):
     assert rep["checkpoint"]["problems"] == [] and rep["checkpoint"]["nonfinite"] == {}
     assert all(p["in_checkpoint"] for p in rep["parameters"])
     assert rep["architecture"]["search"] == case.name.startswith("search")
-    assert rep["data"]["word_indx"]["size"] == 201 and rep["data"]["indx_word_target"]["size"] == 321
+    assert (
+        rep["data"]["word_indx"]["size"] == 201 and rep["data"]["indx_word_target"]["size"] == 321
+    )
 
 
 def test_inspect_text_report():
@@ -101,15 +147,40 @@ def test_help(command):
     assert r.returncode == 0 and "usage: groundhog-port " + command in r.stdout
 
 
-@pytest.mark.parametrize("args, problem", [
-    (["translate", "--n-samples", "3", "--state", FIXTURES / "search" / "search_state.pkl",
-      FIXTURES / "search" / "search_model.npz"], "batch form"),
-    (["translate", "--beam-search", "--state", FIXTURES / "search" / "search_state.pkl",
-      FIXTURES / "search" / "search_model.npz"], "--beam-size"),
-    (["score", "--mode", "batch", "--state", "/nonexistent/state.pkl", "m.npz"], "/nonexistent"),
-    (["--threads", "0", "inspect", "--state", FIXTURES / "search" / "search_state.pkl"],
-     "--threads must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "args, problem",
+    [
+        (
+            [
+                "translate",
+                "--n-samples",
+                "3",
+                "--state",
+                FIXTURES / "search" / "search_state.pkl",
+                FIXTURES / "search" / "search_model.npz",
+            ],
+            "batch form",
+        ),
+        (
+            [
+                "translate",
+                "--beam-search",
+                "--state",
+                FIXTURES / "search" / "search_state.pkl",
+                FIXTURES / "search" / "search_model.npz",
+            ],
+            "--beam-size",
+        ),
+        (
+            ["score", "--mode", "batch", "--state", "/nonexistent/state.pkl", "m.npz"],
+            "/nonexistent",
+        ),
+        (
+            ["--threads", "0", "inspect", "--state", FIXTURES / "search" / "search_state.pkl"],
+            "--threads must be at least 1",
+        ),
+    ],
+)
 def test_usage_errors_are_one_line(args, problem):
     r = cli(*args)
     assert r.returncode == 2
@@ -119,36 +190,42 @@ def test_usage_errors_are_one_line(args, problem):
 
 def test_search_warnings_name_the_line_and_summarise(caplog):
     from groundhog_port.search.translator import SearchWarnings
+
     search_log = logging.getLogger("groundhog_port.search.legacy")
     caplog.set_level(logging.INFO)
     with SearchWarnings("test.en") as w:
-        w.first_line, w.current = 31, 5          # the literal search: sentence 5 of a chunk
+        w.first_line, w.current = 31, 5  # the literal search: sentence 5 of a chunk
         search_log.warning("Still no translations: try beam size %d", 20)
         # the batched search says which sentence of its chunk
-        logging.getLogger("groundhog_port.search.batched").error("Translation failed",
-                                                                 extra={"sentence": 2})
-    search_log.warning("outside")                 # removed on exit
+        logging.getLogger("groundhog_port.search.batched").error(
+            "Translation failed", extra={"sentence": 2}
+        )
+    search_log.warning("outside")  # removed on exit
     assert [r.getMessage() for r in caplog.records] == [
         "test.en, line 36: Still no translations: try beam size 20",
-        "test.en, line 33: Translation failed", "outside"]
+        "test.en, line 33: Translation failed",
+        "outside",
+    ]
     caplog.clear()
     with SearchWarnings("test.en (beam 10)", summarise=True) as w:
         for line, beams in ((36, (20, 40, 80)), (37, (20,))):
             w.current = line - 1
             for b in beams:
                 search_log.warning("Still no translations: try beam size %d", b)
-    assert caplog.records == []                   # held back
+    assert caplog.records == []  # held back
     assert w.summary() == (
         "test.en (beam 10): the search's warnings (sample.py's) on 2 sentence(s): "
         "line 36 (3: 'Still no translations: try beam size 20' ... 'Still no translations: "
-        "try beam size 80'), line 37 ('Still no translations: try beam size 20')")
+        "try beam size 80'), line 37 ('Still no translations: try beam size 20')"
+    )
 
 
 def test_progress_bar_moves_log_lines_above_itself(monkeypatch):
     from groundhog_port.outputs import Progress
+
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    handler = logging.StreamHandler(sys.stderr)   # as logging.basicConfig(stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)  # as logging.basicConfig(stream=sys.stderr)
     logging.root.addHandler(handler)
     try:
         p = Progress(40, enabled=True)
@@ -166,8 +243,19 @@ def test_progress_bar_moves_log_lines_above_itself(monkeypatch):
 
 def test_score_txt_explains_inf_once_without_numpy_warnings(tmp_path):
     F = FIXTURES / "search"
-    r = cli("score", "--mode", "txt", "--src", F / "test.en", "--trg", F / "test.fr",
-            "--allow-unk", "--state", F / "search_state.pkl", F / "search_model.npz")
+    r = cli(
+        "score",
+        "--mode",
+        "txt",
+        "--src",
+        F / "test.en",
+        "--trg",
+        F / "test.fr",
+        "--allow-unk",
+        "--state",
+        F / "search_state.pkl",
+        F / "search_model.npz",
+    )
     assert r.returncode == 0, r.stderr
     scores = r.stdout.split()
     n_inf = scores.count("inf")
@@ -181,9 +269,20 @@ def test_empty_source_file_warns(tmp_path):
     F = FIXTURES / "search"
     empty = tmp_path / "empty.en"
     empty.write_text("")
-    r = cli("translate", "--beam-search", "--beam-size", 2, "--state", F / "search_state.pkl",
-            "--source", empty, "--trans", tmp_path / "t.txt", F / "search_model.npz")
+    r = cli(
+        "translate",
+        "--beam-search",
+        "--beam-size",
+        2,
+        "--state",
+        F / "search_state.pkl",
+        "--source",
+        empty,
+        "--trans",
+        tmp_path / "t.txt",
+        F / "search_model.npz",
+    )
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "Total cost of the translations: 0.0\n"       # as sample.py
+    assert r.stdout == "Total cost of the translations: 0.0\n"  # as sample.py
     assert f"{empty} is empty: there is nothing to translate" in r.stderr
     assert (tmp_path / "t.txt").read_text() == ""

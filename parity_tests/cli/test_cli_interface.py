@@ -6,6 +6,7 @@ Runs that are about the process (what it imports, what it prints on stderr throu
 real logging set-up) start ``python -m groundhog_port`` without torch (a fraction of a
 second); the others call ``main`` in this process.
 """
+
 import ast
 import os
 import re
@@ -14,8 +15,8 @@ import sys
 
 import pytest
 
-from parity_tests.support.cases import FIXTURES, REPO
 from groundhog_port.cli.main import COMMANDS, build_parser, main
+from parity_tests.support.cases import FIXTURES, REPO
 from parity_tests.support.fuzzing import run_cli_inprocess
 
 FX = FIXTURES / "search"
@@ -38,8 +39,13 @@ sys.exit(rc)
 
 
 def probe(*argv, env=ENV):
-    r = subprocess.run([sys.executable, "-c", IMPORTS_PROBE, *map(str, argv)], env=env,
-                       capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", IMPORTS_PROBE, *map(str, argv)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     imported = re.search(r"IMPORTED (\[.*\])", r.stdout)
     return r, ast.literal_eval(imported.group(1)) if imported else None
 
@@ -59,7 +65,9 @@ def test_command_list_reads_every_modules_help():
     """The help of the command list is read from each module's source without importing
     it; it must be what the module says."""
     import importlib
+
     from groundhog_port.cli.main import command_help
+
     for name in COMMANDS:
         module = importlib.import_module(f"groundhog_port.cli.commands.{name.replace('-', '_')}")
         assert command_help(name) == module.HELP
@@ -68,8 +76,9 @@ def test_command_list_reads_every_modules_help():
 def test_global_options_after_the_command():
     """Friction 7: ``--log-level`` after the command was 'unrecognized'."""
     parser = build_parser()
-    args = parser.parse_args(["bleu", "--hyp", "h", "--ref", "r", "--log-level", "error",
-                              "--log-time", "--threads", "2"])
+    args = parser.parse_args(
+        ["bleu", "--hyp", "h", "--ref", "r", "--log-level", "error", "--log-time", "--threads", "2"]
+    )
     assert (args.log_level, args.log_time, args.threads) == ("ERROR", True, 2)
     args = parser.parse_args(["--log-level", "debug", "bleu", "--hyp", "h", "--ref", "r"])
     assert (args.log_level, args.log_time, args.threads) == ("DEBUG", False, None)
@@ -119,8 +128,19 @@ def test_score_txt_writes_its_scores_file(tmp_path):
     """Friction 4: ``score --mode txt --scores F`` printed the scores and left F unwritten
     (as score.py did), without a word."""
     model = ["--state", FX / "search_state.pkl", FX / "search_model.npz"]
-    txt = ["--log-level", "error", "score", "--mode", "txt", "--src", FX / "test.en", "--trg",
-           FX / "test.fr", "--allow-unk", *model]
+    txt = [
+        "--log-level",
+        "error",
+        "score",
+        "--mode",
+        "txt",
+        "--src",
+        FX / "test.en",
+        "--trg",
+        FX / "test.fr",
+        "--allow-unk",
+        *model,
+    ]
     rc, printed, err = run_cli_inprocess(main, list(map(str, txt)))
     assert rc == 0 and len(printed.splitlines()) == 40, err
     out = tmp_path / "scores.txt"
@@ -130,8 +150,9 @@ def test_score_txt_writes_its_scores_file(tmp_path):
     rc, stdout, err = run_cli_inprocess(main, list(map(str, txt + ["--scores", out, "--verbose"])))
     assert rc == 0 and out.read_text() == printed and "Alignment:" in stdout
     assert not [line for line in stdout.splitlines() if line in printed.splitlines()]
-    rc, _, err = run_cli_inprocess(main, list(map(str, ["score", "--mode", "interact", "--scores",
-                                                        out, *model])))
+    rc, _, err = run_cli_inprocess(
+        main, list(map(str, ["score", "--mode", "interact", "--scores", out, *model]))
+    )
     assert rc == 2 and "--scores FILE works with --mode batch and txt" in err
 
 
@@ -139,8 +160,7 @@ MODEL_FILES = [FX / "search_state.pkl", FX / "search_model.npz"]
 
 
 def _inspect(*argv):
-    return run_cli_inprocess(main, ["--log-level", "warning", "inspect", "--json",
-                                    *map(str, argv)])
+    return run_cli_inprocess(main, ["--log-level", "warning", "inspect", "--json", *map(str, argv)])
 
 
 def test_unknown_state_keys_in_changes_are_named_with_the_closest_key():
@@ -154,12 +174,15 @@ def test_unknown_state_keys_in_changes_are_named_with_the_closest_key():
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "unknown state key 'dimm'" in err and "'dim'" in err
     # train applies the changes to its prototype and checks them the same way, before any work
-    rc, _, err = run_cli_inprocess(main, list(map(str, [
-        "train", "--state", state, "loopIter=5", "--strict", "--data-dir", FX])))
+    rc, _, err = run_cli_inprocess(
+        main,
+        list(map(str, ["train", "--state", state, "loopIter=5", "--strict", "--data-dir", FX])),
+    )
     assert rc == 2 and "unknown state key 'loopIter'" in err and "'loopIters'" in err, err
     # keys GroundHog reads beyond the prototypes, and prefix_lookup's, are no typos
-    rc, out, err = _inspect("--state", state, model, "dec_rec_weight_scale=1.,loopIters=3",
-                            "--strict")
+    rc, out, err = _inspect(
+        "--state", state, model, "dec_rec_weight_scale=1.,loopIters=3", "--strict"
+    )
     assert rc == 0 and "unknown" not in err, err
 
 
@@ -168,15 +191,26 @@ def test_model_and_changes_the_same_way_in_every_command():
     string, words or --changes) and friction 7 (``inspect --state S "k=v"`` took k=v for a
     model path)."""
     from groundhog_port.cli.commands.common import model_and_changes
+
     state, model = map(str, MODEL_FILES)
-    for command in ("translate", "score", "serve", "inspect", "reproduce", "parity", "train",
-                    "export"):
+    for command in (
+        "translate",
+        "score",
+        "serve",
+        "inspect",
+        "reproduce",
+        "parity",
+        "train",
+        "export",
+    ):
         tail = ["OUT"] if command == "export" else []
         extra = ["--format", "onnx"] if command == "export" else []
-        forms = [[model, "seqlen=30,bs=4", *tail],
-                 ["--model", model, "seqlen=30", "bs=4", *tail],
-                 [model, "--changes", "seqlen=30", "--changes", "bs=4", *tail],
-                 ["--model", model, "--changes=seqlen=30,bs=4", *tail]]
+        forms = [
+            [model, "seqlen=30,bs=4", *tail],
+            ["--model", model, "seqlen=30", "bs=4", *tail],
+            [model, "--changes", "seqlen=30", "--changes", "bs=4", *tail],
+            ["--model", model, "--changes=seqlen=30,bs=4", *tail],
+        ]
         if command == "export":  # argparse cannot find a last positional after options
             forms[2] = ["--changes", "seqlen=30", "--changes", "bs=4", model, *tail]
         for form in forms:
@@ -184,6 +218,7 @@ def test_model_and_changes_the_same_way_in_every_command():
             got_model, changes = model_and_changes(args)
             assert got_model == model, (command, form)
             from legacy_states import parse_changes
+
             assert parse_changes(changes) == {"seqlen": 30, "bs": 4}, (command, form)
     args = build_parser().parse_args(["inspect", "--state", state, "seqlen=30"])
     assert model_and_changes(args) == (None, ["seqlen=30"])
@@ -223,11 +258,29 @@ def test_missing_matplotlib_is_said_before_anything_is_loaded(tmp_path):
     env = {**ENV, "HIDE_MODULES": "matplotlib onnx"}
     missing = tmp_path / "missing"
     for argv, says in (
-            (["score", "--state", missing, missing, "--mode", "txt", "--src", missing,
-              "--trg", missing, "--plot-alignment", tmp_path / "plots"], "need matplotlib"),
-            (["plot-training", missing, "--out", tmp_path / "c.png"], "need matplotlib"),
-            (["export", "--format", "onnx", "--state", missing, missing, tmp_path / "out"],
-             "needs the onnx package")):
+        (
+            [
+                "score",
+                "--state",
+                missing,
+                missing,
+                "--mode",
+                "txt",
+                "--src",
+                missing,
+                "--trg",
+                missing,
+                "--plot-alignment",
+                tmp_path / "plots",
+            ],
+            "need matplotlib",
+        ),
+        (["plot-training", missing, "--out", tmp_path / "c.png"], "need matplotlib"),
+        (
+            ["export", "--format", "onnx", "--state", missing, missing, tmp_path / "out"],
+            "needs the onnx package",
+        ),
+    ):
         r, imported = probe(*argv, env=env)
         assert r.returncode == 2 and says in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1

@@ -5,6 +5,7 @@ on the bundled fixture model and compares the files with a single-process run of
 command (in the test's own process); one kills a worker mid-run and checks that the job fails without a complete-looking
 output and that ``--resume`` finishes it identically.
 """
+
 import os
 import signal
 import time
@@ -15,13 +16,14 @@ import torch
 
 from groundhog_port.distributed.world import world_from_env
 from groundhog_port.errors import LegacyInputError
-
 from parity_tests.support.cases import FIXTURES, REPO
 from parity_tests.support.distributed import finish, torchrun
 from parity_tests.support.inprocess import interrupted_here, run_cli
 
 F = FIXTURES / "search"
 MODEL = [f"--state={F / 'search_state.pkl'}", str(F / "search_model.npz")]
+
+
 def single(*argv):
     """The single-process run the torchrun outputs are compared with: in this process, on
     one thread as each torchrun worker (``inprocess.run_cli``; the reference is not about
@@ -35,15 +37,30 @@ def single(*argv):
 
 
 def translate_args(trans, *extra):
-    return ["translate", "--beam-search", "--beam-size", "5", "--source", F / "test.en",
-            "--trans", trans, *extra, *MODEL]
+    return [
+        "translate",
+        "--beam-search",
+        "--beam-size",
+        "5",
+        "--source",
+        F / "test.en",
+        "--trans",
+        trans,
+        *extra,
+        *MODEL,
+    ]
 
 
 def test_translate_two_processes_identical(tmp_path):
     one = single(*translate_args(tmp_path / "one.txt", "--n-best", tmp_path / "one.nbest"))
     assert one.returncode == 0, one.stderr
-    rc, out, err = finish(torchrun(*translate_args(tmp_path / "two.txt", "--batch-size", "3",
-                                                   "--n-best", tmp_path / "two.nbest")))
+    rc, out, err = finish(
+        torchrun(
+            *translate_args(
+                tmp_path / "two.txt", "--batch-size", "3", "--n-best", tmp_path / "two.nbest"
+            )
+        )
+    )
     assert rc == 0, err
     assert (tmp_path / "two.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
     assert (tmp_path / "two.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()
@@ -56,8 +73,18 @@ def test_translate_two_processes_identical(tmp_path):
 
 def test_score_h5_two_processes_identical(legacy_root, tmp_path):
     data = legacy_root / "data"
-    args = ["score", "--mode", "batch", "--src", data / "binarized_text.shuffled.en.h5",
-            "--trg", data / "binarized_text.shuffled.fr.h5", "--allow-unk", "--n-batches", "7"]
+    args = [
+        "score",
+        "--mode",
+        "batch",
+        "--src",
+        data / "binarized_text.shuffled.en.h5",
+        "--trg",
+        data / "binarized_text.shuffled.fr.h5",
+        "--allow-unk",
+        "--n-batches",
+        "7",
+    ]
     one = single(*args, "--scores", tmp_path / "one.txt", *MODEL)
     assert one.returncode == 0, one.stderr
     rc, _, err = finish(torchrun(*args, "--scores", tmp_path / "two.txt", *MODEL))
@@ -73,9 +100,18 @@ def test_sentences_the_original_crashed_on_give_the_single_process_outcome(legac
     ChildFailedError "FAILED" block with a traceback and exited 1.  Now: the same output,
     one summary line saying what one process exits, exit 0 (torchrun cannot pass 3 on)."""
     case = legacy_root / "search_variant"
-    args = ["translate", "--beam-search", "--beam-size", "1", "--source", case / "test.en",
-            "--batch-size", "4", f"--state={case / 'search_variant_state.pkl'}",
-            case / "search_variant_model.npz"]
+    args = [
+        "translate",
+        "--beam-search",
+        "--beam-size",
+        "1",
+        "--source",
+        case / "test.en",
+        "--batch-size",
+        "4",
+        f"--state={case / 'search_variant_state.pkl'}",
+        case / "search_variant_model.npz",
+    ]
     one = single(*args, "--trans", tmp_path / "one.txt")
     assert one.returncode == 3, one.stderr
     rc, out, err = finish(torchrun(*args, "--trans", tmp_path / "two.txt"))
@@ -97,8 +133,9 @@ def _worker_pids(launcher_pid):
         try:
             if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) != launcher_pid:
                 continue
-            env = dict(kv.split("=", 1) for kv in (d / "environ").read_text().split("\0")
-                       if "=" in kv)
+            env = dict(
+                kv.split("=", 1) for kv in (d / "environ").read_text().split("\0") if "=" in kv
+            )
         except (OSError, ValueError, IndexError):
             continue
         if "RANK" in env:
@@ -109,8 +146,17 @@ def _worker_pids(launcher_pid):
 def test_dead_rank_fails_then_resume_finishes(tmp_path):
     src = tmp_path / "src.en"
     src.write_text((F / "test.en").read_text() * 2)  # 80 lines: killed after 16, mid-run
-    args = ["translate", "--beam-search", "--beam-size", "5", "--source", src,
-            "--batch-size", "2", "--progress"]
+    args = [
+        "translate",
+        "--beam-search",
+        "--beam-size",
+        "5",
+        "--source",
+        src,
+        "--batch-size",
+        "2",
+        "--progress",
+    ]
     out = tmp_path / "two.txt"
     proc = torchrun(*args, "--trans", out, *MODEL)
     partial = out.with_name("two.txt.partial")
@@ -139,8 +185,7 @@ def test_dead_rank_fails_then_resume_finishes(tmp_path):
 def test_world_from_env():
     assert world_from_env({}) is None
     assert world_from_env({"WORLD_SIZE": "1", "RANK": "0"}) is None
-    w = world_from_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1",
-                        "LOCAL_WORLD_SIZE": "2"})
+    w = world_from_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
     assert (w.rank, w.size, w.local_rank, w.local_size, w.is_root) == (3, 4, 1, 2, False)
     with pytest.raises(LegacyInputError, match="inconsistent"):
         world_from_env({"WORLD_SIZE": "2", "RANK": "2"})
@@ -151,7 +196,12 @@ def test_world_from_env():
 def test_unsharded_command_refused_under_torchrun(monkeypatch):
     """The environment torchrun gives a worker (in this process: the refusal reads only the
     environment, and no process group is started before it)."""
-    for k, v in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}.items():
+    for k, v in {
+        "WORLD_SIZE": "2",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "2",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("MASTER_ADDR", raising=False)  # were it not refused: an error, not a wait
     r = single("score", "--mode", "txt", "--src", F / "test.en", "--trg", F / "test.fr", *MODEL)
@@ -164,14 +214,25 @@ def test_resume_of_another_run_is_refused_on_every_rank(tmp_path, monkeypatch):
     beam) with one line naming it, the other rank is told and leaves (no hang), and the
     partial files are as they were."""
     from groundhog_port.search.translator import Translator
+
     src = tmp_path / "src.en"
     src.write_text("".join((F / "test.en").read_text().splitlines(True)[:8]))
     out = tmp_path / "o.txt"
-    args = ["translate", "--beam-search", "--source", src, "--batch-size", "1", "--trans", out,
-            *MODEL]
+    args = [
+        "translate",
+        "--beam-search",
+        "--source",
+        src,
+        "--batch-size",
+        "1",
+        "--trans",
+        out,
+        *MODEL,
+    ]
     # unit of 4 lines (4 x batch size): interrupted after 4 lines, one whole unit is kept
-    rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 4, *args,
-                                  "--beam-size", "5")
+    rc, _, err = interrupted_here(
+        monkeypatch, Translator, "translate_seqs", 4, *args, "--beam-size", "5"
+    )
     assert rc == 130, err
     partial = out.with_name("o.txt.partial")
     kept = partial.read_bytes()

@@ -7,6 +7,7 @@ The recorder stand-in (``PortProducer`` below) implements the producer interface
 ``groundhog-port parity`` exactly: this proves that the recorder's writer produces files the
 parity command reads (the GroundHog producer itself needs Theano and is not run here).
 """
+
 import importlib.util
 import json
 import os
@@ -19,16 +20,15 @@ import numpy as np
 import pytest
 import torch
 
-from parity_tests.support.cases import LEGACY_ROOT
-from parity_tests.support.inprocess import run_cli
-
-from groundhog_port.legacy.loading import open_experiment
-from groundhog_port.harness.tolerance import K
 from groundhog_port.harness.check import find_case
-from groundhog_port.search.scoring import batches_for, parse_pair, score_batch, score_pair
+from groundhog_port.harness.tolerance import K
+from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.legacy.vocab import render_translation
 from groundhog_port.search.common import SearchFailed
 from groundhog_port.search.legacy import BeamSearch, sample
-from groundhog_port.legacy.vocab import render_translation
+from groundhog_port.search.scoring import batches_for, parse_pair, score_batch, score_pair
+from parity_tests.support.cases import LEGACY_ROOT
+from parity_tests.support.inprocess import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDER = REPO / "tools" / "record_theano_traces.py"
@@ -68,19 +68,45 @@ def copy_case(src, dst, with_trace=True):
 # ---------------------------------------------------------------------------------------
 def test_parity_case_passes_and_prints_the_table(tmp_path):
     case = need_case("search_variant")
-    out = parity("--case", case, "--only", "repr,pairs,batch,sampler,train_step", "--json",
-                 tmp_path / "r.json")
+    out = parity(
+        "--case",
+        case,
+        "--only",
+        "repr,pairs,batch,sampler,train_step",
+        "--json",
+        tmp_path / "r.json",
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     header = [c.strip() for c in lines[0].split("|")]
-    assert header == ["quantity", "n", "max abs err", "max rel err", "err/bound", "tolerance", "result"]
+    assert header == [
+        "quantity",
+        "n",
+        "max abs err",
+        "max rel err",
+        "err/bound",
+        "tolerance",
+        "result",
+    ]
     rows = {c[0]: c for c in ([x.strip() for x in l.split("|")] for l in lines[2:]) if len(c) == 7}
-    for q in ("repr/seq", "repr/c", "repr/init_states", "pairs/src_ids", "pairs/trg_ids",
-              "pairs/word_probs", "pairs/alignment", "pairs/score", "batch/x", "batch/y",
-              "batch/x_mask", "batch/y_mask", "batch/scores"):
+    for q in (
+        "repr/seq",
+        "repr/c",
+        "repr/init_states",
+        "pairs/src_ids",
+        "pairs/trg_ids",
+        "pairs/word_probs",
+        "pairs/alignment",
+        "pairs/score",
+        "batch/x",
+        "batch/y",
+        "batch/x_mask",
+        "batch/y_mask",
+        "batch/scores",
+    ):
         assert rows[q][6] == "PASS", rows[q]
         assert int(rows[q][1]) > 0
-        if rows[q][5] != "exact":     # the largest error / bound, well inside
+        if rows[q][5] != "exact":  # the largest error / bound, well inside
             assert float(rows[q][4]) < 0.5, rows[q]
     assert rows["pairs/score"][5] == f"{K:g}*noise(terms)"
     assert rows["repr/c"][5] == f"{K:g}*noise(abs)"
@@ -97,14 +123,16 @@ def test_parity_case_passes_and_prints_the_table(tmp_path):
     assert by_q["pairs/score"]["max_abs_err"] < 1e-4
     assert by_q["train_step/params_after"]["status"] == "PASS"
     assert by_q["sampler/sample_ids"]["passed"] is True
-    assert "steps/next_probs" not in by_q          # not selected with --only
+    assert "steps/next_probs" not in by_q  # not selected with --only
 
 
 def test_parity_reproduces_the_recorded_crashes(tmp_path):
     """search_variant sentence 35 crashed sample.py for every beam size; the port must fail
     there with the same message (beam label 1: kth(=512) out of bounds (321))."""
     case = need_case("search_variant")
-    out = parity("--case", case, "--only", "beam", "--beam-labels", "1", "--json", tmp_path / "r.json")
+    out = parity(
+        "--case", case, "--only", "beam", "--beam-labels", "1", "--json", tmp_path / "r.json"
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "beam/1/fin_trans" in out.stdout and "beam/1/best_sentence" in out.stdout
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
@@ -141,7 +169,9 @@ def test_perturbed_weight_fails_with_the_offending_quantities(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     fails = {l.split("|")[0].strip() for l in out.stdout.splitlines() if "| FAIL" in l}
     assert {"pairs/word_probs", "pairs/score"} <= fails
-    assert not {q for q in fails if q.startswith("repr/")}, "the encoder does not use the output bias"
+    assert not {q for q in fails if q.startswith("repr/")}, (
+        "the encoder does not use the output bias"
+    )
     for q in ("pairs/word_probs", "pairs/score"):
         line = next(l for l in out.stdout.splitlines() if l.startswith(q + " "))
         assert "worst pairs/" in line, line
@@ -154,10 +184,13 @@ def test_perturbed_weight_fails_with_the_offending_quantities(tmp_path):
 # ---------------------------------------------------------------------------------------
 # bad input: exit 2, one line
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("args, expect", [
-    (("--case", "/nonexistent/case"), "case directory not found"),
-    (("--case", "{case}", "--trace", "{bad_trace}"), "not a readable HDF5"),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (("--case", "/nonexistent/case"), "case directory not found"),
+        (("--case", "{case}", "--trace", "{bad_trace}"), "not a readable HDF5"),
+    ],
+)
 def test_bad_input_exit_2_one_line(tmp_path, args, expect):
     case = need_case("encdec")
     bad = tmp_path / "bad.h5"
@@ -165,17 +198,23 @@ def test_bad_input_exit_2_one_line(tmp_path, args, expect):
     out = parity(*[a.format(case=case, bad_trace=bad) for a in args])
     assert out.returncode == 2, out.stdout + out.stderr
     err = [l for l in out.stderr.splitlines() if l.strip()]
-    assert len(err) == 1 and err[0].startswith("groundhog-port parity: error:") and expect in err[0], err
+    assert (
+        len(err) == 1 and err[0].startswith("groundhog-port parity: error:") and expect in err[0]
+    ), err
     assert out.stdout == ""
 
 
-@pytest.mark.parametrize("args, expect", [
-    (("--state", "s.pkl"), "--model"),
-    (("--case", "{case}", "--only", "everything"), "unknown group"),
-    (("--case", "{case}", "--only", "beam", "--beam-labels", "7_wide"), "not in the trace"),
-])
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (("--state", "s.pkl"), "--model"),
+        (("--case", "{case}", "--only", "everything"), "unknown group"),
+        (("--case", "{case}", "--only", "beam", "--beam-labels", "7_wide"), "not in the trace"),
+    ],
+)
 def test_bad_input_exit_2(capsys, args, expect):
     from groundhog_port.cli import main as cli
+
     case = need_case("encdec")
     assert cli.main(["parity", *[a.format(case=case) for a in args]]) == 2
     captured = capsys.readouterr()
@@ -199,18 +238,37 @@ class PortProducer:
 
     def root_attrs(self):
         s = self.exp.state
-        attrs = {k: int(s[k]) for k in ("seed", "null_sym_source", "null_sym_target", "n_sym_source",
-                                        "n_sym_target", "unk_sym_source", "unk_sym_target")}
-        attrs.update(theano_version="none (groundhog-port stand-in producer)",
-                     param_names=sorted(n for n, _ in self.model.named_parameters()))
+        attrs = {
+            k: int(s[k])
+            for k in (
+                "seed",
+                "null_sym_source",
+                "null_sym_target",
+                "n_sym_source",
+                "n_sym_target",
+                "unk_sym_source",
+                "unk_sym_target",
+            )
+        }
+        attrs.update(
+            theano_version="none (groundhog-port stand-in producer)",
+            param_names=sorted(n for n, _ in self.model.named_parameters()),
+        )
         return attrs
 
     def pair(self, src_line, trg_line):
-        (src, _), (trg, _) = parse_pair(self.exp, src_line.strip(), trg_line.strip(), allow_unk=True)
+        (src, _), (trg, _) = parse_pair(
+            self.exp, src_line.strip(), trg_line.strip(), allow_unk=True
+        )
         s = score_pair(self.model, src, trg)
         alignment = np.zeros((1,), np.float32) if s.alignment is None else s.alignment.numpy()
-        return {"src_ids": src, "trg_ids": trg, "word_probs": s.word_probs.numpy(),
-                "alignment": alignment, "score": (-s.cost).numpy()}
+        return {
+            "src_ids": src,
+            "trg_ids": trg,
+            "word_probs": s.word_probs.numpy(),
+            "alignment": alignment,
+            "score": (-s.cost).numpy(),
+        }
 
     def batches(self, source_path, target_path):
         for b in batches_for(self.exp, source_path, target_path, allow_unk=True):
@@ -222,22 +280,36 @@ class PortProducer:
     def representation(self, line):
         seq, parsed_in = self.exp.parse_source(line.strip())
         c = self.model.encode(seq)
-        return {"seq": seq, "parsed_in": parsed_in, "c": c.numpy(),
-                "init_states": self.model.initial_states(c).numpy()}
+        return {
+            "seq": seq,
+            "parsed_in": parsed_in,
+            "c": c.numpy(),
+            "init_states": self.model.initial_states(c).numpy(),
+        }
 
     def _step(self, d):
         n = lambda t: t.cpu().numpy()
         best = n(d["trans_indices"]) * self.voc + n(d["word_indices"])
-        return {"k": int(d["k"]), "n_samples": int(d["trans_indices"].numel()),
-                "last_words": n(d["last_words"]), "states_in": n(d["states_in"])[None],
-                "next_probs": n(d["next_probs"]), "flat_next_costs": n(d["flat_next_costs"]),
-                "best_costs_indices": best, "trans_indices": n(d["trans_indices"]),
-                "word_indices": n(d["word_indices"]), "costs": n(d["costs"]),
-                "states_gathered": n(d["states_gathered"])[None], "next_states": n(d["next_states"])[None]}
+        return {
+            "k": int(d["k"]),
+            "n_samples": int(d["trans_indices"].numel()),
+            "last_words": n(d["last_words"]),
+            "states_in": n(d["states_in"])[None],
+            "next_probs": n(d["next_probs"]),
+            "flat_next_costs": n(d["flat_next_costs"]),
+            "best_costs_indices": best,
+            "trans_indices": n(d["trans_indices"]),
+            "word_indices": n(d["word_indices"]),
+            "costs": n(d["costs"]),
+            "states_gathered": n(d["states_gathered"])[None],
+            "next_states": n(d["next_states"])[None],
+        }
 
     def beam_search(self, seq, beam_size, ignore_unk=False, normalize=False, instrument=False):
         steps = []
-        searcher = BeamSearch(self.model, recorder=(lambda d: steps.append(self._step(d))) if instrument else None)
+        searcher = BeamSearch(
+            self.model, recorder=(lambda d: steps.append(self._step(d))) if instrument else None
+        )
         try:
             if instrument:
                 minlen = len(seq) // 2
@@ -248,8 +320,11 @@ class PortProducer:
             exc = ValueError(str(err))
             exc.trace_steps = steps
             raise exc from None
-        return {"trans": hyps.trans, "costs": hyps.costs,
-                "sentences": [render_translation(self.exp.trg_idx2word, t) for t in hyps.trans]}
+        return {
+            "trans": hyps.trans,
+            "costs": hyps.costs,
+            "sentences": [render_translation(self.exp.trg_idx2word, t) for t in hyps.trans],
+        }
 
 
 def load_recorder():
@@ -277,10 +352,28 @@ def stand_in_case(tmp_path_factory):
     try:
         exp = open_experiment(files.state, files.model, data_dir=src_case)
         rec = load_recorder()
-        argv = ["--groundhog", str(tmp), "--state", str(files.state), "--model", str(files.model),
-                "--source", str(case / "test.en"), "--target", str(case / "test.fr"),
-                "--output", str(case / "trace.h5"), "--steps", "2",
-                "--beam-sizes", "1", "5_normalize", "5_ignore_unk", "--case", "mine"]
+        argv = [
+            "--groundhog",
+            str(tmp),
+            "--state",
+            str(files.state),
+            "--model",
+            str(files.model),
+            "--source",
+            str(case / "test.en"),
+            "--target",
+            str(case / "test.fr"),
+            "--output",
+            str(case / "trace.h5"),
+            "--steps",
+            "2",
+            "--beam-sizes",
+            "1",
+            "5_normalize",
+            "5_ignore_unk",
+            "--case",
+            "mine",
+        ]
         assert rec.main(argv, producer=PortProducer(exp)) == 0
     finally:
         torch.set_num_threads(threads)
@@ -294,12 +387,29 @@ def test_recorder_stand_in_trace_passes_parity(stand_in_case, tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     rows = {r["quantity"]: r for r in report["rows"]}
-    for q in ("repr/c", "pairs/word_probs", "pairs/score", "batch/scores", "steps/next_probs",
-              "steps/flat_next_costs", "steps/survivors", "steps/next_states", "steps/fin_trans",
-              "beam/1/fin_trans", "beam/5_normalize/fin_costs", "beam/5_ignore_unk/best_sentence"):
+    for q in (
+        "repr/c",
+        "pairs/word_probs",
+        "pairs/score",
+        "batch/scores",
+        "steps/next_probs",
+        "steps/flat_next_costs",
+        "steps/survivors",
+        "steps/next_states",
+        "steps/fin_trans",
+        "beam/1/fin_trans",
+        "beam/5_normalize/fin_costs",
+        "beam/5_ignore_unk/best_sentence",
+    ):
         assert rows[q]["status"] == "PASS" and rows[q]["n"] > 0, rows[q]
     # the port against itself: the same numbers (max_abs_err: the product against the recording)
-    for q in ("repr/c", "pairs/word_probs", "steps/next_probs", "steps/next_states", "beam/1/fin_costs"):
+    for q in (
+        "repr/c",
+        "pairs/word_probs",
+        "steps/next_probs",
+        "steps/next_states",
+        "beam/1/fin_costs",
+    ):
         assert rows[q]["max_abs_err"] == 0, rows[q]
     assert any("crash" in n for n in rows["beam/1/fin_trans"]["notes"])
     # this stand-in offers no sampler_record() / train_step(), so the recorder wrote neither group
@@ -309,12 +419,39 @@ def test_recorder_stand_in_trace_passes_parity(stand_in_case, tmp_path):
 def test_pytest_plugin_on_a_user_case(stand_in_case):
     """``pytest parity_tests/parity/test_legacy_cases.py --legacy-case DIR``: one test per group and
     beam label of that case only, all passing."""
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(REPO / "parity_tests" / "parity" / "test_legacy_cases.py"),
-                          "--legacy-case", str(stand_in_case), "-rA"],
-                         capture_output=True, text=True, env={**ENV, "CI": ""}, timeout=600, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "parity_tests" / "parity" / "test_legacy_cases.py"),
+            "--legacy-case",
+            str(stand_in_case),
+            "-rA",
+        ],
+        capture_output=True,
+        text=True,
+        env={**ENV, "CI": ""},
+        timeout=600,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
-    passed = sorted(l.split("[", 1)[1].rsplit("]", 1)[0] for l in out.stdout.splitlines()
-                    if l.startswith("PASSED"))
-    assert passed == sorted(["mine-repr", "mine-pairs", "mine-batch", "mine-steps", "mine-beam[1]",
-                             "mine-beam[5_normalize]", "mine-beam[5_ignore_unk]"]), out.stdout
+    passed = sorted(
+        l.split("[", 1)[1].rsplit("]", 1)[0]
+        for l in out.stdout.splitlines()
+        if l.startswith("PASSED")
+    )
+    assert passed == sorted(
+        [
+            "mine-repr",
+            "mine-pairs",
+            "mine-batch",
+            "mine-steps",
+            "mine-beam[1]",
+            "mine-beam[5_normalize]",
+            "mine-beam[5_ignore_unk]",
+        ]
+    ), out.stdout

@@ -6,14 +6,16 @@ translations are the original's ``trans_beam10.txt`` lines; here its printed bat
 are compared with the original's ``scores_batch.txt``.  The second (parity) needs the shared
 recordings and runs on ``GROUNDHOG_LEGACY_TRACES`` when that points elsewhere.
 """
+
 import contextlib
 import io
 import re
 
 from parity_tests.support.cases import FIXTURES, REPO
 
-SECTION = re.search(r"^## Python API\n(.*?)^## ", (REPO / "README.md").read_text(encoding="utf-8"),
-                    re.S | re.M).group(1)
+SECTION = re.search(
+    r"^## Python API\n(.*?)^## ", (REPO / "README.md").read_text(encoding="utf-8"), re.S | re.M
+).group(1)
 BLOCKS = re.findall(r"```python\n(.*?)```", SECTION, re.S)
 
 

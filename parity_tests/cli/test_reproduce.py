@@ -9,6 +9,7 @@ line 36 with the original's message.
 Runs the literal search (``--batch-size 1``, the reference semantics) on one thread: the
 models are tiny and two threads competing for this machine's two cores are much slower.
 """
+
 import io
 import json
 import re
@@ -20,10 +21,21 @@ import torch
 from groundhog_port.cli import main as cli
 from groundhog_port.tasks.reproduce import Settings, find_case, format_report, parse_trans_name
 
-SEARCH_FILES = ["trans_beam1.txt", "trans_beam5.txt", "trans_beam5_ignore_unk.txt",
-                "trans_beam10.txt", "trans_beam10_run2.txt", "trans_beam10_normalize.txt"]
-VARIANT_FILES = ["trans_beam1.txt", "trans_beam5.txt", "trans_beam5_ignore_unk.txt",
-                 "trans_beam10.txt", "trans_beam10_normalize.txt"]
+SEARCH_FILES = [
+    "trans_beam1.txt",
+    "trans_beam5.txt",
+    "trans_beam5_ignore_unk.txt",
+    "trans_beam10.txt",
+    "trans_beam10_run2.txt",
+    "trans_beam10_normalize.txt",
+]
+VARIANT_FILES = [
+    "trans_beam1.txt",
+    "trans_beam5.txt",
+    "trans_beam5_ignore_unk.txt",
+    "trans_beam10.txt",
+    "trans_beam10_normalize.txt",
+]
 
 
 def cli_run_quiet(argv):
@@ -48,8 +60,9 @@ def search_text(legacy_root, tmp_path_factory):
     cap = _ModuleCapture()
     save = tmp_path_factory.mktemp("reproduced")
     with cap:
-        rc = cli_run_quiet(["--case", str(legacy_root / "search"), "--save-dir", str(save),
-                            "--progress"])
+        rc = cli_run_quiet(
+            ["--case", str(legacy_root / "search"), "--save-dir", str(save), "--progress"]
+        )
     return rc, cap.out, cap.err, save
 
 
@@ -81,18 +94,24 @@ def test_search_every_file_identical(search_text, legacy_root):
     rc, out, err, save = search_text
     assert rc == 0, out
     for name in SEARCH_FILES:
-        assert re.search(rf"^{re.escape(name)} \([^)]*\): 40/40 lines identical \(100\.0%\)$",
-                         out, re.M), out
+        assert re.search(
+            rf"^{re.escape(name)} \([^)]*\): 40/40 lines identical \(100\.0%\)$", out, re.M
+        ), out
         # the saved reproduction is byte-identical to what sample.py wrote
         assert (save / name).read_bytes() == (legacy_root / "search" / name).read_bytes()
     assert out.count("BLEU: archived-ref ") == len(SEARCH_FILES)
     assert "archived-reproduced 100.00 (multi-bleu 100.00)" in out
-    assert "the original printed" in out                      # its "Total cost" line
-    assert re.search(r"all identical: 6/6 files, 240/240 compared lines identical; "
-                     r"200 sentences translated", out)        # run2 reuses beam 10
-    assert "200/200 [" in err and " sent/s]" in err           # the progress bar (tqdm)
+    assert "the original printed" in out  # its "Total cost" line
+    assert re.search(
+        r"all identical: 6/6 files, 240/240 compared lines identical; "
+        r"200 sentences translated",
+        out,
+    )  # run2 reuses beam 10
+    assert "200/200 [" in err and " sent/s]" in err  # the progress bar (tqdm)
     # once, why sacrebleu and multi-bleu differ and which to quote
-    assert out.count("BLEU X (multi-bleu Y): X is sacrebleu (nrefs:1|case:mixed|eff:no|tok:13a|") == 1
+    assert (
+        out.count("BLEU X (multi-bleu Y): X is sacrebleu (nrefs:1|case:mixed|eff:no|tok:13a|") == 1
+    )
     assert "Quote X with its signature" in out
 
 
@@ -119,16 +138,42 @@ def test_search_variant_every_written_line_identical(variant_json):
 
 def test_json_report_fields(variant_json):
     _, report = variant_json
-    for key in ("files", "all_identical", "sentences", "seconds", "sentences_per_second",
-                "case", "state", "model", "skipped"):
+    for key in (
+        "files",
+        "all_identical",
+        "sentences",
+        "seconds",
+        "sentences_per_second",
+        "case",
+        "state",
+        "model",
+        "skipped",
+    ):
         assert key in report
     assert report["all_identical"] is True and report["sentences"] == 200
     r = report["files"][0]
-    for key in ("file", "archived", "source", "reference", "settings", "batch_size",
-                "source_lines", "archived_lines", "compared", "identical", "different",
-                "percent_identical", "all_identical", "original_stopped_after",
-                "first_differences", "port_failed_lines", "total_cost", "total_cost_compared",
-                "archived_total_cost", "bleu"):
+    for key in (
+        "file",
+        "archived",
+        "source",
+        "reference",
+        "settings",
+        "batch_size",
+        "source_lines",
+        "archived_lines",
+        "compared",
+        "identical",
+        "different",
+        "percent_identical",
+        "all_identical",
+        "original_stopped_after",
+        "first_differences",
+        "port_failed_lines",
+        "total_cost",
+        "total_cost_compared",
+        "archived_total_cost",
+        "bleu",
+    ):
         assert key in r, key
     assert r["settings"] == {"beam_size": 1, "normalize": False, "ignore_unk": False}
     b = r["bleu"]
@@ -137,7 +182,7 @@ def test_json_report_fields(variant_json):
     assert b["archived_vs_reference"]["sacrebleu"] == b["reproduced_vs_reference"]["sacrebleu"]
     assert b["archived_vs_reproduced"]["sacrebleu"] == pytest.approx(100.0)
     assert b["archived_vs_reproduced"]["multi_bleu_text"].startswith("BLEU = 100.00,")
-    assert r["archived_total_cost"] is None          # the crashed run printed no total
+    assert r["archived_total_cost"] is None  # the crashed run printed no total
 
 
 # ------------------------------------------------------------------------------------------
@@ -150,9 +195,20 @@ def test_changed_line_exit_1_side_by_side(legacy_root, tmp_path, capsys):
     lines[6] = "le chat mange une pomme ."
     changed = tmp_path / "trans_beam10.txt"
     changed.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    argv = ["--state", str(d / "search_state.pkl"), "--model", str(d / "search_model.npz"),
-            "--source", str(d / "test.en"), "--ref", str(d / "test.fr"),
-            "--archived-trans", str(changed), "--beam-size", "10"]
+    argv = [
+        "--state",
+        str(d / "search_state.pkl"),
+        "--model",
+        str(d / "search_model.npz"),
+        "--source",
+        str(d / "test.en"),
+        "--ref",
+        str(d / "test.fr"),
+        "--archived-trans",
+        str(changed),
+        "--beam-size",
+        "10",
+    ]
     rc, out, _ = _run(argv, capsys)
     assert rc == 1
     assert "39/40 lines identical (97.5%)" in out
@@ -162,24 +218,34 @@ def test_changed_line_exit_1_side_by_side(legacy_root, tmp_path, capsys):
     rc, out, _ = _run(argv + ["--json"], capsys)
     assert rc == 1
     [r] = json.loads(out)["files"]
-    assert r["first_differences"] == [{"line": 7, "source": (d / "test.en").read_text(
-        encoding="utf-8").splitlines()[6], "archived": "le chat mange une pomme .",
-        "reproduced": original}]
+    assert r["first_differences"] == [
+        {
+            "line": 7,
+            "source": (d / "test.en").read_text(encoding="utf-8").splitlines()[6],
+            "archived": "le chat mange une pomme .",
+            "reproduced": original,
+        }
+    ]
 
 
 # ------------------------------------------------------------------------------------------
 # settings from file names, bad input
 # ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name,expected", [
-    ("trans_beam1.txt", (Settings(1), "test", 1)),
-    ("trans_beam10_normalize.txt", (Settings(10, normalize=True), "test", 1)),
-    ("trans_beam5_ignore_unk.txt", (Settings(5, ignore_unk=True), "test", 1)),
-    ("trans_beam10_run2.txt", (Settings(10), "test", 2)),
-    ("trans_holdout_beam10.txt", (Settings(10), "holdout", 1)),
-    ("trans_beam12_normalize_ignore_unk.txt", (Settings(12, True, True), "test", 1)),
-    ("trans_beam0.txt", None), ("trans.txt", None), ("trans_beam10.txt.bak", None),
-    ("scores_batch.txt", None),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("trans_beam1.txt", (Settings(1), "test", 1)),
+        ("trans_beam10_normalize.txt", (Settings(10, normalize=True), "test", 1)),
+        ("trans_beam5_ignore_unk.txt", (Settings(5, ignore_unk=True), "test", 1)),
+        ("trans_beam10_run2.txt", (Settings(10), "test", 2)),
+        ("trans_holdout_beam10.txt", (Settings(10), "holdout", 1)),
+        ("trans_beam12_normalize_ignore_unk.txt", (Settings(12, True, True), "test", 1)),
+        ("trans_beam0.txt", None),
+        ("trans.txt", None),
+        ("trans_beam10.txt.bak", None),
+        ("scores_batch.txt", None),
+    ],
+)
 def test_parse_trans_name(name, expected):
     assert parse_trans_name(name) == expected
 
@@ -196,13 +262,12 @@ def _case_copy(legacy_root, tmp_path, names):
 
 def test_find_case_skips_what_it_cannot_run(legacy_root, tmp_path):
     d = _case_copy(legacy_root, tmp_path, ["trans_beam10.txt"])
-    (d / "trans_holdout_beam10.txt").write_text("x\n")       # no holdout.en here
+    (d / "trans_holdout_beam10.txt").write_text("x\n")  # no holdout.en here
     (d / "trans_something.txt").write_text("x\n")
     case = find_case(d)
     assert [f.name for f in case.files] == ["trans_beam10.txt"]
     assert case.files[0].stdout is not None and case.files[0].reference is not None
-    assert {s["file"] for s in case.skipped} == {"trans_holdout_beam10.txt",
-                                                 "trans_something.txt"}
+    assert {s["file"] for s in case.skipped} == {"trans_holdout_beam10.txt", "trans_something.txt"}
 
 
 def test_holdout_file_uses_holdout_source(legacy_root, tmp_path):
@@ -223,9 +288,22 @@ def test_bad_input_exit_2(legacy_root, tmp_path, capsys):
     assert rc == 2 and "missing: --state, --model, --source, --archived-trans" in err
     d = legacy_root / "search"
     too_long = tmp_path / "trans_beam10.txt"
-    too_long.write_text((d / "trans_beam10.txt").read_text(encoding="utf-8") + "extra\n",
-                        encoding="utf-8")
-    rc, _, err = _run(["--state", str(d / "search_state.pkl"), "--model",
-                       str(d / "search_model.npz"), "--source", str(d / "test.en"),
-                       "--archived-trans", str(too_long), "--beam-size", "10"], capsys)
+    too_long.write_text(
+        (d / "trans_beam10.txt").read_text(encoding="utf-8") + "extra\n", encoding="utf-8"
+    )
+    rc, _, err = _run(
+        [
+            "--state",
+            str(d / "search_state.pkl"),
+            "--model",
+            str(d / "search_model.npz"),
+            "--source",
+            str(d / "test.en"),
+            "--archived-trans",
+            str(too_long),
+            "--beam-size",
+            "10",
+        ],
+        capsys,
+    )
     assert rc == 2 and "41 lines but its source" in err

@@ -9,6 +9,7 @@ command is a real process (killed, or stopped by SIGINT); the uninterrupted refe
 ``--resume`` runs, which are not about the process boundary, run in this process
 (``inprocess.run_cli``, one thread), sparing a torch import each.
 """
+
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import time
 
 import pytest
 import torch
+
 from parity_tests.support.cases import FIXTURES
 from parity_tests.support.inprocess import interrupted_here, run_here
 
@@ -28,9 +30,13 @@ FAST_LINES = (1, 2, 3, 4, 5, 6, 18, 21, 22, 25)
 
 
 def start(*argv):
-    return subprocess.Popen([sys.executable, "-m", "groundhog_port", "--log-level", "INFO",
-                             *map(str, argv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)
+    return subprocess.Popen(
+        [sys.executable, "-m", "groundhog_port", "--log-level", "INFO", *map(str, argv)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
 
 
 def finish(proc, timeout=300):
@@ -47,7 +53,9 @@ def interrupt_after(proc, partial, n_lines, sig, timeout=300):
             break
         if proc.poll() is not None:
             out, err = proc.communicate()
-            pytest.fail(f"finished (exit {proc.returncode}) before {n_lines} lines were written:\n{err}")
+            pytest.fail(
+                f"finished (exit {proc.returncode}) before {n_lines} lines were written:\n{err}"
+            )
         if time.monotonic() > deadline:
             proc.kill()
             pytest.fail(f"no {n_lines} lines in {partial} after {timeout}s")
@@ -92,10 +100,23 @@ def translate_case(tmp_path_factory):
     lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
     d = tmp_path_factory.mktemp("resume")
     src = d / "src.en"
-    src.write_text("".join(lines[i - 1] + "\n" for i in FAST_LINES) * (N_LINES // len(FAST_LINES)),
-                   encoding="utf-8")
-    args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
-            "--batch-size", 1, "--source", src]
+    src.write_text(
+        "".join(lines[i - 1] + "\n" for i in FAST_LINES) * (N_LINES // len(FAST_LINES)),
+        encoding="utf-8",
+    )
+    args = [
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--beam-search",
+        "--beam-size",
+        5,
+        "--batch-size",
+        1,
+        "--source",
+        src,
+    ]
     return args, Reference(args, d / "ref.fr")
 
 
@@ -103,8 +124,9 @@ def translate_case(tmp_path_factory):
 def test_translate_resume(sig, translate_case, tmp_path):
     args, reference = translate_case
     out_path = tmp_path / "out.fr"
-    rc, _, err = interrupt_after(start(*args, "--trans", out_path),
-                                 out_path.with_name("out.fr.partial"), 8, sig)
+    rc, _, err = interrupt_after(
+        start(*args, "--trans", out_path), out_path.with_name("out.fr.partial"), 8, sig
+    )
     kept = check_interrupted(rc, err, sig, out_path)
     assert kept < N_LINES, "the run was not interrupted midway"
 
@@ -123,13 +145,29 @@ def test_translate_resume(sig, translate_case, tmp_path):
 def test_score_batch_resume(tmp_path):
     """``--mode batch --scores F``: whole batches are kept (``bs=8`` here, so many batches)."""
     src, trg = tmp_path / "big.en", tmp_path / "big.fr"
-    src.write_bytes((FX / "test.en").read_bytes() * 15)   # 600 pairs, 75 batches
+    src.write_bytes((FX / "test.en").read_bytes() * 15)  # 600 pairs, 75 batches
     trg.write_bytes((FX / "test.fr").read_bytes() * 15)
-    args = ["score", "--state", STATE, MODEL, "bs=8", "--mode", "batch", "--src", src, "--trg",
-            trg, "--allow-unk"]
+    args = [
+        "score",
+        "--state",
+        STATE,
+        MODEL,
+        "bs=8",
+        "--mode",
+        "batch",
+        "--src",
+        src,
+        "--trg",
+        trg,
+        "--allow-unk",
+    ]
     ref_path, out_path = tmp_path / "ref.scores", tmp_path / "out.scores"
-    rc, _, err = interrupt_after(start(*args, "--scores", out_path),
-                                 out_path.with_name("out.scores.partial"), 20, signal.SIGKILL)
+    rc, _, err = interrupt_after(
+        start(*args, "--scores", out_path),
+        out_path.with_name("out.scores.partial"),
+        20,
+        signal.SIGKILL,
+    )
     kept = check_interrupted(rc, err, signal.SIGKILL, out_path)
     assert kept < 600, "the run was not interrupted midway"
     rc_ref, _, err_ref = run_here(*args, "--scores", ref_path)
@@ -151,21 +189,43 @@ def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
 
     from groundhog_port.cli.main import main
     from parity_tests.support.fuzzing import run_cli_inprocess
+
     lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
     src = tmp_path / "s.en"
     src.write_text("".join(lines[i - 1] + "\n" for i in FAST_LINES[:4]), encoding="utf-8")
     out = tmp_path / "o.fr"
     from groundhog_port.search.translator import Translator
-    rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 1, "translate",
-                                  "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
-                                  "--batch-size", 1, "--source", src, "--trans", out)
+
+    rc, _, err = interrupted_here(
+        monkeypatch,
+        Translator,
+        "translate_seqs",
+        1,
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--beam-search",
+        "--beam-size",
+        5,
+        "--batch-size",
+        1,
+        "--source",
+        src,
+        "--trans",
+        out,
+    )
     assert rc == 130, err
     header = out.with_name("o.fr.partial.journal").read_text(encoding="utf-8").split("\n")[0]
     assert header.startswith("#fingerprint {")
     record = json.dumps({"cost": 1.5, "error": None, "nbest": [["kept line", 1.5]]})
     cases = {
         # two whole lines (the second's record is damaged) and half of "é"
-        "cut character, damaged record": (b"kept line\nsecond\ncaf\xc3", f"{record}\n{{not json\n", 1),
+        "cut character, damaged record": (
+            b"kept line\nsecond\ncaf\xc3",
+            f"{record}\n{{not json\n",
+            1,
+        ),
         "cut character": (b"kept line\ncaf\xc3", f"{record}\n", 1),
         "empty journal": (b"kept line\n", "", 0),
     }
@@ -174,11 +234,30 @@ def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
     try:
         for name, (partial, journal, kept) in cases.items():
             out.with_name("o.fr.partial").write_bytes(partial)
-            out.with_name("o.fr.partial.journal").write_text(header + "\n" + journal,
-                                                             encoding="utf-8")
-            rc, stdout, err = run_cli_inprocess(main, [
-                "--log-level", "WARNING", "translate", "--state", STATE, MODEL, "--beam-search",
-                "--beam-size", 5, "--batch-size", 1, "--source", src, "--trans", out, "--resume"])
+            out.with_name("o.fr.partial.journal").write_text(
+                header + "\n" + journal, encoding="utf-8"
+            )
+            rc, stdout, err = run_cli_inprocess(
+                main,
+                [
+                    "--log-level",
+                    "WARNING",
+                    "translate",
+                    "--state",
+                    STATE,
+                    MODEL,
+                    "--beam-search",
+                    "--beam-size",
+                    5,
+                    "--batch-size",
+                    1,
+                    "--source",
+                    src,
+                    "--trans",
+                    out,
+                    "--resume",
+                ],
+            )
             assert rc == 0 and "Traceback" not in err, f"{name}: {err}"
             got = out.read_text(encoding="utf-8").split("\n")
             assert len(got) == 5 and got[4] == "", name
@@ -193,6 +272,7 @@ def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # fingerprints (issue 25, item 4) and no empty leftovers (issue 26, friction 8)
 # ---------------------------------------------------------------------------------------------
+
 
 def _lines_file(path, numbers):
     lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
@@ -214,11 +294,21 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     refused, naming what differs (the partial untouched); the same command resumes and
     gives the uninterrupted run's bytes."""
     from groundhog_port.search.translator import Translator
+
     src = _lines_file(tmp_path / "a.en", FAST_LINES[:6])
     other = _lines_file(tmp_path / "b.en", FAST_LINES[4:10])
     out = tmp_path / "o.fr"
-    base = ["translate", "--state", STATE, MODEL, "--beam-search", "--batch-size", 1,
-            "--trans", out]
+    base = [
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--beam-search",
+        "--batch-size",
+        1,
+        "--trans",
+        out,
+    ]
     args = [*base, "--beam-size", 5, "--source", src]
     rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 3, *args)
     assert rc == 130, err
@@ -234,21 +324,29 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
         "source": [*base, "--beam-size", 5, "--source", other],
         "beam_size 5 (now 6)": [*base, "--beam-size", 6, "--source", src],
         "normalize False (now True)": [*base, "--beam-size", 5, "--source", src, "--normalize"],
-        "changes '' (now 'bs=4')": [*base[:4], "bs=4", *base[4:], "--beam-size", 5,
-                                    "--source", src],
+        "changes '' (now 'bs=4')": [
+            *base[:4],
+            "bs=4",
+            *base[4:],
+            "--beam-size",
+            5,
+            "--source",
+            src,
+        ],
     }
     for what, argv in refusals.items():
         rc, _, err = run_here(*argv, "--resume")
         assert rc == 2, what
         line = _one_error(err, "--resume", "another run", what)
-        assert line.count("(now") == 1, line        # only what differs is named
+        assert line.count("(now") == 1, line  # only what differs is named
         assert partial.read_bytes() == kept and not out.exists()
         assert out.with_name("o.fr.partial.journal").read_bytes() == journal
 
     rc, _, err = run_here(*args, "--resume")
     assert rc == 0, err
-    rc_ref, _, err_ref = run_here(*base[:-1], tmp_path / "ref.fr", "--beam-size", 5,
-                                  "--source", src)
+    rc_ref, _, err_ref = run_here(
+        *base[:-1], tmp_path / "ref.fr", "--beam-size", 5, "--source", src
+    )
     assert rc_ref == 0, err_ref
     assert out.read_bytes() == (tmp_path / "ref.fr").read_bytes()
 
@@ -256,14 +354,27 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
 def test_score_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     """``score --mode batch --scores F --resume`` with another target file is refused."""
     from groundhog_port.search import scoring as score  # the score command imports it when it runs
+
     src, trg = tmp_path / "s.en", tmp_path / "s.fr"
     src.write_bytes((FX / "test.en").read_bytes())
     trg.write_bytes((FX / "test.fr").read_bytes())
     other = tmp_path / "o.fr"
     other.write_bytes((FX / "test.fr").read_bytes().replace(b" .", b" !", 1))
     out = tmp_path / "scores"
-    args = ["score", "--state", STATE, MODEL, "bs=8", "--mode", "batch", "--src", src,
-            "--allow-unk", "--scores", out]
+    args = [
+        "score",
+        "--state",
+        STATE,
+        MODEL,
+        "bs=8",
+        "--mode",
+        "batch",
+        "--src",
+        src,
+        "--allow-unk",
+        "--scores",
+        out,
+    ]
     rc, _, err = interrupted_here(monkeypatch, score, "score_batch", 2, *args, "--trg", trg)
     assert rc == 130, err
     assert out.with_name("scores.partial").read_bytes().count(b"\n") == 16
@@ -279,19 +390,45 @@ def test_failed_runs_leave_no_empty_partials(monkeypatch, tmp_path):
     bad input met after the output was opened) leaves no empty ``X.partial`` and journal,
     even next to a finished X, which stays as it was."""
     from groundhog_port.search.translator import Translator
+
     src = _lines_file(tmp_path / "a.en", FAST_LINES[:2])
     out = tmp_path / "o.fr"
     out.write_text("finished\n")
-    args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
-            "--batch-size", 1, "--source", src, "--trans", out]
+    args = [
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--beam-search",
+        "--beam-size",
+        5,
+        "--batch-size",
+        1,
+        "--source",
+        src,
+        "--trans",
+        out,
+    ]
     rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 0, *args)
     assert rc == 130, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.en", "o.fr"]
     unknown = tmp_path / "u.fr"
     unknown.write_text("zzzunknownword\n" * 40)
     scores = tmp_path / "sc"
-    rc, _, err = run_here("score", "--state", STATE, MODEL, "--mode", "batch", "--src",
-                          FX / "test.en", "--trg", unknown, "--scores", scores)
+    rc, _, err = run_here(
+        "score",
+        "--state",
+        STATE,
+        MODEL,
+        "--mode",
+        "batch",
+        "--src",
+        FX / "test.en",
+        "--trg",
+        unknown,
+        "--scores",
+        scores,
+    )
     assert rc == 2, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.en", "o.fr", "u.fr"]
     assert out.read_text() == "finished\n"

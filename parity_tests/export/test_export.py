@@ -8,6 +8,7 @@ reloaded model (every line before the original's crash, and the crash); the batc
 are those of the legacy-loaded model, bit for bit; ``parity --case --checkpoint`` passes.
 The ONNX graphs and their driver are tested in ``test_export_onnx.py``.
 """
+
 import json
 import re
 from pathlib import Path
@@ -15,22 +16,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from parity_tests.support.cases import FIXTURES, case_dirs, pending_case_dirs
-from parity_tests.support.inprocess import run_cli
 
-from groundhog_port.legacy.exported import CONFIG_FILE, WEIGHTS_FILE, write_checkpoint
 from groundhog_port.legacy.export_names import export_table
+from groundhog_port.legacy.exported import CONFIG_FILE, WEIGHTS_FILE, write_checkpoint
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.search.scoring import batches_for, score_batch
 from groundhog_port.search.translator import Translator
+from parity_tests.support.cases import FIXTURES, case_dirs, pending_case_dirs
+from parity_tests.support.inprocess import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = [FIXTURES / "search"] + case_dirs() + pending_case_dirs()
 #: trans file -> (beam size, normalize, ignore_unk), as the file names say (docs/recordings.md, "Files")
-TRANS_FILES = {"trans_beam1.txt": (1, False, False), "trans_beam5.txt": (5, False, False),
-               "trans_beam10.txt": (10, False, False),
-               "trans_beam10_normalize.txt": (10, True, False),
-               "trans_beam5_ignore_unk.txt": (5, False, True)}
+TRANS_FILES = {
+    "trans_beam1.txt": (1, False, False),
+    "trans_beam5.txt": (5, False, False),
+    "trans_beam10.txt": (10, False, False),
+    "trans_beam10_normalize.txt": (10, True, False),
+    "trans_beam5_ignore_unk.txt": (5, False, True),
+}
 
 
 def _legacy_files(case):
@@ -52,6 +56,7 @@ def exported(tmp_path_factory, one_thread):
             write_checkpoint(exp, d)
             out[case] = (exp, d)
         return out[case]
+
     return get
 
 
@@ -88,9 +93,9 @@ def test_reloaded_translations_byte_identical(case, exported):
             continue
         want = _expected_lines(case / name)
         got = Translator(back, beam, ignore_unk, normalize, batch_size=32).translate_seqs(seqs)
-        text = "".join(t.line + "\n" for t in got[:len(want)])
+        text = "".join(t.line + "\n" for t in got[: len(want)])
         assert text.encode("utf-8") == "".join(l + "\n" for l in want).encode("utf-8"), name
-        if len(want) < len(lines):      # the original crashed on the next line (docs/recordings.md)
+        if len(want) < len(lines):  # the original crashed on the next line (docs/recordings.md)
             assert got[len(want)].error is not None, name
         checked += 1
     assert checked == (1 if case.parent == FIXTURES else len(TRANS_FILES))
@@ -121,14 +126,46 @@ def test_cli_export_translate_score_fixture(tmp_path, one_thread):
     assert sorted(p.name for p in out.iterdir()) == [CONFIG_FILE, WEIGHTS_FILE]
     trans = tmp_path / "t10.txt"
     # changes follow --checkpoint as they follow MODEL (seqlen only changes a warning)
-    r = run_cli("translate", "--checkpoint", out, "seqlen=30", "--beam-search", "--beam-size",
-                "10", "--source", case / "test.en", "--trans", trans)
+    r = run_cli(
+        "translate",
+        "--checkpoint",
+        out,
+        "seqlen=30",
+        "--beam-search",
+        "--beam-size",
+        "10",
+        "--source",
+        case / "test.en",
+        "--trans",
+        trans,
+    )
     assert r.returncode == 0, r.stderr
     assert trans.read_bytes() == (case / "trans_beam10.txt").read_bytes()
-    legacy = run_cli("score", "--state", state, model, "--mode", "batch", "--src",
-                     case / "test.en", "--trg", case / "test.fr", "--allow-unk")
-    back = run_cli("score", "--checkpoint", out, "--mode", "batch", "--src", case / "test.en",
-                   "--trg", case / "test.fr", "--allow-unk")
+    legacy = run_cli(
+        "score",
+        "--state",
+        state,
+        model,
+        "--mode",
+        "batch",
+        "--src",
+        case / "test.en",
+        "--trg",
+        case / "test.fr",
+        "--allow-unk",
+    )
+    back = run_cli(
+        "score",
+        "--checkpoint",
+        out,
+        "--mode",
+        "batch",
+        "--src",
+        case / "test.en",
+        "--trg",
+        case / "test.fr",
+        "--allow-unk",
+    )
     assert legacy.returncode == back.returncode == 0, back.stderr
     assert back.stdout == legacy.stdout and back.stdout.count("\n") >= 40
 
@@ -146,8 +183,11 @@ def test_cli_parity_case_on_reloaded_model(exported):
     assert re.search(r"^(\d+)/\1 quantities pass", r.stdout, re.M), r.stdout[-500:]
 
 
-@pytest.mark.parametrize("case", [c for c in case_dirs() + pending_case_dirs()
-                                  if c.name != "search"], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "case",
+    [c for c in case_dirs() + pending_case_dirs() if c.name != "search"],
+    ids=lambda p: p.name,
+)
 def test_cli_parity_forward_groups_on_reloaded_model(case, exported):
     """The cheaper groups of ``parity --case --checkpoint`` on every other recording (the
     weights being the same bits, the other groups give what the legacy-loaded model gives,
@@ -161,6 +201,7 @@ def test_names_metadata_and_no_pickle(exported):
     """Stable names with the legacy name and the paper's symbol in the metadata; config.json
     holds the state, architecture and vocabularies; nothing in the export is a pickle."""
     from safetensors import safe_open
+
     exp, d = exported(FIXTURES / "search")
     with safe_open(str(d / WEIGHTS_FILE), framework="numpy") as f:
         meta, keys = f.metadata(), set(f.keys())
@@ -182,6 +223,7 @@ def test_docs_list_every_name():
     cannot silently change the export format)."""
     import legacy_states
     from groundhog_port.model.config import ModelConfig
+
     text = (REPO / "docs" / "export.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `([a-z_.A-Z0-9]+)` \| `([A-Za-z0-9_]+)`", text, re.M))
     seen = set()
@@ -195,8 +237,18 @@ def test_docs_list_every_name():
 
 def test_bad_checkpoint_dirs(tmp_path, exported):
     """One clear line, exit 2: no config, a config of another format, a tampered one."""
-    r = run_cli("translate", "--checkpoint", tmp_path, "--beam-search", "--beam-size", "1",
-                "--source", FIXTURES / "search" / "test.en", "--trans", tmp_path / "t.txt")
+    r = run_cli(
+        "translate",
+        "--checkpoint",
+        tmp_path,
+        "--beam-search",
+        "--beam-size",
+        "1",
+        "--source",
+        FIXTURES / "search" / "test.en",
+        "--trans",
+        tmp_path / "t.txt",
+    )
     assert r.returncode == 2 and "no config.json" in r.stderr
     _, d = exported(FIXTURES / "search")
     bad = tmp_path / "bad"
@@ -205,8 +257,18 @@ def test_bad_checkpoint_dirs(tmp_path, exported):
     config = json.loads((d / CONFIG_FILE).read_text(encoding="utf-8"))
     config["architecture"]["dim"] = 33
     (bad / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
-    r = run_cli("translate", "--checkpoint", bad, "--beam-search", "--beam-size", "1",
-                "--source", FIXTURES / "search" / "test.en", "--trans", tmp_path / "t.txt")
+    r = run_cli(
+        "translate",
+        "--checkpoint",
+        bad,
+        "--beam-search",
+        "--beam-size",
+        "1",
+        "--source",
+        FIXTURES / "search" / "test.en",
+        "--trans",
+        tmp_path / "t.txt",
+    )
     assert r.returncode == 2 and "architecture" in r.stderr, r.stderr
     r = run_cli("translate", "--beam-search", "--beam-size", "1")
     assert r.returncode == 2 and "--checkpoint" in r.stderr

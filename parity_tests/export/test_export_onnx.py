@@ -11,6 +11,7 @@ driver's translations against the port's, and the files read without groundhog_p
   and ONNX exports with the plain APIs and writes, with the driver, the fixture's recorded
   ``trans_beam10.txt`` byte for byte.
 """
+
 import importlib.util
 import subprocess
 import sys
@@ -18,16 +19,16 @@ import sys
 import numpy as np
 import pytest
 import torch
-from parity_tests.support.cases import FIXTURES, case_dirs, pending_case_dirs
 
-from groundhog_port.harness import tolerance as tol
-from groundhog_port.legacy.exported import write_checkpoint
 from groundhog_port.export.onnx_graphs import DRIVER_FILE, GRAPH_FILES, OPSET, write_onnx
+from groundhog_port.harness import tolerance as tol
 from groundhog_port.harness.onnx import OnnxRow, check_onnx
+from groundhog_port.harness.trace import TraceFile
+from groundhog_port.legacy.exported import write_checkpoint
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.search.legacy import path_costs
-from groundhog_port.harness.trace import TraceFile
 from groundhog_port.search.translator import Translator
+from parity_tests.support.cases import FIXTURES, case_dirs, pending_case_dirs
 
 pytest.importorskip("onnxruntime", reason="the export extra (onnx, onnxruntime) is not installed")
 
@@ -42,7 +43,9 @@ def _legacy_files(case):
 
 def _driver(out):
     """The exported ``beam_search.py`` as a module (each export its own module object)."""
-    spec = importlib.util.spec_from_file_location(f"beam_search_{abs(hash(out))}", out / DRIVER_FILE)
+    spec = importlib.util.spec_from_file_location(
+        f"beam_search_{abs(hash(out))}", out / DRIVER_FILE
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -62,6 +65,7 @@ def onnx_export(tmp_path_factory, one_thread):
             mod = _driver(out)
             made[case] = (exp, mod, mod.OnnxTranslator(out), out)
         return made[case]
+
     return get
 
 
@@ -83,8 +87,9 @@ def _sentences(case):
     return sorted(set(range(0, len(lines), 3)) | {i for i in crashed if i < len(lines)}), lines
 
 
-@pytest.mark.parametrize("case", [FIXTURES / "search"] + SHARED,
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "case", [FIXTURES / "search"] + SHARED, ids=lambda p: f"{p.parent.name}/{p.name}"
+)
 def test_driver_translations_equal_the_ports(case, onnx_export):
     """Beam 1/5/10: the same line (or the same crash) for every sentence; the chosen
     hypothesis' cost within the port's derived bounds of its exact (float64) cost and of the
@@ -111,22 +116,32 @@ def test_driver_translations_equal_the_ports(case, onnx_export):
                 continue
             # the ONNX cost is the product; the port's float32 cost stands as the other
             # float32 implementation (the recording's place)
-            pool.add(f"beam{beam}/{i}", [want.cost], [costs[best]],
-                     path_costs(model64, seq, [trans[best]]),
-                     probe=path_costs(probe, seq, [trans[best]]),
-                     magnitude_of=len(trans[best]), n_terms=len(trans[best]))
+            pool.add(
+                f"beam{beam}/{i}",
+                [want.cost],
+                [costs[best]],
+                path_costs(model64, seq, [trans[best]]),
+                probe=path_costs(probe, seq, [trans[best]]),
+                magnitude_of=len(trans[best]),
+                n_terms=len(trans[best]),
+            )
     assert not differences, differences
     bad = [(where, res.err.max(), res.allowed.max()) for where, res in pool.results() if not res.ok]
     assert not bad, bad
     assert len(pool) > 0
 
 
-@pytest.mark.parametrize("case_name,name,beam,normalize,ignore_unk", [
-    ("search", "trans_beam10_normalize.txt", 10, True, False),
-    # phrase: the recording where --ignore-unk changes two lines
-    ("phrase", "trans_beam5_ignore_unk.txt", 5, False, True)])
-def test_driver_normalize_ignore_unk_write_the_recorded_lines(case_name, name, beam, normalize,
-                                                               ignore_unk, onnx_export):
+@pytest.mark.parametrize(
+    "case_name,name,beam,normalize,ignore_unk",
+    [
+        ("search", "trans_beam10_normalize.txt", 10, True, False),
+        # phrase: the recording where --ignore-unk changes two lines
+        ("phrase", "trans_beam5_ignore_unk.txt", 5, False, True),
+    ],
+)
+def test_driver_normalize_ignore_unk_write_the_recorded_lines(
+    case_name, name, beam, normalize, ignore_unk, onnx_export
+):
     """sample.py --normalize / --ignore-unk: the driver writes the recorded lines (all 40
     sentences; the port writes them too, test_legacy_cases.py)."""
     case = next((c for c in SHARED if c.name == case_name), None)
@@ -144,13 +159,16 @@ def test_cli_exports_opset_and_driver(tmp_path, one_thread):
     """The command's files, the opset, the encoder's interface; the same graphs from the
     legacy files and from their safetensors export."""
     import onnx
+
     case = FIXTURES / "search"
     state, model = _legacy_files(case)
     from parity_tests.support.inprocess import run_cli
+
     r = run_cli("export", "--format", "onnx", "--state", state, model, tmp_path / "o")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == sorted(
-        list(GRAPH_FILES) + ["config.json", DRIVER_FILE])
+        list(GRAPH_FILES) + ["config.json", DRIVER_FILE]
+    )
     for name in GRAPH_FILES:
         m = onnx.load(str(tmp_path / "o" / name))
         assert [o.version for o in m.opset_import] == [OPSET]
@@ -158,8 +176,12 @@ def test_cli_exports_opset_and_driver(tmp_path, one_thread):
     assert [i.name for i in enc.graph.input] == ["seq"]
     assert [o.name for o in enc.graph.output] == ["c", "init_state", "p_from_c"]
     # from an exported safetensors checkpoint: the same graphs, byte for byte
-    assert run_cli("export", "--format", "safetensors", "--state", state, model,
-                   tmp_path / "st").returncode == 0
+    assert (
+        run_cli(
+            "export", "--format", "safetensors", "--state", state, model, tmp_path / "st"
+        ).returncode
+        == 0
+    )
     r = run_cli("export", "--format", "onnx", "--checkpoint", tmp_path / "st", tmp_path / "o2")
     assert r.returncode == 0, r.stderr
     for name in GRAPH_FILES:
@@ -204,10 +226,22 @@ def test_exports_load_without_groundhog_port(tmp_path, one_thread):
     write_checkpoint(exp, tmp_path / "st")
     write_onnx(exp, tmp_path / "onnx")
     out = tmp_path / "trans_beam10.txt"
-    r = subprocess.run([sys.executable, "-c", NO_PORT_SCRIPT, str(tmp_path / "st"),
-                        str(tmp_path / "onnx"), str(case / "test.en"), str(out)],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            NO_PORT_SCRIPT,
+            str(tmp_path / "st"),
+            str(tmp_path / "onnx"),
+            str(case / "test.en"),
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0 and "OK 40" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]
     assert out.read_bytes() == (case / "trans_beam10.txt").read_bytes()
 
@@ -221,6 +255,7 @@ def test_attention_overflow_quirk_kept_in_graph(one_thread):
     import onnxruntime as ort
 
     from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph
+
     state, model = _legacy_files(FIXTURES / "search")
     exp = open_experiment(state, model, data_dir=FIXTURES / "search")
     m = copy.deepcopy(exp.model)
@@ -233,28 +268,59 @@ def test_attention_overflow_quirk_kept_in_graph(one_thread):
     want = m.next_probs(c, m.p_from_c(c), 1, y, s).numpy()
     assert np.isnan(want).all()
     run = lambda proto, feed: ort.InferenceSession(
-        proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
+        proto.SerializeToString(), providers=["CPUExecutionProvider"]
+    ).run(None, feed)
     oc, _, opfc = run(encoder_graph(m), {"seq": seq})
-    got = run(next_probs_graph(m), {"c": oc, "p_from_c": opfc, "y_prev": y.numpy(),
-                                    "s_prev": s.numpy()})[0]
+    got = run(
+        next_probs_graph(m), {"c": oc, "p_from_c": opfc, "y_prev": y.numpy(), "s_prev": s.numpy()}
+    )[0]
     assert np.isnan(got).all()
 
 
 #: architectures the recordings do not cover: every activation spelling family, maxout 4,
 #: no bigram / bias_code / deep_out, last_forward + last_backward, the grConv encoder
 ARCHITECTURES = {
-    "search_relu_hard_sigmoid": ("search", dict(
-        rank_n_activ="lambda x: x*(x>0)", activ="lambda x: TT.maximum(x, 0)",
-        rec_gater="lambda x: x*(x>0)*(x<1)", dec_rec_gater="lambda x: x*(x>0)*(x<1)",
-        enc_rec_gater="lambda x: TT.nnet.sigmoid(x)", bigram=True, check_first_word=True)),
-    "encdec_hard_tanh_maxout4": ("encdec", dict(
-        activ="lambda x: x*(x>-1)*(x<1)", dec_activ="lambda x: x*(x>-1)*(x<1)",
-        enc_activ="lambda x: TT.tanh(x)", unary_activ="Maxout(4)", maxout_part=4,
-        forward=False, last_forward=True, backward=False, last_backward=True, bias_code=False)),
-    "encdec_plain_readout": ("encdec", dict(deep_out=False, bigram=False, forward=True,
-                                            backward=True, last_forward=False)),
-    "grconv": ("encdec", dict(enc_rec_layer="RecursiveConvolutionalLayer", enc_rec_gating=False,
-                              enc_rec_reseting=False, forward=False, last_forward=True)),
+    "search_relu_hard_sigmoid": (
+        "search",
+        dict(
+            rank_n_activ="lambda x: x*(x>0)",
+            activ="lambda x: TT.maximum(x, 0)",
+            rec_gater="lambda x: x*(x>0)*(x<1)",
+            dec_rec_gater="lambda x: x*(x>0)*(x<1)",
+            enc_rec_gater="lambda x: TT.nnet.sigmoid(x)",
+            bigram=True,
+            check_first_word=True,
+        ),
+    ),
+    "encdec_hard_tanh_maxout4": (
+        "encdec",
+        dict(
+            activ="lambda x: x*(x>-1)*(x<1)",
+            dec_activ="lambda x: x*(x>-1)*(x<1)",
+            enc_activ="lambda x: TT.tanh(x)",
+            unary_activ="Maxout(4)",
+            maxout_part=4,
+            forward=False,
+            last_forward=True,
+            backward=False,
+            last_backward=True,
+            bias_code=False,
+        ),
+    ),
+    "encdec_plain_readout": (
+        "encdec",
+        dict(deep_out=False, bigram=False, forward=True, backward=True, last_forward=False),
+    ),
+    "grconv": (
+        "encdec",
+        dict(
+            enc_rec_layer="RecursiveConvolutionalLayer",
+            enc_rec_gating=False,
+            enc_rec_reseting=False,
+            forward=False,
+            last_forward=True,
+        ),
+    ),
 }
 
 
@@ -264,15 +330,19 @@ def test_graphs_equal_port_on_other_architectures(name, one_thread):
     derived bound of its exact value (the float64 shadow; noise from the float32 probe),
     the rule parity applies to the port's own float32 output."""
     import onnxruntime as ort
-    from parity_tests.support.models import build_model
 
     from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph, next_states_graph
+    from parity_tests.support.models import build_model
+
     family, flags = ARCHITECTURES[name]
     model = build_model(family, 13, 17, 8, 4, flags, seed=7, scales=(1.0, 3.0, 3.0, 4.0, 1.0))
     ref = {"p64": model.float64_shadow(), "probe": model.float32_probe()}
-    sess = {f.__name__: ort.InferenceSession(f(model).SerializeToString(),
-                                             providers=["CPUExecutionProvider"])
-            for f in (encoder_graph, next_probs_graph, next_states_graph)}
+    sess = {
+        f.__name__: ort.InferenceSession(
+            f(model).SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        for f in (encoder_graph, next_probs_graph, next_states_graph)
+    }
     rng = np.random.default_rng(1)
     checked = 0
     for length in (1, 2, 6):
@@ -280,8 +350,10 @@ def test_graphs_equal_port_on_other_architectures(name, one_thread):
         enc = sess["encoder_graph"].run(None, {"seq": seq})
         c = {r: m.encode(seq) for r, m in ref.items()}
         pfc = {r: m.p_from_c(c[r]) for r, m in ref.items()}
-        pairs = [(enc[0], {r: c[r] for r in ref}, tol.ABS),
-                 (enc[1], {r: m.initial_states(c[r]) for r, m in ref.items()}, tol.ABS)]
+        pairs = [
+            (enc[0], {r: c[r] for r in ref}, tol.ABS),
+            (enc[1], {r: m.initial_states(c[r]) for r, m in ref.items()}, tol.ABS),
+        ]
         if model.cfg.search:
             pairs.append((enc[2], {r: pfc[r][:, 0] for r in ref}, tol.ABS))
         y = np.array([0, 3, 16, 5], dtype=np.int64)
@@ -290,16 +362,23 @@ def test_graphs_equal_port_on_other_architectures(name, one_thread):
         for k in (0, 1, 9):
             feed = {"c": enc[0], "s_prev": s}
             feed.update({"p_from_c": enc[2]} if model.cfg.search else {"step": np.array(k)})
-            pairs.append((sess["next_probs_graph"].run(None, dict(feed, y_prev=y))[0],
-                          {r: m.next_probs(c[r], pfc[r], k, ty, ts) for r, m in ref.items()},
-                          tol.REL))
-            pairs.append((sess["next_states_graph"].run(None, dict(feed, y=y))[0],
-                          {r: m.next_states(c[r], pfc[r], k, ty, ts) for r, m in ref.items()},
-                          tol.ABS))
+            pairs.append(
+                (
+                    sess["next_probs_graph"].run(None, dict(feed, y_prev=y))[0],
+                    {r: m.next_probs(c[r], pfc[r], k, ty, ts) for r, m in ref.items()},
+                    tol.REL,
+                )
+            )
+            pairs.append(
+                (
+                    sess["next_states_graph"].run(None, dict(feed, y=y))[0],
+                    {r: m.next_states(c[r], pfc[r], k, ty, ts) for r, m in ref.items()},
+                    tol.ABS,
+                )
+            )
         rows = {kind.name: OnnxRow(name, kind.name) for kind in (tol.ABS, tol.REL)}
         for i, (got, exact, kind) in enumerate(pairs):
-            rows[kind.name].add(f"{length}/{i}", got, exact["p64"].numpy(),
-                                exact["probe"].numpy())
+            rows[kind.name].add(f"{length}/{i}", got, exact["p64"].numpy(), exact["probe"].numpy())
         for row in rows.values():
             row.finish()
             assert row.ok, (row.line(), row.notes[:3])

@@ -8,6 +8,7 @@ no traceback.  ``derandomize=True``: the same examples on every run (CI budget w
 minute).  ``tools/fuzz.py`` runs the same mutations by the thousand, one process per case,
 with time and memory limits.
 """
+
 import json
 import os
 import pickle
@@ -25,13 +26,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import legacy_states
-from parity_tests.support import fuzzing as F
-from groundhog_port.legacy import vocab
 from groundhog_port.errors import LegacyInputError
+from groundhog_port.legacy import vocab
+from parity_tests.support import fuzzing as F
 
 FX = F.Fixtures()
-SETTINGS = dict(deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
 OK = ("loaded", "clean error")
 
@@ -45,8 +50,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @contextmanager
 def time_limit(seconds):
     """A Python-level hang fails the example instead of the whole run."""
+
     def on_alarm(signum, frame):
         raise TimeoutError(f"no result after {seconds}s")
+
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(seconds)
     try:
@@ -70,16 +77,29 @@ POS = st.integers(0, 1 << 24)
 
 byte_mutations = st.one_of(
     st.builds(lambda o: (f"truncate@{o}", lambda d: F.truncate(d, o % (len(d) + 1))), POS),
-    st.builds(lambda e: (f"flip{e[:3]}", lambda d: F.flip(d, e)),
-              st.lists(st.tuples(POS, st.integers(1, 255)), min_size=1, max_size=8)),
-    st.builds(lambda p, c: (f"overwrite@{p}", lambda d: F.overwrite(d, p, c)), POS,
-              st.binary(min_size=1, max_size=16)),
-    st.builds(lambda p, c: (f"insert@{p}", lambda d: F.insert(d, p, c)), POS,
-              st.binary(min_size=1, max_size=32)),
-    st.builds(lambda p, n: (f"delete@{p}-{n}", lambda d: F.delete(d, p, n)), POS,
-              st.integers(1, 512)),
-    st.builds(lambda p, v, w: (f"int@{p}={v:#x}", lambda d: F.put_int(d, p, v, w)), POS,
-              st.sampled_from(F.INTERESTING_INTS), st.sampled_from([1, 2, 4, 8])),
+    st.builds(
+        lambda e: (f"flip{e[:3]}", lambda d: F.flip(d, e)),
+        st.lists(st.tuples(POS, st.integers(1, 255)), min_size=1, max_size=8),
+    ),
+    st.builds(
+        lambda p, c: (f"overwrite@{p}", lambda d: F.overwrite(d, p, c)),
+        POS,
+        st.binary(min_size=1, max_size=16),
+    ),
+    st.builds(
+        lambda p, c: (f"insert@{p}", lambda d: F.insert(d, p, c)),
+        POS,
+        st.binary(min_size=1, max_size=32),
+    ),
+    st.builds(
+        lambda p, n: (f"delete@{p}-{n}", lambda d: F.delete(d, p, n)), POS, st.integers(1, 512)
+    ),
+    st.builds(
+        lambda p, v, w: (f"int@{p}={v:#x}", lambda d: F.put_int(d, p, v, w)),
+        POS,
+        st.sampled_from(F.INTERESTING_INTS),
+        st.sampled_from([1, 2, 4, 8]),
+    ),
     st.just(("empty", lambda d: b"")),
 )
 
@@ -161,7 +181,7 @@ def test_huge_memo_index_is_refused_before_the_memo_grows(put, tmp_path):
     p.write_bytes(b"(dp0\nS'dim'\n" + put + b"I1000\ns.")
     with pytest.raises(LegacyInputError, match="memo index"):
         legacy_states.safe_load_pickle(p)
-    p.write_bytes(b"(dp0\nS'dim'\np1\nI1000\ns.")              # a small index is fine
+    p.write_bytes(b"(dp0\nS'dim'\np1\nI1000\ns.")  # a small index is fine
     assert legacy_states.safe_load_pickle(p) == {"dim": 1000}
 
 
@@ -180,8 +200,10 @@ except LegacyInputError as err:
 """
 
 
-@pytest.mark.skipif(F.available_targets(FX) != list(F.TARGETS),
-                    reason="the recorded traces and .h5 bitexts are needed to generate the same cases")
+@pytest.mark.skipif(
+    F.available_targets(FX) != list(F.TARGETS),
+    reason="the recorded traces and .h5 bitexts are needed to generate the same cases",
+)
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak RSS read from /proc")
 def test_damaged_vlen_string_length_does_not_touch_gigabytes(tmp_path):
     """Fuzz seed 17204 case 1275: 20 overwritten bytes gave the ``python_version``
@@ -191,9 +213,13 @@ def test_damaged_vlen_string_length_does_not_touch_gigabytes(tmp_path):
     case = F.seeded_case(FX, 17204, 1275, tmp_path, targets=F.TARGETS_BEFORE_ISSUE_25)
     trace = tmp_path / "trace.h5"
     trace.write_bytes(case.files["trace.h5"])
-    out = subprocess.run([sys.executable, "-c", _PEAK_RSS_OF_OPENING, str(trace)],
-                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS_OF_OPENING, str(trace)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=120,
+    )
     outcome, mib = out.stdout.split()
     assert outcome == "clean" and int(mib) < 256, out.stdout + out.stderr
 
@@ -201,7 +227,7 @@ def test_damaged_vlen_string_length_does_not_touch_gigabytes(tmp_path):
 @pytest.mark.parametrize("op", F.HUGE_OPCODES)
 def test_huge_declared_sizes(op, tmp_path):
     p = tmp_path / "huge.pkl"
-    for size in (2 ** 33, 2 ** 62):
+    for size in (2**33, 2**62):
         p.write_bytes(F.huge_size_pickle(op, size))
         with pytest.raises(LegacyInputError):
             legacy_states.safe_load_pickle(p)
@@ -214,34 +240,59 @@ def test_huge_declared_sizes(op, tmp_path):
 @given(exp=st.sampled_from(FX.experiments), mutation=byte_mutations)
 def test_state_bytes(exp, mutation):
     label, fn = mutation
-    check(F.Case("state", f"{exp.name}: {label}", {"state.pkl": fn(FX.read(exp.state))},
-                 {"experiment": exp.name}))
+    check(
+        F.Case(
+            "state",
+            f"{exp.name}: {label}",
+            {"state.pkl": fn(FX.read(exp.state))},
+            {"experiment": exp.name},
+        )
+    )
 
 
 @settings(max_examples=120, **SETTINGS)
-@given(exp=st.sampled_from(FX.experiments), key=st.sampled_from(F.STATE_KEYS),
-       value=st.sampled_from(F.HOSTILE_VALUES), protocol=st.sampled_from([0, 2]))
+@given(
+    exp=st.sampled_from(FX.experiments),
+    key=st.sampled_from(F.STATE_KEYS),
+    value=st.sampled_from(F.HOSTILE_VALUES),
+    protocol=st.sampled_from([0, 2]),
+)
 def test_state_values(exp, key, value, protocol, tmp_path_factory):
     state = legacy_states.safe_load_pickle(exp.state)
     marker = tmp_path_factory.getbasetemp() / "never" / F.MARKER_NAME
     data = F.state_with(state, key, value, protocol, marker)
-    check(F.Case("state", f"{exp.name}: state[{key!r}] = {value!r:.40}", {"state.pkl": data},
-                 {"experiment": exp.name}))
+    check(
+        F.Case(
+            "state",
+            f"{exp.name}: state[{key!r}] = {value!r:.40}",
+            {"state.pkl": data},
+            {"experiment": exp.name},
+        )
+    )
     assert not marker.exists()
 
 
 @settings(max_examples=120, **SETTINGS)
-@given(path=st.sampled_from(FX.vocab_files), kind=st.sampled_from(["word2idx", "idx2word"]),
-       mutation=byte_mutations)
+@given(
+    path=st.sampled_from(FX.vocab_files),
+    kind=st.sampled_from(["word2idx", "idx2word"]),
+    mutation=byte_mutations,
+)
 def test_vocab_bytes(path, kind, mutation):
     label, fn = mutation
-    check(F.Case("vocab", f"{path.name}: {label}", {"vocab.pkl": fn(FX.read(path))}, {"kind": kind}))
+    check(
+        F.Case("vocab", f"{path.name}: {label}", {"vocab.pkl": fn(FX.read(path))}, {"kind": kind})
+    )
 
 
 @settings(max_examples=60, **SETTINGS)
-@given(path=st.sampled_from(FX.vocab_files), kind=st.sampled_from(["word2idx", "idx2word"]),
-       edit=st.sampled_from(["set", "set", "del", "empty", "list", "swap", "nested"]),
-       value=st.sampled_from(F.HOSTILE_VALUES[:24]), rnd=st.randoms(use_true_random=False))
+@given(
+    path=st.sampled_from(FX.vocab_files),
+    kind=st.sampled_from(["word2idx", "idx2word"]),
+    edit=st.sampled_from(["set", "set", "del", "empty", "list", "swap", "nested"]),
+    value=st.sampled_from(F.HOSTILE_VALUES[:24]),
+    rnd=st.randoms(use_true_random=False),
+)
 def test_vocab_entries(path, kind, edit, value, rnd):
     v = legacy_states.safe_load_pickle(path)
     key = rnd.choice(sorted(v, key=repr))
@@ -251,36 +302,58 @@ def test_vocab_entries(path, kind, edit, value, rnd):
         data = F.vocab_with(v, edit, key, value)
     except TypeError:  # unhashable key
         data = F.vocab_with(v, "list")
-    check(F.Case("vocab", f"{path.name}: {edit} {key!r:.20}={value!r:.20}", {"vocab.pkl": data},
-                 {"kind": kind}))
+    check(
+        F.Case(
+            "vocab",
+            f"{path.name}: {edit} {key!r:.20}={value!r:.20}",
+            {"vocab.pkl": data},
+            {"kind": kind},
+        )
+    )
 
 
 @settings(max_examples=80, **SETTINGS)
-@given(exp=st.sampled_from(FX.experiments), mutation=byte_mutations,
-       allow_nonfinite=st.booleans())
+@given(exp=st.sampled_from(FX.experiments), mutation=byte_mutations, allow_nonfinite=st.booleans())
 def test_model_bytes(exp, mutation, allow_nonfinite):
     label, fn = mutation
-    check(F.Case("model", f"{exp.name}: {label}", {"model.npz": fn(FX.read(exp.model))},
-                 {"experiment": exp.name, "allow_nonfinite": allow_nonfinite}))
+    check(
+        F.Case(
+            "model",
+            f"{exp.name}: {label}",
+            {"model.npz": fn(FX.read(exp.model))},
+            {"experiment": exp.name, "allow_nonfinite": allow_nonfinite},
+        )
+    )
 
 
 @settings(max_examples=80, **SETTINGS)
-@given(exp=st.sampled_from(FX.experiments), edit=st.sampled_from(F.NPZ_EDITS),
-       lenient=st.booleans(), allow_nonfinite=st.booleans(), rnd=st.randoms(use_true_random=False))
+@given(
+    exp=st.sampled_from(FX.experiments),
+    edit=st.sampled_from(F.NPZ_EDITS),
+    lenient=st.booleans(),
+    allow_nonfinite=st.booleans(),
+    rnd=st.randoms(use_true_random=False),
+)
 def test_model_arrays(exp, edit, lenient, allow_nonfinite, rnd, tmp_path_factory):
     arrays = F.read_npz_arrays(FX.read(exp.model))
     name = rnd.choice(sorted(arrays))
     marker = tmp_path_factory.getbasetemp() / "never" / F.MARKER_NAME
     data = F.npz_edit(arrays, edit, name, rnd, marker)
-    result = check(F.Case("model", f"{exp.name}: {edit} {name}", {"model.npz": data},
-                          {"experiment": exp.name, "lenient": lenient,
-                           "allow_nonfinite": allow_nonfinite}))
+    result = check(
+        F.Case(
+            "model",
+            f"{exp.name}: {edit} {name}",
+            {"model.npz": data},
+            {"experiment": exp.name, "lenient": lenient, "allow_nonfinite": allow_nonfinite},
+        )
+    )
     assert not marker.exists()
     if edit in ("nan", "inf", "-inf") and not allow_nonfinite:
         assert result.outcome == "clean error" and "--allow-nonfinite" in result.detail
     square = arrays[name].ndim == 2 and arrays[name].shape[0] == arrays[name].shape[1]
-    if (edit in ("float64", "delete", "extra", "huge-header") or edit == "transpose" and not square) \
-            and not lenient:
+    if (
+        edit in ("float64", "delete", "extra", "huge-header") or edit == "transpose" and not square
+    ) and not lenient:
         assert result.outcome == "clean error"
 
 
@@ -310,14 +383,23 @@ def test_trace_structure(edit, rnd):
 def test_bitext_bytes(which, mutation):
     label, fn = mutation
     a, b = FX.bitext_pairs[0]
-    check(F.Case("bitext", f"{which}: {label}", {f"{which}.h5": fn(FX.read(a if which == "src" else b))},
-                 {"src": str(a), "trg": str(b)}))
+    check(
+        F.Case(
+            "bitext",
+            f"{which}: {label}",
+            {f"{which}.h5": fn(FX.read(a if which == "src" else b))},
+            {"src": str(a), "trg": str(b)},
+        )
+    )
 
 
 @needs_bitexts
 @settings(max_examples=40, **SETTINGS)
-@given(which=st.sampled_from(["src", "trg"]), edit=st.sampled_from(F.H5_EDITS),
-       rnd=st.randoms(use_true_random=False))
+@given(
+    which=st.sampled_from(["src", "trg"]),
+    edit=st.sampled_from(F.H5_EDITS),
+    rnd=st.randoms(use_true_random=False),
+)
 def test_bitext_structure(which, edit, rnd):
     a, b = FX.bitext_pairs[0]
     with tempfile.TemporaryDirectory() as d:
@@ -325,20 +407,34 @@ def test_bitext_structure(which, edit, rnd):
         p.write_bytes(FX.read(a if which == "src" else b))
         F.h5_edit(p, edit, rnd, "bitext")
         data = p.read_bytes()
-    check(F.Case("bitext", f"{which}: h5 {edit}", {f"{which}.h5": data}, {"src": str(a), "trg": str(b)}))
+    check(
+        F.Case(
+            "bitext", f"{which}: h5 {edit}", {f"{which}.h5": data}, {"src": str(a), "trg": str(b)}
+        )
+    )
 
 
 @settings(max_examples=120, **SETTINGS)
-@given(which=st.sampled_from(["src", "trg"]),
-       mutation=st.one_of(byte_mutations, st.builds(
-           lambda e, r: (e, lambda d: F.text_edit(d, e, r)), st.sampled_from(F.TEXT_EDITS),
-           st.randoms(use_true_random=False))),
-       allow_unk=st.booleans())
+@given(
+    which=st.sampled_from(["src", "trg"]),
+    mutation=st.one_of(
+        byte_mutations,
+        st.builds(
+            lambda e, r: (e, lambda d: F.text_edit(d, e, r)),
+            st.sampled_from(F.TEXT_EDITS),
+            st.randoms(use_true_random=False),
+        ),
+    ),
+    allow_unk=st.booleans(),
+)
 def test_text(which, mutation, allow_unk):
     label, fn = mutation
     p = FX.text_files[0 if which == "src" else 1]
-    check(F.Case("text", f"{which}: {label}", {f"{which}.txt": fn(FX.read(p))},
-                 {"allow_unk": allow_unk}))
+    check(
+        F.Case(
+            "text", f"{which}: {label}", {f"{which}.txt": fn(FX.read(p))}, {"allow_unk": allow_unk}
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,19 +455,54 @@ def _cli_cases(tmp):
         return p
 
     d["translate: state runs os.system"] = [
-        "translate", "--state", put("evil_state.pkl", payloads["nested in a dict (p2)"]), model,
-        "--beam-search", "--beam-size", "5", "--batch-size", "1", "--source", fx / "test.en",
-        "--trans", tmp / "t1.txt"]
+        "translate",
+        "--state",
+        put("evil_state.pkl", payloads["nested in a dict (p2)"]),
+        model,
+        "--beam-search",
+        "--beam-size",
+        "5",
+        "--batch-size",
+        "1",
+        "--source",
+        fx / "test.en",
+        "--trans",
+        tmp / "t1.txt",
+    ]
     d["score: truncated model"] = [
-        "score", "--state", state, put("cut_model.npz", FX.read(model)[:50_000]), "--mode", "batch",
-        "--src", fx / "test.en", "--trg", fx / "test.fr", "--allow-unk"]
+        "score",
+        "--state",
+        state,
+        put("cut_model.npz", FX.read(model)[:50_000]),
+        "--mode",
+        "batch",
+        "--src",
+        fx / "test.en",
+        "--trg",
+        fx / "test.fr",
+        "--allow-unk",
+    ]
     d["inspect: vocabulary runs eval"] = [
-        "inspect", "--state", state, model, f"word_indx='{put('evil_vocab.pkl', payloads['builtins.eval (p2)'])}'"]
+        "inspect",
+        "--state",
+        state,
+        model,
+        f"word_indx='{put('evil_vocab.pkl', payloads['builtins.eval (p2)'])}'",
+    ]
     if FX.has_bitexts:
         a, b = FX.bitext_pairs[0]
         d["score: truncated .h5 bitext"] = [
-            "score", "--state", state, model, "--mode", "batch", "--src",
-            put("cut.en.h5", FX.read(a)[:100_000]), "--trg", b]
+            "score",
+            "--state",
+            state,
+            model,
+            "--mode",
+            "batch",
+            "--src",
+            put("cut.en.h5", FX.read(a)[:100_000]),
+            "--trg",
+            b,
+        ]
     return d
 
 
@@ -392,12 +523,23 @@ def run_clis(argvs, timeout=300):
     """Run several ``groundhog-port`` commands in ONE fresh process, one after the other
     (a crash in C or a hang fails the test, not the run; one torch import instead of one per
     command); returns {name: CompletedProcess}."""
-    p = subprocess.run([sys.executable, "-c", _DRIVER,
-                        json.dumps({n: [str(a) for a in argv] for n, argv in argvs.items()})],
-                       capture_output=True, text=True, env=ENV, timeout=timeout)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _DRIVER,
+            json.dumps({n: [str(a) for a in argv] for n, argv in argvs.items()}),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=timeout,
+    )
     assert p.returncode == 0, f"the command runner died (exit {p.returncode}):\n{p.stderr}"
-    return {name: subprocess.CompletedProcess(argvs[name], rc, out, err)
-            for name, (rc, out, err) in json.loads(p.stdout).items()}
+    return {
+        name: subprocess.CompletedProcess(argvs[name], rc, out, err)
+        for name, (rc, out, err) in json.loads(p.stdout).items()
+    }
 
 
 def test_cli_broken_inputs(tmp_path):
@@ -417,8 +559,12 @@ def test_cli_broken_inputs(tmp_path):
 # ---------------------------------------------------------------------------------------------
 def _state_case(key, value):
     state = legacy_states.safe_load_pickle(FX.main.state)
-    return F.Case("state", f"state[{key!r}] = {value!r}",
-                  {"state.pkl": F.state_with(state, key, value, 2)}, {"experiment": "fixture"})
+    return F.Case(
+        "state",
+        f"state[{key!r}] = {value!r}",
+        {"state.pkl": F.state_with(state, key, value, 2)},
+        {"experiment": "fixture"},
+    )
 
 
 def _model_case(label, data, **opts):
@@ -441,25 +587,32 @@ REGRESSIONS = {
     "state dropout string": lambda: _state_case("dropout", "Maxout(10**9)"),
     "state maxout_part 0": lambda: _state_case("maxout_part", 0),
     "state unk_sym_source string": lambda: _state_case("unk_sym_source", "32"),
-    "state rank_n_approx 10**30": lambda: _state_case("rank_n_approx", 10 ** 30),
+    "state rank_n_approx 10**30": lambda: _state_case("rank_n_approx", 10**30),
     # data.py: int() of a list
     "state bs list": lambda: _state_case("bs", []),
     # legacy_states/load.py: Path.is_file() raised ENAMETOOLONG
     "state path too long": lambda: _state_case("word_indx", "x" * 5000),
     "state path with NUL": lambda: _state_case("indx_word", "vocab\x00.pkl"),
     # an exception message holding a newline (a float opcode too large): two stderr lines
-    "pickle float overflow": lambda: F.Case("state", "F1e+208125", {"state.pkl": b"F1e+208125\n."},
-                                            {"experiment": "fixture"}),
+    "pickle float overflow": lambda: F.Case(
+        "state", "F1e+208125", {"state.pkl": b"F1e+208125\n."}, {"experiment": "fixture"}
+    ),
     # checkpoint.py: zipfile / numpy header errors, lenient conversion of text arrays
     "npz flag bit 5": lambda: _model_case(
-        "flag bit 5", _zip_patch(FX.read(FX.main.model).find(b"PK\x01\x02") + 8, 0x20)),
+        "flag bit 5", _zip_patch(FX.read(FX.main.model).find(b"PK\x01\x02") + 8, 0x20)
+    ),
     "npz central directory version 9.3": lambda: _model_case(
-        "version", _zip_patch(FX.read(FX.main.model).find(b"PK\x01\x02") + 6, 93)),
-    "npz header unbalanced": lambda: _model_case("bad header", F.npz_with_members(
-        {}, {"W_x": b"\x93NUMPY\x01\x00\x10\x00" + b"[" * 15 + b"\n"})),
+        "version", _zip_patch(FX.read(FX.main.model).find(b"PK\x01\x02") + 6, 93)
+    ),
+    "npz header unbalanced": lambda: _model_case(
+        "bad header",
+        F.npz_with_members({}, {"W_x": b"\x93NUMPY\x01\x00\x10\x00" + b"[" * 15 + b"\n"}),
+    ),
     "npz text array lenient": lambda: _model_case(
-        "string lenient", F.npz_edit(_arrays(), "string", "W_0_dec_initializer_0", random.Random(0)),
-        lenient=True),
+        "string lenient",
+        F.npz_edit(_arrays(), "string", "W_0_dec_initializer_0", random.Random(0)),
+        lenient=True,
+    ),
 }
 
 
@@ -486,8 +639,10 @@ SEEDED_REGRESSIONS = [
 ]
 
 
-@pytest.mark.skipif(F.available_targets(FX) != list(F.TARGETS),
-                    reason="the recorded traces and .h5 bitexts are needed to generate the same cases")
+@pytest.mark.skipif(
+    F.available_targets(FX) != list(F.TARGETS),
+    reason="the recorded traces and .h5 bitexts are needed to generate the same cases",
+)
 @pytest.mark.parametrize("seed, index", SEEDED_REGRESSIONS)
 def test_seeded_regressions(seed, index):
     with tempfile.TemporaryDirectory() as d:
@@ -499,6 +654,7 @@ def _isolated(fn, timeout=60):
     """``fn()`` in a forked process: a crash or an endless loop in C fails the test instead
     of killing or hanging the run.  Returns ``fn``'s outcome as (kind, message)."""
     import multiprocessing
+
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
 
@@ -526,6 +682,7 @@ def _isolated(fn, timeout=60):
 @needs_traces
 def test_trace_regressions(tmp_path):
     import h5py
+
     from groundhog_port.harness.trace import TraceFile
 
     def validate(p):
@@ -550,7 +707,7 @@ def test_trace_regressions(tmp_path):
     with h5py.File(p, "r+") as f:
         f.create_group("sampler")["mrg_base_rstate_after_build"] = h5py.SoftLink("/sampler")
         del f["pairs/0/score"]
-        f["pairs/0"].create_dataset("score", shape=(2 ** 40,), dtype="f4", chunks=(4096,))
+        f["pairs/0"].create_dataset("score", shape=(2**40,), dtype="f4", chunks=(4096,))
     with TraceFile(p) as tf:
         with pytest.raises(LegacyInputError, match="expected a dataset"):
             tf.sampler()
@@ -562,13 +719,17 @@ def test_trace_regressions(tmp_path):
 def test_bitext_regressions(tmp_path):
     """Datasets that declare far more than the file holds were allocated (32 GiB and up)."""
     import h5py
+
     from groundhog_port.legacy.data import read_h5_bitext
+
     a, _ = FX.bitext_pairs[0]
     edits = {
-        "never-written chunks": lambda f: f.create_dataset("phrases", shape=(2 ** 33,), dtype="i4",
-                                                          chunks=(4096,), maxshape=(None,)),
-        "external /dev/zero": lambda f: f.create_dataset("phrases", shape=(2 ** 32,), dtype="i4",
-                                                        external=[("/dev/zero", 0, h5py.h5f.UNLIMITED)]),
+        "never-written chunks": lambda f: f.create_dataset(
+            "phrases", shape=(2**33,), dtype="i4", chunks=(4096,), maxshape=(None,)
+        ),
+        "external /dev/zero": lambda f: f.create_dataset(
+            "phrases", shape=(2**32,), dtype="i4", external=[("/dev/zero", 0, h5py.h5f.UNLIMITED)]
+        ),
         "external link": lambda f: f.__setitem__("phrases", h5py.ExternalLink("/etc/passwd", "/")),
     }
     for i, (name, edit) in enumerate(edits.items()):

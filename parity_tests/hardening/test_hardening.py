@@ -11,6 +11,7 @@ Most runs call ``groundhog_port.cli.main.main`` in this process with stdout/stde
 interpreter start-up); those that measure memory or need the exit status of a real process
 run ``python -m groundhog_port``.
 """
+
 import os
 import subprocess
 import sys
@@ -18,8 +19,8 @@ import sys
 import numpy as np
 import pytest
 
-from parity_tests.support.cases import FIXTURES
 from groundhog_port.cli.main import COMMANDS, main
+from parity_tests.support.cases import FIXTURES
 from parity_tests.support.fuzzing import run_cli_inprocess
 
 FX = FIXTURES / "search"
@@ -39,13 +40,39 @@ def cli(*argv):
 
 
 def translate(src, out, *extra):
-    return cli("translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
-               "--batch-size", 1, "--source", src, "--trans", out, *extra)
+    return cli(
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--beam-search",
+        "--beam-size",
+        5,
+        "--batch-size",
+        1,
+        "--source",
+        src,
+        "--trans",
+        out,
+        *extra,
+    )
 
 
 def score(mode, src, trg, *extra):
-    return cli("score", "--state", STATE, MODEL, "--mode", mode, "--src", src, "--trg", trg,
-               "--allow-unk", *extra)
+    return cli(
+        "score",
+        "--state",
+        STATE,
+        MODEL,
+        "--mode",
+        mode,
+        "--src",
+        src,
+        "--trg",
+        trg,
+        "--allow-unk",
+        *extra,
+    )
 
 
 def one_error_line(err):
@@ -80,7 +107,9 @@ def test_translate_empty_line(tmp_path):
     nbest = [l.split(" ||| ") for l in (tmp_path / "nb").read_text(encoding="utf-8").splitlines()]
     empty = [n for n in nbest if n[0] == "1"]
     assert empty and all(len(n[1].split()) <= 2 for n in empty)
-    alone_rc, _, _ = translate(write(tmp_path / "a.en", f"{FAST[0]}\n{FAST[1]}\n"), tmp_path / "a.fr")
+    alone_rc, _, _ = translate(
+        write(tmp_path / "a.en", f"{FAST[0]}\n{FAST[1]}\n"), tmp_path / "a.fr"
+    )
     assert alone_rc == 0
     assert (tmp_path / "a.fr").read_text(encoding="utf-8").split("\n")[:2] == [lines[0], lines[2]]
 
@@ -106,8 +135,11 @@ def test_score_empty_line(tmp_path):
     assert len(costs) == 3 and costs[1] > 0 and not np.isnan(costs[1])
     assert np.isfinite(costs[0]) and costs[0] > 0 and np.isfinite(vals[2])
     np.testing.assert_allclose(costs[2], -vals[2], rtol=1e-4)
-    rc, both, _ = score("batch", write(tmp_path / "n.en", f"{FAST[0]}\n{FAST[2]}\n"),
-                        write(tmp_path / "n.fr", "il est cher .\nil veut mon ami .\n"))
+    rc, both, _ = score(
+        "batch",
+        write(tmp_path / "n.en", f"{FAST[0]}\n{FAST[2]}\n"),
+        write(tmp_path / "n.fr", "il est cher .\nil veut mon ami .\n"),
+    )
     assert both.split() == [out_batch.split()[0], out_batch.split()[2]]
 
 
@@ -115,14 +147,16 @@ def test_score_empty_line(tmp_path):
 # long and very long lines
 # ---------------------------------------------------------------------------------------------
 def test_lines_longer_than_seqlen_are_named(tmp_path):
-    long_line = " ".join(["the cat is black ."] * 6)          # 30 words, seqlen is 20
+    long_line = " ".join(["the cat is black ."] * 6)  # 30 words, seqlen is 20
     src = write(tmp_path / "src.en", f"{FAST[0]}\n{long_line}\n")
     rc, out, err = translate(src, tmp_path / "out.fr")
     assert rc == 0, err
     assert f"{src}: line 2 has 30 words, more than seqlen=20" in err
     assert "line 1 " not in err
     assert len((tmp_path / "out.fr").read_text(encoding="utf-8").splitlines()) == 2
-    trg = write(tmp_path / "trg.fr", "il est cher .\n" + " ".join(["le chat est noir ."] * 5) + "\n")
+    trg = write(
+        tmp_path / "trg.fr", "il est cher .\n" + " ".join(["le chat est noir ."] * 5) + "\n"
+    )
     for mode in ("txt", "batch"):
         rc, out, err = score(mode, src, trg)
         assert rc == 0, err
@@ -131,14 +165,21 @@ def test_lines_longer_than_seqlen_are_named(tmp_path):
 
 def _measured(argv):
     """``python -m groundhog_port ARGV`` in a fresh process; (rc, stdout, stderr, peak MiB)."""
-    code = ("import resource, sys\n"
-            "from groundhog_port.cli.main import main\n"
-            "rc = main(sys.argv[1:])\n"
-            "sys.stdout.flush()\n"
-            "print('PEAK_RSS_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-            "sys.exit(rc)\n")
-    return subprocess.Popen([sys.executable, "-c", code, "--log-level", "WARNING", *map(str, argv)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    code = (
+        "import resource, sys\n"
+        "from groundhog_port.cli.main import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "sys.stdout.flush()\n"
+        "print('PEAK_RSS_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(rc)\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "--log-level", "WARNING", *map(str, argv)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
 
 
 def test_very_long_lines_bounded_memory(tmp_path):
@@ -154,11 +195,38 @@ def test_very_long_lines_bounded_memory(tmp_path):
     trg = write(tmp_path / "long.fr", f"il est cher .\n{long_trg}\n")
     short = write(tmp_path / "long400.en", " ".join(rng.choice(words, 400)) + "\n")
     runs = {
-        "score": _measured(["score", "--state", STATE, MODEL, "--mode", "batch", "--src", src,
-                            "--trg", trg, "--allow-unk"]),
-        "translate": _measured(["translate", "--state", STATE, MODEL, "--beam-search",
-                                "--beam-size", 1, "--batch-size", 1, "--source", short,
-                                "--trans", tmp_path / "t.fr"]),
+        "score": _measured(
+            [
+                "score",
+                "--state",
+                STATE,
+                MODEL,
+                "--mode",
+                "batch",
+                "--src",
+                src,
+                "--trg",
+                trg,
+                "--allow-unk",
+            ]
+        ),
+        "translate": _measured(
+            [
+                "translate",
+                "--state",
+                STATE,
+                MODEL,
+                "--beam-search",
+                "--beam-size",
+                1,
+                "--batch-size",
+                1,
+                "--source",
+                short,
+                "--trans",
+                tmp_path / "t.fr",
+            ]
+        ),
     }
     for name, p in runs.items():
         out, err = p.communicate(timeout=300)
@@ -179,8 +247,12 @@ def test_very_long_lines_bounded_memory(tmp_path):
 def test_non_utf8_input_is_one_error_naming_the_line(tmp_path):
     src = write(tmp_path / "latin1.en", b"he is expensive .\nthe caf\xe9 is black .\n")
     trg = write(tmp_path / "ok.fr", "il est cher .\nle café est noir .\n")
-    for rc, _, err in (translate(src, tmp_path / "o.fr"), score("txt", src, trg),
-                       score("batch", src, trg), score("batch", trg, src)):
+    for rc, _, err in (
+        translate(src, tmp_path / "o.fr"),
+        score("txt", src, trg),
+        score("batch", src, trg),
+        score("batch", trg, src),
+    ):
         assert rc == 2
         line = one_error_line(err)
         assert str(src) in line and "line 2: not valid UTF-8 (byte 0xe9 at column 8)" in line
@@ -191,6 +263,7 @@ def test_non_utf8_input_is_one_error_naming_the_line(tmp_path):
 def test_line_endings_do_not_change_results(variant, tmp_path):
     """Python 2's ``line.strip()`` removed the ``\\r`` of Windows line endings and read a last
     line without newline: same translations, same total cost, same scores."""
+
     def mangle(text):
         data = text.encode("utf-8")
         if "crlf" in variant:
@@ -198,6 +271,7 @@ def test_line_endings_do_not_change_results(variant, tmp_path):
         if "no-final-newline" in variant:
             data = data.rstrip(b"\r\n")
         return data
+
     src_text = f"{FAST[0]}\n{FAST[2]}\n"
     trg_text = "il est cher .\nil veut mon ami .\n"
     results = []
@@ -206,8 +280,14 @@ def test_line_endings_do_not_change_results(variant, tmp_path):
         trg = write(tmp_path / f"{tag}.fr", conv(trg_text))
         rc, out, err = translate(src, tmp_path / f"{tag}.out")
         assert rc == 0, err
-        results.append(((tmp_path / f"{tag}.out").read_bytes(), out,
-                        score("batch", src, trg)[1], score("txt", src, trg)[1]))
+        results.append(
+            (
+                (tmp_path / f"{tag}.out").read_bytes(),
+                out,
+                score("batch", src, trg)[1],
+                score("txt", src, trg)[1],
+            )
+        )
     assert results[0] == results[1]
     assert b"\r" not in results[1][0]
 
@@ -252,10 +332,24 @@ def test_translate_and_score_refuse_nonfinite_unless_allowed(nan_model, tmp_path
     src = write(tmp_path / "s.en", f"{FAST[0]}\n")
     trg = write(tmp_path / "s.fr", "il est cher .\n")
     for rc, out, err in (
-            cli("translate", "--state", STATE, nan_model, "--beam-search", "--beam-size", 5,
-                "--batch-size", 1, "--source", src, "--trans", tmp_path / "o.fr"),
-            cli("score", "--state", STATE, nan_model, "--mode", "batch", "--src", src, "--trg", trg),
-            cli("score", "--state", STATE, nan_model, "--mode", "txt", "--src", src, "--trg", trg)):
+        cli(
+            "translate",
+            "--state",
+            STATE,
+            nan_model,
+            "--beam-search",
+            "--beam-size",
+            5,
+            "--batch-size",
+            1,
+            "--source",
+            src,
+            "--trans",
+            tmp_path / "o.fr",
+        ),
+        cli("score", "--state", STATE, nan_model, "--mode", "batch", "--src", src, "--trg", trg),
+        cli("score", "--state", STATE, nan_model, "--mode", "txt", "--src", src, "--trg", trg),
+    ):
         assert rc == 2 and out == ""
         line = one_error_line(err)
         assert "non-finite weights (NaN/Inf)" in line and "--allow-nonfinite" in line
@@ -263,13 +357,37 @@ def test_translate_and_score_refuse_nonfinite_unless_allowed(nan_model, tmp_path
     assert not (tmp_path / "o.fr").exists()
     # allowed: runs to the end (NaN costs: nothing finishes, empty lines, as the original
     # would compute), no traceback
-    rc, out, err = cli("translate", "--state", STATE, nan_model, "--beam-search", "--beam-size", 5,
-                       "--batch-size", 1, "--source", src, "--trans", tmp_path / "o.fr",
-                       "--allow-nonfinite")
+    rc, out, err = cli(
+        "translate",
+        "--state",
+        STATE,
+        nan_model,
+        "--beam-search",
+        "--beam-size",
+        5,
+        "--batch-size",
+        1,
+        "--source",
+        src,
+        "--trans",
+        tmp_path / "o.fr",
+        "--allow-nonfinite",
+    )
     assert rc in (0, 3), err
     assert (tmp_path / "o.fr").exists()
-    rc, out, err = cli("score", "--state", STATE, nan_model, "--mode", "batch", "--src", src,
-                       "--trg", trg, "--allow-nonfinite")
+    rc, out, err = cli(
+        "score",
+        "--state",
+        STATE,
+        nan_model,
+        "--mode",
+        "batch",
+        "--src",
+        src,
+        "--trg",
+        trg,
+        "--allow-nonfinite",
+    )
     assert rc == 0 and out.strip() == "nan"
 
 
@@ -277,7 +395,7 @@ def test_translate_and_score_refuse_nonfinite_unless_allowed(nan_model, tmp_path
 # exit codes and bad arguments for every command
 # ---------------------------------------------------------------------------------------------
 def test_usage_errors_exit_2():
-    assert cli()[0] == 2                                  # no command: help, exit 2
+    assert cli()[0] == 2  # no command: help, exit 2
     assert cli("frobnicate")[0] == 2
     for command in COMMANDS:
         rc, out, err = cli(command, "--no-such-option")
@@ -288,8 +406,12 @@ def test_usage_errors_exit_2():
 
 
 def test_usage_error_exit_status_of_the_process():
-    r = subprocess.run([sys.executable, "-m", "groundhog_port", "translate", "--beam-size", "x"],
-                       capture_output=True, text=True, env=ENV)
+    r = subprocess.run(
+        [sys.executable, "-m", "groundhog_port", "translate", "--beam-size", "x"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "invalid int value: 'x'" in r.stderr
 
@@ -303,31 +425,143 @@ def _bad_invocations(tmp):
         "inspect: missing state": ["inspect", "--state", missing],
         "inspect: state is a directory": ["inspect", "--state", directory, MODEL],
         "inspect: model is garbage": ["inspect", "--state", STATE, garbage],
-        "score: missing model": ["score", "--state", STATE, missing, "--mode", "batch", "--src",
-                                 src, "--trg", src],
-        "score: missing source": ["score", "--state", STATE, MODEL, "--mode", "txt", "--src",
-                                  missing, "--trg", src],
-        "score: --src without --trg": ["score", "--state", STATE, MODEL, "--mode", "batch",
-                                       "--src", src],
-        "score: --resume without --scores": ["score", "--state", STATE, MODEL, "--mode", "batch",
-                                             "--src", src, "--trg", src, "--resume"],
-        "score: garbage .h5": ["score", "--state", STATE, MODEL, "--mode", "batch", "--src",
-                               write(tmp / "g.en.h5", b"junk"), "--trg", write(tmp / "g.fr.h5", b"junk")],
-        "translate: sampling without --n-samples": ["translate", "--state", STATE, MODEL,
-                                                     "--source", src, "--trans", tmp / "o"],
-        "translate: --beam-size 0": ["translate", "--state", STATE, MODEL, "--beam-search",
-                                     "--beam-size", 0, "--source", src, "--trans", tmp / "o"],
-        "translate: output directory missing": ["translate", "--state", STATE, MODEL,
-                                                "--beam-search", "--beam-size", 5, "--source", src,
-                                                "--trans", missing / "o.txt"],
-        "translate: state is garbage": ["translate", "--state", garbage, MODEL, "--beam-search",
-                                        "--beam-size", 5, "--source", src, "--trans", tmp / "o"],
-        "translate: bad changes": ["translate", "--state", STATE, MODEL, "dim=__import__('os')",
-                                   "--beam-search", "--beam-size", 5, "--source", src,
-                                   "--trans", tmp / "o"],
-        "translate: --device cuda:7": ["translate", "--state", STATE, MODEL, "--device", "cuda:7",
-                                       "--beam-search", "--beam-size", 5, "--source", src,
-                                       "--trans", tmp / "o"],
+        "score: missing model": [
+            "score",
+            "--state",
+            STATE,
+            missing,
+            "--mode",
+            "batch",
+            "--src",
+            src,
+            "--trg",
+            src,
+        ],
+        "score: missing source": [
+            "score",
+            "--state",
+            STATE,
+            MODEL,
+            "--mode",
+            "txt",
+            "--src",
+            missing,
+            "--trg",
+            src,
+        ],
+        "score: --src without --trg": [
+            "score",
+            "--state",
+            STATE,
+            MODEL,
+            "--mode",
+            "batch",
+            "--src",
+            src,
+        ],
+        "score: --resume without --scores": [
+            "score",
+            "--state",
+            STATE,
+            MODEL,
+            "--mode",
+            "batch",
+            "--src",
+            src,
+            "--trg",
+            src,
+            "--resume",
+        ],
+        "score: garbage .h5": [
+            "score",
+            "--state",
+            STATE,
+            MODEL,
+            "--mode",
+            "batch",
+            "--src",
+            write(tmp / "g.en.h5", b"junk"),
+            "--trg",
+            write(tmp / "g.fr.h5", b"junk"),
+        ],
+        "translate: sampling without --n-samples": [
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "--source",
+            src,
+            "--trans",
+            tmp / "o",
+        ],
+        "translate: --beam-size 0": [
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "--beam-search",
+            "--beam-size",
+            0,
+            "--source",
+            src,
+            "--trans",
+            tmp / "o",
+        ],
+        "translate: output directory missing": [
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "--beam-search",
+            "--beam-size",
+            5,
+            "--source",
+            src,
+            "--trans",
+            missing / "o.txt",
+        ],
+        "translate: state is garbage": [
+            "translate",
+            "--state",
+            garbage,
+            MODEL,
+            "--beam-search",
+            "--beam-size",
+            5,
+            "--source",
+            src,
+            "--trans",
+            tmp / "o",
+        ],
+        "translate: bad changes": [
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "dim=__import__('os')",
+            "--beam-search",
+            "--beam-size",
+            5,
+            "--source",
+            src,
+            "--trans",
+            tmp / "o",
+        ],
+        "translate: --device cuda:7": [
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "--device",
+            "cuda:7",
+            "--beam-search",
+            "--beam-size",
+            5,
+            "--source",
+            src,
+            "--trans",
+            tmp / "o",
+        ],
         "bleu: missing hypothesis": ["bleu", "--hyp", missing, "--ref", src],
         "bleu: different lengths": ["bleu", "--hyp", src, "--ref", write(tmp / "two", "a\nb\n")],
         "reproduce: missing case": ["reproduce", "--case", missing],
@@ -354,9 +588,11 @@ def test_inspect_json_with_values_json_cannot_hold(tmp_path):
     import pickle
 
     import legacy_states
+
     state = legacy_states.safe_load_pickle(STATE)
-    state.update(hookFreq=np.array([1, 2]), loopIters={1, 2}, cutoff=complex(1, 2),
-                 seed=np.int64(5))
+    state.update(
+        hookFreq=np.array([1, 2]), loopIters={1, 2}, cutoff=complex(1, 2), seed=np.int64(5)
+    )
     p = tmp_path / "odd_state.pkl"
     p.write_bytes(pickle.dumps(state, protocol=2))
     rc, out, err = cli("inspect", "--state", p, MODEL, "--json", "--data-dir", FX)
@@ -370,8 +606,22 @@ def test_inspect_json_with_values_json_cannot_hold(tmp_path):
 def test_output_path_is_a_directory(tmp_path):
     src = write(tmp_path / "s.en", f"{FAST[0]}\n")
     for argv in (["--trans", tmp_path], ["--trans", tmp_path / "o.fr", "--n-best", tmp_path]):
-        rc, _, err = cli("translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 5,
-                         "--batch-size", 1, "--source", src, *argv)
+        rc, _, err = cli(
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "--beam-search",
+            "--beam-size",
+            5,
+            "--batch-size",
+            1,
+            "--source",
+            src,
+            *argv,
+        )
         assert rc == 2 and "is a directory" in one_error_line(err)
-    rc, _, err = score("batch", src, write(tmp_path / "t.fr", "il est cher .\n"), "--scores", tmp_path)
+    rc, _, err = score(
+        "batch", src, write(tmp_path / "t.fr", "il est cher .\n"), "--scores", tmp_path
+    )
     assert rc == 2 and "is a directory" in one_error_line(err)

@@ -9,6 +9,7 @@ naming the file, peak memory (``ru_maxrss`` of that process, from ``wait4``) und
 names the finding it guards; on the code before issue 25 each one fails (SIGSEGV, the
 allocation, the time limit, or an error line that does not say what was refused).
 """
+
 import os
 import re
 import resource
@@ -22,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from parity_tests.support.cases import FIXTURES, LEGACY_ROOT
 from groundhog_port import budget
-from parity_tests.support import fuzzing as F
 from groundhog_port.errors import LegacyInputError
 from legacy_states import safe_load_pickle
+from parity_tests.support import fuzzing as F
+from parity_tests.support.cases import FIXTURES, LEGACY_ROOT
 
 FX = FIXTURES / "search"
 STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
@@ -54,15 +55,21 @@ class Run:
 def run_capped(*argv, cwd=None, env=None):
     """``groundhog-port ARGV`` in a process of its own, under :data:`CAP` and
     :data:`TIMEOUT_S`; its exit code (negative: killed by that signal), stderr, peak RSS."""
+
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
 
     with tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
-                                 *map(str, argv)], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err, cwd=cwd,
-                                env=env or ENV, preexec_fn=limit)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "groundhog_port", "--log-level", "WARNING", *map(str, argv)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=cwd,
+            env=env or ENV,
+            preexec_fn=limit,
+        )
         timer = threading.Timer(TIMEOUT_S, proc.kill)
         timer.start()
         try:
@@ -84,12 +91,20 @@ def _record(run):
     out = os.environ.get("HOSTILE_FIGURES")
     if out:
         import json
+
         with open(out, "a") as f:
-            f.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0],
-                                "rc": run.rc, "peak_mib": round(run.peak_mib),
-                                "seconds": round(run.seconds, 1),
-                                "error": run.err.strip().splitlines()[-1][:160] if run.err.strip() else ""})
-                    + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "test": os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0],
+                        "rc": run.rc,
+                        "peak_mib": round(run.peak_mib),
+                        "seconds": round(run.seconds, 1),
+                        "error": run.err.strip().splitlines()[-1][:160] if run.err.strip() else "",
+                    }
+                )
+                + "\n"
+            )
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +114,19 @@ def baseline():
         src = os.path.join(d, "src.en")
         with open(src, "w") as f:
             f.write("he is expensive .\n")
-        run = run_capped("translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 2,
-                         "--source", src, "--trans", os.path.join(d, "out.fr"))
+        run = run_capped(
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "--beam-search",
+            "--beam-size",
+            2,
+            "--source",
+            src,
+            "--trans",
+            os.path.join(d, "out.fr"),
+        )
     assert run.rc == 0, run.err
     return run.peak_mib
 
@@ -109,8 +135,9 @@ def assert_refused(run, baseline, path, *words):
     """Exit 2, one error line naming ``path`` and saying ``words``, bounded memory."""
     assert run.rc in (0, 1, 2, 3), f"exit {run.rc} (killed by signal {-run.rc}?): {run.err[-500:]}"
     assert "Traceback" not in run.err, run.err[-2000:]
-    assert run.peak_mib - baseline < RSS_BOUND_MIB, \
+    assert run.peak_mib - baseline < RSS_BOUND_MIB, (
         f"peak RSS {run.peak_mib:.0f} MiB, baseline {baseline:.0f} MiB"
+    )
     lines = [line for line in run.err.splitlines() if line.strip()]
     assert run.rc == 2 and len(lines) == 1 and " error: " in lines[0], run.err[-2000:]
     assert str(path) in lines[0], lines[0]
@@ -126,8 +153,20 @@ def write(path, data):
 
 def translate_with(tmp_path, changes="", model=MODEL):
     src = write(tmp_path / "src.en", b"he is expensive .\n")
-    return run_capped("translate", "--state", STATE, model, changes, "--beam-search",
-                      "--beam-size", 2, "--source", src, "--trans", tmp_path / "out.fr")
+    return run_capped(
+        "translate",
+        "--state",
+        STATE,
+        model,
+        changes,
+        "--beam-search",
+        "--beam-size",
+        2,
+        "--source",
+        src,
+        "--trans",
+        tmp_path / "out.fr",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,8 +188,9 @@ def test_nested_frozenset_dict_key_state(tmp_path, baseline):
 def test_nested_tuple_dict_key_vocabulary_through_changes(tmp_path, baseline):
     """The nested key as the source vocabulary named in the changes (``word_indx=...``)."""
     p = write(tmp_path / "vocab.en.pkl", F.nested_key_pickle(200_000))
-    assert_refused(translate_with(tmp_path, f"word_indx='{p}'"), baseline, p,
-                   "nested more than 100 levels")
+    assert_refused(
+        translate_with(tmp_path, f"word_indx='{p}'"), baseline, p, "nested more than 100 levels"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,8 +217,13 @@ def test_opcode_flood_state(tmp_path, baseline, opcode):
     """5 MB of ``EMPTY_SET`` took 2.7 GB and 71 s, of ``EMPTY_DICT`` 1.1 GB and 40 s: now
     refused once the estimate passes the budget, naming it."""
     p = write(tmp_path / "s_state.pkl", F.opcode_flood_pickle(opcode, 5_000_000))
-    assert_refused(run_capped("inspect", "--state", p), baseline, p,
-                   f"parse budget of {budget.DEFAULT_MIB} MiB", budget.FLAG)
+    assert_refused(
+        run_capped("inspect", "--state", p),
+        baseline,
+        p,
+        f"parse budget of {budget.DEFAULT_MIB} MiB",
+        budget.FLAG,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,7 +250,7 @@ def test_small_int_keys_load_in_linear_time(tmp_path):
     """Keys that are accepted cannot collide: 32,768 ivocab ids that all share their low 16
     bits (the worst case for the table's first probes) load as fast as consecutive ones --
     within 4x (the same count of objects; a quadratic load would be ~10,000x)."""
-    n = 2 ** 15
+    n = 2**15
     spread = {i << 16: "w" for i in range(n)}
     dense = {i: "w" for i in range(n)}
     times = []
@@ -249,8 +294,17 @@ def test_train_with_a_huge_dim(tmp_path, baseline):
     traceback and exit 1 before; one line, exit 2 now."""
     if not (DATA / "binarized_text.shuffled.en.h5").exists():
         pytest.skip(f"no .h5 bitexts at {DATA} (set GROUNDHOG_LEGACY_TRACES)")
-    run = run_capped("train", "--state", STATE, "dim=1000000", f"prefix='{tmp_path}/t_'",
-                     "--max-updates", 1, "--data-dir", DATA)
+    run = run_capped(
+        "train",
+        "--state",
+        STATE,
+        "dim=1000000",
+        f"prefix='{tmp_path}/t_'",
+        "--max-updates",
+        1,
+        "--data-dir",
+        DATA,
+    )
     assert run.rc == 2 and "Traceback" not in run.err, run.err[-2000:]
     lines = [line for line in run.err.splitlines() if " error: " in line]
     assert len(lines) == 1 and "out of memory: tried to allocate 3725.3 GiB" in lines[0], run.err
@@ -263,10 +317,15 @@ def test_npz_extra_deflate_member_declaring_2gb(tmp_path, baseline):
     """A 2.1 MB model file with an extra deflate member declaring 2 GB of zeros: 2.7 GB
     before (every member was decompressed before the names were checked); now its header
     is read, its data never, and the strict load names it."""
-    p = write(tmp_path / "m_model.npz", F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra",
-                                                                 2 * 10 ** 9))
-    assert_refused(translate_with(tmp_path, model=p), baseline, p,
-                   "unknown parameter W_extra (shape (500000000,))")
+    p = write(
+        tmp_path / "m_model.npz", F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra", 2 * 10**9)
+    )
+    assert_refused(
+        translate_with(tmp_path, model=p),
+        baseline,
+        p,
+        "unknown parameter W_extra (shape (500000000,))",
+    )
 
 
 def test_npz_member_declaring_a_wrong_shape_is_never_read(tmp_path):
@@ -274,27 +333,35 @@ def test_npz_member_declaring_a_wrong_shape_is_never_read(tmp_path):
     unknown one in a lenient load, are read as headers only (the errors and warnings still
     name them with their shapes); without a table to check against (timing, adadelta
     files), the same member is charged against the parse budget before decompression."""
+    import legacy_states
     from groundhog_port.legacy import checkpoint
     from groundhog_port.model.config import ModelConfig
-    import legacy_states
+
     cfg = ModelConfig.from_state(legacy_states.load_state(STATE), STATE)
     table, _ = checkpoint.legacy_param_table(cfg)
     arrays = F.read_npz_arrays(MODEL.read_bytes())
     victim = table[0]
     del arrays[victim.name]
-    p = write(tmp_path / "m_model.npz",
-              F.npz_with_deflate_bomb(F.npz_bytes(arrays), victim.name, 2 * 10 ** 9))
+    p = write(
+        tmp_path / "m_model.npz",
+        F.npz_with_deflate_bomb(F.npz_bytes(arrays), victim.name, 2 * 10**9),
+    )
     got = checkpoint.read_npz(p, table)
     assert not isinstance(got[victim.name], np.ndarray)
-    with pytest.raises(LegacyInputError, match=rf"{victim.name}: expected shape {re.escape(str(victim.shape))}, "
-                                               r"found \(500000000,\)"):
+    with pytest.raises(
+        LegacyInputError,
+        match=rf"{victim.name}: expected shape {re.escape(str(victim.shape))}, "
+        r"found \(500000000,\)",
+    ):
         checkpoint.check_arrays(got, table, p)
-    p2 = write(tmp_path / "x_model.npz", F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra",
-                                                                  2 * 10 ** 9))
+    p2 = write(
+        tmp_path / "x_model.npz", F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra", 2 * 10**9)
+    )
     got = checkpoint.read_npz(p2, table)
     assert got["W_extra"].shape == (500_000_000,) and not isinstance(got["W_extra"], np.ndarray)
-    assert checkpoint.check_arrays(got, table, p2, lenient=True) == \
-        ["unknown parameter W_extra (shape (500000000,))"]
+    assert checkpoint.check_arrays(got, table, p2, lenient=True) == [
+        "unknown parameter W_extra (shape (500000000,))"
+    ]
     with pytest.raises(LegacyInputError, match=f"parse budget of {budget.DEFAULT_MIB} MiB"):
         checkpoint.read_npz_arrays(p2, "timing")
 
@@ -303,9 +370,10 @@ def test_npz_member_lying_about_its_ratio(tmp_path):
     """A deflate member whose directory entry declares more than deflate's 1100:1 over its
     compressed bytes is refused from the directory alone."""
     from groundhog_port.legacy import checkpoint
-    data = bytearray(F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra", 10 ** 8))
-    at = data.rfind(b"PK\x01\x02")         # the bomb's central directory entry: its size field
-    data[at + 24:at + 28] = (4 * 10 ** 9).to_bytes(4, "little")
+
+    data = bytearray(F.npz_with_deflate_bomb(MODEL.read_bytes(), "W_extra", 10**8))
+    at = data.rfind(b"PK\x01\x02")  # the bomb's central directory entry: its size field
+    data[at + 24 : at + 28] = (4 * 10**9).to_bytes(4, "little")
     p = write(tmp_path / "m_model.npz", bytes(data))
     with pytest.raises(LegacyInputError, match="more than deflate's 1100:1"):
         checkpoint.read_npz_arrays(p)
@@ -315,14 +383,19 @@ def test_npz_directory_charged_before_it_is_parsed(tmp_path, monkeypatch):
     """``zipfile`` parses the whole directory on opening (about 560 bytes of ZipInfo per
     entry): its size, from the end record, is charged to the budget first."""
     import zipfile
+
     from groundhog_port.legacy import checkpoint
+
     p = tmp_path / "many_model.npz"
     with zipfile.ZipFile(p, "w") as z:
         for i in range(20_000):
             z.writestr(f"{i}.npy", b"")
     monkeypatch.setenv(budget.ENV, "8")
-    with pytest.raises(LegacyInputError, match=r"the archive's directory of \d+ bytes would take "
-                                               r"about \d+ MiB, over the parse budget of 8 MiB"):
+    with pytest.raises(
+        LegacyInputError,
+        match=r"the archive's directory of \d+ bytes would take "
+        r"about \d+ MiB, over the parse budget of 8 MiB",
+    ):
         checkpoint.read_npz_arrays(p)
 
 
@@ -335,8 +408,21 @@ def test_h5_uint8_phrases_declaring_3e8_through_score(tmp_path, baseline):
     ``score``, exit 0)."""
     src = tmp_path / "src.h5"
     F.h5_declared_size_lie(src, 300_000_000)
-    run = run_capped("score", "--state", STATE, MODEL, "--mode", "batch", "--src", src,
-                     "--trg", src, "--allow-unk", "--scores", tmp_path / "scores.txt")
+    run = run_capped(
+        "score",
+        "--state",
+        STATE,
+        MODEL,
+        "--mode",
+        "batch",
+        "--src",
+        src,
+        "--trg",
+        src,
+        "--allow-unk",
+        "--scores",
+        tmp_path / "scores.txt",
+    )
     assert_refused(run, baseline, src, "'/phrases'", "deflate's 1100:1")
 
 
@@ -347,12 +433,15 @@ def test_30mb_invalid_state_value_is_quoted_cut(tmp_path, baseline):
     """A 30 MB invalid state value was quoted whole: a 30,000,220-byte error line.  Now the
     value is cut and its length said."""
     import pickle
+
     import legacy_states
+
     state = legacy_states.safe_load_pickle(STATE)
     state["encoder_stack"] = "x" * 30_000_000
     p = write(tmp_path / "s_state.pkl", pickle.dumps(state, 2))
-    line = assert_refused(run_capped("inspect", "--state", p), baseline, p, "encoder_stack",
-                          "(30000000 characters)")
+    line = assert_refused(
+        run_capped("inspect", "--state", p), baseline, p, "encoder_stack", "(30000000 characters)"
+    )
     assert len(line) < 1000, len(line)
 
 
@@ -360,19 +449,22 @@ def test_negative_vocabulary_id_names_its_file(tmp_path, baseline):
     """A source vocabulary giving a word the id -7: the error said "id -7 ... is missing from
     the id -> word vocabulary" and named no file; now the vocabulary holding it is named."""
     import pickle
+
     vocab = safe_load_pickle(FX / "vocab.en.pkl")
     vocab["he"] = -7
     p = write(tmp_path / "vocab.en.pkl", pickle.dumps({k.encode(): v for k, v in vocab.items()}, 2))
-    assert_refused(translate_with(tmp_path, f"word_indx='{p}'"), baseline, p,
-                   "'he' has the negative id -7")
+    assert_refused(
+        translate_with(tmp_path, f"word_indx='{p}'"), baseline, p, "'he' has the negative id -7"
+    )
 
 
 def test_error_lines_are_bounded():
     """Whatever a problem quotes, one error line stays under MAX_PATH + MAX_PROBLEM + a few
     characters, and says how much was cut."""
     from groundhog_port.errors import MAX_PATH, MAX_PROBLEM, quoted
+
     err = LegacyInputError("p" * 10_000, "bad value " + "v" * 1_000_000 + " end")
     assert len(str(err)) < MAX_PATH + MAX_PROBLEM + 200
     assert str(err).endswith(" end") and "characters cut]" in str(err)
-    assert quoted(list(range(10 ** 6))).endswith("(1000000 items)")
+    assert quoted(list(range(10**6))).endswith("(1000000 items)")
     assert quoted(b"\xff" * 500).endswith("(500 bytes)")

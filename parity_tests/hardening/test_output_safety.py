@@ -8,6 +8,7 @@
   real 4 KiB tmpfs where the test may mount one), a second process on the same output (the
   lock), interrupted runs (``tools/interrupt.py``, a few trials).
 """
+
 import os
 import resource
 import shutil
@@ -18,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from parity_tests.support.cases import FIXTURES, LEGACY_ROOT
-from parity_tests.support.inprocess import journal_header, run_cli
 
 from groundhog_port import outputs
 from groundhog_port.errors import LegacyInputError
+from parity_tests.support.cases import FIXTURES, LEGACY_ROOT
+from parity_tests.support.inprocess import journal_header, run_cli
 
 FX = FIXTURES / "search"
 STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
@@ -31,19 +32,27 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
 BITEXT = LEGACY_ROOT / "data" / "binarized_text.shuffled.en.h5"
 
 #: exception types a library may raise on bad bytes that no reader lists explicitly
-UNLISTED = [UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), IndexError("x"),
-            AttributeError("x"), AssertionError("x"), ZeroDivisionError("x"), SystemError("x")]
+UNLISTED = [
+    UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+    IndexError("x"),
+    AttributeError("x"),
+    AssertionError("x"),
+    ZeroDivisionError("x"),
+    SystemError("x"),
+]
 
 
 def _raiser(err):
     def raise_it(*args, **kwargs):
         raise err
+
     return raise_it
 
 
 # ---------------------------------------------------------------------------------------------
 # the untrusted-file guard
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.skipif(not BITEXT.is_file(), reason=f"no .h5 bitext at {BITEXT}")
 @pytest.mark.parametrize("err", UNLISTED, ids=lambda e: type(e).__name__)
@@ -52,9 +61,11 @@ def test_any_h5py_failure_is_one_error(where, err, monkeypatch):
     import h5py
 
     from groundhog_port.legacy.data import read_h5_bitext
+
     cls, name = where.split(".")
-    monkeypatch.setattr(getattr(h5py, cls), name,
-                        property(_raiser(err)) if name == "dtype" else _raiser(err))
+    monkeypatch.setattr(
+        getattr(h5py, cls), name, property(_raiser(err)) if name == "dtype" else _raiser(err)
+    )
     with pytest.raises(LegacyInputError) as info:
         read_h5_bitext(BITEXT)
     assert info.value.path == str(BITEXT) and type(err).__name__ in str(info.value)
@@ -66,6 +77,7 @@ def test_any_trace_failure_is_one_error(err, monkeypatch):
     import h5py
 
     from groundhog_port.harness.trace import TraceFile
+
     path = LEGACY_ROOT / "encdec" / "trace.h5"
     with TraceFile(path) as tf:
         monkeypatch.setattr(h5py.Group, "__getitem__", _raiser(err))
@@ -80,6 +92,7 @@ def test_any_trace_failure_is_one_error(err, monkeypatch):
 def test_any_npz_or_pickle_failure_is_one_error(err, monkeypatch):
     import legacy_states.unpickle
     from groundhog_port.legacy import checkpoint
+
     # numpy's .npy reader, as checkpoint.read_npz_arrays calls it (through npzguard)
     monkeypatch.setattr(np.lib.format, "read_array", _raiser(err))
     with pytest.raises(LegacyInputError, match=type(err).__name__) as info:
@@ -94,6 +107,7 @@ def test_any_npz_or_pickle_failure_is_one_error(err, monkeypatch):
 def test_memory_errors_are_not_hidden():
     """A MemoryError is a bug to prevent (sizes are checked first), not an input error."""
     from groundhog_port.untrusted import reading
+
     with pytest.raises(MemoryError):
         with reading("f.h5"):
             raise MemoryError()
@@ -105,6 +119,7 @@ def test_memory_errors_are_not_hidden():
 # ---------------------------------------------------------------------------------------------
 # the output API, in-process
 # ---------------------------------------------------------------------------------------------
+
 
 def _in_child(fn):
     """``fn()`` in a forked child (so a file-size limit stays there); returns its message."""
@@ -137,8 +152,9 @@ def test_journal_on_a_full_disk_keeps_a_resumable_prefix(tmp_path):
     def fill():
         _file_size_limit(1000)
         j = outputs.Journal(out)
-        for i in range(10 ** 4):
+        for i in range(10**4):
             j.append(f"line {i} é", f"record {i}")
+
     msg = _in_child(fill)
     assert msg.startswith("OutputError ") and "cannot write" in msg and "--resume" in msg, msg
     assert not out.exists()
@@ -159,6 +175,7 @@ def test_atomic_output_never_leaves_a_half_file(tmp_path):
     def write():
         _file_size_limit(1000)
         outputs.atomic_write_text(out, "x" * 5000)
+
     msg = _in_child(write)
     assert msg.startswith("OutputError ") and "left as it was" in msg, msg
     assert out.read_text() == "old\n"
@@ -171,8 +188,10 @@ def test_second_writer_is_refused(tmp_path):
     out = tmp_path / "o.txt"
     j = outputs.Journal(out)
     j.append("a", "1")
-    for second in (lambda: outputs.Journal(out, resume=True),
-                   lambda: outputs.atomic_write_text(out, "b\n")):
+    for second in (
+        lambda: outputs.Journal(out, resume=True),
+        lambda: outputs.atomic_write_text(out, "b\n"),
+    ):
         with pytest.raises(outputs.OutputBusyError, match="another process is writing it"):
             second()
     j.append("b", "2")
@@ -188,9 +207,11 @@ def test_files_replaced_together_or_not_at_all(tmp_path):
         p.write_bytes(b"old " + p.name.encode())
 
     def write(sizes):
-        outputs.write_together([(p, lambda f, n=n: f.write(b"x" * n))
-                                for p, n in zip(paths, sizes)],
-                               "the old checkpoint is left as it was")
+        outputs.write_together(
+            [(p, lambda f, n=n: f.write(b"x" * n)) for p, n in zip(paths, sizes)],
+            "the old checkpoint is left as it was",
+        )
+
     msg = _in_child(lambda: _file_size_limit(1000) or write([10, 10, 5000]))
     assert msg.startswith(f"OutputError {tmp_path}/t.npz.partial: cannot write"), msg
     assert msg.endswith("the old checkpoint is left as it was"), msg
@@ -217,6 +238,7 @@ def test_run_lock_refuses_a_second_run(tmp_path):
 # the commands
 # ---------------------------------------------------------------------------------------------
 
+
 def _src(tmp_path, n=6):
     lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
     src = tmp_path / "s.en"
@@ -226,10 +248,15 @@ def _src(tmp_path, n=6):
 
 def _run(*argv, limit=None):
     """The command in a fresh process, under ``ulimit -f LIMIT`` bytes if given."""
-    p = subprocess.run([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
-                        *map(str, argv)], capture_output=True, text=True, env=ENV, cwd=REPO,
-                       preexec_fn=(lambda: _file_size_limit(limit)) if limit else None,
-                       timeout=600)
+    p = subprocess.run(
+        [sys.executable, "-m", "groundhog_port", "--log-level", "WARNING", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+        preexec_fn=(lambda: _file_size_limit(limit)) if limit else None,
+        timeout=600,
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -238,6 +265,7 @@ def _run_here(*argv):
     need no process of their own (references, ``--resume``, a refused second writer), sparing
     a torch import each."""
     import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -258,8 +286,17 @@ def test_translate_on_a_full_disk_then_resume(tmp_path):
     """``--trans`` and ``--n-best`` past ``ulimit -f``: exit 2, one line, nothing renamed
     into place, partial and journal kept; ``--resume`` (limit lifted) finishes the job with
     the bytes of an uninterrupted run."""
-    args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 3,
-            "--source", _src(tmp_path)]
+    args = [
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--beam-search",
+        "--beam-size",
+        3,
+        "--source",
+        _src(tmp_path),
+    ]
     ref = tmp_path / "ref"
     ref.mkdir()
     rc, ref_out, err = _run_here(*args, "--trans", ref / "t", "--n-best", ref / "n")
@@ -267,8 +304,14 @@ def test_translate_on_a_full_disk_then_resume(tmp_path):
     out = tmp_path / "t"
     # the limit: the journal's fingerprint line, then the translations and records of a
     # couple of lines (300 bytes; the whole run needs more than twice that)
-    rc, _, err = _run(*args, "--trans", out, "--n-best", tmp_path / "n",
-                      limit=len(journal_header(*args, "--trans", out)) + 300)
+    rc, _, err = _run(
+        *args,
+        "--trans",
+        out,
+        "--n-best",
+        tmp_path / "n",
+        limit=len(journal_header(*args, "--trans", out)) + 300,
+    )
     assert rc == 2
     _one_error_line(err, "cannot write", "--resume")
     assert not out.exists() and not (tmp_path / "n").exists()
@@ -288,8 +331,12 @@ def tiny_tmpfs(tmp_path):
     d.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root")
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(d)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(d)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("mount -t tmpfs is not permitted here")
     try:
         yield d, lambda: subprocess.run(["mount", "-o", "remount,size=1m", str(d)], check=True)
@@ -301,8 +348,21 @@ def test_n_best_on_a_full_tmpfs_then_resume(tiny_tmpfs, tmp_path):
     """The translations fit, the n-best list does not (ENOSPC): the translations are not
     renamed into place either, and ``--resume`` after space is freed writes both."""
     d, grow = tiny_tmpfs
-    args = ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 10,
-            "--source", _src(tmp_path, 12), "--trans", tmp_path / "t", "--n-best", d / "n"]
+    args = [
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--beam-search",
+        "--beam-size",
+        10,
+        "--source",
+        _src(tmp_path, 12),
+        "--trans",
+        tmp_path / "t",
+        "--n-best",
+        d / "n",
+    ]
     rc, _, err = _run_here(*args)
     assert rc == 2
     _one_error_line(err, "No space left on device", "--resume", "t.partial")
@@ -315,14 +375,27 @@ def test_n_best_on_a_full_tmpfs_then_resume(tiny_tmpfs, tmp_path):
 
 
 def test_score_on_a_full_disk_then_resume(tmp_path):
-    args = ["score", "--state", STATE, MODEL, "bs=4", "--mode", "batch", "--allow-unk",
-            "--src", FX / "test.en", "--trg", FX / "test.fr"]
+    args = [
+        "score",
+        "--state",
+        STATE,
+        MODEL,
+        "bs=4",
+        "--mode",
+        "batch",
+        "--allow-unk",
+        "--src",
+        FX / "test.en",
+        "--trg",
+        FX / "test.fr",
+    ]
     rc, _, err = _run_here(*args, "--scores", tmp_path / "ref")
     assert rc == 0, err
     out = tmp_path / "s"
     # the journal's fingerprint line and 100 bytes: 25 of its 40 records ("b 4", 4 bytes)
-    rc, _, err = _run(*args, "--scores", out,
-                      limit=len(journal_header(*args, "--scores", out)) + 100)
+    rc, _, err = _run(
+        *args, "--scores", out, limit=len(journal_header(*args, "--scores", out)) + 100
+    )
     assert rc == 2
     _one_error_line(err, "cannot write", "--resume")
     assert not out.exists() and (tmp_path / "s.partial").stat().st_size > 0
@@ -336,9 +409,22 @@ def test_plots_on_a_full_disk(tmp_path):
     src, trg = tmp_path / "s.en", tmp_path / "s.fr"
     for name, path in (("test.en", src), ("test.fr", trg)):
         path.write_bytes(b"".join((FX / name).read_bytes().splitlines(True)[:2]))
-    rc, _, err = _run("score", "--state", STATE, MODEL, "--mode", "txt", "--allow-unk",
-                      "--src", src, "--trg", trg, "--plot-alignment", tmp_path / "plots",
-                      limit=2000)
+    rc, _, err = _run(
+        "score",
+        "--state",
+        STATE,
+        MODEL,
+        "--mode",
+        "txt",
+        "--allow-unk",
+        "--src",
+        src,
+        "--trg",
+        trg,
+        "--plot-alignment",
+        tmp_path / "plots",
+        limit=2000,
+    )
     assert rc == 2
     _one_error_line(err, "cannot write", "left as it was")
     assert list((tmp_path / "plots").iterdir()) == []
@@ -349,16 +435,37 @@ def test_second_process_on_the_same_output_is_refused(tmp_path):
     command pointed at ``F`` refuses at once and leaves the first one's file alone."""
     out = tmp_path / "t"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from groundhog_port import outputs; "
-         "j = outputs.Journal(sys.argv[1]); j.append('first', '{}'); print('ready', flush=True); "
-         "sys.stdin.read()", str(out)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from groundhog_port import outputs; "
+            "j = outputs.Journal(sys.argv[1]); j.append('first', '{}'); print('ready', flush=True); "
+            "sys.stdin.read()",
+            str(out),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         for resume in ([], ["--resume"]):
-            rc, _, err = _run_here("translate", "--state", STATE, MODEL, "--beam-search",
-                              "--beam-size", 2, "--source", _src(tmp_path, 1), "--trans", out,
-                              *resume)
+            rc, _, err = _run_here(
+                "translate",
+                "--state",
+                STATE,
+                MODEL,
+                "--beam-search",
+                "--beam-size",
+                2,
+                "--source",
+                _src(tmp_path, 1),
+                "--trans",
+                out,
+                *resume,
+            )
             assert rc == 2
             _one_error_line(err, "another process is writing it")
         assert (tmp_path / "t.partial").read_text() == "first\n"
@@ -378,11 +485,17 @@ def read_only_dir(tmp_path):
         yield d
         d.chmod(0o755)
         return
-    if shutil.which("mount") is None or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(d)],
-            capture_output=True).returncode != 0:
-        pytest.skip("running as root (permission bits do not stop root) and mount -t tmpfs "
-                    "-o ro is not permitted here")
+    if (
+        shutil.which("mount") is None
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(d)], capture_output=True
+        ).returncode
+        != 0
+    ):
+        pytest.skip(
+            "running as root (permission bits do not stop root) and mount -t tmpfs "
+            "-o ro is not permitted here"
+        )
     try:
         yield d
     finally:
@@ -393,13 +506,51 @@ def test_read_only_target(read_only_dir, tmp_path):
     """``--trans``, ``--n-best`` and ``--scores`` into a read-only folder: exit 2, one line
     naming the file, nothing written (a read-only target fails before any work is done)."""
     src = _src(tmp_path, 2)
-    for argv in (["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 2,
-                  "--source", src, "--trans", read_only_dir / "t"],
-                 ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", 2,
-                  "--source", src, "--trans", tmp_path / "t", "--n-best", read_only_dir / "n"],
-                 ["score", "--state", STATE, MODEL, "--mode", "batch", "--allow-unk",
-                  "--src", FX / "test.en", "--trg", FX / "test.fr",
-                  "--scores", read_only_dir / "s"]):
+    for argv in (
+        [
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "--beam-search",
+            "--beam-size",
+            2,
+            "--source",
+            src,
+            "--trans",
+            read_only_dir / "t",
+        ],
+        [
+            "translate",
+            "--state",
+            STATE,
+            MODEL,
+            "--beam-search",
+            "--beam-size",
+            2,
+            "--source",
+            src,
+            "--trans",
+            tmp_path / "t",
+            "--n-best",
+            read_only_dir / "n",
+        ],
+        [
+            "score",
+            "--state",
+            STATE,
+            MODEL,
+            "--mode",
+            "batch",
+            "--allow-unk",
+            "--src",
+            FX / "test.en",
+            "--trg",
+            FX / "test.fr",
+            "--scores",
+            read_only_dir / "s",
+        ],
+    ):
         rc, _, err = _run_here(*argv)
         assert rc == 2, err
         _one_error_line(err, str(read_only_dir), "cannot write", "not writable")
@@ -427,8 +578,9 @@ def test_training_checkpoint_on_a_full_disk(tmp_path):
     assert _timing_step(tmp_path / "s_timing.npz") == 1
     rc, _, err = _run(*args, limit=100_000)
     assert rc == 2
-    _one_error_line(err, "cannot write", "the checkpoint of", "is left as it was",
-                    "run the same command again")
+    _one_error_line(
+        err, "cannot write", "the checkpoint of", "is left as it was", "run the same command again"
+    )
     assert {n: (tmp_path / n).read_bytes() for n in names} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == names
     rc, _, err = _run_here(*args)
@@ -449,10 +601,20 @@ def test_second_training_run_on_the_same_prefix_is_refused(tmp_path):
     """A run holds ``<prefix>train.lock`` (here a process standing in for it): a second
     ``train`` on the prefix refuses at once, before loading anything."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from groundhog_port import outputs; "
-         "l = outputs.run_lock(sys.argv[1], 'busy'); l.__enter__(); print('ready', flush=True); "
-         "sys.stdin.read()", str(tmp_path / "s_train.lock")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from groundhog_port import outputs; "
+            "l = outputs.run_lock(sys.argv[1], 'busy'); l.__enter__(); print('ready', flush=True); "
+            "sys.stdin.read()",
+            str(tmp_path / "s_train.lock"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         rc, _, err = _run_here(*TRAIN, f"prefix='{tmp_path}/s_'", "--max-updates", 1)
@@ -467,9 +629,24 @@ def test_second_training_run_on_the_same_prefix_is_refused(tmp_path):
 def test_a_few_interruptions():
     """tools/interrupt.py, 2 trials (the figures of the long runs are in docs/hardening.md),
     both at once (``--jobs 2``)."""
-    p = subprocess.run([sys.executable, str(REPO / "tools" / "interrupt.py"), "--trials", "2",
-                        "--commands", "translate,score", "--seed", "17", "--jobs", "2"],
-                       capture_output=True, text=True, env=ENV, timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "interrupt.py"),
+            "--trials",
+            "2",
+            "--commands",
+            "translate,score",
+            "--seed",
+            "17",
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "2 trials" in p.stdout
 
@@ -478,9 +655,24 @@ def test_a_few_interruptions():
 def test_a_few_training_interruptions():
     """tools/interrupt.py on ``train``: the checkpoint on disk is always one whole checkpoint
     (the uninterrupted run's model of its update), and running again finishes the run."""
-    p = subprocess.run([sys.executable, str(REPO / "tools" / "interrupt.py"), "--trials", "2",
-                        "--commands", "train", "--seed", "3", "--jobs", "2"],
-                       capture_output=True, text=True, env=ENV, timeout=900)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "interrupt.py"),
+            "--trials",
+            "2",
+            "--commands",
+            "train",
+            "--seed",
+            "3",
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "2 trials" in p.stdout
 
@@ -501,9 +693,19 @@ def test_checkpoint_style_binary_output(tmp_path):
 # over; links are written through, streams streamed, clashes refused
 # ---------------------------------------------------------------------------------------------
 
+
 def _translate_args(src, beam=3):
-    return ["translate", "--state", STATE, MODEL, "--beam-search", "--beam-size", beam,
-            "--source", src]
+    return [
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--beam-search",
+        "--beam-size",
+        beam,
+        "--source",
+        src,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -524,9 +726,10 @@ def test_symlinked_outputs_are_written_through(reference_trans, tmp_path):
     there.mkdir()
     (there / "t.txt").write_text("old text\n")
     (tmp_path / "link").symlink_to(there / "t.txt")
-    (tmp_path / "nlink").symlink_to(there / "dangling")       # a link to a file to be made
-    rc, _, err = _run_here(*_translate_args(src), "--trans", tmp_path / "link",
-                           "--n-best", tmp_path / "nlink")
+    (tmp_path / "nlink").symlink_to(there / "dangling")  # a link to a file to be made
+    rc, _, err = _run_here(
+        *_translate_args(src), "--trans", tmp_path / "link", "--n-best", tmp_path / "nlink"
+    )
     assert rc == 0, err
     assert (tmp_path / "link").is_symlink() and (tmp_path / "nlink").is_symlink()
     assert (there / "t.txt").read_bytes() == ref
@@ -540,6 +743,7 @@ def test_fifo_output_is_streamed(reference_trans, tmp_path):
     is still a FIFO afterwards."""
     import stat
     import threading
+
     src, ref, _ = reference_trans
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -561,6 +765,7 @@ def test_character_device_output_is_streamed(tmp_path):
     """A character device (a /dev/null made with mknod inside the test's folder, so that a
     failure never replaces the machine's own) is written, never renamed over."""
     import stat
+
     dev = tmp_path / "null"
     try:
         os.mknod(dev, stat.S_IFCHR | 0o666, os.makedev(1, 3))
@@ -585,6 +790,7 @@ def test_dev_stdout_is_streamed(reference_trans, tmp_path):
     is a pipe, and only once :func:`outputs.output_target` says it is streamed, so that this
     test can never replace the machine's /dev/stdout, whatever the code under test does."""
     import stat
+
     src, ref, out_ref = reference_trans
     own = tmp_path / "stdout"
     own.symlink_to("/proc/self/fd/1")
@@ -595,10 +801,23 @@ def test_dev_stdout_is_streamed(reference_trans, tmp_path):
         assert out.encode() == ref, target
         assert out_ref.strip() in err
         assert own.is_symlink() and os.readlink(own) == "/proc/self/fd/1"
-    assert outputs.output_target("/dev/stdout").stream       # the guard (see above)
-    p = subprocess.run([sys.executable, "-m", "groundhog_port", "--log-level", "WARNING",
-                        *map(str, _translate_args(src)), "--trans", "/dev/stdout"],
-                       capture_output=True, env=ENV, cwd=REPO, timeout=600)  # stdout: a pipe
+    assert outputs.output_target("/dev/stdout").stream  # the guard (see above)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "groundhog_port",
+            "--log-level",
+            "WARNING",
+            *map(str, _translate_args(src)),
+            "--trans",
+            "/dev/stdout",
+        ],
+        capture_output=True,
+        env=ENV,
+        cwd=REPO,
+        timeout=600,
+    )  # stdout: a pipe
     assert p.returncode == 0, p.stderr
     assert p.stdout == ref
     assert out_ref.strip() in p.stderr.decode()
@@ -627,8 +846,20 @@ def test_outputs_that_would_destroy_something_are_refused(reference_trans, tmp_p
         assert rc == 2, err
         _one_error_line(err, *words)
         assert "another process" not in err
-    rc, _, err = _run_here("score", "--state", STATE, MODEL, "--mode", "batch", "--src", src,
-                           "--trg", src, "--scores", src)
+    rc, _, err = _run_here(
+        "score",
+        "--state",
+        STATE,
+        MODEL,
+        "--mode",
+        "batch",
+        "--src",
+        src,
+        "--trg",
+        src,
+        "--scores",
+        src,
+    )
     assert rc == 2
     _one_error_line(err, "--src input")
     assert src.read_bytes() == kept
@@ -641,18 +872,25 @@ def test_fuzz_target_outputs_every_layout(tmp_path):
     another run whose records this command cannot read was silently overwritten (the
     fingerprint was only checked when some line was kept)."""
     from parity_tests.support import fuzzing as F
+
     fx = F.Fixtures()
     src = b"\n".join(fx.read(fx.text_files[0]).split(b"\n")[:2]) + b"\n"
     trg = b"\n".join(fx.read(fx.text_files[1]).split(b"\n")[:2]) + b"\n"
-    cases = [(layout, "translate" if layout == "two-outputs" else
-              ("translate", "sample", "score")[i % 3], i % 2 == 1)
-             for i, layout in enumerate(F.OUTPUT_LAYOUTS)]
+    cases = [
+        (
+            layout,
+            "translate" if layout == "two-outputs" else ("translate", "sample", "score")[i % 3],
+            i % 2 == 1,
+        )
+        for i, layout in enumerate(F.OUTPUT_LAYOUTS)
+    ]
     cases += [("partial-of-another-run", command, True) for command in ("translate", "score")]
     for k, (layout, command, resume) in enumerate(cases):
         opts = {"layout": layout, "command": command, "extra": ["--resume"] if resume else []}
         if layout == "two-outputs":
             opts["second"] = "--n-best"
-        case = F.Case("outputs", f"{command} {layout}", {"source.txt": src, "target.txt": trg},
-                      opts)
+        case = F.Case(
+            "outputs", f"{command} {layout}", {"source.txt": src, "target.txt": trg}, opts
+        )
         result = F.run_case(fx, case, tmp_path / str(k))
         assert result.outcome not in F.FAILURES, (case.label, resume, result)

@@ -9,6 +9,7 @@ or tool code ships, and the version has one source (``groundhog_port.__version__
 Proven: listing ``packages`` by hand without ``groundhog_port.sampling`` fails the first
 test; deleting ``py.typed`` fails it too.  ~6 s (one build per session).
 """
+
 import shutil
 import subprocess
 import sys
@@ -37,9 +38,23 @@ def wheel(tmp_path_factory):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index",
-                           "--no-build-isolation", "-q", "-w", str(out), str(src)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (whl,) = out.glob("*.whl")
     with zipfile.ZipFile(whl) as z:
@@ -78,5 +93,7 @@ def test_wheel_holds_no_test_tooling(wheel):
 def test_version_has_one_source(wheel):
     _, meta = wheel
     assert meta["Version"] == groundhog_port.__version__
-    assert "version =" not in (REPO / "pyproject.toml").read_text().split("[project]")[1] \
-        .split("\n[")[0], "pyproject.toml writes the version a second time"
+    assert (
+        "version ="
+        not in (REPO / "pyproject.toml").read_text().split("[project]")[1].split("\n[")[0]
+    ), "pyproject.toml writes the version a second time"

@@ -4,6 +4,7 @@ bitext, the throughput / progress report, and ``--resume`` after an interruption
 Golden data: ``<case>/scores_h5_train20.txt``, score.py's stdout for the first 20 batches of
 ``data/binarized_text.shuffled.{en,fr}.h5`` (``"{:.5e}"`` per pair).
 """
+
 import logging
 import math
 import re
@@ -34,9 +35,21 @@ def one_thread():
 
 def _score_argv(root, case, out, *extra):
     d = root / case
-    return ["score", "--state", str(d / f"{case}_state.pkl"), str(d / f"{case}_model.npz"),
-            "--mode", "batch", "--src", str(root / H5_SRC), "--trg", str(root / H5_TRG),
-            "--scores", str(out), *extra]
+    return [
+        "score",
+        "--state",
+        str(d / f"{case}_state.pkl"),
+        str(d / f"{case}_model.npz"),
+        "--mode",
+        "batch",
+        "--src",
+        str(root / H5_SRC),
+        "--trg",
+        str(root / H5_TRG),
+        "--scores",
+        str(out),
+        *extra,
+    ]
 
 
 def _read_scores(path):
@@ -59,8 +72,10 @@ def _check_close(port, recorded_lines):
         worst = max(worst, err / (REL * abs(b) + ABS + half_ulp))
         if err > REL * abs(b) + ABS + half_ulp:
             bad.append((i + 1, a, text))
-    assert not bad, (f"{len(bad)} of {len(port)} scores differ (line, port, recorded); first: "
-                     f"{bad[:5]}; worst error / tolerance {worst:.3g}")
+    assert not bad, (
+        f"{len(bad)} of {len(port)} scores differ (line, port, recorded); first: "
+        f"{bad[:5]}; worst error / tolerance {worst:.3g}"
+    )
     return worst
 
 
@@ -98,14 +113,17 @@ def test_whole_corpus_progress_and_throughput(legacy_root, tmp_path, full_run, c
     assert not full_run.with_name("full.txt.partial").exists()
     out = tmp_path / "s.txt"
     with caplog.at_level(logging.INFO):
-        assert cli.main(_score_argv(legacy_root, "search", out, "--n-batches", "3",
-                                    "--progress")) == 0
+        assert (
+            cli.main(_score_argv(legacy_root, "search", out, "--n-batches", "3", "--progress")) == 0
+        )
     err = capsys.readouterr().err
-    assert f"{3 * BS}/{3 * BS} [" in err               # the progress bar knows the total
+    assert f"{3 * BS}/{3 * BS} [" in err  # the progress bar knows the total
     assert re.search(r"[\d.]+ pairs/s\]", err)
-    assert any(re.fullmatch(rf"scored {3 * BS} pairs, [\d.]+ pairs/s", r.getMessage())
-               for r in caplog.records)
-    assert out.read_text().splitlines() == lines[:3 * BS]
+    assert any(
+        re.fullmatch(rf"scored {3 * BS} pairs, [\d.]+ pairs/s", r.getMessage())
+        for r in caplog.records
+    )
+    assert out.read_text().splitlines() == lines[: 3 * BS]
 
 
 def _interrupted(root, path, lines, k, last_fragment="-1.23"):
@@ -115,15 +133,17 @@ def _interrupted(root, path, lines, k, last_fragment="-1.23"):
     partial = path.with_name(path.name + ".partial")
     journal = path.with_name(path.name + ".partial.journal")
     partial.write_text("".join(line + "\n" for line in lines[:k]) + last_fragment)
-    journal.write_text(journal_header(*_score_argv(root, "search", path))
-                       + "".join(f"{i // BS} {BS}\n" for i in range(k)))
+    journal.write_text(
+        journal_header(*_score_argv(root, "search", path))
+        + "".join(f"{i // BS} {BS}\n" for i in range(k))
+    )
     return partial, journal
 
 
 def test_resume_is_byte_identical(legacy_root, tmp_path, full_run, caplog):
     lines = full_run.read_text().splitlines()
     out = tmp_path / "scores.txt"
-    k = 5 * BS + 7                      # inside batch 6: that batch is scored again
+    k = 5 * BS + 7  # inside batch 6: that batch is scored again
     partial, journal = _interrupted(legacy_root, out, lines, k)
     with caplog.at_level(logging.INFO):
         assert cli.main(_score_argv(legacy_root, "search", out, "--resume")) == 0
@@ -143,20 +163,20 @@ def test_resume_keeps_whole_batches_only(legacy_root, tmp_path, full_run):
     _interrupted(legacy_root, out, marked, k)
     assert cli.main(_score_argv(legacy_root, "search", out, "--resume")) == 0
     got = out.read_text().splitlines()
-    assert got[:3 * BS] == marked[:3 * BS]
-    assert got[3 * BS:] == lines[3 * BS:]
+    assert got[: 3 * BS] == marked[: 3 * BS]
+    assert got[3 * BS :] == lines[3 * BS :]
 
 
 def test_resume_without_partial_starts_over(legacy_root, tmp_path, full_run):
     out = tmp_path / "scores.txt"
     assert cli.main(_score_argv(legacy_root, "search", out, "--resume", "--n-batches", "2")) == 0
-    assert out.read_text().splitlines() == full_run.read_text().splitlines()[:2 * BS]
+    assert out.read_text().splitlines() == full_run.read_text().splitlines()[: 2 * BS]
 
 
 def test_resume_needs_scores_file(legacy_root, capsys):
     argv = _score_argv(legacy_root, "search", "x")
     i = argv.index("--scores")
-    del argv[i:i + 2]
+    del argv[i : i + 2]
     assert cli.main(argv + ["--resume"]) == 2
     assert "--resume needs --scores" in capsys.readouterr().err
 

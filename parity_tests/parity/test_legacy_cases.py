@@ -33,20 +33,19 @@ Known divergences of the shared cases (``KNOWN_DIVERGENCES``) are separate
 ``xfail(strict=True)`` tests with the reason, never edited expectations; the group test
 checks every other quantity of the group.
 """
+
 import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from parity_tests.support.cases import LEGACY_ROOT, PENDING_ROOT, legacy_case_dirs, legacy_data_dirs
-
-from groundhog_port.legacy import lookup
 from groundhog_port.errors import LegacyInputError
-from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.harness.check import GROUPS, NOT_COVERED, check, find_case
 from groundhog_port.harness.trace import TraceFile
-
+from groundhog_port.legacy import lookup
+from groundhog_port.legacy.loading import open_experiment
+from parity_tests.support.cases import LEGACY_ROOT, PENDING_ROOT, legacy_case_dirs, legacy_data_dirs
 
 #: (case, quantity) -> reason; only for the shared recordings (the folders under LEGACY_ROOT
 #: and PENDING_ROOT).
@@ -64,10 +63,10 @@ _BEAM1 = "at beam 1 only one hypothesis finishes: normalising cannot change the 
 KNOWN_UNCOVERED: dict = {
     ("search", "beam/1_normalize/normalize_choice"): _BEAM1,
     ("search", "beam/5_ignore_unk/ignore_unk"): "no hypothesis of beam/5 contains UNK, so "
-                                                "beam/5_ignore_unk equals beam/5",
+    "beam/5_ignore_unk equals beam/5",
     ("encdec", "beam/1_normalize/normalize_choice"): _BEAM1,
     ("encdec", "beam/10_normalize/normalize_choice"): "normalising picks the raw-cost best in "
-                                                      "all 40 sentences",
+    "all 40 sentences",
     ("phrase", "beam/1_normalize/normalize_choice"): _BEAM1,
     ("search_variant", "beam/1_normalize/normalize_choice"): _BEAM1,
     ("encdec_variant", "beam/1_normalize/normalize_choice"): _BEAM1,
@@ -97,16 +96,29 @@ def _known(case_dir: Path):
 def _params(config):
     dirs = legacy_case_dirs(config)
     if not dirs:
-        return [pytest.param(None, None, marks=pytest.mark.skip(
-            reason=f"no recorded cases at {LEGACY_ROOT} (set GROUNDHOG_LEGACY_TRACES or pass "
-                   "--legacy-case DIR)"), id="no-cases")]
+        return [
+            pytest.param(
+                None,
+                None,
+                marks=pytest.mark.skip(
+                    reason=f"no recorded cases at {LEGACY_ROOT} (set GROUNDHOG_LEGACY_TRACES or pass "
+                    "--legacy-case DIR)"
+                ),
+                id="no-cases",
+            )
+        ]
     out = []
     for d in dirs:
         trace = d / "trace.h5"
         with TraceFile(trace) as tr:
-            present = {"repr": tr.has("repr"), "pairs": tr.has("pairs"),
-                       "batch": tr.has("batch_all") or tr.has("batch"), "steps": tr.has("steps"),
-                       "sampler": tr.has("sampler"), "train_step": tr.has("train_step")}
+            present = {
+                "repr": tr.has("repr"),
+                "pairs": tr.has("pairs"),
+                "batch": tr.has("batch_all") or tr.has("batch"),
+                "steps": tr.has("steps"),
+                "sampler": tr.has("sampler"),
+                "train_step": tr.has("train_step"),
+            }
             labels = tr.beam_labels()
             extra = [g for g in NOT_COVERED if tr.has(g)]
         for g in GROUPS[:-1]:
@@ -114,10 +126,16 @@ def _params(config):
                 out.append(pytest.param(d, g, id=f"{d.name}-{g}"))
         out += [pytest.param(d, f"beam:{l}", id=f"{d.name}-beam[{l}]") for l in labels]
         out += [pytest.param(d, g, id=f"{d.name}-{g}") for g in extra]
-        out += [pytest.param(d, f"known:{q}", id=f"{d.name}-{q}-known",
-                             marks=pytest.mark.xfail(strict=True, reason=why))
-                for q, why in _known(d).items()
-                if not q.startswith("beam/") or q.split("/")[1] in labels]
+        out += [
+            pytest.param(
+                d,
+                f"known:{q}",
+                id=f"{d.name}-{q}-known",
+                marks=pytest.mark.xfail(strict=True, reason=why),
+            )
+            for q, why in _known(d).items()
+            if not q.startswith("beam/") or q.split("/")[1] in labels
+        ]
     return out
 
 
@@ -152,13 +170,16 @@ class _Cases:
         if key not in self.reports:
             try:
                 files, exp, tr = self.get(case_dir)
-                self.reports[key] = check(exp, tr, groups=(group,), source=files.source,
-                                          target=files.target)
+                self.reports[key] = check(
+                    exp, tr, groups=(group,), source=files.source, target=files.target
+                )
             except LegacyInputError as err:
                 self.reports[key] = err
         if isinstance(self.reports[key], LegacyInputError):
-            pytest.fail(f"{case_dir.name}: {self.reports[key]} (pytest: --legacy-data-dir DIR)",
-                        pytrace=False)
+            pytest.fail(
+                f"{case_dir.name}: {self.reports[key]} (pytest: --legacy-data-dir DIR)",
+                pytrace=False,
+            )
         return self.reports[key]
 
     def close(self):
@@ -178,10 +199,13 @@ def cases(request):
 
 def _message(report, rows):
     lines = [f"{report.trace}:"]
-    lines += [f"  {r.quantity}: {r.status}; n={r.n}, max abs err {r.max_abs}, max rel err "
-              f"{r.max_rel}, rule {r.tolerance_text}; at the worst element {r.worst}: error "
-              f"{r.worst_err} allowed {r.worst_allowed} (float32 noise {r.worst_noise}); "
-              f"{r.n_bad} bad" for r in rows]
+    lines += [
+        f"  {r.quantity}: {r.status}; n={r.n}, max abs err {r.max_abs}, max rel err "
+        f"{r.max_rel}, rule {r.tolerance_text}; at the worst element {r.worst}: error "
+        f"{r.worst_err} allowed {r.worst_allowed} (float32 noise {r.worst_noise}); "
+        f"{r.n_bad} bad"
+        for r in rows
+    ]
     lines += [f"    {r.quantity}: {n}" for r in rows for n in r.notes]
     return "\n".join(lines) + "\n" + report.table(notes=False, float64_reference=True)
 
@@ -194,7 +218,7 @@ def test_parity(cases, case_dir, group):
         pytest.skip(f"/{group}: {NOT_COVERED[group]}")
     known = _known(case_dir)
     if group.startswith("known:"):
-        quantity = group[len("known:"):]
+        quantity = group[len("known:") :]
         group0, label = quantity.split("/")[:2]
         report = cases.report(case_dir, group0)
         rows = [r for r in report.rows if r.quantity == quantity]
@@ -204,19 +228,28 @@ def test_parity(cases, case_dir, group):
         return
     if group.startswith("beam:"):
         report = cases.report(case_dir, "beam")
-        prefix = f"beam/{group[len('beam:'):]}/"
+        prefix = f"beam/{group[len('beam:') :]}/"
         rows = [r for r in report.rows if r.quantity.startswith(prefix)]
     else:
         report = cases.report(case_dir, group)
         rows = report.rows
     uncovered = {r.quantity for r in rows if not r.covered}
-    expected = {q for (c, q) in KNOWN_UNCOVERED if _is_shared(case_dir) and c == case_dir.name
-                and any(r.quantity.split("/")[:2] == q.split("/")[:2] for r in rows)}
+    expected = {
+        q
+        for (c, q) in KNOWN_UNCOVERED
+        if _is_shared(case_dir)
+        and c == case_dir.name
+        and any(r.quantity.split("/")[:2] == q.split("/")[:2] for r in rows)
+    }
     # the rows the recording cannot discriminate are reported NOT COVERED, never dropped
-    assert expected <= uncovered, f"expected NOT COVERED rows missing: {sorted(expected - uncovered)}"
+    assert expected <= uncovered, (
+        f"expected NOT COVERED rows missing: {sorted(expected - uncovered)}"
+    )
     if _in_ci():
-        assert uncovered <= expected, (f"NOT COVERED under CI: {sorted(uncovered - expected)} -- "
-                                       "the recording cannot tell these mechanisms apart")
+        assert uncovered <= expected, (
+            f"NOT COVERED under CI: {sorted(uncovered - expected)} -- "
+            "the recording cannot tell these mechanisms apart"
+        )
     rows = [r for r in rows if r.covered and r.quantity not in known]
     assert rows and sum(r.n for r in rows) > 0, f"{group}: nothing compared in {report.trace}"
     failing = [r for r in rows if not r.passed]

@@ -5,6 +5,7 @@ subset; the full sweep with the output check is run by hand: docs/mutation_sweep
 Each representative mutation is applied to a scratch copy of groundhog_port and checked with
 ``groundhog-port parity --case search --only <its group>`` (about 10 s each).
 """
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -17,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def load_sweep():
-    spec = importlib.util.spec_from_file_location("mutation_sweep", REPO / "tools" / "mutation_sweep.py")
+    spec = importlib.util.spec_from_file_location(
+        "mutation_sweep", REPO / "tools" / "mutation_sweep.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     sys.modules["mutation_sweep"] = mod
     spec.loader.exec_module(mod)
@@ -55,9 +58,14 @@ def test_scratch_copy_leaves_the_worktree_alone(tmp_path):
     assert mu.patches[0][2] in (tmp_path / "groundhog_port" / "model" / "layers.py").read_text()
 
 
-@pytest.mark.parametrize("name, row", [("gru_update_gate_swap", "search:repr/c"),
-                                       ("sampler_3len_steps", "search:sampler/n_steps"),
-                                       ("normalize_len_plus_1", "search:beam/10_normalize/batched/fin_costs")])
+@pytest.mark.parametrize(
+    "name, row",
+    [
+        ("gru_update_gate_swap", "search:repr/c"),
+        ("sampler_3len_steps", "search:sampler/n_steps"),
+        ("normalize_len_plus_1", "search:beam/10_normalize/batched/fin_costs"),
+    ],
+)
 def test_representative_mutation_fails_parity(name, row, tmp_path):
     """Caught by a row (or, ending in '/', a group of rows) that compares what the mistake
     changes -- not by a crash: a scratch copy missing a package made parity exit 2 on every

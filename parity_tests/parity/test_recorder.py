@@ -6,6 +6,7 @@ GroundHog/Theano are not needed: ``main(argv, producer=...)`` takes a stand-in p
 Python 2.7 interpreter with numpy and h5py is found (``GROUNDHOG_PY2`` or the usual
 places), the same recording is also made under Python 2 and compared.
 """
+
 import ast
 import glob
 import os
@@ -199,15 +200,31 @@ def rec():
 
 @pytest.fixture
 def workdir(tmp_path):
-    (tmp_path / "src.txt").write_text("we have four hot schools .\nhello\nthe cat  \n", encoding="utf-8")
-    (tmp_path / "trg.txt").write_text("nous avons quatre écoles chaudes .\nbonjour\nle chat\n", encoding="utf-8")
+    (tmp_path / "src.txt").write_text(
+        "we have four hot schools .\nhello\nthe cat  \n", encoding="utf-8"
+    )
+    (tmp_path / "trg.txt").write_text(
+        "nous avons quatre écoles chaudes .\nbonjour\nle chat\n", encoding="utf-8"
+    )
     (tmp_path / "fake_producer.py").write_text(FAKE_PRODUCER, encoding="utf-8")
     return tmp_path
 
 
 def base_args(d, out="trace.h5"):
-    return ["--groundhog", str(d), "--state", str(d / "s.pkl"), "--model", str(d / "m.npz"),
-            "--source", str(d / "src.txt"), "--target", str(d / "trg.txt"), "--output", str(d / out)]
+    return [
+        "--groundhog",
+        str(d),
+        "--state",
+        str(d / "s.pkl"),
+        "--model",
+        str(d / "m.npz"),
+        "--source",
+        str(d / "src.txt"),
+        "--target",
+        str(d / "trg.txt"),
+        "--output",
+        str(d / out),
+    ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -216,7 +233,15 @@ def base_args(d, out="trace.h5"):
 def test_help(rec, capsys):
     assert rec.main(["--help"]) == 0
     out = capsys.readouterr().out
-    for opt in ("--groundhog", "--state", "--model", "--source", "--target", "--beam-sizes", "--steps"):
+    for opt in (
+        "--groundhog",
+        "--state",
+        "--model",
+        "--source",
+        "--target",
+        "--beam-sizes",
+        "--steps",
+    ):
         assert opt in out
 
 
@@ -243,7 +268,11 @@ def test_missing_and_bad_arguments(rec, workdir, capsys):
 
 def test_parse_changes_and_labels(rec):
     assert rec.parse_changes("word_indx='/x/v.pkl', dim=32, cutoff=1e4, ok=True") == {
-        "word_indx": "/x/v.pkl", "dim": 32, "cutoff": 1e4, "ok": True}
+        "word_indx": "/x/v.pkl",
+        "dim": 32,
+        "cutoff": 1e4,
+        "ok": True,
+    }
     assert rec.parse_changes("") == {}
     for bad in ("x=foo()", "**d", "a=1,,", "__import__('os')"):
         with pytest.raises(rec.InputError):
@@ -260,8 +289,11 @@ def test_parse_changes_and_labels(rec):
 def record_with_fake(rec, d, out="trace.h5", extra=()):
     fake = load_module("fake_producer_" + out.replace(".", "_"), d / "fake_producer.py")
     producer = fake.FakeProducer()
-    argv = base_args(d, out) + ["--steps", "2", "--beam-sizes", "1", "5_normalize", "5_ignore_unk",
-                                "--case", "fake"] + list(extra)
+    argv = (
+        base_args(d, out)
+        + ["--steps", "2", "--beam-sizes", "1", "5_normalize", "5_ignore_unk", "--case", "fake"]
+        + list(extra)
+    )
     assert rec.main(argv, producer=producer) == 0
     return producer, d / out
 
@@ -295,18 +327,32 @@ def test_recording_reads_back(rec, workdir):
             for k in ("seq", "c", "init_states"):
                 assert np.array_equal(r[k], want[k])
         # steps: sentence 0 complete, sentence 1 ("hello") crashed after one full step
-        assert tr.steps_indices() == [0, 1] and tr.steps_attrs == {"beam_size": 5, "ignore_unk": False}
+        assert tr.steps_indices() == [0, 1] and tr.steps_attrs == {
+            "beam_size": 5,
+            "ignore_unk": False,
+        }
         s0 = tr.steps(0)
         assert s0.error is None and s0.n_steps == 3 and s0.minlen == 3
-        assert [st["k"] for st in s0.steps] == [0, 1, 2] and s0.steps[0]["states_in"].shape == (1, 1, 4)
+        assert [st["k"] for st in s0.steps] == [0, 1, 2] and s0.steps[0]["states_in"].shape == (
+            1,
+            1,
+            4,
+        )
         assert len(s0.trans) == 5 and all(t[-1] == 11 for t in s0.trans)
         s1 = tr.steps(1)
-        assert s1.error == "ValueError: kth(=640) out of bounds (12)" and s1.n_steps == 1 and s1.trans == []
+        assert (
+            s1.error == "ValueError: kth(=640) out of bounds (12)"
+            and s1.n_steps == 1
+            and s1.trans == []
+        )
         # beam: every label, the crash recorded as an error record, the run goes on
         assert tr.beam_labels() == ["1", "5_ignore_unk", "5_normalize"]
         want_beams = iter(got["beam"])
-        for label, (size, norm, unk) in (("1", (1, False, False)), ("5_normalize", (5, True, False)),
-                                         ("5_ignore_unk", (5, False, True))):
+        for label, (size, norm, unk) in (
+            ("1", (1, False, False)),
+            ("5_normalize", (5, True, False)),
+            ("5_ignore_unk", (5, False, True)),
+        ):
             run = tr.beam(label)
             assert (run.beam_size, run.normalize, run.ignore_unk) == (size, norm, unk)
             assert run.errors == {1: "ValueError: kth(=640) out of bounds (12)"}
@@ -317,7 +363,9 @@ def test_recording_reads_back(rec, workdir):
                 assert [list(t) for t in s.trans] == [list(t) for t in want["trans"]]
                 assert np.array_equal(s.costs, want["costs"])
                 assert s.best == int(np.argmin(want["costs"]))
-                assert s.best_sentence == want["sentences"][s.best] and s.best_sentence.endswith("é")
+                assert s.best_sentence == want["sentences"][s.best] and s.best_sentence.endswith(
+                    "é"
+                )
         tr.validate()
 
 
@@ -326,7 +374,9 @@ def test_sampler_and_train_step_groups(rec, workdir):
     returned it, the MRG states in full only for the stream sample_fn advanced (others: first
     8 rows + sha256 of the whole array), params_after only for the parameters that changed."""
     import hashlib
+
     import h5py
+
     producer, path = record_with_fake(rec, workdir, "groups.h5")
     want_s, want_t = producer.returned["sampler"], producer.returned["train_step"]
     with TraceFile(path) as tr:
@@ -342,7 +392,9 @@ def test_sampler_and_train_step_groups(rec, workdir):
             assert got["sentences"][0].endswith("é") and got["attrs"]["n_steps"] == want["n_steps"]
             assert got["attrs"]["test_index"] == want["index"] and got["attrs"]["alpha"] == 1.0
         ts = tr.train_step()
-        assert ts["attrs"]["param_order"] == ["b_b", "W_a"] and ts["attrs"]["changed_params"] == ["W_a"]
+        assert ts["attrs"]["param_order"] == ["b_b", "W_a"] and ts["attrs"]["changed_params"] == [
+            "W_a"
+        ]
         assert sorted(ts["params_after"]) == ["W_a"]
         assert np.array_equal(ts["params_after"]["W_a"], want_t["params_after"]["W_a"])
         for sub in ("clipped_grads", "gnorm2_after", "dnorm2_after"):
@@ -358,17 +410,29 @@ def test_sampler_and_train_step_groups(rec, workdir):
         assert sorted(before) == ["00", "01_first8rows"]
         full = before["00"]
         assert full.shape == (10, 6) and bool(full.attrs["used_by_sample_fn"])
-        assert full.attrs["sha256"] == hashlib.sha256(np.ascontiguousarray(full[()]).tobytes()).hexdigest()
-        assert before["01_first8rows"].shape == (8, 6) and before["01_first8rows"].attrs["full_shape"].tolist() == [10, 6]
+        assert (
+            full.attrs["sha256"]
+            == hashlib.sha256(np.ascontiguousarray(full[()]).tobytes()).hexdigest()
+        )
+        assert before["01_first8rows"].shape == (8, 6) and before["01_first8rows"].attrs[
+            "full_shape"
+        ].tolist() == [10, 6]
         last = f["sampler/2/rstate_shared_after_call"]
         assert sorted(last) == ["00_first8rows", "01_first8rows"]
-        assert last["00_first8rows"].attrs["sha256"] == hashlib.sha256(
-            want_s["calls"][-1]["rstate_after"][0].tobytes()).hexdigest()
-        assert f["sampler/0/sample_ids"].dtype == np.int64 and f["train_step/params_after/W_a"].dtype == np.float32
+        assert (
+            last["00_first8rows"].attrs["sha256"]
+            == hashlib.sha256(want_s["calls"][-1]["rstate_after"][0].tobytes()).hexdigest()
+        )
+        assert (
+            f["sampler/0/sample_ids"].dtype == np.int64
+            and f["train_step/params_after/W_a"].dtype == np.float32
+        )
 
 
 def test_parts_and_max_sentences(rec, workdir):
-    _, path = record_with_fake(rec, workdir, "part.h5", ["--parts", "repr,beam", "--max-sentences", "1"])
+    _, path = record_with_fake(
+        rec, workdir, "part.h5", ["--parts", "repr,beam", "--max-sentences", "1"]
+    )
     with TraceFile(path) as tr:
         assert tr.repr_indices() == [0] and tr.pair_indices() == [] and tr.steps_indices() == []
         assert not tr.has("batch_all") and sorted(tr.beam("1").sentences) == [0]
@@ -379,7 +443,9 @@ def test_step_recorder_wrappers(rec):
     r = rec.StepRecorder()
     rng = np.random.RandomState(0)
     voc, dim = 7, 3
-    probs_fn = r.wrap_next_probs(lambda c, k, y, *h: [rng.uniform(size=(len(y), voc)).astype("float32")])
+    probs_fn = r.wrap_next_probs(
+        lambda c, k, y, *h: [rng.uniform(size=(len(y), voc)).astype("float32")]
+    )
     states_fn = r.wrap_next_states(lambda c, k, y, *h: [s + 1 for s in h])
     argpartition = r.wrap_argpartition(np.argpartition)
     r.start()
@@ -398,9 +464,20 @@ def test_step_recorder_wrappers(rec):
     steps = r.stop()
     assert [s["k"] for s in steps] == [0, 1] and not r.active
     for st in steps:
-        assert set(st) == {"k", "last_words", "states_in", "next_probs", "n_samples", "flat_next_costs",
-                           "best_costs_indices", "trans_indices", "word_indices", "costs",
-                           "states_gathered", "next_states"}
+        assert set(st) == {
+            "k",
+            "last_words",
+            "states_in",
+            "next_probs",
+            "n_samples",
+            "flat_next_costs",
+            "best_costs_indices",
+            "trans_indices",
+            "word_indices",
+            "costs",
+            "states_gathered",
+            "next_states",
+        }
         assert np.array_equal(st["trans_indices"], st["best_costs_indices"] // voc)
         assert np.array_equal(st["costs"], st["flat_next_costs"][st["best_costs_indices"]])
         assert st["next_states"].shape == (1, n, dim)
@@ -414,9 +491,15 @@ def test_step_recorder_wrappers(rec):
 # Python 2.7 compatibility
 # ---------------------------------------------------------------------------------------
 PY3_ONLY = {
-    ast.JoinedStr: "f-string", ast.AnnAssign: "annotated assignment", ast.Nonlocal: "nonlocal",
-    ast.YieldFrom: "yield from", ast.AsyncFunctionDef: "async def", ast.Await: "await",
-    ast.AsyncFor: "async for", ast.AsyncWith: "async with", ast.NamedExpr: "walrus",
+    ast.JoinedStr: "f-string",
+    ast.AnnAssign: "annotated assignment",
+    ast.Nonlocal: "nonlocal",
+    ast.YieldFrom: "yield from",
+    ast.AsyncFunctionDef: "async def",
+    ast.Await: "await",
+    ast.AsyncFor: "async for",
+    ast.AsyncWith: "async with",
+    ast.NamedExpr: "walrus",
 }
 
 
@@ -426,8 +509,11 @@ def test_py2_compatible_syntax():
     tree = ast.parse(source)
     problems = []
     # f(a, *args) is Python 2; a starred expression anywhere else ([*a], a, *b = ..., f(*a, b)) is not
-    call_star = {id(n.args[-1]) for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
-                 and isinstance(n.args[-1], ast.Starred)}
+    call_star = {
+        id(n.args[-1])
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and n.args and isinstance(n.args[-1], ast.Starred)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Starred) and id(node) not in call_star:
             problems.append(f"line {node.lineno}: starred expression")
@@ -450,11 +536,21 @@ def test_py2_compatible_syntax():
         if isinstance(node, ast.Raise) and node.cause is not None:
             problems.append(f"line {node.lineno}: raise ... from")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [n.name for n in node.names]
-            problems += [f"line {node.lineno}: imports {n}" for n in names if n.startswith("groundhog_port")]
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [n.name for n in node.names]
+            )
+            problems += [
+                f"line {node.lineno}: imports {n}" for n in names if n.startswith("groundhog_port")
+            ]
     assert not problems, problems
     assert "from __future__ import print_function, division" in source
-    assert "FileNotFoundError" not in source and "exist_ok" not in source and "perf_counter" not in source
+    assert (
+        "FileNotFoundError" not in source
+        and "exist_ok" not in source
+        and "perf_counter" not in source
+    )
 
 
 def find_py2():
@@ -464,8 +560,12 @@ def find_py2():
         if not c:
             continue
         try:
-            out = subprocess.run([c, "-c", "import sys; sys.stdout.write(str(sys.version_info[0]))"],
-                                 capture_output=True, text=True, timeout=20)
+            out = subprocess.run(
+                [c, "-c", "import sys; sys.stdout.write(str(sys.version_info[0]))"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         if out.returncode == 0 and out.stdout.strip() == "2":
@@ -478,9 +578,13 @@ def test_compiles_and_records_under_python2(rec, workdir, tmp_path):
     if py2 is None:
         pytest.skip("no Python 2.7 interpreter found (set GROUNDHOG_PY2)")
     shutil.copy(RECORDER, tmp_path / "rec2.py")
-    out = subprocess.run([py2, "-m", "py_compile", str(tmp_path / "rec2.py")], capture_output=True, text=True)
+    out = subprocess.run(
+        [py2, "-m", "py_compile", str(tmp_path / "rec2.py")], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
-    has_libs = subprocess.run([py2, "-c", "import numpy, h5py"], capture_output=True).returncode == 0
+    has_libs = (
+        subprocess.run([py2, "-c", "import numpy, h5py"], capture_output=True).returncode == 0
+    )
     if not has_libs:
         pytest.skip("Python 2.7 found but without numpy/h5py: compiled only")
     script = (
@@ -489,7 +593,15 @@ def test_compiles_and_records_under_python2(rec, workdir, tmp_path):
         "import rec2, fake_producer\n"
         "sys.exit(rec2.main(sys.argv[1:], producer=fake_producer.FakeProducer()))\n"
     ) % (str(tmp_path), str(workdir))
-    argv = base_args(workdir, "py2.h5") + ["--steps", "2", "--beam-sizes", "1", "5_normalize", "--case", "fake"]
+    argv = base_args(workdir, "py2.h5") + [
+        "--steps",
+        "2",
+        "--beam-sizes",
+        "1",
+        "5_normalize",
+        "--case",
+        "fake",
+    ]
     run = subprocess.run([py2, "-c", script] + argv, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     _, py3_path = record_with_fake(rec, workdir, "py3.h5")
@@ -506,11 +618,21 @@ def test_compiles_and_records_under_python2(rec, workdir, tmp_path):
             assert a.errors == b.errors
             for i in (0, 2):
                 x, y = a.sentences[i], b.sentences[i]
-                assert (x.finished, x.best, x.best_sentence) == (y.finished, y.best, y.best_sentence)
+                assert (x.finished, x.best, x.best_sentence) == (
+                    y.finished,
+                    y.best,
+                    y.best_sentence,
+                )
         s2, s3 = t2.steps(0), t3.steps(0)
         assert s2.finished == s3.finished and t2.steps(1).error == t3.steps(1).error
         for x, y in zip(s2.steps, s3.steps):
-            for k in ("next_probs", "flat_next_costs", "states_in", "states_gathered", "next_states"):
+            for k in (
+                "next_probs",
+                "flat_next_costs",
+                "states_in",
+                "states_gathered",
+                "next_states",
+            ):
                 assert np.array_equal(x[k], y[k]), k
             # the fake calls numpy's argpartition: its order differs between numpy versions
             assert sorted(x["best_costs_indices"]) == sorted(y["best_costs_indices"])
@@ -518,6 +640,7 @@ def test_compiles_and_records_under_python2(rec, workdir, tmp_path):
 
 def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
     import pickle
+
     gh = tmp_path / "gh"
     for rel, text in MOCK_GROUNDHOG.items():
         (gh / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -526,30 +649,58 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
     data.mkdir()
     vocab_en = {"we": 2, "have": 3, "the": 4, "cat": 5}
     ivocab_en = {v: k for k, v in vocab_en.items()}
-    for name, obj in (("vocab.en.pkl", vocab_en), ("vocab.fr.pkl", {"le": 2, "chat": 3}),
-                      ("ivocab.en.pkl", ivocab_en)):
+    for name, obj in (
+        ("vocab.en.pkl", vocab_en),
+        ("vocab.fr.pkl", {"le": 2, "chat": 3}),
+        ("ivocab.en.pkl", ivocab_en),
+    ):
         (data / name).write_bytes(pickle.dumps(obj, protocol=2))
     (workdir / "s.pkl").write_bytes(pickle.dumps({"seed": 3}, protocol=0))
     (workdir / "m.npz").write_bytes(b"")
     argv = base_args(workdir, "mock.h5")
     argv[argv.index("--groundhog") + 1] = str(gh)
-    argv += ["--remap-dir", str(data), "--steps", "3", "--steps-beam", "2", "--beam-sizes", "1", "2_normalize",
-             "--changes", "bs=2", "--case", "mock"]
-    run = subprocess.run([sys.executable, str(RECORDER)] + argv, capture_output=True, text=True,
-                         timeout=120, cwd=str(workdir))
+    argv += [
+        "--remap-dir",
+        str(data),
+        "--steps",
+        "3",
+        "--steps-beam",
+        "2",
+        "--beam-sizes",
+        "1",
+        "2_normalize",
+        "--changes",
+        "bs=2",
+        "--case",
+        "mock",
+    ]
+    run = subprocess.run(
+        [sys.executable, str(RECORDER)] + argv,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(workdir),
+    )
     assert run.returncode == 0, run.stderr
     assert "beam/1/1: ValueError: kth(=" in run.stderr  # "hello": the doubled beam overflows
     with TraceFile(workdir / "mock.h5") as tr:
         tr.validate()
         a = tr.attrs
-        assert a["case"] == "mock" and a["theano_version"] == "mock" and a["param_names"] == ["W_a", "W_b"]
+        assert (
+            a["case"] == "mock"
+            and a["theano_version"] == "mock"
+            and a["param_names"] == ["W_a", "W_b"]
+        )
         assert a["null_sym_target"] == 8 and a["seed"] == 3
         assert tr.repr(0)["parsed_in"] == "we have UNK UNK UNK UNK <eos>"
         assert tr.pairs(2)["src_ids"].tolist() == [4, 5, 6]
         assert [b["x"].shape[1] for b in tr.batch_all()] == [2, 1] and tr.batch()["batch_size"] == 2
         s0 = tr.steps(0)
         assert s0.error is None and s0.minlen == 3 and s0.n_steps >= 3
-        assert s0.steps[0]["states_in"].shape == (1, 1, 3) and s0.steps[0]["next_probs"].shape == (1, 9)
+        assert s0.steps[0]["states_in"].shape == (1, 1, 3) and s0.steps[0]["next_probs"].shape == (
+            1,
+            9,
+        )
         for st in s0.steps:
             assert np.array_equal(st["costs"], st["flat_next_costs"][st["best_costs_indices"]])
             assert st["next_states"].shape == (1, st["n_samples"], 3)
@@ -563,7 +714,8 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
             run_ = tr.beam(label)
             assert set(run_.errors) == {1}
             assert run_.sentences[0].best_sentence == " ".join(
-                "w%d" % w for w in run_.sentences[0].trans[run_.sentences[0].best][:-1])
+                "w%d" % w for w in run_.sentences[0].trans[run_.sentences[0].best][:-1]
+            )
         assert tr.beam("2_normalize").normalize
         # root attributes the shared recordings carry
         # --groundhog-commit defaults to the reference commit; gh/ is no git checkout: warned
@@ -580,6 +732,7 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
         assert c0["sample_ids"].shape == (3 * (len(c0["seq"]) - 1), 5) and c0["costs"].shape == (5,)
         assert c0["attrs"]["n_steps"] == 3 * (len(c0["seq"]) - 1) and c0["attrs"]["alpha"] == 1.0
         import h5py
+
         with h5py.File(workdir / "mock.h5", "r") as f:
             before = f["sampler/rstate_shared_before_first_call"]
             assert sorted(before) == ["00", "01_first8rows"]
@@ -590,10 +743,18 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
             assert after["01_first8rows"].attrs["sha256"] == before["01_first8rows"].attrs["sha256"]
         # /train_step: W_b got a zero gradient, so only W_a is in params_after
         ts = tr.train_step()
-        assert ts["attrs"]["param_order"] == ["W_b", "W_a"] and ts["attrs"]["changed_params"] == ["W_a"]
-        assert sorted(ts["params_after"]) == ["W_a"] and sorted(ts["clipped_grads"]) == ["W_a", "W_b"]
+        assert ts["attrs"]["param_order"] == ["W_b", "W_a"] and ts["attrs"]["changed_params"] == [
+            "W_a"
+        ]
+        assert sorted(ts["params_after"]) == ["W_a"] and sorted(ts["clipped_grads"]) == [
+            "W_a",
+            "W_b",
+        ]
         assert ts["attrs"]["rval_cost"] == 2.5 and "rval_name" not in ts["attrs"]
-        assert ts["x"].tolist() == [[0, 1], [2, 3], [4, 5]] and ts["attrs"]["iterator_start_offset"] == 0
+        assert (
+            ts["x"].tolist() == [[0, 1], [2, 3], [4, 5]]
+            and ts["attrs"]["iterator_start_offset"] == 0
+        )
         assert np.allclose(ts["params_after"]["W_a"], 1.5 - 15 / 100.0)
 
 
@@ -607,9 +768,27 @@ def test_groundhog_commit_is_the_named_one_with_a_warning_when_the_checkout_diff
     local = "0123456789abcdef0123456789abcdef01234567"
     (git / "refs" / "heads" / "main").write_text(local + "\n")
     warning = rec.commit_mismatch(str(tmp_path), REFERENCE_COMMIT)
-    assert "is at git commit {0}, not {1}".format(local, REFERENCE_COMMIT) in warning
+    assert f"is at git commit {local}, not {REFERENCE_COMMIT}" in warning
     (git / "refs" / "heads" / "main").write_text(REFERENCE_COMMIT + "\n")
     assert rec.commit_mismatch(str(tmp_path), "4d2433b") is None  # short ids match by prefix
-    assert rec.build_parser().parse_args(
-        ["--groundhog", "g", "--state", "s", "--model", "m", "--source", "a", "--target", "b",
-         "--output", "o"]).groundhog_commit == REFERENCE_COMMIT
+    assert (
+        rec.build_parser()
+        .parse_args(
+            [
+                "--groundhog",
+                "g",
+                "--state",
+                "s",
+                "--model",
+                "m",
+                "--source",
+                "a",
+                "--target",
+                "b",
+                "--output",
+                "o",
+            ]
+        )
+        .groundhog_commit
+        == REFERENCE_COMMIT
+    )

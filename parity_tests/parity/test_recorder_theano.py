@@ -24,6 +24,7 @@ against their own definitions.
 
 Without .venv-theano the test skips (fails in CI, where tools/test.sh creates it).
 """
+
 import json
 import os
 import pickle
@@ -34,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundhog_port.sampling import mrg
 from groundhog_port.harness.trace import TraceFile
+from groundhog_port.sampling import mrg
 from parity_tests.support.recorder import MOCK_GROUNDHOG, REFERENCE_COMMIT, load_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,14 +46,24 @@ THEANO_PY = THEANO_VENV / "bin" / "python"
 #: MANIFEST section 1's flags, and cxx= : Theano's Python implementation of every op (the same
 #: values; compiling the C modules of this small model costs 4-5 min cold on a busy 2-core
 #: machine, 80 s warm -- too much for the suite).  base_compiledir keeps ~/.theano clean.
-THEANO_FLAGS = ("cxx=,blas.ldflags=,floatX=float32,device=cpu,on_unused_input=warn,"
-                "base_compiledir=" + str(THEANO_VENV / "compiledir"))
+THEANO_FLAGS = (
+    "cxx=,blas.ldflags=,floatX=float32,device=cpu,on_unused_input=warn,"
+    "base_compiledir=" + str(THEANO_VENV / "compiledir")
+)
 #: the reference recordings' wording (../shared/legacy_traces/*/trace.h5, root attribute)
 REFERENCE_SCAN_MODE = "python scan loop (scan_perform_ext disabled), inner graphs C-compiled"
 DIM = 3
-SHAPES = {"W_src_emb": (7, DIM), "U_enc": (DIM, DIM), "W_init": (DIM, DIM), "b_init": (DIM,),
-          "W_trg_emb": (9, DIM), "U_dec": (DIM, DIM), "W_ctx": (DIM, DIM), "W_out": (DIM, 9),
-          "b_out": (9,)}
+SHAPES = {
+    "W_src_emb": (7, DIM),
+    "U_enc": (DIM, DIM),
+    "W_init": (DIM, DIM),
+    "b_init": (DIM,),
+    "W_trg_emb": (9, DIM),
+    "U_dec": (DIM, DIM),
+    "W_ctx": (DIM, DIM),
+    "W_out": (DIM, 9),
+    "b_out": (9,),
+}
 
 # A stand-in for GroundHog's experiments.nmt written with Theano (for this test; not GroundHog
 # code).  sample.py / score.py are the numpy stand-ins of test_recorder.py (interfaces only).
@@ -264,7 +275,7 @@ class RNNEncoderDecoder(object):
 ''' % {"shapes": SHAPES, "dim": DIM}
 
 # SGD_adadelta's interface (gs, gnorm2, dnorm2, one call = one update) with Theano's grad
-STAND_IN_SGD = '''
+STAND_IN_SGD = """
 import numpy
 import theano
 import theano.tensor as TT
@@ -297,16 +308,19 @@ class SGD(object):
         cost, norm = self.train_fn(b["x"], b["y"], b["x_mask"], b["y_mask"])
         self.update_fn()
         return {"cost": cost, "grad_norm": norm, "lr": 1.0}
-'''
+"""
 
 
 def write_stand_in(root):
-    files = {"experiments/__init__.py": "", "groundhog/__init__.py": "",
-             "groundhog/trainer/__init__.py": "",
-             "experiments/nmt/__init__.py": STAND_IN_NMT,
-             "experiments/nmt/sample.py": MOCK_GROUNDHOG["experiments/nmt/sample.py"],
-             "experiments/nmt/score.py": MOCK_GROUNDHOG["experiments/nmt/score.py"],
-             "groundhog/trainer/SGD_adadelta.py": STAND_IN_SGD}
+    files = {
+        "experiments/__init__.py": "",
+        "groundhog/__init__.py": "",
+        "groundhog/trainer/__init__.py": "",
+        "experiments/nmt/__init__.py": STAND_IN_NMT,
+        "experiments/nmt/sample.py": MOCK_GROUNDHOG["experiments/nmt/sample.py"],
+        "experiments/nmt/score.py": MOCK_GROUNDHOG["experiments/nmt/score.py"],
+        "groundhog/trainer/SGD_adadelta.py": STAND_IN_SGD,
+    }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text.lstrip("\n"), encoding="utf-8")
@@ -326,7 +340,8 @@ def theano_python():
     if not THEANO_PY.is_file():
         ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
         (pytest.fail if ci else pytest.skip)(
-            f"{THEANO_VENV} not found: create it with `bash tools/theano_venv.sh` (tools/test.sh does)")
+            f"{THEANO_VENV} not found: create it with `bash tools/theano_venv.sh` (tools/test.sh does)"
+        )
     return THEANO_PY
 
 
@@ -335,26 +350,61 @@ def recorded(theano_python, tmp_path_factory):
     d = tmp_path_factory.mktemp("theano_recorder")
     write_stand_in(d / "gh")
     (d / "src.txt").write_text("we have four hot schools .\nhello\nthe cat\n", encoding="utf-8")
-    (d / "trg.txt").write_text("nous avons quatre écoles chaudes .\nbonjour\nle chat\n", encoding="utf-8")
+    (d / "trg.txt").write_text(
+        "nous avons quatre écoles chaudes .\nbonjour\nle chat\n", encoding="utf-8"
+    )
     data = d / "data"
     data.mkdir()
     vocab_en = {"we": 2, "have": 3, "the": 4, "cat": 5}
-    for name, obj in (("vocab.en.pkl", vocab_en), ("vocab.fr.pkl", {"le": 2, "chat": 3}),
-                      ("ivocab.en.pkl", {v: k for k, v in vocab_en.items()})):
+    for name, obj in (
+        ("vocab.en.pkl", vocab_en),
+        ("vocab.fr.pkl", {"le": 2, "chat": 3}),
+        ("ivocab.en.pkl", {v: k for k, v in vocab_en.items()}),
+    ):
         (data / name).write_bytes(pickle.dumps(obj, protocol=2))
     (d / "s.pkl").write_bytes(pickle.dumps({"seed": 3}, protocol=0))
     rng = np.random.RandomState(20261201)
     weights = {k: rng.normal(0, 0.8, size=s).astype("float32") for k, s in SHAPES.items()}
     np.savez(d / "m.npz", **weights)
-    argv = ["--groundhog", str(d / "gh"), "--state", str(d / "s.pkl"), "--model", str(d / "m.npz"),
-            "--source", str(d / "src.txt"), "--target", str(d / "trg.txt"),
-            "--output", str(d / "trace.h5"), "--remap-dir", str(data), "--steps", "2",
-            "--steps-beam", "2", "--beam-sizes", "1", "2_normalize", "--sampler-calls", "2",
-            "--changes", "bs=2", "--case", "theano_stand_in"]
+    argv = [
+        "--groundhog",
+        str(d / "gh"),
+        "--state",
+        str(d / "s.pkl"),
+        "--model",
+        str(d / "m.npz"),
+        "--source",
+        str(d / "src.txt"),
+        "--target",
+        str(d / "trg.txt"),
+        "--output",
+        str(d / "trace.h5"),
+        "--remap-dir",
+        str(data),
+        "--steps",
+        "2",
+        "--steps-beam",
+        "2",
+        "--beam-sizes",
+        "1",
+        "2_normalize",
+        "--sampler-calls",
+        "2",
+        "--changes",
+        "bs=2",
+        "--case",
+        "theano_stand_in",
+    ]
     env = dict(os.environ, THEANO_FLAGS=THEANO_FLAGS, PYTHONHASHSEED="0", PYTHONUTF8="1")
     env.pop("PYTHONPATH", None)
-    run = subprocess.run([str(theano_python), str(RECORDER)] + argv, capture_output=True,
-                         text=True, timeout=900, cwd=str(d), env=env)
+    run = subprocess.run(
+        [str(theano_python), str(RECORDER)] + argv,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=str(d),
+        env=env,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     assert (d / "trace.h5").is_file() and not (d / "trace.h5.partial").exists()
     return d, weights, run
@@ -367,7 +417,9 @@ def test_recorder_runs_on_theano_1_0_5(recorded):
         a = tr.attrs
         assert a["theano_version"] == "1.0.5" and a["numpy_version"] == "1.23.5"
         assert a["theano_floatX"] == "float32" and a["THEANO_FLAGS"] == THEANO_FLAGS
-        assert a["scan_mode"] == "no C compiler: Python implementations of every op, python scan loop"
+        assert (
+            a["scan_mode"] == "no C compiler: Python implementations of every op, python scan loop"
+        )
         assert a["groundhog_commit"] == REFERENCE_COMMIT
         assert "is not a git checkout" in run.stderr
         assert a["prototype"] == "prototype_state"
@@ -378,11 +430,13 @@ def test_scan_mode_wording_is_the_reference_recordings(monkeypatch):
     """With a C compiler and scan_perform_ext disabled (MANIFEST section 1; what the .pth file
     of tools/theano_venv.sh does), ``scan_mode`` is worded as the shared recordings'."""
     import h5py
+
     rec = load_module("record_theano_traces", RECORDER)
 
     class theano:
         class config:
             cxx = "g++"
+
     monkeypatch.setitem(sys.modules, "theano.scan_module.scan_perform_ext", None)
     assert rec.scan_mode(theano) == REFERENCE_SCAN_MODE
     monkeypatch.setattr(theano.config, "cxx", "")
@@ -416,12 +470,13 @@ def test_sampler_streams_against_the_port_mrg(recorded):
     BeamSearch.compile builds must not show) -> the sampler's state matrix -> its state after
     each call (each of the n_steps draws advances rows 0..n_samples-1 by one step)."""
     import h5py
+
     d, _, _ = recorded
     with TraceFile(d / "trace.h5") as tr:
         smp = tr.sampler()
     assert sorted(smp["calls"]) == [0, 2]
     streams = mrg.MRGRandomStreams(smp["attrs"]["mrg_seed"])
-    matrix = streams.new_state_matrix()            # the sampler's multinomial, built in build()
+    matrix = streams.new_state_matrix()  # the sampler's multinomial, built in build()
     assert np.array_equal(smp["mrg_base_rstate_after_build"], streams.rstate)
     with h5py.File(d / "trace.h5", "r") as f:
         before = f["sampler/rstate_shared_before_first_call"]
@@ -438,8 +493,12 @@ def test_sampler_streams_against_the_port_mrg(recorded):
                 matrix.uniform(n_samples)
             after = f[f"sampler/{index}/rstate_shared_after_call/00_first8rows"]
             assert np.array_equal(after[()], matrix.rows[:8])
-            assert after.attrs["sha256"] == __import__("hashlib").sha256(
-                np.ascontiguousarray(matrix.rows).tobytes()).hexdigest()
+            assert (
+                after.attrs["sha256"]
+                == __import__("hashlib")
+                .sha256(np.ascontiguousarray(matrix.rows).tobytes())
+                .hexdigest()
+            )
             assert np.all(call["sample_neg_log_probs"] > 0)
 
 
@@ -448,13 +507,15 @@ def test_train_step_from_the_compiled_trainer(recorded):
     with TraceFile(d / "trace.h5") as tr:
         ts = tr.train_step()
     order = ts["attrs"]["param_order"]
-    assert sorted(order) == sorted(SHAPES) and sorted(ts["attrs"]["changed_params"]) == sorted(SHAPES)
+    assert sorted(order) == sorted(SHAPES) and sorted(ts["attrs"]["changed_params"]) == sorted(
+        SHAPES
+    )
     assert np.isfinite(ts["attrs"]["rval_cost"]) and ts["attrs"]["rval_grad_norm"] > 0
     for name in order:
         step = ts["params_after"][name].astype(np.float64) - w[name]
         # Adadelta's first step from zero accumulators: |d| = sqrt(eps / (eps + 0.05 g^2)) |g|
         g = ts["clipped_grads"][name].astype(np.float64)
-        expect = -np.sqrt(1e-6) / np.sqrt(0.05 * g ** 2 + 1e-6) * g
+        expect = -np.sqrt(1e-6) / np.sqrt(0.05 * g**2 + 1e-6) * g
         assert np.abs(step - expect).max() < 1e-6, name
-        assert np.allclose(ts["gnorm2_after"][name], 0.05 * g ** 2, rtol=1e-5, atol=1e-12)
+        assert np.allclose(ts["gnorm2_after"][name], 0.05 * g**2, rtol=1e-5, atol=1e-12)
     assert json.loads(json.dumps(ts["attrs"]["param_order"])) == order

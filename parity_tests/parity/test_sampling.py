@@ -13,6 +13,7 @@ The recorded ``/sampler`` groups themselves are checked by ``test_legacy_cases.p
   models), bit for bit;
 * the command line in both forms.
 """
+
 import io
 import re
 
@@ -23,18 +24,23 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from groundhog_port.harness.check import check, find_case
+from groundhog_port.harness.groups import sampler as sampling_parity
+from groundhog_port.harness.trace import TraceFile
+from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.sampling import mrg
+from groundhog_port.sampling.batched import BatchedSampler
+from groundhog_port.sampling.sampler import (
+    Sampler,
+    SamplingFailed,
+    draw_sentence,
+    multinomial_from_uniform,
+    n_steps_for,
+)
+from groundhog_port.sampling.seed import derive_mrg_seed
 from parity_tests.support.cases import FIXTURES, case_dirs
 from parity_tests.support.inprocess import journal_header
 from parity_tests.support.models import build_model
-from groundhog_port.legacy.loading import open_experiment
-from groundhog_port.harness.check import check, find_case
-from groundhog_port.sampling import mrg
-from groundhog_port.harness.groups import sampler as sampling_parity
-from groundhog_port.sampling.batched import BatchedSampler
-from groundhog_port.sampling.sampler import (Sampler, SamplingFailed, draw_sentence, finish,
-                                             multinomial_from_uniform, n_steps_for)
-from groundhog_port.sampling.seed import derive_mrg_seed
-from groundhog_port.harness.trace import TraceFile
 
 CASE_DIRS = case_dirs()
 
@@ -54,7 +60,8 @@ def _exp(case):
 
 # -- the generator ---------------------------------------------------------------------
 states = st.lists(st.integers(0, mrg.M1 - 1), min_size=3, max_size=3).flatmap(
-    lambda a: st.lists(st.integers(0, mrg.M2 - 1), min_size=3, max_size=3).map(lambda b: a + b))
+    lambda a: st.lists(st.integers(0, mrg.M2 - 1), min_size=3, max_size=3).map(lambda b: a + b)
+)
 
 
 @given(st.lists(states, min_size=1, max_size=8))
@@ -76,7 +83,9 @@ def test_step_is_the_recurrence_mod_m(rows):
 def test_overflowing_partial_sums():
     """States at the top of the range: the C sums overflow int32 and the ``y < 0`` tests
     repair them (this is what the int64 emulation must wrap like C)."""
-    s = np.array([[mrg.M1 - 1] * 3 + [mrg.M2 - 1] * 3, [mrg.M1 - 1, 1, mrg.M1 - 1, 1, mrg.M2 - 1, 2]])
+    s = np.array(
+        [[mrg.M1 - 1] * 3 + [mrg.M2 - 1] * 3, [mrg.M1 - 1, 1, mrg.M1 - 1, 1, mrg.M2 - 1, 2]]
+    )
     new, _ = mrg.next_states(s)
     assert new[0, 0] == ((1 << 22) * (mrg.M1 - 1) + 129 * (mrg.M1 - 1)) % mrg.M1
     assert new[1, 3] == ((1 << 15) * 1 + 32769 * 2) % mrg.M2
@@ -98,7 +107,7 @@ def test_uniform_float32_conversion():
     assert u.dtype == np.float32
     assert u[0] == np.float32(4.6566126e-10) and (u > 0).all() and (u < 1).all()
     # float32(M1) = 2^31: times the float32 just below 2^-31 it is 1 - 2^-24, never 1.0
-    assert u[-1] == np.float32(1 - 2.0 ** -24)
+    assert u[-1] == np.float32(1 - 2.0**-24)
 
 
 def test_draw_larger_than_the_streams_cycles_them_in_order():
@@ -108,7 +117,7 @@ def test_draw_larger_than_the_streams_cycles_them_in_order():
     s = rows.astype(np.int64)
     want = []
     for i in range(7):
-        new, d = mrg.next_states(s[i % 3:i % 3 + 1])
+        new, d = mrg.next_states(s[i % 3 : i % 3 + 1])
         s[i % 3] = new[0]
         want.append(mrg.to_float32(d)[0])
     assert np.array_equal(u, np.array(want, dtype=np.float32))
@@ -122,8 +131,11 @@ def test_zero_seed_is_refused_like_theano():
 
 @pytest.mark.skipif(not CASE_DIRS, reason="recorded traces not found (set GROUNDHOG_LEGACY_TRACES)")
 def test_recorded_stream_states_of_a_case():
-    case = next(d for d in CASE_DIRS if d.name == "search") if any(
-        d.name == "search" for d in CASE_DIRS) else CASE_DIRS[0]
+    case = (
+        next(d for d in CASE_DIRS if d.name == "search")
+        if any(d.name == "search" for d in CASE_DIRS)
+        else CASE_DIRS[0]
+    )
     with h5py.File(case / "trace.h5", "r") as f:
         g = f["sampler"]
         streams = mrg.MRGRandomStreams(int(g.attrs["mrg_seed"]))
@@ -149,7 +161,7 @@ def test_multinomial_quirk_row_sum_below_u_gives_word_0():
 
 def test_multinomial_sums_in_double():
     # 0.5 + 2^-26 is 0.5 in float32 but not in double: the double sum passes u = 0.5 at word 1
-    p = np.array([[0.5, 2.0 ** -26, 0.5]], dtype=np.float32)
+    p = np.array([[0.5, 2.0**-26, 0.5]], dtype=np.float32)
     assert np.float32(p[0, 0]) + np.float32(p[0, 1]) == np.float32(0.5)
     assert multinomial_from_uniform(p, np.array([0.5], np.float32)).tolist() == [1]
 
@@ -175,8 +187,9 @@ def test_wrong_derivation_fails_parity(monkeypatch):
     def off_by_one_draw(state, cfg, path=None):
         rng = np.random.RandomState(state["seed"])
         from groundhog_port.sampling.seed import draws_before_softmax
+
         draws_before_softmax(rng, cfg)
-        rng.randint(int(1e6))          # one layer too many
+        rng.randint(int(1e6))  # one layer too many
         return int(rng.randint(int(1e6)))
 
     monkeypatch.setattr(sampling_parity, "derive_mrg_seed", off_by_one_draw)
@@ -188,8 +201,9 @@ def test_wrong_derivation_fails_parity(monkeypatch):
 
 
 def test_seed_needs_an_integer_state_seed():
-    exp = open_experiment(FIXTURES / "search" / "search_state.pkl",
-                          FIXTURES / "search" / "search_model.npz")
+    exp = open_experiment(
+        FIXTURES / "search" / "search_state.pkl", FIXTURES / "search" / "search_model.npz"
+    )
     state = dict(exp.state, seed="1234")
     with pytest.raises(Exception, match="seed"):
         derive_mrg_seed(state, exp.cfg)
@@ -202,8 +216,9 @@ def _same(a, b):
 
 
 @pytest.mark.skipif(not CASE_DIRS, reason="recorded traces not found (set GROUNDHOG_LEGACY_TRACES)")
-@pytest.mark.parametrize("case", [d for d in CASE_DIRS if d.name in ("search", "encdec_variant")],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "case", [d for d in CASE_DIRS if d.name in ("search", "encdec_variant")], ids=lambda p: p.name
+)
 def test_batched_sampler_draws_what_the_literal_one_draws(case):
     f, exp = _exp(case)
     lines = f.source.read_text(encoding="utf-8").splitlines()[:12] + [""]
@@ -213,7 +228,7 @@ def test_batched_sampler_draws_what_the_literal_one_draws(case):
     many_sampler = Sampler(exp)
     many = many_sampler.sample_many(seqs, 3, 0.6, batch_size=5)
     for a, b in zip(one, many):
-        if isinstance(a, SamplingFailed):       # the empty line: no draw, same message
+        if isinstance(a, SamplingFailed):  # the empty line: no draw, same message
             assert isinstance(b, SamplingFailed) and str(a) == str(b)
             continue
         _same(a.draw, b.draw)
@@ -223,8 +238,13 @@ def test_batched_sampler_draws_what_the_literal_one_draws(case):
     assert not np.array_equal(Sampler(exp).stream.rows, many_sampler.stream.rows)
 
 
-@given(st.integers(0, 2 ** 31), st.sampled_from(["search", "encdec"]), st.integers(1, 4),
-       st.lists(st.integers(1, 6), min_size=1, max_size=4), st.sampled_from([1.0, 0.3, 2.5]))
+@given(
+    st.integers(0, 2**31),
+    st.sampled_from(["search", "encdec"]),
+    st.integers(1, 4),
+    st.lists(st.integers(1, 6), min_size=1, max_size=4),
+    st.sampled_from([1.0, 0.3, 2.5]),
+)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_batched_equals_literal_on_random_models(seed, family, n, lengths, alpha):
     model = build_model(family, 9, 17, 6, 3, {}, seed, (1.0, 3.0, 6.0, 4.0, 1.0))
@@ -234,8 +254,9 @@ def test_batched_equals_literal_on_random_models(seed, family, n, lengths, alpha
     unis = [[stream.uniform(n) for _ in range(n_steps_for(s))] for s in seqs]
     T = float(np.float32(alpha))
     literal = [draw_sentence(model, s, n, n_steps_for(s), T, u) for s, u in zip(seqs, unis)]
-    batched = BatchedSampler(model, batch_size=3).draw_many(seqs, n, [n_steps_for(s) for s in seqs],
-                                                           T, unis)
+    batched = BatchedSampler(model, batch_size=3).draw_many(
+        seqs, n, [n_steps_for(s) for s in seqs], T, unis
+    )
     for a, b in zip(literal, batched):
         _same(a, b)
 
@@ -243,6 +264,7 @@ def test_batched_equals_literal_on_random_models(seed, family, n, lengths, alpha
 # -- the command line (in-process: no interpreter start-up per case) --------------------
 def cli(capsys, *args, stdin=None, monkeypatch=None):
     from groundhog_port.cli.main import main
+
     if stdin is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
     capsys.readouterr()
@@ -257,19 +279,36 @@ MODEL_ARGS = ("--state", F / "search_state.pkl", F / "search_model.npz")
 
 def _source(tmp_path, n, extra=""):
     src = tmp_path / "src.txt"
-    src.write_text("\n".join(F.joinpath("test.en").read_text(encoding="utf-8").splitlines()[:n])
-                   + "\n" + extra, encoding="utf-8")
+    src.write_text(
+        "\n".join(F.joinpath("test.en").read_text(encoding="utf-8").splitlines()[:n])
+        + "\n"
+        + extra,
+        encoding="utf-8",
+    )
     return src
 
 
 def test_batch_form(tmp_path, capsys, caplog):
-    src = _source(tmp_path, 4, "\n")            # and an empty last line
+    src = _source(tmp_path, 4, "\n")  # and an empty last line
     outs = []
     for bs in (1, 8):
         out = tmp_path / f"out{bs}.txt"
         caplog.clear()
-        rc, _, _ = cli(capsys, "translate", "--source", src, "--trans", out, "--n-samples", 3,
-                       "--alpha", 0.8, "--batch-size", bs, *MODEL_ARGS)
+        rc, _, _ = cli(
+            capsys,
+            "translate",
+            "--source",
+            src,
+            "--trans",
+            out,
+            "--n-samples",
+            3,
+            "--alpha",
+            0.8,
+            "--batch-size",
+            bs,
+            *MODEL_ARGS,
+        )
         # the empty line: sample_fn's scan of 0 steps fails in the original
         assert rc == 3
         assert "0 iteration" in caplog.text
@@ -278,38 +317,73 @@ def test_batch_form(tmp_path, capsys, caplog):
     lines = outs[0].splitlines()
     assert len(lines) == 4 * 3
     assert [l.split(" ||| ")[0] for l in lines] == [str(i) for i in range(4) for _ in range(3)]
-    assert all(float(l.rsplit(" ||| ", 1)[1]) < 0 for l in lines)     # log-probabilities
+    assert all(float(l.rsplit(" ||| ", 1)[1]) < 0 for l in lines)  # log-probabilities
 
 
 def test_batch_form_seed_changes_the_draw_and_resume_continues_the_stream(tmp_path, capsys):
     src = _source(tmp_path, 5)
     full, other = tmp_path / "full.txt", tmp_path / "other.txt"
-    assert cli(capsys, "translate", "--source", src, "--trans", full, "--n-samples", 4,
-               *MODEL_ARGS)[0] == 0
-    assert cli(capsys, "translate", "--source", src, "--trans", other, "--n-samples", 4,
-               "--seed", 99, *MODEL_ARGS)[0] == 0
+    assert (
+        cli(capsys, "translate", "--source", src, "--trans", full, "--n-samples", 4, *MODEL_ARGS)[0]
+        == 0
+    )
+    assert (
+        cli(
+            capsys,
+            "translate",
+            "--source",
+            src,
+            "--trans",
+            other,
+            "--n-samples",
+            4,
+            "--seed",
+            99,
+            *MODEL_ARGS,
+        )[0]
+        == 0
+    )
     assert full.read_text() != other.read_text()
     # an interrupted run: 2 source lines and half of the third were written
     resumed = tmp_path / "resumed.txt"
     done = full.read_text(encoding="utf-8").splitlines()[:10]
     (tmp_path / "resumed.txt.partial").write_text("\n".join(done) + "\n", encoding="utf-8")
     (tmp_path / "resumed.txt.partial.journal").write_text(
-        journal_header("translate", "--source", src, "--trans", resumed, "--n-samples", 4,
-                       *MODEL_ARGS)
-        + "\n".join(l.split(" ||| ")[0] for l in done) + "\n", encoding="utf-8")
-    rc, _, _ = cli(capsys, "translate", "--source", src, "--trans", resumed, "--n-samples", 4,
-                   "--resume", *MODEL_ARGS)
+        journal_header(
+            "translate", "--source", src, "--trans", resumed, "--n-samples", 4, *MODEL_ARGS
+        )
+        + "\n".join(l.split(" ||| ")[0] for l in done)
+        + "\n",
+        encoding="utf-8",
+    )
+    rc, _, _ = cli(
+        capsys,
+        "translate",
+        "--source",
+        src,
+        "--trans",
+        resumed,
+        "--n-samples",
+        4,
+        "--resume",
+        *MODEL_ARGS,
+    )
     assert rc == 0
     assert resumed.read_text() == full.read_text()
 
 
 def test_interactive_form(capsys, monkeypatch):
-    rc, out, _ = cli(capsys, "translate", *MODEL_ARGS, stdin="the cat is red .\n2\n1.0\nhello\nx\n",
-                     monkeypatch=monkeypatch)
+    rc, out, _ = cli(
+        capsys,
+        "translate",
+        *MODEL_ARGS,
+        stdin="the cat is red .\n2\n1.0\nhello\nx\n",
+        monkeypatch=monkeypatch,
+    )
     assert rc == 0
     assert out.count("Input Sequence: ") == 3
     assert "How many samples? Inverse Temperature? Parsed Input: the cat is red . <eos>" in out
-    assert "Exception while parsing your input:" in out        # 'x' is not a number
+    assert "Exception while parsing your input:" in out  # 'x' is not a number
     body = out.split("Parsed Input: the cat is red . <eos>\n", 1)[1].split("\n\n", 1)[0]
     entries = re.split(r"\n(?=\d+: )", body)
     assert sorted(int(e.split(":", 1)[0]) for e in entries) == [0, 1]
@@ -324,8 +398,17 @@ def test_interactive_form_reproduces_the_recorded_first_call(capsys, monkeypatch
         call = tr.sampler()["calls"][0]
     line = (case / "test.en").read_text(encoding="utf-8").splitlines()[call["attrs"]["test_index"]]
     f = find_case(case)
-    rc, out, _ = cli(capsys, "translate", "--state", f.state, "--data-dir", f.dir, f.model,
-                     stdin=f"{line}\n5\n1.0\n", monkeypatch=monkeypatch)
+    rc, out, _ = cli(
+        capsys,
+        "translate",
+        "--state",
+        f.state,
+        "--data-dir",
+        f.dir,
+        f.model,
+        stdin=f"{line}\n5\n1.0\n",
+        monkeypatch=monkeypatch,
+    )
     assert rc == 0
     body = out.split("Parsed Input: ", 1)[1].split("\n", 1)[1].split("\n\n", 1)[0]
     # one entry per sample; numpy may wrap the probability array over several lines
@@ -334,13 +417,16 @@ def test_interactive_form_reproduces_the_recorded_first_call(capsys, monkeypatch
     assert [got[i] for i in range(5)] == call["sentences"]
 
 
-@pytest.mark.parametrize("args,problem", [
-    (("--source", "x.txt", "--trans", "y.txt"), "--n-samples"),
-    (("--beam-size", 5), "--beam-size only applies with --beam-search"),
-    (("--seed", 0), "--seed must be in"),
-    (("--beam-search", "--beam-size", 2, "--n-samples", 3), "--n-samples only applies"),
-    (("--n-samples", 3), "batch form"),
-])
+@pytest.mark.parametrize(
+    "args,problem",
+    [
+        (("--source", "x.txt", "--trans", "y.txt"), "--n-samples"),
+        (("--beam-size", 5), "--beam-size only applies with --beam-search"),
+        (("--seed", 0), "--seed must be in"),
+        (("--beam-search", "--beam-size", 2, "--n-samples", 3), "--n-samples only applies"),
+        (("--n-samples", 3), "batch form"),
+    ],
+)
 def test_usage_errors(args, problem, capsys):
     rc, _, err = cli(capsys, "translate", *args, *MODEL_ARGS)
     assert rc == 2

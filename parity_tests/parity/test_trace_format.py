@@ -1,11 +1,20 @@
 """The trace format (docs/trace_format.md) against the reference recordings, and the reader's
 refusals (unknown version, truncated / non-HDF5 file, wrong dtype)."""
+
 import h5py
 import numpy as np
 import pytest
 
 from groundhog_port.errors import LegacyInputError
-from groundhog_port.harness.trace import FORMAT_VERSION, SCHEMA, TraceFile, TraceWriter, parse_beam_label, split_flat, tolerance_for
+from groundhog_port.harness.trace import (
+    FORMAT_VERSION,
+    SCHEMA,
+    TraceFile,
+    TraceWriter,
+    parse_beam_label,
+    split_flat,
+    tolerance_for,
+)
 
 CASES = ("search", "encdec", "phrase", "search_variant", "encdec_variant")
 BEAM_LABELS = ["1", "1_normalize", "5", "5_ignore_unk", "5_normalize", "10", "10_normalize"]
@@ -15,20 +24,31 @@ DOCUMENTED = {}
 for _kind, _fields in SCHEMA.items():
     for _name, (_dtype, _ndims) in _fields.items():
         DOCUMENTED[f"{_kind}/{_name}"] = _dtype
-DOCUMENTED.update({
-    "beam/{label}/{i}/fin_trans_flat": "int64",
-    "sampler/mrg_base_rstate_after_build": "int32",
-    "sampler/rstate_shared_before_first_call/{j}": "int32",
-    "sampler/rstate_shared_before_first_call/{j}_first8rows": "int32",
-    "sampler/{i}/rstate_shared_after_call/{j}_first8rows": "int32",
-    "train_step/params_after/{name}": "float32",
-    "train_step/clipped_grads/{name}": "float32",
-    "train_step/gnorm2_after/{name}": "float32",
-    "train_step/dnorm2_after/{name}": "float32",
-})
+DOCUMENTED.update(
+    {
+        "beam/{label}/{i}/fin_trans_flat": "int64",
+        "sampler/mrg_base_rstate_after_build": "int32",
+        "sampler/rstate_shared_before_first_call/{j}": "int32",
+        "sampler/rstate_shared_before_first_call/{j}_first8rows": "int32",
+        "sampler/{i}/rstate_shared_after_call/{j}_first8rows": "int32",
+        "train_step/params_after/{name}": "float32",
+        "train_step/clipped_grads/{name}": "float32",
+        "train_step/gnorm2_after/{name}": "float32",
+        "train_step/dnorm2_after/{name}": "float32",
+    }
+)
 # the group kinds whose every dataset must be present in a reference recording
-REQUIRED_KINDS = ("pairs/{i}", "batch", "batch_all/{b}", "repr/{i}", "steps/{i}/{k:03d}",
-                  "steps/{i}", "beam/{label}/{i}", "sampler/{i}", "train_step")
+REQUIRED_KINDS = (
+    "pairs/{i}",
+    "batch",
+    "batch_all/{b}",
+    "repr/{i}",
+    "steps/{i}/{k:03d}",
+    "steps/{i}",
+    "beam/{label}/{i}",
+    "sampler/{i}",
+    "train_step",
+)
 
 
 def pattern(path):
@@ -44,7 +64,8 @@ def pattern(path):
     if top == "sampler":
         if parts[1] == "rstate_shared_before_first_call":
             return "sampler/rstate_shared_before_first_call/{j}" + (
-                "_first8rows" if parts[2].endswith("_first8rows") else "")
+                "_first8rows" if parts[2].endswith("_first8rows") else ""
+            )
         if parts[1].isdigit() and parts[2] == "rstate_shared_after_call":
             return "sampler/{i}/rstate_shared_after_call/{j}_first8rows"
         if parts[1].isdigit():
@@ -68,17 +89,27 @@ def test_every_documented_dataset_with_its_dtype(case_trace):
     case, path = case_trace
     seen = {}
     with h5py.File(path, "r") as f:
+
         def visit(name, obj):
             if isinstance(obj, h5py.Dataset):
                 seen.setdefault(pattern(name), set()).add(str(obj.dtype))
+
         f.visititems(visit)
         assert "format_version" not in f.attrs  # the reference files are version 1 by default
     undocumented = sorted(set(seen) - set(DOCUMENTED))
     assert not undocumented, f"{case}: datasets not in docs/trace_format.md: {undocumented}"
     for pat, dtypes in seen.items():
-        assert dtypes == {DOCUMENTED[pat]}, f"{case}: {pat} has dtype {dtypes}, documented {DOCUMENTED[pat]}"
-        tolerance_for(pat.replace("{i}", "0").replace("{b}", "0").replace("{k:03d}", "000")
-                      .replace("{label}", "5").replace("{j}", "00").replace("{name}", "W"))
+        assert dtypes == {DOCUMENTED[pat]}, (
+            f"{case}: {pat} has dtype {dtypes}, documented {DOCUMENTED[pat]}"
+        )
+        tolerance_for(
+            pat.replace("{i}", "0")
+            .replace("{b}", "0")
+            .replace("{k:03d}", "000")
+            .replace("{label}", "5")
+            .replace("{j}", "00")
+            .replace("{name}", "W")
+        )
     required = {p for p in DOCUMENTED if p.rsplit("/", 1)[0] in REQUIRED_KINDS}
     missing = sorted(required - set(seen))
     assert not missing, f"{case}: documented datasets missing: {missing}"
@@ -90,7 +121,12 @@ def test_root_attrs_and_group_attrs(case_trace):
         assert tr.format_version == FORMAT_VERSION == 1
         a = tr.attrs
         assert a["case"] == case and a["groundhog_commit"] == "4d2433b"
-        assert (a["null_sym_source"], a["null_sym_target"], a["n_sym_source"], a["n_sym_target"]) == (200, 320, 201, 321)
+        assert (
+            a["null_sym_source"],
+            a["null_sym_target"],
+            a["n_sym_source"],
+            a["n_sym_target"],
+        ) == (200, 320, 201, 321)
         assert (a["unk_sym_source"], a["unk_sym_target"]) == (1, 1)
         assert isinstance(a["param_names"], list) and a["param_names"] == sorted(a["param_names"])
         assert tr.steps_attrs == {"beam_size": 5, "ignore_unk": False}
@@ -99,7 +135,10 @@ def test_root_attrs_and_group_attrs(case_trace):
             run = tr.beam(label)
             expect = parse_beam_label(label)
             assert (run.beam_size, run.normalize, run.ignore_unk) == (
-                expect["beam_size"], expect["normalize"], expect["ignore_unk"])
+                expect["beam_size"],
+                expect["normalize"],
+                expect["ignore_unk"],
+            )
             assert run.attrs["seconds_total"] > 0 and len(run.sentences) == 40
             # only search_variant has error records (sentence 35, see test below)
             assert set(run.errors) == ({35} if case == "search_variant" else set())
@@ -143,7 +182,9 @@ def test_steps_survivors_rebuild_the_finished_hypotheses(case_trace):
                 assert np.array_equal(st["word_indices"], st["best_costs_indices"] % 321)
                 assert np.array_equal(st["costs"], st["flat_next_costs"][st["best_costs_indices"]])
                 assert st["states_gathered"].shape[1] == n == st["next_states"].shape[1]
-            fin = sorted((prefix + (w,), c) for step in s.survivors(eos) for prefix, w, c in step if w == eos)
+            fin = sorted(
+                (prefix + (w,), c) for step in s.survivors(eos) for prefix, w, c in step if w == eos
+            )
             assert sorted(s.finished) == fin
             assert all(t[-1] == eos for t in s.trans) and list(s.costs) == sorted(s.costs)
 
@@ -152,8 +193,10 @@ def test_search_variant_error_records(legacy_root):
     path = legacy_root / "search_variant" / "trace.h5"
     if not path.is_file():
         pytest.skip(f"{path} not present")
-    expected = {"1": "ValueError: kth(=512) out of bounds (321)",
-                "1_normalize": "ValueError: kth(=512) out of bounds (321)"}
+    expected = {
+        "1": "ValueError: kth(=512) out of bounds (321)",
+        "1_normalize": "ValueError: kth(=512) out of bounds (321)",
+    }
     with TraceFile(path) as tr, h5py.File(path, "r") as f:
         for label in BEAM_LABELS:
             run = tr.beam(label)
@@ -219,12 +262,20 @@ def test_not_hdf5_and_missing(tmp_path):
 def test_missing_group_and_wrong_dtype(tmp_path):
     p = tmp_path / "t.h5"
     with TraceWriter(p, case="t") as w:
-        w.write_repr(0, seq=[3, 4, 9], c=np.zeros((3, 4)), init_states=np.zeros((1, 2)), parsed_in="a b <eos>")
+        w.write_repr(
+            0,
+            seq=[3, 4, 9],
+            c=np.zeros((3, 4)),
+            init_states=np.zeros((1, 2)),
+            parsed_in="a b <eos>",
+        )
     with h5py.File(p, "a") as f:
         del f["repr/0/c"]
         f["repr/0/c"] = np.zeros((3, 4), dtype=np.float64)
     with TraceFile(p) as tr:
-        with pytest.raises(LegacyInputError, match=r"/repr/0/c: dtype float64, the format says float32"):
+        with pytest.raises(
+            LegacyInputError, match=r"/repr/0/c: dtype float64, the format says float32"
+        ):
             tr.repr(0)
         with pytest.raises(LegacyInputError, match=r"/pairs/0: group missing"):
             tr.pairs(0)
@@ -249,15 +300,30 @@ def test_writer_round_trip_of_a_real_recording(tmp_path, legacy_root):
             for b, batch in enumerate(tr.batch_all()):
                 w.write_batch(b, batch_size=32, **batch)
             s = tr.steps(1)
-            w.write_steps(1, steps=s.steps, seq=s.seq, minlen=s.minlen, fin_trans=s.trans,
-                          fin_costs=s.costs, beam_size=s.beam_size, ignore_unk=s.ignore_unk)
+            w.write_steps(
+                1,
+                steps=s.steps,
+                seq=s.seq,
+                minlen=s.minlen,
+                fin_trans=s.trans,
+                fin_costs=s.costs,
+                beam_size=s.beam_size,
+                ignore_unk=s.ignore_unk,
+            )
             for label in ("5", "10_normalize"):
                 run = tr.beam(label)
                 for i in (0, 35):
                     bs = run.sentences[i]
-                    w.write_beam(label, i, fin_trans=bs.trans, fin_costs=bs.costs, best=bs.best,
-                                 best_sentence=bs.best_sentence, error=bs.error,
-                                 seconds_total=run.attrs["seconds_total"])
+                    w.write_beam(
+                        label,
+                        i,
+                        fin_trans=bs.trans,
+                        fin_costs=bs.costs,
+                        best=bs.best,
+                        best_sentence=bs.best_sentence,
+                        error=bs.error,
+                        seconds_total=run.attrs["seconds_total"],
+                    )
         with TraceFile(out) as cp:
             assert cp.format_version == 1
             assert cp.attrs["param_names"] == tr.attrs["param_names"]
@@ -276,15 +342,26 @@ def test_writer_round_trip_of_a_real_recording(tmp_path, legacy_root):
                 assert all(np.array_equal(x[k], y[k]) for k in y)
             for label in ("5", "10_normalize"):
                 a, b = cp.beam(label), tr.beam(label)
-                assert (a.beam_size, a.normalize, a.ignore_unk) == (b.beam_size, b.normalize, b.ignore_unk)
+                assert (a.beam_size, a.normalize, a.ignore_unk) == (
+                    b.beam_size,
+                    b.normalize,
+                    b.ignore_unk,
+                )
                 for i in (0, 35):
                     x, y = a.sentences[i], b.sentences[i]
-                    assert (x.finished, x.best, x.best_sentence, x.error) == (y.finished, y.best, y.best_sentence, y.error)
+                    assert (x.finished, x.best, x.best_sentence, x.error) == (
+                        y.finished,
+                        y.best,
+                        y.best_sentence,
+                        y.error,
+                    )
     # same dtypes and ranks as the original for everything written
     with h5py.File(out, "r") as f, h5py.File(src, "r") as g:
+
         def check(name, obj):
             if isinstance(obj, h5py.Dataset):
                 assert obj.dtype == g[name].dtype and obj.shape == g[name].shape, name
+
         f.visititems(check)
     with pytest.raises(LegacyInputError, match="refusing to overwrite"):
         TraceWriter(out)
@@ -296,7 +373,11 @@ def test_split_flat_and_labels():
     assert split_flat(np.zeros(0, np.int64), np.zeros(0, np.int64)) == []
     with pytest.raises(LegacyInputError, match="sum to 4"):
         split_flat(np.array([1, 2, 3]), np.array([2, 2]))
-    assert parse_beam_label("5_ignore_unk") == {"beam_size": 5, "normalize": False, "ignore_unk": True}
+    assert parse_beam_label("5_ignore_unk") == {
+        "beam_size": 5,
+        "normalize": False,
+        "ignore_unk": True,
+    }
     with pytest.raises(ValueError):
         parse_beam_label("five")
 
@@ -309,8 +390,10 @@ def test_tolerance_table():
     assert score.nonfinite_pattern
     assert tolerance_for("batch_all/1/scores").noise == "terms"
     assert tolerance_for("batch/x").kind == "exact"
-    assert (tolerance_for("steps/2/004/next_probs").kind, tolerance_for("steps/2/004/next_probs").noise) \
-        == ("derived", "rel")
+    assert (
+        tolerance_for("steps/2/004/next_probs").kind,
+        tolerance_for("steps/2/004/next_probs").noise,
+    ) == ("derived", "rel")
     assert tolerance_for("steps/2/004/next_states").noise == "abs"
     assert tolerance_for("steps/2/004/word_indices").kind == "set"
     cost = tolerance_for("beam/10_normalize/3/fin_costs")

@@ -5,6 +5,7 @@ The 100-update check (the training cost of the trained-on batches goes down, the
 checkpoint scores the test set) runs as ``tools/train_check.py``; here a short run checks
 the mechanics in a few seconds (set ``GROUNDHOG_TRAIN_CHECK=1`` to run the 100 updates too).
 """
+
 import glob
 import json
 import os
@@ -15,16 +16,15 @@ import h5py
 import numpy as np
 import pytest
 
-from parity_tests.support.cases import CASES, FIXTURES, LEGACY_ROOT
-
 import legacy_states
 from groundhog_port.cli.main import main
-from groundhog_port.model.config import ModelConfig
-from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.harness.check import check, find_case
 from groundhog_port.harness.trace import TraceFile
+from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.model.config import ModelConfig
 from groundhog_port.training.files import dumps_state, load_timings
 from groundhog_port.training.order import param_order
+from parity_tests.support.cases import CASES, FIXTURES, LEGACY_ROOT
 
 DATA = LEGACY_ROOT / "data"
 
@@ -53,8 +53,21 @@ def test_train_step_parity(one_thread):
     with TraceFile(files.trace) as tr:
         report = check(exp, tr, groups=("train_step",))
     rows = {r.quantity: r for r in report.rows if r.group == "train_step"}
-    for q in ("x", "x_mask", "y", "y_mask", "param_order", "cost", "grad_norm", "log2_p_word",
-              "log2_p_expl", "clipped_grads", "gnorm2_after", "dnorm2_after", "params_after"):
+    for q in (
+        "x",
+        "x_mask",
+        "y",
+        "y_mask",
+        "param_order",
+        "cost",
+        "grad_norm",
+        "log2_p_word",
+        "log2_p_expl",
+        "clipped_grads",
+        "gnorm2_after",
+        "dnorm2_after",
+        "params_after",
+    ):
         row = rows[f"train_step/{q}"]
         assert row.covered and row.n > 0 and row.passed, report.table()
     # the real SGDAdadelta.step (the product's own gradients, then its update) well inside
@@ -65,13 +78,30 @@ def test_train_step_parity(one_thread):
 
 def test_state_pickle_is_python2_protocol_2():
     state = legacy_states.prototype_search_state()
-    state.update({"prefix": "out/é_", "source": ["a.h5"], "big": 2 ** 40, "t": (1, 2.5),
-                  "np": np.float32(0.5), "none": None})
+    state.update(
+        {
+            "prefix": "out/é_",
+            "source": ["a.h5"],
+            "big": 2**40,
+            "t": (1, 2.5),
+            "np": np.float32(0.5),
+            "none": None,
+        }
+    )
     data = dumps_state(state)
     ops = {op.name for op, _, _ in pickletools.genops(data)}
     assert data[:2] == b"\x80\x02"
-    assert not ops & {"BINUNICODE", "SHORT_BINUNICODE", "UNICODE", "FRAME", "BINBYTES",
-                      "SHORT_BINBYTES", "GLOBAL", "STACK_GLOBAL", "REDUCE"}
+    assert not ops & {
+        "BINUNICODE",
+        "SHORT_BINUNICODE",
+        "UNICODE",
+        "FRAME",
+        "BINBYTES",
+        "SHORT_BINBYTES",
+        "GLOBAL",
+        "STACK_GLOBAL",
+        "REDUCE",
+    }
     back = pickle.loads(data, encoding="utf-8")
     assert back["prefix"] == "out/é_" and back["np"] == 0.5 and back["t"] == (1, 2.5)
     assert pickle.loads(data, encoding="bytes")[b"prefix"] == "out/é_".encode()
@@ -81,9 +111,21 @@ def test_state_pickle_is_python2_protocol_2():
 
 def _train(tmp_path, *extra):
     need(DATA / "binarized_text.shuffled.en.h5")
-    return main(["--threads", "1", "train", "--state", str(FIXTURES / "search" / "search_state.pkl"),
-                 "--model", str(FIXTURES / "search" / "search_model.npz"), "--data-dir", str(DATA),
-                 f"prefix='{tmp_path}/s_'", *extra])
+    return main(
+        [
+            "--threads",
+            "1",
+            "train",
+            "--state",
+            str(FIXTURES / "search" / "search_state.pkl"),
+            "--model",
+            str(FIXTURES / "search" / "search_model.npz"),
+            "--data-dir",
+            str(DATA),
+            f"prefix='{tmp_path}/s_'",
+            *extra,
+        ]
+    )
 
 
 def test_continue_training_saves_resumes_and_scores(tmp_path, capsys):
@@ -107,10 +149,26 @@ def test_continue_training_saves_resumes_and_scores(tmp_path, capsys):
     np.testing.assert_array_equal(t2["cost"][:3], t["cost"][:3])
     # the checkpoint loads back (strictly) and scores the test set
     exp = open_experiment(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", data_dir=DATA)
-    assert main(["score", "--mode", "batch", "--src", str(FIXTURES / "search" / "test.en"),
-                 "--trg", str(FIXTURES / "search" / "test.fr"), "--allow-unk", "--state",
-                 str(tmp_path / "s_state.pkl"), "--data-dir", str(FIXTURES / "search"),
-                 str(tmp_path / "s_model.npz")]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--mode",
+                "batch",
+                "--src",
+                str(FIXTURES / "search" / "test.en"),
+                "--trg",
+                str(FIXTURES / "search" / "test.fr"),
+                "--allow-unk",
+                "--state",
+                str(tmp_path / "s_state.pkl"),
+                "--data-dir",
+                str(FIXTURES / "search"),
+                str(tmp_path / "s_model.npz"),
+            ]
+        )
+        == 0
+    )
     scores = capsys.readouterr().out.split()
     assert len(scores) == 40 and exp.cfg.search
 
@@ -133,14 +191,24 @@ def test_plot_training(tmp_path, capsys):
     assert (tmp_path / "c.png").stat().st_size > 1000
 
 
-@pytest.mark.skipif(os.environ.get("GROUNDHOG_TRAIN_CHECK", "") in ("", "0"),
-                    reason="100 updates take ~30-60 s on a 2-core machine; run with "
-                           "GROUNDHOG_TRAIN_CHECK=1 or tools/train_check.py")
+@pytest.mark.skipif(
+    os.environ.get("GROUNDHOG_TRAIN_CHECK", "") in ("", "0"),
+    reason="100 updates take ~30-60 s on a 2-core machine; run with "
+    "GROUNDHOG_TRAIN_CHECK=1 or tools/train_check.py",
+)
 def test_100_updates_lower_the_training_cost(tmp_path, one_thread):
     from groundhog_port.training.check import train_and_check
+
     fx = FIXTURES / "search"
-    r = train_and_check(fx / "search_state.pkl", fx / "search_model.npz", need(DATA),
-                        f"{tmp_path}/s_", 100, fx / "test.en", fx / "test.fr")
+    r = train_and_check(
+        fx / "search_state.pkl",
+        fx / "search_model.npz",
+        need(DATA),
+        f"{tmp_path}/s_",
+        100,
+        fx / "test.en",
+        fx / "test.fr",
+    )
     assert r.cost_after < r.cost_before
     assert r.test_sentences == 40 and np.isfinite(r.test_cost)
 
@@ -165,30 +233,64 @@ def test_interrupted_run_saves_and_resumes(tmp_path):
             pass
 
     fx = FIXTURES / "search"
-    exp = open_experiment(fx / "search_state.pkl", fx / "search_model.npz",
-                          f"prefix='{tmp_path}/s_',loopIters=50", data_dir=need(DATA))
+    exp = open_experiment(
+        fx / "search_state.pkl",
+        fx / "search_model.npz",
+        f"prefix='{tmp_path}/s_',loopIters=50",
+        data_dir=need(DATA),
+    )
     out = InterruptAfterFirstLine()
-    loop = MainLoop(exp.model, exp.state, new_timings(exp.state), exp.path("source"),
-                    exp.path("target"), out=out)
+    loop = MainLoop(
+        exp.model,
+        exp.state,
+        new_timings(exp.state),
+        exp.path("source"),
+        exp.path("target"),
+        out=out,
+    )
     assert loop.run() == 1
     t = load_timings(tmp_path / "s_timing.npz")
     assert int(t["step"]) == 1 and int(t["next_offset"]) > 0
     assert not list(tmp_path.glob("*.partial"))
     resumed = open_experiment(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", data_dir=DATA)
-    loop2 = MainLoop(resumed.model, resumed.state, t, resumed.path("source"),
-                     resumed.path("target"), out=out, max_updates=1)
+    loop2 = MainLoop(
+        resumed.model,
+        resumed.state,
+        t,
+        resumed.path("source"),
+        resumed.path("target"),
+        out=out,
+        max_updates=1,
+    )
     assert loop2.run() == 1 and int(load_timings(tmp_path / "s_timing.npz")["step"]) == 2
 
 
-@pytest.mark.parametrize("argv", [
-    ["train", "--state", "{tmp}/missing_state.pkl"],
-    ["train", "--proto", "prototype_search_state", "prefix='{tmp}/x_'"],
-    ["train", "--state", str(FIXTURES / "search" / "search_state.pkl"), "--model", "{tmp}/junk.npz",
-     "--data-dir", str(DATA), "prefix='{tmp}/x_'"],
-    ["train", "--state", str(FIXTURES / "search" / "search_state.pkl"), "dropout=0.5"],
-    ["plot-training", "{tmp}/junk.npz", "--out", "{tmp}/c.png"],
-    ["plot-training", str(LEGACY_ROOT / "search" / "search_timing.npz"), "--out", "{tmp}/c.xyz"],
-], ids=["missing-state", "no-corpora", "junk-model", "dropout", "junk-timing", "picture-format"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--state", "{tmp}/missing_state.pkl"],
+        ["train", "--proto", "prototype_search_state", "prefix='{tmp}/x_'"],
+        [
+            "train",
+            "--state",
+            str(FIXTURES / "search" / "search_state.pkl"),
+            "--model",
+            "{tmp}/junk.npz",
+            "--data-dir",
+            str(DATA),
+            "prefix='{tmp}/x_'",
+        ],
+        ["train", "--state", str(FIXTURES / "search" / "search_state.pkl"), "dropout=0.5"],
+        ["plot-training", "{tmp}/junk.npz", "--out", "{tmp}/c.png"],
+        [
+            "plot-training",
+            str(LEGACY_ROOT / "search" / "search_timing.npz"),
+            "--out",
+            "{tmp}/c.xyz",
+        ],
+    ],
+    ids=["missing-state", "no-corpora", "junk-model", "dropout", "junk-timing", "picture-format"],
+)
 def test_bad_training_input_is_one_line(tmp_path, capsys, argv):
     (tmp_path / "junk.npz").write_bytes(b"junk")
     if "{tmp}/junk.npz" in argv and "--model" in argv:

@@ -11,6 +11,7 @@
 The recordings are read from ``legacy_traces`` and, until they are moved there, from
 ``pending_traces`` (``conftest.recording_dir``).
 """
+
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -18,15 +19,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from parity_tests.support.cases import FIXTURES, LEGACY_ROOT, recording_dir
-
 import legacy_states
-from groundhog_port.legacy import checkpoint
 from groundhog_port.cli.main import main
+from groundhog_port.legacy import checkpoint
 from groundhog_port.model.config import ModelConfig
-from parity_tests.support import train_fidelity as fidelity
 from groundhog_port.training import files
 from groundhog_port.training.init import build_plan, draw
+from parity_tests.support import train_fidelity as fidelity
+from parity_tests.support.cases import FIXTURES, LEGACY_ROOT, recording_dir
 
 DATA = LEGACY_ROOT / "data"
 
@@ -60,28 +60,56 @@ def test_the_draw_check_catches_a_wrong_order():
     state, cfg = _init_state(rec)
     recorded = fidelity.read_draw_log(rec / "rng_draws.jsonl.gz")
     plan = build_plan(cfg, state)
-    no_seed = [replace(plan[1], mrg_seed=False) if i == 1 else layer for i, layer in enumerate(plan)]
-    first = 1 + 2 * 201          # after enc_approx_embdr: its randint, 201 x (permutation, normal)
+    no_seed = [
+        replace(plan[1], mrg_seed=False) if i == 1 else layer for i, layer in enumerate(plan)
+    ]
+    first = 1 + 2 * 201  # after enc_approx_embdr: its randint, 201 x (permutation, normal)
     assert fidelity.compare_draws(draw(cfg, state, no_seed).log, recorded)[1] == first
-    rescaled = [replace(plan[0], tensors=(replace(plan[0].tensors[0], scale=0.02),)
-                        + plan[0].tensors[1:])] + plan[1:]
+    rescaled = [
+        replace(plan[0], tensors=(replace(plan[0].tensors[0], scale=0.02),) + plan[0].tensors[1:])
+    ] + plan[1:]
     assert fidelity.compare_draws(draw(cfg, state, rescaled).log, recorded)[1] == 2
     swapped = [plan[1], plan[0]] + plan[2:]
     assert fidelity.compare_draws(draw(cfg, state, swapped).log, recorded)[1] == 0
 
 
-SMALL = dict(dim=8, rank_n_approx=4, n_sym_source=12, n_sym_target=14, null_sym_source=11,
-             null_sym_target=13, unk_sym_source=1, unk_sym_target=1)
+SMALL = dict(
+    dim=8,
+    rank_n_approx=4,
+    n_sym_source=12,
+    n_sym_target=14,
+    null_sym_source=11,
+    null_sym_target=13,
+    unk_sym_source=1,
+    unk_sym_target=1,
+)
 
 
-VARIANTS = {"as is": {},
-            "encdec_variant": {"last_backward": True, "bias_code": False, "maxout_part": 4,
-                               "unary_activ": "Maxout(4)"},
-            "grconv": {"enc_rec_layer": "RecursiveConvolutionalLayer", "enc_rec_gating": False,
-                       "enc_rec_reseting": False}}
-PLANS = [(p, v) for p in ("prototype_state", "prototype_encdec_state", "prototype_phrase_state",
-                          "prototype_search_state") for v in VARIANTS
-         if not (v == "grconv" and p == "prototype_search_state")]  # grConv: RNNencdec only
+VARIANTS = {
+    "as is": {},
+    "encdec_variant": {
+        "last_backward": True,
+        "bias_code": False,
+        "maxout_part": 4,
+        "unary_activ": "Maxout(4)",
+    },
+    "grconv": {
+        "enc_rec_layer": "RecursiveConvolutionalLayer",
+        "enc_rec_gating": False,
+        "enc_rec_reseting": False,
+    },
+}
+PLANS = [
+    (p, v)
+    for p in (
+        "prototype_state",
+        "prototype_encdec_state",
+        "prototype_phrase_state",
+        "prototype_search_state",
+    )
+    for v in VARIANTS
+    if not (v == "grconv" and p == "prototype_search_state")
+]  # grConv: RNNencdec only
 
 
 @pytest.mark.parametrize(("proto", "variant"), PLANS)
@@ -93,11 +121,13 @@ def test_every_parameter_of_every_prototype_is_drawn(proto, variant):
     cfg = ModelConfig.from_state(state)
     drawn = draw(cfg, state)
     table, _ = checkpoint.legacy_param_table(cfg)
-    assert all(drawn.params[p.name].shape == tuple(p.shape) and drawn.params[p.name].dtype == np.float32
-               for p in table)
+    assert all(
+        drawn.params[p.name].shape == tuple(p.shape) and drawn.params[p.name].dtype == np.float32
+        for p in table
+    )
     plan = build_plan(cfg, state)
     seeds = sum(1 for m, *_ in drawn.log if m == "randint")
-    assert seeds == sum(layer.mrg_seed for layer in plan) + 1   # + create_lm_model's
+    assert seeds == sum(layer.mrg_seed for layer in plan) + 1  # + create_lm_model's
     assert len({layer.name for layer in plan}) == len(plan)
 
 
@@ -106,15 +136,28 @@ def test_train_proto_max_updates_0_writes_groundhogs_initial_model(tmp_path, cap
     """The acceptance command: no update, the model GroundHog saved before its first one."""
     rec, data = recording_dir("init_draws"), _data()
     caplog.set_level(logging.INFO)
-    assert main(["train", "--proto", "prototype_search_state", "--max-updates", "0",
-                 *fidelity.recorded_changes(rec, data, f"{tmp_path}/zero_")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--proto",
+                "prototype_search_state",
+                "--max-updates",
+                "0",
+                *fidelity.recorded_changes(rec, data, f"{tmp_path}/zero_"),
+            ]
+        )
+        == 0
+    )
     assert "drawn as GroundHog drew it" in caplog.text
     ours = checkpoint.read_npz_arrays(tmp_path / "zero_model0.npz")
     recorded = checkpoint.read_npz_arrays(rec / "init_model0.npz")
     assert sorted(ours) == sorted(recorded) and len(ours) == 40
     # bit for bit here, the orthogonal matrices included (their bound is checked below)
-    assert all(np.array_equal(ours[n], recorded[n]) and ours[n].dtype == recorded[n].dtype
-               for n in recorded)
+    assert all(
+        np.array_equal(ours[n], recorded[n]) and ours[n].dtype == recorded[n].dtype
+        for n in recorded
+    )
 
 
 def test_train_proto_draws_groundhogs_model_and_first_update(tmp_path, one_thread):
@@ -122,22 +165,39 @@ def test_train_proto_draws_groundhogs_model_and_first_update(tmp_path, one_threa
     r = fidelity.check_new_model(rec, data, tmp_path)
     assert r.first_bad is None and r.n_draws == 3871 and r.rng_state
     assert len(r.initial) == 40 and all(v.ok for v in r.initial.values()), r.initial
-    assert set(r.orthogonal) == {f"{m}_{p}_transition_0" for m in "WGR" for p in ("enc", "back_enc", "dec")}
+    assert set(r.orthogonal) == {
+        f"{m}_{p}_transition_0" for m in "WGR" for p in ("enc", "back_enc", "dec")
+    }
     assert all(v.identical for n, v in r.initial.items() if n not in r.orthogonal)
     assert max(v.bound for v in r.initial.values()) < 1.2e-7  # ~ one float32 spacing of |u| <= 1
-    assert ".. iter    0 cost 2452.863" in r.stdout     # GroundHog printed this cost
-    assert len(r.first_update) == 40 and all(c.ok for c in r.first_update.values()), \
-        {n: c.units() for n, c in r.first_update.items() if not c.ok}
+    assert ".. iter    0 cost 2452.863" in r.stdout  # GroundHog printed this cost
+    assert len(r.first_update) == 40 and all(c.ok for c in r.first_update.values()), {
+        n: c.units() for n, c in r.first_update.items() if not c.ok
+    }
     # the bound catches an update with Adadelta's default rho (0.96, what SGD_adadelta uses when
     # the state has no adarho) instead of the state's 0.95
-    runs = [fidelity.continue_run(tmp_path / "init_state.pkl", tmp_path / "init_model0.npz", None,
-                                  f"prefix='{tmp_path}/rho_',overwrite=1,adarho=0.96", None, 0, 1,
-                                  float64=f64).params for f64 in (False, True)]
+    runs = [
+        fidelity.continue_run(
+            tmp_path / "init_state.pkl",
+            tmp_path / "init_model0.npz",
+            None,
+            f"prefix='{tmp_path}/rho_',overwrite=1,adarho=0.96",
+            None,
+            0,
+            1,
+            float64=f64,
+        ).params
+        for f64 in (False, True)
+    ]
     recorded0, recorded1 = (checkpoint.read_npz_arrays(rec / f"init_model{i}.npz") for i in (0, 1))
     state = legacy_states.load_state(tmp_path / "init_state.pkl")
     n_tokens = int(state["bs"]) * (int(state["seqlen"]) + 1)
-    assert not all(c.ok for c in fidelity.compare_first_update(recorded1, recorded0, *runs,
-                                                               n_tokens=n_tokens).values())
+    assert not all(
+        c.ok
+        for c in fidelity.compare_first_update(
+            recorded1, recorded0, *runs, n_tokens=n_tokens
+        ).values()
+    )
 
 
 # -- continued training ---------------------------------------------------------------------
@@ -153,23 +213,32 @@ def test_continued_training_is_groundhogs_for_30_updates(tmp_path, caplog, one_t
     caplog.set_level(logging.INFO)
     r = fidelity.check_continued(rec, case, data, tmp_path)
     assert "Adadelta restarts from ZERO accumulators" in caplog.text
-    assert "timing arrays extended from 10001 to 10031" in caplog.text   # GroundHog: IndexError
-    assert r.stdout.count("Got NaN while training") == 4                 # as GroundHog printed
+    assert "timing arrays extended from 10001 to 10031" in caplog.text  # GroundHog: IndexError
+    assert r.stdout.count("Got NaN while training") == 4  # as GroundHog printed
     assert np.isinf(r.recorded.values["cost"]).sum() == 4
     assert np.isnan(r.recorded.values["grad_norm"]).sum() == 6
     v = r.verdict
     assert v.same_batches and v.unstable == 0
-    assert len(v.updates) == 4 * 30 and sorted(v.model) == sorted(r.port.params) and len(v.model) == 39
-    assert v.ok, [(w, c.units()) for w, c in list(v.updates.items()) + list(v.model.items())
-                  if not c.ok]
+    assert (
+        len(v.updates) == 4 * 30 and sorted(v.model) == sorted(r.port.params) and len(v.model) == 39
+    )
+    assert v.ok, [
+        (w, c.units()) for w, c in list(v.updates.items()) + list(v.model.items()) if not c.ok
+    ]
     # a resumed run that ignores the saved iterator offset (the first batches again) is caught
     timing = case / "search_variant_timing.npz"
     t = dict(files.load_timings(timing))
     t["next_offset"] = np.int64(-1)
     np.savez(tmp_path / "offset0_timing.npz", **t)
-    wrong = fidelity.continue_run(case / "search_variant_state.pkl", case / "search_variant_model.npz",
-                                  tmp_path / "offset0_timing.npz",
-                                  f"prefix='{tmp_path}/w_',reload=True,hookFreq=-1", data, 10000, 30)
+    wrong = fidelity.continue_run(
+        case / "search_variant_state.pkl",
+        case / "search_variant_model.npz",
+        tmp_path / "offset0_timing.npz",
+        f"prefix='{tmp_path}/w_',reload=True,hookFreq=-1",
+        data,
+        10000,
+        30,
+    )
     assert not fidelity.compare_continued(r.recorded, wrong, r.siblings).ok
 
 
@@ -179,9 +248,22 @@ def _fixture_train(prefix, *extra):
     the batches an uninterrupted one sees (with k > 1 GroundHog skips the rest of the
     interrupted group of k batches)."""
     data = _data()
-    return main(["--threads", "1", "train", "--state", str(FIXTURES / "search" / "search_state.pkl"),
-                 "--model", str(FIXTURES / "search" / "search_model.npz"), "--data-dir", str(data),
-                 f"prefix='{prefix}'", "sort_k_batches=1", *extra])
+    return main(
+        [
+            "--threads",
+            "1",
+            "train",
+            "--state",
+            str(FIXTURES / "search" / "search_state.pkl"),
+            "--model",
+            str(FIXTURES / "search" / "search_model.npz"),
+            "--data-dir",
+            str(data),
+            f"prefix='{prefix}'",
+            "sort_k_batches=1",
+            *extra,
+        ]
+    )
 
 
 def _log(caplog):
@@ -207,13 +289,16 @@ def test_restart_warning_and_keep_accumulators(tmp_path, caplog, capsys):
     err = _log(caplog)
     assert "carried over" in err and "ZERO" not in err
     assert _fixture_train(f"{tmp_path}/one_", "loopIters=4", "--keep-accumulators") == 0
-    kept, one, restarted = (checkpoint.read_npz_arrays(tmp_path / f"{p}_model.npz")
-                            for p in ("k", "one", "g"))
+    kept, one, restarted = (
+        checkpoint.read_npz_arrays(tmp_path / f"{p}_model.npz") for p in ("k", "one", "g")
+    )
     assert all(np.array_equal(kept[n], one[n]) for n in one)
     assert not all(np.array_equal(restarted[n], one[n]) for n in one)
     acc = files.load_accumulators(tmp_path / "k_adadelta.npz")
-    np.testing.assert_array_equal(acc["dnorm2_W_dec_transition_0"],
-                                  files.load_accumulators(tmp_path / "one_adadelta.npz")["dnorm2_W_dec_transition_0"])
+    np.testing.assert_array_equal(
+        acc["dnorm2_W_dec_transition_0"],
+        files.load_accumulators(tmp_path / "one_adadelta.npz")["dnorm2_W_dec_transition_0"],
+    )
     # accumulators of another update are refused, not silently used
     np.savez(tmp_path / "one_adadelta.npz", **{**acc, "step": np.int64(3)})
     assert _fixture_train(f"{tmp_path}/one_", "loopIters=6", "--keep-accumulators") == 2

@@ -1,6 +1,7 @@
 """``groundhog-port serve`` against a real server on a loopback port: the web demo's GET API
 answered as sample_server.py answered, the JSON API equal to ``translate``, limits and
 errors, concurrency through the batched search."""
+
 import json
 import os
 import signal
@@ -14,12 +15,22 @@ import numpy as np
 import pytest
 from sacremoses import MosesDetokenizer
 
-from parity_tests.support.cases import LEGACY_ROOT, REPO
-from parity_tests.support.serve import FIXTURE, MODEL, RAW_EN, STATE, TEST_EN, TRANS10, post_json, request, running_server, unknown_by_vocabulary
-
-from parity_tests.support import loadtest
-from groundhog_port.serve.text import MosesText
 from groundhog_port.harness.trace import TraceFile
+from groundhog_port.serve.text import MosesText
+from parity_tests.support import loadtest
+from parity_tests.support.cases import LEGACY_ROOT, REPO
+from parity_tests.support.serve import (
+    FIXTURE,
+    MODEL,
+    RAW_EN,
+    STATE,
+    TEST_EN,
+    TRANS10,
+    post_json,
+    request,
+    running_server,
+    unknown_by_vocabulary,
+)
 
 #: Python 2's urllib.quote leaves these bytes alone (and '/', its default safe)
 PY2_SAFE = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-/")
@@ -37,6 +48,7 @@ def server(one_thread):
 
 # -- tokenization -----------------------------------------------------------------------
 
+
 def test_sacremoses_tokenizes_the_shared_test_sentences_as_test_en():
     """Each test.en line, written out as plain text, tokenizes back to the line."""
     files = sorted(LEGACY_ROOT.glob("*/test.en")) + [FIXTURE / "test.en"]
@@ -50,31 +62,44 @@ def test_sacremoses_tokenizes_the_shared_test_sentences_as_test_en():
         assert text.tokenize(raw) == line.split(), raw
 
 
-@pytest.mark.parametrize("raw, perl", [
-    # right-hand sides: tokenizer.perl -l en -q of the GroundHog commit (web-demo/)
-    ("I don't think Mr. Smith's cat (the big one) costs $5,300.50 -- really?!",
-     "I don &apos;t think Mr. Smith &apos;s cat ( the big one ) costs $ 5,300.50 -- really ? !"),
-    ('He said "hello" & left <quickly> [sic] | ok...',
-     "He said &quot; hello &quot; &amp; left &lt; quickly &gt; &#91; sic &#93; &#124; ok ..."),
-    ("It's the 1990's, isn't it?", "It &apos;s the 1990 &apos;s , isn &apos;t it ?"),
-    ("Dr. Who vs. Mr. T. No. 5 is here.", "Dr. Who vs. Mr. T. No. 5 is here ."),
-])
+@pytest.mark.parametrize(
+    "raw, perl",
+    [
+        # right-hand sides: tokenizer.perl -l en -q of the GroundHog commit (web-demo/)
+        (
+            "I don't think Mr. Smith's cat (the big one) costs $5,300.50 -- really?!",
+            "I don &apos;t think Mr. Smith &apos;s cat ( the big one ) costs $ 5,300.50 -- really ? !",
+        ),
+        (
+            'He said "hello" & left <quickly> [sic] | ok...',
+            "He said &quot; hello &quot; &amp; left &lt; quickly &gt; &#91; sic &#93; &#124; ok ...",
+        ),
+        ("It's the 1990's, isn't it?", "It &apos;s the 1990 &apos;s , isn &apos;t it ?"),
+        ("Dr. Who vs. Mr. T. No. 5 is here.", "Dr. Who vs. Mr. T. No. 5 is here ."),
+    ],
+)
 def test_tokenizer_matches_tokenizer_perl(raw, perl):
     assert MosesText("en", "fr").tokenize(raw) == perl.split()
 
 
-@pytest.mark.parametrize("tokens, perl", [
-    # right-hand sides: detokenizer.perl -l fr -q of the GroundHog commit (web-demo/)
-    ("il a dit &quot; bonjour &quot; ( oui ) : 5 % ?", 'il a dit "bonjour" (oui) : 5 % ?'),
-    ("l&apos; homme c&apos; est aujourd&apos; hui , n&apos; est-ce pas !",
-     "l'homme c'est aujourd'hui, n'est-ce pas !"),
-    ("</s> oui", "</s> oui"),
-])
+@pytest.mark.parametrize(
+    "tokens, perl",
+    [
+        # right-hand sides: detokenizer.perl -l fr -q of the GroundHog commit (web-demo/)
+        ("il a dit &quot; bonjour &quot; ( oui ) : 5 % ?", 'il a dit "bonjour" (oui) : 5 % ?'),
+        (
+            "l&apos; homme c&apos; est aujourd&apos; hui , n&apos; est-ce pas !",
+            "l'homme c'est aujourd'hui, n'est-ce pas !",
+        ),
+        ("</s> oui", "</s> oui"),
+    ],
+)
 def test_detokenizer_matches_detokenizer_perl(tokens, perl):
     assert MosesText("en", "fr").detokenize(tokens) == perl
 
 
 # -- the web demo's GET API -------------------------------------------------------------
+
 
 def test_legacy_get_answers_as_sample_server(server):
     """Every test sentence, sent as the demo's front end sent it (plain text, urlencoded),
@@ -95,7 +120,7 @@ def test_legacy_get_answers_as_sample_server(server):
         expected = text.detokenize(TRANS10[i]) + "\n" + "\n" + ",".join(unknown)
         assert body.decode("ascii") == py2_quote(expected), i + 1
         assert unquote(body.decode("ascii")).split("\n")[0] == text.detokenize(TRANS10[i])
-    assert with_unk >= 8                  # MANIFEST: 9 test sentences hold unknown words
+    assert with_unk >= 8  # MANIFEST: 9 test sentences hold unknown words
 
 
 def test_legacy_query_quirks(server):
@@ -112,8 +137,9 @@ def test_legacy_query_quirks(server):
 
 def test_legacy_answer_is_the_raw_cost_best_despite_normalize(server):
     """sample_server passes normalize=True but answers trans[0], the raw-cost best."""
-    status, data = post_json(server.url, {"texts": TEST_EN, "tokenized": True, "normalize": True,
-                                          "attention": False})
+    status, data = post_json(
+        server.url, {"texts": TEST_EN, "tokenized": True, "normalize": True, "attention": False}
+    )
     assert status == 200
     differ = [i for i, r in enumerate(data["results"]) if r["translation"] != TRANS10[i]]
     assert differ, "normalisation changes no choice on this test set: the check is empty"
@@ -124,11 +150,13 @@ def test_legacy_answer_is_the_raw_cost_best_despite_normalize(server):
 
 # -- the JSON API -----------------------------------------------------------------------
 
+
 def test_json_api_equals_translate(server):
     """All test sentences in one request: sample.py's recorded translations; the n-best
     lists and costs are those of the literal sample.py loop (groundhog-port translate
     --batch-size 1), float for float."""
     from groundhog_port.search.translator import Translator
+
     status, data = post_json(server.url, {"texts": TEST_EN, "tokenized": True})
     assert status == 200 and data["beam_size"] == 10
     assert [r["translation"] for r in data["results"]] == TRANS10
@@ -141,24 +169,32 @@ def test_json_api_equals_translate(server):
         assert r["cost"] == t.cost and r["error"] is None
 
 
-@pytest.mark.skipif(not (LEGACY_ROOT / "search" / "trans_beam10_normalize.txt").is_file(),
-                    reason=f"recorded traces not found at {LEGACY_ROOT}")
+@pytest.mark.skipif(
+    not (LEGACY_ROOT / "search" / "trans_beam10_normalize.txt").is_file(),
+    reason=f"recorded traces not found at {LEGACY_ROOT}",
+)
 def test_json_api_normalize_equals_recorded():
-    recorded = (LEGACY_ROOT / "search" / "trans_beam10_normalize.txt").read_text(
-        encoding="utf-8").splitlines()
+    recorded = (
+        (LEGACY_ROOT / "search" / "trans_beam10_normalize.txt")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
     with running_server("--max-sentences", "40") as srv:
-        status, data = post_json(srv.url, {"texts": TEST_EN, "tokenized": True,
-                                           "normalize": True, "attention": False})
+        status, data = post_json(
+            srv.url, {"texts": TEST_EN, "tokenized": True, "normalize": True, "attention": False}
+        )
     assert status == 200
     assert [r["translation"] for r in data["results"]] == recorded
     for r in data["results"]:
         for h in r["nbest"]:
-            n = len(h["translation"].split()) + 1            # end-of-sequence counted
+            n = len(h["translation"].split()) + 1  # end-of-sequence counted
             assert h["cost"] == pytest.approx(h["raw_cost"] / n, rel=1e-15)
 
 
-@pytest.mark.skipif(not (LEGACY_ROOT / "search" / "trace.h5").is_file(),
-                    reason=f"recorded traces not found at {LEGACY_ROOT}")
+@pytest.mark.skipif(
+    not (LEGACY_ROOT / "search" / "trace.h5").is_file(),
+    reason=f"recorded traces not found at {LEGACY_ROOT}",
+)
 def test_attention_equals_recorded_alignment(server):
     """Where the translation is the reference sentence, its attention is the alignment
     Theano recorded for that pair (trace.h5 /pairs, atol 1e-5)."""
@@ -173,16 +209,18 @@ def test_attention_equals_recorded_alignment(server):
             att = data["results"][k]["attention"]
             assert att["source"] == TEST_EN[k].split() + ["<eos>"]
             assert att["target"] == pair["trg_line"].split() + ["<eos>"]
-            np.testing.assert_allclose(np.array(att["weights"]), pair["alignment"][:, :, 0],
-                                       rtol=0, atol=1e-5)
+            np.testing.assert_allclose(
+                np.array(att["weights"]), pair["alignment"][:, :, 0], rtol=0, atol=1e-5
+            )
             checked += 1
     assert checked >= 3
 
 
 def test_json_unknown_words_and_options(server):
     k = next(i for i, l in enumerate(TEST_EN) if len(unknown_by_vocabulary(l)) >= 2)
-    status, data = post_json(server.url, {"text": RAW_EN[k], "beam_size": 3, "n_best": 2,
-                                          "ignore_unk": True})
+    status, data = post_json(
+        server.url, {"text": RAW_EN[k], "beam_size": 3, "n_best": 2, "ignore_unk": True}
+    )
     assert status == 200 and data["beam_size"] == 3 and data["ignore_unk"] is True
     r = data["results"][0]
     assert r["tokens"] == TEST_EN[k].split()
@@ -194,11 +232,12 @@ def test_json_unknown_words_and_options(server):
 
 # -- limits and errors ------------------------------------------------------------------
 
+
 def _raw(server, data):
     """Send raw bytes, return the raw answer."""
     with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=30) as s:
         s.sendall(data)
-        s.shutdown(socket.SHUT_WR)            # the server sees the end of what was sent
+        s.shutdown(socket.SHUT_WR)  # the server sees the end of what was sent
         chunks = []
         while True:
             c = s.recv(65536)
@@ -238,8 +277,9 @@ BAD = [
 
 
 @pytest.mark.parametrize("method, path, body, headers, status, words", BAD)
-def test_bad_requests_get_a_4xx_with_one_json_line(server, method, path, body, headers,
-                                                   status, words):
+def test_bad_requests_get_a_4xx_with_one_json_line(
+    server, method, path, body, headers, status, words
+):
     got, hdrs, raw = request(server.url, method, path, body, headers)
     assert got == status
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1 and b"Traceback" not in raw
@@ -249,10 +289,13 @@ def test_bad_requests_get_a_4xx_with_one_json_line(server, method, path, body, h
 
 def test_broken_requests_never_crash_the_server(server):
     answers = [
-        _raw(server, b"POST /translate HTTP/1.1\r\nHost: localhost:%d\r\n\r\n"      # no length
-             % server.server_address[1]),
-        _raw(server, b"POST /translate HTTP/1.1\r\nContent-Length: 9\r\n\r\n{\"te"),  # cut short
-        _raw(server, b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n"),              # too long
+        _raw(
+            server,
+            b"POST /translate HTTP/1.1\r\nHost: localhost:%d\r\n\r\n"  # no length
+            % server.server_address[1],
+        ),
+        _raw(server, b'POST /translate HTTP/1.1\r\nContent-Length: 9\r\n\r\n{"te'),  # cut short
+        _raw(server, b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n"),  # too long
         _raw(server, b"POST /translate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
     ]
     # an HTTP/0.9-style line: the answer is the body alone (no status line in HTTP/0.9)
@@ -277,7 +320,7 @@ def test_page_and_its_files_are_served_locally(server):
     page = body.decode()
     assert status == 200 and headers["Content-Type"].startswith("text/html")
     assert "default-src 'self'" in headers["Content-Security-Policy"]
-    assert "http://" not in page and "https://" not in page      # no CDN
+    assert "http://" not in page and "https://" not in page  # no CDN
     for name in ("app.js", "app.css"):
         assert f"/static/{name}" in page
         status, _, body = request(server.url, "GET", f"/static/{name}")
@@ -294,11 +337,27 @@ def test_load_test_small(server):
 
 # -- the command ------------------------------------------------------------------------
 
+
 def test_serve_command_starts_answers_and_stops_on_sigterm():
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "groundhog_port", "serve", "--state",
-                             str(STATE), str(MODEL), "--port", "0"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "groundhog_port",
+            "serve",
+            "--state",
+            str(STATE),
+            str(MODEL),
+            "--port",
+            "0",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert "listening on http://127.0.0.1:" in line, proc.stderr.read()
@@ -314,13 +373,17 @@ def test_serve_command_starts_answers_and_stops_on_sigterm():
     assert any('"GET /?source=' in l and " 200 " in l and "ms" in l and "src=" in l for l in log)
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--beam-size", "0"], "--beam-size must be at least 1"),
-    (["--beam-size", "60"], "above --max-beam"),
-    (["--port", "70000"], "expected 0..65535"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--beam-size", "0"], "--beam-size must be at least 1"),
+        (["--beam-size", "60"], "above --max-beam"),
+        (["--port", "70000"], "expected 0..65535"),
+    ],
+)
 def test_serve_usage_errors_are_one_line(args, words, capsys):
     from groundhog_port.cli import main as cli
+
     assert cli.main(["serve", "--state", str(STATE), str(MODEL), *args]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -328,6 +391,7 @@ def test_serve_usage_errors_are_one_line(args, words, capsys):
 
 def test_serve_port_in_use_is_one_line(server, capsys):
     from groundhog_port.cli import main as cli
+
     port = str(server.server_address[1])
     assert cli.main(["serve", "--state", str(STATE), str(MODEL), "--port", port]) == 2
     err = capsys.readouterr().err.strip().splitlines()

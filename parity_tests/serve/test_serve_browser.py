@@ -5,6 +5,7 @@ list, the unknown words marked and the attention heatmap drawn from the API's we
 
 Screenshots go to the test's temporary folder, and to ``$GROUNDHOG_SCREENSHOT_DIR`` if set.
 """
+
 import json
 import os
 import shutil
@@ -12,9 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from parity_tests.support.serve import RAW_EN, TEST_EN, TRANS10, post_json, running_server, unknown_by_vocabulary
-
 from groundhog_port.serve.text import MosesText
+from parity_tests.support.serve import (
+    RAW_EN,
+    TEST_EN,
+    TRANS10,
+    post_json,
+    running_server,
+    unknown_by_vocabulary,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +44,7 @@ def _save(driver, tmp_path, name):
 def _translate_in_page(driver, url, sentence):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
+
     driver.get(url)
     wait = WebDriverWait(driver, 120)
     wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
@@ -44,8 +52,11 @@ def _translate_in_page(driver, url, sentence):
     box.clear()
     box.send_keys(sentence)
     driver.find_element(By.ID, "translate").click()
-    wait.until(lambda d: d.find_element(By.ID, "status").text.startswith(("done", "the search",
-                                                                          "no answer")))
+    wait.until(
+        lambda d: d.find_element(By.ID, "status").text.startswith(
+            ("done", "the search", "no answer")
+        )
+    )
     return By
 
 
@@ -61,8 +72,9 @@ def test_page_translates_like_translate_and_draws_the_heatmap(browser, server, t
     status, data = post_json(server.url, {"text": RAW_EN[k]})
     r = data["results"][0]
     rows = browser.find_elements(By.CSS_SELECTOR, "#nbest tbody tr")
-    assert [row.find_elements(By.TAG_NAME, "td")[2].text for row in rows] == \
-        [h["translation"] for h in r["nbest"]]
+    assert [row.find_elements(By.TAG_NAME, "td")[2].text for row in rows] == [
+        h["translation"] for h in r["nbest"]
+    ]
     assert rows[0].get_attribute("class") == "best"
     marked = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#source-marked span.unk")]
     assert marked == unknown_by_vocabulary(TEST_EN[k]) and find("unknown-panel").is_displayed()
@@ -71,14 +83,17 @@ def test_page_translates_like_translate_and_draws_the_heatmap(browser, server, t
     T, S = len(att["target"]), len(att["source"])
     canvas = find("heatmap")
     assert canvas.get_attribute("data-drawn") == f"{T}x{S}"
-    greys = browser.execute_script("""
+    greys = browser.execute_script(
+        """
         const c = document.getElementById('heatmap'), g = JSON.parse(arguments[0]);
         const ctx = c.getContext('2d'), dpr = c.width / parseFloat(c.style.width);
         return g.map(([x, y]) => ctx.getImageData(Math.round(x * dpr), Math.round(y * dpr), 1, 1).data[0]);
-    """, _cell_centres(browser, T, S))
+    """,
+        _cell_centres(browser, T, S),
+    )
     want = [round(255 * min(1.0, max(0.0, w))) for row in att["weights"] for w in row]
     assert greys == want
-    assert len(set(want)) > 5                        # a real picture, not a flat square
+    assert len(set(want)) > 5  # a real picture, not a flat square
     _save(browser, tmp_path, "serve_page_desktop.png")
 
 
@@ -86,9 +101,11 @@ def _cell_centres(driver, T, S):
     """Centres of the heatmap cells in CSS pixels, row by row (geometry that app.js records)."""
     x0, y0, cell = driver.execute_script(
         "const d = document.getElementById('heatmap').dataset;"
-        "return [d.x0, d.y0, d.cell].map(parseFloat);")
-    return json.dumps([[x0 + (s + 0.5) * cell, y0 + (t + 0.5) * cell]
-                       for t in range(T) for s in range(S)])
+        "return [d.x0, d.y0, d.cell].map(parseFloat);"
+    )
+    return json.dumps(
+        [[x0 + (s + 0.5) * cell, y0 + (t + 0.5) * cell] for t in range(T) for s in range(S)]
+    )
 
 
 def test_page_is_readable_on_a_phone(browser, server, tmp_path):
@@ -99,10 +116,12 @@ def test_page_is_readable_on_a_phone(browser, server, tmp_path):
         assert browser.find_element(By.ID, "translation").get_attribute("data-tokens") == TRANS10[k]
         # the page itself never scrolls sideways; a wide heatmap scrolls in its own box
         overflow = browser.execute_script(
-            "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
         assert overflow <= 0
         size = browser.execute_script(
-            "return parseFloat(getComputedStyle(document.getElementById('translation')).fontSize)")
+            "return parseFloat(getComputedStyle(document.getElementById('translation')).fontSize)"
+        )
         assert size >= 16
         _save(browser, tmp_path, "serve_page_phone.png")
     finally:

@@ -6,6 +6,7 @@ that is not Unicode, control characters in the log, a client trickling its reque
 SIGTERM while decoding.  Clients are told apart by their address: every 127/8 address is
 this machine's loopback, so a test connects from 127.0.0.2 and 127.0.0.3 to be two clients.
 """
+
 import json
 import logging
 import os
@@ -16,15 +17,24 @@ import sys
 import threading
 import time
 
-from parity_tests.support.cases import REPO
-from parity_tests.support.serve import MODEL, RAW_EN, STATE, TEST_EN, TRANS10, post_json, request, running_server
-
 from parity_tests.support import loadtest
+from parity_tests.support.cases import REPO
+from parity_tests.support.serve import (
+    MODEL,
+    RAW_EN,
+    STATE,
+    TEST_EN,
+    TRANS10,
+    post_json,
+    request,
+    running_server,
+)
 
 HEAVY, LIGHT = "127.0.0.2", "127.0.0.3"
 
 
 # -- fairness and budgets ---------------------------------------------------------------
+
 
 def test_a_heavy_client_cannot_starve_a_light_one():
     """The issue's scenario, scaled to this machine (4 requests of 6 sentences of 100 tokens
@@ -36,9 +46,18 @@ def test_a_heavy_client_cannot_starve_a_light_one():
     --batch-rows hypotheses: 6 of the heavy sentences, a quarter of them) and its own
     decoding, so its p90 stays under half the heavy load's duration."""
     with running_server() as server:
-        r = loadtest.fairness(server.url, TEST_EN, heavy_requests=4, heavy_sentences_n=6,
-                              heavy_tokens=100, heavy_beam=50, light_requests=50,
-                              heavy_from=HEAVY, light_from=LIGHT, start_after_s=0.5)
+        r = loadtest.fairness(
+            server.url,
+            TEST_EN,
+            heavy_requests=4,
+            heavy_sentences_n=6,
+            heavy_tokens=100,
+            heavy_beam=50,
+            light_requests=50,
+            heavy_from=HEAVY,
+            light_from=LIGHT,
+            start_after_s=0.5,
+        )
     assert set(r["heavy"]["statuses"]) == {"200"}, r
     assert set(r["light"]["statuses"]) == {200}, r
     assert r["light"]["requests"] >= 3, r
@@ -61,11 +80,12 @@ def test_budget_ends_only_the_sentences_of_its_request():
     and a sentence decoded in the same batch gets exactly what it gets alone."""
     from groundhog_port.legacy.loading import open_experiment
     from groundhog_port.serve.engine import Budget, Engine, Job
+
     engine = Engine(open_experiment(STATE, MODEL))
     alone = Job(engine.prepare(RAW_EN[1]), 10)
     engine.decode([alone])
     poor = Job(engine.prepare(RAW_EN[0]), 10, budget=Budget(25))
-    rich = Job(engine.prepare(RAW_EN[1]), 10, budget=Budget(10 ** 6))
+    rich = Job(engine.prepare(RAW_EN[1]), 10, budget=Budget(10**6))
     engine.decode([poor, rich])
     assert "budget of 25 hypothesis-steps" in poor.outcome.error
     assert poor.budget.spent > 25
@@ -80,18 +100,38 @@ def test_one_client_cannot_fill_the_queue_for_everyone():
     is still queued and answered (one limit for all clients refused everyone while one
     client's sentences filled the queue)."""
     with running_server("--max-pending", "8") as server:
-        heavy = {"texts": loadtest.heavy_sentences(TEST_EN, 8, 50), "tokenized": True,
-                 "beam_size": 50}
+        heavy = {
+            "texts": loadtest.heavy_sentences(TEST_EN, 8, 50),
+            "tokenized": True,
+            "beam_size": 50,
+        }
         results = []
-        threads = [threading.Thread(target=lambda: results.append(
-            request(server.url, "POST", "/translate", heavy,
-                    {"Content-Type": "application/json"}, source=HEAVY)[0])) for _ in range(3)]
-        for t in threads:               # one after the other: not gathered into one batch
+        threads = [
+            threading.Thread(
+                target=lambda: results.append(
+                    request(
+                        server.url,
+                        "POST",
+                        "/translate",
+                        heavy,
+                        {"Content-Type": "application/json"},
+                        source=HEAVY,
+                    )[0]
+                )
+            )
+            for _ in range(3)
+        ]
+        for t in threads:  # one after the other: not gathered into one batch
             t.start()
             time.sleep(0.3)
-        status, _, body = request(server.url, "POST", "/translate",
-                                  {"text": TEST_EN[2], "tokenized": True},
-                                  {"Content-Type": "application/json"}, source=LIGHT)
+        status, _, body = request(
+            server.url,
+            "POST",
+            "/translate",
+            {"text": TEST_EN[2], "tokenized": True},
+            {"Content-Type": "application/json"},
+            source=LIGHT,
+        )
         for t in threads:
             t.join(120)
     assert status == 200 and json.loads(body)["results"][0]["translation"] == TRANS10[2]
@@ -99,6 +139,7 @@ def test_one_client_cannot_fill_the_queue_for_everyone():
 
 
 # -- who may ask ------------------------------------------------------------------------
+
 
 def test_host_and_origin_checks():
     """DNS rebinding (a Host naming another domain) gets 421; a page of another origin --
@@ -111,8 +152,11 @@ def test_host_and_origin_checks():
         own = f"http://127.0.0.1:{port}"
         cases = [
             ({"Host": f"evil.example:{port}"}, 421, "does not name this server"),
-            ({"Origin": "http://evil.example", "Content-Type": "text/plain"}, 403,
-             "cross-origin request from http://evil.example refused"),
+            (
+                {"Origin": "http://evil.example", "Content-Type": "text/plain"},
+                403,
+                "cross-origin request from http://evil.example refused",
+            ),
             ({"Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"}, 403, "cross-site"),
             ({"Origin": "null"}, 403, "cross-origin"),
         ]
@@ -122,19 +166,29 @@ def test_host_and_origin_checks():
             assert got == status and words in json.loads(raw)["error"], (headers, raw)
         got, _, _ = request(server.url, "GET", "/?source=x", None, {"Host": "evil.example"})
         assert got == 421
-        assert server.batcher.stats["sentences"] == before          # nothing was decoded
+        assert server.batcher.stats["sentences"] == before  # nothing was decoded
         for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
-            got, hdrs, _ = request(server.url, "POST", "/translate", body,
-                                   {"Host": host, "Origin": f"http://{host}",
-                                    "Content-Type": "application/json"})
+            got, hdrs, _ = request(
+                server.url,
+                "POST",
+                "/translate",
+                body,
+                {"Host": host, "Origin": f"http://{host}", "Content-Type": "application/json"},
+            )
             assert got == 200 and "Access-Control-Allow-Origin" not in hdrs
         friend = {"Origin": "http://friend.example"}
-        got, hdrs, _ = request(server.url, "OPTIONS", "/translate", None,
-                               {**friend, "Access-Control-Request-Method": "POST"})
+        got, hdrs, _ = request(
+            server.url,
+            "OPTIONS",
+            "/translate",
+            None,
+            {**friend, "Access-Control-Request-Method": "POST"},
+        )
         assert got == 204 and hdrs["Access-Control-Allow-Origin"] == "http://friend.example"
         assert "POST" in hdrs["Access-Control-Allow-Methods"]
-        got, hdrs, raw = request(server.url, "POST", "/translate", body,
-                                 {**friend, "Content-Type": "application/json"})
+        got, hdrs, raw = request(
+            server.url, "POST", "/translate", body, {**friend, "Content-Type": "application/json"}
+        )
         assert got == 200 and hdrs["Access-Control-Allow-Origin"] == "http://friend.example"
         assert json.loads(raw)["results"][0]["translation"] == TRANS10[0]
         got, _, _ = request(server.url, "GET", "/health", None, {"Origin": own})
@@ -143,12 +197,17 @@ def test_host_and_origin_checks():
 
 # -- text and logs ----------------------------------------------------------------------
 
+
 def test_lone_surrogate_is_400_without_traceback(caplog):
     with running_server() as server, caplog.at_level(logging.INFO, "groundhog_port"):
-        for raw in (b'{"text": "a \\ud800 b"}', b'{"texts": ["ok", "\\udfff"]}',
-                    b'{"text": "x", "\\ud800": 1}'):
-            got, _, body = request(server.url, "POST", "/translate", raw,
-                                   {"Content-Type": "application/json"})
+        for raw in (
+            b'{"text": "a \\ud800 b"}',
+            b'{"texts": ["ok", "\\udfff"]}',
+            b'{"text": "x", "\\ud800": 1}',
+        ):
+            got, _, body = request(
+                server.url, "POST", "/translate", raw, {"Content-Type": "application/json"}
+            )
             assert got == 400, body
             assert "lone surrogate" in json.loads(body)["error"]
     log = caplog.text
@@ -164,7 +223,7 @@ def test_control_characters_are_escaped_in_the_log(caplog):
             while s.recv(65536):
                 pass
         post_json(server.url, {"text": "bell \x07 and \x1b[2J clear"})
-        for _ in range(100):      # the handler logs a request after sending its answer
+        for _ in range(100):  # the handler logs a request after sending its answer
             if sum(r.name == "groundhog_port.serve" for r in caplog.records) >= 2:
                 break
             time.sleep(0.02)
@@ -184,7 +243,7 @@ def test_a_trickling_client_is_cut_at_the_client_timeout():
             t0 = time.monotonic()
             s.sendall(b"GET /health HTTP/1.1\r\n")
             closed = None
-            for _ in range(40):                 # 10 s of one byte every 0.25 s
+            for _ in range(40):  # 10 s of one byte every 0.25 s
                 try:
                     s.sendall(b"X")
                     s.settimeout(0.25)
@@ -202,6 +261,7 @@ def test_a_trickling_client_is_cut_at_the_client_timeout():
 
 # -- SIGTERM ----------------------------------------------------------------------------
 
+
 def test_sigterm_under_load_exits_0_within_the_bound():
     """SIGTERM while heavy requests are decoded: no new connection is accepted, the waiting
     sentences are answered 503 at once, the batch in progress is stopped after --drain
@@ -209,27 +269,56 @@ def test_sigterm_under_load_exits_0_within_the_bound():
     well within 10 s (it ended in SIGABRT, "terminate called without an active exception",
     after 30 s: torch work still running in a daemon thread at exit)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "groundhog_port", "serve", "--state",
-                             str(STATE), str(MODEL), "--port", "0", "--drain", "1"], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "groundhog_port",
+            "serve",
+            "--state",
+            str(STATE),
+            str(MODEL),
+            "--port",
+            "0",
+            "--drain",
+            "1",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     answers = []
     try:
         line = proc.stdout.readline()
         assert "listening on http://127.0.0.1:" in line, proc.stderr.read()
         url = line.split("listening on ")[1].split()[0]
-        heavy = {"texts": loadtest.heavy_sentences(TEST_EN, 8, 100), "tokenized": True,
-                 "beam_size": 50}
+        heavy = {
+            "texts": loadtest.heavy_sentences(TEST_EN, 8, 100),
+            "tokenized": True,
+            "beam_size": 50,
+        }
 
         def one():
             try:
-                answers.append(request(url, "POST", "/translate", heavy,
-                                       {"Content-Type": "application/json"}, timeout=60)[0])
+                answers.append(
+                    request(
+                        url,
+                        "POST",
+                        "/translate",
+                        heavy,
+                        {"Content-Type": "application/json"},
+                        timeout=60,
+                    )[0]
+                )
             except OSError as err:
                 answers.append(type(err).__name__)
+
         threads = [threading.Thread(target=one) for _ in range(3)]
         for t in threads:
             t.start()
-        time.sleep(1.5)                                   # decoding has begun
+        time.sleep(1.5)  # decoding has begun
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
@@ -242,6 +331,6 @@ def test_sigterm_under_load_exits_0_within_the_bound():
     assert proc.returncode == 0, err[-2000:]
     assert took < 10, took
     assert "terminate called" not in err and "Traceback" not in err
-    assert len(answers) == 3 and set(answers) <= {200, 503}, answers   # nobody dropped
+    assert len(answers) == 3 and set(answers) <= {200, 503}, answers  # nobody dropped
     assert 503 in answers, answers
     assert "stopped after" in err

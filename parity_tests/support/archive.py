@@ -2,6 +2,7 @@
 recorded cases (every file in it was written by the original GroundHog programs; subsets
 of lines are taken where noted -- sample.py translates each line on its own, so the first
 lines of its output are its output for the first lines of the test set)."""
+
 import hashlib
 import os
 import shutil
@@ -43,22 +44,42 @@ def build_archive(legacy, root):
         if p.name != "timings.txt" and not p.name.endswith("timing.npz"):
             _copy(p, root / "2015" / "search" / p.name)
     e, d = legacy / "encdec", root / "2015" / "encdec_run"
-    for name in ("encdec_state.pkl", "encdec_model.npz", "trans_beam5.txt",
-                 "trans_beam10_normalize.txt", "sample_beam5_stdout.txt"):
+    for name in (
+        "encdec_state.pkl",
+        "encdec_model.npz",
+        "trans_beam5.txt",
+        "trans_beam10_normalize.txt",
+        "sample_beam5_stdout.txt",
+    ):
         _copy(e / name, d / name)
     _copy(e / "test.en", d / "newstest.en")
     _copy(e / "test.fr", d / "newstest.fr")
     sv, d = legacy / "search_variant", root / "crashed" / "search_variant"
-    for name in ("search_variant_state.pkl", "search_variant_model.npz", "vocab.en.pkl",
-                 "ivocab.en.pkl", "vocab.fr.pkl", "ivocab.fr.pkl", "sample_beam5_error.txt"):
+    for name in (
+        "search_variant_state.pkl",
+        "search_variant_model.npz",
+        "vocab.en.pkl",
+        "ivocab.en.pkl",
+        "vocab.fr.pkl",
+        "ivocab.fr.pkl",
+        "sample_beam5_error.txt",
+    ):
         _copy(sv / name, d / name)
     _copy(sv / "test.en", d / "test.en", slice(32, 40))
     _copy(sv / "test.fr", d / "test.fr", slice(32, 40))
     _copy(sv / "trans_beam5.txt", d / "trans_beam5.txt", slice(32, 40))
     ph, d = legacy / "phrase", root / "phrase"
-    for name in ("phrase_state.pkl", "phrase_model.npz", "vocab.en.pkl", "ivocab.en.pkl",
-                 "vocab.fr.pkl", "ivocab.fr.pkl", "trans_beam1.txt", "scores_batch.txt",
-                 "sample_beam1_stdout.txt"):
+    for name in (
+        "phrase_state.pkl",
+        "phrase_model.npz",
+        "vocab.en.pkl",
+        "ivocab.en.pkl",
+        "vocab.fr.pkl",
+        "ivocab.fr.pkl",
+        "trans_beam1.txt",
+        "scores_batch.txt",
+        "sample_beam1_stdout.txt",
+    ):
         _copy(ph / name, d / name)
     _copy(ph / "trans_beam10.txt", d / "trans_final.txt")
     _copy(ph / "test.en", root / "data" / "test.en")

@@ -20,12 +20,12 @@ case folders instead of the shared ones (see docs/trace_format.md, "Parity in yo
 they are neither where the state says nor in the case folder (the lookup of
 ``groundhog-port parity --data-dir``, :mod:`groundhog_port.legacy.lookup`).
 """
+
 import os
-import shutil
 from pathlib import Path
+
 import numpy as np
 import pytest
-
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,10 +33,14 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
 
 
-LEGACY_ROOT = Path(os.environ.get("GROUNDHOG_LEGACY_TRACES", REPO.parent / "shared" / "legacy_traces"))
+LEGACY_ROOT = Path(
+    os.environ.get("GROUNDHOG_LEGACY_TRACES", REPO.parent / "shared" / "legacy_traces")
+)
 
 
-PENDING_ROOT = Path(os.environ.get("GROUNDHOG_PENDING_TRACES", LEGACY_ROOT.parent / "pending_traces"))
+PENDING_ROOT = Path(
+    os.environ.get("GROUNDHOG_PENDING_TRACES", LEGACY_ROOT.parent / "pending_traces")
+)
 
 
 CASES = ("search", "encdec", "phrase", "search_variant", "encdec_variant")
@@ -46,8 +50,11 @@ def _cases(root):
     """The case folders under ``root``: a ``*state.pkl`` and a ``trace.h5``."""
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir()
-                  if p.is_dir() and any(p.glob("*state.pkl")) and (p / "trace.h5").is_file())
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir() and any(p.glob("*state.pkl")) and (p / "trace.h5").is_file()
+    )
 
 
 def case_dirs():
@@ -66,8 +73,9 @@ def recording_dir(name):
     for root in (LEGACY_ROOT, PENDING_ROOT):
         if (root / name).is_dir():
             return root / name
-    (pytest.fail if _ci() else pytest.skip)(f"recording {name!r} not found in {LEGACY_ROOT} "
-                                            f"or {PENDING_ROOT}")
+    (pytest.fail if _ci() else pytest.skip)(
+        f"recording {name!r} not found in {LEGACY_ROOT} or {PENDING_ROOT}"
+    )
 
 
 def _ci() -> bool:

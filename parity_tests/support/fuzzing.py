@@ -41,6 +41,7 @@ and text with bad UTF-8, NUL bytes, CRLF, lone CR, no final newline, empty and v
 lines.  Every mutation is a plain function of explicit parameters, so hypothesis can
 drive it too.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -60,13 +61,28 @@ from pathlib import Path
 
 import numpy as np
 
-from groundhog_port.errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL, MAX_PATH, MAX_PROBLEM, LegacyInputError
+from groundhog_port.errors import (
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    MAX_PATH,
+    MAX_PROBLEM,
+    LegacyInputError,
+)
 
 #: a payload that runs creates this file in the case directory
 MARKER_NAME = "EXECUTED"
 
-OUTCOMES = ("loaded", "clean error", "unclear error", "CRASH", "hang", "memory", "executed",
-            "replaced")
+OUTCOMES = (
+    "loaded",
+    "clean error",
+    "unclear error",
+    "CRASH",
+    "hang",
+    "memory",
+    "executed",
+    "replaced",
+)
 #: outcomes that break the guarantee
 FAILURES = ("unclear error", "CRASH", "hang", "memory", "executed", "replaced")
 
@@ -85,6 +101,7 @@ def legacy_root() -> Path:
 @dataclass
 class ExperimentFiles:
     """One experiment's files: state, model, vocabulary directory."""
+
     name: str
     state: Path
     model: Path
@@ -100,8 +117,14 @@ class Fixtures:
         self.legacy = Path(legacy) if legacy is not None else legacy_root()
         self._scratch = Path(scratch) if scratch else None
         self._bytes = {}
-        exps = [ExperimentFiles("fixture", self.fixture_dir / "search_state.pkl",
-                            self.fixture_dir / "search_model.npz", self.fixture_dir)]
+        exps = [
+            ExperimentFiles(
+                "fixture",
+                self.fixture_dir / "search_state.pkl",
+                self.fixture_dir / "search_model.npz",
+                self.fixture_dir,
+            )
+        ]
         if self.legacy.is_dir():
             for case in sorted(self.legacy.iterdir()):
                 states = sorted(case.glob("*_state.pkl"))
@@ -114,11 +137,15 @@ class Fixtures:
         self.text_files = [self.fixture_dir / "test.en", self.fixture_dir / "test.fr"]
         data = self.legacy / "data"
         self.bitext_pairs = []
-        for a, b in (("binarized_text.shuffled.en.h5", "binarized_text.shuffled.fr.h5"),
-                     ("binarized_text.en.h5", "binarized_text.fr.h5")):
+        for a, b in (
+            ("binarized_text.shuffled.en.h5", "binarized_text.shuffled.fr.h5"),
+            ("binarized_text.en.h5", "binarized_text.fr.h5"),
+        ):
             if (data / a).is_file() and (data / b).is_file():
                 self.bitext_pairs.append((data / a, data / b))
-        self.full_traces = sorted(p for p in self.legacy.glob("*/trace.h5")) if self.legacy.is_dir() else []
+        self.full_traces = (
+            sorted(p for p in self.legacy.glob("*/trace.h5")) if self.legacy.is_dir() else []
+        )
         self._small_trace = None
 
     @property
@@ -145,7 +172,9 @@ class Fixtures:
         """A few records of the first real trace, copied group by group with h5py (the full
         files take a second to validate; this one a few milliseconds)."""
         if self._small_trace is None:
-            self._small_trace = make_small_trace(self.full_traces[0], self.scratch() / "small_trace.h5")
+            self._small_trace = make_small_trace(
+                self.full_traces[0], self.scratch() / "small_trace.h5"
+            )
         return self._small_trace
 
     def trace_files(self):
@@ -154,11 +183,16 @@ class Fixtures:
 
 def make_small_trace(src, dst) -> Path:
     import h5py
+
     with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
         for k, v in f.attrs.items():
             g.attrs[k] = v
-        for top, keep in (("pairs", ("0", "1")), ("repr", ("0",)), ("steps", ("0",)),
-                          ("batch_all", ("0",))):
+        for top, keep in (
+            ("pairs", ("0", "1")),
+            ("repr", ("0",)),
+            ("steps", ("0",)),
+            ("batch_all", ("0",)),
+        ):
             if top in f:
                 grp = g.create_group(top)
                 for k, v in f[top].attrs.items():
@@ -184,12 +218,27 @@ def make_small_trace(src, dst) -> Path:
 # Byte-level mutators (plain functions of their parameters)
 # ==============================================================================================
 
-INTERESTING_INTS = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000,
-                    0xFFFFFFFF, 0x7FFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 1 << 40, 1 << 33)
+INTERESTING_INTS = (
+    0,
+    1,
+    0x7F,
+    0x80,
+    0xFF,
+    0x7FFF,
+    0x8000,
+    0xFFFF,
+    0x7FFFFFFF,
+    0x80000000,
+    0xFFFFFFFF,
+    0x7FFFFFFFFFFFFFFF,
+    0xFFFFFFFFFFFFFFFF,
+    1 << 40,
+    1 << 33,
+)
 
 
 def truncate(data: bytes, offset: int) -> bytes:
-    return data[:max(0, min(offset, len(data)))]
+    return data[: max(0, min(offset, len(data)))]
 
 
 def flip(data: bytes, edits) -> bytes:
@@ -206,7 +255,7 @@ def overwrite(data: bytes, pos: int, chunk: bytes) -> bytes:
     if not data:
         return chunk
     pos %= len(data)
-    return data[:pos] + chunk + data[pos + len(chunk):]
+    return data[:pos] + chunk + data[pos + len(chunk) :]
 
 
 def insert(data: bytes, pos: int, chunk: bytes) -> bytes:
@@ -218,14 +267,14 @@ def delete(data: bytes, pos: int, length: int) -> bytes:
     if not data:
         return data
     pos %= len(data)
-    return data[:pos] + data[pos + max(1, length):]
+    return data[:pos] + data[pos + max(1, length) :]
 
 
 def duplicate(data: bytes, pos: int, length: int, at: int) -> bytes:
     if not data:
         return data
     pos %= len(data)
-    return insert(data, at, data[pos:pos + max(1, length)])
+    return insert(data, at, data[pos : pos + max(1, length)])
 
 
 def put_int(data: bytes, pos: int, value: int, width: int, big_endian=False) -> bytes:
@@ -236,6 +285,7 @@ def put_int(data: bytes, pos: int, value: int, width: int, big_endian=False) -> 
 # ==============================================================================================
 # Pickles that would run code (each creates ``marker`` if it ever runs)
 # ==============================================================================================
+
 
 class Reduce:
     """Pickles as ``fn(*args)`` (what a hostile ``__reduce__`` does)."""
@@ -261,6 +311,7 @@ def payload_pickles(marker) -> dict[str, bytes]:
     """
     import builtins
     import subprocess
+
     m = str(marker)
     touch = f"touch {m}"
     code = f"open({m!r}, 'w').close()"
@@ -274,37 +325,60 @@ def payload_pickles(marker) -> dict[str, bytes]:
         "builtins.exec (p0)": b"cbuiltins\nexec\n(" + _p0str(code) + b"tR.",
         "__builtin__.open (p0)": b"c__builtin__\nopen\n(" + _p0str(m) + _p0str("w") + b"tR.",
         "getattr(__import__('os'), 'system') (p0)": (
-            b"c__builtin__\ngetattr\n(c__builtin__\n__import__\n(" + _p0str("os") + b"tR"
-            + _p0str("system") + b"tR(" + _p0str(touch) + b"tR."),
+            b"c__builtin__\ngetattr\n(c__builtin__\n__import__\n("
+            + _p0str("os")
+            + b"tR"
+            + _p0str("system")
+            + b"tR("
+            + _p0str(touch)
+            + b"tR."
+        ),
         "getattr chain builtins.__dict__['eval'] (p0)": (
             b"c__builtin__\ngetattr\n(c__builtin__\ngetattr\n(c__builtin__\n__import__\n("
-            + _p0str("builtins") + b"tR" + _p0str("__dict__") + b"tR" + _p0str("get")
-            + b"tR(" + _p0str("eval") + b"tR(" + _p0str(code) + b"tR."),
+            + _p0str("builtins")
+            + b"tR"
+            + _p0str("__dict__")
+            + b"tR"
+            + _p0str("get")
+            + b"tR("
+            + _p0str("eval")
+            + b"tR("
+            + _p0str(code)
+            + b"tR."
+        ),
         "INST os.system (p0)": b"(" + _p0str(touch) + b"ios\nsystem\n.",
         "OBJ os.system (p1)": b"(cos\nsystem\n" + _p0str(touch) + b"o.",
-        "numpy runstring gadget (p0)": (b"cnumpy.testing._private.utils\nrunstring\n("
-                                        + _p0str(code) + b"(dtR."),
+        "numpy runstring gadget (p0)": (
+            b"cnumpy.testing._private.utils\nrunstring\n(" + _p0str(code) + b"(dtR."
+        ),
         "copy_reg._reconstructor(os.system) (p0)": (
             b"ccopy_reg\n_reconstructor\n(cos\nsystem\nc__builtin__\nobject\n"
-            + _p0str(touch) + b"tR."),
+            + _p0str(touch)
+            + b"tR."
+        ),
         "object.__new__ + BUILD __setstate__ (p0)": (
             b"ccopy_reg\n_reconstructor\n(c__builtin__\nset\nc__builtin__\nobject\nNtR"
-            b"(dS'__setstate__'\ncos\nsystem\nsb" + _p0str(touch) + b"b."),
+            b"(dS'__setstate__'\ncos\nsystem\nsb" + _p0str(touch) + b"b."
+        ),
         "EXT1 unregistered code (p2)": b"\x80\x02\x82\x01)R.",
         "persistent id (p0)": b"P" + touch.encode() + b"\n.",
-        "payload as state value (p0)": (b"(dp0\nS'dim'\np1\ncos\nsystem\n(" + _p0str(touch)
-                                        + b"tRp2\ns."),
+        "payload as state value (p0)": (
+            b"(dp0\nS'dim'\np1\ncos\nsystem\n(" + _p0str(touch) + b"tRp2\ns."
+        ),
     }
     for proto in (2, 4, 5):
         out[f"os.system (p{proto})"] = pickle.dumps(Reduce(os.system, touch), protocol=proto)
         out[f"subprocess.call (p{proto})"] = pickle.dumps(
-            Reduce(subprocess.call, ["touch", m]), protocol=proto)
+            Reduce(subprocess.call, ["touch", m]), protocol=proto
+        )
         out[f"builtins.eval (p{proto})"] = pickle.dumps(Reduce(builtins.eval, code), protocol=proto)
         out[f"builtins.exec (p{proto})"] = pickle.dumps(Reduce(builtins.exec, code), protocol=proto)
         out[f"nested in a dict (p{proto})"] = pickle.dumps(
-            {"dim": 32, "x": [1, {"y": Reduce(os.system, touch)}]}, protocol=proto)
+            {"dim": 32, "x": [1, {"y": Reduce(os.system, touch)}]}, protocol=proto
+        )
         out[f"getattr(__import__('os'), 'system') (p{proto})"] = pickle.dumps(
-            Reduce(Reduce(getattr, Reduce(__import__, "os"), "system"), touch), protocol=proto)
+            Reduce(Reduce(getattr, Reduce(__import__, "os"), "system"), touch), protocol=proto
+        )
     # a numpy object array holding a payload (what np.save(allow_pickle=True) would write)
     arr = np.empty(1, dtype=object)
     arr[0] = Reduce(os.system, touch)
@@ -315,18 +389,26 @@ def payload_pickles(marker) -> dict[str, bytes]:
 #: payloads that do not create the marker even under a plain ``pickle.loads`` (refused by
 #: the pickle machinery itself, or asynchronous: ``Popen`` returns before ``touch`` ran); the
 #: others demonstrably do (parity_tests/hardening/test_fuzz.py checks it), so their marker is proof
-NOT_DIRECTLY_EXECUTING = frozenset({
-    "subprocess.Popen (p0)", "copy_reg._reconstructor(os.system) (p0)",
-    "object.__new__ + BUILD __setstate__ (p0)", "EXT1 unregistered code (p2)",
-    "persistent id (p0)"})
+NOT_DIRECTLY_EXECUTING = frozenset(
+    {
+        "subprocess.Popen (p0)",
+        "copy_reg._reconstructor(os.system) (p0)",
+        "object.__new__ + BUILD __setstate__ (p0)",
+        "EXT1 unregistered code (p2)",
+        "persistent id (p0)",
+    }
+)
 
 
 def payload_objects(marker) -> dict[str, object]:
     """Objects whose pickling (e.g. inside an object array in an ``.npz``) carries a payload."""
     import builtins
+
     m = str(marker)
-    return {"os.system": Reduce(os.system, f"touch {m}"),
-            "builtins.exec": Reduce(builtins.exec, f"open({m!r}, 'w').close()")}
+    return {
+        "os.system": Reduce(os.system, f"touch {m}"),
+        "builtins.exec": Reduce(builtins.exec, f"open({m!r}, 'w').close()"),
+    }
 
 
 def deep_list_pickle(depth: int) -> bytes:
@@ -350,12 +432,12 @@ def shared_dag_pickle(levels: int, wrap_in_state: bool = False) -> bytes:
     out = bytearray(b"\x80\x02")
     if wrap_in_state:
         out += b"}X\x03\x00\x00\x00dim"
-    out += b"]q\x000"                      # a0 = [] (memo 0), popped
-    for i in range(1, levels):               # a(i) = (a(i-1), a(i-1)) (memo i), popped
+    out += b"]q\x000"  # a0 = [] (memo 0), popped
+    for i in range(1, levels):  # a(i) = (a(i-1), a(i-1)) (memo i), popped
         out += b"h" + bytes([i - 1]) + b"h" + bytes([i - 1]) + b"\x86q" + bytes([i]) + b"0"
     out += b"h" + bytes([levels - 1])
     if wrap_in_state:
-        out += b"s"                          # {'dim': a(levels-1)}
+        out += b"s"  # {'dim': a(levels-1)}
     return bytes(out) + b"."
 
 
@@ -378,13 +460,22 @@ def long_int_pickle(digits: int) -> bytes:
     return b"L" + b"9" * digits + b"L\n."
 
 
-HUGE_OPCODES = ("BINBYTES8", "BINUNICODE8", "BYTEARRAY8", "BINSTRING", "BINUNICODE", "LONG4", "FRAME")
+HUGE_OPCODES = (
+    "BINBYTES8",
+    "BINUNICODE8",
+    "BYTEARRAY8",
+    "BINSTRING",
+    "BINUNICODE",
+    "LONG4",
+    "FRAME",
+)
 
 
 # ----------------------------------------------------------------------------------------------
 # Issue 25: pickles that are small, well formed, and hurt (nesting, sized constructors, opcode
 # floods, hash collisions); each is refused before the unpickler builds it (legacy_states.prescan)
 # ----------------------------------------------------------------------------------------------
+
 
 def nested_key_pickle(depth: int, kind: str = "tuple") -> bytes:
     """``{key: 1}`` whose key is a tuple nested ``depth`` deep (``kind="tuple"``), or a
@@ -400,13 +491,20 @@ def sized_constructor_pickle(size: int, via: str = "call") -> bytes:
     """``bytearray(size)`` (``via="call"``) or ``copy_reg._reconstructor(bytearray, object,
     size)`` (``"reconstructor"``): 39 to 84 bytes asking for ``size`` bytes."""
     if via == "reconstructor":
-        return (b"ccopy_reg\n_reconstructor\n(c__builtin__\nbytearray\nc__builtin__\nobject\n"
-                b"I%d\ntR." % size)
+        return (
+            b"ccopy_reg\n_reconstructor\n(c__builtin__\nbytearray\nc__builtin__\nobject\n"
+            b"I%d\ntR." % size
+        )
     return b"c__builtin__\nbytearray\n(I%d\ntR." % size
 
 
-FLOOD_OPCODES = {"EMPTY_SET": b"\x8f", "EMPTY_DICT": b"}", "EMPTY_LIST": b"]", "MARK": b"(",
-                 "EMPTY_TUPLE+DUP": b"2"}
+FLOOD_OPCODES = {
+    "EMPTY_SET": b"\x8f",
+    "EMPTY_DICT": b"}",
+    "EMPTY_LIST": b"]",
+    "MARK": b"(",
+    "EMPTY_TUPLE+DUP": b"2",
+}
 
 
 def opcode_flood_pickle(opcode: str, nbytes: int) -> bytes:
@@ -417,7 +515,7 @@ def opcode_flood_pickle(opcode: str, nbytes: int) -> bytes:
 
 
 #: ints that differ by a multiple of this hash alike (CPython: hash(k) = k mod 2**61 - 1)
-HASH_MODULUS = 2 ** 61 - 1
+HASH_MODULUS = 2**61 - 1
 
 
 def colliding_ivocab_pickle(n: int, base: int = 5, protocol: int = 2) -> bytes:
@@ -439,21 +537,92 @@ def colliding_ivocab_pickle(n: int, base: int = 5, protocol: int = 2) -> bytes:
 # Format-aware mutators
 # ==============================================================================================
 
-HOSTILE_VALUES = (-1, 0, 1, 3, 10 ** 9, 2 ** 63, 10 ** 30, -(2 ** 70), 1.5, float("nan"),
-                  float("inf"), "32", "", None, True, False, [], {}, [32], (32,), b"\xff\xfe",
-                  "lambda x: __import__('os').system('touch MARKER')", "Maxout(10**9)",
-                  "Maxout(0)", "Maxout(-2)", "Maxout(2)", "lambda x: x", "TT.tanh", "LSTMLayer",
-                  "RecurrentLayerWithSearch", "RecurrentLayer", "/etc/passwd", "/dev/zero",
-                  "x" * 5000, np.int64(7), np.float32(2.0), np.array([1, 2]))
+HOSTILE_VALUES = (
+    -1,
+    0,
+    1,
+    3,
+    10**9,
+    2**63,
+    10**30,
+    -(2**70),
+    1.5,
+    float("nan"),
+    float("inf"),
+    "32",
+    "",
+    None,
+    True,
+    False,
+    [],
+    {},
+    [32],
+    (32,),
+    b"\xff\xfe",
+    "lambda x: __import__('os').system('touch MARKER')",
+    "Maxout(10**9)",
+    "Maxout(0)",
+    "Maxout(-2)",
+    "Maxout(2)",
+    "lambda x: x",
+    "TT.tanh",
+    "LSTMLayer",
+    "RecurrentLayerWithSearch",
+    "RecurrentLayer",
+    "/etc/passwd",
+    "/dev/zero",
+    "x" * 5000,
+    np.int64(7),
+    np.float32(2.0),
+    np.array([1, 2]),
+)
 
-STATE_KEYS = ("dim", "rank_n_approx", "n_sym_source", "n_sym_target", "null_sym_source",
-              "null_sym_target", "unk_sym_source", "unk_sym_target", "seqlen", "bs",
-              "maxout_part", "unary_activ", "activ", "rec_gater", "rec_reseter", "rank_n_activ",
-              "enc_rec_layer", "dec_rec_layer", "rec_layer", "search", "forward", "backward",
-              "last_forward", "last_backward", "bigram", "bias_code", "decoding_inputs",
-              "deep_out", "rec_gating", "rec_reseting", "oov", "word_indx", "word_indx_trgt",
-              "indx_word", "indx_word_target", "source", "target", "sort_k_batches",
-              "trim_batches", "check_first_word", "encoder_stack", "dropout", "level", "seed")
+STATE_KEYS = (
+    "dim",
+    "rank_n_approx",
+    "n_sym_source",
+    "n_sym_target",
+    "null_sym_source",
+    "null_sym_target",
+    "unk_sym_source",
+    "unk_sym_target",
+    "seqlen",
+    "bs",
+    "maxout_part",
+    "unary_activ",
+    "activ",
+    "rec_gater",
+    "rec_reseter",
+    "rank_n_activ",
+    "enc_rec_layer",
+    "dec_rec_layer",
+    "rec_layer",
+    "search",
+    "forward",
+    "backward",
+    "last_forward",
+    "last_backward",
+    "bigram",
+    "bias_code",
+    "decoding_inputs",
+    "deep_out",
+    "rec_gating",
+    "rec_reseting",
+    "oov",
+    "word_indx",
+    "word_indx_trgt",
+    "indx_word",
+    "indx_word_target",
+    "source",
+    "target",
+    "sort_k_batches",
+    "trim_batches",
+    "check_first_word",
+    "encoder_stack",
+    "dropout",
+    "level",
+    "seed",
+)
 
 
 def state_with(state: dict, key, value, protocol=0, marker=None) -> bytes:
@@ -504,7 +673,9 @@ def npz_bytes(arrays: dict, compressed=False) -> bytes:
 def npy_member(descr: str, shape, fortran=False, payload: bytes = b"") -> bytes:
     """A hand-made ``.npy`` member: the header declares ``descr``/``shape``, ``payload``
     follows (so the header may promise far more data than there is)."""
-    header = repr({"descr": descr, "fortran_order": fortran, "shape": tuple(shape)}).encode("latin1")
+    header = repr({"descr": descr, "fortran_order": fortran, "shape": tuple(shape)}).encode(
+        "latin1"
+    )
     pad = 64 - (10 + len(header) + 1) % 64
     header = header + b" " * pad + b"\n"
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + payload
@@ -528,6 +699,7 @@ def _deflate_zeros(head: bytes, nbytes: int):
     megabyte repeated (each full flush resets the compressor, so equal input gives equal
     output): a 2 GB member costs a few milliseconds to make."""
     import zlib
+
     mb = 1 << 20
     c = zlib.compressobj(9, zlib.DEFLATED, -15)
     first = c.compress(head + bytes(min(nbytes, mb))) + c.flush(zlib.Z_FULL_FLUSH)
@@ -550,17 +722,52 @@ def npz_with_deflate_bomb(npz: bytes, name: str, declared: int) -> bytes:
             dst.writestr(info, src.read(info))
     data = bytearray(out.getvalue())
     eocd = data.rfind(b"PK\x05\x06")
-    cd_size, cd_offset = struct.unpack("<II", data[eocd + 12:eocd + 20])
-    central, entries = data[cd_offset:cd_offset + cd_size], struct.unpack("<H", data[eocd + 10:eocd + 12])[0]
+    cd_size, cd_offset = struct.unpack("<II", data[eocd + 12 : eocd + 20])
+    central, entries = (
+        data[cd_offset : cd_offset + cd_size],
+        struct.unpack("<H", data[eocd + 10 : eocd + 12])[0],
+    )
     fname = (name + ".npy").encode()
     local_at = cd_offset
-    local = struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 8, 0, 0, 0, len(body), size,
-                        len(fname), 0) + fname
-    entry = struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, 0, len(body), size,
-                        len(fname), 0, 0, 0, 0, 0, local_at) + fname
+    local = (
+        struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 8, 0, 0, 0, len(body), size, len(fname), 0)
+        + fname
+    )
+    entry = (
+        struct.pack(
+            "<4s6H3I5H2I",
+            b"PK\x01\x02",
+            20,
+            20,
+            0,
+            8,
+            0,
+            0,
+            0,
+            len(body),
+            size,
+            len(fname),
+            0,
+            0,
+            0,
+            0,
+            0,
+            local_at,
+        )
+        + fname
+    )
     new_cd_offset = local_at + len(local) + len(body)
-    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, entries + 1, entries + 1,
-                      len(central) + len(entry), new_cd_offset, 0)
+    end = struct.pack(
+        "<4s4H2IH",
+        b"PK\x05\x06",
+        0,
+        0,
+        entries + 1,
+        entries + 1,
+        len(central) + len(entry),
+        new_cd_offset,
+        0,
+    )
     return bytes(data[:cd_offset]) + local + body + bytes(central) + entry + end
 
 
@@ -571,10 +778,13 @@ def h5_declared_size_lie(path: Path, n: int, dtype: str = "uint8", chunk: int = 
     the stored-vs-declared check as 300 MB, and the loader's ``.astype(int64)`` made 2.4 GB
     of them (5.2 GB through ``score``, exit 0) before issue 25."""
     import zlib
+
     import h5py
+
     with h5py.File(path, "w") as f:
-        ds = f.create_dataset("phrases", shape=(n,), dtype=dtype, chunks=(chunk,),
-                              compression="gzip")
+        ds = f.create_dataset(
+            "phrases", shape=(n,), dtype=dtype, chunks=(chunk,), compression="gzip"
+        )
         packed = zlib.compress(bytes(chunk * np.dtype(dtype).itemsize), 9)
         for start in range(0, n, chunk):
             ds.id.write_direct_chunk((start,), packed)
@@ -583,10 +793,34 @@ def h5_declared_size_lie(path: Path, n: int, dtype: str = "uint8", chunk: int = 
         f.create_dataset("indices", data=rows)
 
 
-NPZ_EDITS = ("float64", "float16", "int32", "int64", "bool", "complex64", "big-endian", "string",
-             "structured", "object", "transpose", "flatten", "extra-dim", "drop-row", "empty",
-             "scalar", "nan", "inf", "-inf", "delete", "extra", "rename", "huge-header",
-             "lying-header", "bad-header", "fortran")
+NPZ_EDITS = (
+    "float64",
+    "float16",
+    "int32",
+    "int64",
+    "bool",
+    "complex64",
+    "big-endian",
+    "string",
+    "structured",
+    "object",
+    "transpose",
+    "flatten",
+    "extra-dim",
+    "drop-row",
+    "empty",
+    "scalar",
+    "nan",
+    "inf",
+    "-inf",
+    "delete",
+    "extra",
+    "rename",
+    "huge-header",
+    "lying-header",
+    "bad-header",
+    "fortran",
+)
 
 
 def npz_edit(arrays: dict, edit: str, name: str, rng: random.Random, marker=None) -> bytes:
@@ -634,18 +868,27 @@ def npz_edit(arrays: dict, edit: str, name: str, rng: random.Random, marker=None
         a[name + "_renamed"] = a.pop(name)
     elif edit == "huge-header":
         del a[name]
-        shape = rng.choice([(2 ** 40,), (2 ** 31, 2 ** 10), (10 ** 12, 16), (2 ** 28,), (65536, 65536)])
+        shape = rng.choice([(2**40,), (2**31, 2**10), (10**12, 16), (2**28,), (65536, 65536)])
         raw[name] = npy_member("<f4", shape, payload=x.tobytes()[:64])
     elif edit == "lying-header":
         del a[name]
-        raw[name] = npy_member(rng.choice(["<f4", "<f8", "|O", "<U99999999", "|V99999999"]),
-                               x.shape, payload=x.tobytes())
+        raw[name] = npy_member(
+            rng.choice(["<f4", "<f8", "|O", "<U99999999", "|V99999999"]),
+            x.shape,
+            payload=x.tobytes(),
+        )
     elif edit == "bad-header":
         del a[name]
-        bad = rng.choice([b"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}",
-                          b"{'descr': '<f4'}", b"__import__('os').system('touch x')",
-                          b"{'descr': '<f4', 'fortran_order': False, 'shape': (1e9,)}",
-                          b"[" * 5000, b"{'descr': '<f4', 'fortran_order': 'x', 'shape': ()}"])
+        bad = rng.choice(
+            [
+                b"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}",
+                b"{'descr': '<f4'}",
+                b"__import__('os').system('touch x')",
+                b"{'descr': '<f4', 'fortran_order': False, 'shape': (1e9,)}",
+                b"[" * 5000,
+                b"{'descr': '<f4', 'fortran_order': 'x', 'shape': ()}",
+            ]
+        )
         raw[name] = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(bad) + 1) + bad + b"\n"
     elif edit == "fortran":
         a[name] = np.asfortranarray(x)
@@ -654,13 +897,27 @@ def npz_edit(arrays: dict, edit: str, name: str, rng: random.Random, marker=None
     return npz_bytes(a, compressed=rng.random() < 0.2)
 
 
-H5_EDITS = ("delete", "retype", "reshape", "scalar", "to-group", "huge-chunked", "external-zero",
-            "external-link", "soft-loop", "attr", "vlen-str", "empty", "values")
+H5_EDITS = (
+    "delete",
+    "retype",
+    "reshape",
+    "scalar",
+    "to-group",
+    "huge-chunked",
+    "external-zero",
+    "external-link",
+    "soft-loop",
+    "attr",
+    "vlen-str",
+    "empty",
+    "values",
+)
 
 
 def h5_edit(path: Path, edit: str, rng: random.Random, kind: str) -> None:
     """Change the HDF5 file at ``path`` in place (``kind``: 'trace' or 'bitext')."""
     import h5py
+
     with h5py.File(path, "r+") as f:
         datasets, groups = [], []
         f.visititems(lambda n, o: (datasets if isinstance(o, h5py.Dataset) else groups).append(n))
@@ -686,8 +943,11 @@ def h5_edit(path: Path, edit: str, rng: random.Random, kind: str) -> None:
             data = ds[()]
             new = rng.choice(["f8", "f4", "i4", "i8", "u1", "i2", "f2", "c8"])
             try:
-                replace(np.asarray(data).astype(new) if data.dtype.names is None
-                        else np.zeros(data.shape, new))
+                replace(
+                    np.asarray(data).astype(new)
+                    if data.dtype.names is None
+                    else np.zeros(data.shape, new)
+                )
             except (TypeError, ValueError):
                 replace(np.zeros(np.shape(data), new))
         elif edit == "reshape":
@@ -700,17 +960,26 @@ def h5_edit(path: Path, edit: str, rng: random.Random, kind: str) -> None:
             pg.create_group(leaf)
         elif edit == "huge-chunked":
             dtype = ds.dtype
-            replace(shape=(rng.choice([2 ** 33, 2 ** 40, 10 ** 10]),), dtype=dtype, chunks=(4096,),
-                    maxshape=(None,))
+            replace(
+                shape=(rng.choice([2**33, 2**40, 10**10]),),
+                dtype=dtype,
+                chunks=(4096,),
+                maxshape=(None,),
+            )
         elif edit == "external-zero":
             dtype = ds.dtype if ds.dtype.names is None else np.dtype("i4")
-            n = rng.choice([2 ** 20, 2 ** 34 // max(1, dtype.itemsize), 2 ** 40 // max(1, dtype.itemsize)])
+            n = rng.choice(
+                [2**20, 2**34 // max(1, dtype.itemsize), 2**40 // max(1, dtype.itemsize)]
+            )
             del pg[leaf]
-            pg.create_dataset(leaf, shape=(n,), dtype=dtype,
-                              external=[("/dev/zero", 0, h5py.h5f.UNLIMITED)])
+            pg.create_dataset(
+                leaf, shape=(n,), dtype=dtype, external=[("/dev/zero", 0, h5py.h5f.UNLIMITED)]
+            )
         elif edit == "external-link":
             del pg[leaf]
-            pg[leaf] = h5py.ExternalLink(rng.choice(["/etc/passwd", "/nonexistent.h5", str(path)]), "/")
+            pg[leaf] = h5py.ExternalLink(
+                rng.choice(["/etc/passwd", "/nonexistent.h5", str(path)]), "/"
+            )
         elif edit == "soft-loop":
             del pg[leaf]
             pg[leaf] = h5py.SoftLink("/" + (parent or leaf))
@@ -719,9 +988,23 @@ def h5_edit(path: Path, edit: str, rng: random.Random, kind: str) -> None:
             obj = rng.choice(objs)
             keys = list(obj.attrs.keys()) or ["format_version"]
             key = rng.choice(keys + ["format_version", "n_steps", "beam_size", "k", "error"])
-            val = rng.choice([-1, 2, 10 ** 12, "abc", b"\xff\xfe", 1.5, float("nan"),
-                              np.array([1, 2, 3]), np.array([], dtype="i4"), "", "{", "[1, 2",
-                              np.array([b"a", b"b"])])
+            val = rng.choice(
+                [
+                    -1,
+                    2,
+                    10**12,
+                    "abc",
+                    b"\xff\xfe",
+                    1.5,
+                    float("nan"),
+                    np.array([1, 2, 3]),
+                    np.array([], dtype="i4"),
+                    "",
+                    "{",
+                    "[1, 2",
+                    np.array([b"a", b"b"]),
+                ]
+            )
             obj.attrs[key] = val
         elif edit == "vlen-str":
             replace(np.array(["a", "b"], dtype=h5py.string_dtype()))
@@ -749,15 +1032,33 @@ def h5_edit(path: Path, edit: str, rng: random.Random, kind: str) -> None:
 # Text
 # ==============================================================================================
 
-TEXT_EDITS = ("bad-utf8", "nul", "crlf", "lone-cr", "no-final-newline", "empty-lines",
-              "blank-lines", "long-line", "bom", "cut-utf8", "unicode-space", "only-newlines",
-              "empty-file", "extra-line", "drop-line")
+TEXT_EDITS = (
+    "bad-utf8",
+    "nul",
+    "crlf",
+    "lone-cr",
+    "no-final-newline",
+    "empty-lines",
+    "blank-lines",
+    "long-line",
+    "bom",
+    "cut-utf8",
+    "unicode-space",
+    "only-newlines",
+    "empty-file",
+    "extra-line",
+    "drop-line",
+)
 
 
 def text_edit(data: bytes, edit: str, rng: random.Random) -> bytes:
     lines = data.split(b"\n")
     if edit == "bad-utf8":
-        return insert(data, rng.randrange(len(data) + 1), rng.choice([b"\xff", b"\xc3", b"\xe9t\xe9", b"\xed\xa0\x80"]))
+        return insert(
+            data,
+            rng.randrange(len(data) + 1),
+            rng.choice([b"\xff", b"\xc3", b"\xe9t\xe9", b"\xed\xa0\x80"]),
+        )
     if edit == "nul":
         return insert(data, rng.randrange(len(data) + 1), b"\x00")
     if edit == "crlf":
@@ -774,15 +1075,19 @@ def text_edit(data: bytes, edit: str, rng: random.Random) -> bytes:
         return b"\n".join(lines[:i] + [b" \t\x0b\x0c "] + lines[i:])
     if edit == "long-line":
         i = rng.randrange(len(lines))
-        words = b" ".join(rng.choice([b"the", b"cat", b"zzz", b"."]) for _ in range(rng.choice([50, 2000, 20000])))
+        words = b" ".join(
+            rng.choice([b"the", b"cat", b"zzz", b"."]) for _ in range(rng.choice([50, 2000, 20000]))
+        )
         return b"\n".join(lines[:i] + [words] + lines[i:])
     if edit == "bom":
         return b"\xef\xbb\xbf" + data
     if edit == "cut-utf8":
         pos = data.find(b"\xc3")
-        return data[:pos + 1] if pos >= 0 else data[:-1]
+        return data[: pos + 1] if pos >= 0 else data[:-1]
     if edit == "unicode-space":
-        return data.replace(b" ", rng.choice(["\u00a0", "\u2028", "\u3000", "\u200b"]).encode(), rng.randint(1, 4))
+        return data.replace(
+            b" ", rng.choice(["\u00a0", "\u2028", "\u3000", "\u200b"]).encode(), rng.randint(1, 4)
+        )
     if edit == "only-newlines":
         return b"\n" * rng.randint(1, 5)
     if edit == "empty-file":
@@ -798,11 +1103,12 @@ def text_edit(data: bytes, edit: str, rng: random.Random) -> bytes:
 # Cases and what loading them means
 # ==============================================================================================
 
+
 @dataclass
 class Case:
     target: str
     label: str
-    files: dict = field(default_factory=dict)     # name -> bytes, written into the case dir
+    files: dict = field(default_factory=dict)  # name -> bytes, written into the case dir
     options: dict = field(default_factory=dict)
 
 
@@ -827,9 +1133,10 @@ def _exp(fx: Fixtures, name):
 def _load_state_case(fx, paths, opts):
     import legacy_states
     from groundhog_port.legacy.checkpoint import legacy_param_table
-    from groundhog_port.model.config import ModelConfig
     from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.model.config import ModelConfig
     from groundhog_port.search.scoring import batches_for, parse_pair, score_pair
+
     p = paths["state.pkl"]
     exp_files = _exp(fx, opts.get("experiment"))
     state = legacy_states.load_state(p)
@@ -847,6 +1154,7 @@ def _load_state_case(fx, paths, opts):
 def _load_vocab_case(fx, paths, opts):
     import legacy_states
     from groundhog_port.legacy import vocab
+
     p = paths["vocab.pkl"]
     state = legacy_states.load_state(fx.main.state)
     if opts.get("kind") == "word2idx":
@@ -854,17 +1162,25 @@ def _load_vocab_case(fx, paths, opts):
         vocab.parse_input(state, w2i, "the cat is black .", raise_unk=False)
         return f"word2idx of {len(w2i)} words"
     i2w = vocab.load_idx2word(p)
-    vocab.render_translation(vocab.target_idx2word(state, i2w, p), [2, 3, 4, state["null_sym_target"]])
+    vocab.render_translation(
+        vocab.target_idx2word(state, i2w, p), [2, 3, 4, state["null_sym_target"]]
+    )
     return f"idx2word of {len(i2w)} words"
 
 
 def _load_model_case(fx, paths, opts):
     from groundhog_port.legacy.loading import open_experiment
     from groundhog_port.search.scoring import parse_pair, score_pair
+
     e = _exp(fx, opts.get("experiment"))
-    exp = open_experiment(e.state, paths["model.npz"], "", data_dir=e.data_dir,
-                          lenient=opts.get("lenient", False),
-                          allow_nonfinite=opts.get("allow_nonfinite", False))
+    exp = open_experiment(
+        e.state,
+        paths["model.npz"],
+        "",
+        data_dir=e.data_dir,
+        lenient=opts.get("lenient", False),
+        allow_nonfinite=opts.get("allow_nonfinite", False),
+    )
     (src, _), (trg, _) = parse_pair(exp, "the cat is black .", "le chat est noir .", True)
     score_pair(exp.model, src, trg)
     return "model loaded"
@@ -872,6 +1188,7 @@ def _load_model_case(fx, paths, opts):
 
 def _load_trace_case(fx, paths, opts):
     from groundhog_port.harness.trace import TraceFile
+
     with TraceFile(paths["trace.h5"]) as tf:
         tf.validate()
         if tf.has("sampler"):
@@ -885,6 +1202,7 @@ def _load_trace_case(fx, paths, opts):
 def _load_bitext_case(fx, paths, opts):
     import legacy_states
     from groundhog_port.legacy.data import iter_h5_batches, read_h5_bitext
+
     state = legacy_states.load_state(fx.main.state)
     src = paths.get("src.h5") or Path(opts["src"])
     trg = paths.get("trg.h5") or Path(opts["trg"])
@@ -897,22 +1215,30 @@ def _load_text_case(fx, paths, opts):
     import legacy_states
     from groundhog_port.legacy import vocab
     from groundhog_port.legacy.data import iter_text_batches, read_text_lines
+
     state = legacy_states.load_state(fx.main.state)
     src = paths.get("src.txt") or fx.text_files[0]
     trg = paths.get("trg.txt") or fx.text_files[1]
     lines = read_text_lines(src)
     w2i_src = vocab.load_word2idx(fx.fixture_dir / "vocab.en.pkl")
     w2i_trg = vocab.load_word2idx(fx.fixture_dir / "vocab.fr.pkl")
-    n = sum(b.size for b in iter_text_batches(state, src, trg, w2i_src, w2i_trg,
-                                               allow_unk=opts.get("allow_unk", True)))
+    n = sum(
+        b.size
+        for b in iter_text_batches(
+            state, src, trg, w2i_src, w2i_trg, allow_unk=opts.get("allow_unk", True)
+        )
+    )
     return f"{len(lines)} lines, {n} pairs batched"
 
 
 def _load_cli_case(fx, paths, opts):
     """Run ``groundhog-port`` in this process; returns (exit code, stdout, stderr)."""
     from groundhog_port.cli.main import main
-    argv = [str(paths.get(a[1:], a)) if isinstance(a, str) and a.startswith("@") else str(a)
-            for a in opts["argv"]]
+
+    argv = [
+        str(paths.get(a[1:], a)) if isinstance(a, str) and a.startswith("@") else str(a)
+        for a in opts["argv"]
+    ]
     return run_cli_inprocess(main, argv, cwd=next(iter(paths.values())).parent if paths else None)
 
 
@@ -922,6 +1248,7 @@ def run_cli_inprocess(main, argv, cwd=None):
     caught, also under pytest's capture).  An exception escaping ``main`` is written as the
     interpreter would (a traceback) and gives exit code 1, as ``python -m`` does."""
     import logging
+
     out_f = tempfile.TemporaryFile()
     err_f = tempfile.TemporaryFile()
     sys.stdout.flush()
@@ -937,10 +1264,16 @@ def run_cli_inprocess(main, argv, cwd=None):
         os.dup2(out_f.fileno(), 1)
         os.dup2(err_f.fileno(), 2)
         os.dup2(null, 0)
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                      newline="\n", write_through=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                      errors="backslashreplace", newline="\n", write_through=True)
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding="utf-8", newline="\n", write_through=True
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False),
+            encoding="utf-8",
+            errors="backslashreplace",
+            newline="\n",
+            write_through=True,
+        )
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
         if cwd is not None:
             os.chdir(cwd)
@@ -976,9 +1309,21 @@ def _load_hostile_case(fx, paths, opts):
 
 
 #: the special output targets of :func:`_gen_outputs` (how each is laid out: _lay_out)
-OUTPUT_LAYOUTS = ("link", "link-chain", "dangling-link", "fifo", "chardev", "dash", "proc-fd",
-                  "directory", "source", "link-to-source", "hardlink-to-source", "two-outputs",
-                  "partial-of-another-run")
+OUTPUT_LAYOUTS = (
+    "link",
+    "link-chain",
+    "dangling-link",
+    "fifo",
+    "chardev",
+    "dash",
+    "proc-fd",
+    "directory",
+    "source",
+    "link-to-source",
+    "hardlink-to-source",
+    "two-outputs",
+    "partial-of-another-run",
+)
 
 
 def _lay_out(layout, d, source):
@@ -986,6 +1331,7 @@ def _lay_out(layout, d, source):
     command, {path: what it must still be afterwards})``, what being ``("link", target)``,
     ``("fifo",)``, ``("chr",)``, ``("dir",)`` or ``("bytes", content)``."""
     import stat
+
     keep = {source: ("bytes", source.read_bytes())}
     out = d / "out.txt"
     elsewhere = d / "elsewhere"
@@ -1008,7 +1354,7 @@ def _lay_out(layout, d, source):
         return str(out), keep
     if layout == "chardev":
         try:
-            os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))   # a /dev/null of the case's
+            os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of the case's
         except OSError:
             return _lay_out("link", d, source)
         keep[out] = ("chr",)
@@ -1016,7 +1362,7 @@ def _lay_out(layout, d, source):
     if layout == "dash":
         return "-", keep
     if layout == "proc-fd":
-        out.symlink_to("/proc/self/fd/1")          # what /dev/stdout is, in the case's folder
+        out.symlink_to("/proc/self/fd/1")  # what /dev/stdout is, in the case's folder
         keep[out] = ("link", "/proc/self/fd/1")
         return str(out), keep
     if layout == "directory":
@@ -1040,12 +1386,13 @@ def _lay_out(layout, d, source):
         keep[partial] = ("bytes", partial.read_bytes())
         keep[journal] = ("bytes", journal.read_bytes())
         return str(out), keep
-    return str(out), keep                           # two-outputs: a plain name, given twice
+    return str(out), keep  # two-outputs: a plain name, given twice
 
 
 def _still(path, what):
     """Whether ``path`` is still ``what`` (see :func:`_lay_out`)."""
     import stat
+
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -1065,7 +1412,9 @@ def _still(path, what):
 def _run_outputs_case(fx, paths, opts) -> Outcome:
     """Lay the target out, run the command in this process (a reader on a FIFO), check."""
     import threading
+
     from groundhog_port.cli.main import main
+
     source = paths["source.txt"]
     d = source.parent
     given, keep = _lay_out(opts["layout"], d, source)
@@ -1080,29 +1429,50 @@ def _run_outputs_case(fx, paths, opts) -> Outcome:
         flags += [opts["second"], given]
     command = opts["command"]
     if command == "score":
-        argv = ["score", *model, "--mode", "batch", "--src", str(source), "--trg",
-                str(paths["target.txt"]), "--allow-unk", "--scores", *flags]
+        argv = [
+            "score",
+            *model,
+            "--mode",
+            "batch",
+            "--src",
+            str(source),
+            "--trg",
+            str(paths["target.txt"]),
+            "--allow-unk",
+            "--scores",
+            *flags,
+        ]
     elif command == "sample":
-        argv = ["translate", *model, "--source", str(source), "--n-samples", "2", "--trans",
-                *flags]
+        argv = ["translate", *model, "--source", str(source), "--n-samples", "2", "--trans", *flags]
     else:
-        argv = ["translate", *model, "--beam-search", "--beam-size", "3", "--batch-size", "1",
-                "--source", str(source), "--trans", *flags]
+        argv = [
+            "translate",
+            *model,
+            "--beam-search",
+            "--beam-size",
+            "3",
+            "--batch-size",
+            "1",
+            "--source",
+            str(source),
+            "--trans",
+            *flags,
+        ]
     try:
         rc, out, err = run_cli_inprocess(main, ["--log-level", "ERROR", *argv], cwd=d)
     finally:
-        if reader is not None:           # a command that never opened the FIFO: let go
+        if reader is not None:  # a command that never opened the FIFO: let go
             with contextlib.suppress(OSError):
                 os.close(os.open(given, os.O_WRONLY | os.O_NONBLOCK))
             reader.join(10)
     result = check_cli(rc, out, err)
     changed = [str(p.relative_to(d)) for p, what in keep.items() if not _still(p, what)]
     if changed:
-        return Outcome("replaced", f"{', '.join(changed)} changed ({result.outcome}: "
-                       f"{result.detail[:200]})")
+        return Outcome(
+            "replaced", f"{', '.join(changed)} changed ({result.outcome}: {result.detail[:200]})"
+        )
     if rc == EXIT_OK:
-        left = sorted(str(p.relative_to(d)) for p in d.rglob("*.partial*")
-                      if p not in keep)
+        left = sorted(str(p.relative_to(d)) for p in d.rglob("*.partial*") if p not in keep)
         if left:
             return Outcome("replaced", f"a finished run left {left}")
     return result
@@ -1192,13 +1562,16 @@ def run_case(fx: Fixtures, case: Case, directory) -> Outcome:
         else:
             result = Outcome("CRASH", f"{type(err).__name__} at {where}: {msg}")
     if marker.exists():
-        result = Outcome("executed", f"{MARKER_NAME} created; was: {result.outcome} {result.detail}")
+        result = Outcome(
+            "executed", f"{MARKER_NAME} created; was: {result.outcome} {result.detail}"
+        )
     return result
 
 
 # ==============================================================================================
 # Random cases (tools/fuzz.py)
 # ==============================================================================================
+
 
 def _pos(rng: random.Random, n: int) -> int:
     """A position biased towards the ends of a file, where headers and directories live."""
@@ -1212,8 +1585,18 @@ def _pos(rng: random.Random, n: int) -> int:
     return rng.randrange(n)
 
 
-BYTE_MUTATIONS = ("truncate", "flip", "overwrite", "insert", "delete", "duplicate", "int",
-                  "zero-range", "empty", "garbage")
+BYTE_MUTATIONS = (
+    "truncate",
+    "flip",
+    "overwrite",
+    "insert",
+    "delete",
+    "duplicate",
+    "int",
+    "zero-range",
+    "empty",
+    "garbage",
+)
 
 
 def byte_mutation(data: bytes, rng: random.Random, kind=None) -> tuple[str, bytes]:
@@ -1245,7 +1628,9 @@ def byte_mutation(data: bytes, rng: random.Random, kind=None) -> tuple[str, byte
         return f"int@{pos}:{width}={val:#x}", put_int(data, pos, val, width, rng.random() < 0.3)
     if kind == "zero-range":
         pos, ln = _pos(rng, n), rng.choice([8, 64, 1024])
-        return f"zero@{pos}+{ln}", overwrite(data, pos, b"\x00" * min(ln, max(0, n - pos % max(n, 1))))
+        return f"zero@{pos}+{ln}", overwrite(
+            data, pos, b"\x00" * min(ln, max(0, n - pos % max(n, 1)))
+        )
     if kind == "empty":
         return "empty file", b""
     return "garbage", bytes(rng.randrange(256) for _ in range(rng.randint(1, 4096)))
@@ -1267,6 +1652,7 @@ def _gen_state(rng, fx, marker, workdir):
         label, out = byte_mutation(data, rng)
     elif r < 0.75:
         import legacy_states
+
         state = legacy_states.safe_load_pickle(e.state)
         key = rng.choice(STATE_KEYS)
         if rng.random() < 0.1:
@@ -1299,7 +1685,7 @@ def _pickle_attack(rng, marker, wrap_state=False):
         return f"shared DAG 2**{levels}", shared_dag_pickle(levels, wrap_state)
     if r < 0.92:
         op = rng.choice(HUGE_OPCODES)
-        size = rng.choice([2 ** 31 - 1, 2 ** 33, 2 ** 40, 2 ** 62, 2 ** 64 - 1])
+        size = rng.choice([2**31 - 1, 2**33, 2**40, 2**62, 2**64 - 1])
         return f"{op} declares {size} bytes", huge_size_pickle(op, size)
     digits = rng.choice([4000, 5000, 100000])
     return f"LONG of {digits} digits", long_int_pickle(digits)
@@ -1309,13 +1695,14 @@ def _gen_vocab(rng, fx, marker, workdir):
     p = rng.choice(fx.vocab_files)
     kind = "idx2word" if p.name.startswith("ivocab") else "word2idx"
     if rng.random() < 0.1:
-        kind = "word2idx" if kind == "idx2word" else "idx2word"   # the other kind of file
+        kind = "word2idx" if kind == "idx2word" else "idx2word"  # the other kind of file
     data = fx.read(p)
     r = rng.random()
     if r < 0.45:
         label, out = byte_mutation(data, rng)
     elif r < 0.75:
         from legacy_states import safe_load_pickle
+
         v = safe_load_pickle(p)
         edit = rng.choice(["set", "set", "set", "del", "empty", "list", "swap", "nested"])
         key = value = None
@@ -1325,7 +1712,7 @@ def _gen_vocab(rng, fx, marker, workdir):
                 value = rng.choice(HOSTILE_VALUES)
             else:
                 key = rng.choice(HOSTILE_VALUES[:12] + (b"caf\xe9", "new", ("a",)))
-                value = rng.choice([5, -1, "w", 10 ** 9])
+                value = rng.choice([5, -1, "w", 10**9])
         label = f"{edit} {key!r:.30} -> {value!r:.30}"
         try:
             out = vocab_with(v, edit, key, value, rng.choice([0, 2]))
@@ -1339,8 +1726,11 @@ def _gen_vocab(rng, fx, marker, workdir):
 def _gen_model(rng, fx, marker, workdir):
     e = rng.choice(fx.experiments)
     data = fx.read(e.model)
-    opts = {"experiment": e.name, "lenient": rng.random() < 0.2,
-            "allow_nonfinite": rng.random() < 0.3}
+    opts = {
+        "experiment": e.name,
+        "lenient": rng.random() < 0.2,
+        "allow_nonfinite": rng.random() < 0.3,
+    }
     if rng.random() < 0.45:
         label, out = byte_mutation(data, rng)
     else:
@@ -1377,8 +1767,12 @@ def _gen_bitext(rng, fx, marker, workdir):
     which = rng.choice(["src", "trg"])
     label, out = _h5_case(rng, fx, a if which == "src" else b, "bitext", workdir)
     opts = {"src": str(a), "trg": str(b)}
-    return Case("bitext", f"{which} {(a if which == 'src' else b).name}: {label}",
-                {f"{which}.h5": out}, opts)
+    return Case(
+        "bitext",
+        f"{which} {(a if which == 'src' else b).name}: {label}",
+        {f"{which}.h5": out},
+        opts,
+    )
 
 
 def _gen_text(rng, fx, marker, workdir):
@@ -1436,25 +1830,57 @@ def _gen_cli(rng, fx, marker, workdir):
     if what == "target":
         command = "score"
     if command == "inspect":
-        argv = ["inspect", "--state", "@state.pkl", "@model.npz"] + (["--json"] if rng.random() < 0.5 else [])
+        argv = ["inspect", "--state", "@state.pkl", "@model.npz"] + (
+            ["--json"] if rng.random() < 0.5 else []
+        )
     elif command == "score":
         mode = rng.choice(["batch", "txt"])
-        argv = ["score", "--state", "@state.pkl", "@model.npz", "--mode", mode, "--src",
-                "@source.txt", "--trg", "@target.txt", "--allow-unk"]
+        argv = [
+            "score",
+            "--state",
+            "@state.pkl",
+            "@model.npz",
+            "--mode",
+            mode,
+            "--src",
+            "@source.txt",
+            "--trg",
+            "@target.txt",
+            "--allow-unk",
+        ]
         if mode == "batch" and rng.random() < 0.5:
             argv += ["--scores", "@scores.txt"]
             files["scores.txt"] = b""
     else:
-        argv = ["translate", "--state", "@state.pkl", "@model.npz", "--beam-search",
-                "--beam-size", "5", "--batch-size", "1", "--source", "@source.txt",
-                "--trans", "@trans.txt"]
+        argv = [
+            "translate",
+            "--state",
+            "@state.pkl",
+            "@model.npz",
+            "--beam-search",
+            "--beam-size",
+            "5",
+            "--batch-size",
+            "1",
+            "--source",
+            "@source.txt",
+            "--trans",
+            "@trans.txt",
+        ]
         files["trans.txt"] = b""
     argv = ["--log-level", "ERROR"] + argv
     return Case("cli", f"{command} with broken {what}", files, {"argv": argv})
 
 
-HOSTILE_CLASSES = ("nesting", "sized-constructor", "opcode-flood", "hash-collision",
-                   "npz-size-lie", "h5-size-lie", "long-value")
+HOSTILE_CLASSES = (
+    "nesting",
+    "sized-constructor",
+    "opcode-flood",
+    "hash-collision",
+    "npz-size-lie",
+    "h5-size-lie",
+    "long-value",
+)
 
 
 def _gen_hostile(rng, fx, marker, workdir):
@@ -1469,54 +1895,82 @@ def _gen_hostile(rng, fx, marker, workdir):
         depth = rng.choice([101, 1000, 200_000])
         label, data = f"{nest} key nested x{depth}", nested_key_pickle(depth, nest)
     elif kind == "sized-constructor":
-        via, size = rng.choice(["call", "reconstructor"]), rng.choice([10 ** 6, 3 * 10 ** 9, 2 ** 40])
+        via, size = rng.choice(["call", "reconstructor"]), rng.choice([10**6, 3 * 10**9, 2**40])
         label, data = f"bytearray({size}) via {via}", sized_constructor_pickle(size, via)
     elif kind == "opcode-flood":
-        op, n = rng.choice(sorted(FLOOD_OPCODES)), rng.choice([10 ** 5, 10 ** 6, 5 * 10 ** 6])
+        op, n = rng.choice(sorted(FLOOD_OPCODES)), rng.choice([10**5, 10**6, 5 * 10**6])
         label, data = f"{n} x {op}", opcode_flood_pickle(op, n)
     elif kind == "hash-collision":
         n, proto = rng.choice([1000, 40_000]), rng.choice([0, 2])
-        label, data = f"{n} colliding int keys (protocol {proto})", colliding_ivocab_pickle(n, protocol=proto)
+        label, data = (
+            f"{n} colliding int keys (protocol {proto})",
+            colliding_ivocab_pickle(n, protocol=proto),
+        )
         as_vocab = True
     elif kind == "long-value":
         import legacy_states
+
         e = rng.choice(fx.experiments)
         key = rng.choice(STATE_KEYS)
-        value = rng.choice(["x" * rng.choice([10 ** 5, 3 * 10 ** 6]), list(range(10 ** 5))])
+        value = rng.choice(["x" * rng.choice([10**5, 3 * 10**6]), list(range(10**5))])
         label = f"state[{key!r}] = {type(value).__name__} of {len(value)}"
         data = state_with(legacy_states.safe_load_pickle(e.state), key, value, 2)
-        return Case("hostile", f"{e.name}: {label}", {"state.pkl": data},
-                    {"loader": "state", "experiment": e.name})
+        return Case(
+            "hostile",
+            f"{e.name}: {label}",
+            {"state.pkl": data},
+            {"loader": "state", "experiment": e.name},
+        )
     elif kind == "npz-size-lie":
         e = rng.choice(fx.experiments)
         arrays = read_npz_arrays(fx.read(e.model))
         name = rng.choice(sorted(arrays) + ["W_extra"])
-        declared = rng.choice([10 ** 8, 2 * 10 ** 9])
+        declared = rng.choice([10**8, 2 * 10**9])
         arrays.pop(name, None)
         data = npz_with_deflate_bomb(npz_bytes(arrays), name, declared)
-        opts = {"loader": "model", "experiment": e.name, "lenient": rng.random() < 0.3,
-                "allow_nonfinite": False}
-        return Case("hostile", f"{e.name}: deflate member {name} declaring {declared} bytes",
-                    {"model.npz": data}, opts)
+        opts = {
+            "loader": "model",
+            "experiment": e.name,
+            "lenient": rng.random() < 0.3,
+            "allow_nonfinite": False,
+        }
+        return Case(
+            "hostile",
+            f"{e.name}: deflate member {name} declaring {declared} bytes",
+            {"model.npz": data},
+            opts,
+        )
     else:  # h5-size-lie
         if not fx.has_bitexts:
             return _gen_hostile(rng, fx, marker, workdir)
         a, b = rng.choice(fx.bitext_pairs)
         dtype = rng.choice(["uint8", "int16", "int32", "int64"])
-        n = rng.choice([10 ** 7, 3 * 10 ** 8]) // np.dtype(dtype).itemsize
+        n = rng.choice([10**7, 3 * 10**8]) // np.dtype(dtype).itemsize
         scratch = Path(tempfile.mkdtemp(dir=workdir))
         h5_declared_size_lie(scratch / "x.h5", n, dtype)
         data = (scratch / "x.h5").read_bytes()
         shutil.rmtree(scratch, ignore_errors=True)
         which = rng.choice(["src", "trg"])
-        return Case("hostile", f"{which}.h5: {dtype} /phrases declaring {n} elements",
-                    {f"{which}.h5": data}, {"loader": "bitext", "src": str(a), "trg": str(b)})
+        return Case(
+            "hostile",
+            f"{which}.h5: {dtype} /phrases declaring {n} elements",
+            {f"{which}.h5": data},
+            {"loader": "bitext", "src": str(a), "trg": str(b)},
+        )
     if as_vocab:
         vkind = rng.choice(["word2idx", "idx2word"])
-        return Case("hostile", f"vocabulary ({vkind}): {label}", {"vocab.pkl": data},
-                    {"loader": "vocab", "kind": vkind})
-    return Case("hostile", f"state: {label}", {"state.pkl": data},
-                {"loader": "state", "experiment": fx.main.name})
+        return Case(
+            "hostile",
+            f"vocabulary ({vkind}): {label}",
+            {"vocab.pkl": data},
+            {"loader": "vocab", "kind": vkind},
+        )
+    return Case(
+        "hostile",
+        f"state: {label}",
+        {"state.pkl": data},
+        {"loader": "state", "experiment": fx.main.name},
+    )
 
 
 def _gen_outputs(rng, fx, marker, workdir):
@@ -1526,21 +1980,36 @@ def _gen_outputs(rng, fx, marker, workdir):
     command = rng.choice(["translate", "sample", "score"])
     src = b"\n".join(fx.read(fx.text_files[0]).split(b"\n")[:2]) + b"\n"
     trg = b"\n".join(fx.read(fx.text_files[1]).split(b"\n")[:2]) + b"\n"
-    opts = {"layout": layout, "command": command,
-            "extra": ["--resume"] if rng.random() < 0.2 else []}
+    opts = {
+        "layout": layout,
+        "command": command,
+        "extra": ["--resume"] if rng.random() < 0.2 else [],
+    }
     if layout == "two-outputs":
         if command != "translate":
             command = opts["command"] = "translate"
         opts["second"] = "--n-best"
     elif command == "translate" and rng.random() < 0.3:
         opts["extra"] += ["--n-best", str(Path(workdir) / "nbest.txt")]
-    return Case("outputs", f"{command} --> {layout}{' --resume' if '--resume' in opts['extra'] else ''}",
-                {"source.txt": src, "target.txt": trg}, opts)
+    return Case(
+        "outputs",
+        f"{command} --> {layout}{' --resume' if '--resume' in opts['extra'] else ''}",
+        {"source.txt": src, "target.txt": trg},
+        opts,
+    )
 
 
-_GENERATORS = {"state": _gen_state, "vocab": _gen_vocab, "model": _gen_model, "trace": _gen_trace,
-               "bitext": _gen_bitext, "text": _gen_text, "cli": _gen_cli, "hostile": _gen_hostile,
-               "outputs": _gen_outputs}
+_GENERATORS = {
+    "state": _gen_state,
+    "vocab": _gen_vocab,
+    "model": _gen_model,
+    "trace": _gen_trace,
+    "bitext": _gen_bitext,
+    "text": _gen_text,
+    "cli": _gen_cli,
+    "hostile": _gen_hostile,
+    "outputs": _gen_outputs,
+}
 
 
 def available_targets(fx: Fixtures):

@@ -6,6 +6,7 @@ descriptors and gives the exit status ``main`` returns; here the warnings a fres
 would print on stderr (all but the categories Python hides by default) are recorded and
 appended to stderr too, since pytest would otherwise swallow them.
 """
+
 import subprocess
 import warnings
 
@@ -23,8 +24,11 @@ def run_cli(*args, cwd=None):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rc, out, err = run_cli_inprocess(main, [str(a) for a in args], cwd=cwd)
-    err += "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
-                   for w in caught if not issubclass(w.category, HIDDEN_WARNINGS))
+    err += "".join(
+        warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+        for w in caught
+        if not issubclass(w.category, HIDDEN_WARNINGS)
+    )
     return subprocess.CompletedProcess(list(args), rc, out, err)
 
 
@@ -35,13 +39,13 @@ def journal_header(*argv):
     import json
 
     from groundhog_port import outputs
-    from groundhog_port.cli.main import build_parser
-    from groundhog_port.cli.commands import score
-    from groundhog_port.cli.commands import translate
-    from groundhog_port.cli.commands.common import open_from_args
-    from groundhog_port.legacy.data import read_text_lines
     from groundhog_port.cli import sample as sampling_cli
+    from groundhog_port.cli.commands import score, translate
+    from groundhog_port.cli.commands.common import open_from_args
+    from groundhog_port.cli.main import build_parser
+    from groundhog_port.legacy.data import read_text_lines
     from groundhog_port.sampling.sampler import Sampler
+
     args = build_parser().parse_args([str(a) for a in argv])
     exp = open_from_args(args)
     if args.command == "score":
@@ -49,8 +53,9 @@ def journal_header(*argv):
     elif args.beam_search:
         fp = translate.beam_fingerprint(args, exp, read_text_lines(args.source))
     else:
-        fp = sampling_cli.batch_fingerprint(args, exp, read_text_lines(args.source),
-                                            Sampler(exp, mrg_seed=args.seed).mrg_seed)
+        fp = sampling_cli.batch_fingerprint(
+            args, exp, read_text_lines(args.source), Sampler(exp, mrg_seed=args.seed).mrg_seed
+        )
     return outputs.FINGERPRINT_TAG + json.dumps(fp, sort_keys=True) + "\n"
 
 
@@ -77,7 +82,7 @@ def interrupted_here(monkeypatch, cls, name, after, *argv):
             raise KeyboardInterrupt
         calls.append(1)
         return real(*args, **kwargs)
+
     with monkeypatch.context() as m:
         m.setattr(cls, name, stop_after)
         return run_here(*argv)
-

@@ -7,6 +7,7 @@ to the expected line when expectations are given, else equal for equal sentences
 run stops by itself: after the requests, or at ``deadline_s``.  It reports throughput,
 latency percentiles and the server's batching counters (from ``/health``).
 """
+
 import http.client
 import ipaddress
 import json
@@ -28,8 +29,10 @@ def check_loopback(url):
     port = parts.port or 80
     for info in socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP):
         if not ipaddress.ip_address(info[4][0]).is_loopback:
-            raise ValueError(f"{url}: {info[4][0]} is not a loopback address; the load test "
-                             "only targets this machine")
+            raise ValueError(
+                f"{url}: {info[4][0]} is not a loopback address; the load test "
+                "only targets this machine"
+            )
     return parts.hostname, port
 
 
@@ -50,8 +53,17 @@ def health(url):
     return json.loads(body) if status == 200 else None
 
 
-def run(url, sentences, expected=None, requests=200, clients=8, api="mixed", beam_size=None,
-        deadline_s=300.0, target_lang="fr"):
+def run(
+    url,
+    sentences,
+    expected=None,
+    requests=200,
+    clients=8,
+    api="mixed",
+    beam_size=None,
+    deadline_s=300.0,
+    target_lang="fr",
+):
     """Send the requests; returns a report dict (see :func:`format_report`).
 
     ``sentences`` are tokenized source lines (as in ``test.en``): the JSON API gets them
@@ -61,6 +73,7 @@ def run(url, sentences, expected=None, requests=200, clients=8, api="mixed", bea
     host, port = check_loopback(url)
     text = MosesText("en", target_lang)
     from sacremoses import MosesDetokenizer
+
     raw = [MosesDetokenizer(lang="en").detokenize(s.split()) for s in sentences]
     before = health(url)
     lock = threading.Lock()
@@ -104,8 +117,9 @@ def run(url, sentences, expected=None, requests=200, clients=8, api="mixed", bea
             with lock:
                 latencies.append(ms)
                 if status != 200:
-                    errors.append(f"request {i} ({kind}, sentence {k + 1}): HTTP {status} "
-                                  f"{body[:200]!r}")
+                    errors.append(
+                        f"request {i} ({kind}, sentence {k + 1}): HTTP {status} {body[:200]!r}"
+                    )
                     continue
                 if kind == "legacy" and expected is not None:
                     want = text.detokenize(expected[k])
@@ -114,8 +128,10 @@ def run(url, sentences, expected=None, requests=200, clients=8, api="mixed", bea
                 else:
                     want = answers.setdefault((kind, k), translation)
                 if translation != want:
-                    errors.append(f"request {i} ({kind}, sentence {k + 1}): got {translation!r}, "
-                                  f"expected {want!r}")
+                    errors.append(
+                        f"request {i} ({kind}, sentence {k + 1}): got {translation!r}, "
+                        f"expected {want!r}"
+                    )
 
     t0 = time.monotonic()
     threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
@@ -132,12 +148,18 @@ def run(url, sentences, expected=None, requests=200, clients=8, api="mixed", bea
         sentences_done = after["batches"]["sentences"] - before["batches"]["sentences"]
     done = len(latencies)
     return {
-        "requests": requests, "answered": done, "clients": clients, "api": api,
-        "errors": errors, "unfinished": requests - done - len(lost),
-        "wall_s": wall, "throughput_rps": done / wall if wall > 0 else 0.0,
-        "latency_ms": {p: float(np.percentile(lat, p)) for p in (50, 90, 99)} |
-                      {"mean": float(lat.mean()), "max": float(lat.max())},
-        "decoder_batches": batches, "mean_batch": (sentences_done / batches) if batches else None,
+        "requests": requests,
+        "answered": done,
+        "clients": clients,
+        "api": api,
+        "errors": errors,
+        "unfinished": requests - done - len(lost),
+        "wall_s": wall,
+        "throughput_rps": done / wall if wall > 0 else 0.0,
+        "latency_ms": {p: float(np.percentile(lat, p)) for p in (50, 90, 99)}
+        | {"mean": float(lat.mean()), "max": float(lat.max())},
+        "decoder_batches": batches,
+        "mean_batch": (sentences_done / batches) if batches else None,
         "largest_batch": after["batches"]["largest_batch"] if after else None,
     }
 
@@ -151,8 +173,10 @@ def format_report(r):
         f"mean {lat['mean']:.1f}  max {lat['max']:.1f}",
     ]
     if r["decoder_batches"]:
-        lines.append(f"decoder: {r['decoder_batches']} batches, {r['mean_batch']:.2f} sentences "
-                     f"per batch on average, largest {r['largest_batch']}")
+        lines.append(
+            f"decoder: {r['decoder_batches']} batches, {r['mean_batch']:.2f} sentences "
+            f"per batch on average, largest {r['largest_batch']}"
+        )
     lines.append(f"errors: {len(r['errors'])}, not sent (deadline): {r['unfinished']}")
     lines.extend(f"  {e}" for e in r["errors"][:10])
     return "\n".join(lines)
@@ -164,13 +188,25 @@ def heavy_sentences(sentences, n, tokens):
     out = []
     for i in range(n):
         start = (i * 7) % max(1, len(words) - tokens)
-        out.append(" ".join((words * (1 + tokens // max(1, len(words))))[start:start + tokens]))
+        out.append(" ".join((words * (1 + tokens // max(1, len(words))))[start : start + tokens]))
     return out
 
 
-def fairness(url, sentences, heavy_requests=9, heavy_sentences_n=32, heavy_tokens=100,
-             heavy_beam=50, light_requests=10, light_words=5, heavy_from="127.0.0.2",
-             light_from="127.0.0.3", start_after_s=1.0, light_gap_s=0.25, deadline_s=600.0):
+def fairness(
+    url,
+    sentences,
+    heavy_requests=9,
+    heavy_sentences_n=32,
+    heavy_tokens=100,
+    heavy_beam=50,
+    light_requests=10,
+    light_words=5,
+    heavy_from="127.0.0.2",
+    light_from="127.0.0.3",
+    start_after_s=1.0,
+    light_gap_s=0.25,
+    deadline_s=600.0,
+):
     """Issue 25's scenario: ``heavy_requests`` JSON requests of ``heavy_sentences_n`` sentences
     of ``heavy_tokens`` tokens at beam ``heavy_beam``, all at once from one client address,
     then -- ``start_after_s`` later, while they are being decoded -- requests of one
@@ -186,11 +222,16 @@ def fairness(url, sentences, heavy_requests=9, heavy_sentences_n=32, heavy_token
     light = " ".join(sentences[0].split()[:light_words])
 
     def post(payload, source):
-        conn = http.client.HTTPConnection(host, port, timeout=deadline_s,
-                                          source_address=(source, 0))
+        conn = http.client.HTTPConnection(
+            host, port, timeout=deadline_s, source_address=(source, 0)
+        )
         try:
-            conn.request("POST", "/translate", json.dumps(payload).encode(),
-                         {"Content-Type": "application/json"})
+            conn.request(
+                "POST",
+                "/translate",
+                json.dumps(payload).encode(),
+                {"Content-Type": "application/json"},
+            )
             resp = conn.getresponse()
             return resp.status, resp.read()
         finally:
@@ -202,8 +243,10 @@ def fairness(url, sentences, heavy_requests=9, heavy_sentences_n=32, heavy_token
     def one_heavy():
         t = time.monotonic()
         try:
-            status, _ = post({"texts": heavy, "tokenized": True, "beam_size": heavy_beam,
-                              "attention": False}, heavy_from)
+            status, _ = post(
+                {"texts": heavy, "tokenized": True, "beam_size": heavy_beam, "attention": False},
+                heavy_from,
+            )
         except (OSError, http.client.HTTPException) as err:
             status = f"{type(err).__name__}"
         heavy_out.append((status, time.monotonic() - t))
@@ -223,18 +266,27 @@ def fairness(url, sentences, heavy_requests=9, heavy_sentences_n=32, heavy_token
     for t in threads:
         t.join(max(0.0, t0 + deadline_s - time.monotonic()))
     # a refused light request (503) was not answered: it counts as never answered
-    lat = np.array([ms if st == 200 else np.inf for ms, st in zip(light_ms, light_status)]
-                   or [np.nan])
+    lat = np.array(
+        [ms if st == 200 else np.inf for ms, st in zip(light_ms, light_status)] or [np.nan]
+    )
     return {
-        "heavy": {"requests": heavy_requests, "sentences": heavy_sentences_n,
-                  "tokens": heavy_tokens, "beam": heavy_beam,
-                  "statuses": sorted(str(s) for s, _ in heavy_out),
-                  "seconds_max": max((d for _, d in heavy_out), default=None),
-                  "still_running_after_light": light_running},
-        "light": {"requests": len(light_ms), "words": light_words, "statuses": light_status,
-                  "latencies_ms": [round(ms, 1) for ms in light_ms],
-                  "latency_ms": {p: float(np.percentile(lat, p)) for p in (50, 90)}
-                  | {"max": float(lat.max())}},
+        "heavy": {
+            "requests": heavy_requests,
+            "sentences": heavy_sentences_n,
+            "tokens": heavy_tokens,
+            "beam": heavy_beam,
+            "statuses": sorted(str(s) for s, _ in heavy_out),
+            "seconds_max": max((d for _, d in heavy_out), default=None),
+            "still_running_after_light": light_running,
+        },
+        "light": {
+            "requests": len(light_ms),
+            "words": light_words,
+            "statuses": light_status,
+            "latencies_ms": [round(ms, 1) for ms in light_ms],
+            "latency_ms": {p: float(np.percentile(lat, p)) for p in (50, 90)}
+            | {"max": float(lat.max())},
+        },
         "wall_s": time.monotonic() - t0,
     }
 
@@ -242,21 +294,31 @@ def fairness(url, sentences, heavy_requests=9, heavy_sentences_n=32, heavy_token
 def format_fairness(r):
     h, li = r["heavy"], r["light"]
     lat = li["latency_ms"]
-    return "\n".join([
-        f"heavy: {h['requests']} requests x {h['sentences']} sentences x {h['tokens']} tokens "
-        f"at beam {h['beam']} from one client: statuses {h['statuses']}, the slowest "
-        f"{h['seconds_max']:.1f} s; {h['still_running_after_light']} still running after the "
-        "light requests",
-        f"light: {li['requests']} requests of {li['words']} words from another client while "
-        f"the heavy ones ran, one after the other: {li['statuses'].count(200)} answered; "
-        f"latency (a refusal counts as never answered) p50 {lat[50]:.0f} ms, p90 {lat[90]:.0f} "
-        f"ms, max {lat['max']:.0f} ms; statuses {sorted(set(li['statuses']))}",
-        f"wall {r['wall_s']:.1f} s",
-    ])
+    return "\n".join(
+        [
+            f"heavy: {h['requests']} requests x {h['sentences']} sentences x {h['tokens']} tokens "
+            f"at beam {h['beam']} from one client: statuses {h['statuses']}, the slowest "
+            f"{h['seconds_max']:.1f} s; {h['still_running_after_light']} still running after the "
+            "light requests",
+            f"light: {li['requests']} requests of {li['words']} words from another client while "
+            f"the heavy ones ran, one after the other: {li['statuses'].count(200)} answered; "
+            f"latency (a refusal counts as never answered) p50 {lat[50]:.0f} ms, p90 {lat[90]:.0f} "
+            f"ms, max {lat['max']:.0f} ms; statuses {sorted(set(li['statuses']))}",
+            f"wall {r['wall_s']:.1f} s",
+        ]
+    )
 
 
-def sigterm_under_load(serve_argv, sentences, heavy_requests=3, heavy_sentences_n=32,
-                       heavy_tokens=100, heavy_beam=50, after_s=3.0, env=None):
+def sigterm_under_load(
+    serve_argv,
+    sentences,
+    heavy_requests=3,
+    heavy_sentences_n=32,
+    heavy_tokens=100,
+    heavy_beam=50,
+    after_s=3.0,
+    env=None,
+):
     """Start ``python -m groundhog_port serve SERVE_ARGV --port 0`` on 127.0.0.1, send
     ``heavy_requests`` heavy requests at once, SIGTERM it ``after_s`` later; report its exit
     status, the seconds from the signal to its end and what each client got."""
@@ -264,24 +326,45 @@ def sigterm_under_load(serve_argv, sentences, heavy_requests=3, heavy_sentences_
     import signal
     import subprocess
     import sys
+
     env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "groundhog_port", "serve", *serve_argv,
-                             "--host", "127.0.0.1", "--port", "0"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "groundhog_port",
+            "serve",
+            *serve_argv,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     answers = []
     try:
         line = proc.stdout.readline()
         if "listening on " not in line:
             raise ValueError(f"the server did not start: {proc.stderr.read()[-500:]}")
         host, port = check_loopback(line.split("listening on ")[1].split()[0])
-        body = json.dumps({"texts": heavy_sentences(sentences, heavy_sentences_n, heavy_tokens),
-                           "tokenized": True, "beam_size": heavy_beam}).encode()
+        body = json.dumps(
+            {
+                "texts": heavy_sentences(sentences, heavy_sentences_n, heavy_tokens),
+                "tokenized": True,
+                "beam_size": heavy_beam,
+            }
+        ).encode()
 
         def one():
             try:
                 answers.append(_request(host, port, "POST", "/translate", body, 300)[0])
             except (OSError, http.client.HTTPException) as err:
                 answers.append(type(err).__name__)
+
         threads = [threading.Thread(target=one, daemon=True) for _ in range(heavy_requests)]
         for t in threads:
             t.start()
@@ -296,6 +379,10 @@ def sigterm_under_load(serve_argv, sentences, heavy_requests=3, heavy_sentences_
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return {"exit": proc.returncode, "seconds": took, "answers": answers,
-            "terminate_called": "terminate called" in err,
-            "last_line": (err.strip().splitlines() or [""])[-1][:300]}
+    return {
+        "exit": proc.returncode,
+        "seconds": took,
+        "answers": answers,
+        "terminate_called": "terminate called" in err,
+        "last_line": (err.strip().splitlines() or [""])[-1][:300],
+    }

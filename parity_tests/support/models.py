@@ -1,5 +1,6 @@
 """Small models with random parameters, for tests of the searches and the sampler on
 shapes and vocabularies the recordings do not cover."""
+
 import torch
 
 from groundhog_port.model.config import ModelConfig
@@ -15,9 +16,17 @@ def build_model(family, V_src, V_trg, dim, rank, flags, seed, scales, stable=Fal
     lengths; a very negative ``eos_bias`` makes end-of-sequence unlikely (retries).
     """
     state = prototype_search_state() if family == "search" else prototype_encdec_state()
-    state.update(dim=dim, rank_n_approx=rank, n_sym_source=V_src, null_sym_source=V_src - 1,
-                 n_sym_target=V_trg, null_sym_target=V_trg - 1, unk_sym_source=1,
-                 unk_sym_target=1, **flags)
+    state.update(
+        dim=dim,
+        rank_n_approx=rank,
+        n_sym_source=V_src,
+        null_sym_source=V_src - 1,
+        n_sym_target=V_trg,
+        null_sym_target=V_trg - 1,
+        unk_sym_source=1,
+        unk_sym_target=1,
+        **flags,
+    )
     cfg = ModelConfig.from_state(state)
     model = RNNEncoderDecoder(cfg, stable_softmax=stable)
     emb, weights, output, att, eos_bias = scales

@@ -1,5 +1,6 @@
 """What the recorder tests share: the GroundHog commit the recordings were made with, a
 module loader for ``tools/record_theano_traces.py``, and a mock GroundHog + Theano."""
+
 import importlib.util
 
 REFERENCE_COMMIT = "4d2433b6ff03da63f3619ecb3e8c501901779cdb"

@@ -1,16 +1,17 @@
 """A real `groundhog-port serve` on a loopback port for the serve tests, and HTTP helpers."""
+
 import http.client
 import json
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-from parity_tests.support.cases import FIXTURES
 from sacremoses import MosesDetokenizer
 
-from groundhog_port.cli.main import build_parser
 from groundhog_port.cli.commands import serve
-from groundhog_port.serve.http import start_in_thread
+from groundhog_port.cli.main import build_parser
 from groundhog_port.legacy.vocab import load_word2idx
+from groundhog_port.serve.http import start_in_thread
+from parity_tests.support.cases import FIXTURES
 
 FIXTURE = FIXTURES / "search"
 STATE, MODEL = FIXTURE / "search_state.pkl", FIXTURE / "search_model.npz"
@@ -30,8 +31,9 @@ def unknown_by_vocabulary(line):
 @contextmanager
 def running_server(*extra):
     """The fixture model served on 127.0.0.1 (a free port), in this process."""
-    args = build_parser().parse_args(["serve", "--state", str(STATE), str(MODEL),
-                                      "--host", "127.0.0.1", "--port", "0", *extra])
+    args = build_parser().parse_args(
+        ["serve", "--state", str(STATE), str(MODEL), "--host", "127.0.0.1", "--port", "0", *extra]
+    )
     server = serve.build(args)
     start_in_thread(server)
     try:
@@ -45,8 +47,9 @@ def request(url, method, path, body=None, headers=None, timeout=120, source=None
     """``(status, headers, body bytes)`` of one request (from the loopback address
     ``source``, e.g. ``127.0.0.2``, to be another client)."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout,
-                                      source_address=(source, 0) if source else None)
+    conn = http.client.HTTPConnection(
+        parts.hostname, parts.port, timeout=timeout, source_address=(source, 0) if source else None
+    )
     try:
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
@@ -58,6 +61,7 @@ def request(url, method, path, body=None, headers=None, timeout=120, source=None
 
 
 def post_json(url, payload, **kw):
-    status, headers, body = request(url, "POST", "/translate", payload,
-                                    {"Content-Type": "application/json"}, **kw)
+    status, headers, body = request(
+        url, "POST", "/translate", payload, {"Content-Type": "application/json"}, **kw
+    )
     return status, json.loads(body)

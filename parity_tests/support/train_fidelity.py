@@ -36,6 +36,7 @@ What is judged, and against what:
   pattern (inf costs, NaN norms) must be the same; the batches (``next_offset``, ``step``)
   are compared exactly.
 """
+
 import contextlib
 import gzip
 import hashlib
@@ -107,6 +108,7 @@ def svd_bound(values, scale, u):
 @dataclass
 class ParamVerdict:
     """One parameter of the initial model: bit-identical, max error, its bound (0: exact)."""
+
     identical: bool
     max_err: float
     bound: float
@@ -126,7 +128,9 @@ def compare_initial(recorded, ours, svd_inputs, scales):
         same = bool(np.array_equal(r, p) and r.dtype == p.dtype)
         if name in svd_inputs:
             bound = svd_bound(svd_inputs[name], scales[name], np.maximum(np.abs(r), np.abs(p)))
-            out[name] = ParamVerdict(same, float(err.max()), float(bound.max()), bool((err <= bound).all()))
+            out[name] = ParamVerdict(
+                same, float(err.max()), float(bound.max()), bool((err <= bound).all())
+            )
         else:
             out[name] = ParamVerdict(same, float(err.max()), 0.0, same)
     return out
@@ -151,8 +155,14 @@ def compare_first_update(recorded, before, port32, port64, probe64=None, n_token
     for name, r in recorded.items():
         step = np.abs(np.asarray(port64[name], np.float64) - np.asarray(before[name], np.float64))
         m = float(step.max()) * float(np.sqrt(n_tokens)) if step.size else 0.0
-        out[name] = tol.compare(r, port32[name], port64[name], tol.ABS,
-                                probe=None if probe64 is None else probe64[name], magnitude_of=m)
+        out[name] = tol.compare(
+            r,
+            port32[name],
+            port64[name],
+            tol.ABS,
+            probe=None if probe64 is None else probe64[name],
+            magnitude_of=m,
+        )
     return out
 
 
@@ -161,41 +171,66 @@ def compare_first_update(recorded, before, port32, port64, probe64=None, n_token
 class Run:
     """A training run's per-update ``values`` (``SCALARS``, float64), the iterator's
     ``next_offset`` and ``step`` after it, and the final ``params`` (float64)."""
+
     values: dict
     next_offset: int
     step: int
     params: dict = field(repr=False)
 
 
-def continue_run(state_path, model_path, timing_path, changes, data_dir, first, updates,
-                 perturb=None, float64=False, probe=False):
+def continue_run(
+    state_path,
+    model_path,
+    timing_path,
+    changes,
+    data_dir,
+    first,
+    updates,
+    perturb=None,
+    float64=False,
+    probe=False,
+):
     """Train a checkpoint as ``train`` does (:class:`~groundhog_port.training.loop.MainLoop`,
     the state's ``prefix`` in ``changes`` naming scratch files) for ``updates`` updates after
     update ``first`` (``timing_path`` None: a new run's timings); ``perturb``: ``{name:
     array}`` added to the parameters first; ``float64``: on the model's float64 shadow; ``probe``:
     on its float32 probe (:meth:`~groundhog_port.model.encdec.RNNEncoderDecoder.float32_probe`)."""
-    exp = open_experiment(state_path, model_path, f"{changes},loopIters={first + updates}",
-                          data_dir=data_dir)
+    exp = open_experiment(
+        state_path, model_path, f"{changes},loopIters={first + updates}", data_dir=data_dir
+    )
     timings = new_timings(exp.state) if timing_path is None else files.load_timings(timing_path)
-    model = (exp.model.float32_probe(backward=True) if probe else
-             exp.model.float64_shadow() if float64 else exp.model)
+    model = (
+        exp.model.float32_probe(backward=True)
+        if probe
+        else exp.model.float64_shadow()
+        if float64
+        else exp.model
+    )
     if perturb is not None:
         with torch.no_grad():
             for name, p in trainable_params(model):
                 p.add_(torch.as_tensor(perturb[name], dtype=p.dtype))
-    loop = MainLoop(model, dict(exp.state), timings, exp.path("source"), exp.path("target"),
-                    out=io.StringIO())
+    loop = MainLoop(
+        model, dict(exp.state), timings, exp.path("source"), exp.path("target"), out=io.StringIO()
+    )
     loop.run()
-    return run_of(loop.timings, {n: p.detach().cpu().numpy() for n, p in trainable_params(model)},
-                  first, updates)
+    return run_of(
+        loop.timings,
+        {n: p.detach().cpu().numpy() for n, p in trainable_params(model)},
+        first,
+        updates,
+    )
 
 
 def run_of(timings, params, first, updates):
     """A :class:`Run` from a timing dict and parameters (a run's files or memory)."""
     span = slice(first, first + updates)
-    return Run({k: np.asarray(timings[k][span], np.float64) for k in SCALARS},
-               int(timings["next_offset"]), int(timings["step"]),
-               {n: np.asarray(a, np.float64) for n, a in params.items()})
+    return Run(
+        {k: np.asarray(timings[k][span], np.float64) for k in SCALARS},
+        int(timings["next_offset"]),
+        int(timings["step"]),
+        {n: np.asarray(a, np.float64) for n, a in params.items()},
+    )
 
 
 def sibling_perturbations(start, after32, after64, n, seed=0):
@@ -204,9 +239,15 @@ def sibling_perturbations(start, after32, after64, n, seed=0):
     g = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        out.append({k: (g.choice([-1.0, 1.0], size=np.shape(a))
-                        * np.maximum(np.abs(after32[k] - after64[k]), tol.ulp32(a))).astype(np.float32)
-                    for k, a in start.items()})
+        out.append(
+            {
+                k: (
+                    g.choice([-1.0, 1.0], size=np.shape(a))
+                    * np.maximum(np.abs(after32[k] - after64[k]), tol.ulp32(a))
+                ).astype(np.float32)
+                for k, a in start.items()
+            }
+        )
     return out
 
 
@@ -233,8 +274,13 @@ def judge_against_siblings(recorded, port, siblings, kind):
     port = np.asarray(port, np.float64)
     rms, unstable = spread(port, siblings)
     keep = ~unstable
-    cmp = tol.compare(np.asarray(recorded, np.float64)[keep], port[keep], port[keep], kind,
-                      probe=(port + rms)[keep])
+    cmp = tol.compare(
+        np.asarray(recorded, np.float64)[keep],
+        port[keep],
+        port[keep],
+        kind,
+        probe=(port + rms)[keep],
+    )
     return cmp, int(unstable.sum())
 
 
@@ -244,6 +290,7 @@ class ContinuedVerdict:
     (pooled per update); ``model``: ``{name: Comparison}`` of the final parameters;
     ``same_batches``: ``next_offset`` and ``step`` equal; ``unstable``: values left out
     because a sibling's finiteness differs from the port's."""
+
     updates: dict
     model: dict
     same_batches: bool
@@ -251,8 +298,11 @@ class ContinuedVerdict:
 
     @property
     def ok(self):
-        return (self.same_batches and all(c.ok for c in self.updates.values())
-                and all(c.ok for c in self.model.values()))
+        return (
+            self.same_batches
+            and all(c.ok for c in self.updates.values())
+            and all(c.ok for c in self.model.values())
+        )
 
     def worst(self):
         """``(units, where)`` of the value closest to its bound (``Comparison.units()``)."""
@@ -267,17 +317,18 @@ def compare_continued(recorded, port, siblings):
     for i in range(len(port.values["cost"])):
         pool = tol.Pool(tol.REL)
         for k in SCALARS:
-            p = port.values[k][i:i + 1]
-            rms, bad = spread(p, [sib.values[k][i:i + 1] for sib in siblings])
+            p = port.values[k][i : i + 1]
+            rms, bad = spread(p, [sib.values[k][i : i + 1] for sib in siblings])
             if bad.any():
                 unstable += 1
                 continue
-            pool.add((i, k), recorded.values[k][i:i + 1], p, p, probe=p + rms)
+            pool.add((i, k), recorded.values[k][i : i + 1], p, p, probe=p + rms)
         updates.update(pool.results())
     model = {}
     for name, r in recorded.params.items():
-        model[name], bad = judge_against_siblings(r, port.params[name],
-                                                  [sib.params[name] for sib in siblings], tol.ABS)
+        model[name], bad = judge_against_siblings(
+            r, port.params[name], [sib.params[name] for sib in siblings], tol.ABS
+        )
         unstable += bad
     same = (recorded.next_offset, recorded.step) == (port.next_offset, port.step)
     return ContinuedVerdict(updates, model, same, unstable)
@@ -287,6 +338,7 @@ def compare_continued(recorded, port, siblings):
 def _train(argv):
     """``groundhog-port train ARGV`` in this process; returns (exit status, its stdout)."""
     from groundhog_port.cli.main import main
+
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         status = main(["train", *argv])
@@ -298,6 +350,7 @@ class NewModelReport:
     """``init_draws`` end to end: the draws (``n_draws`` compared, ``first_bad`` index or None,
     ``rng_state`` equal), the initial model (``initial``: :func:`compare_initial`) and the
     first update (``first_update``: :func:`compare_first_update`), ``stdout`` of the run."""
+
     n_draws: int
     first_bad: object
     rng_state: bool
@@ -308,29 +361,37 @@ class NewModelReport:
 
     @property
     def ok(self):
-        return (self.first_bad is None and self.rng_state and all(v.ok for v in self.initial.values())
-                and all(c.ok for c in self.first_update.values()))
+        return (
+            self.first_bad is None
+            and self.rng_state
+            and all(v.ok for v in self.initial.values())
+            and all(c.ok for c in self.first_update.values())
+        )
 
 
 def recorded_changes(rec, data_dir, prefix):
     """The changes of ``init_draws/train_cmd.sh`` (from its summary), with the corpus in
     ``data_dir`` and the files under ``prefix``."""
     common, case = json.loads((Path(rec) / "rng_log_summary.json").read_text())["changes"]
-    return [common.replace("/data/legacy/data", str(Path(data_dir).resolve())),
-            case.replace("prefix='init_'", f"prefix='{prefix}'")]
+    return [
+        common.replace("/data/legacy/data", str(Path(data_dir).resolve())),
+        case.replace("prefix='init_'", f"prefix='{prefix}'"),
+    ]
 
 
 def check_new_model(rec, data_dir, workdir):
     """``train --proto prototype_search_state`` with the recorded changes (one update, as
     recorded) against ``init_draws``: draws, ``init_model0.npz``, ``init_model1.npz``."""
-    from legacy_states import load_state
     from groundhog_port.legacy.checkpoint import read_npz_arrays
     from groundhog_port.model.config import ModelConfig
     from groundhog_port.training.init import build_plan, draw
+    from legacy_states import load_state
+
     rec, workdir = Path(rec), Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    status, stdout = _train(["--proto", "prototype_search_state",
-                             *recorded_changes(rec, data_dir, f"{workdir}/init_")])
+    status, stdout = _train(
+        ["--proto", "prototype_search_state", *recorded_changes(rec, data_dir, f"{workdir}/init_")]
+    )
     if status:
         raise RuntimeError(f"train --proto exited with {status}")
     state = load_state(rec / "init_state.pkl")
@@ -339,19 +400,49 @@ def check_new_model(rec, data_dir, workdir):
     n, bad = compare_draws(drawn.log, read_draw_log(rec / "rng_draws.jsonl.gz"))
     after = json.loads((rec / "rng_log_summary.json").read_text())["rng_state_after_build"]
     _, key, pos, *_ = drawn.rng.get_state()
-    same_rng = pos == after["pos"] and hashlib.sha256(key.tobytes()).hexdigest() == after["key_sha256"]
-    orth = {m.name: m.scale for layer in build_plan(cfg, state) for m in layer.tensors
-            if getattr(m, "fn", "") == "sample_weights_orth"}
-    rec0, ours0 = read_npz_arrays(rec / "init_model0.npz"), read_npz_arrays(workdir / "init_model0.npz")
+    same_rng = (
+        pos == after["pos"] and hashlib.sha256(key.tobytes()).hexdigest() == after["key_sha256"]
+    )
+    orth = {
+        m.name: m.scale
+        for layer in build_plan(cfg, state)
+        for m in layer.tensors
+        if getattr(m, "fn", "") == "sample_weights_orth"
+    }
+    rec0, ours0 = (
+        read_npz_arrays(rec / "init_model0.npz"),
+        read_npz_arrays(workdir / "init_model0.npz"),
+    )
     initial = compare_initial(rec0, ours0, drawn.svd_inputs, orth)
-    p64 = continue_run(workdir / "init_state.pkl", workdir / "init_model0.npz", None,
-                       f"prefix='{workdir}/f64_',overwrite=1", None, 0, 1, float64=True).params
-    pp = continue_run(workdir / "init_state.pkl", workdir / "init_model0.npz", None,
-                      f"prefix='{workdir}/probe_',overwrite=1", None, 0, 1, probe=True).params
+    p64 = continue_run(
+        workdir / "init_state.pkl",
+        workdir / "init_model0.npz",
+        None,
+        f"prefix='{workdir}/f64_',overwrite=1",
+        None,
+        0,
+        1,
+        float64=True,
+    ).params
+    pp = continue_run(
+        workdir / "init_state.pkl",
+        workdir / "init_model0.npz",
+        None,
+        f"prefix='{workdir}/probe_',overwrite=1",
+        None,
+        0,
+        1,
+        probe=True,
+    ).params
     # at most bs sentences of seqlen words and the end-of-sequence each
-    first = compare_first_update(read_npz_arrays(rec / "init_model1.npz"), rec0,
-                                 read_npz_arrays(workdir / "init_model1.npz"), p64, pp,
-                                 n_tokens=int(state["bs"]) * (int(state["seqlen"]) + 1))
+    first = compare_first_update(
+        read_npz_arrays(rec / "init_model1.npz"),
+        rec0,
+        read_npz_arrays(workdir / "init_model1.npz"),
+        p64,
+        pp,
+        n_tokens=int(state["bs"]) * (int(state["seqlen"]) + 1),
+    )
     return NewModelReport(n, bad, same_rng, initial, tuple(orth), first, stdout)
 
 
@@ -359,6 +450,7 @@ def check_new_model(rec, data_dir, workdir):
 class ContinuedReport:
     """``continue_search_variant`` end to end: the verdict, the port's and the recorded runs,
     the siblings, the ``train`` run's stdout."""
+
     verdict: ContinuedVerdict
     port: Run
     recorded: Run
@@ -371,6 +463,7 @@ def check_continued(rec, case, data_dir, workdir, n_siblings=8):
     checkpoint copied to the run's prefix, ``reload=True``, the timing file as saved) and
     judged against the recording with ``n_siblings`` sibling runs (module docstring)."""
     from groundhog_port.legacy.checkpoint import read_npz_arrays
+
     rec, case, workdir = Path(rec), Path(case), Path(workdir)
     run = workdir / "run"
     run.mkdir(parents=True, exist_ok=True)
@@ -378,18 +471,36 @@ def check_continued(rec, case, data_dir, workdir, n_siblings=8):
     state = case / "search_variant_state.pkl"
     shutil.copy(model, run / model.name)
     shutil.copy(timing, run / timing.name)
-    status, stdout = _train(["--state", str(state), "--data-dir", str(data_dir),
-                             f"prefix='{run}/search_variant_',reload=True,hookFreq=-1,loopIters=10030"])
+    status, stdout = _train(
+        [
+            "--state",
+            str(state),
+            "--data-dir",
+            str(data_dir),
+            f"prefix='{run}/search_variant_',reload=True,hookFreq=-1,loopIters=10030",
+        ]
+    )
     if status:
         raise RuntimeError(f"train exited with {status}")
-    port = run_of(files.load_timings(run / timing.name), read_npz_arrays(run / model.name), 10000, 30)
-    recorded = run_of(files.load_timings(rec / "search_variant_after_10030_timing.npz"),
-                      read_npz_arrays(rec / "search_variant_after_10030_model.npz"), 10000, 30)
+    port = run_of(
+        files.load_timings(run / timing.name), read_npz_arrays(run / model.name), 10000, 30
+    )
+    recorded = run_of(
+        files.load_timings(rec / "search_variant_after_10030_timing.npz"),
+        read_npz_arrays(rec / "search_variant_after_10030_model.npz"),
+        10000,
+        30,
+    )
     scratch = f"prefix='{workdir}/sibling_',reload=True,hookFreq=-1"
-    one = [continue_run(state, model, timing, scratch, data_dir, 10000, 1, float64=f64)
-           for f64 in (False, True)]
+    one = [
+        continue_run(state, model, timing, scratch, data_dir, 10000, 1, float64=f64)
+        for f64 in (False, True)
+    ]
     start = {k: np.asarray(v, np.float64) for k, v in read_npz_arrays(model).items()}
-    siblings = [continue_run(state, model, timing, scratch, data_dir, 10000, 30, perturb=p)
-                for p in sibling_perturbations(start, one[0].params, one[1].params, n_siblings)]
-    return ContinuedReport(compare_continued(recorded, port, siblings), port, recorded, siblings,
-                           stdout)
+    siblings = [
+        continue_run(state, model, timing, scratch, data_dir, 10000, 30, perturb=p)
+        for p in sibling_perturbations(start, one[0].params, one[1].params, n_siblings)
+    ]
+    return ContinuedReport(
+        compare_continued(recorded, port, siblings), port, recorded, siblings, stdout
+    )

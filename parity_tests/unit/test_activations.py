@@ -3,46 +3,65 @@
 Every activation string of the five prototypes and of every recorded state must parse
 to the function GroundHog's ``eval`` gave; nothing may ever be evaluated.
 """
+
 import numpy as np
 import pytest
 import torch
 
-from parity_tests.support.cases import case_dirs
-from groundhog_port.model.activations import ACCEPTED_SPELLINGS, Activation, maxout, parse_activation, theano_sigmoid
 from groundhog_port.errors import LegacyInputError
+from groundhog_port.model.activations import (
+    ACCEPTED_SPELLINGS,
+    Activation,
+    maxout,
+    parse_activation,
+    theano_sigmoid,
+)
 from legacy_states import PROTOTYPES, load_state
+from parity_tests.support.cases import case_dirs
 
 #: state keys holding activation strings (state.py:74-100)
-ACTIVATION_KEYS = ("rank_n_activ", "activ", "unary_activ", "enc_rec_gater", "enc_rec_reseter",
-                   "dec_rec_gater", "dec_rec_reseter", "rec_gater", "rec_reseter")
+ACTIVATION_KEYS = (
+    "rank_n_activ",
+    "activ",
+    "unary_activ",
+    "enc_rec_gater",
+    "enc_rec_reseter",
+    "dec_rec_gater",
+    "dec_rec_reseter",
+    "rec_gater",
+    "rec_reseter",
+)
 
 
-@pytest.mark.parametrize("text, name, k", [
-    # state.py spellings
-    ("lambda x: x", "identity", None),
-    ("lambda x: TT.tanh(x)", "tanh", None),
-    ("Maxout(2)", "maxout", 2),
-    ("lambda x: TT.nnet.sigmoid(x)", "sigmoid", None),
-    # encdec.py / ff_layers.py defaults and layer arguments
-    ("lambda x:x", "identity", None),
-    ("TT.tanh", "tanh", None),  # MultiLayer default (ff_layers.py:36)
-    ("lambda x: x*(x>0)", "relu", None),  # ff_layers.py:428 rectifier
-    ("lambda x: x*(x>0)*(x<1)", "hard_sigmoid", None),  # ff_layers.py:429
-    ("lambda x: x*(x>-1)*(x<1)", "hard_tanh", None),  # ff_layers.py:430
-    # recorded encdec_variant / other spacings GroundHog's eval accepted
-    ("Maxout(4)", "maxout", 4),
-    ("Maxout(2.)", "maxout", 2),
-    ("Maxout( maxout_part = 3 )", "maxout", 3),
-    ("lambda x:TT.tanh(x)", "tanh", None),
-    ("  lambda  x :  TT.tanh( x )  ", "tanh", None),
-    ("lambda h: TT.tanh(h)", "tanh", None),
-    ("(lambda x: (TT.nnet.sigmoid(x)))", "sigmoid", None),
-    ("TT.nnet.sigmoid", "sigmoid", None),
-    ("theano.tensor.nnet.sigmoid", "sigmoid", None),
-    ("lambda x: TT.maximum(x, 0)", "relu", None),
-    ("lambda x: TT.maximum(0., x)", "relu", None),
-    ("lambda x: (x > 0) * x", "relu", None),
-])
+@pytest.mark.parametrize(
+    "text, name, k",
+    [
+        # state.py spellings
+        ("lambda x: x", "identity", None),
+        ("lambda x: TT.tanh(x)", "tanh", None),
+        ("Maxout(2)", "maxout", 2),
+        ("lambda x: TT.nnet.sigmoid(x)", "sigmoid", None),
+        # encdec.py / ff_layers.py defaults and layer arguments
+        ("lambda x:x", "identity", None),
+        ("TT.tanh", "tanh", None),  # MultiLayer default (ff_layers.py:36)
+        ("lambda x: x*(x>0)", "relu", None),  # ff_layers.py:428 rectifier
+        ("lambda x: x*(x>0)*(x<1)", "hard_sigmoid", None),  # ff_layers.py:429
+        ("lambda x: x*(x>-1)*(x<1)", "hard_tanh", None),  # ff_layers.py:430
+        # recorded encdec_variant / other spacings GroundHog's eval accepted
+        ("Maxout(4)", "maxout", 4),
+        ("Maxout(2.)", "maxout", 2),
+        ("Maxout( maxout_part = 3 )", "maxout", 3),
+        ("lambda x:TT.tanh(x)", "tanh", None),
+        ("  lambda  x :  TT.tanh( x )  ", "tanh", None),
+        ("lambda h: TT.tanh(h)", "tanh", None),
+        ("(lambda x: (TT.nnet.sigmoid(x)))", "sigmoid", None),
+        ("TT.nnet.sigmoid", "sigmoid", None),
+        ("theano.tensor.nnet.sigmoid", "sigmoid", None),
+        ("lambda x: TT.maximum(x, 0)", "relu", None),
+        ("lambda x: TT.maximum(0., x)", "relu", None),
+        ("lambda x: (x > 0) * x", "relu", None),
+    ],
+)
 def test_spellings(text, name, k):
     act = parse_activation(text, "unary_activ")
     assert (act.name, act.k, act.text) == (name, k, text)
@@ -62,43 +81,50 @@ def test_every_prototype_and_recorded_activation_parses():
     assert {"Maxout(2)", "Maxout(4)"} <= seen or not case_dirs()
 
 
-@pytest.mark.parametrize("text", [
-    "lambda x: TT.exp(x)",
-    "TT.nnet.softmax",
-    "tanh",  # not a name in any eval namespace of GroundHog's NMT code
-    "lambda x: TT.tanh(y)",
-    "lambda x, y: x",
-    "lambda x=1: x",
-    "lambda x: x*(x>1)",
-    "lambda x: x*x*(x>0)",
-    "Maxout",
-    "Maxout(0)",
-    "Maxout(-2)",
-    "Maxout(2.5)",
-    "Maxout(True)",
-    "Maxout('2')",
-    "Maxout(2, 3)",
-    "",
-    "lambda x: ",
-    "lambda x: x\nimport os",
-    "__import__('os').system('echo hi')",
-    "[linear]",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "lambda x: TT.exp(x)",
+        "TT.nnet.softmax",
+        "tanh",  # not a name in any eval namespace of GroundHog's NMT code
+        "lambda x: TT.tanh(y)",
+        "lambda x, y: x",
+        "lambda x=1: x",
+        "lambda x: x*(x>1)",
+        "lambda x: x*x*(x>0)",
+        "Maxout",
+        "Maxout(0)",
+        "Maxout(-2)",
+        "Maxout(2.5)",
+        "Maxout(True)",
+        "Maxout('2')",
+        "Maxout(2, 3)",
+        "",
+        "lambda x: ",
+        "lambda x: x\nimport os",
+        "__import__('os').system('echo hi')",
+        "[linear]",
+    ],
+)
 def test_unknown_activation(text):
     with pytest.raises(LegacyInputError) as err:
         parse_activation(text, "dec_rec_gater" if "Maxout" not in text else "unary_activ")
     message = str(err.value)
-    assert message.startswith(("dec_rec_gater: unknown activation ", "unary_activ: unknown activation "))
+    assert message.startswith(
+        ("dec_rec_gater: unknown activation ", "unary_activ: unknown activation ")
+    )
     assert repr(text) in message
     assert all(repr(s) in message for s in ACCEPTED_SPELLINGS)
 
 
 def test_never_evaluated(tmp_path):
     marker = tmp_path / "PWNED"
-    for text in (f"__import__('os').system('touch {marker}')",
-                 f"lambda x: __import__('os').system('touch {marker}')",
-                 f"Maxout(__import__('os').system('touch {marker}'))",
-                 f"open({str(marker)!r}, 'w')"):
+    for text in (
+        f"__import__('os').system('touch {marker}')",
+        f"lambda x: __import__('os').system('touch {marker}')",
+        f"Maxout(__import__('os').system('touch {marker}'))",
+        f"open({str(marker)!r}, 'w')",
+    ):
         with pytest.raises(LegacyInputError, match="unknown activation"):
             parse_activation(text, "activ")
     assert not marker.exists()
@@ -117,7 +143,9 @@ def test_maxout_only_for_unary_activ():
     assert parse_activation("Maxout(2)", "unary_activ").k == 2
     assert parse_activation("Maxout(2)").k == 2
     for key in ("activ", "dec_activ", "rank_n_activ", "rec_gater"):
-        with pytest.raises(LegacyInputError, match=f"^{key}: 'Maxout\\(2\\)': Maxout is only usable as unary_activ"):
+        with pytest.raises(
+            LegacyInputError, match=f"^{key}: 'Maxout\\(2\\)': Maxout is only usable as unary_activ"
+        ):
             parse_activation("Maxout(2)", key)
 
 
@@ -130,6 +158,7 @@ def test_equality_ignores_spelling():
 
 
 # --- numerics -----------------------------------------------------------------------------
+
 
 def _x():
     return torch.linspace(-100, 100, 20001, dtype=torch.float32)
@@ -166,7 +195,7 @@ def test_sigmoid_is_theanos_float32_formula():
 def test_sigmoid_row_independent():
     x = torch.randn(37, 101) * 8
     full = theano_sigmoid(x)
-    assert all(torch.equal(theano_sigmoid(x[i:i + 1]), full[i:i + 1]) for i in range(0, 37, 5))
+    assert all(torch.equal(theano_sigmoid(x[i : i + 1]), full[i : i + 1]) for i in range(0, 37, 5))
 
 
 def test_relu_and_hard_functions_literal():
@@ -176,7 +205,15 @@ def test_relu_and_hard_functions_literal():
     assert torch.signbit(relu[0])  # -2 * False = -0.0, as x*(x>0) gives
     assert torch.equal(parse_activation("lambda x: TT.maximum(x, 0)")(x[:-1]), relu[:-1])
     assert parse_activation("lambda x: x*(x>0)*(x<1)")(x)[:-1].tolist() == [0, 0, 0, 0, 0.5, 0, 0]
-    assert parse_activation("lambda x: x*(x>-1)*(x<1)")(x)[:-1].tolist() == [0, 0, -0.5, 0, 0.5, 0, 0]
+    assert parse_activation("lambda x: x*(x>-1)*(x<1)")(x)[:-1].tolist() == [
+        0,
+        0,
+        -0.5,
+        0,
+        0.5,
+        0,
+        0,
+    ]
 
 
 def test_maxout_groups_consecutive_units():
@@ -184,6 +221,8 @@ def test_maxout_groups_consecutive_units():
     for k in (2, 3, 4):
         want = x.numpy().reshape(2, 12 // k, k).max(-1)  # encdec.py:553-556 (2-D input)
         assert np.array_equal(parse_activation(f"Maxout({k})")(x).numpy(), want)
-        assert np.array_equal(maxout(x[0], k).numpy(), x[0].numpy().reshape(12 // k, k).max(-1))  # 1-D
+        assert np.array_equal(
+            maxout(x[0], k).numpy(), x[0].numpy().reshape(12 // k, k).max(-1)
+        )  # 1-D
     with pytest.raises(ValueError, match="divisible"):
         maxout(torch.zeros(3, 10), 4)

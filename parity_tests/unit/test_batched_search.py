@@ -13,6 +13,7 @@ message.  Checked on
 * the pieces: ``select_cheapest`` against a NumPy lexsort reference (ties, inf, NaN,
   -0.0), the padded batched encoder against ``model.encode``, ``sum_positions``.
 """
+
 import logging
 
 import h5py
@@ -22,14 +23,18 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parity_tests.support.cases import case_dirs
-from parity_tests.support.models import build_model
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.model.numerics import mm, sum_positions
-from groundhog_port.search.batched import (TRANSLATION_FAILED, BatchedBeamSearch, _pad_rows,
-                                           output_blocks)
+from groundhog_port.search.batched import (
+    TRANSLATION_FAILED,
+    BatchedBeamSearch,
+    _pad_rows,
+    output_blocks,
+)
 from groundhog_port.search.common import SearchFailed, select_cheapest
 from groundhog_port.search.legacy import BeamSearch, Hypotheses, sample
+from parity_tests.support.cases import case_dirs
+from parity_tests.support.models import build_model
 
 CASE_DIRS = case_dirs()
 
@@ -74,8 +79,9 @@ def assert_same(expected, got, context=""):
         assert a.trans == b.trans, where
         assert a.costs.dtype == b.costs.dtype == np.float64, where
         # bitwise, NaN included
-        assert np.array_equal(a.costs.view(np.int64), b.costs.view(np.int64)), \
+        assert np.array_equal(a.costs.view(np.int64), b.costs.view(np.int64)), (
             f"{where}: max |diff| {np.max(np.abs(a.costs - b.costs))}"
+        )
 
 
 @st.composite
@@ -83,20 +89,44 @@ def models(draw):
     family = draw(st.sampled_from(["search", "encdec"]))
     deep_out = draw(st.booleans())
     dim = draw(st.integers(1, 6)) * 2 if deep_out else draw(st.integers(1, 11))
-    comps = draw(st.sampled_from([(True, True, False, False), (False, False, True, False),
-                                  (False, False, True, True), (True, False, False, True),
-                                  (False, True, False, False), (True, True, True, True)]))
+    comps = draw(
+        st.sampled_from(
+            [
+                (True, True, False, False),
+                (False, False, True, False),
+                (False, False, True, True),
+                (True, False, False, True),
+                (False, True, False, False),
+                (True, True, True, True),
+            ]
+        )
+    )
     flags = dict(zip(("forward", "backward", "last_forward", "last_backward"), comps))
-    flags.update(deep_out=deep_out, bigram=draw(st.booleans()), bias_code=draw(st.booleans()),
-                 check_first_word=draw(st.booleans()))
+    flags.update(
+        deep_out=deep_out,
+        bigram=draw(st.booleans()),
+        bias_code=draw(st.booleans()),
+        check_first_word=draw(st.booleans()),
+    )
     V_trg = draw(st.sampled_from([6, 9, 12, 17, 30, 61]))
-    scales = (draw(st.sampled_from([0.5, 2.0])), draw(st.sampled_from([1.0, 3.0])),
-              draw(st.sampled_from([1.5, 3.0, 6.0])),
-              draw(st.sampled_from([1.0, 4.0, 4.0, 300.0])),  # 300: attention overflows (NaN)
-              draw(st.sampled_from([1.0, 3.0, 5.0, 5.0, -3.0, -40.0])))
-    model = build_model(family, draw(st.integers(3, 15)), V_trg, dim, draw(st.integers(1, 5)),
-                        flags, draw(st.integers(0, 2 ** 31)), scales,
-                        stable=draw(st.integers(0, 7)) == 0)
+    scales = (
+        draw(st.sampled_from([0.5, 2.0])),
+        draw(st.sampled_from([1.0, 3.0])),
+        draw(st.sampled_from([1.5, 3.0, 6.0])),
+        draw(st.sampled_from([1.0, 4.0, 4.0, 300.0])),  # 300: attention overflows (NaN)
+        draw(st.sampled_from([1.0, 3.0, 5.0, 5.0, -3.0, -40.0])),
+    )
+    model = build_model(
+        family,
+        draw(st.integers(3, 15)),
+        V_trg,
+        dim,
+        draw(st.integers(1, 5)),
+        flags,
+        draw(st.integers(0, 2**31)),
+        scales,
+        stable=draw(st.integers(0, 7)) == 0,
+    )
     return model
 
 
@@ -104,13 +134,21 @@ def models(draw):
 def sentences(draw, model):
     V, eos = model.cfg.n_sym_source, model.cfg.null_sym_source
     lengths = draw(st.lists(st.integers(0, 7), min_size=1, max_size=5))
-    return [np.array(draw(st.lists(st.integers(0, V - 2), min_size=L, max_size=L)) + [eos],
-                     dtype=np.int64) for L in lengths]
+    return [
+        np.array(
+            draw(st.lists(st.integers(0, V - 2), min_size=L, max_size=L)) + [eos], dtype=np.int64
+        )
+        for L in lengths
+    ]
 
 
 # -- random models -------------------------------------------------------------------------
-@settings(max_examples=30, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_random_models_sample(data):
     """sample() of the literal search == sample_many, for many shapes and options."""
@@ -122,12 +160,17 @@ def test_random_models_sample(data):
     max_rows = data.draw(st.sampled_from([1, 16, 2048]))
     expected = literal(model, seqs, n, ignore_unk, normalize)
     got = BatchedBeamSearch(model, batch_size=batch_size, max_rows=max_rows).sample_many(
-        seqs, n, ignore_unk=ignore_unk, normalize=normalize)
+        seqs, n, ignore_unk=ignore_unk, normalize=normalize
+    )
     assert_same(expected, got, f"n={n} ignore_unk={ignore_unk} normalize={normalize}")
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_random_models_search_minlen(data):
     """search() with explicit minlens (incl. none reachable: every retry up to the crash)."""
@@ -137,12 +180,21 @@ def test_random_models_search_minlen(data):
     n = data.draw(st.integers(1, 6))
     expected = literal(model, seqs, n, minlens=minlens)
     got = BatchedBeamSearch(model, batch_size=data.draw(st.integers(1, 5))).search_many(
-        seqs, n, minlens=minlens)
+        seqs, n, minlens=minlens
+    )
     assert_same(expected, got, f"n={n} minlens={minlens}")
 
 
-SEARCH_FLAGS = dict(forward=True, backward=True, last_forward=False, last_backward=False,
-                    deep_out=True, bigram=True, bias_code=True, check_first_word=True)
+SEARCH_FLAGS = dict(
+    forward=True,
+    backward=True,
+    last_forward=False,
+    last_backward=False,
+    deep_out=True,
+    bigram=True,
+    bias_code=True,
+    check_first_word=True,
+)
 
 
 def test_retry_paths_and_kth_crash():
@@ -151,19 +203,29 @@ def test_retry_paths_and_kth_crash():
     model = build_model("search", 10, 12, 4, 3, SEARCH_FLAGS, 7, (1.0, 1.0, 6.0, 1.0, -60.0))
     seqs = [np.array([2, 3, 9]), np.array([4, 9]), np.array([5, 6, 7, 8, 2, 9])]
     expected = literal(model, seqs, 5, ignore_unk=True)
-    assert all(isinstance(r, SearchFailed) and str(r) == "kth(=20) out of bounds (12)"
-               for r in expected)
-    assert_same(expected, BatchedBeamSearch(model, batch_size=2).sample_many(
-        seqs, 5, ignore_unk=True))
+    assert all(
+        isinstance(r, SearchFailed) and str(r) == "kth(=20) out of bounds (12)" for r in expected
+    )
+    assert_same(
+        expected, BatchedBeamSearch(model, batch_size=2).sample_many(seqs, 5, ignore_unk=True)
+    )
 
 
 def test_translation_failed_at_beam_500():
     """A vocabulary above 500 words and no reachable end: beams 1, 2, ..., 512, then the
     original's "Translation failed" (sample.py then dies in numpy.argmin([]))."""
-    model = build_model("encdec", 6, 601, 2, 2, dict(SEARCH_FLAGS, forward=False, backward=False,
-                        last_forward=True), 3, (1.0, 1.0, 2.0, 1.0, 0.0))
+    model = build_model(
+        "encdec",
+        6,
+        601,
+        2,
+        2,
+        dict(SEARCH_FLAGS, forward=False, backward=False, last_forward=True),
+        3,
+        (1.0, 1.0, 2.0, 1.0, 0.0),
+    )
     seqs = [np.array([1, 5]), np.array([5])]
-    minlens = [10, 10]                           # > 3 * len(seq): EOS never allowed
+    minlens = [10, 10]  # > 3 * len(seq): EOS never allowed
     expected = literal(model, seqs, 1, minlens=minlens)
     assert [str(r) for r in expected] == [TRANSLATION_FAILED] * 2
     assert_same(expected, BatchedBeamSearch(model).search_many(seqs, 1, minlens=minlens))
@@ -172,9 +234,12 @@ def test_translation_failed_at_beam_500():
 @pytest.mark.parametrize("family", ["search", "encdec"])
 def test_large_vocabulary_prefilter(family):
     """Vocabulary above CHUNKED_VOCAB (chunked candidate prefilter, short last chunk)."""
-    flags = SEARCH_FLAGS if family == "search" else dict(SEARCH_FLAGS, forward=False,
-                                                         backward=False, last_forward=True)
-    eos_bias = 12.0 if family == "search" else 16.0     # hypotheses end after 2-18 words
+    flags = (
+        SEARCH_FLAGS
+        if family == "search"
+        else dict(SEARCH_FLAGS, forward=False, backward=False, last_forward=True)
+    )
+    eos_bias = 12.0 if family == "search" else 16.0  # hypotheses end after 2-18 words
     model = build_model(family, 50, 5003, 8, 6, flags, 11, (1.0, 1.5, 2.0, 2.0, eos_bias))
     rng = np.random.default_rng(0)
     seqs = [np.append(rng.integers(0, 49, L), 49) for L in (3, 5, 9, 2)]
@@ -189,19 +254,23 @@ def lexsort_reference(flat, n):
     """First n[b] of each row in the order (NaN flag, value, index)."""
     out = np.full((flat.shape[0], max(n, default=0)), -1)
     for b, row in enumerate(flat):
-        order = np.lexsort((np.arange(row.size), np.where(np.isnan(row), np.inf, row),
-                            np.isnan(row)))
-        out[b, :min(n[b], row.size)] = order[:n[b]]
+        order = np.lexsort(
+            (np.arange(row.size), np.where(np.isnan(row), np.inf, row), np.isnan(row))
+        )
+        out[b, : min(n[b], row.size)] = order[: n[b]]
     return out
 
 
 def test_select_cheapest_matches_lexsort():
     rng = np.random.default_rng(12345)
-    pool = np.array([0.0, -0.0, 0.5, 1.0, 1.0 + 2 ** -52, 2.0, np.inf, -np.inf, np.nan])
+    pool = np.array([0.0, -0.0, 0.5, 1.0, 1.0 + 2**-52, 2.0, np.inf, -np.inf, np.nan])
     for _ in range(1500):
         B, L = rng.integers(1, 6), rng.integers(1, 50)
-        flat = np.where(rng.random((B, L)) < rng.random(), rng.choice(pool, (B, L)),
-                        np.round(rng.normal(size=(B, L)), int(rng.integers(0, 3))))
+        flat = np.where(
+            rng.random((B, L)) < rng.random(),
+            rng.choice(pool, (B, L)),
+            np.round(rng.normal(size=(B, L)), int(rng.integers(0, 3))),
+        )
         n = rng.integers(0, L + 1, B)
         got = select_cheapest(torch.from_numpy(flat), n.tolist()).numpy()
         np.testing.assert_array_equal(got, lexsort_reference(flat, n))
@@ -216,7 +285,7 @@ def test_sum_positions_ignores_padding_and_neighbours():
         padded[:S, 11:18] = x
         assert torch.equal(sum_positions(padded)[11:18], ref)
         for j in range(7):
-            assert torch.equal(sum_positions(x[:, j:j + 1])[0], ref[j])
+            assert torch.equal(sum_positions(x[:, j : j + 1])[0], ref[j])
 
 
 @pytest.mark.parametrize("k, V", [(6, 5003), (16, 4097 + 2048), (45, 2 * 2048 + 7), (620, 30001)])
@@ -237,8 +306,12 @@ def test_output_blocks_equal_numerics_mm(k, V):
         assert torch.equal(got[:rows], mm(h, W)), (k, V, rows)
 
 
-@settings(max_examples=20, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_batched_encoder_equals_encode(data):
     model = data.draw(models())
@@ -251,8 +324,12 @@ def test_batched_encoder_equals_encode(data):
 # -- recorded cases --------------------------------------------------------------------------
 #: the searches behind the recorded labels: (beam, ignore_unk) -> labels (normalize only
 #: divides the costs afterwards)
-SEARCHES = {(1, False): ("1", "1_normalize"), (5, False): ("5", "5_normalize"),
-            (10, False): ("10", "10_normalize"), (5, True): ("5_ignore_unk",)}
+SEARCHES = {
+    (1, False): ("1", "1_normalize"),
+    (5, False): ("5", "5_normalize"),
+    (10, False): ("10", "10_normalize"),
+    (5, True): ("5_ignore_unk",),
+}
 
 
 def recorded(group, i):

@@ -3,6 +3,7 @@
 The multi-bleu expectations are computed by hand in the comments (n-gram by n-gram), not
 by running another implementation.
 """
+
 import argparse
 import json
 import math
@@ -13,7 +14,17 @@ from hypothesis import strategies as st
 
 from groundhog_port.cli.commands import bleu as bleu_cmd
 from groundhog_port.errors import EXIT_INPUT, EXIT_OK, LegacyInputError
-from groundhog_port.tasks.rescore import compare_files, compare_lines, multi_bleu, multi_bleu_files, perl_tokens, read_lines, read_parallel, sacre_scores, unescape_moses
+from groundhog_port.tasks.rescore import (
+    compare_files,
+    compare_lines,
+    multi_bleu,
+    multi_bleu_files,
+    perl_tokens,
+    read_lines,
+    read_parallel,
+    sacre_scores,
+    unescape_moses,
+)
 
 
 def write(path, text):
@@ -36,14 +47,19 @@ def test_multi_bleu_two_sentences_by_hand():
     # corpus: p1 = 7/9, p2 = 4/7, p3 = 2/5, p4 = 1/3; c = 9, r = 6 + 4 = 10
     # BP = exp(1 - 10/9) = exp(-1/9) = 0.89484
     # BLEU = BP * (7/9 * 4/7 * 2/5 * 1/3) ** (1/4) = 0.89484 * (8/135) ** 0.25 = 0.44150
-    r = multi_bleu(["the cat sat on the mat", "a dog barked"],
-                   [["the cat sat on a mat", "the dog barked loudly"]])
+    r = multi_bleu(
+        ["the cat sat on the mat", "a dog barked"],
+        [["the cat sat on a mat", "the dog barked loudly"]],
+    )
     assert r.correct == [7, 4, 2, 1]
     assert r.total == [9, 7, 5, 3]
     assert r.hyp_len == 9 and r.ref_len == 10
     assert r.bp == pytest.approx(math.exp(-1 / 9), rel=1e-15)
     assert r.bleu == pytest.approx(math.exp(-1 / 9) * (8 / 135) ** 0.25, rel=1e-12)
-    assert r.format() == "BLEU = 44.15, 77.8/57.1/40.0/33.3 (BP=0.895, ratio=0.900, hyp_len=9, ref_len=10)"
+    assert (
+        r.format()
+        == "BLEU = 44.15, 77.8/57.1/40.0/33.3 (BP=0.895, ratio=0.900, hyp_len=9, ref_len=10)"
+    )
     assert str(r) == r.format()
 
 
@@ -57,9 +73,15 @@ def test_multi_bleu_multiple_references_clipping_and_tie_to_shorter():
     r = multi_bleu(["the the the cat"], [["the cat sat"], ["the the cat sat on"]])
     assert (r.correct, r.total, r.ref_len) == ([3, 2, 1, 0], [4, 3, 2, 1], 3)
     assert r.bleu == 0.0
-    assert r.format() == "BLEU = 0.00, 75.0/66.7/50.0/0.0 (BP=1.000, ratio=1.333, hyp_len=4, ref_len=3)"
+    assert (
+        r.format()
+        == "BLEU = 0.00, 75.0/66.7/50.0/0.0 (BP=1.000, ratio=1.333, hyp_len=4, ref_len=3)"
+    )
     # the order of the reference files does not matter
-    assert multi_bleu(["the the the cat"], [["the the cat sat on"], ["the cat sat"]]).format() == r.format()
+    assert (
+        multi_bleu(["the the the cat"], [["the the cat sat on"], ["the cat sat"]]).format()
+        == r.format()
+    )
 
 
 def test_multi_bleu_closest_reference_length():
@@ -67,18 +89,27 @@ def test_multi_bleu_closest_reference_length():
     # p1 = 3/3, p2 = 2/2, p3 = 1/1 (ref 2 is identical); 4-grams: total 0 -> p4 = 0 -> BLEU 0
     r = multi_bleu(["a b c"], [["a b c d"], ["a b c"]])
     assert r.ref_len == 3 and r.total == [3, 2, 1, 0]
-    assert r.format() == "BLEU = 0.00, 100.0/100.0/100.0/0.0 (BP=1.000, ratio=1.000, hyp_len=3, ref_len=3)"
+    assert (
+        r.format()
+        == "BLEU = 0.00, 100.0/100.0/100.0/0.0 (BP=1.000, ratio=1.000, hyp_len=3, ref_len=3)"
+    )
 
 
 def test_multi_bleu_perfect_and_brevity():
     # identical 5-token sentence: every p_n = 1, BLEU = 1
     r = multi_bleu(["a b c d e"], [["a b c d e"]])
-    assert r.format() == "BLEU = 100.00, 100.0/100.0/100.0/100.0 (BP=1.000, ratio=1.000, hyp_len=5, ref_len=5)"
+    assert (
+        r.format()
+        == "BLEU = 100.00, 100.0/100.0/100.0/100.0 (BP=1.000, ratio=1.000, hyp_len=5, ref_len=5)"
+    )
     # hyp = first 4 of 8 ref tokens: p_n = 1 for n = 1..4 (4,3,2,1 n-grams all match)
     # BP = exp(1 - 8/4) = exp(-1) = 0.36788 -> BLEU = 36.79
     r = multi_bleu(["a b c d"], [["a b c d e f g h"]])
     assert r.bp == pytest.approx(math.exp(-1), rel=1e-15)
-    assert r.format() == "BLEU = 36.79, 100.0/100.0/100.0/100.0 (BP=0.368, ratio=0.500, hyp_len=4, ref_len=8)"
+    assert (
+        r.format()
+        == "BLEU = 36.79, 100.0/100.0/100.0/100.0 (BP=0.368, ratio=0.500, hyp_len=4, ref_len=8)"
+    )
 
 
 def test_multi_bleu_lowercase_is_ascii_only():
@@ -102,9 +133,15 @@ def test_multi_bleu_empty_lines_and_degenerate_corpora():
     # hyp ["", "a b"], refs ["x y", "a b"]: c = 2, r = 4; p1 = 2/2, p2 = 1/1, p3 = p4 = 0 (no n-grams)
     r = multi_bleu(["", "a b"], [["x y", "a b"]])
     assert (r.hyp_len, r.ref_len) == (2, 4)
-    assert r.format() == "BLEU = 0.00, 100.0/100.0/0.0/0.0 (BP=0.368, ratio=0.500, hyp_len=2, ref_len=4)"
+    assert (
+        r.format()
+        == "BLEU = 0.00, 100.0/100.0/0.0/0.0 (BP=0.368, ratio=0.500, hyp_len=2, ref_len=4)"
+    )
     # all references empty: multi-bleu prints its zero line
-    assert multi_bleu(["a"], [[""]]).format() == "BLEU = 0, 0/0/0/0 (BP=0, ratio=0, hyp_len=0, ref_len=0)"
+    assert (
+        multi_bleu(["a"], [[""]]).format()
+        == "BLEU = 0, 0/0/0/0 (BP=0, ratio=0, hyp_len=0, ref_len=0)"
+    )
     # no hypothesis tokens at all (multi-bleu.perl dies dividing by zero): reported as 0
     r = multi_bleu([""], [["a b"]])
     assert r.bleu == 0.0 and "division by zero" in r.note
@@ -139,13 +176,19 @@ SENT = st.lists(WORDS, min_size=1, max_size=12).map(" ".join)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 5).flatmap(lambda n: st.tuples(
-    st.lists(SENT, min_size=n, max_size=n),
-    st.lists(st.lists(SENT, min_size=n, max_size=n), min_size=1, max_size=3))))
+@given(
+    st.integers(1, 5).flatmap(
+        lambda n: st.tuples(
+            st.lists(SENT, min_size=n, max_size=n),
+            st.lists(st.lists(SENT, min_size=n, max_size=n), min_size=1, max_size=3),
+        )
+    )
+)
 def test_multi_bleu_matches_unsmoothed_sacrebleu(data):
     # Same definition (clipping by max ref count, closest ref length with ties to the shorter,
     # BP, geometric mean, 0 if a precision is 0) -> same number as sacrebleu without smoothing.
     from sacrebleu.metrics import BLEU
+
     hyps, refs = data
     ours = multi_bleu(hyps, refs)
     theirs = BLEU(tokenize="none", smooth_method="none").corpus_score(hyps, refs)
@@ -157,7 +200,10 @@ def test_multi_bleu_matches_unsmoothed_sacrebleu(data):
 # reading, escapes, sacrebleu
 # ---------------------------------------------------------------------------------------
 def test_unescape_moses():
-    assert unescape_moses("c&apos; est &quot;x&quot; &lt;a&gt; &#124; &#91;b&#93;") == 'c\' est "x" <a> | [b]'
+    assert (
+        unescape_moses("c&apos; est &quot;x&quot; &lt;a&gt; &#124; &#91;b&#93;")
+        == 'c\' est "x" <a> | [b]'
+    )
     # &amp; last: an escaped escape stays an escape
     assert unescape_moses("&amp;lt; &amp;") == "&lt; &"
     assert unescape_moses("plain") == "plain"
@@ -183,7 +229,9 @@ def test_line_count_mismatch(tmp_path):
     ref = write(tmp_path / "ref", "a\nb\n")
     with pytest.raises(LegacyInputError) as err:
         read_parallel(hyp, [ref])
-    assert str(err.value).startswith(f"{ref}: 2 reference lines but the hypothesis file {hyp} has 3 lines")
+    assert str(err.value).startswith(
+        f"{ref}: 2 reference lines but the hypothesis file {hyp} has 3 lines"
+    )
 
 
 def test_sacre_scores_signature_and_lowercase():
@@ -214,10 +262,25 @@ def test_cli_bleu_text_and_json(tmp_path, capsys):
 
     assert run_cmd(["--hyp", str(hyp), "--ref", str(ref), "--multi-bleu"]) == EXIT_OK
     assert capsys.readouterr().out == (
-        "BLEU = 44.15, 77.8/57.1/40.0/33.3 (BP=0.895, ratio=0.900, hyp_len=9, ref_len=10)\n")
+        "BLEU = 44.15, 77.8/57.1/40.0/33.3 (BP=0.895, ratio=0.900, hyp_len=9, ref_len=10)\n"
+    )
 
-    assert run_cmd(["--hyp", str(hyp), "--ref", str(ref), "--ref", str(ref), "--json",
-                    "--tokenize", "none"]) == EXIT_OK
+    assert (
+        run_cmd(
+            [
+                "--hyp",
+                str(hyp),
+                "--ref",
+                str(ref),
+                "--ref",
+                str(ref),
+                "--json",
+                "--tokenize",
+                "none",
+            ]
+        )
+        == EXIT_OK
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["bleu"]["signature"].startswith("nrefs:2|case:mixed|eff:no|tok:none|")
     assert data["lines"] == 2 and "chrf" in data
@@ -238,6 +301,7 @@ def test_cli_bleu_errors(tmp_path):
 
 def test_cli_bleu_through_main(tmp_path, capsys):
     from groundhog_port.cli import main as cli
+
     hyp = write(tmp_path / "hyp", "a\nb\n")
     ref = write(tmp_path / "ref", "a\n")
     assert cli.main(["bleu", "--hyp", str(hyp), "--ref", str(ref)]) == EXIT_INPUT
@@ -255,10 +319,14 @@ def test_compare_lines():
     d = compare_lines(["a", "b", "c", "d"], ["a", "x", "c"])
     assert (d["identical"], d["different"], d["missing"], d["extra"]) == (2, 1, 1, 0)
     assert d["percent_identical"] == 50.0 and not d["all_identical"]
-    assert d["first_differences"] == [{"line": 2, "archived": "b", "reproduced": "x"},
-                                      {"line": 4, "archived": "d", "reproduced": None}]
+    assert d["first_differences"] == [
+        {"line": 2, "archived": "b", "reproduced": "x"},
+        {"line": 4, "archived": "d", "reproduced": None},
+    ]
     e = compare_lines(["a"], ["a", "z"])
-    assert e["extra"] == 1 and e["first_differences"] == [{"line": 2, "archived": None, "reproduced": "z"}]
+    assert e["extra"] == 1 and e["first_differences"] == [
+        {"line": 2, "archived": None, "reproduced": "z"}
+    ]
     assert len(compare_lines(list("abcdef"), list("uvwxyz"), max_diffs=3)["first_differences"]) == 3
     assert compare_lines([], [])["all_identical"]
 
@@ -280,7 +348,9 @@ def test_multi_bleu_unequal_line_counts_as_the_perl_script(tmp_path, capsys):
     hyp = write(tmp_path / "hyp", "a\n")
     ref = write(tmp_path / "ref", "a\nb\n")
     assert run_cmd(["--hyp", str(hyp), "--ref", str(ref), "--multi-bleu"]) == EXIT_OK
-    assert capsys.readouterr().out.startswith("BLEU = 0.00, 100.0/0.0/0.0/0.0 (BP=1.000, ratio=1.000, hyp_len=1, ref_len=1)")
+    assert capsys.readouterr().out.startswith(
+        "BLEU = 0.00, 100.0/0.0/0.0/0.0 (BP=1.000, ratio=1.000, hyp_len=1, ref_len=1)"
+    )
     write(hyp, "\n")
     with pytest.raises(LegacyInputError, match="multi-bleu.perl dies here"):
         run_cmd(["--hyp", str(hyp), "--ref", str(ref), "--multi-bleu"])

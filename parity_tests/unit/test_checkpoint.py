@@ -1,4 +1,5 @@
 """The legacy parameter table and checkpoint loading (strict, lenient, bad files)."""
+
 import re
 
 import numpy as np
@@ -6,11 +7,10 @@ import pytest
 import torch
 
 import legacy_states
+from groundhog_port.errors import LegacyInputError, UnsupportedModelError
 from groundhog_port.legacy import checkpoint
 from groundhog_port.model.config import ModelConfig
-from groundhog_port.errors import LegacyInputError, UnsupportedModelError
 from groundhog_port.model.encdec import RNNEncoderDecoder
-
 from parity_tests.support.cases import FIXTURES, REPO, case_dirs, pending_case_dirs
 
 
@@ -35,7 +35,11 @@ def test_table_matches_every_recorded_checkpoint(case):
 def _fixture_model():
     state_path = FIXTURES / "search" / "search_state.pkl"
     cfg = ModelConfig.from_state(legacy_states.load_state(state_path), state_path)
-    return cfg, RNNEncoderDecoder(cfg), checkpoint.read_npz(FIXTURES / "search" / "search_model.npz")
+    return (
+        cfg,
+        RNNEncoderDecoder(cfg),
+        checkpoint.read_npz(FIXTURES / "search" / "search_model.npz"),
+    )
 
 
 def _save(tmp_path, arrays, name="m.npz"):
@@ -82,8 +86,13 @@ def test_unsaved_tensors_are_named():
     cfg, _, _ = _fixture_model()
     _, unsaved = checkpoint.legacy_param_table(cfg)
     names = " ".join(u.name for u in unsaved)
-    for name in ("b_0_enc_update_embdr_0", "b_0_dec_repr_readout", "W_0_back_enc_approx_embdr",
-                 "b_0_dec_dec_inputter_0", "b_0_dec_prev_readout_0"):
+    for name in (
+        "b_0_enc_update_embdr_0",
+        "b_0_dec_repr_readout",
+        "W_0_back_enc_approx_embdr",
+        "b_0_dec_dec_inputter_0",
+        "b_0_dec_prev_readout_0",
+    ):
         assert name in names
 
 
@@ -108,15 +117,22 @@ def test_every_parameter_has_its_paper_symbol_as_documented():
                 assert f"`{p.symbol}`" in cell, (state_path.name, p, cell)
     cfg, _, _ = _fixture_model()
     symbols = {p.path: p.symbol for p in checkpoint.legacy_param_table(cfg)[0]}
-    assert (symbols["decoder.A"], symbols["decoder.B"], symbols["decoder.D"]) == ("U_a", "W_a", "v_a")
+    assert (symbols["decoder.A"], symbols["decoder.B"], symbols["decoder.D"]) == (
+        "U_a",
+        "W_a",
+        "v_a",
+    )
     assert symbols["backward_encoder.transition.G"] == "\\overleftarrow{U}_z"
 
 
-@pytest.mark.parametrize("mutate, problem", [
-    (lambda p: p.write_bytes(p.read_bytes()[:2000]), "truncated or corrupt"),
-    (lambda p: p.write_bytes(b"not a zip file at all"), "not a .npz archive"),
-    (lambda p: np.savez(p, W=np.array([object()], dtype=object)), "object arrays"),
-])
+@pytest.mark.parametrize(
+    "mutate, problem",
+    [
+        (lambda p: p.write_bytes(p.read_bytes()[:2000]), "truncated or corrupt"),
+        (lambda p: p.write_bytes(b"not a zip file at all"), "not a .npz archive"),
+        (lambda p: np.savez(p, W=np.array([object()], dtype=object)), "object arrays"),
+    ],
+)
 def test_bad_npz_is_one_clear_error(tmp_path, mutate, problem):
     path = tmp_path / "m.npz"
     np.savez(path, W=np.zeros((50, 50), np.float32))
@@ -150,19 +166,25 @@ def test_state_disagreeing_with_embeddings(tmp_path):
     state_path = FIXTURES / "search" / "search_state.pkl"
     state = legacy_states.load_state(state_path, "n_sym_source=300")
     model = RNNEncoderDecoder(ModelConfig.from_state(state))
-    with pytest.raises(LegacyInputError, match=r"W_0_enc_approx_embdr: expected shape \(300, 16\), "
-                                               r"found \(201, 16\)"):
+    with pytest.raises(
+        LegacyInputError,
+        match=r"W_0_enc_approx_embdr: expected shape \(300, 16\), "
+        r"found \(201, 16\)",
+    ):
         checkpoint.load_into(model, FIXTURES / "search" / "search_model.npz")
 
 
-@pytest.mark.parametrize("changes, reason", [
-    ("enc_rec_layer='LSTMLayer'", "LSTMLayer models cannot run in the original"),
-    ("encoder_stack=2", "stacked encoders"),
-    ("weight_noise=True", "weight noise"),
-    ("dropout=0.5", "dropout"),
-    ("use_nce=True", "NCE"),
-    ("dec_rec_layer='RecurrentLayer'", "search=True needs dec_rec_layer"),
-])
+@pytest.mark.parametrize(
+    "changes, reason",
+    [
+        ("enc_rec_layer='LSTMLayer'", "LSTMLayer models cannot run in the original"),
+        ("encoder_stack=2", "stacked encoders"),
+        ("weight_noise=True", "weight noise"),
+        ("dropout=0.5", "dropout"),
+        ("use_nce=True", "NCE"),
+        ("dec_rec_layer='RecurrentLayer'", "search=True needs dec_rec_layer"),
+    ],
+)
 def test_unsupported_options_are_refused(changes, reason):
     state_path = FIXTURES / "search" / "search_state.pkl"
     state = legacy_states.load_state(state_path, changes)

@@ -7,6 +7,7 @@ forward and ``*_back_*`` halves; drop the ``enc_rec_*`` / ``dec_rec_*`` copies o
 rename ``log2_p_*`` back to ``cost2_p_*``) and checks that what the port computes from the old
 files is what it computes from -- and what GroundHog recorded for -- the current ones.
 """
+
 import logging
 import pickle
 import shutil
@@ -17,22 +18,24 @@ import pytest
 import torch
 
 import legacy_states
-from parity_tests.support.cases import LEGACY_ROOT, assert_scores_match
-from groundhog_port.legacy import compat
 from groundhog_port.cli.commands.convert import _py2_strings
 from groundhog_port.errors import LegacyInputError
+from groundhog_port.legacy import compat
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.legacy.preprocess.py2pickle import dumps
+from parity_tests.support.cases import LEGACY_ROOT, assert_scores_match
 
 
 def cli(capsys, *args):
     from groundhog_port.cli.main import main
+
     code = main([str(a) for a in args])
     out = capsys.readouterr()
     return subprocess.CompletedProcess(args, code, out.out, out.err)
 
 
 # -- the inverse operations (test-only) ------------------------------------------------------
+
 
 def to_old_model(arrays, dim):
     """Inverse of convert_model.py merge_state_projections: the top ``dim`` rows of each merged
@@ -64,7 +67,14 @@ def old_case(tmp_path, case, old_state=True):
         pytest.skip(f"recorded case not found at {src}")
     dst = tmp_path / case
     dst.mkdir()
-    for name in ("vocab.en.pkl", "vocab.fr.pkl", "ivocab.en.pkl", "ivocab.fr.pkl", "test.en", "test.fr"):
+    for name in (
+        "vocab.en.pkl",
+        "vocab.fr.pkl",
+        "ivocab.en.pkl",
+        "ivocab.fr.pkl",
+        "test.en",
+        "test.fr",
+    ):
         shutil.copy(src / name, dst / name)
     stored = legacy_states.safe_load_pickle(src / f"{case}_state.pkl")
     with np.load(src / f"{case}_model.npz") as npz:
@@ -76,7 +86,11 @@ def old_case(tmp_path, case, old_state=True):
 
 
 def _compat_records(caplog, what):
-    return [r for r in caplog.records if r.name == "groundhog_port.legacy.compat" and what in r.getMessage()]
+    return [
+        r
+        for r in caplog.records
+        if r.name == "groundhog_port.legacy.compat" and what in r.getMessage()
+    ]
 
 
 @pytest.mark.parametrize("case,old_state", [("encdec_variant", True), ("search", False)])
@@ -89,7 +103,7 @@ def test_old_vintage_loads_as_its_converted_form(tmp_path, caplog, case, old_sta
     caplog.clear()
     with caplog.at_level(logging.INFO):
         new = open_experiment(src / f"{case}_state.pkl", src / f"{case}_model.npz")
-    assert not _compat_records(caplog, "old-vintage")          # current files: no conversion
+    assert not _compat_records(caplog, "old-vintage")  # current files: no conversion
     assert old.cfg == new.cfg
     for (name, p), (name2, q) in zip(old.model.named_parameters(), new.model.named_parameters()):
         assert name == name2 and torch.equal(p, q), name
@@ -99,12 +113,35 @@ def test_old_vintage_loads_as_its_converted_form(tmp_path, caplog, case, old_sta
 def test_old_vintage_scores_and_translations_are_unchanged(tmp_path, capsys, one_thread, case):
     src, dst = old_case(tmp_path, case, old_state=case == "encdec_variant")
     state, model = dst / f"{case}_state.pkl", dst / f"{case}_model.npz"
-    r = cli(capsys, "translate", "--beam-search", "--beam-size", 5, "--state", state,
-            "--source", dst / "test.en", "--trans", tmp_path / "t.txt", model)
+    r = cli(
+        capsys,
+        "translate",
+        "--beam-search",
+        "--beam-size",
+        5,
+        "--state",
+        state,
+        "--source",
+        dst / "test.en",
+        "--trans",
+        tmp_path / "t.txt",
+        model,
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "t.txt").read_bytes() == (src / "trans_beam5.txt").read_bytes()
-    r = cli(capsys, "score", "--mode=batch", "--src", dst / "test.en", "--trg", dst / "test.fr",
-            "--allow-unk", "--state", state, model)
+    r = cli(
+        capsys,
+        "score",
+        "--mode=batch",
+        "--src",
+        dst / "test.en",
+        "--trg",
+        dst / "test.fr",
+        "--allow-unk",
+        "--state",
+        state,
+        model,
+    )
     assert r.returncode == 0, r.stderr
     assert_scores_match(r.stdout, (src / "scores_batch.txt").read_text())
 
@@ -119,8 +156,9 @@ def test_strict_loading_still_refuses_anything_else(tmp_path):
         open_experiment(dst / "search_state.pkl", model)
     del arrays["W_0_dec_repr_readout"]
     np.savez(model, **arrays)
-    with pytest.raises(LegacyInputError, match="holds W_0_dec_back_repr_readout but not "
-                                               "W_0_dec_repr_readout"):
+    with pytest.raises(
+        LegacyInputError, match="holds W_0_dec_back_repr_readout but not W_0_dec_repr_readout"
+    ):
         open_experiment(dst / "search_state.pkl", model)
 
 
@@ -138,20 +176,26 @@ def test_convert_writes_the_converted_files(tmp_path, capsys):
     r = cli(capsys, "convert", dst / "encdec_variant_state.pkl", out / "s.pkl")
     assert r.returncode == 0, r.stderr
     assert (out / "s.pkl").read_bytes()[:2] == b"(d"
-    assert legacy_states.safe_load_pickle(out / "s.pkl") == \
-        legacy_states.safe_load_pickle(src / "encdec_variant_state.pkl")
-    assert pickle.load(open(out / "s.pkl", "rb"), encoding="bytes")[b"dec_rec_gater"] == \
-        b"lambda x: TT.nnet.sigmoid(x)"
+    assert legacy_states.safe_load_pickle(out / "s.pkl") == legacy_states.safe_load_pickle(
+        src / "encdec_variant_state.pkl"
+    )
+    assert (
+        pickle.load(open(out / "s.pkl", "rb"), encoding="bytes")[b"dec_rec_gater"]
+        == b"lambda x: TT.nnet.sigmoid(x)"
+    )
     # timing
     with np.load(src / "encdec_variant_timing.npz") as t:
         timing = {k: t[k] for k in t.files}
-    old = {("cost2_p" + k[len("log2_p"):] if k.startswith("log2_p_") else k): v for k, v in timing.items()}
+    old = {
+        ("cost2_p" + k[len("log2_p") :] if k.startswith("log2_p_") else k): v
+        for k, v in timing.items()
+    }
     np.savez(dst / "timing.npz", **old)
     r = cli(capsys, "convert", dst / "timing.npz", out / "t.npz")
     assert r.returncode == 0, r.stderr
     with np.load(out / "t.npz") as t:
         assert sorted(t.files) == sorted(timing)
-        for k in timing:                    # NaN where GroundHog never validated: equal too
+        for k in timing:  # NaN where GroundHog never validated: equal too
             np.testing.assert_array_equal(t[k], timing[k])
     # a current file: nothing to convert, nothing written; OUTPUT or --in-place required
     r = cli(capsys, "convert", src / "encdec_variant_model.npz", out / "none.npz")
@@ -166,5 +210,7 @@ def test_convert_in_place(tmp_path, capsys):
     r = cli(capsys, "convert", "--in-place", model)
     assert r.returncode == 0, r.stderr
     with np.load(model) as a, np.load(src / "search_model.npz") as b:
-        assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in b.files)
+        assert sorted(a.files) == sorted(b.files) and all(
+            np.array_equal(a[k], b[k]) for k in b.files
+        )
     assert sorted(p.name for p in dst.iterdir() if p.name.endswith(".partial")) == []

@@ -6,6 +6,7 @@
   (640 pairs = the 640 lines of scores_h5_train20.txt); the score comparison needs the model.
 All comparisons are exact (dtype and every element).
 """
+
 import base64
 import hashlib
 import pickle
@@ -15,10 +16,10 @@ import h5py
 import numpy as np
 import pytest
 
+from groundhog_port.errors import LegacyInputError
 from groundhog_port.legacy import data
 from groundhog_port.legacy import vocab as _vocab
 from groundhog_port.legacy.data import legacy_argsort
-from groundhog_port.errors import LegacyInputError
 from legacy_states.load import load_state as legacy_load_state
 
 CASES = ("search", "encdec", "phrase", "search_variant", "encdec_variant")
@@ -26,6 +27,7 @@ ARRAYS = ("x", "x_mask", "y", "y_mask")
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
 
 def load_state(case_dir: Path) -> dict:
     """prototype_state() updated with the case's state.pkl, as score.py/train.py build it."""
@@ -50,11 +52,14 @@ def assert_same(got: np.ndarray, want: np.ndarray, what: str):
 @pytest.fixture(scope="module")
 def train_h5(legacy_root):
     d = legacy_root / "data"
-    return (data.read_h5_bitext(d / "binarized_text.shuffled.en.h5"),
-            data.read_h5_bitext(d / "binarized_text.shuffled.fr.h5"))
+    return (
+        data.read_h5_bitext(d / "binarized_text.shuffled.en.h5"),
+        data.read_h5_bitext(d / "binarized_text.shuffled.fr.h5"),
+    )
 
 
 # --- text path: score.py --mode=batch --src test.en --trg test.fr --allow-unk ---------------------
+
 
 @pytest.mark.parametrize("case", CASES)
 def test_text_batches_match_trace(legacy_root, case):
@@ -62,16 +67,20 @@ def test_text_batches_match_trace(legacy_root, case):
     state = load_state(d)
     w_src = _vocab.load_word2idx(d / "vocab.en.pkl")
     w_trg = _vocab.load_word2idx(d / "vocab.fr.pkl")
-    batches = list(data.iter_text_batches(state, d / "test.en", d / "test.fr", w_src, w_trg,
-                                          allow_unk=True))
+    batches = list(
+        data.iter_text_batches(state, d / "test.en", d / "test.fr", w_src, w_trg, allow_unk=True)
+    )
     with h5py.File(d / "trace.h5", "r") as f:
         recorded = f["batch_all"]
         assert len(batches) == len(recorded)
         start = 0
         for b, batch in enumerate(batches):
             for name in ARRAYS:
-                assert_same(getattr(batch, name), recorded[f"{b}/{name}"][()],
-                            f"{case} /batch_all/{b}/{name}")
+                assert_same(
+                    getattr(batch, name),
+                    recorded[f"{b}/{name}"][()],
+                    f"{case} /batch_all/{b}/{name}",
+                )
             n = batch.size
             assert batch.line_numbers.tolist() == list(range(start, start + n))
             start += n
@@ -84,8 +93,9 @@ def test_text_quirk_target_ids_use_n_sym_source(legacy_root):
     state = load_state(d)
     w_trg = _vocab.load_word2idx(d / "vocab.fr.pkl")
     assert any(state["n_sym_source"] <= i < state["null_sym_target"] for i in w_trg.values())
-    for batch in data.iter_text_batches(state, d / "test.en", d / "test.fr",
-                                        _vocab.load_word2idx(d / "vocab.en.pkl"), w_trg):
+    for batch in data.iter_text_batches(
+        state, d / "test.en", d / "test.fr", _vocab.load_word2idx(d / "vocab.en.pkl"), w_trg
+    ):
         real = batch.y[batch.y_mask > 0]
         assert not ((real >= state["n_sym_source"]) & (real != state["null_sym_target"])).any()
 
@@ -96,8 +106,15 @@ def _write(path: Path, raw: bytes) -> Path:
 
 
 def _toy(tmp_path):
-    state = {"bs": 2, "unk_sym_source": 1, "unk_sym_target": 1, "null_sym_source": 9,
-             "null_sym_target": 9, "n_sym_source": 10, "n_sym_target": 10}
+    state = {
+        "bs": 2,
+        "unk_sym_source": 1,
+        "unk_sym_target": 1,
+        "null_sym_source": 9,
+        "null_sym_target": 9,
+        "n_sym_source": 10,
+        "n_sym_target": 10,
+    }
     w = {"a": 2, "b": 3, "c": 4, "é": 5}
     return state, w
 
@@ -138,6 +155,7 @@ def test_text_errors(tmp_path):
 
 # --- training iterator: trace /train_step ---------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", CASES)
 def test_first_training_batch_matches_trace(legacy_root, train_h5, case):
     d = case_dir(legacy_root, case)
@@ -146,8 +164,9 @@ def test_first_training_batch_matches_trace(legacy_root, train_h5, case):
     with h5py.File(d / "trace.h5", "r") as f:
         assert int(f["train_step"].attrs["iterator_start_offset"]) == 0
         for name in ARRAYS:
-            assert_same(getattr(batch, name), f[f"train_step/{name}"][()],
-                        f"{case} /train_step/{name}")
+            assert_same(
+                getattr(batch, name), f[f"train_step/{name}"][()], f"{case} /train_step/{name}"
+            )
     assert batch.size == state["bs"]
     assert batch.line_numbers.max() < state["sort_k_batches"] * state["bs"]
 
@@ -166,6 +185,7 @@ def test_first_training_batch_from_state_paths(legacy_root):
 
 # --- .h5 scoring path: score.py --mode=batch --src/--trg shuffled h5 --allow-unk --n-batches 20 ---
 
+
 @pytest.mark.parametrize("case", ("search", "encdec"))
 def test_h5_score_batches_structure(legacy_root, train_h5, case):
     d = case_dir(legacy_root, case)
@@ -182,8 +202,10 @@ def test_h5_score_batches_structure(legacy_root, train_h5, case):
         assert b.x_mask.dtype == b.y_mask.dtype == np.float32
         assert b.x.shape == b.x_mask.shape and b.y.shape == b.y_mask.shape
         assert b.x.shape[1] == b.y.shape[1] == state["bs"]
-        for _side, seqs, arr, mask, null in (("x", src, b.x, b.x_mask, state["null_sym_source"]),
-                                            ("y", trg, b.y, b.y_mask, state["null_sym_target"])):
+        for _side, seqs, arr, mask, null in (
+            ("x", src, b.x, b.x_mask, state["null_sym_source"]),
+            ("y", trg, b.y, b.y_mask, state["null_sym_target"]),
+        ):
             lens = seqs.length[b.line_numbers]
             assert arr.shape[0] == min(state["seqlen"], lens.max()) + 1  # trim_batches
             for j, i in enumerate(b.line_numbers):
@@ -213,6 +235,7 @@ def test_read_h5_phrases_matches_binarized_pickle(legacy_root):
 
 # --- synthetic h5 files: skipping, sorting, invalid pairs, errors ---------------------------------
 
+
 def write_h5(path: Path, sents, phrases_dtype="<i4", index_fields=("length", "pos")):
     lengths = [len(s) for s in sents]
     pos = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.uint32) if sents else []
@@ -228,9 +251,20 @@ def write_h5(path: Path, sents, phrases_dtype="<i4", index_fields=("length", "po
     return path
 
 
-TOY_STATE = {"bs": 2, "seqlen": 3, "sort_k_batches": 2, "trim_batches": True, "shuffle": False,
-             "use_infinite_loop": False, "null_sym_source": 9, "null_sym_target": 8,
-             "n_sym_source": 10, "n_sym_target": 9, "unk_sym_source": 1, "unk_sym_target": 1}
+TOY_STATE = {
+    "bs": 2,
+    "seqlen": 3,
+    "sort_k_batches": 2,
+    "trim_batches": True,
+    "shuffle": False,
+    "use_infinite_loop": False,
+    "null_sym_source": 9,
+    "null_sym_target": 8,
+    "n_sym_source": 10,
+    "n_sym_target": 9,
+    "unk_sym_source": 1,
+    "unk_sym_target": 1,
+}
 
 
 def test_h5_skip_long_sort_and_unk(tmp_path):
@@ -314,7 +348,8 @@ NP123_TIES_640_HEAD = [33, 569, 30, 170, 181, 486, 519, 190, 57, 194, 56, 104]
 ADVERSARY_200 = (
     "AIECgAR/Bn4IfQp8DHsOehB5EngUdxZ2GHUadBwfx8XGxMPCwcC/vr28u7q5uLe2tbSzsrGwr66trKuqqainpqWko6K"
     "hoJ+enZybmpmYl5aVlJOSkZCPjo2Mi4qJiIeGhYSDAQMFBwkLDQ8RExUXGRsdc3JxcG9ubWxramloZ2ZlZGNiYWBfXl"
-    "1cW1pZWFdWVVRTUlFQT05NTEtKSUhHRkVEQ0JBQD8+PTw7Ojk4NzY1NDMyMTAvLi0sKyopKCcmJSQjIiEggh4=")
+    "1cW1pZWFdWVVRTUlFQT05NTEtKSUhHRkVEQ0JBQD8+PTw7Ojk4NzY1NDMyMTAvLi0sKyopKCcmJSQjIiEggh4="
+)
 NP123_ADVERSARY_200 = "1fd1539283a8961d0b569ace2a3fe19c25014cd63949199729fd05439b27b156"
 
 

@@ -6,35 +6,42 @@ table, the masked batch (score.py) against the single sentence (sample.py), the 
 search, and sample.py's outputs of the folder (the crash on line 37, ``train20``).
 score.py's ``scores_batch.txt`` (24 ``nan``, one ``-inf``) is the parity ``batch`` group.
 """
+
 import numpy as np
 import pytest
 import torch
 
-from parity_tests.support.cases import FIXTURES, PENDING_ROOT
 import legacy_states
-from groundhog_port.legacy import checkpoint
-from groundhog_port.cli.main import main
 from groundhog_port.cli.commands.inspect import report as inspect_report
+from groundhog_port.cli.main import main
+from groundhog_port.errors import UnsupportedModelError
+from groundhog_port.harness.trace import TraceFile
+from groundhog_port.legacy import checkpoint
+from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.model.config import ModelConfig
 from groundhog_port.model.encoder import annotations, grconv_gates
-from groundhog_port.errors import UnsupportedModelError
-from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.search.batched import BatchedBeamSearch
 from groundhog_port.search.common import SCAN_ZERO_STEPS, SearchFailed
 from groundhog_port.search.legacy import BeamSearch, sample
-from groundhog_port.harness.trace import TraceFile
+from parity_tests.support.cases import FIXTURES, PENDING_ROOT
 
 CASE = PENDING_ROOT / "grconv"
-needs_case = pytest.mark.skipif(not (CASE / "trace.h5").is_file(),
-                                reason=f"grconv recording not found at {CASE} "
-                                       "(set GROUNDHOG_PENDING_TRACES)")
+needs_case = pytest.mark.skipif(
+    not (CASE / "trace.h5").is_file(),
+    reason=f"grconv recording not found at {CASE} (set GROUNDHOG_PENDING_TRACES)",
+)
 STATE, MODEL = CASE / "grconv_state.pkl", CASE / "grconv_model.npz"
 
 
 def grconv_state(**changes):
     state = legacy_states.prototype_encdec_state()
-    state.update(enc_rec_layer="RecursiveConvolutionalLayer", enc_rec_gating=False,
-                 enc_rec_reseting=False, dim=8, rank_n_approx=4)
+    state.update(
+        enc_rec_layer="RecursiveConvolutionalLayer",
+        enc_rec_gating=False,
+        enc_rec_reseting=False,
+        dim=8,
+        rank_n_approx=4,
+    )
     state.update(changes)
     return state
 
@@ -48,25 +55,30 @@ def test_gate_embedders_are_refused_with_the_originals_reason(key):
 
 def test_prototype_with_only_the_layer_changed_is_refused():
     state = legacy_states.prototype_encdec_state()
-    state["enc_rec_layer"] = "RecursiveConvolutionalLayer"   # enc_rec_gating stays True
+    state["enc_rec_layer"] = "RecursiveConvolutionalLayer"  # enc_rec_gating stays True
     with pytest.raises(UnsupportedModelError, match="DisconnectedInputError"):
         ModelConfig.from_state(state)
 
 
 def test_forward_root_with_other_components_is_refused():
     with pytest.raises(UnsupportedModelError, match="one position instead of one per word"):
-        ModelConfig.from_state(grconv_state(forward=True))     # + last_forward
+        ModelConfig.from_state(grconv_state(forward=True))  # + last_forward
     cfg = ModelConfig.from_state(grconv_state(forward=True, last_forward=False))
-    assert cfg.c_dim == 8                                        # the root alone: allowed
+    assert cfg.c_dim == 8  # the root alone: allowed
 
 
 def test_table_has_the_six_grconv_parameters():
     cfg = ModelConfig.from_state(grconv_state())
     table, unsaved = checkpoint.legacy_param_table(cfg)
     enc = {p.name: p.shape for p in table if "enc_transition" in p.name}
-    assert enc == {"W_enc_transition_0": (8, 8), "U_enc_transition_0": (8, 8),
-                   "b_enc_transition_0": (8,), "GW_enc_transition_0": (8, 3),
-                   "GU_enc_transition_0": (8, 3), "Gb_enc_transition_0": (3,)}
+    assert enc == {
+        "W_enc_transition_0": (8, 8),
+        "U_enc_transition_0": (8, 8),
+        "b_enc_transition_0": (8,),
+        "GW_enc_transition_0": (8, 3),
+        "GU_enc_transition_0": (8, 3),
+        "Gb_enc_transition_0": (3,),
+    }
     assert not any("enc_update_embdr" in p.name or "enc_reset_embdr" in p.name for p in table)
 
 
@@ -97,13 +109,13 @@ def test_padded_batch_roots_equal_single_sentence_roots(exp):
     x = torch.zeros((T, len(seqs)), dtype=torch.int64)
     mask = torch.zeros((T, len(seqs)))
     for b, s in enumerate(seqs):
-        x[:len(s), b], mask[:len(s), b] = torch.as_tensor(s), 1
+        x[: len(s), b], mask[: len(s), b] = torch.as_tensor(s), 1
     with torch.no_grad():
         batch_c = annotations(model, x, mask)
     for b, s in enumerate(seqs):
         single = model.encode(s)
         assert single.shape == (len(s), exp.cfg.dim)
-        assert torch.equal(batch_c[0, b], single[0])              # root replicated over T
+        assert torch.equal(batch_c[0, b], single[0])  # root replicated over T
         assert (single == single[0]).all()
         assert np.abs(single.numpy() - recorded[b]).max() <= 1e-6
 
@@ -129,9 +141,23 @@ def test_batched_search_equals_literal(exp):
 def test_translate_writes_36_lines_then_an_empty_line_and_exits_3(tmp_path, caplog, one_thread):
     """sample.py died on test line 37 (``hello``) at every beam size (docs/recordings.md, "Quirks")."""
     out = tmp_path / "t.txt"
-    rc = main(["translate", "--beam-search", "--beam-size", "1", "--state", str(STATE),
-               "--data-dir", str(CASE), "--source", str(CASE / "test.en"), "--trans", str(out),
-               str(MODEL)])
+    rc = main(
+        [
+            "translate",
+            "--beam-search",
+            "--beam-size",
+            "1",
+            "--state",
+            str(STATE),
+            "--data-dir",
+            str(CASE),
+            "--source",
+            str(CASE / "test.en"),
+            "--trans",
+            str(out),
+            str(MODEL),
+        ]
+    )
     assert rc == 3
     lines = out.read_text(encoding="utf-8").split("\n")[:-1]
     recorded = (CASE / "trans_beam1.txt").read_text(encoding="utf-8").split("\n")[:-1]
@@ -144,9 +170,23 @@ def test_translate_writes_36_lines_then_an_empty_line_and_exits_3(tmp_path, capl
 @needs_case
 def test_train20_translations_are_byte_identical(tmp_path, capsys, one_thread):
     out = tmp_path / "t.txt"
-    rc = main(["translate", "--beam-search", "--beam-size", "10", "--state", str(STATE),
-               "--data-dir", str(CASE), "--source", str(CASE / "train20.en"), "--trans",
-               str(out), str(MODEL)])
+    rc = main(
+        [
+            "translate",
+            "--beam-search",
+            "--beam-size",
+            "10",
+            "--state",
+            str(STATE),
+            "--data-dir",
+            str(CASE),
+            "--source",
+            str(CASE / "train20.en"),
+            "--trans",
+            str(out),
+            str(MODEL),
+        ]
+    )
     assert rc == 0
     assert out.read_bytes() == (CASE / "trans_train20_beam10.txt").read_bytes()
     total = float(capsys.readouterr().out.strip().rsplit(" ", 1)[1])
@@ -186,13 +226,34 @@ def test_gates_are_distributions_and_compose_the_recorded_root(exp):
 def test_score_plot_tree_writes_one_png_per_sentence(tmp_path, one_thread):
     pytest.importorskip("matplotlib")
     src, trg = tmp_path / "s.en", tmp_path / "s.fr"
-    src.write_text("".join((CASE / "test.en").read_text(encoding="utf-8").splitlines(True)[:2]),
-                   encoding="utf-8")
-    trg.write_text("".join((CASE / "test.fr").read_text(encoding="utf-8").splitlines(True)[:2]),
-                   encoding="utf-8")
+    src.write_text(
+        "".join((CASE / "test.en").read_text(encoding="utf-8").splitlines(True)[:2]),
+        encoding="utf-8",
+    )
+    trg.write_text(
+        "".join((CASE / "test.fr").read_text(encoding="utf-8").splitlines(True)[:2]),
+        encoding="utf-8",
+    )
     out = tmp_path / "trees"
-    rc = main(["score", "--mode", "txt", "--src", str(src), "--trg", str(trg), "--allow-unk",
-               "--plot-tree", str(out), "--state", str(STATE), "--data-dir", str(CASE), str(MODEL)])
+    rc = main(
+        [
+            "score",
+            "--mode",
+            "txt",
+            "--src",
+            str(src),
+            "--trg",
+            str(trg),
+            "--allow-unk",
+            "--plot-tree",
+            str(out),
+            "--state",
+            str(STATE),
+            "--data-dir",
+            str(CASE),
+            str(MODEL),
+        ]
+    )
     assert rc == 0
     pngs = sorted(out.glob("*.png"))
     assert [p.name for p in pngs] == ["tree_0001.png", "tree_0002.png"]
@@ -201,7 +262,20 @@ def test_score_plot_tree_writes_one_png_per_sentence(tmp_path, one_thread):
 
 def test_plot_tree_refuses_a_gru_encoder(tmp_path, capsys):
     F = FIXTURES / "search"
-    rc = main(["score", "--mode", "txt", "--src", str(F / "test.en"), "--trg", str(F / "test.fr"),
-               "--plot-tree", str(tmp_path), "--state", str(F / "search_state.pkl"),
-               str(F / "search_model.npz")])
+    rc = main(
+        [
+            "score",
+            "--mode",
+            "txt",
+            "--src",
+            str(F / "test.en"),
+            "--trg",
+            str(F / "test.fr"),
+            "--plot-tree",
+            str(tmp_path),
+            "--state",
+            str(F / "search_state.pkl"),
+            str(F / "search_model.npz"),
+        ]
+    )
     assert rc == 2 and "no gating tree" in capsys.readouterr().err

@@ -7,6 +7,7 @@ second replaced the first), ``reproduce --case`` refused ``--source/--ref``, ``p
 did not look in ``../data``, the pytest plugin had no data-directory option, the file choice
 was logged once per file, and "pass a data directory" did not name ``--data-dir``.
 """
+
 import json
 import logging
 import shutil
@@ -15,12 +16,11 @@ import sys
 
 import pytest
 
+from groundhog_port.errors import LegacyInputError
+from groundhog_port.harness.check import find_case as parity_find_case
+from groundhog_port.legacy.loading import open_experiment
 from parity_tests.support.cases import FIXTURES, REPO
 from parity_tests.support.inprocess import run_cli
-
-from groundhog_port.errors import LegacyInputError
-from groundhog_port.legacy.loading import open_experiment
-from groundhog_port.harness.check import find_case as parity_find_case
 
 F = FIXTURES / "search"
 SRC_VOCABS = ("vocab.en.pkl", "ivocab.en.pkl")
@@ -37,8 +37,11 @@ def _split_archive(tmp_path, n_lines=3):
     for names, d in ((SRC_VOCABS, a), (TRG_VOCABS, b)):
         for name in names:
             shutil.copy(F / name, d / name)
-    for name, new in (("test.en", "newstest.en"), ("test.fr", "newstest.fr"),
-                      ("trans_beam10.txt", "trans_beam10.txt")):
+    for name, new in (
+        ("test.en", "newstest.en"),
+        ("test.fr", "newstest.fr"),
+        ("trans_beam10.txt", "trans_beam10.txt"),
+    ):
         lines = (F / name).read_text(encoding="utf-8").splitlines(keepends=True)[:n_lines]
         (exp / new).write_text("".join(lines), encoding="utf-8")
     return exp, a, b
@@ -51,9 +54,23 @@ def _paths_lines(stderr):
 def test_data_dir_is_repeatable_and_searched_in_order(tmp_path):
     exp, a, b = _split_archive(tmp_path)
     out = tmp_path / "trans.txt"
-    r = run_cli("translate", "--state", exp / "search_state.pkl", exp / "search_model.npz",
-                "--data-dir", a, "--data-dir", b, "--beam-search", "--beam-size", 10,
-                "--source", exp / "newstest.en", "--trans", out)
+    r = run_cli(
+        "translate",
+        "--state",
+        exp / "search_state.pkl",
+        exp / "search_model.npz",
+        "--data-dir",
+        a,
+        "--data-dir",
+        b,
+        "--beam-search",
+        "--beam-size",
+        10,
+        "--source",
+        exp / "newstest.en",
+        "--trans",
+        out,
+    )
     assert r.returncode == 0, r.stderr
     # the archived sample.py output, byte for byte
     assert out.read_bytes() == (exp / "trans_beam10.txt").read_bytes()
@@ -77,15 +94,27 @@ def test_first_data_dir_wins(tmp_path):
 
 def test_missing_file_names_data_dir(tmp_path):
     exp, a, _ = _split_archive(tmp_path)
-    r = run_cli("score", "--state", exp / "search_state.pkl", exp / "search_model.npz",
-                "--data-dir", a, "--mode", "batch", "--src", exp / "newstest.en",
-                "--trg", exp / "newstest.fr")
+    r = run_cli(
+        "score",
+        "--state",
+        exp / "search_state.pkl",
+        exp / "search_model.npz",
+        "--data-dir",
+        a,
+        "--mode",
+        "batch",
+        "--src",
+        exp / "newstest.en",
+        "--trg",
+        exp / "newstest.fr",
+    )
     assert r.returncode == 2
     err = r.stderr.strip().splitlines()[-1]
     assert "cannot find the file for 'word_indx_trgt'" in err and "--data-dir DIR" in err, err
     assert "Traceback" not in r.stderr
     # a data directory that is not one fails before anything is loaded
     from groundhog_port.legacy import lookup
+
     with pytest.raises(LegacyInputError, match="--data-dir"):
         lookup.data_dirs([a, tmp_path / "nope"])
 
@@ -93,19 +122,32 @@ def test_missing_file_names_data_dir(tmp_path):
 def test_each_choice_logged_once_per_process(tmp_path, caplog):
     exp, a, b = _split_archive(tmp_path)
     caplog.set_level(logging.INFO, logger="groundhog_port.paths")
-    for _ in range(2):   # a command opening the experiment twice (reproduce, archive)
+    for _ in range(2):  # a command opening the experiment twice (reproduce, archive)
         e = open_experiment(exp / "search_state.pkl", exp / "search_model.npz", data_dir=[a, b])
         for key in ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target"):
             e.path(key)
-    infos = [r for r in caplog.records if r.name == "groundhog_port.paths"
-             and r.levelno == logging.INFO]
+    infos = [
+        r for r in caplog.records if r.name == "groundhog_port.paths" and r.levelno == logging.INFO
+    ]
     assert len(infos) == 2, [r.getMessage() for r in infos]
 
 
 def test_reproduce_case_takes_source_and_ref(tmp_path):
     exp, a, b = _split_archive(tmp_path)
-    r = run_cli("reproduce", "--case", exp, "--data-dir", a, "--data-dir", b,
-                "--source", exp / "newstest.en", "--ref", exp / "newstest.fr", "--json")
+    r = run_cli(
+        "reproduce",
+        "--case",
+        exp,
+        "--data-dir",
+        a,
+        "--data-dir",
+        b,
+        "--source",
+        exp / "newstest.en",
+        "--ref",
+        exp / "newstest.fr",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     [f] = rep["files"]
@@ -132,10 +174,11 @@ def _case_without_test_files(legacy_root, tmp_path):
 
 def test_parity_case_looks_in_sibling_data(legacy_root, tmp_path):
     case, data = _case_without_test_files(legacy_root, tmp_path)
-    r = run_cli("parity", "--case", case, "--only", "batch")   # needs test.en and test.fr
+    r = run_cli("parity", "--case", case, "--only", "batch")  # needs test.en and test.fr
     assert r.returncode == 0, r.stdout + r.stderr
     assert "batch/scores" in r.stdout and "PASS" in r.stdout
     from groundhog_port.legacy import lookup
+
     files = parity_find_case(case, data_dirs=lookup.case_data_dirs(case))
     assert files.source == data / "test.en" and files.target == data / "test.fr"
 
@@ -157,16 +200,37 @@ def test_pytest_plugin_takes_a_data_dir(legacy_root, tmp_path):
     # lost/'s state names other vocabulary files: none of the places holds them
     state = (legacy_root / "search" / "search_state.pkl").read_bytes()
     (tmp_path / "lost" / "search_state.pkl").unlink()
-    (tmp_path / "lost" / "search_state.pkl").write_bytes(state.replace(b"vocab.en.pkl",
-                                                                       b"vocab.xx.pkl"))
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(REPO / "parity_tests" / "parity" / "test_legacy_cases.py"), "-k", "repr",
-                          "--legacy-case", str(tmp_path / "kept"), "--legacy-case",
-                          str(tmp_path / "lost"), "--legacy-data-dir", str(vocab), "-rA"],
-                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    (tmp_path / "lost" / "search_state.pkl").write_bytes(
+        state.replace(b"vocab.en.pkl", b"vocab.xx.pkl")
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "parity_tests" / "parity" / "test_legacy_cases.py"),
+            "-k",
+            "repr",
+            "--legacy-case",
+            str(tmp_path / "kept"),
+            "--legacy-case",
+            str(tmp_path / "lost"),
+            "--legacy-data-dir",
+            str(vocab),
+            "-rA",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "PASSED parity_tests/parity/test_legacy_cases.py::test_parity[kept-repr]" in out.stdout, \
-        out.stdout
+    assert (
+        "PASSED parity_tests/parity/test_legacy_cases.py::test_parity[kept-repr]" in out.stdout
+    ), out.stdout
     assert "1 failed, 1 passed" in out.stdout, out.stdout
     # the failure section is the lookup's message, on one line
     section = out.stdout.split("test_parity[lost-repr] _", 1)[1].split("=" * 10, 1)[0]

@@ -7,6 +7,7 @@ several references, ``-lc``, empty lines, tabs, no final newline, clipped counts
 recorded ``trans_beam{1,10}.txt`` of the shared cases and hypothesis files with more or
 fewer lines than the references (where the port prints the script's line and warns).
 """
+
 import json
 import os
 from pathlib import Path
@@ -14,19 +15,27 @@ from pathlib import Path
 import pytest
 
 from groundhog_port.cli import main as cli
-
 from parity_tests.support.cases import REPO
 
-ROOT = Path(os.environ.get("GROUNDHOG_MULTI_BLEU_OUTPUTS",
-                           REPO.parent / "shared" / "reference_outputs" / "multi_bleu"))
+ROOT = Path(
+    os.environ.get(
+        "GROUNDHOG_MULTI_BLEU_OUTPUTS", REPO.parent / "shared" / "reference_outputs" / "multi_bleu"
+    )
+)
 
 
 def reference_cases():
     index = ROOT / "index.json"
     if not index.is_file():
-        return [pytest.param(None, marks=pytest.mark.skip(
-            reason=f"multi-bleu.perl reference outputs not found at {ROOT} "
-                   "(set GROUNDHOG_MULTI_BLEU_OUTPUTS)"))]
+        return [
+            pytest.param(
+                None,
+                marks=pytest.mark.skip(
+                    reason=f"multi-bleu.perl reference outputs not found at {ROOT} "
+                    "(set GROUNDHOG_MULTI_BLEU_OUTPUTS)"
+                ),
+            )
+        ]
     return [pytest.param(c["case"], id=c["case"]) for c in json.loads(index.read_text())]
 
 
@@ -63,4 +72,7 @@ def test_multi_bleu_prints_what_the_perl_script_printed(case, monkeypatch, capsy
     for r in refs:
         ref_lines = (d / r).read_bytes().count(b"\n")
         if ref_lines != hyp_lines:
-            assert f"{r}: {ref_lines} lines, but the hypothesis file hyp.txt has {hyp_lines}" in caplog.text
+            assert (
+                f"{r}: {ref_lines} lines, but the hypothesis file hyp.txt has {hyp_lines}"
+                in caplog.text
+            )

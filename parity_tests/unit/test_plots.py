@@ -4,6 +4,7 @@ Bahdanau et al.: target words down, source words across, grayscale, white = 1).
 The picture tests need matplotlib (the ``plot`` extra) and skip without it; the error path
 for a missing matplotlib is tested everywhere by hiding the module.
 """
+
 import sys
 
 import numpy as np
@@ -11,16 +12,17 @@ import pytest
 import torch
 
 from groundhog_port.cli import main as cli
-from groundhog_port.tasks import plots
 from groundhog_port.legacy.data import read_text_lines
+from groundhog_port.tasks import plots
 
 CELL_PX = round(plots.CELL_INCHES * plots.DPI)
-MPL_REASON = "matplotlib is not installed (from a checkout: pip install -e \".[plot]\")"
+MPL_REASON = 'matplotlib is not installed (from a checkout: pip install -e ".[plot]")'
 
 
 def _needs_matplotlib():
     pytest.importorskip("matplotlib", reason=MPL_REASON)
     import matplotlib.image
+
     return matplotlib.image
 
 
@@ -50,8 +52,8 @@ def heatmap_box(img):
     horizontal one; label glyphs only make short runs.
     """
     dark = img[..., :3].mean(-1) < 0.5
-    col_runs = _longest_runs(dark.T)          # per column, vertical runs
-    row_runs = _longest_runs(dark)            # per row, horizontal runs
+    col_runs = _longest_runs(dark.T)  # per column, vertical runs
+    row_runs = _longest_runs(dark)  # per row, horizontal runs
     h, w = int(col_runs.max()), int(row_runs.max())
     left = int(np.argmax(col_runs == h))
     top = int(np.argmax(row_runs == w))
@@ -60,16 +62,29 @@ def heatmap_box(img):
 
 def _score_txt_argv(root, case, *extra):
     d = root / case
-    return ["--log-level", "WARNING", "score", "--state", str(d / f"{case}_state.pkl"),
-            str(d / f"{case}_model.npz"), "--mode", "txt", "--src", str(d / "test.en"),
-            "--trg", str(d / "test.fr"), "--allow-unk", *extra]
+    return [
+        "--log-level",
+        "WARNING",
+        "score",
+        "--state",
+        str(d / f"{case}_state.pkl"),
+        str(d / f"{case}_model.npz"),
+        "--mode",
+        "txt",
+        "--src",
+        str(d / "test.en"),
+        "--trg",
+        str(d / "test.fr"),
+        "--allow-unk",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("rows,cols", [(3, 7), (9, 2), (5, 5)])
 def test_heatmap_shape_and_colours(tmp_path, rows, cols):
     image = _needs_matplotlib()
     a = np.zeros((rows, cols))
-    a[rows - 1, cols - 1] = 1.0                      # one white cell, bottom right
+    a[rows - 1, cols - 1] = 1.0  # one white cell, bottom right
     src = [f"s{j}" for j in range(cols - 1)] + ["<eos>"]
     trg = [f"t{i}" for i in range(rows - 1)] + ["<eos>"]
     path = plots.plot_alignment(a, src, trg, tmp_path / "a.png")
@@ -77,9 +92,9 @@ def test_heatmap_shape_and_colours(tmp_path, rows, cols):
     top, left, h, w = heatmap_box(img)
     # rows = target length, columns = source length (square cells, +-2 px of frame)
     assert abs(h - rows * CELL_PX) <= 2 and abs(w - cols * CELL_PX) <= 2, (h, w)
-    inner = img[top + 3:top + h - 3, left + 3:left + w - 3, :3]
-    assert inner[: CELL_PX // 2, : CELL_PX // 2].max() < 0.05               # 0 is black
-    assert inner[-(CELL_PX // 2):, -(CELL_PX // 2):].min() > 0.95           # 1 is white
+    inner = img[top + 3 : top + h - 3, left + 3 : left + w - 3, :3]
+    assert inner[: CELL_PX // 2, : CELL_PX // 2].max() < 0.05  # 0 is black
+    assert inner[-(CELL_PX // 2) :, -(CELL_PX // 2) :].min() > 0.95  # 1 is white
     assert np.allclose(inner[..., 0], inner[..., 1]) and np.allclose(inner[..., 1], inner[..., 2])
 
 
@@ -97,14 +112,14 @@ def test_score_txt_writes_one_png_per_pair(legacy_root, tmp_path, capsys):
     scores = capsys.readouterr().out.split()
     src = read_text_lines(legacy_root / "search" / "test.en")
     trg = read_text_lines(legacy_root / "search" / "test.fr")
-    assert len(scores) == len(src) == 40                 # the scores are still printed
+    assert len(scores) == len(src) == 40  # the scores are still printed
     pngs = sorted(out.glob("*.png"))
     assert [p.name for p in pngs] == [plots.plot_file_name(i, 40) for i in range(1, 41)]
     for p, s, t in zip(pngs, src, trg):
         img = image.imread(p)
         assert img.ndim == 3 and img.shape[2] in (3, 4)
         _, _, h, w = heatmap_box(img)
-        n_trg, n_src = len(t.split()) + 1, len(s.split()) + 1    # <eos> on both sides
+        n_trg, n_src = len(t.split()) + 1, len(s.split()) + 1  # <eos> on both sides
         assert round(h / CELL_PX) == n_trg, (p.name, h, n_trg)
         assert round(w / CELL_PX) == n_src, (p.name, w, n_src)
 
@@ -127,13 +142,29 @@ def test_plot_needs_txt_mode(legacy_root, tmp_path, capsys):
 
 def test_missing_matplotlib_is_a_clear_error_before_any_work(tmp_path, monkeypatch, capsys):
     # hide matplotlib whether or not it is installed
-    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends",
-                 "matplotlib.backends.backend_agg"):
+    for name in (
+        "matplotlib",
+        "matplotlib.figure",
+        "matplotlib.backends",
+        "matplotlib.backends.backend_agg",
+    ):
         monkeypatch.setitem(sys.modules, name, None)
     out = tmp_path / "plots"
     # the model and corpus do not exist: the matplotlib check must come first
-    argv = ["score", "--state", str(tmp_path / "none_state.pkl"), str(tmp_path / "none.npz"),
-            "--mode", "txt", "--src", "a", "--trg", "b", "--plot-alignment", str(out)]
+    argv = [
+        "score",
+        "--state",
+        str(tmp_path / "none_state.pkl"),
+        str(tmp_path / "none.npz"),
+        "--mode",
+        "txt",
+        "--src",
+        "a",
+        "--trg",
+        "b",
+        "--plot-alignment",
+        str(out),
+    ]
     assert cli.main(argv) == 2
     cap = capsys.readouterr()
     assert "matplotlib" in cap.err and "pip install matplotlib" in cap.err
@@ -150,26 +181,37 @@ def test_attention_plot_is_paper_ready(tmp_path):
     colour bar of the weights."""
     image = _needs_matplotlib()
     import matplotlib
+
     a = np.full((3, 4), 0.25)
     src, trg = ["le", "chat", "noir", "<eos>"], ["the", "cat", "<eos>"]
     path = plots.plot_alignment(a, src, trg, tmp_path / "a.png", dpi=300)
     _, _, h, w = heatmap_box(image.imread(path))
     cell = round(plots.CELL_INCHES * 300)
     assert abs(h - 3 * cell) <= 3 and abs(w - 4 * cell) <= 3, (h, w)
-    assert plots.plot_alignment(a, src, trg, tmp_path / "a.pdf", fmt="pdf").read_bytes() \
+    assert (
+        plots.plot_alignment(a, src, trg, tmp_path / "a.pdf", fmt="pdf")
+        .read_bytes()
         .startswith(b"%PDF")
-    with matplotlib.rc_context({"svg.fonttype": "none"}):     # text as <text>, searchable
+    )
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as <text>, searchable
         svg = _svg_text(plots.plot_alignment(a, src, trg, tmp_path / "a.svg", fmt="svg"))
-    for text in ("source words", "target words (generated)", "attention weight", "0.00", "1.00",
-                 "chat"):
+    for text in (
+        "source words",
+        "target words (generated)",
+        "attention weight",
+        "0.00",
+        "1.00",
+        "chat",
+    ):
         assert f">{text}<" in svg, text
 
 
 def test_score_plots_take_format_and_dpi(legacy_root, tmp_path, capsys):
     _needs_matplotlib()
     out = tmp_path / "plots"
-    argv = _score_txt_argv(legacy_root, "search", "--plot-alignment", str(out), "--format",
-                           "svg", "--dpi", "150")
+    argv = _score_txt_argv(
+        legacy_root, "search", "--plot-alignment", str(out), "--format", "svg", "--dpi", "150"
+    )
     argv[argv.index("--src") + 1] = str(tmp_path / "two.en")
     argv[argv.index("--trg") + 1] = str(tmp_path / "two.fr")
     for name, test in (("two.en", "test.en"), ("two.fr", "test.fr")):
@@ -188,11 +230,13 @@ def test_training_curves_label_and_count_what_they_show(legacy_root, tmp_path):
     mean was NaN from there and the curve stopped), and the count was an index."""
     _needs_matplotlib()
     import matplotlib
+
     from groundhog_port.tasks.curves import plot
     from groundhog_port.training.files import load_timings
+
     timing = legacy_root / "search_variant" / "search_variant_timing.npz"
     tm = load_timings(timing)
-    values = tm["log2_p_expl"][:int(tm["step"])].astype(np.float64)
+    values = tm["log2_p_expl"][: int(tm["step"])].astype(np.float64)
     nan = np.flatnonzero(~np.isfinite(values))
     with matplotlib.rc_context({"svg.fonttype": "none"}):
         [line] = plot([timing], tmp_path / "c.svg", window=100)
@@ -200,11 +244,14 @@ def test_training_curves_label_and_count_what_they_show(legacy_root, tmp_path):
     assert line.startswith("Average log2_p_expl is ")
     assert abs(float(line.split()[3]) - expected) < 1e-9
     assert f"after {int(tm['step'])} iterations" in line
-    assert (f"({nan.size} non-finite values of log2_p_expl left out, the first at iteration "
-            f"{nan[0]})") in line
-    assert nan.size == 1406 and nan[0] == 4087               # the recording, as the issue says
+    assert (
+        f"({nan.size} non-finite values of log2_p_expl left out, the first at iteration {nan[0]})"
+    ) in line
+    assert nan.size == 1406 and nan[0] == 4087  # the recording, as the issue says
     svg = _svg_text(tmp_path / "c.svg")
-    assert "-log2 p per sentence (bits), rolling mean of 100" in svg and "log_2 likelihood" not in svg
+    assert (
+        "-log2 p per sentence (bits), rolling mean of 100" in svg and "log_2 likelihood" not in svg
+    )
     with matplotlib.rc_context({"svg.fonttype": "none"}):
         plot([timing], tmp_path / "cost.pdf", y="cost", dpi=300)
         plot([timing], tmp_path / "cost.svg", y="cost")

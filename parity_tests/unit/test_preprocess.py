@@ -4,6 +4,7 @@ The recorded ``vocab.*.pkl``, ``ivocab.*.pkl``, ``binarized_text.*.pkl`` and ``.
 are what GroundHog's scripts made from ``train.{en,fr}`` under Python 3 (MANIFEST section 2
 step 4, section 8); ``py2_preprocess_emulation.json`` records what Python 2.7 would have made.
 """
+
 import bz2
 import gzip
 import json
@@ -13,21 +14,23 @@ import subprocess
 import numpy as np
 import pytest
 
-from parity_tests.support.cases import LEGACY_ROOT
 from groundhog_port.legacy import preprocess as pp
 from groundhog_port.legacy.data import read_h5_bitext
 from groundhog_port.legacy.preprocess.py2dict import Py2Dict, py2_hash
+from parity_tests.support.cases import LEGACY_ROOT
 
 DATA = LEGACY_ROOT / "data"
-SIZES = {"en": 200, "fr": 320}     # -v of MANIFEST section 2 step 4
+SIZES = {"en": 200, "fr": 320}  # -v of MANIFEST section 2 step 4
 
-needs_data = pytest.mark.skipif(not (DATA / "train.en").is_file(),
-                                reason=f"shared data folder not found at {DATA}")
+needs_data = pytest.mark.skipif(
+    not (DATA / "train.en").is_file(), reason=f"shared data folder not found at {DATA}"
+)
 
 
 def cli(*args, capsys=None):
     """The command line, in-process (a subprocess would import torch again for each call)."""
     from groundhog_port.cli.main import main
+
     code = main([str(a) for a in args])
     err = capsys.readouterr().err if capsys else ""
     return subprocess.CompletedProcess(args, code, "", err)
@@ -36,9 +39,16 @@ def cli(*args, capsys=None):
 def run_pipeline(tmp_path, lang, order, source=None):
     out = tmp_path / f"{lang}.{order}"
     out.mkdir()
-    pp.preprocess([str(source or DATA / f"train.{lang}")], dictionary=out / "vocab.pkl",
-                  binarized_text=out / "bin.pkl", vocab=SIZES[lang], pickle_text=True,
-                  dict_order=order, ivocab=out / "ivocab.pkl", h5=out / "bin.h5")
+    pp.preprocess(
+        [str(source or DATA / f"train.{lang}")],
+        dictionary=out / "vocab.pkl",
+        binarized_text=out / "bin.pkl",
+        vocab=SIZES[lang],
+        pickle_text=True,
+        dict_order=order,
+        ivocab=out / "ivocab.pkl",
+        h5=out / "bin.h5",
+    )
     return out
 
 
@@ -47,7 +57,7 @@ def test_py2_hash_known_values():
     assert py2_hash(b"a") == 12416037344
     assert py2_hash(b"abc") == 1453079729188098211
     assert py2_hash(b"") == 0 and py2_hash(-1) == -2 and py2_hash(7) == 7
-    assert py2_hash("abc") == py2_hash(b"abc")      # Py2: hash(u'abc') == hash('abc')
+    assert py2_hash("abc") == py2_hash(b"abc")  # Py2: hash(u'abc') == hash('abc')
 
 
 @needs_data
@@ -74,13 +84,21 @@ def test_py3_order_reproduces_every_recorded_file(tmp_path, lang):
     for field in ("phrases", "pos", "length"):
         assert np.array_equal(getattr(ours, field), getattr(rec, field))
     import h5py
-    with h5py.File(out / "bin.h5", "r") as a, h5py.File(DATA / f"binarized_text.{lang}.h5", "r") as b:
+
+    with (
+        h5py.File(out / "bin.h5", "r") as a,
+        h5py.File(DATA / f"binarized_text.{lang}.h5", "r") as b,
+    ):
         for node in ("/", "/phrases", "/indices"):
-            assert {k: repr(v) for k, v in a[node].attrs.items()} == \
-                   {k: repr(v) for k, v in b[node].attrs.items()}
+            assert {k: repr(v) for k, v in a[node].attrs.items()} == {
+                k: repr(v) for k, v in b[node].attrs.items()
+            }
         for node in ("phrases", "indices"):
-            assert (a[node].dtype, a[node].chunks, a[node].maxshape) == \
-                   (b[node].dtype, b[node].chunks, b[node].maxshape)
+            assert (a[node].dtype, a[node].chunks, a[node].maxshape) == (
+                b[node].dtype,
+                b[node].chunks,
+                b[node].maxshape,
+            )
 
 
 @needs_data
@@ -91,8 +109,10 @@ def test_py2_order_reproduces_the_python2_emulation(tmp_path, lang):
     vocab = pickle.load(open(out / "vocab.pkl", "rb"), encoding="utf-8")
     assert vocab == rec["py2_vocab"]
     py3 = pickle.load(open(DATA / f"vocab.{lang}.pkl", "rb"), encoding="utf-8")
-    differing = sum(1 for w, i in py3.items() if vocab.get(w) != i and w not in ("UNK", "<s>", "</s>"))
-    assert differing == rec["n_words_with_different_index"]          # 115 en, 212 fr
+    differing = sum(
+        1 for w, i in py3.items() if vocab.get(w) != i and w not in ("UNK", "<s>", "</s>")
+    )
+    assert differing == rec["n_words_with_different_index"]  # 115 en, 212 fr
     assert sorted(set(vocab) - set(py3)) == rec["words_only_in_py2_vocab"]
     ivocab = pickle.load(open(out / "ivocab.pkl", "rb"), encoding="utf-8")
     assert ivocab[0] == rec["py2_ivocab0"] == "<s>"
@@ -100,8 +120,9 @@ def test_py2_order_reproduces_the_python2_emulation(tmp_path, lang):
     binarized = pickle.load(open(out / "bin.pkl", "rb"))
     lines = (DATA / f"train.{lang}").read_text(encoding="utf-8").split("\n")[:-1]
     assert binarized == [[vocab.get(w, 1) for w in line.strip().split(" ")] for line in lines]
-    with open(out / "vocab.pkl", "rb") as f:      # a protocol-2 Python-2 pickle, str keys
+    with open(out / "vocab.pkl", "rb") as f:  # a protocol-2 Python-2 pickle, str keys
         import pickletools
+
         ops = {op.name for op, _, _ in pickletools.genops(f.read())}
     assert "BINUNICODE" not in ops and "FRAME" not in ops and "PROTO" in ops
 
@@ -109,6 +130,7 @@ def test_py2_order_reproduces_the_python2_emulation(tmp_path, lang):
 @needs_data
 def test_the_port_loads_what_it_wrote(tmp_path):
     from groundhog_port.legacy import vocab as v
+
     out = run_pipeline(tmp_path, "fr", "py2")
     w2i, i2w = v.load_word2idx(out / "vocab.pkl"), v.load_idx2word(out / "ivocab.pkl")
     assert w2i["où"] >= 2 and i2w[w2i["où"]] == "où"
@@ -116,18 +138,21 @@ def test_the_port_loads_what_it_wrote(tmp_path):
 
 @needs_data
 def test_pytables_reads_the_h5_as_groundhog_does(tmp_path):
-    tables = pytest.importorskip("tables", reason="PyTables (the original's HDF5 library) "
-                                 "is not installed: pip install groundhog-port[test]")
+    tables = pytest.importorskip(
+        "tables",
+        reason="PyTables (the original's HDF5 library) "
+        "is not installed: pip install groundhog-port[test]",
+    )
     out = run_pipeline(tmp_path, "en", "py3")
     rec = read_h5_bitext(DATA / "binarized_text.en.h5")
-    with tables.open_file(str(out / "bin.h5")) as f:   # TM_dataset.py:175-181, shuffle-hdf5.py:39
+    with tables.open_file(str(out / "bin.h5")) as f:  # TM_dataset.py:175-181, shuffle-hdf5.py:39
         phrases, indices = f.get_node("/phrases"), f.get_node("/indices")
         assert isinstance(phrases, tables.EArray) and isinstance(indices, tables.Table)
         assert indices.title == "a table of indices and lengths"
         for i in (0, 1, 2999):
             row = indices[i]
             assert (row["pos"], row["length"]) == (rec.pos[i], rec.length[i])
-            assert np.array_equal(phrases[row["pos"]:row["pos"] + row["length"]], rec.sentence(i))
+            assert np.array_equal(phrases[row["pos"] : row["pos"] + row["length"]], rec.sentence(i))
 
 
 @needs_data
@@ -139,8 +164,13 @@ def test_compressed_inputs_give_the_same_files(tmp_path):
     for name in ("train.en.gz", "train.en.bz2"):
         out = tmp_path / ("out_" + name)
         out.mkdir()
-        pp.preprocess([str(tmp_path / name)], dictionary=out / "v.pkl", binarized_text=out / "b.pkl",
-                      vocab=200, pickle_text=True)
+        pp.preprocess(
+            [str(tmp_path / name)],
+            dictionary=out / "v.pkl",
+            binarized_text=out / "b.pkl",
+            vocab=200,
+            pickle_text=True,
+        )
         assert (out / "v.pkl").read_bytes() == (plain / "vocab.pkl").read_bytes()
         assert (out / "b.pkl").read_bytes() == (plain / "bin.pkl").read_bytes()
 
@@ -161,7 +191,9 @@ def test_pkl2hdf5_command(tmp_path):
     r = cli("pkl2hdf5", DATA / "binarized_text.fr.pkl", tmp_path / "fr.h5")
     assert r.returncode == 0, r.stderr
     ours, rec = read_h5_bitext(tmp_path / "fr.h5"), read_h5_bitext(DATA / "binarized_text.fr.h5")
-    assert all(np.array_equal(getattr(ours, f), getattr(rec, f)) for f in ("phrases", "pos", "length"))
+    assert all(
+        np.array_equal(getattr(ours, f), getattr(rec, f)) for f in ("phrases", "pos", "length")
+    )
 
 
 def _pairs(src, trg):
@@ -183,36 +215,65 @@ def test_shuffle_is_a_pair_preserving_permutation(tmp_path):
     np.random.shuffle(idxs)
     assert after == [before[i] for i in idxs]
     # the recorded training files (unseeded original) pass the same check
-    recorded = _pairs(read_h5_bitext(DATA / "binarized_text.shuffled.en.h5"),
-                      read_h5_bitext(DATA / "binarized_text.shuffled.fr.h5"))
+    recorded = _pairs(
+        read_h5_bitext(DATA / "binarized_text.shuffled.en.h5"),
+        read_h5_bitext(DATA / "binarized_text.shuffled.fr.h5"),
+    )
     assert sorted(recorded) == sorted(before)
 
 
 def test_shuffle_refuses_sides_of_different_lengths(tmp_path, capsys):
     from groundhog_port.legacy.preprocess.h5out import write_bitext_side
+
     write_bitext_side(tmp_path / "a.h5", [[2, 3], [4]])
     write_bitext_side(tmp_path / "b.h5", [[5]])
-    r = cli("shuffle-hdf5", "--seed", 0, tmp_path / "a.h5", tmp_path / "b.h5",
-            tmp_path / "x.h5", tmp_path / "y.h5", capsys=capsys)
+    r = cli(
+        "shuffle-hdf5",
+        "--seed",
+        0,
+        tmp_path / "a.h5",
+        tmp_path / "b.h5",
+        tmp_path / "x.h5",
+        tmp_path / "y.h5",
+        capsys=capsys,
+    )
     assert r.returncode == 2 and "not two sides of one bitext" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.h5", "b.h5"]
 
 
-@pytest.mark.parametrize("content,flags,message", [
-    (b"a b\n\xe9t\xe9\n", ["-v", "10"], "line 2 is not UTF-8"),
-    (b"", ["-v", "10"], "empty corpus"),
-    (b"\n\n", ["-v", "10"], "empty corpus"),
-    (b"a b c\n", ["-v", "0"], "-v 0: the vocabulary size must be at least 1"),
-])
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys, content, flags,
-                                                 message):
+@pytest.mark.parametrize(
+    "content,flags,message",
+    [
+        (b"a b\n\xe9t\xe9\n", ["-v", "10"], "line 2 is not UTF-8"),
+        (b"", ["-v", "10"], "empty corpus"),
+        (b"\n\n", ["-v", "10"], "empty corpus"),
+        (b"a b c\n", ["-v", "0"], "-v 0: the vocabulary size must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    tmp_path, monkeypatch, capsys, content, flags, message
+):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "c.txt").write_bytes(content)
     out = tmp_path / "out"
     out.mkdir()
-    r = cli("preprocess", "-d", out / "v.pkl", "-b", out / "b.pkl", "-p", "-c", "-e",
-            "--ivocab", out / "iv.pkl", "--h5", out / "b.h5", *flags, tmp_path / "in" / "c.txt",
-            capsys=(monkeypatch.chdir(out), capsys)[1])
+    r = cli(
+        "preprocess",
+        "-d",
+        out / "v.pkl",
+        "-b",
+        out / "b.pkl",
+        "-p",
+        "-c",
+        "-e",
+        "--ivocab",
+        out / "iv.pkl",
+        "--h5",
+        out / "b.h5",
+        *flags,
+        tmp_path / "in" / "c.txt",
+        capsys=(monkeypatch.chdir(out), capsys)[1],
+    )
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
@@ -225,25 +286,44 @@ def test_quirks_counts_ngrams_and_char_mode(tmp_path, monkeypatch):
     corpus = tmp_path / "c.txt"
     corpus.write_bytes("b a\n\nA  É\n".encode())
     monkeypatch.chdir(tmp_path)
-    pp.preprocess([str(corpus)], dictionary="v.pkl", binarized_text="b.pkl", vocab=1,
-                  pickle_text=True, count=True, lowercase=True, ngram=2)
+    pp.preprocess(
+        [str(corpus)],
+        dictionary="v.pkl",
+        binarized_text="b.pkl",
+        vocab=1,
+        pickle_text=True,
+        count=True,
+        lowercase=True,
+        ngram=2,
+    )
     vocab = pickle.load(open("v.pkl", "rb"), encoding="utf-8")
     # counts: a 2, b 1, '' 2 (the empty line and the double space), 'É' 1 (not lowercased)
-    assert vocab["a"] == 2 and vocab[""] == 3 and set(vocab) == {"UNK", "<s>", "</s>", "a", "", "b", "É"}
+    assert (
+        vocab["a"] == 2
+        and vocab[""] == 3
+        and set(vocab) == {"UNK", "<s>", "</s>", "a", "", "b", "É"}
+    )
     assert pickle.load(open("b.pkl", "rb")) == [[vocab["b"], 2], [3], [2, 3, vocab["É"]]]
     counts = pickle.load(open("combined.count.pkl", "rb"), encoding="utf-8")
     assert type(counts).__name__ == "Counter" and counts == {"a": 2, "b": 1, "": 2, "É": 1}
     import h5py
+
     with h5py.File("combined.hdf", "r") as f:
         grams = f["combined"][()]
-    assert grams.dtype == np.uint16 and grams.shape == (6 + 3, 2)   # words + one EOS per line
+    assert grams.dtype == np.uint16 and grams.shape == (6 + 3, 2)  # words + one EOS per line
     assert grams[:3].tolist() == [[0, vocab["b"]], [vocab["b"], 2], [2, 0]]
-    pp.preprocess([str(corpus)], dictionary="vc.pkl", binarized_text="bc.pkl", vocab=1,
-                  pickle_text=True, char=True)
+    pp.preprocess(
+        [str(corpus)],
+        dictionary="vc.pkl",
+        binarized_text="bc.pkl",
+        vocab=1,
+        pickle_text=True,
+        char=True,
+    )
     vc = pickle.load(open("vc.pkl", "rb"), encoding="utf-8")
     assert set(vc) == {"UNK", "<s>", "</s>", "a", "b", " ", "A", "É"}
     with open("vc.pkl", "rb") as f:
-        assert b"X\x02\x00\x00\x00\xc3\x89" in f.read()     # BINUNICODE u'É', as Python 2
+        assert b"X\x02\x00\x00\x00\xc3\x89" in f.read()  # BINUNICODE u'É', as Python 2
 
 
 def test_reused_count_files_are_left_out_of_the_combined_counts(tmp_path, monkeypatch):
@@ -256,6 +336,14 @@ def test_reused_count_files_are_left_out_of_the_combined_counts(tmp_path, monkey
     assert pickle.load(open("one.count.pkl", "rb"), encoding="utf-8") == {"x": 1, "y": 1}
     pp.preprocess(["one.txt", "two.txt"], dictionary="v2.pkl", vocab=1, each=True, count=True)
     assert set(pickle.load(open("v2.pkl", "rb"), encoding="utf-8")) == {"UNK", "<s>", "</s>", "z"}
-    pp.preprocess(["one.txt", "two.txt"], dictionary="v3.pkl", vocab=1, each=True, count=True,
-                  overwrite=True)
-    assert set(pickle.load(open("v3.pkl", "rb"), encoding="utf-8")) == {"UNK", "<s>", "</s>", "x", "y", "z"}
+    pp.preprocess(
+        ["one.txt", "two.txt"], dictionary="v3.pkl", vocab=1, each=True, count=True, overwrite=True
+    )
+    assert set(pickle.load(open("v3.pkl", "rb"), encoding="utf-8")) == {
+        "UNK",
+        "<s>",
+        "</s>",
+        "x",
+        "y",
+        "z",
+    }

@@ -5,6 +5,7 @@ MANIFEST section 5 + the train.py changes of that case (trace.h5 root attributes
 ``prototype`` / ``state_changes_json``) + the bookkeeping keys GroundHog adds while
 training, with the legacy paths of MANIFEST section 8.
 """
+
 import json
 import logging
 import os
@@ -18,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity_tests.support.cases import case_dirs
 from groundhog_port.errors import LegacyInputError
 from legacy_states import (
     DATA_PATH_KEYS,
@@ -35,33 +35,61 @@ from legacy_states import (
     safe_load_pickle,
     same_value,
 )
+from parity_tests.support.cases import case_dirs
 
 CASE_DIRS = case_dirs()
 CASE_IDS = [d.name for d in CASE_DIRS]
 LEGACY_PREFIX = "/data/lisatmp3/groundhog_fixture"
 
 #: MANIFEST section 5, as the text one would give train.py (parsed with parse_changes)
-MANIFEST_COMMON = ("null_sym_source=200, null_sym_target=320, n_sym_source=201, n_sym_target=321, "
-                   "seqlen=20, saveFreq=3, hookFreq=500")
+MANIFEST_COMMON = (
+    "null_sym_source=200, null_sym_target=320, n_sym_source=201, n_sym_target=321, "
+    "seqlen=20, saveFreq=3, hookFreq=500"
+)
 MANIFEST_CASES = {
-    "search": ("prototype_search_state", "dim=32, rank_n_approx=16, bs=32, cutoff=10000., loopIters=6000"),
+    "search": (
+        "prototype_search_state",
+        "dim=32, rank_n_approx=16, bs=32, cutoff=10000., loopIters=6000",
+    ),
     "encdec": ("prototype_encdec_state", "dim=32, rank_n_approx=16, bs=32, loopIters=15000"),
     "phrase": ("prototype_phrase_state", "dim=48, rank_n_approx=12, loopIters=8000"),
-    "search_variant": ("prototype_search_state",
-                       "dim=32, rank_n_approx=16, bs=32, deep_out=False, bigram=False, seed=4321, "
-                       "cutoff=10000., prefix='search_variant_', loopIters=10000"),
-    "encdec_variant": ("prototype_encdec_state",
-                       "dim=32, rank_n_approx=16, bs=32, last_forward=True, last_backward=True, "
-                       "bias_code=False, maxout_part=4, unary_activ='Maxout(4)', seed=5678, "
-                       "prefix='encdec_variant_', loopIters=12000"),
-    "search_holdout": ("prototype_search_state",
-                       "dim=40, rank_n_approx=20, bs=24, seed=2718, cutoff=-1, prefix='search_holdout_', "
-                       "loopIters=4000"),
+    "search_variant": (
+        "prototype_search_state",
+        "dim=32, rank_n_approx=16, bs=32, deep_out=False, bigram=False, seed=4321, "
+        "cutoff=10000., prefix='search_variant_', loopIters=10000",
+    ),
+    "encdec_variant": (
+        "prototype_encdec_state",
+        "dim=32, rank_n_approx=16, bs=32, last_forward=True, last_backward=True, "
+        "bias_code=False, maxout_part=4, unary_activ='Maxout(4)', seed=5678, "
+        "prefix='encdec_variant_', loopIters=12000",
+    ),
+    "search_holdout": (
+        "prototype_search_state",
+        "dim=40, rank_n_approx=20, bs=24, seed=2718, cutoff=-1, prefix='search_holdout_', "
+        "loopIters=4000",
+    ),
 }
 #: keys GroundHog itself adds to the state during training (mainLoop.py, SGD_adadelta, encdec.py)
-RUNTIME_KEYS = {"bvalidcost", "c_dim", "clr", "dim_mult", "gotNaN", "grad_norm", "hid_mult",
-                "log2_p_expl", "log2_p_word", "profile", "step", "testcost", "testppl", "traincost",
-                "validcost", "validppl", "wholetime"}
+RUNTIME_KEYS = {
+    "bvalidcost",
+    "c_dim",
+    "clr",
+    "dim_mult",
+    "gotNaN",
+    "grad_norm",
+    "hid_mult",
+    "log2_p_expl",
+    "log2_p_word",
+    "profile",
+    "step",
+    "testcost",
+    "testppl",
+    "traincost",
+    "validcost",
+    "validppl",
+    "wholetime",
+}
 
 
 def _state_file(case_dir):
@@ -76,6 +104,7 @@ def _write(tmp_path, name, data):
 
 # --- prototypes ------------------------------------------------------------------------------
 
+
 def test_prototypes_are_fresh_dicts():
     for fn in PROTOTYPES.values():
         a = fn()
@@ -88,7 +117,7 @@ def test_prototypes_are_fresh_dicts():
 def test_prototype_values_and_types():
     base = prototype_state()
     assert len(base) == 89
-    assert same_value(base["maxout_part"], 2.) and same_value(base["cutoff"], 1.)
+    assert same_value(base["maxout_part"], 2.0) and same_value(base["cutoff"], 1.0)
     assert same_value(base["timeStop"], 44640) and same_value(base["minlr"], 0)
     assert base["source"] == [None] and base["target"] == [None]
     assert base["unary_activ"] == "Maxout(2)" and base["activ"] == "lambda x: TT.tanh(x)"
@@ -99,17 +128,37 @@ def test_prototype_derivations():
     base = prototype_state()
     phrase, encdec = prototype_phrase_state(), prototype_encdec_state()
     search, lstm = prototype_search_state(), prototype_phrase_lstm_state()
-    diff = lambda a, b: {k for k in a.keys() | b.keys() if k not in a or k not in b or not same_value(a[k], b[k])}
+    diff = lambda a, b: {
+        k for k in a.keys() | b.keys() if k not in a or k not in b or not same_value(a[k], b[k])
+    }
     sizes = {"null_sym_source", "null_sym_target", "n_sym_source", "n_sym_target"}
     assert diff(base, phrase) == set(DATA_PATH_KEYS) | sizes
     assert phrase["n_sym_source"] == 15001 and phrase["n_sym_target"] == 15001
     assert diff(base, encdec) == set(DATA_PATH_KEYS) | sizes | {"bs", "rank_n_approx", "prefix"}
     assert encdec["n_sym_target"] == 30001 and encdec["bs"] == 80 and encdec["rank_n_approx"] == 620
-    assert diff(encdec, search) == {"dec_rec_layer", "search", "last_forward", "forward", "backward",
-                                    "seqlen", "sort_k_batches", "prefix"}
-    assert search["seqlen"] == 50 and search["sort_k_batches"] == 20 and search["prefix"] == "search_"
-    assert diff(phrase, lstm) == {"enc_rec_layer", "enc_rec_gating", "enc_rec_reseting", "dec_rec_layer",
-                                  "dec_rec_gating", "dec_rec_reseting", "dim_mult", "prefix"}
+    assert diff(encdec, search) == {
+        "dec_rec_layer",
+        "search",
+        "last_forward",
+        "forward",
+        "backward",
+        "seqlen",
+        "sort_k_batches",
+        "prefix",
+    }
+    assert (
+        search["seqlen"] == 50 and search["sort_k_batches"] == 20 and search["prefix"] == "search_"
+    )
+    assert diff(phrase, lstm) == {
+        "enc_rec_layer",
+        "enc_rec_gating",
+        "enc_rec_reseting",
+        "dec_rec_layer",
+        "dec_rec_gating",
+        "dec_rec_reseting",
+        "dim_mult",
+        "prefix",
+    }
     assert lstm["dim_mult"] == 4 and lstm["dec_rec_layer"] == "LSTMLayer"
 
 
@@ -132,9 +181,12 @@ def test_recorded_state_is_prototype_plus_changes(case_dir):
     proto = PROTOTYPES[proto_name]()
     data = f"{LEGACY_PREFIX}/data/"
     expected_paths = {
-        "source": [data + "binarized_text.shuffled.en.h5"], "target": [data + "binarized_text.shuffled.fr.h5"],
-        "indx_word": data + "ivocab.en.pkl", "indx_word_target": data + "ivocab.fr.pkl",
-        "word_indx": data + "vocab.en.pkl", "word_indx_trgt": data + "vocab.fr.pkl",
+        "source": [data + "binarized_text.shuffled.en.h5"],
+        "target": [data + "binarized_text.shuffled.fr.h5"],
+        "indx_word": data + "ivocab.en.pkl",
+        "indx_word_target": data + "ivocab.fr.pkl",
+        "word_indx": data + "vocab.en.pkl",
+        "word_indx_trgt": data + "vocab.fr.pkl",
     }
     for key, proto_value in proto.items():
         if key == "prefix":
@@ -161,7 +213,9 @@ def test_match_prototype_on_recorded_states(case_dir):
     assert name == proto_name
     # the differing keys are the changed keys (prefix aside) whose value is not the prototype's
     proto, changes = PROTOTYPES[name](), parse_changes(MANIFEST_COMMON + ", " + text)
-    assert differing == sorted(k for k, v in changes.items() if k != "prefix" and not same_value(proto[k], v))
+    assert differing == sorted(
+        k for k, v in changes.items() if k != "prefix" and not same_value(proto[k], v)
+    )
 
 
 def test_match_prototype_exact_and_lstm():
@@ -173,6 +227,7 @@ def test_match_prototype_exact_and_lstm():
 
 
 # --- safe_load_pickle on the real files ------------------------------------------------------
+
 
 def _legacy_pickles(root):
     return sorted(root.glob("data/*.pkl")) + sorted(p for d in CASE_DIRS for p in d.glob("*.pkl"))
@@ -198,6 +253,7 @@ def test_py2_byte_strings_become_text(legacy_root):
 
 # --- refusing code ---------------------------------------------------------------------------
 
+
 class _Payload:
     """Pickles as a call of ``fn(*args)``: what a malicious pickle looks like."""
 
@@ -211,24 +267,43 @@ class _Payload:
 def _payloads(marker):
     import builtins
     import subprocess
+
     touch = f"touch {marker}"
     py_open = f"open({str(marker)!r}, 'w')"
     out = {
         "os.system p0 (hand-written py2)": (f"cos\nsystem\n(S'{touch}'\ntR.".encode(), "os.system"),
         "posix.system p0": (f"cposix\nsystem\n(S'{touch}'\ntR.".encode(), "posix.system"),
         "os.system INST opcode": (f"(S'{touch}'\nios\nsystem\n.".encode(), "os.system"),
-        "__builtin__.eval p0": (f"c__builtin__\neval\n(S\"{py_open}\"\ntR.".encode(), "__builtin__.eval"),
-        "__builtin__.getattr p0": (b"c__builtin__\ngetattr\n(c__builtin__\nset\nS'add'\ntR.", "__builtin__.getattr"),
+        "__builtin__.eval p0": (
+            f'c__builtin__\neval\n(S"{py_open}"\ntR.'.encode(),
+            "__builtin__.eval",
+        ),
+        "__builtin__.getattr p0": (
+            b"c__builtin__\ngetattr\n(c__builtin__\nset\nS'add'\ntR.",
+            "__builtin__.getattr",
+        ),
         "subprocess.call in a state dict p0": (
-            f"(dp0\nS'dim'\np1\ncsubprocess\ncall\n((lp2\nS'touch'\naS'{marker}'\natRs.".encode(), "subprocess.call"),
+            f"(dp0\nS'dim'\np1\ncsubprocess\ncall\n((lp2\nS'touch'\naS'{marker}'\natRs.".encode(),
+            "subprocess.call",
+        ),
         "copy_reg._reconstructor of os": (
-            b"ccopy_reg\n_reconstructor\n(cos\n_wrap_close\nc__builtin__\nobject\nNtR.", "os._wrap_close"),
+            b"ccopy_reg\n_reconstructor\n(cos\n_wrap_close\nc__builtin__\nobject\nNtR.",
+            "os._wrap_close",
+        ),
     }
     for proto in (0, 2, 4, 5):
-        out[f"os.system reduce p{proto}"] = (pickle.dumps(_Payload(os.system, touch), proto), ".system")
-        out[f"builtins.exec reduce p{proto}"] = (pickle.dumps(_Payload(builtins.exec, py_open), proto), ".exec")
+        out[f"os.system reduce p{proto}"] = (
+            pickle.dumps(_Payload(os.system, touch), proto),
+            ".system",
+        )
+        out[f"builtins.exec reduce p{proto}"] = (
+            pickle.dumps(_Payload(builtins.exec, py_open), proto),
+            ".exec",
+        )
         out[f"subprocess reduce p{proto}"] = (
-            pickle.dumps(_Payload(subprocess.check_call, ["touch", str(marker)]), proto), ".check_call")
+            pickle.dumps(_Payload(subprocess.check_call, ["touch", str(marker)]), proto),
+            ".check_call",
+        )
     return out
 
 
@@ -240,7 +315,10 @@ def test_malicious_pickles_refused_and_nothing_runs(tmp_path):
             safe_load_pickle(path)
         message = str(err.value)
         assert message.startswith(f"{path}: refused to unpickle "), label
-        assert message.endswith(": only plain data is allowed") and name in message, (label, message)
+        assert message.endswith(": only plain data is allowed") and name in message, (
+            label,
+            message,
+        )
         assert "\n" not in message
         with pytest.raises(LegacyInputError, match="refused to unpickle"):
             load_state(path)
@@ -249,8 +327,10 @@ def test_malicious_pickles_refused_and_nothing_runs(tmp_path):
 
 def test_build_cannot_tamper_with_whitelisted_objects(tmp_path):
     # BUILD on a whitelisted function / marker would change it for every later load
-    for data in (b"c_codecs\nencode\n(N(dS'__defaults__'\n(S'x'\ntstb.",
-                 b"cnumpy\nndarray\n(dS'label'\nS'x'\nsb."):
+    for data in (
+        b"c_codecs\nencode\n(N(dS'__defaults__'\n(S'x'\ntstb.",
+        b"cnumpy\nndarray\n(dS'label'\nS'x'\nsb.",
+    ):
         with pytest.raises(LegacyInputError, match="corrupt"):
             safe_load_pickle(_write(tmp_path, "b.pkl", data))
     assert safe_load_pickle(_write(tmp_path, "ok.pkl", pickle.dumps(b"ab", 2))) == "ab"
@@ -263,9 +343,17 @@ def test_persistent_ids_refused(tmp_path):
 
 # --- what is allowed -------------------------------------------------------------------------
 
+
 def test_plain_python_data_all_protocols(tmp_path):
-    obj = {"a": [1, -2, 3.5, None, True, False], "b": ("x", b"caf\xc3\xa9"), "c": {1, 2},
-           "d": frozenset(["z"]), "e": {"nested": {"k": [[]]}}, "f": 2 ** 80, "g": 1 + 2j}
+    obj = {
+        "a": [1, -2, 3.5, None, True, False],
+        "b": ("x", b"caf\xc3\xa9"),
+        "c": {1, 2},
+        "d": frozenset(["z"]),
+        "e": {"nested": {"k": [[]]}},
+        "f": 2**80,
+        "g": 1 + 2j,
+    }
     want = dict(obj, b=("x", "café"))
     for proto in range(0, 6):
         assert safe_load_pickle(_write(tmp_path, "p.pkl", pickle.dumps(obj, proto))) == want
@@ -273,17 +361,30 @@ def test_plain_python_data_all_protocols(tmp_path):
 
 def test_py2_spellings_of_builtins(tmp_path):
     data = b"(dp0\nS's'\nc__builtin__\nset\n((lp1\nI1\naI2\natRsS'f'\nc__builtin__\nfrozenset\n((lp2\nS'x'\natRsS'b'\nI01\ns."
-    assert safe_load_pickle(_write(tmp_path, "s.pkl", data)) == {"s": {1, 2}, "f": frozenset({"x"}), "b": True}
+    assert safe_load_pickle(_write(tmp_path, "s.pkl", data)) == {
+        "s": {1, 2},
+        "f": frozenset({"x"}),
+        "b": True,
+    }
 
 
 def test_numpy_values_rebuilt_safely(tmp_path):
     # numpy float64 scalar as Python 2.7 / numpy 1.x wrote it at protocol 0
-    py2 = (b"cnumpy.core.multiarray\nscalar\np0\n(cnumpy\ndtype\np1\n(S'f8'\np2\nI0\nI1\ntp3\nRp4\n"
-           b"(I3\nS'<'\np5\nNNNI-1\nI-1\nI0\ntp6\nbS'\\x00\\x00\\x00\\x00\\x00\\x00\\xf8?'\np7\ntp8\nRp9\n.")
+    py2 = (
+        b"cnumpy.core.multiarray\nscalar\np0\n(cnumpy\ndtype\np1\n(S'f8'\np2\nI0\nI1\ntp3\nRp4\n"
+        b"(I3\nS'<'\np5\nNNNI-1\nI-1\nI0\ntp6\nbS'\\x00\\x00\\x00\\x00\\x00\\x00\\xf8?'\np7\ntp8\nRp9\n."
+    )
     value = safe_load_pickle(_write(tmp_path, "n.pkl", py2))
     assert type(value) is np.float64 and value == 1.5
-    values = [np.float32(0.1), np.int64(-7), np.bool_(True), np.arange(6, dtype="f4").reshape(2, 3),
-              np.asfortranarray(np.arange(6.0).reshape(3, 2)), np.array(["ab", "é"]), np.array([1, 2], ">i4")]
+    values = [
+        np.float32(0.1),
+        np.int64(-7),
+        np.bool_(True),
+        np.arange(6, dtype="f4").reshape(2, 3),
+        np.asfortranarray(np.arange(6.0).reshape(3, 2)),
+        np.array(["ab", "é"]),
+        np.array([1, 2], ">i4"),
+    ]
     for proto in range(0, 6):
         for v in values:
             got = safe_load_pickle(_write(tmp_path, "n.pkl", pickle.dumps(v, proto)))
@@ -299,27 +400,36 @@ def test_numpy_object_arrays_refused(tmp_path):
 
 # --- broken files ----------------------------------------------------------------------------
 
+
 def test_truncated_recorded_state(tmp_path, legacy_root):
     data = _state_file(CASE_DIRS[0]).read_bytes() if CASE_DIRS else pickle.dumps({"a": 1}, 0)
     for cut in (1, 10, len(data) // 2, len(data) - 1):
         path = _write(tmp_path, "t.pkl", data[:cut])
         with pytest.raises(LegacyInputError) as err:
             load_state(path)
-        assert str(err.value).startswith(str(path)) and ("truncated" in str(err.value) or "corrupt" in str(err.value))
+        assert str(err.value).startswith(str(path)) and (
+            "truncated" in str(err.value) or "corrupt" in str(err.value)
+        )
 
 
-@pytest.mark.parametrize("data, expect", [
-    (b"", "empty"),
-    (b"\x80\x02\xff\xff", "corrupt"),
-    (b"garbage that is not a pickle", "corrupt"),
-    (b"\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\x7f.", "corrupt"),  # BINBYTES8 of 2**63 bytes
-    (b"\x80\x02\x8a\xff\xff\xff\x7f", "corrupt"),  # LONG1 with a huge length
-    (b"I" + b"9" * 100000 + b"\n.", "corrupt"),  # 100000-digit integer
-    (b"\x80\x02\x82\x01.", "corrupt"),  # unregistered copyreg extension
-    (b"\x80\x02" + b"]" * 200000 + b"a" * 199999 + b".", "nested more than"),
-    (b"(lp0\ng0\na.", "containing itself"),
-    (b"(dp1\nS'word_indx'\nS'caf\\xe9'\ns.", "['word_indx']: byte string b'caf\\xe9' is not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "data, expect",
+    [
+        (b"", "empty"),
+        (b"\x80\x02\xff\xff", "corrupt"),
+        (b"garbage that is not a pickle", "corrupt"),
+        (b"\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\x7f.", "corrupt"),  # BINBYTES8 of 2**63 bytes
+        (b"\x80\x02\x8a\xff\xff\xff\x7f", "corrupt"),  # LONG1 with a huge length
+        (b"I" + b"9" * 100000 + b"\n.", "corrupt"),  # 100000-digit integer
+        (b"\x80\x02\x82\x01.", "corrupt"),  # unregistered copyreg extension
+        (b"\x80\x02" + b"]" * 200000 + b"a" * 199999 + b".", "nested more than"),
+        (b"(lp0\ng0\na.", "containing itself"),
+        (
+            b"(dp1\nS'word_indx'\nS'caf\\xe9'\ns.",
+            "['word_indx']: byte string b'caf\\xe9' is not UTF-8",
+        ),
+    ],
+)
 def test_broken_pickles(tmp_path, data, expect):
     path = _write(tmp_path, "broken.pkl", data)
     with pytest.raises(LegacyInputError) as err:
@@ -353,6 +463,7 @@ def test_state_with_non_string_keys(tmp_path):
 
 # --- load_state ------------------------------------------------------------------------------
 
+
 def test_load_state_update_order(tmp_path):
     path = _write(tmp_path, "s.pkl", pickle.dumps({"dim": 7, "seqlen": 9, "extra": "kept"}, 0))
     state = load_state(path, "seqlen=11, prefix='x_'")
@@ -372,43 +483,56 @@ def test_load_state_bad_changes_and_data_dir(tmp_path):
 
 # --- parse_changes ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expect", [
-    ("", {}),
-    ("   ", {}),
-    ("seqlen=50,prefix='x_'", {"seqlen": 50, "prefix": "x_"}),
-    ("prefix='a,b=c', seqlen=-3", {"prefix": "a,b=c", "seqlen": -3}),
-    ("source=['/x/a,b.h5'], t=(1, -2.5), d={'k': [1, 2]}, s={1}",
-     {"source": ["/x/a,b.h5"], "t": (1, -2.5), "d": {"k": [1, 2]}, "s": {1}}),
-    ("reload=False, bias_code=True, oov=None, cutoff=10000., lr=1e-3",
-     {"reload": False, "bias_code": True, "oov": None, "cutoff": 10000.0, "lr": 1e-3}),
-    ("unary_activ='Maxout(4)', activ=\"lambda x: TT.tanh(x)\"",
-     {"unary_activ": "Maxout(4)", "activ": "lambda x: TT.tanh(x)"}),
-    ("{'seqlen': 5}", {"seqlen": 5}),
-    ("**{'seqlen': 5}, bs=2", {"seqlen": 5, "bs": 2}),
-    ("oov=u'\u00e9'", {"oov": "é"}),
-    ("a=1,\n b=2,", {"a": 1, "b": 2}),
-])
+
+@pytest.mark.parametrize(
+    "text, expect",
+    [
+        ("", {}),
+        ("   ", {}),
+        ("seqlen=50,prefix='x_'", {"seqlen": 50, "prefix": "x_"}),
+        ("prefix='a,b=c', seqlen=-3", {"prefix": "a,b=c", "seqlen": -3}),
+        (
+            "source=['/x/a,b.h5'], t=(1, -2.5), d={'k': [1, 2]}, s={1}",
+            {"source": ["/x/a,b.h5"], "t": (1, -2.5), "d": {"k": [1, 2]}, "s": {1}},
+        ),
+        (
+            "reload=False, bias_code=True, oov=None, cutoff=10000., lr=1e-3",
+            {"reload": False, "bias_code": True, "oov": None, "cutoff": 10000.0, "lr": 1e-3},
+        ),
+        (
+            "unary_activ='Maxout(4)', activ=\"lambda x: TT.tanh(x)\"",
+            {"unary_activ": "Maxout(4)", "activ": "lambda x: TT.tanh(x)"},
+        ),
+        ("{'seqlen': 5}", {"seqlen": 5}),
+        ("**{'seqlen': 5}, bs=2", {"seqlen": 5, "bs": 2}),
+        ("oov=u'\u00e9'", {"oov": "é"}),
+        ("a=1,\n b=2,", {"a": 1, "b": 2}),
+    ],
+)
 def test_parse_changes(text, expect):
     got = parse_changes(text)
     assert got == expect and list(got) == list(expect)
     assert all(same_value(got[k], expect[k]) for k in expect)
 
 
-@pytest.mark.parametrize("text, expect", [
-    ("seqlen=", "cannot parse"),
-    ("seqlen=50 prefix='x'", "cannot parse"),
-    ("prefix='x", "unterminated string"),
-    ("dim=2*32", "value of 'dim' is not a literal: '2*32'"),
-    ("prefix=p", "value of 'prefix' is not a literal"),
-    ("dim=1, dim=2", "key 'dim' given twice"),
-    ("a=1)(b=2", "expected key=value pairs"),
-    ("a=1) + (2", "expected key=value pairs"),
-    ("1, 2", "more than one positional argument"),
-    ("{1: 2}", "key 1 is not a string"),
-    ("loopIters=10L", "cannot parse"),
-    ("*['a']", "is not accepted"),
-    ("a=" + "[" * 300 + "]" * 300, "nested"),
-])
+@pytest.mark.parametrize(
+    "text, expect",
+    [
+        ("seqlen=", "cannot parse"),
+        ("seqlen=50 prefix='x'", "cannot parse"),
+        ("prefix='x", "unterminated string"),
+        ("dim=2*32", "value of 'dim' is not a literal: '2*32'"),
+        ("prefix=p", "value of 'prefix' is not a literal"),
+        ("dim=1, dim=2", "key 'dim' given twice"),
+        ("a=1)(b=2", "expected key=value pairs"),
+        ("a=1) + (2", "expected key=value pairs"),
+        ("1, 2", "more than one positional argument"),
+        ("{1: 2}", "key 1 is not a string"),
+        ("loopIters=10L", "cannot parse"),
+        ("*['a']", "is not accepted"),
+        ("a=" + "[" * 300 + "]" * 300, "nested"),
+    ],
+)
 def test_parse_changes_errors(text, expect):
     with pytest.raises(LegacyInputError) as err:
         parse_changes(text)
@@ -419,21 +543,33 @@ def test_parse_changes_errors(text, expect):
 
 def test_parse_changes_never_evaluates(tmp_path):
     marker = tmp_path / "PWNED"
-    for text in (f"__import__('os').system('touch {marker}')",
-                 f"a=__import__('os').system('touch {marker}')",
-                 f"a=open({str(marker)!r}, 'w')",
-                 f"**__import__('os').system('touch {marker}')"):
+    for text in (
+        f"__import__('os').system('touch {marker}')",
+        f"a=__import__('os').system('touch {marker}')",
+        f"a=open({str(marker)!r}, 'w')",
+        f"**__import__('os').system('touch {marker}')",
+    ):
         with pytest.raises(LegacyInputError, match="not a literal"):
             parse_changes(text)
     assert not marker.exists()
 
 
 _literals = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-    max_leaves=8)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 _names = st.text(string.ascii_letters + "_", min_size=1, max_size=10).filter(
-    lambda s: s not in {"True", "False", "None"} and not __import__("keyword").iskeyword(s))
+    lambda s: s not in {"True", "False", "None"} and not __import__("keyword").iskeyword(s)
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -444,6 +580,7 @@ def test_parse_changes_roundtrip(changes):
 
 
 # --- resolve_path ----------------------------------------------------------------------------
+
 
 def _state_with_paths(stored_dir):
     state = prototype_state()
@@ -481,8 +618,11 @@ def test_resolve_path_errors(tmp_path):
     with pytest.raises(LegacyInputError) as err:
         resolve_path(state, "word_indx", state_path, data_dir=tmp_path / "d")
     message = str(err.value)
-    for place in ("/data/lisatmp3/nowhere/vocab.en.pkl", str(tmp_path / "vocab.en.pkl"),
-                  str(tmp_path / "d" / "vocab.en.pkl")):
+    for place in (
+        "/data/lisatmp3/nowhere/vocab.en.pkl",
+        str(tmp_path / "vocab.en.pkl"),
+        str(tmp_path / "d" / "vocab.en.pkl"),
+    ):
         assert place in message
     # explicit: used as given, no fallback even if a same-named file sits next to the state
     (tmp_path / "vocab.en.pkl").write_bytes(b"x")

@@ -6,22 +6,37 @@
 * ``render_translation`` turns the hypothesis sample.py chose (``/beam/{label}/{i}``,
   attribute ``best``) into exactly the line of the matching ``trans_*.txt`` file.
 """
+
 import pickle
 
 import h5py
 import numpy as np
 import pytest
 
-from parity_tests.support.cases import case_dirs
 from groundhog_port.errors import LegacyInputError
-from groundhog_port.legacy.vocab import UnknownWordError, indices_to_words, load_idx2word, load_word2idx, parse_input, render_translation, split_words, target_idx2word
+from groundhog_port.legacy.vocab import (
+    UnknownWordError,
+    indices_to_words,
+    load_idx2word,
+    load_word2idx,
+    parse_input,
+    render_translation,
+    split_words,
+    target_idx2word,
+)
 from legacy_states import load_state
+from parity_tests.support.cases import case_dirs
 
 CASE_DIRS = case_dirs()
 CASE_IDS = [d.name for d in CASE_DIRS]
 #: trace.h5 /beam label -> sample.py output file
-BEAM_FILES = {"1": "trans_beam1.txt", "5": "trans_beam5.txt", "10": "trans_beam10.txt",
-              "10_normalize": "trans_beam10_normalize.txt", "5_ignore_unk": "trans_beam5_ignore_unk.txt"}
+BEAM_FILES = {
+    "1": "trans_beam1.txt",
+    "5": "trans_beam5.txt",
+    "10": "trans_beam10.txt",
+    "10_normalize": "trans_beam10_normalize.txt",
+    "5_ignore_unk": "trans_beam5_ignore_unk.txt",
+}
 
 
 def _case(case_dir):
@@ -37,6 +52,7 @@ def _lines(path):
 
 
 # --- loading -----------------------------------------------------------------------------------
+
 
 def test_load_vocabularies(legacy_root):
     data = legacy_root / "data"
@@ -64,10 +80,13 @@ def test_accented_words(legacy_root):
     assert any(not w.isascii() for w in words)
 
 
-@pytest.mark.parametrize("loader, other, expect", [
-    (load_word2idx, "ivocab.fr.pkl", "this is an id -> word vocabulary"),
-    (load_idx2word, "vocab.fr.pkl", "this is a word -> id vocabulary"),
-])
+@pytest.mark.parametrize(
+    "loader, other, expect",
+    [
+        (load_word2idx, "ivocab.fr.pkl", "this is an id -> word vocabulary"),
+        (load_idx2word, "vocab.fr.pkl", "this is a word -> id vocabulary"),
+    ],
+)
 def test_wrong_direction(legacy_root, loader, other, expect):
     path = legacy_root / "data" / other
     with pytest.raises(LegacyInputError) as err:
@@ -75,12 +94,15 @@ def test_wrong_direction(legacy_root, loader, other, expect):
     assert str(err.value).startswith(f"{path}: {expect}")
 
 
-@pytest.mark.parametrize("obj, expect", [
-    ([1, 2], "is a pickled dict"),
-    ({}, "is empty"),
-    ({"a": 1, "b": "c"}, "not a"),
-    ({1.5: "x"}, "a dict key that is a float"),  # refused before unpickling (hash flooding)
-])
+@pytest.mark.parametrize(
+    "obj, expect",
+    [
+        ([1, 2], "is a pickled dict"),
+        ({}, "is empty"),
+        ({"a": 1, "b": "c"}, "not a"),
+        ({1.5: "x"}, "a dict key that is a float"),  # refused before unpickling (hash flooding)
+    ],
+)
 def test_bad_vocab_contents(tmp_path, obj, expect):
     path = tmp_path / "v.pkl"
     path.write_bytes(pickle.dumps(obj, 2))
@@ -100,6 +122,7 @@ def test_malicious_vocab_refused(tmp_path):
 
 # --- parse_input against the trace ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=CASE_IDS)
 def test_parse_input_matches_trace(case_dir):
     state, vocab, ivocab = _case(case_dir)
@@ -111,10 +134,22 @@ def test_parse_input_matches_trace(case_dir):
             src_line, trg_line = en[i].strip(), fr[i].strip()
             assert (pair.attrs["src_line"], pair.attrs["trg_line"]) == (src_line, trg_line)
             # score.py (score.py:62-64, --allow-unk)
-            src, words = parse_input(state, vocab["en"], src_line, raise_unk=False,
-                                     unk_sym=state["unk_sym_source"], null_sym=state["null_sym_source"])
-            trg, _ = parse_input(state, vocab["fr"], trg_line, raise_unk=False,
-                                 unk_sym=state["unk_sym_target"], null_sym=state["null_sym_target"])
+            src, words = parse_input(
+                state,
+                vocab["en"],
+                src_line,
+                raise_unk=False,
+                unk_sym=state["unk_sym_source"],
+                null_sym=state["null_sym_source"],
+            )
+            trg, _ = parse_input(
+                state,
+                vocab["fr"],
+                trg_line,
+                raise_unk=False,
+                unk_sym=state["unk_sym_target"],
+                null_sym=state["null_sym_target"],
+            )
             assert words == src_line.split()
             for got, name in ((src, "src_ids"), (trg, "trg_ids")):
                 want = pair[name][()]
@@ -132,8 +167,13 @@ def test_target_side_uses_n_sym_source(legacy_root):
     high = sorted(w for w, i in vocab["fr"].items() if i >= state["n_sym_source"])
     low = sorted(w for w, i in vocab["fr"].items() if 2 <= i < state["n_sym_source"])
     assert len(high) == 119  # French ids 201..319
-    seq, _ = parse_input(state, vocab["fr"], f"{low[0]} {high[0]} {high[-1]}",
-                         unk_sym=state["unk_sym_target"], null_sym=state["null_sym_target"])
+    seq, _ = parse_input(
+        state,
+        vocab["fr"],
+        f"{low[0]} {high[0]} {high[-1]}",
+        unk_sym=state["unk_sym_target"],
+        null_sym=state["null_sym_target"],
+    )
     assert seq.tolist() == [vocab["fr"][low[0]], 1, 1, 320]
     roomy = dict(state, n_sym_source=state["n_sym_target"])
     seq, _ = parse_input(roomy, vocab["fr"], high[0], unk_sym=1, null_sym=320)
@@ -143,7 +183,9 @@ def test_target_side_uses_n_sym_source(legacy_root):
 def test_parse_input_unknown_words_and_raise_unk(legacy_root):
     state, vocab, ivocab = _case(CASE_DIRS[0])
     seq, parsed = parse_input(state, vocab["en"], "the giraffe sleeps", idx2word=ivocab["en"])
-    assert seq[1] == 1 and seq[-1] == 200 and parsed.split()[1] == "UNK" and parsed.endswith(" <eos>")
+    assert (
+        seq[1] == 1 and seq[-1] == 200 and parsed.split()[1] == "UNK" and parsed.endswith(" <eos>")
+    )
     with pytest.raises(UnknownWordError) as err:
         parse_input(state, vocab["en"], "the giraffe sleeps", raise_unk=True)
     assert "run with --allow-unk" in str(err.value)
@@ -182,10 +224,11 @@ def test_split_words_is_python2_split():
 
 # --- ids -> text --------------------------------------------------------------------------------
 
+
 def _hypotheses(group):
     flat, lengths = group["fin_trans_flat"][()], group["fin_trans_lengths"][()]
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return [flat[s:s + n] for s, n in zip(starts, lengths)]
+    return [flat[s : s + n] for s, n in zip(starts, lengths)]
 
 
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=CASE_IDS)

@@ -16,49 +16,84 @@ the largest relative difference), not judged: score.py printed float32 sums with
 and parity's ``batch/scores`` judges them against bounds derived for the model.  Under torchrun a complete report exits 0, the
 summary line saying that one process exits 1 (torchrun reports any other code as a failure).
 """
+
 import logging
 
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from .common import add_data_dir_argument
 
 NAME = "archive"
-HELP = ("re-do a whole tree of old GroundHog experiments (every *state.pkl with the sample.py / "
-        "score.py outputs beside it, parity where a trace.h5 lies): one Markdown / HTML / JSON "
-        "report; resumable, runs under torchrun")
+HELP = (
+    "re-do a whole tree of old GroundHog experiments (every *state.pkl with the sample.py / "
+    "score.py outputs beside it, parity where a trace.h5 lies): one Markdown / HTML / JSON "
+    "report; resumable, runs under torchrun"
+)
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(p):
-    p.add_argument("root", metavar="ROOT", help="the archive: a folder tree of old experiments "
-                                                "(read only; nothing is written into it)")
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="where the report, the plots and the per-experiment cache go "
-                        "(outside ROOT)")
+    p.add_argument(
+        "root",
+        metavar="ROOT",
+        help="the archive: a folder tree of old experiments "
+        "(read only; nothing is written into it)",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="where the report, the plots and the per-experiment cache go (outside ROOT)",
+    )
     add_data_dir_argument(p, extra="; each experiment's ../data is searched last")
-    p.add_argument("--max-sentences", type=int, metavar="N",
-                   help="re-do only the first N lines of each test set / output file "
-                        "(default: all)")
-    p.add_argument("--plots", type=int, default=3, metavar="N",
-                   help="attention plots of the first N test pairs per experiment (default 3; "
-                        "0: none; needs matplotlib)")
-    p.add_argument("--parity-groups", metavar="G[,G]",
-                   help="trace groups to compare where a trace.h5 exists (default: all)")
-    p.add_argument("--batch-size", type=int, default=1,
-                   help="sentences decoded at once (default 1, the literal sample.py loop)")
+    p.add_argument(
+        "--max-sentences",
+        type=int,
+        metavar="N",
+        help="re-do only the first N lines of each test set / output file (default: all)",
+    )
+    p.add_argument(
+        "--plots",
+        type=int,
+        default=3,
+        metavar="N",
+        help="attention plots of the first N test pairs per experiment (default 3; "
+        "0: none; needs matplotlib)",
+    )
+    p.add_argument(
+        "--parity-groups",
+        metavar="G[,G]",
+        help="trace groups to compare where a trace.h5 exists (default: all)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=1,
+        help="sentences decoded at once (default 1, the literal sample.py loop)",
+    )
     p.add_argument("--tokenize", default="13a", help="sacrebleu tokenizer (default 13a)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
-    p.add_argument("--fresh", action="store_true",
-                   help="ignore the cache of an earlier run and re-do everything")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress bar even when stderr is not a terminal")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="ignore the cache of an earlier run and re-do everything",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress bar even when stderr is not a terminal",
+    )
 
 
 def _options(args):
+    from ...harness.check import GROUPS
     from ...legacy import lookup
     from ...tasks.archive import Options
-    from ...harness.check import GROUPS
-    for flag, value, least in (("--max-sentences", args.max_sentences, 1),
-                               ("--plots", args.plots, 0), ("--batch-size", args.batch_size, 1)):
+
+    for flag, value, least in (
+        ("--max-sentences", args.max_sentences, 1),
+        ("--plots", args.plots, 0),
+        ("--batch-size", args.batch_size, 1),
+    ):
         if value is not None and value < least:
             raise LegacyInputError(None, f"{flag} must be at least {least}")
     groups = None
@@ -66,30 +101,43 @@ def _options(args):
         groups = tuple(g.strip() for g in args.parity_groups.split(",") if g.strip())
         unknown = [g for g in groups if g not in GROUPS]
         if unknown or not groups:
-            raise LegacyInputError(None, f"--parity-groups {args.parity_groups}: known groups "
-                                         f"are {', '.join(GROUPS)}")
+            raise LegacyInputError(
+                None, f"--parity-groups {args.parity_groups}: known groups are {', '.join(GROUPS)}"
+            )
     if args.plots:
         from ...tasks.plots import require_matplotlib
-        require_matplotlib()   # before any experiment is loaded
-    return Options(data_dirs=lookup.data_dirs(args.data_dir), max_sentences=args.max_sentences,
-                   plots=args.plots, parity_groups=groups, batch_size=args.batch_size,
-                   tokenize=args.tokenize, device=args.device)
+
+        require_matplotlib()  # before any experiment is loaded
+    return Options(
+        data_dirs=lookup.data_dirs(args.data_dir),
+        max_sentences=args.max_sentences,
+        plots=args.plots,
+        parity_groups=groups,
+        batch_size=args.batch_size,
+        tokenize=args.tokenize,
+        device=args.device,
+    )
 
 
 def run(args):
-    from ...tasks import archive
-    from ...tasks import archive_report
     from ...distributed import world as distributed
     from ...outputs import Progress
+    from ...tasks import archive, archive_report
+
     opts = _options(args)
     archive.check_out_dir(args.root, args.out)
-    world, opts.device = distributed.setup(args.device, args.threads)  # cuda:LOCAL_RANK under torchrun
+    world, opts.device = distributed.setup(
+        args.device, args.threads
+    )  # cuda:LOCAL_RANK under torchrun
     n = len(archive.discover(args.root)) if not world or world.is_root else 0
     if n == 0 and (not world or world.is_root):
         raise LegacyInputError(args.root, "no experiment (*state.pkl) in this folder tree")
     root_rank = world is None or world.is_root
-    progress = Progress(n if not world else (n + world.size - 1) // world.size, unit="exp",
-                        enabled=(True if args.progress else None) if root_rank else False)
+    progress = Progress(
+        n if not world else (n + world.size - 1) // world.size,
+        unit="exp",
+        enabled=(True if args.progress else None) if root_rank else False,
+    )
     try:
         entries, results = archive.run(args.root, args.out, opts, world, progress, args.fresh)
     finally:
@@ -103,8 +151,11 @@ def run(args):
         distributed.finish(world)
     s = report["summary"]
     # score files are reported, not judged: parity's batch/scores has the derived bounds
-    good = (s["trans_files_identical"] == s["trans_files"] and s["not_done"] == 0
-            and s["parity_passed"] == s["parity_checked"])
+    good = (
+        s["trans_files_identical"] == s["trans_files"]
+        and s["not_done"] == 0
+        and s["parity_passed"] == s["parity_checked"]
+    )
     # under torchrun a complete report exits 0 with a note: torchrun turns exit 1 into a
     # "FAILED" block (distributed.EXIT_NOTE)
     note = distributed.EXIT_NOTE.format(code=EXIT_MISMATCH) if world and not good else ""

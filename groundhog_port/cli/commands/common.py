@@ -6,33 +6,50 @@ the changes as words after it (each GroundHog's ``"key=value,key2='x'"``, applie
 train.py did) and/or ``--changes TEXT`` (repeatable).  A first word that reads as changes
 (``k=v``, not a file) is taken as changes: ``inspect --state S "k=v"``.
 """
+
 from pathlib import Path
 
 from ...errors import LegacyInputError
 
-CHANGES_HELP = ("changes to the state, GroundHog syntax: \"key=value,key2='x'\" (one or several "
-                "words, applied in turn; parsed as literals, never evaluated)")
+CHANGES_HELP = (
+    "changes to the state, GroundHog syntax: \"key=value,key2='x'\" (one or several "
+    "words, applied in turn; parsed as literals, never evaluated)"
+)
 
 
 def add_data_dir_argument(parser, extra=""):
     """``--data-dir DIR``, repeatable: searched in order (:mod:`groundhog_port.legacy.lookup`)."""
-    parser.add_argument("--data-dir", action="append", metavar="DIR",
-                        help="where to look for vocabularies / corpora / test sets whose stored "
-                             "(legacy absolute) path does not exist, after the state's own "
-                             "folder; repeatable, searched in the order given" + extra)
+    parser.add_argument(
+        "--data-dir",
+        action="append",
+        metavar="DIR",
+        help="where to look for vocabularies / corpora / test sets whose stored "
+        "(legacy absolute) path does not exist, after the state's own "
+        "folder; repeatable, searched in the order given" + extra,
+    )
 
 
 def add_model_and_changes(parser, model_help="the experiment's *_model.npz"):
     """``MODEL`` / ``--model FILE``, ``CHANGES...`` / ``--changes TEXT``, ``--strict``."""
-    parser.add_argument("model_path", nargs="?", metavar="MODEL",
-                        help=f"{model_help} (or --model FILE)")
+    parser.add_argument(
+        "model_path", nargs="?", metavar="MODEL", help=f"{model_help} (or --model FILE)"
+    )
     parser.add_argument("changes", nargs="*", default=[], metavar="CHANGES", help=CHANGES_HELP)
     parser.add_argument("--model", metavar="FILE", help="the same as MODEL")
-    parser.add_argument("--changes", dest="changes_option", action="append", default=[],
-                        metavar="TEXT", help="the same as CHANGES (repeatable)")
-    parser.add_argument("--strict", action="store_true",
-                        help="refuse changes to state keys GroundHog never reads (typos such as "
-                             "loopIter=50; by default a warning naming the closest key)")
+    parser.add_argument(
+        "--changes",
+        dest="changes_option",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="the same as CHANGES (repeatable)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse changes to state keys GroundHog never reads (typos such as "
+        "loopIter=50; by default a warning naming the closest key)",
+    )
 
 
 def _reads_as_changes(word):
@@ -57,44 +74,65 @@ def model_and_changes(args):
 def add_model_arguments(parser):
     parser.add_argument("--state", help="the experiment's *_state.pkl")
     add_model_and_changes(parser)
-    parser.add_argument("--checkpoint", metavar="DIR",
-                        help="an exported checkpoint (groundhog-port export --format "
-                             "safetensors) instead of --state S MODEL; changes may follow")
+    parser.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="an exported checkpoint (groundhog-port export --format "
+        "safetensors) instead of --state S MODEL; changes may follow",
+    )
     add_data_dir_argument(parser)
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
-    parser.add_argument("--lenient", action="store_true",
-                        help="load like GroundHog's Container.load: log missing/unknown "
-                             "parameters and go on (missing ones stay zero)")
-    parser.add_argument("--allow-nonfinite", action="store_true",
-                        help="use a model whose weights hold NaN/Inf")
-    parser.add_argument("--stable-softmax", action="store_true",
-                        help="DEVIATION: subtract the maximum energy in the attention softmax "
-                             "(the original does not; results may differ from Theano's)")
+    parser.add_argument(
+        "--lenient",
+        action="store_true",
+        help="load like GroundHog's Container.load: log missing/unknown "
+        "parameters and go on (missing ones stay zero)",
+    )
+    parser.add_argument(
+        "--allow-nonfinite", action="store_true", help="use a model whose weights hold NaN/Inf"
+    )
+    parser.add_argument(
+        "--stable-softmax",
+        action="store_true",
+        help="DEVIATION: subtract the maximum energy in the attention softmax "
+        "(the original does not; results may differ from Theano's)",
+    )
 
 
 def open_from_args(args, model_path=None, state=None, data_dirs=None):
     """The experiment the command's arguments name (``data_dirs`` replaces ``--data-dir``)."""
     from ...outputs import signals_held
+
     with signals_held():  # torch loads here for the lighter commands: cli.py says why
         from ...legacy.loading import open_experiment
     model, changes = model_and_changes(args)
     if getattr(args, "checkpoint", None):
         if args.state or model:
-            raise LegacyInputError(None, "--checkpoint DIR replaces --state S MODEL (give "
-                                         "only changes after it)")
+            raise LegacyInputError(
+                None, "--checkpoint DIR replaces --state S MODEL (give only changes after it)"
+            )
         state, model_path = args.checkpoint, None  # exported: no model file
     else:
         state = state or args.state
         model_path = model_path or model
         if not (state and model_path):
-            raise LegacyInputError(None, "give --state S and MODEL (the *_state.pkl and "
-                                         "*_model.npz; MODEL after the options or --model "
-                                         "FILE), or --checkpoint DIR")
-    return open_experiment(state, model_path, changes,
-                           data_dir=args.data_dir if data_dirs is None else data_dirs,
-                           device=args.device, lenient=args.lenient,
-                           allow_nonfinite=args.allow_nonfinite,
-                           stable_softmax=args.stable_softmax, strict=args.strict)
+            raise LegacyInputError(
+                None,
+                "give --state S and MODEL (the *_state.pkl and "
+                "*_model.npz; MODEL after the options or --model "
+                "FILE), or --checkpoint DIR",
+            )
+    return open_experiment(
+        state,
+        model_path,
+        changes,
+        data_dir=args.data_dir if data_dirs is None else data_dirs,
+        device=args.device,
+        lenient=args.lenient,
+        allow_nonfinite=args.allow_nonfinite,
+        stable_softmax=args.stable_softmax,
+        strict=args.strict,
+    )
 
 
 def run_fingerprint(args, exp, command, vocabularies, **settings):
@@ -104,13 +142,20 @@ def run_fingerprint(args, exp, command, vocabularies, **settings):
     inputs' digests, beam size...).  ``--resume`` refuses a journal whose fingerprint
     differs."""
     from ...outputs import file_digest
+
     state, model, changes = args.state, args.model_path, " ".join(args.changes)
     if getattr(exp, "weights_path", None) is not None:
         # an exported checkpoint: its config.json holds the state and the vocabularies
         state, model, vocabularies = exp.state_path, exp.weights_path, ()
-    fp = {"command": command, "state": file_digest(state),
-          "model": file_digest(model), "changes": changes,
-          "device": args.device, "lenient": args.lenient, "stable_softmax": args.stable_softmax}
+    fp = {
+        "command": command,
+        "state": file_digest(state),
+        "model": file_digest(model),
+        "changes": changes,
+        "device": args.device,
+        "lenient": args.lenient,
+        "stable_softmax": args.stable_softmax,
+    }
     for key in vocabularies:
         fp[key] = file_digest(exp.path(key))
     fp.update(settings)

@@ -1,4 +1,5 @@
 """``groundhog-port convert``: ``experiments/nmt/compat/convert_{model,state,timing}.py``."""
+
 import logging
 from pathlib import Path
 
@@ -6,30 +7,40 @@ import numpy as np
 
 import legacy_states
 
-from ...legacy import checkpoint
-from ...legacy import compat
 from ...errors import EXIT_OK, LegacyInputError
+from ...legacy import checkpoint, compat
 from ...legacy.preprocess.py2dict import Py2Dict
 from ...legacy.preprocess.py2pickle import dumps
 from ...legacy.preprocess.staging import Staged
 
 NAME = "convert"
-HELP = ("write an old-vintage GroundHog file (*_model.npz with *_back_* decoder projections, "
-        "*_state.pkl with shared rec_* options, *_timing.npz with cost2_p_* keys) in today's layout")
+HELP = (
+    "write an old-vintage GroundHog file (*_model.npz with *_back_* decoder projections, "
+    "*_state.pkl with shared rec_* options, *_timing.npz with cost2_p_* keys) in today's layout"
+)
 logger = logging.getLogger("groundhog_port.legacy.compat")
 
 #: keys only a timing file holds (mainLoop.save's timings, convert_timing.py)
-TIMING_MARKERS = frozenset(compat.TIMING_RENAMES) | frozenset(compat.TIMING_RENAMES.values()) | {
-    "next_offset", "time_step", "grad_norm"}
+TIMING_MARKERS = (
+    frozenset(compat.TIMING_RENAMES)
+    | frozenset(compat.TIMING_RENAMES.values())
+    | {"next_offset", "time_step", "grad_norm"}
+)
 
 
 def add_arguments(p):
-    p.add_argument("input", help="the file to convert: *_state.pkl, *_model.npz or *_timing.npz "
-                   "(the kind is read from the contents)")
+    p.add_argument(
+        "input",
+        help="the file to convert: *_state.pkl, *_model.npz or *_timing.npz "
+        "(the kind is read from the contents)",
+    )
     p.add_argument("output", nargs="?", help="where to write the converted file")
-    p.add_argument("--in-place", action="store_true",
-                   help="replace INPUT (the original scripts' default); only once the converted "
-                        "file is complete")
+    p.add_argument(
+        "--in-place",
+        action="store_true",
+        help="replace INPUT (the original scripts' default); only once the converted "
+        "file is complete",
+    )
 
 
 def _py2_strings(value):
@@ -50,25 +61,30 @@ def convert_state(path):
     ``separate_enc_dec_rec_layers`` applied, as ``cPickle.dump`` (protocol 0) writes it."""
     stored = legacy_states.safe_load_pickle(path)
     if not isinstance(stored, dict):
-        raise LegacyInputError(path, f"a GroundHog state is a pickled dict, this pickle holds a "
-                                     f"{type(stored).__name__}")
+        raise LegacyInputError(
+            path,
+            f"a GroundHog state is a pickled dict, this pickle holds a {type(stored).__name__}",
+        )
     if not compat.is_old_state(stored):
         return False, None
     new = compat.separate_enc_dec_rec_layers(stored)
-    d = Py2Dict(_py2_strings(stored).items())     # the dict cPickle.load rebuilt
+    d = Py2Dict(_py2_strings(stored).items())  # the dict cPickle.load rebuilt
     for k, v in new.items():
         if k not in stored:
             d[k.encode()] = _py2_strings(v)
     try:
         return True, dumps(d, 0)
     except (TypeError, ValueError) as err:
-        raise LegacyInputError(path, f"cannot write this state as a Python-2 pickle ({err})") from None
+        raise LegacyInputError(
+            path, f"cannot write this state as a Python-2 pickle ({err})"
+        ) from None
 
 
 def _savez(arrays):
     def write(tmp):
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
+
     return write
 
 
@@ -88,8 +104,9 @@ def run(args):
         if old:
             staged.add_bytes(dst, data)
     else:
-        raw = checkpoint.read_npz_arrays(src, "timing" if src.name.endswith("timing.npz")
-                                         else "model")
+        raw = checkpoint.read_npz_arrays(
+            src, "timing" if src.name.endswith("timing.npz") else "model"
+        )
         if set(raw) & TIMING_MARKERS:
             kind = "timing"
             old = compat.is_old_timing(raw)
@@ -101,8 +118,11 @@ def run(args):
             if old:
                 staged.add(dst, _savez(compat.upgrade_model(raw, src)))
     if not old:
-        logger.info("%s: a %s file already in today's layout: nothing to convert, nothing written",
-                    src, kind)
+        logger.info(
+            "%s: a %s file already in today's layout: nothing to convert, nothing written",
+            src,
+            kind,
+        )
         return EXIT_OK
     staged.commit()
     logger.info("wrote the converted %s file %s", kind, dst)

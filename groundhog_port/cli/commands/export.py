@@ -6,6 +6,7 @@ back to the same float32 weights.  ``--format onnx``: the encoder and the two fu
 of one decoder step as ONNX graphs, ``config.json``, and ``beam_search.py``, a numpy
 driver that runs them with onnxruntime as sample.py searched.
 """
+
 import importlib.util
 import logging
 from pathlib import Path
@@ -14,8 +15,10 @@ from ...errors import EXIT_OK, LegacyInputError
 from .common import add_model_arguments, open_from_args
 
 NAME = "export"
-HELP = ("write a checkpoint as safetensors + config.json, or as ONNX graphs with a numpy "
-        "beam-search driver (docs/export.md)")
+HELP = (
+    "write a checkpoint as safetensors + config.json, or as ONNX graphs with a numpy "
+    "beam-search driver (docs/export.md)"
+)
 FORMATS = ("safetensors", "onnx")
 logger = logging.getLogger(__name__)
 
@@ -23,9 +26,12 @@ logger = logging.getLogger(__name__)
 def add_arguments(p):
     p.add_argument("--format", required=True, choices=FORMATS, help="what to write")
     add_model_arguments(p)
-    p.add_argument("outdir", metavar="OUTDIR",
-                   help="directory to write into (created; files of the same names replaced); "
-                        "last: export --format F --state S MODEL [changes] OUTDIR")
+    p.add_argument(
+        "outdir",
+        metavar="OUTDIR",
+        help="directory to write into (created; files of the same names replaced); "
+        "last: export --format F --state S MODEL [changes] OUTDIR",
+    )
 
 
 #: the package each format needs (the export extra), checked before anything is loaded
@@ -34,22 +40,33 @@ NEEDS = {"safetensors": "safetensors", "onnx": "onnx"}
 
 def run(args):
     if importlib.util.find_spec(NEEDS[args.format]) is None:
-        raise LegacyInputError(None, f"export --format {args.format} needs the "
-                                     f"{NEEDS[args.format]} package: pip install "
-                                     "'groundhog-port[export]'")
+        raise LegacyInputError(
+            None,
+            f"export --format {args.format} needs the "
+            f"{NEEDS[args.format]} package: pip install "
+            "'groundhog-port[export]'",
+        )
     if Path(args.outdir).exists() and not Path(args.outdir).is_dir():
-        raise LegacyInputError(args.outdir, "OUTDIR is not a directory (usage: groundhog-port "
-                                            "export --format F --state S MODEL [changes] OUTDIR)")
+        raise LegacyInputError(
+            args.outdir,
+            "OUTDIR is not a directory (usage: groundhog-port "
+            "export --format F --state S MODEL [changes] OUTDIR)",
+        )
     if args.lenient or args.stable_softmax:
-        raise LegacyInputError(None, "export writes the model as loaded strictly and computed "
-                                     "as the original did: --lenient and --stable-softmax "
-                                     "do not apply")
+        raise LegacyInputError(
+            None,
+            "export writes the model as loaded strictly and computed "
+            "as the original did: --lenient and --stable-softmax "
+            "do not apply",
+        )
     exp = open_from_args(args)
     if args.format == "safetensors":
         from ...legacy.exported import write_checkpoint
+
         paths = write_checkpoint(exp, args.outdir)
     else:
         from ...export.onnx_graphs import write_onnx
+
         paths = write_onnx(exp, args.outdir)
     for path in paths:
         logger.info("wrote %s", path)

@@ -1,14 +1,14 @@
 """``groundhog-port inspect``: what a state describes and what a checkpoint holds."""
+
 import json
 import sys
 
 import legacy_states
 
-from ...legacy import checkpoint
-from ...legacy import lookup
-from ...model.config import GRCONV, ModelConfig
 from ...errors import EXIT_INPUT, EXIT_OK, LegacyInputError
+from ...legacy import checkpoint, lookup
 from ...legacy.loading import Experiment
+from ...model.config import GRCONV, ModelConfig
 from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
 
 NAME = "inspect"
@@ -37,27 +37,52 @@ def report(state_path, model_path=None, changes="", data_dir=None, strict=False)
         "differs_from_prototype": {k: state.get(k) for k in differing},
         "architecture": {
             "model": "RNNsearch (attention)" if cfg.search else "RNNencdec (fixed context)",
-            "encoder": ("RecursiveConvolutionalLayer (grConv)" if cfg.enc.layer == GRCONV
-                        else "RecurrentLayer (GRU)"),
-            "dim": cfg.dim, "rank_n_approx": cfg.rank_n_approx,
-            "n_sym_source": cfg.n_sym_source, "n_sym_target": cfg.n_sym_target,
-            "null_sym_source": cfg.null_sym_source, "null_sym_target": cfg.null_sym_target,
-            "annotation_components": [n for n in ("forward", "last_forward", "backward",
-                                                  "last_backward") if getattr(cfg, n)],
-            "c_dim": cfg.c_dim, "search": cfg.search,
-            "readout": {"deep_out": cfg.deep_out, "unary_activ": state["unary_activ"],
-                        "maxout_part": cfg.maxout_part, "softmax_input": cfg.softmax_in,
-                        "bigram": cfg.bigram, "check_first_word": cfg.check_first_word},
-            "bias_code": cfg.bias_code, "decoding_inputs": cfg.decoding_inputs,
-            "activations": {"enc": cfg.enc.activation.name, "back_enc": cfg.back_enc.activation.name,
-                            "dec": cfg.dec.activation.name, "rank_n_activ": cfg.rank_n_activ.name},
+            "encoder": (
+                "RecursiveConvolutionalLayer (grConv)"
+                if cfg.enc.layer == GRCONV
+                else "RecurrentLayer (GRU)"
+            ),
+            "dim": cfg.dim,
+            "rank_n_approx": cfg.rank_n_approx,
+            "n_sym_source": cfg.n_sym_source,
+            "n_sym_target": cfg.n_sym_target,
+            "null_sym_source": cfg.null_sym_source,
+            "null_sym_target": cfg.null_sym_target,
+            "annotation_components": [
+                n
+                for n in ("forward", "last_forward", "backward", "last_backward")
+                if getattr(cfg, n)
+            ],
+            "c_dim": cfg.c_dim,
+            "search": cfg.search,
+            "readout": {
+                "deep_out": cfg.deep_out,
+                "unary_activ": state["unary_activ"],
+                "maxout_part": cfg.maxout_part,
+                "softmax_input": cfg.softmax_in,
+                "bigram": cfg.bigram,
+                "check_first_word": cfg.check_first_word,
+            },
+            "bias_code": cfg.bias_code,
+            "decoding_inputs": cfg.decoding_inputs,
+            "activations": {
+                "enc": cfg.enc.activation.name,
+                "back_enc": cfg.back_enc.activation.name,
+                "dec": cfg.dec.activation.name,
+                "rank_n_activ": cfg.rank_n_activ.name,
+            },
         },
-        "parameters": [{"name": p.name, "shape": list(p.shape), "module": p.path}
-                       for p in table],
+        "parameters": [{"name": p.name, "shape": list(p.shape), "module": p.path} for p in table],
         "not_saved_by_groundhog": [{"name": u.name, "why": u.reason} for u in unsaved],
     }
-    exp = Experiment(state_path, state, cfg, None, lookup.data_dirs(data_dir),
-                     frozenset(legacy_states.parse_changes(changes)))
+    exp = Experiment(
+        state_path,
+        state,
+        cfg,
+        None,
+        lookup.data_dirs(data_dir),
+        frozenset(legacy_states.parse_changes(changes)),
+    )
     out["data"] = {}
     for key in VOCAB_KEYS + CORPUS_KEYS:
         try:
@@ -67,10 +92,14 @@ def report(state_path, model_path=None, changes="", data_dir=None, strict=False)
             continue
         entry = {"path": str(path)}
         if key in VOCAB_KEYS:
-            entry["size"] = len({"word_indx": lambda: exp.src_word2idx,
-                                 "word_indx_trgt": lambda: exp.trg_word2idx,
-                                 "indx_word": lambda: exp.src_idx2word,
-                                 "indx_word_target": lambda: exp.trg_idx2word}[key]())
+            entry["size"] = len(
+                {
+                    "word_indx": lambda: exp.src_word2idx,
+                    "word_indx_trgt": lambda: exp.trg_word2idx,
+                    "indx_word": lambda: exp.src_idx2word,
+                    "indx_word_target": lambda: exp.trg_idx2word,
+                }[key]()
+            )
         out["data"][key] = entry
     if model_path:
         arrays = checkpoint.read_npz(model_path, table)
@@ -78,7 +107,9 @@ def report(state_path, model_path=None, changes="", data_dir=None, strict=False)
         for entry in out["parameters"]:
             entry["in_checkpoint"] = entry["name"] in arrays
         out["checkpoint"] = {
-            "path": str(model_path), "arrays": len(arrays), "problems": problems,
+            "path": str(model_path),
+            "arrays": len(arrays),
+            "problems": problems,
             "nonfinite": checkpoint.nonfinite_params(arrays),
         }
     return out
@@ -94,8 +125,10 @@ def run(args):
     ck = rep.get("checkpoint")
     if ck and (ck["problems"] or ck["nonfinite"]):
         n = len(ck["problems"]) + len(ck["nonfinite"])
-        print(f"groundhog-port inspect: error: {ck['path']}: {n} problem(s), listed above",
-              file=sys.stderr)
+        print(
+            f"groundhog-port inspect: error: {ck['path']}: {n} problem(s), listed above",
+            file=sys.stderr,
+        )
         return EXIT_INPUT
     return EXIT_OK
 
@@ -116,19 +149,27 @@ def print_text(rep):
     for k, v in rep["differs_from_prototype"].items():
         print(f"  changed   {k} = {v!r}")
     print(f"model       {a['model']}")
-    print(f"sizes       dim={a['dim']} rank_n_approx={a['rank_n_approx']} "
-          f"n_sym_source={a['n_sym_source']} n_sym_target={a['n_sym_target']} c_dim={a['c_dim']}")
+    print(
+        f"sizes       dim={a['dim']} rank_n_approx={a['rank_n_approx']} "
+        f"n_sym_source={a['n_sym_source']} n_sym_target={a['n_sym_target']} c_dim={a['c_dim']}"
+    )
     print(f"encoder     {a['encoder']}")
     print(f"annotation  {' + '.join(a['annotation_components'])}")
     r = a["readout"]
-    print(f"readout     deep_out={r['deep_out']} unary_activ={r['unary_activ']!r} "
-          f"softmax_input={r['softmax_input']} bigram={r['bigram']} "
-          f"check_first_word={r['check_first_word']}")
-    print(f"decoder     bias_code={a['bias_code']} decoding_inputs={a['decoding_inputs']} "
-          f"search={a['search']}")
+    print(
+        f"readout     deep_out={r['deep_out']} unary_activ={r['unary_activ']!r} "
+        f"softmax_input={r['softmax_input']} bigram={r['bigram']} "
+        f"check_first_word={r['check_first_word']}"
+    )
+    print(
+        f"decoder     bias_code={a['bias_code']} decoding_inputs={a['decoding_inputs']} "
+        f"search={a['search']}"
+    )
     ck = rep.get("checkpoint")
-    print(f"parameters  {len(rep['parameters'])}" + (f" (checkpoint {ck['path']}: "
-                                                     f"{ck['arrays']} arrays)" if ck else ""))
+    print(
+        f"parameters  {len(rep['parameters'])}"
+        + (f" (checkpoint {ck['path']}: {ck['arrays']} arrays)" if ck else "")
+    )
     for p in rep["parameters"]:
         mark = "" if "in_checkpoint" not in p else ("  ok" if p["in_checkpoint"] else "  MISSING")
         print(f"  {p['name']:<32} {str(tuple(p['shape'])):<14} -> {p['module']}{mark}")
@@ -138,8 +179,11 @@ def print_text(rep):
     print("data")
     for key, d in rep["data"].items():
         if "error" in d:
-            note = (" (the training corpus: not needed to inspect, translate or score "
-                    "text files)") if key in CORPUS_KEYS else ""
+            note = (
+                (" (the training corpus: not needed to inspect, translate or score text files)")
+                if key in CORPUS_KEYS
+                else ""
+            )
             print(f"  {key:<17} NOT FOUND{note}: {d['error']}")
         else:
             size = f"  ({d['size']} entries)" if "size" in d else ""

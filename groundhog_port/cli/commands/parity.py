@@ -11,59 +11,94 @@ Exit 0 when every quantity passes, 1 when one fails or when a row is NOT COVERED
 recording cannot tell a mechanism apart, e.g. ``ignore_unk`` where no hypothesis holds UNK)
 unless ``--allow-uncovered``, 2 on bad input.  The library behind it is :mod:`groundhog_port.harness.check`.
 """
+
 import logging
 import sys
 import time
 
-
-from ...legacy import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
-from ...legacy.loading import open_experiment
-from ...outputs import Progress
 from ...harness.check import GROUPS, check, count_work, find_case, test_files_near
 from ...harness.trace import TraceFile
+from ...legacy import lookup
+from ...legacy.loading import open_experiment
+from ...outputs import Progress
 from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
 
 NAME = "parity"
-HELP = ("check the port against a recorded GroundHog/Theano trace (trace.h5): one row per "
-        "quantity with max abs/rel error and PASS/FAIL")
+HELP = (
+    "check the port against a recorded GroundHog/Theano trace (trace.h5): one row per "
+    "quantity with max abs/rel error and PASS/FAIL"
+)
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(p):
-    p.add_argument("--case", metavar="DIR",
-                   help="a case folder: *_state.pkl, *_model.npz, trace.h5, test.en, test.fr, "
-                        "vocabularies (the options below override what is found there)")
+    p.add_argument(
+        "--case",
+        metavar="DIR",
+        help="a case folder: *_state.pkl, *_model.npz, trace.h5, test.en, test.fr, "
+        "vocabularies (the options below override what is found there)",
+    )
     p.add_argument("--state", help="the experiment's *_state.pkl")
     add_model_and_changes(p)
-    p.add_argument("--checkpoint", metavar="DIR",
-                   help="check an exported checkpoint (groundhog-port export --format "
-                        "safetensors) instead of the case's or --state/--model files")
+    p.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="check an exported checkpoint (groundhog-port export --format "
+        "safetensors) instead of the case's or --state/--model files",
+    )
     p.add_argument("--trace", help="the recorded trace (trace.h5, see docs/trace_format.md)")
-    p.add_argument("--source", help="the test source sentences the trace was recorded on "
-                                    "(default: the trace's test_src_file next to it)")
-    p.add_argument("--target", help="the test target sentences (default: test_trg_file next to "
-                                    "the trace)")
-    add_data_dir_argument(p, extra="; with --case, DIR and DIR/../data are searched after "
-                                   "them (vocabularies and test files)")
+    p.add_argument(
+        "--source",
+        help="the test source sentences the trace was recorded on "
+        "(default: the trace's test_src_file next to it)",
+    )
+    p.add_argument(
+        "--target", help="the test target sentences (default: test_trg_file next to the trace)"
+    )
+    add_data_dir_argument(
+        p,
+        extra="; with --case, DIR and DIR/../data are searched after "
+        "them (vocabularies and test files)",
+    )
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
-    p.add_argument("--only", metavar="GROUP[,GROUP]", action="append",
-                   help=f"compare only these groups ({', '.join(GROUPS)}); repeatable")
-    p.add_argument("--beam-labels", nargs="+", metavar="LABEL",
-                   help="restrict /beam to these labels (e.g. 1 5 10_normalize 5_ignore_unk)")
-    p.add_argument("--float64-reference", action="store_true",
-                   help="also print, per quantity, the port's own float32 noise (max |float32 - "
-                        "float64 shadow|), the error and the allowed bound at the worst element, "
-                        "and max |recorded - float64 shadow| (Theano's own error; the bounds are "
-                        "always derived from the float64 runs: docs/trace_format.md, Tolerances)")
-    p.add_argument("--allow-uncovered", action="store_true",
-                   help="exit 0 even when some rows are NOT COVERED (mechanisms the recording "
-                        "cannot tell apart, e.g. ignore_unk where no hypothesis contains UNK); "
-                        "they are still printed")
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON (with the "
-                                                  "worst element of every quantity)")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress line even when stderr is not a terminal")
+    p.add_argument(
+        "--only",
+        metavar="GROUP[,GROUP]",
+        action="append",
+        help=f"compare only these groups ({', '.join(GROUPS)}); repeatable",
+    )
+    p.add_argument(
+        "--beam-labels",
+        nargs="+",
+        metavar="LABEL",
+        help="restrict /beam to these labels (e.g. 1 5 10_normalize 5_ignore_unk)",
+    )
+    p.add_argument(
+        "--float64-reference",
+        action="store_true",
+        help="also print, per quantity, the port's own float32 noise (max |float32 - "
+        "float64 shadow|), the error and the allowed bound at the worst element, "
+        "and max |recorded - float64 shadow| (Theano's own error; the bounds are "
+        "always derived from the float64 runs: docs/trace_format.md, Tolerances)",
+    )
+    p.add_argument(
+        "--allow-uncovered",
+        action="store_true",
+        help="exit 0 even when some rows are NOT COVERED (mechanisms the recording "
+        "cannot tell apart, e.g. ignore_unk where no hypothesis contains UNK); "
+        "they are still printed",
+    )
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the report as JSON (with the worst element of every quantity)",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress line even when stderr is not a terminal",
+    )
 
 
 def _groups(only):
@@ -74,7 +109,9 @@ def _groups(only):
         for g in item.split(","):
             g = g.strip()
             if g and g not in GROUPS:
-                raise LegacyInputError(None, f"--only {g}: unknown group (known: {', '.join(GROUPS)})")
+                raise LegacyInputError(
+                    None, f"--only {g}: unknown group (known: {', '.join(GROUPS)})"
+                )
             if g and g not in out:
                 out.append(g)
     if not out:
@@ -87,17 +124,27 @@ def run(args):
     groups = _groups(args.only)
     if args.case:
         data_dir = lookup.case_data_dirs(args.case, args.data_dir)
-        files = find_case(args.case, args.state, args.model, args.trace, args.source, args.target,
-                          data_dirs=data_dir)
+        files = find_case(
+            args.case,
+            args.state,
+            args.model,
+            args.trace,
+            args.source,
+            args.target,
+            data_dirs=data_dir,
+        )
         state, model, trace = files.state, files.model, files.trace
         source, target = files.source, files.target
     else:
         needed = ("trace",) if args.checkpoint else ("state", "model", "trace")
         missing = [o for o in needed if not getattr(args, o)]
         if missing:
-            raise LegacyInputError(None, "give --case DIR, or all of --state, --model (or "
-                                         "--checkpoint) and --trace "
-                                         f"(missing: {', '.join('--' + m for m in missing)})")
+            raise LegacyInputError(
+                None,
+                "give --case DIR, or all of --state, --model (or "
+                "--checkpoint) and --trace "
+                f"(missing: {', '.join('--' + m for m in missing)})",
+            )
         state, model, trace = args.state, args.model, args.trace
         source, target = args.source, args.target
         if source is None or target is None:
@@ -113,34 +160,59 @@ def run(args):
     try:
         t0 = time.perf_counter()
         if args.checkpoint:
-            exp = open_experiment(args.checkpoint, None, args.changes, device=args.device,
-                                  strict=args.strict)
+            exp = open_experiment(
+                args.checkpoint, None, args.changes, device=args.device, strict=args.strict
+            )
         else:
-            exp = open_experiment(state, model, args.changes, data_dir=data_dir,
-                                  device=args.device, strict=args.strict)
+            exp = open_experiment(
+                state,
+                model,
+                args.changes,
+                data_dir=data_dir,
+                device=args.device,
+                strict=args.strict,
+            )
         with TraceFile(trace) as tr:
-            progress = Progress(count_work(tr, groups, args.beam_labels), unit="items",
-                                enabled=True if args.progress else None)
-            report = check(exp, tr, groups=groups, beam_labels=args.beam_labels, source=source,
-                           target=target, progress=progress)
+            progress = Progress(
+                count_work(tr, groups, args.beam_labels),
+                unit="items",
+                enabled=True if args.progress else None,
+            )
+            report = check(
+                exp,
+                tr,
+                groups=groups,
+                beam_labels=args.beam_labels,
+                source=source,
+                target=target,
+                progress=progress,
+            )
             progress.close()
     finally:
         search_log.setLevel(search_level)
     if report.n_compared == 0:
-        raise LegacyInputError(trace, f"the trace holds nothing of the selected group(s) "
-                                      f"{', '.join(groups)}")
+        raise LegacyInputError(
+            trace, f"the trace holds nothing of the selected group(s) {', '.join(groups)}"
+        )
     report.seconds["total"] = time.perf_counter() - t0
     print(report.table(float64_reference=args.float64_reference))
     sys.stdout.flush()
     if args.json:
         report.to_json(args.json)
-    logger.info("parity: %d quantities, %d values compared in %.1f s", len(report.rows),
-                report.n_compared, report.seconds["total"])
+    logger.info(
+        "parity: %d quantities, %d values compared in %.1f s",
+        len(report.rows),
+        report.n_compared,
+        report.seconds["total"],
+    )
     if not report.ok:
         return EXIT_MISMATCH
     if report.uncovered and not args.allow_uncovered:
-        logger.error("parity: %d row(s) NOT COVERED: the recording cannot tell these mechanisms apart "
-                     "(%s); pass --allow-uncovered to accept", len(report.uncovered),
-                     ", ".join(r.quantity for r in report.uncovered))
+        logger.error(
+            "parity: %d row(s) NOT COVERED: the recording cannot tell these mechanisms apart "
+            "(%s); pass --allow-uncovered to accept",
+            len(report.uncovered),
+            ", ".join(r.quantity for r in report.uncovered),
+        )
         return EXIT_MISMATCH
     return EXIT_OK

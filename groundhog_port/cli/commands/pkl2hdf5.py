@@ -1,6 +1,7 @@
 """``groundhog-port pkl2hdf5``: ``experiments/nmt/preprocess/convert-pkl2hdf5.py``."""
-from ...legacy import preprocess as pp
+
 from ...errors import EXIT_OK
+from ...legacy import preprocess as pp
 
 NAME = "pkl2hdf5"
 HELP = "convert a binarized text pickle to GroundHog's .h5 layout (/phrases, /indices)"

@@ -11,56 +11,90 @@ Examples::
 
 Exit codes: 0 every compared line identical, 1 some differ, 2 bad input.
 """
+
 import json
 import logging
 from pathlib import Path
 
-
-from ...legacy import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
+from ...legacy import lookup
 from ...outputs import Progress
-from ...tasks.rescore import bleu_tokenizers
-from ...tasks.reproduce import ArchivedFile, Settings, find_case, format_report, reproduce, sentences_to_translate
-from .common import add_model_arguments, model_and_changes, open_from_args
 from ...search.translator import DEFAULT_BATCH_SIZE
+from ...tasks.reproduce import (
+    ArchivedFile,
+    Settings,
+    find_case,
+    format_report,
+    reproduce,
+    sentences_to_translate,
+)
+from ...tasks.rescore import bleu_tokenizers
+from .common import add_model_arguments, model_and_changes, open_from_args
 
 NAME = "reproduce"
-HELP = ("re-translate an archived experiment (--case DIR, or --state/--model/--source/"
-        "--archived-trans with its sample.py settings) and compare line by line, with BLEU")
+HELP = (
+    "re-translate an archived experiment (--case DIR, or --state/--model/--source/"
+    "--archived-trans with its sample.py settings) and compare line by line, with BLEU"
+)
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(p):
-    p.add_argument("--case", metavar="DIR",
-                   help="experiment folder: *_state.pkl, *_model.npz and the "
-                        "trans_beamN[_normalize][_ignore_unk].txt files sample.py wrote (settings "
-                        "read from the names; trans_holdout_beamN.txt with holdout.en/.fr); the "
-                        "test set test.en/test.fr is looked for in DIR, each --data-dir, then "
-                        "DIR/../data, or given with --source/--ref")
+    p.add_argument(
+        "--case",
+        metavar="DIR",
+        help="experiment folder: *_state.pkl, *_model.npz and the "
+        "trans_beamN[_normalize][_ignore_unk].txt files sample.py wrote (settings "
+        "read from the names; trans_holdout_beamN.txt with holdout.en/.fr); the "
+        "test set test.en/test.fr is looked for in DIR, each --data-dir, then "
+        "DIR/../data, or given with --source/--ref",
+    )
     add_model_arguments(p)
-    p.add_argument("--source", help="source sentences the archived file translates (with --case: "
-                                    "replaces test.en, e.g. a renamed test set)")
-    p.add_argument("--ref", help="reference translations, for BLEU (optional; with --case: "
-                                 "replaces test.fr)")
-    p.add_argument("--archived-trans", action="append", metavar="FILE",
-                   help="archived sample.py --trans output (repeat for several runs with the "
-                        "same settings)")
+    p.add_argument(
+        "--source",
+        help="source sentences the archived file translates (with --case: "
+        "replaces test.en, e.g. a renamed test set)",
+    )
+    p.add_argument(
+        "--ref", help="reference translations, for BLEU (optional; with --case: replaces test.fr)"
+    )
+    p.add_argument(
+        "--archived-trans",
+        action="append",
+        metavar="FILE",
+        help="archived sample.py --trans output (repeat for several runs with the same settings)",
+    )
     p.add_argument("--beam-size", type=int, help="the archived run's --beam-size (without --case)")
     p.add_argument("--normalize", action="store_true", help="the archived run used --normalize")
     p.add_argument("--ignore-unk", action="store_true", help="the archived run used --ignore-unk")
-    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
-                   help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}, as translate); "
-                        "1 runs the literal sample.py loop")
-    p.add_argument("--tokenize", default="13a", choices=bleu_tokenizers(),
-                   help="sacrebleu tokenizer (default 13a, as `groundhog-port bleu`; 'none' for "
-                        "the tokenized text as it is); the multi-bleu number splits on spaces")
-    p.add_argument("--max-diffs", type=int, default=5,
-                   help="differing lines shown per file (default 5)")
-    p.add_argument("--save-dir", metavar="DIR",
-                   help="also write the reproduced translations there, named as the archived files")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}, as translate); "
+        "1 runs the literal sample.py loop",
+    )
+    p.add_argument(
+        "--tokenize",
+        default="13a",
+        choices=bleu_tokenizers(),
+        help="sacrebleu tokenizer (default 13a, as `groundhog-port bleu`; 'none' for "
+        "the tokenized text as it is); the multi-bleu number splits on spaces",
+    )
+    p.add_argument(
+        "--max-diffs", type=int, default=5, help="differing lines shown per file (default 5)"
+    )
+    p.add_argument(
+        "--save-dir",
+        metavar="DIR",
+        help="also write the reproduced translations there, named as the archived files",
+    )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress line even when stderr is not a terminal")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress line even when stderr is not a terminal",
+    )
 
 
 def _archived_files(args):
@@ -68,32 +102,63 @@ def _archived_files(args):
         if path and not Path(path).is_file():
             raise LegacyInputError(path, "file not found")
     if args.case:
-        explicit = [name for name, v in (("--state", args.state), ("--model", args.model),
-                                         ("--archived-trans", args.archived_trans),
-                                         ("--beam-size", args.beam_size),
-                                         ("--normalize", args.normalize),
-                                         ("--ignore-unk", args.ignore_unk)) if v]
+        explicit = [
+            name
+            for name, v in (
+                ("--state", args.state),
+                ("--model", args.model),
+                ("--archived-trans", args.archived_trans),
+                ("--beam-size", args.beam_size),
+                ("--normalize", args.normalize),
+                ("--ignore-unk", args.ignore_unk),
+            )
+            if v
+        ]
         if explicit:
-            raise LegacyInputError(None, "--case reads the state, model and settings from the "
-                                   "folder; leave out " + ", ".join(explicit))
+            raise LegacyInputError(
+                None,
+                "--case reads the state, model and settings from the "
+                "folder; leave out " + ", ".join(explicit),
+            )
         dirs = lookup.case_data_dirs(args.case, args.data_dir)
         case = find_case(args.case, dirs, args.source, args.ref)
         return case.state, case.model, case.files, case.skipped, str(case.directory), dirs
-    model_given = (("--checkpoint", args.checkpoint),) if args.checkpoint else (
-        ("--state", args.state), ("--model", args.model))
-    missing = [n for n, v in (*model_given, ("--source", args.source), ("--archived-trans", args.archived_trans),
-                              ("--beam-size", args.beam_size)) if not v]
+    model_given = (
+        (("--checkpoint", args.checkpoint),)
+        if args.checkpoint
+        else (("--state", args.state), ("--model", args.model))
+    )
+    missing = [
+        n
+        for n, v in (
+            *model_given,
+            ("--source", args.source),
+            ("--archived-trans", args.archived_trans),
+            ("--beam-size", args.beam_size),
+        )
+        if not v
+    ]
     if missing:
-        raise LegacyInputError(None, "give --case DIR, or --state, --model, --source, "
-                               "--archived-trans and --beam-size (missing: "
-                               + ", ".join(missing) + ")")
+        raise LegacyInputError(
+            None,
+            "give --case DIR, or --state, --model, --source, "
+            "--archived-trans and --beam-size (missing: " + ", ".join(missing) + ")",
+        )
     if args.beam_size < 1:
         raise LegacyInputError(None, "--beam-size must be at least 1")
     settings = Settings(args.beam_size, args.normalize, args.ignore_unk)
-    files = [ArchivedFile(Path(f), settings, Path(args.source), Path(args.ref) if args.ref else None)
-             for f in args.archived_trans]
-    return (args.state and Path(args.state), args.model and Path(args.model), files, [], None,
-            lookup.data_dirs(args.data_dir))
+    files = [
+        ArchivedFile(Path(f), settings, Path(args.source), Path(args.ref) if args.ref else None)
+        for f in args.archived_trans
+    ]
+    return (
+        args.state and Path(args.state),
+        args.model and Path(args.model),
+        files,
+        [],
+        None,
+        lookup.data_dirs(args.data_dir),
+    )
 
 
 def run(args):
@@ -104,14 +169,31 @@ def run(args):
     exp = open_from_args(args, model_path=model, state=state, data_dirs=dirs)
     if args.checkpoint:
         state, model = exp.state_path, exp.weights_path
-    progress = Progress(sentences_to_translate(files), unit="sent",
-                        enabled=True if args.progress else None)
-    report = reproduce(exp, files, batch_size=args.batch_size, max_diffs=args.max_diffs,
-                       tokenize=args.tokenize, progress=progress.update, save_dir=args.save_dir)
+    progress = Progress(
+        sentences_to_translate(files), unit="sent", enabled=True if args.progress else None
+    )
+    report = reproduce(
+        exp,
+        files,
+        batch_size=args.batch_size,
+        max_diffs=args.max_diffs,
+        tokenize=args.tokenize,
+        progress=progress.update,
+        save_dir=args.save_dir,
+    )
     progress.close()
-    report.update({"case": case, "state": str(state), "model": str(model), "skipped": skipped,
-                   "tokenize": args.tokenize})
-    logger.info("%d sentences, %.1f sentences/s", report["sentences"], report["sentences_per_second"])
+    report.update(
+        {
+            "case": case,
+            "state": str(state),
+            "model": str(model),
+            "skipped": skipped,
+            "tokenize": args.tokenize,
+        }
+    )
+    logger.info(
+        "%d sentences, %.1f sentences/s", report["sentences"], report["sentences_per_second"]
+    )
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
     else:

@@ -4,6 +4,7 @@ The model's modules (torch: seconds to import) are imported by the functions tha
 after :func:`run` has checked the arguments and the optional dependencies (matplotlib);
 torch itself loads in :func:`~groundhog_port.cli.commands.common.open_from_args`.
 """
+
 import contextlib
 import logging
 import sys
@@ -12,11 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from ...distributed import world as distributed
-from ...tasks import plots
-from ...legacy.data import read_text_lines
 from ...errors import EXIT_OK, LegacyInputError
+from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
 from ...outputs import Journal, Progress, atomic_output, check_outputs, file_digest, write_failure
+from ...tasks import plots
 from .common import add_model_arguments, open_from_args, run_fingerprint
 
 NAME = "score"
@@ -28,41 +29,78 @@ def add_arguments(p):
     add_model_arguments(p)
     p.add_argument("--src", help="source phrases (text, or GroundHog .h5 with --trg .h5)")
     p.add_argument("--trg", help="target phrases")
-    p.add_argument("--scores", metavar="FILE",
-                   help="save the scores to FILE (default: standard output); --mode batch "
-                        "and txt (score.py's txt mode ignored --scores and printed them: "
-                        "--verbose's word probabilities and alignments still go to the output)")
-    p.add_argument("--print-probs", action="store_true",
-                   help="print probabilities instead of log-probabilities")
+    p.add_argument(
+        "--scores",
+        metavar="FILE",
+        help="save the scores to FILE (default: standard output); --mode batch "
+        "and txt (score.py's txt mode ignored --scores and printed them: "
+        "--verbose's word probabilities and alignments still go to the output)",
+    )
+    p.add_argument(
+        "--print-probs",
+        action="store_true",
+        help="print probabilities instead of log-probabilities",
+    )
     p.add_argument("--allow-unk", action="store_true", help="allow unknown words in the input")
-    p.add_argument("--mode", default="interact", choices=("batch", "txt", "interact"),
-                   help="processing mode (default interact, as score.py)")
+    p.add_argument(
+        "--mode",
+        default="interact",
+        choices=("batch", "txt", "interact"),
+        help="processing mode (default interact, as score.py)",
+    )
     p.add_argument("--n-batches", type=int, default=-1, help="score only the first n batches")
-    p.add_argument("--verbose", action="store_true",
-                   help="txt mode: print word probabilities and the alignment table")
-    p.add_argument("--y-noise", type=float,
-                   help="probability of replacing a target word by a random word (as score.py, "
-                        "numpy's unseeded global generator)")
-    p.add_argument("--resume", action="store_true",
-                   help="with --scores: continue an interrupted run (whole batches are kept)")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress line even when stderr is not a terminal")
-    p.add_argument("--plot-alignment", metavar="DIR",
-                   help="txt mode: write one attention heatmap per pair to DIR (as Figure 3 "
-                        "of Bahdanau et al., with a colour bar; RNNsearch models; needs "
-                        "matplotlib: the plot extra)")
-    p.add_argument("--plot-tree", metavar="DIR",
-                   help="txt mode: write the grConv gating tree of each source sentence to DIR "
-                        "(as experiments/nmt/tree.py draws it; enc_rec_layer="
-                        "'RecursiveConvolutionalLayer' models; needs matplotlib: the plot extra)")
-    p.add_argument("--format", choices=plots.FORMATS,
-                   help="--plot-alignment / --plot-tree: picture format (default png)")
-    p.add_argument("--dpi", type=int,
-                   help=f"--plot-alignment / --plot-tree: dots per inch (default {plots.DPI}; "
-                        "300 for print)")
-    p.add_argument("--tree-threshold", type=float, default=0.1, metavar="W",
-                   help="--plot-tree: leave out edges of weight <= W (tree.py's 'Threshold'; "
-                        "default 0.1)")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="txt mode: print word probabilities and the alignment table",
+    )
+    p.add_argument(
+        "--y-noise",
+        type=float,
+        help="probability of replacing a target word by a random word (as score.py, "
+        "numpy's unseeded global generator)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --scores: continue an interrupted run (whole batches are kept)",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress line even when stderr is not a terminal",
+    )
+    p.add_argument(
+        "--plot-alignment",
+        metavar="DIR",
+        help="txt mode: write one attention heatmap per pair to DIR (as Figure 3 "
+        "of Bahdanau et al., with a colour bar; RNNsearch models; needs "
+        "matplotlib: the plot extra)",
+    )
+    p.add_argument(
+        "--plot-tree",
+        metavar="DIR",
+        help="txt mode: write the grConv gating tree of each source sentence to DIR "
+        "(as experiments/nmt/tree.py draws it; enc_rec_layer="
+        "'RecursiveConvolutionalLayer' models; needs matplotlib: the plot extra)",
+    )
+    p.add_argument(
+        "--format",
+        choices=plots.FORMATS,
+        help="--plot-alignment / --plot-tree: picture format (default png)",
+    )
+    p.add_argument(
+        "--dpi",
+        type=int,
+        help=f"--plot-alignment / --plot-tree: dots per inch (default {plots.DPI}; 300 for print)",
+    )
+    p.add_argument(
+        "--tree-threshold",
+        type=float,
+        default=0.1,
+        metavar="W",
+        help="--plot-tree: leave out edges of weight <= W (tree.py's 'Threshold'; default 0.1)",
+    )
 
 
 def run(args):
@@ -76,15 +114,22 @@ def run(args):
     if args.dpi is not None and not 10 <= args.dpi <= 2400:
         raise LegacyInputError(None, f"--dpi {args.dpi}: expected 10..2400")
     if args.mode == "interact" and args.scores:
-        raise LegacyInputError(None, "--scores FILE works with --mode batch and txt (interact "
-                                     "prints every score)")
+        raise LegacyInputError(
+            None, "--scores FILE works with --mode batch and txt (interact prints every score)"
+        )
     if args.resume and args.mode != "batch":
         raise LegacyInputError(None, "--resume works with --mode batch")
     if distributed.world_from_env() and args.mode != "batch":
         raise LegacyInputError(None, "under torchrun only --mode batch is sharded")
-    check_outputs([("--scores", args.scores)], inputs=[
-        ("--src", args.src), ("--trg", args.trg), ("--state", args.state),
-        ("model", args.model_path)])
+    check_outputs(
+        [("--scores", args.scores)],
+        inputs=[
+            ("--src", args.src),
+            ("--trg", args.trg),
+            ("--state", args.state),
+            ("model", args.model_path),
+        ],
+    )
     _, args.device = distributed.setup(args.device, args.threads)
     exp = open_from_args(args)
     if args.mode == "batch":
@@ -113,17 +158,28 @@ def batch_fingerprint(args, exp):
     """What ``--scores`` depends on (``--resume`` checks it).  Without ``--src/--trg`` the
     corpora are the state's (its digest covers their names)."""
     corpora = {"src": file_digest(args.src), "trg": file_digest(args.trg)} if args.src else {}
-    return run_fingerprint(args, exp, "score --mode batch", ("word_indx", "word_indx_trgt"),
-                           **corpora, allow_unk=args.allow_unk, print_probs=args.print_probs,
-                           n_batches=args.n_batches, y_noise=args.y_noise)
+    return run_fingerprint(
+        args,
+        exp,
+        "score --mode batch",
+        ("word_indx", "word_indx_trgt"),
+        **corpora,
+        allow_unk=args.allow_unk,
+        print_probs=args.print_probs,
+        n_batches=args.n_batches,
+        y_noise=args.y_noise,
+    )
 
 
 def batch_mode(exp, args):
     """score.py:132-188: one ``{:.5e}`` line per pair (the log-probability, or with
     ``--print-probs`` the probability), in batch order."""
     if (args.src is None) != (args.trg is None):
-        raise LegacyInputError(None, "--src and --trg go together (or leave both out to score "
-                               "the training corpora named in the state)")
+        raise LegacyInputError(
+            None,
+            "--src and --trg go together (or leave both out to score "
+            "the training corpora named in the state)",
+        )
     if args.resume and not args.scores:
         raise LegacyInputError(None, "--resume needs --scores FILE")
     if args.src and not (str(args.src).endswith(".h5") and str(args.trg).endswith(".h5")):
@@ -131,24 +187,42 @@ def batch_mode(exp, args):
             warn_long_lines(path, read_text_lines(path), exp.state, "scoring it", "score.py")
     from ...distributed import sharded
     from ...search.scoring import batches_for, score_batch
+
     fingerprint = batch_fingerprint(args, exp) if args.scores else None
     if distributed.world_from_env():
         if args.y_noise:
-            raise LegacyInputError(None, "--y-noise draws from numpy's unseeded global generator: "
-                                   "it cannot be sharded reproducibly; run it in one process")
+            raise LegacyInputError(
+                None,
+                "--y-noise draws from numpy's unseeded global generator: "
+                "it cannot be sharded reproducibly; run it in one process",
+            )
         if not args.scores:
-            raise LegacyInputError(None, "under torchrun, score --mode batch needs --scores FILE "
-                                   "(rank 0 writes it)")
-        return sharded.score(exp, _complete_batches, src=args.src, trg=args.trg,
-                             scores=args.scores, allow_unk=args.allow_unk,
-                             n_batches=args.n_batches, print_probs=args.print_probs,
-                             resume=args.resume, progress=args.progress, fingerprint=fingerprint)
+            raise LegacyInputError(
+                None, "under torchrun, score --mode batch needs --scores FILE (rank 0 writes it)"
+            )
+        return sharded.score(
+            exp,
+            _complete_batches,
+            src=args.src,
+            trg=args.trg,
+            scores=args.scores,
+            allow_unk=args.allow_unk,
+            n_batches=args.n_batches,
+            print_probs=args.print_probs,
+            resume=args.resume,
+            progress=args.progress,
+            fingerprint=fingerprint,
+        )
     # a cheap first pass (no model) counts the pairs, for the progress line; it meets bad
     # input (an unknown word...) before any output file is made
-    total = sum(b.size for b in batches_for(exp, args.src, args.trg, args.allow_unk,
-                                            args.n_batches))
-    journal = Journal(args.scores, args.resume, keep=_complete_batches,
-                      fingerprint=fingerprint) if args.scores else None
+    total = sum(
+        b.size for b in batches_for(exp, args.src, args.trg, args.allow_unk, args.n_batches)
+    )
+    journal = (
+        Journal(args.scores, args.resume, keep=_complete_batches, fingerprint=fingerprint)
+        if args.scores
+        else None
+    )
     skip = len({r.split()[0] for r in journal.done_records}) if journal else 0
     kept = len(journal.done_lines) if journal else 0
     if kept:
@@ -156,8 +230,9 @@ def batch_mode(exp, args):
     out = sys.stdout
     progress = Progress(total - kept, unit="pairs", enabled=True if args.progress else None)
     try:
-        for b, batch in enumerate(batches_for(exp, args.src, args.trg, args.allow_unk,
-                                              args.n_batches)):
+        for b, batch in enumerate(
+            batches_for(exp, args.src, args.trg, args.allow_unk, args.n_batches)
+        ):
             if b < skip:
                 continue
             if args.y_noise:
@@ -168,7 +243,7 @@ def batch_mode(exp, args):
             if args.print_probs:
                 scores = np.exp(scores)
             for s in scores:
-                line = "{:.5e}".format(float(s))
+                line = f"{float(s):.5e}"
                 if journal:
                     journal.append(line, f"{b} {batch.size}")
                 else:
@@ -182,8 +257,12 @@ def batch_mode(exp, args):
     progress.close()
     if journal:
         journal.commit()
-    logger.info("scored %d pairs%s, %.1f pairs/s", progress.count,
-                f" (and kept {kept} from the interrupted run)" if kept else "", progress.rate())
+    logger.info(
+        "scored %d pairs%s, %.1f pairs/s",
+        progress.count,
+        f" (and kept {kept} from the interrupted run)" if kept else "",
+        progress.rate(),
+    )
     return EXIT_OK
 
 
@@ -192,35 +271,48 @@ def txt_mode(exp, args):
     with ``--verbose`` the word probabilities and the alignment table first."""
     from ...model.encoder import grconv_gates
     from ...search.scoring import parse_pair, score_pair
+
     if not (args.src and args.trg):
         raise LegacyInputError(None, "--mode txt needs --src and --trg")
     src_lines, trg_lines = read_text_lines(args.src), read_text_lines(args.trg)
     warn_long_lines(args.src, src_lines, exp.state, "scoring it", "score.py")
     warn_long_lines(args.trg, trg_lines, exp.state, "scoring it", "score.py")
     if len(src_lines) != len(trg_lines):
-        raise LegacyInputError(args.src, f"{len(src_lines)} source lines but {len(trg_lines)} "
-                               f"target lines in {args.trg}")
+        raise LegacyInputError(
+            args.src,
+            f"{len(src_lines)} source lines but {len(trg_lines)} target lines in {args.trg}",
+        )
     plot_dir = None
     if args.plot_alignment:
         if not exp.cfg.search:
-            raise LegacyInputError(args.state, "--plot-alignment: this model has no attention "
-                                   "(search=False, an RNNencdec): there is no alignment to plot")
+            raise LegacyInputError(
+                args.state,
+                "--plot-alignment: this model has no attention "
+                "(search=False, an RNNencdec): there is no alignment to plot",
+            )
         plot_dir = _output_dir(args.plot_alignment)
     tree_dir = None
     if args.plot_tree:
         if not exp.model.encoder.grconv:
-            raise LegacyInputError(args.state, "--plot-tree: this model's encoder is not the "
-                                   "grConv (enc_rec_layer='RecursiveConvolutionalLayer'): it "
-                                   "has no gating tree")
+            raise LegacyInputError(
+                args.state,
+                "--plot-tree: this model's encoder is not the "
+                "grConv (enc_rec_layer='RecursiveConvolutionalLayer'): it "
+                "has no gating tree",
+            )
         tree_dir = _output_dir(args.plot_tree)
     fmt, dpi = args.format or "png", args.dpi or plots.DPI
     n_inf = 0
     # log(0) of an underflowed probability is score.py's inf, explained once below
-    with np.printoptions(precision=3, linewidth=150, suppress=True), \
-            np.errstate(divide="ignore"), _scores_output(args.scores) as scores:
+    with (
+        np.printoptions(precision=3, linewidth=150, suppress=True),
+        np.errstate(divide="ignore"),
+        _scores_output(args.scores) as scores,
+    ):
         for n, (src_line, trg_line) in enumerate(zip(src_lines, trg_lines), start=1):
-            (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, src_line, trg_line,
-                                                                    args.allow_unk)
+            (src_seq, src_words), (trg_seq, trg_words) = parse_pair(
+                exp, src_line, trg_line, args.allow_unk
+            )
             s = score_pair(exp.model, src_seq, trg_seq)
             probs = s.word_probs.numpy()
             if args.verbose:
@@ -231,16 +323,25 @@ def txt_mode(exp, args):
             n_inf += bool(np.isinf(cost))
             print(cost, file=scores)
             if plot_dir is not None:
-                plots.plot_alignment(s.alignment.numpy()[:, :, 0], src_words + ["<eos>"],
-                                     trg_words + ["<eos>"],
-                                     plot_dir / plots.plot_file_name(n, len(src_lines), fmt),
-                                     title=f"{Path(args.src).name}, line {n}", fmt=fmt, dpi=dpi)
+                plots.plot_alignment(
+                    s.alignment.numpy()[:, :, 0],
+                    src_words + ["<eos>"],
+                    trg_words + ["<eos>"],
+                    plot_dir / plots.plot_file_name(n, len(src_lines), fmt),
+                    title=f"{Path(args.src).name}, line {n}",
+                    fmt=fmt,
+                    dpi=dpi,
+                )
             if tree_dir is not None:
-                plots.plot_grconv_tree(grconv_gates(exp.model, src_seq).numpy(),
-                                       src_words + ["<eos>"],
-                                       tree_dir / plots.tree_file_name(n, len(src_lines), fmt),
-                                       args.tree_threshold,
-                                       title=f"{Path(args.src).name}, line {n}", fmt=fmt, dpi=dpi)
+                plots.plot_grconv_tree(
+                    grconv_gates(exp.model, src_seq).numpy(),
+                    src_words + ["<eos>"],
+                    tree_dir / plots.tree_file_name(n, len(src_lines), fmt),
+                    args.tree_threshold,
+                    title=f"{Path(args.src).name}, line {n}",
+                    fmt=fmt,
+                    dpi=dpi,
+                )
     if n_inf:
         logger.warning(INF_NOTE, n_inf, len(src_lines), exp.cfg.n_sym_source)
     if not src_lines:
@@ -264,11 +365,13 @@ def _output_dir(path):
 
 
 #: why txt mode prints inf (README, "Scores of inf"); fidelity.md lists both quirks
-INF_NOTE = ("%d of %d pairs score inf, as in the original: a word's float32 probability "
-            "underflowed to 0 and score.py prints -sum(log p) (score.py:240).  Usually that word "
-            "is UNK, which the model almost never predicts; score.py's parse_input also turns "
-            "every target word with an id >= n_sym_source (%d) into UNK (encdec.py:1504).  See "
-            "the README, 'Scores of inf'")
+INF_NOTE = (
+    "%d of %d pairs score inf, as in the original: a word's float32 probability "
+    "underflowed to 0 and score.py prints -sum(log p) (score.py:240).  Usually that word "
+    "is UNK, which the model almost never predicts; score.py's parse_input also turns "
+    "every target word with an id >= n_sym_source (%d) into UNK (encdec.py:1504).  See "
+    "the README, 'Scores of inf'"
+)
 
 
 def print_alignment(alignment, src_line, src_words, trg_words):
@@ -276,7 +379,7 @@ def print_alignment(alignment, src_line, src_words, trg_words):
     each target word attended to most (``<eos>`` past the last word)."""
     print("Alignment:".ljust(20), src_line, "<eos>")
     for i, word in enumerate(trg_words):
-        print("{}{}".format(word.ljust(20), alignment[i]))
+        print(f"{word.ljust(20)}{alignment[i]}")
     print("Generated by:")
     for i, word in enumerate(trg_words):
         j = int(np.argmax(alignment[i]))
@@ -286,6 +389,7 @@ def print_alignment(alignment, src_line, src_words, trg_words):
 def interact_mode(exp, args):
     """score.py:189-205: read a source and a target line, print ids, probabilities, cost."""
     from ...search.scoring import parse_pair, score_pair
+
     while True:
         try:
             src_line = input("Source sequence: ")
@@ -300,4 +404,4 @@ def interact_mode(exp, args):
         print("Binarized source: ", src_seq)
         print("Binarized target: ", trg_seq)
         probs = score_pair(exp.model, src_seq, trg_seq).word_probs.numpy()
-        print("Probs: {}, cost: {}".format(probs, -np.sum(np.log(probs))))
+        print(f"Probs: {probs}, cost: {-np.sum(np.log(probs))}")

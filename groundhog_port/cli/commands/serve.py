@@ -1,4 +1,5 @@
 """``groundhog-port serve``: a translation server and page replacing GroundHog's web demo."""
+
 import logging
 import signal
 import threading
@@ -7,21 +8,33 @@ from ...errors import EXIT_OK, LegacyInputError
 from .common import add_model_arguments, open_from_args
 
 NAME = "serve"
-HELP = ("serve translations over HTTP: the web demo's GET /?source=... API, a JSON API "
-        "(POST /translate), /health and a page with the attention heatmap")
+HELP = (
+    "serve translations over HTTP: the web demo's GET /?source=... API, a JSON API "
+    "(POST /translate), /health and a page with the attention heatmap"
+)
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(p):
     add_model_arguments(p)
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1; the original used all)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; the original used all)",
+    )
     p.add_argument("--port", type=int, default=8888, help="port (default 8888; 0: any free one)")
-    p.add_argument("--beam-size", type=int, default=10,
-                   help="beam size when a request names none (default 10, the demo's)")
-    p.add_argument("--pretokenized", action="store_true",
-                   help="sources arrive tokenized: split on whitespace, no Moses tokenizer "
-                        "(requests may also say so: tokenized=1 / \"tokenized\": true)")
+    p.add_argument(
+        "--beam-size",
+        type=int,
+        default=10,
+        help="beam size when a request names none (default 10, the demo's)",
+    )
+    p.add_argument(
+        "--pretokenized",
+        action="store_true",
+        help="sources arrive tokenized: split on whitespace, no Moses tokenizer "
+        '(requests may also say so: tokenized=1 / "tokenized": true)',
+    )
     p.add_argument("--source-lang", default="en", help="Moses tokenizer language (default en)")
     p.add_argument("--target-lang", default="fr", help="Moses detokenizer language (default fr)")
     g = p.add_argument_group("limits")
@@ -30,67 +43,141 @@ def add_arguments(p):
     g.add_argument("--max-tokens", type=int, default=100, help="tokens per sentence")
     g.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
     g.add_argument("--max-body", type=int, default=65536, help="bytes of a JSON request body")
-    g.add_argument("--max-pending", type=int, default=256,
-                   help="sentences waiting to be decoded before requests get 503")
-    g.add_argument("--max-steps", type=int, default=32 * 50 * 3 * 101,
-                   help="a request's budget in hypothesis-steps (beam x decoder steps, summed "
-                        "over its sentences and sample.py's retries; default 484800: the most "
-                        "the other default limits allow)")
-    g.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds a request waits for its translation before a 503")
-    g.add_argument("--client-timeout", type=float, default=30.0,
-                   help="seconds a client has to send a whole request (and to take an answer)")
-    g.add_argument("--drain", type=float, default=5.0,
-                   help="on SIGTERM/Ctrl-C: seconds the batch being decoded may take to finish "
-                        "before it is stopped (waiting requests are answered 503 at once)")
+    g.add_argument(
+        "--max-pending",
+        type=int,
+        default=256,
+        help="sentences waiting to be decoded before requests get 503",
+    )
+    g.add_argument(
+        "--max-steps",
+        type=int,
+        default=32 * 50 * 3 * 101,
+        help="a request's budget in hypothesis-steps (beam x decoder steps, summed "
+        "over its sentences and sample.py's retries; default 484800: the most "
+        "the other default limits allow)",
+    )
+    g.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds a request waits for its translation before a 503",
+    )
+    g.add_argument(
+        "--client-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client has to send a whole request (and to take an answer)",
+    )
+    g.add_argument(
+        "--drain",
+        type=float,
+        default=5.0,
+        help="on SIGTERM/Ctrl-C: seconds the batch being decoded may take to finish "
+        "before it is stopped (waiting requests are answered 503 at once)",
+    )
     o = p.add_argument_group("origins and hosts")
-    o.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                   help="also answer pages of ORIGIN (e.g. https://example.org; * for any), "
-                        "with CORS headers; by default only the server's own page may call it")
-    o.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                   help="also accept Host: NAME[:port] (a DNS name of this server); other "
-                        "names are refused (DNS rebinding)")
+    o.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also answer pages of ORIGIN (e.g. https://example.org; * for any), "
+        "with CORS headers; by default only the server's own page may call it",
+    )
+    o.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also accept Host: NAME[:port] (a DNS name of this server); other "
+        "names are refused (DNS rebinding)",
+    )
     b = p.add_argument_group("batching")
-    b.add_argument("--batch-wait-ms", type=float, default=5.0,
-                   help="how long the decoder gathers concurrent requests (default 5 ms)")
-    b.add_argument("--batch-size", type=int, default=32,
-                   help="most sentences decoded together (default 32)")
-    b.add_argument("--batch-rows", type=int, default=320,
-                   help="most hypotheses (beam sizes summed) decoded together (default 320: 32 "
-                        "sentences at the default beam): bounds the time one batch takes, so "
-                        "a light request waits little behind a heavy client")
+    b.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=5.0,
+        help="how long the decoder gathers concurrent requests (default 5 ms)",
+    )
+    b.add_argument(
+        "--batch-size", type=int, default=32, help="most sentences decoded together (default 32)"
+    )
+    b.add_argument(
+        "--batch-rows",
+        type=int,
+        default=320,
+        help="most hypotheses (beam sizes summed) decoded together (default 320: 32 "
+        "sentences at the default beam): bounds the time one batch takes, so "
+        "a light request waits little behind a heavy client",
+    )
 
 
 def build(args):
     """The server the arguments describe (bound, not yet serving)."""
     from ...serve.engine import Engine, Limits
     from ...serve.http import TranslationServer
-    for name in ("beam_size", "max_beam", "max_sentences", "max_tokens", "max_chars",
-                 "max_body", "max_pending", "batch_size", "batch_rows", "max_steps"):
+
+    for name in (
+        "beam_size",
+        "max_beam",
+        "max_sentences",
+        "max_tokens",
+        "max_chars",
+        "max_body",
+        "max_pending",
+        "batch_size",
+        "batch_rows",
+        "max_steps",
+    ):
         if getattr(args, name) < 1:
             raise LegacyInputError(None, f"--{name.replace('_', '-')} must be at least 1")
     if not 0 <= args.port <= 65535:
         raise LegacyInputError(None, f"--port {args.port}: expected 0..65535")
     if args.beam_size > args.max_beam:
-        raise LegacyInputError(None, f"--beam-size {args.beam_size} is above --max-beam "
-                                     f"{args.max_beam}")
+        raise LegacyInputError(
+            None, f"--beam-size {args.beam_size} is above --max-beam {args.max_beam}"
+        )
     if args.batch_wait_ms < 0 or args.timeout <= 0 or args.client_timeout <= 0 or args.drain < 0:
-        raise LegacyInputError(None, "--batch-wait-ms and --drain must be >= 0, --timeout and "
-                                     "--client-timeout > 0")
+        raise LegacyInputError(
+            None, "--batch-wait-ms and --drain must be >= 0, --timeout and --client-timeout > 0"
+        )
     exp = open_from_args(args)
-    limits = Limits(args.max_beam, args.max_sentences, args.max_tokens, args.max_chars,
-                    args.max_body, args.max_steps)
-    engine = Engine(exp, args.beam_size, limits, args.pretokenized, args.source_lang,
-                    args.target_lang, args.batch_size)
+    limits = Limits(
+        args.max_beam,
+        args.max_sentences,
+        args.max_tokens,
+        args.max_chars,
+        args.max_body,
+        args.max_steps,
+    )
+    engine = Engine(
+        exp,
+        args.beam_size,
+        limits,
+        args.pretokenized,
+        args.source_lang,
+        args.target_lang,
+        args.batch_size,
+    )
     engine.warm_up()
     try:
-        return TranslationServer((args.host, args.port), engine, args.batch_wait_ms / 1000,
-                                 args.batch_size, args.max_pending, args.timeout,
-                                 args.client_timeout, args.batch_rows, args.allow_origin,
-                                 args.allow_host)
+        return TranslationServer(
+            (args.host, args.port),
+            engine,
+            args.batch_wait_ms / 1000,
+            args.batch_size,
+            args.max_pending,
+            args.timeout,
+            args.client_timeout,
+            args.batch_rows,
+            args.allow_origin,
+            args.allow_host,
+        )
     except OSError as err:
-        raise LegacyInputError(None, f"cannot listen on {args.host}:{args.port} "
-                                     f"({err.strerror or err})") from None
+        raise LegacyInputError(
+            None, f"cannot listen on {args.host}:{args.port} ({err.strerror or err})"
+        ) from None
 
 
 def run(args):
@@ -103,22 +190,31 @@ def run(args):
     def stop(signum=None, frame=None):
         # serve_forever must return in its own thread: stop from another one
         if not stopper:
-            logger.info("stopping: no new connections; the batch in progress may take %g s",
-                        args.drain)
-            stopper.append(threading.Thread(target=server.stop, args=(args.drain,),
-                                            name="groundhog-stop"))
+            logger.info(
+                "stopping: no new connections; the batch in progress may take %g s", args.drain
+            )
+            stopper.append(
+                threading.Thread(target=server.stop, args=(args.drain,), name="groundhog-stop")
+            )
             stopper[0].start()
+
     signal.signal(signal.SIGTERM, stop)
-    print(f"groundhog-port serve: listening on {server.url} (page {server.url}, "
-          f"JSON POST {server.url}translate, legacy GET {server.url}?source=...)", flush=True)
+    print(
+        f"groundhog-port serve: listening on {server.url} (page {server.url}, "
+        f"JSON POST {server.url}translate, legacy GET {server.url}?source=...)",
+        flush=True,
+    )
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         stop()
     finally:
         if stopper:
-            stopper[0].join()   # the decoding thread is joined: no torch work at exit
+            stopper[0].join()  # the decoding thread is joined: no torch work at exit
         server.server_close()
-    logger.info("stopped after %d requests (%d sentences cancelled by the shutdown)",
-                server.requests, server.batcher.stats["cancelled"])
+    logger.info(
+        "stopped after %d requests (%d sentences cancelled by the shutdown)",
+        server.requests,
+        server.batcher.stats["cancelled"],
+    )
     return EXIT_OK

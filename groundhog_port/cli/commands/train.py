@@ -17,16 +17,16 @@ command says so with a warning.  ``--keep-accumulators`` (a documented deviation
 default) saves them in ``<prefix>adadelta.npz`` with every checkpoint and takes them back
 when the run is resumed (or from beside ``--model``).
 """
+
 import logging
 from pathlib import Path
 
 import legacy_states
 
-from ...legacy import checkpoint
-from ...legacy import lookup
-from ...model.config import ModelConfig
 from ...errors import EXIT_OK, LegacyInputError
+from ...legacy import checkpoint, lookup
 from ...legacy.loading import _auto_threads, resolve_device
+from ...model.config import ModelConfig
 from ...model.encdec import RNNEncoderDecoder
 from ...outputs import run_lock
 from ...training import files
@@ -36,32 +36,47 @@ from ...training.loop import MainLoop, new_timings
 from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
 
 NAME = "train"
-HELP = ("train or continue training a model as GroundHog's train.py (SGD_adadelta, saving "
-        "every saveFreq minutes, resumable)")
+HELP = (
+    "train or continue training a model as GroundHog's train.py (SGD_adadelta, saving "
+    "every saveFreq minutes, resumable)"
+)
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(p):
     p.add_argument("--state", help="a *_state.pkl to start from (train.py --state)")
-    p.add_argument("--proto", default="prototype_state",
-                   help="the prototype the state is applied on (train.py --proto; default "
-                        f"prototype_state; one of {', '.join(legacy_states.PROTOTYPES)})")
-    add_model_and_changes(p, "start from this *_model.npz (when <prefix>model.npz does not "
-                             "exist yet); without it a new model is initialised")
+    p.add_argument(
+        "--proto",
+        default="prototype_state",
+        help="the prototype the state is applied on (train.py --proto; default "
+        f"prototype_state; one of {', '.join(legacy_states.PROTOTYPES)})",
+    )
+    add_model_and_changes(
+        p,
+        "start from this *_model.npz (when <prefix>model.npz does not "
+        "exist yet); without it a new model is initialised",
+    )
     add_data_dir_argument(p)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
-    p.add_argument("--max-updates", type=int,
-                   help="stop (and save) after this many updates of this run")
-    p.add_argument("--keep-accumulators", action="store_true",
-                   help="DEVIATION from GroundHog (which restarts Adadelta from zero on every run): "
-                        "save Adadelta's accumulators in <prefix>adadelta.npz with each checkpoint "
-                        "and continue from them when resuming (or from the adadelta.npz beside --model)")
+    p.add_argument(
+        "--max-updates", type=int, help="stop (and save) after this many updates of this run"
+    )
+    p.add_argument(
+        "--keep-accumulators",
+        action="store_true",
+        help="DEVIATION from GroundHog (which restarts Adadelta from zero on every run): "
+        "save Adadelta's accumulators in <prefix>adadelta.npz with each checkpoint "
+        "and continue from them when resuming (or from the adadelta.npz beside --model)",
+    )
 
 
 def build_state(args):
     if args.proto not in legacy_states.PROTOTYPES:
-        raise LegacyInputError(None, f"--proto {args.proto}: unknown prototype (known: "
-                                     f"{', '.join(legacy_states.PROTOTYPES)})")
+        raise LegacyInputError(
+            None,
+            f"--proto {args.proto}: unknown prototype (known: "
+            f"{', '.join(legacy_states.PROTOTYPES)})",
+        )
     state = legacy_states.PROTOTYPES[args.proto]()
     if args.state:
         stored = legacy_states.load_stored_state(args.state)
@@ -82,18 +97,29 @@ def run(args):
     device = resolve_device(args.device)
     where = Path(args.state) if args.state else Path("state.pkl")
     dirs = lookup.data_dirs(args.data_dir)
-    corpora = [legacy_states.resolve_path(state, k, where, dirs, explicit=k in explicit)
-               for k in ("source", "target")]
+    corpora = [
+        legacy_states.resolve_path(state, k, where, dirs, explicit=k in explicit)
+        for k in ("source", "target")
+    ]
     prefix = str(state["prefix"])
     folder = Path(prefix + "x").parent
     if not folder.is_dir():
-        raise LegacyInputError(prefix, f"the folder {folder} of the prefix " + (
-            "given in the changes does not exist: create it first" if "prefix" in explicit
-            else "stored in the state does not exist: create it, or give "
-                 "prefix='folder/name_' in the changes"))
+        raise LegacyInputError(
+            prefix,
+            f"the folder {folder} of the prefix "
+            + (
+                "given in the changes does not exist: create it first"
+                if "prefix" in explicit
+                else "stored in the state does not exist: create it, or give "
+                "prefix='folder/name_' in the changes"
+            ),
+        )
     lock = Path(prefix + "train.lock")
-    with run_lock(lock, f"another training run is writing the {prefix}* checkpoint ({lock.name} "
-                        "is locked); wait for it to finish or give another prefix"):
+    with run_lock(
+        lock,
+        f"another training run is writing the {prefix}* checkpoint ({lock.name} "
+        "is locked); wait for it to finish or give another prefix",
+    ):
         return _train(args, state, cfg, device, corpora, prefix)
 
 
@@ -117,14 +143,27 @@ def _train(args, state, cfg, device, corpora, prefix):
     else:
         drawn = initialize(model, state)
         timings = new_timings(state)
-        logger.info("new model (%s): drawn as GroundHog drew it from RandomState(seed=%s), %d "
-                    "draws in construction order", args.proto, state["seed"], len(drawn.log))
+        logger.info(
+            "new model (%s): drawn as GroundHog drew it from RandomState(seed=%s), %d "
+            "draws in construction order",
+            args.proto,
+            state["seed"],
+            len(drawn.log),
+        )
     model.to(device)
-    loop = MainLoop(model, state, timings, corpora[0], corpora[1], max_updates=args.max_updates,
-                    keep_accumulators=args.keep_accumulators)
+    loop = MainLoop(
+        model,
+        state,
+        timings,
+        corpora[0],
+        corpora[1],
+        max_updates=args.max_updates,
+        keep_accumulators=args.keep_accumulators,
+    )
     if start is not None:
-        _restart_or_carry(loop, start, int(timings["step"]), args.keep_accumulators,
-                          resumed=start == own)
+        _restart_or_carry(
+            loop, start, int(timings["step"]), args.keep_accumulators, resumed=start == own
+        )
     n = loop.run()
     logger.info("%d updates this run, %d in all; saved under %s", n, loop.step, prefix)
     return EXIT_OK
@@ -141,22 +180,35 @@ def _restart_or_carry(loop, start, step, keep, resumed):
         arrays = files.load_accumulators(acc, {**expected, "step": ()})
         saved = int(arrays["step"]) if "step" in arrays else None
         if resumed and saved != step:
-            raise LegacyInputError(acc, f"holds the Adadelta accumulators of update {saved}, but "
-                                        f"{start.name} is at update {step}; remove it to restart "
-                                        "Adadelta from zero")
+            raise LegacyInputError(
+                acc,
+                f"holds the Adadelta accumulators of update {saved}, but "
+                f"{start.name} is at update {step}; remove it to restart "
+                "Adadelta from zero",
+            )
         loop.algo.set_accumulators(arrays, acc)
-        logger.info("Adadelta accumulators of update %d carried over from %s (--keep-accumulators, "
-                    "a deviation from GroundHog)", step, acc)
+        logger.info(
+            "Adadelta accumulators of update %d carried over from %s (--keep-accumulators, "
+            "a deviation from GroundHog)",
+            step,
+            acc,
+        )
         return
     if resumed and step == 0:
         return
-    why = (f"--keep-accumulators: no {acc.name if acc else 'adadelta.npz'} beside {start} (GroundHog "
-           "never wrote one); they are saved from now on" if keep else
-           "--keep-accumulators carries them across saves (<prefix>adadelta.npz, a deviation "
-           "from GroundHog, off by default)")
+    why = (
+        f"--keep-accumulators: no {acc.name if acc else 'adadelta.npz'} beside {start} (GroundHog "
+        "never wrote one); they are saved from now on"
+        if keep
+        else "--keep-accumulators carries them across saves (<prefix>adadelta.npz, a deviation "
+        "from GroundHog, off by default)"
+    )
     logger.warning(
         "continuing training from %s: Adadelta restarts from ZERO accumulators, as GroundHog's "
         "train.py did (it never saved them). The first updates move every weight by about "
         "sqrt(adaeps/(1-adarho)) = %.1e whatever its gradient, which can wreck a converged model "
         "(GroundHog continuing search_variant: cost 7.9 -> 1756 and NaN within 15 updates). %s",
-        start, restart_step(loop.state), why)
+        start,
+        restart_step(loop.state),
+        why,
+    )

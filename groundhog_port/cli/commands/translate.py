@@ -1,87 +1,145 @@
 """``groundhog-port translate``: sample.py's flags, its output files, and more."""
+
 import logging
 import sys
 
-from ...distributed import world as distributed
 from ...distributed import sharded
-from ...legacy.data import read_text_lines
+from ...distributed import world as distributed
 from ...errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
+from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
 from ...outputs import Journal, Progress, check_outputs, text_digest
+from ...search.translator import (
+    DEFAULT_BATCH_SIZE,
+    SearchWarnings,
+    Translation,
+    Translator,
+    report_failures,
+    total_cost,
+    write_nbest_then_commit,
+)
 from .. import sample as sampling_cli
-from ...search.translator import DEFAULT_BATCH_SIZE, SearchWarnings, Translation, Translator, report_failures, total_cost, write_nbest_then_commit
 from .common import add_model_arguments, open_from_args, run_fingerprint
 
 NAME = "translate"
-HELP = ("translate as GroundHog's sample.py did: beam search (--beam-search --beam-size N "
-        "--source F --trans F) or random sampling (without --beam-search: interactive, or "
-        "--source F --n-samples N --alpha A --trans F)")
+HELP = (
+    "translate as GroundHog's sample.py did: beam search (--beam-search --beam-size N "
+    "--source F --trans F) or random sampling (without --beam-search: interactive, or "
+    "--source F --n-samples N --alpha A --trans F)"
+)
 logger = logging.getLogger(__name__)
-
 
 
 def add_arguments(p):
     add_model_arguments(p)
-    p.add_argument("--beam-search", action="store_true",
-                   help="use beam search; without it, sample randomly as sample.py does "
-                        "(Theano's MRG31k3p stream, draw for draw)")
+    p.add_argument(
+        "--beam-search",
+        action="store_true",
+        help="use beam search; without it, sample randomly as sample.py does "
+        "(Theano's MRG31k3p stream, draw for draw)",
+    )
     p.add_argument("--beam-size", type=int, help="beam size")
     p.add_argument("--ignore-unk", action="store_true", help="never produce the unknown word")
     p.add_argument("--source", help="file of source sentences, one per line")
     p.add_argument("--trans", help="file to write the translations to")
-    p.add_argument("--normalize", action="store_true",
-                   help="choose by cost divided by the hypothesis length (EOS counted)")
+    p.add_argument(
+        "--normalize",
+        action="store_true",
+        help="choose by cost divided by the hypothesis length (EOS counted)",
+    )
     p.add_argument("--verbose", action="store_true", help="print parsed inputs and translations")
-    p.add_argument("--n-best", metavar="FILE",
-                   help="also write every finished hypothesis with its cost (Moses n-best format)")
-    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
-                   help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}); 1 runs the "
-                        "literal sample.py loop; every size gives identical output")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from the lines already in TRANS.partial")
-    p.add_argument("--progress", action="store_true",
-                   help="show the progress line even when stderr is not a terminal")
+    p.add_argument(
+        "--n-best",
+        metavar="FILE",
+        help="also write every finished hypothesis with its cost (Moses n-best format)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}); 1 runs the "
+        "literal sample.py loop; every size gives identical output",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run from the lines already in TRANS.partial",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress line even when stderr is not a terminal",
+    )
     sampling_cli.add_arguments(p)
 
 
 def run(args):
     if not args.beam_search:
         return sampling_cli.run(args)
-    for flag, value in (("--n-samples", args.n_samples), ("--alpha", args.alpha),
-                        ("--seed", args.seed)):
+    for flag, value in (
+        ("--n-samples", args.n_samples),
+        ("--alpha", args.alpha),
+        ("--seed", args.seed),
+    ):
         if value is not None:
-            raise LegacyInputError(None, f"{flag} only applies to random sampling (without "
-                                         "--beam-search)")
+            raise LegacyInputError(
+                None, f"{flag} only applies to random sampling (without --beam-search)"
+            )
     if args.beam_size is None or args.beam_size < 1:
         raise LegacyInputError(None, "--beam-size N (N >= 1) is required with --beam-search")
     if args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")
     if bool(args.source) != bool(args.trans):
         raise LegacyInputError(None, "--source and --trans go together")
-    check_outputs([("--trans", args.trans), ("--n-best", args.n_best)], inputs=[
-        ("--source", args.source), ("--state", args.state), ("model", args.model_path)])
+    check_outputs(
+        [("--trans", args.trans), ("--n-best", args.n_best)],
+        inputs=[("--source", args.source), ("--state", args.state), ("model", args.model_path)],
+    )
     world, args.device = distributed.setup(args.device, args.threads)
     exp = open_from_args(args)
     if not args.source:
-        return interact(exp, Translator(exp, args.beam_size, args.ignore_unk, args.normalize,
-                                        args.batch_size))
-    translator = Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size,
-                            warnings=SearchWarnings(args.source))
+        return interact(
+            exp, Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size)
+        )
+    translator = Translator(
+        exp,
+        args.beam_size,
+        args.ignore_unk,
+        args.normalize,
+        args.batch_size,
+        warnings=SearchWarnings(args.source),
+    )
     lines = read_text_lines(args.source)
     if not lines:
-        logger.warning("%s is empty: there is nothing to translate (%s will be empty too)",
-                       args.source, args.trans)
+        logger.warning(
+            "%s is empty: there is nothing to translate (%s will be empty too)",
+            args.source,
+            args.trans,
+        )
     warn_long_lines(args.source, lines, exp.state)
     fingerprint = beam_fingerprint(args, exp, lines)
     if world:
         if args.verbose:
-            raise LegacyInputError(None, "under torchrun, translate needs --source and --trans "
-                                   "and does not take --verbose (only rank 0 writes)")
-        return sharded.translate(exp, translator, lines, 4 * args.batch_size, source=args.source,
-                                 trans=args.trans, n_best=args.n_best, resume=args.resume,
-                                 progress=args.progress, fingerprint=fingerprint)
-    journal = Journal(args.trans, resume=args.resume, keep=_readable_records,
-                      fingerprint=fingerprint)
+            raise LegacyInputError(
+                None,
+                "under torchrun, translate needs --source and --trans "
+                "and does not take --verbose (only rank 0 writes)",
+            )
+        return sharded.translate(
+            exp,
+            translator,
+            lines,
+            4 * args.batch_size,
+            source=args.source,
+            trans=args.trans,
+            n_best=args.n_best,
+            resume=args.resume,
+            progress=args.progress,
+            fingerprint=fingerprint,
+        )
+    journal = Journal(
+        args.trans, resume=args.resume, keep=_readable_records, fingerprint=fingerprint
+    )
     done = [Translation.from_record(l, r) for l, r in zip(journal.done_lines, journal.done_records)]
     if done:
         logger.info("resuming %s after %d of %d lines", args.trans, len(done), len(lines))
@@ -92,16 +150,25 @@ def run(args):
         # the batched search groups a chunk's sentences by length: give it several batches
         step = 1 if args.batch_size == 1 else 4 * args.batch_size
         for start in range(len(done), len(lines), step):
-            chunk = lines[start:start + step]
+            chunk = lines[start : start + step]
             parsed = [exp.parse_source(line) for line in chunk]
-            for i, ((_, parsed_in), t) in enumerate(zip(parsed, translator.translate_seqs(
-                    [seq for seq, _ in parsed], first_line=start + 1))):
+            for i, ((_, parsed_in), t) in enumerate(
+                zip(
+                    parsed,
+                    translator.translate_seqs([seq for seq, _ in parsed], first_line=start + 1),
+                )
+            ):
                 if args.verbose:
                     print("Parsed Input:", parsed_in)
                     print("Translation:", t.line)
                 if t.error is not None:
-                    logger.error("line %d of %s: the original sample.py fails here (%s); "
-                                 "writing an empty line", start + i + 1, args.source, t.error)
+                    logger.error(
+                        "line %d of %s: the original sample.py fails here (%s); "
+                        "writing an empty line",
+                        start + i + 1,
+                        args.source,
+                        t.error,
+                    )
                 journal.append(t.line, t.record())
                 results.append(t)
             progress.update(len(chunk))
@@ -111,8 +178,10 @@ def run(args):
         progress.close()
         journal.close_unfinished()
         raise
-    print("Total cost of the translations: {}".format(total_cost(results)),
-          file=sys.stderr if journal.to_stdout else sys.stdout)
+    print(
+        f"Total cost of the translations: {total_cost(results)}",
+        file=sys.stderr if journal.to_stdout else sys.stdout,
+    )
     if report_failures(results):
         return EXIT_PARTIAL
     logger.info("%d sentences, %.1f sentences/s", len(results), progress.rate())
@@ -122,9 +191,16 @@ def run(args):
 def beam_fingerprint(args, exp, lines):
     """What a beam-search ``--trans`` depends on (``--resume`` checks it); the batch size
     and the number of processes do not change a line."""
-    return run_fingerprint(args, exp, "translate --beam-search", ("word_indx", "indx_word_target"),
-                           source=text_digest(lines), beam_size=args.beam_size,
-                           normalize=args.normalize, ignore_unk=args.ignore_unk)
+    return run_fingerprint(
+        args,
+        exp,
+        "translate --beam-search",
+        ("word_indx", "indx_word_target"),
+        source=text_digest(lines),
+        beam_size=args.beam_size,
+        normalize=args.normalize,
+        ignore_unk=args.ignore_unk,
+    )
 
 
 def _readable_records(records):

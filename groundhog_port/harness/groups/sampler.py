@@ -25,22 +25,24 @@ derived bound (:mod:`groundhog_port.harness.tolerance`)
     recorded ones); the float64 shadow and the float32 probe replay the recorded ids for
     the bound.
 """
+
 import hashlib
 
 import numpy as np
 
-from ..report import Group, compare_exact, compare_text, compare_values
-from ..trace import EXACT
-from ...search.translator import DEFAULT_BATCH_SIZE
+from ...legacy.vocab import indices_to_words
 from ...sampling.mrg import DEFAULT_N_STREAMS, MRGRandomStreams, StateMatrix
 from ...sampling.sampler import Draw, Sampler, draw_sentence, finish, temperature
 from ...sampling.seed import derive_mrg_seed
-from ...legacy.vocab import indices_to_words
+from ...search.translator import DEFAULT_BATCH_SIZE
+from ..report import Group, compare_exact, compare_text, compare_values
+from ..trace import EXACT
 
 #: random ops ``build()`` creates on the output layer's stream (two ``get_sample`` calls in
 #: ``sampling_step``, encdec.py:1228-1229); later ops (the recorder's third,
 #: ``create_next_states_computer``) come after ``mrg_base_rstate_after_build``
 OPS_IN_BUILD = 2
+
 
 def sha256_rows(rows):
     return hashlib.sha256(np.ascontiguousarray(rows, dtype=np.int32).tobytes()).hexdigest()
@@ -52,7 +54,7 @@ def _compare_state(row, where, port_rows, recorded):
     if recorded["full"]:
         compare_exact(row, where, port_rows, want)
         return
-    compare_exact(row, f"{where}_first{len(want)}rows", port_rows[:len(want)], want)
+    compare_exact(row, f"{where}_first{len(want)}rows", port_rows[: len(want)], want)
     if recorded["sha256"] is not None:
         compare_text(row, f"{where}@sha256", sha256_rows(port_rows), str(recorded["sha256"]))
 
@@ -86,11 +88,16 @@ def check_sampler(ctx, rows):
         if j == OPS_IN_BUILD - 1:
             base_after_build = streams.rstate.copy()
     if "mrg_base_rstate_after_build" in rec:
-        compare_exact(r_base, "sampler/mrg_base_rstate_after_build", base_after_build,
-                      rec["mrg_base_rstate_after_build"])
+        compare_exact(
+            r_base,
+            "sampler/mrg_base_rstate_after_build",
+            base_after_build,
+            rec["mrg_base_rstate_after_build"],
+        )
     for j, want in sorted(before.items()):
-        _compare_state(r_before, f"sampler/rstate_shared_before_first_call/{j:02d}", mats[j].rows,
-                       want)
+        _compare_state(
+            r_before, f"sampler/rstate_shared_before_first_call/{j:02d}", mats[j].rows, want
+        )
     used = [j for j, w in before.items() if w.get("used_by_sample_fn")] or [0]
     literal = "Sampler.sample (sample, --batch-size 1: own step count, one stream)"
     for r in (r_seed, r_base, r_before, r_seq):
@@ -102,7 +109,7 @@ def check_sampler(ctx, rows):
     shadow, probe = ctx.model64, ctx.probe
     closest = (np.inf, None)
     calls = sorted(rec["calls"].items())
-    seqs, reference = [], {}       # reference: call -> (float64 costs, probe costs, lengths)
+    seqs, reference = [], {}  # reference: call -> (float64 costs, probe costs, lengths)
     for i, call in calls:
         where = f"sampler/{i}"
         a = call["attrs"]
@@ -110,7 +117,9 @@ def check_sampler(ctx, rows):
         seqs.append(seq)
         line = ctx.src_line(int(a["test_index"])) if "test_index" in a else None
         if line is not None:
-            compare_exact(r_seq, f"{where}/seq", np.asarray(exp.parse_source(line)[0], np.int64), seq)
+            compare_exact(
+                r_seq, f"{where}/seq", np.asarray(exp.parse_source(line)[0], np.int64), seq
+            )
         n, n_steps, alpha = int(a["n_samples"]), int(a["n_steps"]), float(a["alpha"])
         # the product: sample() with its own step count, continuing the one stream
         got = sampler.sample(seq, n, alpha)
@@ -126,7 +135,9 @@ def check_sampler(ctx, rows):
             _compare_state(r_after, f"{where}/rstate_shared_after_call/{j:02d}", rows_j, want)
         ids = np.asarray(call["sample_ids"], dtype=np.int64)
         if ids.shape != (n_steps, n):
-            r_nlp.mismatch(where, f"recorded sample_ids of shape {ids.shape}, expected {(n_steps, n)}")
+            r_nlp.mismatch(
+                where, f"recorded sample_ids of shape {ids.shape}, expected {(n_steps, n)}"
+            )
             continue
         T = temperature(alpha)
         if draw.ids.shape == ids.shape and (draw.ids == ids).all():
@@ -138,23 +149,43 @@ def check_sampler(ctx, rows):
             nlp32, costs32 = d32.neg_log_probs, finish(d32, exp.trg_idx2word).costs
         d64 = draw_sentence(shadow, seq, n, n_steps, T, None, forced_ids=ids)
         dp = draw_sentence(probe, seq, n, n_steps, T, None, forced_ids=ids)
-        compare_values(r_nlp, f"{where}/sample_neg_log_probs", nlp32, d64.neg_log_probs,
-                       call["sample_neg_log_probs"], probe=dp.neg_log_probs)
+        compare_values(
+            r_nlp,
+            f"{where}/sample_neg_log_probs",
+            nlp32,
+            d64.neg_log_probs,
+            call["sample_neg_log_probs"],
+            probe=dp.neg_log_probs,
+        )
         f64 = finish(Draw(ids, d64.neg_log_probs), exp.trg_idx2word)
         fp = finish(Draw(ids, dp.neg_log_probs), exp.trg_idx2word)
-        lengths = np.asarray([min(len(indices_to_words(exp.trg_idx2word, ids[:, s])) + 1, n_steps)
-                              for s in range(n)], np.float64)
+        lengths = np.asarray(
+            [
+                min(len(indices_to_words(exp.trg_idx2word, ids[:, s])) + 1, n_steps)
+                for s in range(n)
+            ],
+            np.float64,
+        )
         c64, cp = np.asarray(f64.costs, np.float64), np.asarray(fp.costs, np.float64)
         reference[i] = (c64, cp, lengths)
         _check_float32_costs(r_cost, where, costs32, call["costs"])
-        compare_values(r_cost, f"{where}/costs", np.asarray(costs32, np.float64), c64, call["costs"],
-                       probe=cp, magnitude_of=lengths, n_terms=lengths)
+        compare_values(
+            r_cost,
+            f"{where}/costs",
+            np.asarray(costs32, np.float64),
+            c64,
+            call["costs"],
+            probe=cp,
+            magnitude_of=lengths,
+            n_terms=lengths,
+        )
         ctx.tick()
     if closest[1] is not None:
         # ids are exact as long as no uniform sits closer to a boundary than the probability
         # error (|p32 - p_theano| ~ 1e-6 here): the smallest distance met, for the record
-        r_ids.notes.append(f"closest draw: a uniform {closest[0]:.2g} from a running-sum "
-                           f"boundary ({closest[1]})")
+        r_ids.notes.append(
+            f"closest draw: a uniform {closest[0]:.2g} from a running-sum boundary ({closest[1]})"
+        )
     _check_batched(ctx, rows, exp, seed, start, calls, seqs, used[0], reference)
 
 
@@ -165,12 +196,16 @@ def _check_float32_costs(row, where, got, recorded):
     while staying far inside the value bound, so only this exact check sees it."""
     recorded = np.asarray(recorded, np.float64)
     if not np.array_equal(recorded.astype(np.float32).astype(np.float64), recorded):
-        return      # normalised costs (a float64 division) are not float32 values
+        return  # normalised costs (a float64 division) are not float32 values
     got = np.asarray(got, np.float64)
     wide = got.astype(np.float32).astype(np.float64) != got
     if wide.any():
-        row.mismatch(f"{where}/costs", f"{int(wide.sum())} of {wide.size} costs are not float32 "
-                     f"values (e.g. {got[wide][0]!r}), the recorded ones are", int(wide.sum()))
+        row.mismatch(
+            f"{where}/costs",
+            f"{int(wide.sum())} of {wide.size} costs are not float32 "
+            f"values (e.g. {got[wide][0]!r}), the recorded ones are",
+            int(wide.sum()),
+        )
 
 
 def _compare_sentences(row, where, got, want):
@@ -187,10 +222,11 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, reference):
     costs along the recorded ids: ``reference``) and the stream after the last call."""
     shapes = {(int(c["attrs"]["n_samples"]), float(c["attrs"]["alpha"])) for _, c in calls}
     if len(shapes) != 1:
-        return      # sample_many draws one n_samples / alpha for all lines
-    (n, alpha), = shapes
-    product = (f"Sampler.sample_many(batch_size={DEFAULT_BATCH_SIZE}) (sample's default "
-               "batched path)")
+        return  # sample_many draws one n_samples / alpha for all lines
+    ((n, alpha),) = shapes
+    product = (
+        f"Sampler.sample_many(batch_size={DEFAULT_BATCH_SIZE}) (sample's default batched path)"
+    )
     r_ids = rows.get("sampler", "sampler/batched/sample_ids", tol=EXACT)
     r_sent = rows.get("sampler", "sampler/batched/sentences", tol=EXACT)
     r_cost = rows.get("sampler", "sampler/batched/costs", "sampler/0/costs")
@@ -210,14 +246,30 @@ def _check_batched(ctx, rows, exp, seed, start, calls, seqs, used, reference):
         if i in reference and np.array_equal(got.draw.ids, call["sample_ids"]):
             c64, cp, lengths = reference[i]
             _check_float32_costs(r_cost, where, got.costs, call["costs"])
-            compare_values(r_cost, f"{where}/costs", np.asarray(got.costs, np.float64), c64, call["costs"],
-                           probe=cp, magnitude_of=lengths, n_terms=lengths)
+            compare_values(
+                r_cost,
+                f"{where}/costs",
+                np.asarray(got.costs, np.float64),
+                c64,
+                call["costs"],
+                probe=cp,
+                magnitude_of=lengths,
+                n_terms=lengths,
+            )
     i, last = calls[-1]
     for j, want in sorted(last.get("rstate_after", {}).items()):
         if j == used:
-            _compare_state(r_after, f"sampler/batched/{i}/rstate_shared_after_call/{j:02d}",
-                           sampler.stream.rows, want)
+            _compare_state(
+                r_after,
+                f"sampler/batched/{i}/rstate_shared_after_call/{j:02d}",
+                sampler.stream.rows,
+                want,
+            )
 
 
-SAMPLER = Group("sampler", lambda tr: tr.has("sampler"),
-                lambda tr, labels: len(tr.sampler()["calls"]) if tr.has("sampler") else 0, check_sampler)
+SAMPLER = Group(
+    "sampler",
+    lambda tr: tr.has("sampler"),
+    lambda tr, labels: len(tr.sampler()["calls"]) if tr.has("sampler") else 0,
+    check_sampler,
+)

@@ -1,19 +1,32 @@
 """Parity groups ``steps`` and ``beam``: every instrumented step of the literal beam search
 fed with the recorded inputs, and translate's two searches (literal and batched) on every
 recorded label (:mod:`groundhog_port.harness.check` describes each group's quantities)."""
+
 import math
-from typing import Optional
 
 import numpy as np
 import torch
 
 from ...errors import LegacyInputError
-from ..report import Context, Group, Row, Rows, as_numpy, compare_costs_by_hypothesis, compare_exact, compare_sequences, compare_text, compare_values, normal_probs, same_error
 from ...search.common import SearchFailed, next_costs, select_cheapest
 from ...search.legacy import BeamSearch, path_costs
-from .. import tolerance as tolmod
-from ..trace import Tolerance, tolerance_for
 from ...search.translator import DEFAULT_BATCH_SIZE, Translator, choose
+from .. import tolerance as tolmod
+from ..report import (
+    Context,
+    Group,
+    Row,
+    Rows,
+    as_numpy,
+    compare_costs_by_hypothesis,
+    compare_exact,
+    compare_sequences,
+    compare_text,
+    compare_values,
+    normal_probs,
+    same_error,
+)
+from ..trace import Tolerance, tolerance_for
 
 
 def _step_triples(beam, flat, n_samples, voc):
@@ -34,8 +47,13 @@ def check_steps(ctx: Context, rows: Rows):
     r_fcost = rows.get("steps", "steps/fin_costs", "steps/0/fin_costs")
     # recorded data against recorded data: a check of the trace, reported apart
     r_last = rows.get("steps", "steps/last_words", "steps/0/000/last_words", self_check=True)
-    r_gath = rows.get("steps", "steps/states_gathered", "steps/0/000/states_gathered", self_check=True,
-                      tol=tolerance_for("steps/0/000/last_words"))
+    r_gath = rows.get(
+        "steps",
+        "steps/states_gathered",
+        "steps/0/000/states_gathered",
+        self_check=True,
+        tol=tolerance_for("steps/0/000/last_words"),
+    )
     model, model64, probe = ctx.model, ctx.model64, ctx.probe
     eos, unk = model.cfg.null_sym_target, model.cfg.unk_sym_target
     searcher = BeamSearch(model)
@@ -47,7 +65,12 @@ def check_steps(ctx: Context, rows: Rows):
         where = f"steps/{i}"
         line = ctx.src_line(i)
         if line is not None:
-            compare_exact(r_seq, f"{where}/seq", np.asarray(ctx.exp.parse_source(line)[0], dtype=np.int64), ss.seq)
+            compare_exact(
+                r_seq,
+                f"{where}/seq",
+                np.asarray(ctx.exp.parse_source(line)[0], dtype=np.int64),
+                ss.seq,
+            )
         c, c64, cp = (m.encode(ss.seq) for m in (model, model64, probe))
         pfc, pfc64, pfcp = model.p_from_c(c), model64.p_from_c(c64), probe.p_from_c(cp)
         recorded = ss.survivors(eos)
@@ -58,46 +81,89 @@ def check_steps(ctx: Context, rows: Rows):
             if k == 0:
                 beam, prev_costs = [()], np.zeros(1)
             # the beam bookkeeping: last word of every open hypothesis, zeros at k = 0
-            last = np.zeros(len(beam), np.int64) if k == 0 else np.asarray([p[-1] for p in beam], np.int64)
+            last = (
+                np.zeros(len(beam), np.int64)
+                if k == 0
+                else np.asarray([p[-1] for p in beam], np.int64)
+            )
             compare_exact(r_last, f"{sw}/last_words", last, st["last_words"])
             states_in = np.asarray(st["states_in"])
             words_in = ctx.t(st["last_words"], torch.int64)
             probs = model.next_probs(c, pfc, k, words_in, ctx.t(states_in[0], torch.float32))
-            probs64 = model64.next_probs(c64, pfc64, k, words_in, ctx.t(states_in[0], torch.float64))
+            probs64 = model64.next_probs(
+                c64, pfc64, k, words_in, ctx.t(states_in[0], torch.float64)
+            )
             probsp = probe.next_probs(cp, pfcp, k, words_in, ctx.t(states_in[0], torch.float64))
-            compare_values(r_probs, f"{sw}/next_probs", as_numpy(probs), as_numpy(probs64), st["next_probs"],
-                           probe=as_numpy(probsp))
+            compare_values(
+                r_probs,
+                f"{sw}/next_probs",
+                as_numpy(probs),
+                as_numpy(probs64),
+                st["next_probs"],
+                probe=as_numpy(probsp),
+            )
             if len(prev_costs) != probs.shape[0]:
-                r_flat.mismatch(f"{sw}/flat_next_costs", f"{len(prev_costs)} open hypotheses after the "
-                                                         f"previous step, {probs.shape[0]} rows fed")
+                r_flat.mismatch(
+                    f"{sw}/flat_next_costs",
+                    f"{len(prev_costs)} open hypotheses after the "
+                    f"previous step, {probs.shape[0]} rows fed",
+                )
                 triples = flat32 = flat64 = None
             else:
                 args = (k, ss.minlen, ss.ignore_unk, eos, unk)
                 prev = ctx.t(prev_costs, torch.float64)
                 flat = next_costs(prev, probs, *args).flatten()
-                flat32, flat64 = as_numpy(flat), as_numpy(next_costs(prev, probs64, *args).flatten())
+                flat32, flat64 = (
+                    as_numpy(flat),
+                    as_numpy(next_costs(prev, probs64, *args).flatten()),
+                )
                 flatp = as_numpy(next_costs(prev, probsp, *args).flatten())
                 rec_p = np.asarray(st["next_probs"], dtype=np.float64).ravel()
                 exact_p = as_numpy(probs64).ravel()
-                compare_values(r_flat, f"{sw}/flat_next_costs", flat32, flat64, st["flat_next_costs"],
-                               probe=flatp,
-                               quantum=tolmod.cost_quantum(st["flat_next_costs"], np.minimum(rec_p, exact_p)),
-                               poolable=normal_probs(rec_p, exact_p))
+                compare_values(
+                    r_flat,
+                    f"{sw}/flat_next_costs",
+                    flat32,
+                    flat64,
+                    st["flat_next_costs"],
+                    probe=flatp,
+                    quantum=tolmod.cost_quantum(st["flat_next_costs"], np.minimum(rec_p, exact_p)),
+                    poolable=normal_probs(rec_p, exact_p),
+                )
                 triples = _step_triples(beam, flat, int(st["n_samples"]), probs.shape[1])
-            _compare_survivors(r_surv, sw, triples, recorded[n], beam, probs.shape[1], flat32, flat64,
-                               None if flat32 is None else flatp)
+            _compare_survivors(
+                r_surv,
+                sw,
+                triples,
+                recorded[n],
+                beam,
+                probs.shape[1],
+                flat32,
+                flat64,
+                None if flat32 is None else flatp,
+            )
             trans_idx = np.asarray(st["trans_indices"], dtype=np.int64)
             if trans_idx.size and (trans_idx.min() < 0 or trans_idx.max() >= states_in.shape[1]):
-                r_gath.mismatch(f"{sw}/states_gathered", "trans_indices outside the recorded states_in")
+                r_gath.mismatch(
+                    f"{sw}/states_gathered", "trans_indices outside the recorded states_in"
+                )
             else:
-                compare_exact(r_gath, f"{sw}/states_gathered", states_in[:, trans_idx], st["states_gathered"])
+                compare_exact(
+                    r_gath, f"{sw}/states_gathered", states_in[:, trans_idx], st["states_gathered"]
+                )
             words = ctx.t(st["word_indices"], torch.int64)
             gathered = np.asarray(st["states_gathered"])[0]
             ns = model.next_states(c, pfc, k, words, ctx.t(gathered, torch.float32))
             ns64 = model64.next_states(c64, pfc64, k, words, ctx.t(gathered, torch.float64))
             nsp = probe.next_states(cp, pfcp, k, words, ctx.t(gathered, torch.float64))
-            compare_values(r_next, f"{sw}/next_states", as_numpy(ns)[None], as_numpy(ns64)[None], st["next_states"],
-                           probe=as_numpy(nsp)[None])
+            compare_values(
+                r_next,
+                f"{sw}/next_states",
+                as_numpy(ns)[None],
+                as_numpy(ns64)[None],
+                st["next_states"],
+                probe=as_numpy(nsp)[None],
+            )
             # go on from the RECORDED survivors
             kept = [(p, w, cost) for p, w, cost in recorded[n] if w != eos]
             beam = [p + (w,) for p, w, _ in kept]
@@ -108,9 +174,19 @@ def check_steps(ctx: Context, rows: Rows):
             failure = None
         except SearchFailed as err:
             hyps, failure = None, str(err)
-        _compare_outcome(r_ftrans, r_fcost, None, where, hyps, failure, ss.trans, ss.costs, ss.error,
-                         costs64=None if hyps is None else path_costs(model64, ss.seq, hyps.trans),
-                         costs_probe=None if hyps is None else path_costs(probe, ss.seq, hyps.trans))
+        _compare_outcome(
+            r_ftrans,
+            r_fcost,
+            None,
+            where,
+            hyps,
+            failure,
+            ss.trans,
+            ss.costs,
+            ss.error,
+            costs64=None if hyps is None else path_costs(model64, ss.seq, hyps.trans),
+            costs_probe=None if hyps is None else path_costs(probe, ss.seq, hyps.trans),
+        )
         ctx.tick()
 
 
@@ -122,8 +198,11 @@ def _compare_survivors(row: Row, where: str, port, recorded, beam, voc, flat32, 
     then as valid a float32 selection as the port's); it is noted.
     """
     if port is None or flat32 is None:
-        row.mismatch(where, "the port could not select survivors (beam not smaller than the candidates)",
-                     len(recorded))
+        row.mismatch(
+            where,
+            "the port could not select survivors (beam not smaller than the candidates)",
+            len(recorded),
+        )
         return
     slot = {p: j for j, p in enumerate(beam)}
     want = {(p, w): c for p, w, c in recorded}
@@ -133,20 +212,36 @@ def _compare_survivors(row: Row, where: str, port, recorded, beam, voc, flat32, 
     missing = [key for key in want if key not in got]
     extra = [key for key in got if key not in want]
     if len(keys) < len(want):
-        row.mismatch(where, "a recorded survivor extends no hypothesis of the recorded beam",
-                     len(want) - len(keys))
+        row.mismatch(
+            where,
+            "a recorded survivor extends no hypothesis of the recorded beam",
+            len(want) - len(keys),
+        )
     if keys:
         idx = np.asarray([index(key) for key in keys])
-        compare_values(row, f"{where}/costs", flat32[idx], flat64[idx],
-                       np.asarray([want[key] for key in keys], dtype=np.float64), probe=flatp[idx])
+        compare_values(
+            row,
+            f"{where}/costs",
+            flat32[idx],
+            flat64[idx],
+            np.asarray([want[key] for key in keys], dtype=np.float64),
+            probe=flatp[idx],
+        )
     if missing or extra:
-        near = _near_tie([index(key) for key in missing], [got[key] for key in extra], flat64, flatp)
+        near = _near_tie(
+            [index(key) for key in missing], [got[key] for key in extra], flat64, flatp
+        )
         if near:
-            row.note(f"{where}: near tie at the selection boundary accepted (recorded only {missing[:2]}, "
-                     f"port only {extra[:2]}, costs within the float32 noise bound)")
+            row.note(
+                f"{where}: near tie at the selection boundary accepted (recorded only {missing[:2]}, "
+                f"port only {extra[:2]}, costs within the float32 noise bound)"
+            )
         else:
-            row.mismatch(where, f"survivor sets differ: recorded only {missing[:3]}, port only {extra[:3]}",
-                         len(missing))
+            row.mismatch(
+                where,
+                f"survivor sets differ: recorded only {missing[:3]}, port only {extra[:3]}",
+                len(missing),
+            )
 
 
 def _near_tie(recorded_only, port_only, flat64, flatp) -> bool:
@@ -157,37 +252,65 @@ def _near_tie(recorded_only, port_only, flat64, flatp) -> bool:
     finite = np.isfinite(flat64)
     scale, _ = tolmod.pooled_scale(flat64, tolmod.ABS, flatp, poolable=finite)
     a, b = np.asarray(recorded_only), np.asarray(port_only)
-    allow = lambda i: 2 * tolmod.K * np.maximum(np.abs(flatp[i] - flat64[i]), max(scale, tolmod.U32)) \
+    allow = lambda i: (
+        2 * tolmod.K * np.maximum(np.abs(flatp[i] - flat64[i]), max(scale, tolmod.U32))
         + tolmod.ulp32(flat64[i])
-    lo_rec = np.min(flat64[a] - allow(a))          # the cheapest the recorded-only ones can be
-    hi_port = np.max(flat64[b] + allow(b))         # the dearest the port-only ones can be
+    )
+    lo_rec = np.min(flat64[a] - allow(a))  # the cheapest the recorded-only ones can be
+    hi_port = np.max(flat64[b] + allow(b))  # the dearest the port-only ones can be
     return bool(np.isfinite(flat64[a]).all() and lo_rec <= hi_port)
 
 
-def _compare_outcome(r_trans: Row, r_cost: Row, r_best: Optional[Row], where: str, hyps,
-                     failure: Optional[str], want_trans, want_costs, want_error: Optional[str],
-                     best_sentence: Optional[str] = None, rendered: Optional[str] = None,
-                     costs64=None, normalized: bool = False, costs_probe=None):
+def _compare_outcome(
+    r_trans: Row,
+    r_cost: Row,
+    r_best: Row | None,
+    where: str,
+    hyps,
+    failure: str | None,
+    want_trans,
+    want_costs,
+    want_error: str | None,
+    best_sentence: str | None = None,
+    rendered: str | None = None,
+    costs64=None,
+    normalized: bool = False,
+    costs_probe=None,
+):
     """A finished search (or the crash) against the recorded one."""
     if want_error is not None:
         r_trans.n += 1
         if failure is None:
             r_trans.n_bad += 1
             r_trans._candidate(math.inf, where)
-            r_trans.note(f"{where}: the original failed ({want_error}); the port found "
-                         f"{len(hyps.trans)} hypotheses")
+            r_trans.note(
+                f"{where}: the original failed ({want_error}); the port found "
+                f"{len(hyps.trans)} hypotheses"
+            )
         elif not same_error(failure, want_error):
             r_trans.n_bad += 1
             r_trans._candidate(math.inf, where)
             r_trans.note(f"{where}: port failed with {failure!r}, the original with {want_error!r}")
         return
     if failure is not None:
-        r_trans.mismatch(where, f"the port failed ({failure}); the original found {len(want_trans)} "
-                                "hypotheses", max(1, len(want_trans)))
+        r_trans.mismatch(
+            where,
+            f"the port failed ({failure}); the original found {len(want_trans)} hypotheses",
+            max(1, len(want_trans)),
+        )
         return
     compare_sequences(r_trans, f"{where}/fin_trans", hyps.trans, want_trans)
-    compare_costs_by_hypothesis(r_cost, f"{where}/fin_costs", hyps.trans, hyps.costs, costs64, want_trans,
-                                want_costs, lengths_as_terms=not normalized, got_costs_probe=costs_probe)
+    compare_costs_by_hypothesis(
+        r_cost,
+        f"{where}/fin_costs",
+        hyps.trans,
+        hyps.costs,
+        costs64,
+        want_trans,
+        want_costs,
+        lengths_as_terms=not normalized,
+        got_costs_probe=costs_probe,
+    )
     if r_best is not None and best_sentence is not None:
         compare_text(r_best, f"{where}@best_sentence", rendered, best_sentence)
 
@@ -208,8 +331,10 @@ class _EachSearchOnce:
         key = (tuple(np.asarray(seq).tolist()), n_samples, ignore_unk, minlen)
         if key not in self.searches:
             try:
-                self.searches[key] = self.searcher.search(seq, n_samples, ignore_unk=ignore_unk,
-                                                          minlen=minlen), None
+                self.searches[key] = (
+                    self.searcher.search(seq, n_samples, ignore_unk=ignore_unk, minlen=minlen),
+                    None,
+                )
             except SearchFailed as err:
                 self.searches[key] = None, err
         hyps, err = self.searches[key]
@@ -228,11 +353,19 @@ def beam_products():
     """``(name, batch size, product text)`` of the two searches ``translate`` runs: the
     batched search at translate's default ``--batch-size`` (what ``translate`` and ``serve``
     run) and the literal one (``--batch-size 1``)."""
-    return (("", 1, "Translator(batch_size=1).search_seqs (translate --batch-size 1: BeamSearch, "
-                    "sample())"),
-            ("batched/", DEFAULT_BATCH_SIZE,
-             f"Translator(batch_size={DEFAULT_BATCH_SIZE}).search_seqs (translate's default: "
-             "BatchedBeamSearch.sample_many)"))
+    return (
+        (
+            "",
+            1,
+            "Translator(batch_size=1).search_seqs (translate --batch-size 1: BeamSearch, sample())",
+        ),
+        (
+            "batched/",
+            DEFAULT_BATCH_SIZE,
+            f"Translator(batch_size={DEFAULT_BATCH_SIZE}).search_seqs (translate's default: "
+            "BatchedBeamSearch.sample_many)",
+        ),
+    )
 
 
 def check_beam(ctx: Context, rows: Rows):
@@ -241,21 +374,30 @@ def check_beam(ctx: Context, rows: Rows):
     chosen = available if labels is None else [str(l) for l in labels]
     unknown = [l for l in chosen if l not in available]
     if unknown:
-        raise LegacyInputError(ctx.tr.path, f"beam label(s) {', '.join(unknown)} not in the trace "
-                                            f"(it has {', '.join(available) or 'none'})")
+        raise LegacyInputError(
+            ctx.tr.path,
+            f"beam label(s) {', '.join(unknown)} not in the trace "
+            f"(it has {', '.join(available) or 'none'})",
+        )
     cache = _EachSearchOnce(ctx.model)
     for label in chosen:
         run = ctx.tr.beam(label)
         order = sorted(run.sentences)
         seqs = [ctx.source_seq(i) for i in order]
         for sub, batch_size, product in beam_products():
-            translator = Translator(ctx.exp, run.beam_size, run.ignore_unk, run.normalize, batch_size)
+            translator = Translator(
+                ctx.exp, run.beam_size, run.ignore_unk, run.normalize, batch_size
+            )
             if batch_size == 1:
                 translator.literal = cache
             results = translator.search_seqs(seqs)
-            r_trans = rows.get("beam", f"beam/{label}/{sub}fin_trans", f"beam/{label}/0/fin_trans_flat")
+            r_trans = rows.get(
+                "beam", f"beam/{label}/{sub}fin_trans", f"beam/{label}/0/fin_trans_flat"
+            )
             r_cost = rows.get("beam", f"beam/{label}/{sub}fin_costs", f"beam/{label}/0/fin_costs")
-            r_best = rows.get("beam", f"beam/{label}/{sub}best_sentence", f"beam/{label}/0/fin_trans_flat")
+            r_best = rows.get(
+                "beam", f"beam/{label}/{sub}best_sentence", f"beam/{label}/0/fin_trans_flat"
+            )
             r_trans.product = r_cost.product = r_best.product = product
             n_err = 0
             for i, res in zip(order, results):
@@ -270,17 +412,32 @@ def check_beam(ctx: Context, rows: Rows):
                     rendered = choose(hyps, ctx.exp.trg_idx2word).line
                     costs64 = cache.path_costs(ctx.model64, seq, hyps.trans)
                     costsp = cache.path_costs(ctx.probe, seq, hyps.trans)
-                    if run.normalize:   # the bound's reference values only
+                    if run.normalize:  # the bound's reference values only
                         lengths = np.asarray([len(t) for t in hyps.trans], dtype=np.float64)
                         costs64, costsp = costs64 / lengths, costsp / lengths
                 if sent.error is not None:
                     n_err += 1
-                _compare_outcome(r_trans, r_cost, r_best, where, hyps, failure, sent.trans, sent.costs,
-                                 sent.error, sent.best_sentence, rendered, costs64=costs64,
-                                 normalized=run.normalize, costs_probe=costsp)
+                _compare_outcome(
+                    r_trans,
+                    r_cost,
+                    r_best,
+                    where,
+                    hyps,
+                    failure,
+                    sent.trans,
+                    sent.costs,
+                    sent.error,
+                    sent.best_sentence,
+                    rendered,
+                    costs64=costs64,
+                    normalized=run.normalize,
+                    costs_probe=costsp,
+                )
             ctx.tick()
             if n_err and r_trans.passed:
-                r_trans.note(f"{n_err} recorded crash(es) of sample.py reproduced with the same message")
+                r_trans.note(
+                    f"{n_err} recorded crash(es) of sample.py reproduced with the same message"
+                )
     _beam_coverage(ctx, rows, chosen)
 
 
@@ -304,8 +461,11 @@ def _beam_coverage(ctx: Context, rows: Rows, labels):
             plain = str(run.beam_size)
             if plain not in available:
                 why = f"no plain beam/{plain} recording to tell ignore_unk apart"
-            elif not any(unk in tuple(int(t) for t in h) for s in ctx.tr.beam(plain).sentences.values()
-                         for h in (s.trans or [])):
+            elif not any(
+                unk in tuple(int(t) for t in h)
+                for s in ctx.tr.beam(plain).sentences.values()
+                for h in (s.trans or [])
+            ):
                 why = f"no hypothesis of beam/{plain} contains UNK: ignore_unk changes nothing here"
             quantity = f"beam/{label}/ignore_unk"
         elif run.normalize:
@@ -317,8 +477,10 @@ def _beam_coverage(ctx: Context, rows: Rows, labels):
                 raw = norm * np.asarray([len(t) for t in s.trans], dtype=np.float64)
                 differs |= int(np.argmin(norm)) != int(np.argmin(raw))
             if not differs:
-                why = ("the cheapest normalised and the cheapest raw cost pick the same hypothesis in "
-                       "every sentence: choosing by normalised cost is not discriminated")
+                why = (
+                    "the cheapest normalised and the cheapest raw cost pick the same hypothesis in "
+                    "every sentence: choosing by normalised cost is not discriminated"
+                )
             quantity = f"beam/{label}/normalize_choice"
         if why is not None:
             row = rows.get("beam", quantity, tol=Tolerance("n/a"))
@@ -326,9 +488,19 @@ def _beam_coverage(ctx: Context, rows: Rows, labels):
             row.notes.append(why)
 
 
-
-STEPS = Group("steps", lambda tr: tr.has("steps"), lambda tr, labels: len(tr.steps_indices()), check_steps)
-BEAM = Group("beam", lambda tr: tr.has("beam"),
-             lambda tr, labels: 2 * sum(1 for label in (tr.beam_labels() if labels is None else labels)
-                                        if tr.has(f"beam/{label}")),
-             check_beam)
+STEPS = Group(
+    "steps", lambda tr: tr.has("steps"), lambda tr, labels: len(tr.steps_indices()), check_steps
+)
+BEAM = Group(
+    "beam",
+    lambda tr: tr.has("beam"),
+    lambda tr, labels: (
+        2
+        * sum(
+            1
+            for label in (tr.beam_labels() if labels is None else labels)
+            if tr.has(f"beam/{label}")
+        )
+    ),
+    check_beam,
+)

@@ -19,6 +19,7 @@ Every float quantity is judged by :func:`judge_quantity`: the derived bound of
 float64 shadow ``p64``; the noise from the same step on the float64 shadow and on the
 float32 probe, ``float32_probe(backward=True)``).
 """
+
 import copy
 import json
 from pathlib import Path
@@ -26,22 +27,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import tolerance as tol
-from ...legacy.data import first_training_batch
 from ...errors import LegacyInputError
+from ...legacy.data import first_training_batch
 from ...legacy.h5guard import check_dataset
-from ..report import Group, Row, account, compare_exact, compare_text
-from ..trace import EXACT, Tolerance
 from ...training.adadelta import SGDAdadelta
 from ...training.order import param_order
+from .. import tolerance as tol
+from ..report import Group, Row, account, compare_exact, compare_text
+from ..trace import EXACT, Tolerance
 
 #: kind of float32 noise of each compared quantity (see groundhog_port.harness.tolerance)
 KINDS = {
     # scalars: relative rounding of sums (pooled over the four values of the step)
-    "cost": tol.REL, "grad_norm": tol.REL, "log2_p_word": tol.REL, "log2_p_expl": tol.REL,
+    "cost": tol.REL,
+    "grad_norm": tol.REL,
+    "log2_p_word": tol.REL,
+    "log2_p_expl": tol.REL,
     # sums over tokens with cancellation: absolute noise per parameter array, in units of the
     # array's largest value (judge_quantity)
-    "clipped_grads": tol.ABS, "gnorm2_after": tol.ABS, "dnorm2_after": tol.ABS,
+    "clipped_grads": tol.ABS,
+    "gnorm2_after": tol.ABS,
+    "dnorm2_after": tol.ABS,
     "params_after": tol.ABS,
 }
 SCALARS = ("cost", "grad_norm", "log2_p_word", "log2_p_expl")
@@ -69,8 +75,12 @@ def _row(rows, quantity, kind=None):
         if kind is None:
             rows.rows[quantity] = Row("train_step", quantity, EXACT)
         else:
-            t = Tolerance("derived", noise=kind.name, nonfinite_pattern=True,
-                          note=f"noise of kind {kind.name}: {kind.note}")
+            t = Tolerance(
+                "derived",
+                noise=kind.name,
+                nonfinite_pattern=True,
+                note=f"noise of kind {kind.name}: {kind.note}",
+            )
             rows.rows[quantity] = Row("train_step", quantity, t)
     return rows.rows[quantity]
 
@@ -91,7 +101,9 @@ def read_train_step(tr):
     try:
         out["param_order"] = [str(n) for n in json.loads(order)]
     except (TypeError, ValueError):
-        raise LegacyInputError(tr.path, "/train_step: attribute param_order is not a JSON list") from None
+        raise LegacyInputError(
+            tr.path, "/train_step: attribute param_order is not a JSON list"
+        ) from None
     for sub in ("clipped_grads",) + UPDATE:
         g = tr._group(f"{where}/{sub}")
         out[sub] = {}
@@ -128,21 +140,34 @@ def check_train_step(ctx, rows):
         row.notes.append(f"batch not compared: {err}; pass --data-dir")
     else:
         for k in ("x", "x_mask", "y", "y_mask"):
-            compare_exact(_row(rows, f"train_step/{k}"), f"train_step/{k}", getattr(batch, k), rec[k])
-    compare_text(_row(rows, "train_step/param_order"), "train_step@param_order",
-                 " ".join(param_order(exp.cfg)), " ".join(rec["param_order"]))
+            compare_exact(
+                _row(rows, f"train_step/{k}"), f"train_step/{k}", getattr(batch, k), rec[k]
+            )
+    compare_text(
+        _row(rows, "train_step/param_order"),
+        "train_step@param_order",
+        " ".join(param_order(exp.cfg)),
+        " ".join(rec["param_order"]),
+    )
 
     # the product: one SGDAdadelta.step (what train runs) on a copy of the model, from the
     # RECORDED batch; the float64 shadow and the float32 probe run the same step for the bound
-    steps = {"32": _real_step(exp, copy.deepcopy(exp.model), rec, torch.float32),
-             "64": _real_step(exp, exp.model.float64_shadow(), rec, torch.float64),
-             "probe": _real_step(exp, exp.model.float32_probe(backward=True), rec, torch.float64)}
+    steps = {
+        "32": _real_step(exp, copy.deepcopy(exp.model), rec, torch.float32),
+        "64": _real_step(exp, exp.model.float64_shadow(), rec, torch.float64),
+        "probe": _real_step(exp, exp.model.float32_probe(backward=True), rec, torch.float64),
+    }
     product = "SGDAdadelta.step (train: one update from zero accumulators)"
     n_tokens = int(np.asarray(rec["y_mask"]).sum())
     pool = tol.Pool(tol.REL)
     for k in SCALARS:
-        pool.add(k, np.float64(rec["rvals"][k]), steps["32"]["rvals"][k], steps["64"]["rvals"][k],
-                 probe=steps["probe"]["rvals"][k])
+        pool.add(
+            k,
+            np.float64(rec["rvals"][k]),
+            steps["32"]["rvals"][k],
+            steps["64"]["rvals"][k],
+            probe=steps["probe"]["rvals"][k],
+        )
     for k, cmp in pool.results():
         row = _row(rows, f"train_step/{k}", KINDS[k])
         row.product = product
@@ -155,8 +180,12 @@ def check_train_step(ctx, rows):
                 row.mismatch(f"train_step/{q}/{n}", "not a parameter of this model")
                 continue
             p32, p64, pp = (steps[key][q][n] for key in ("32", "64", "probe"))
-            _add(row, f"train_step/{q}/{n}", recorded,
-                 judge_quantity(recorded, p32, p64, pp, q, steps["64"]["before"][n], n_tokens))
+            _add(
+                row,
+                f"train_step/{q}/{n}",
+                recorded,
+                judge_quantity(recorded, p32, p64, pp, q, steps["64"]["before"][n], n_tokens),
+            )
     ctx.tick()
     for row in rows.rows.values():
         if row.group == "train_step" and row.tolerance.kind == "derived" and row.n:
@@ -171,10 +200,19 @@ def _real_step(exp, model, rec, dtype):
     before = {n: p.detach().cpu().numpy().copy() for n, p in zip(algo.names, algo.params)}
     rvals = algo.step(t(rec["x"]), t(rec["x_mask"], dtype), t(rec["y"]), t(rec["y_mask"], dtype))
     arr = lambda ts: {n: v.detach().cpu().numpy() for n, v in zip(algo.names, ts)}
-    return {"rvals": {k: rvals[k] for k in SCALARS}, "before": before, "clipped_grads": arr(algo.gs),
-            "gnorm2_after": arr(algo.gnorm2), "dnorm2_after": arr(algo.dnorm2),
-            "params_after": arr(algo.params)}
+    return {
+        "rvals": {k: rvals[k] for k in SCALARS},
+        "before": before,
+        "clipped_grads": arr(algo.gs),
+        "gnorm2_after": arr(algo.gnorm2),
+        "dnorm2_after": arr(algo.dnorm2),
+        "params_after": arr(algo.params),
+    }
 
 
-TRAIN_STEP = Group("train_step", lambda tr: tr.has("train_step"), lambda tr, labels: int(tr.has("train_step")),
-                   check_train_step)
+TRAIN_STEP = Group(
+    "train_step",
+    lambda tr: tr.has("train_step"),
+    lambda tr, labels: int(tr.has("train_step")),
+    check_train_step,
+)

@@ -12,6 +12,7 @@ equally frequent words are ranked and which of ``<s>`` / ``</s>`` is ``ivocab[0]
 (:mod:`.py2dict`); ``'py3'`` as the same scripts under Python 3 (insertion order), which
 produced the shared recordings' vocabularies.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,19 +37,36 @@ DICT_ORDERS = ("py2", "py3")
 _SPECIAL_RANK = {w: r for r, (w, _) in enumerate(_corpus.SPECIALS)}
 
 
-def preprocess(inputs, dictionary="vocab.pkl", binarized_text="binarized_text.pkl",
-               vocab=None, pickle_text=False, ngram=None, split=None, overwrite=False,
-               each=False, count=False, char=False, lowercase=False, dict_order="py2",
-               seed=None, ivocab=None, h5=None):
+def preprocess(
+    inputs,
+    dictionary="vocab.pkl",
+    binarized_text="binarized_text.pkl",
+    vocab=None,
+    pickle_text=False,
+    ngram=None,
+    split=None,
+    overwrite=False,
+    each=False,
+    count=False,
+    char=False,
+    lowercase=False,
+    dict_order="py2",
+    seed=None,
+    ivocab=None,
+    h5=None,
+):
     """``preprocess.py`` with its flags (``-d -b -v -p -n -s -o -e -c -t -l``); ``ivocab`` /
     ``h5`` also run ``invert-dict.py`` / ``convert-pkl2hdf5.py`` on the results.  Returns the
     paths written."""
     if not inputs:
         raise LegacyInputError(None, "no input files")
     if vocab is not None and vocab < 1:
-        raise LegacyInputError(None, f"-v {vocab}: the vocabulary size must be at least 1 "
-                               "(it counts UNK, <s>/</s> and the words; the original took any "
-                               "-v <= 2 to mean 'every word': pass -v 1 for that)")
+        raise LegacyInputError(
+            None,
+            f"-v {vocab}: the vocabulary size must be at least 1 "
+            "(it counts UNK, <s>/</s> and the words; the original took any "
+            "-v <= 2 to mean 'every word': pass -v 1 for that)",
+        )
     if ngram is not None and ngram < 1:
         raise LegacyInputError(None, f"-n {ngram}: n-grams need n >= 1")
     if split is not None and split < 0:
@@ -57,52 +75,72 @@ def preprocess(inputs, dictionary="vocab.pkl", binarized_text="binarized_text.pk
         logger.warning("-s without -n: ignored, as in the original (it splits the n-grams)")
     if h5 and not pickle_text:
         raise LegacyInputError(None, "--h5 converts the binarized text: it needs -p")
-    corpora = [_corpus.Corpus(str(p), _corpus.base_filename(str(p)), _corpus.read_lines(str(p)))
-               for p in inputs]
+    corpora = [
+        _corpus.Corpus(str(p), _corpus.base_filename(str(p)), _corpus.read_lines(str(p)))
+        for p in inputs
+    ]
     n_lines = sum(len(c.lines) for c in corpora)
     progress = Progress(n_lines, unit="lines")
-    combined = _corpus.count_words(corpora, char, lowercase, dict_order,
-                                   reuse_counts=each and count and not overwrite, progress=progress)
+    combined = _corpus.count_words(
+        corpora,
+        char,
+        lowercase,
+        dict_order,
+        reuse_counts=each and count and not overwrite,
+        progress=progress,
+    )
     progress.close()
     counted = combined if vocab is not None else corpora[-1].counter
     if vocab is not None and not combined and any(c.reused_counts for c in corpora):
-        raise LegacyInputError(None, "every input's counts come from an earlier run's *.count.pkl, "
-                               "which the original leaves out of the combined counts "
-                               "(preprocess.py:117-122): no words to build the dictionary "
-                               "from; pass -o to count again")
+        raise LegacyInputError(
+            None,
+            "every input's counts come from an earlier run's *.count.pkl, "
+            "which the original leaves out of the combined counts "
+            "(preprocess.py:117-122): no words to build the dictionary "
+            "from; pass -o to count again",
+        )
     if sum(counted.values()) == 0 or all(w in (b"", "") for w in counted):
         what = "the input files hold" if vocab is not None else f"{corpora[-1].path} holds"
-        raise LegacyInputError(corpora[-1].path if vocab is None else None,
-                               f"empty corpus: {what} no words")
+        raise LegacyInputError(
+            corpora[-1].path if vocab is None else None, f"empty corpus: {what} no words"
+        )
     word2idx = _corpus.build_vocab(corpora, combined, vocab, dict_order)
     staged = Staged()
     if each and count:
         for c in corpora:
             if not c.reused_counts:
-                staged.add_bytes(c.base + ".count.pkl", dumps(_counter(c.counter), 2),
-                                 keep_existing=not overwrite)
+                staged.add_bytes(
+                    c.base + ".count.pkl",
+                    dumps(_counter(c.counter), 2),
+                    keep_existing=not overwrite,
+                )
     if count:
-        staged.add_bytes("combined.count.pkl", dumps(_counter(combined), 2),
-                         keep_existing=not overwrite)
+        staged.add_bytes(
+            "combined.count.pkl", dumps(_counter(combined), 2), keep_existing=not overwrite
+        )
     staged.add_bytes(dictionary, dumps(word2idx, 2), keep_existing=not overwrite)
     if ivocab:
-        staged.add_bytes(ivocab, dumps(_invert_loaded(as_py2_dict(word2idx).items(), dict_order,
-                                                      ivocab), 0))
+        staged.add_bytes(
+            ivocab, dumps(_invert_loaded(as_py2_dict(word2idx).items(), dict_order, ivocab), 0)
+        )
     if ngram or pickle_text:
         progress = Progress(n_lines, unit="lines")
-        sentences, ngram_counts, grams = _corpus.binarize(corpora, word2idx, char, lowercase, ngram,
-                                                          progress)
+        sentences, ngram_counts, grams = _corpus.binarize(
+            corpora, word2idx, char, lowercase, ngram, progress
+        )
         progress.close()
         if ngram and len(word2idx) >= np.iinfo(np.uint16).max:
-            raise LegacyInputError(None, f"-n: {len(word2idx)} words do not fit the uint16 "
-                                   "n-gram array (preprocess.py:178)")
+            raise LegacyInputError(
+                None,
+                f"-n: {len(word2idx)} words do not fit the uint16 n-gram array (preprocess.py:178)",
+            )
         rng = np.random.RandomState(_seed(seed, "-s") if split and ngram else 0)
         start = 0
         for c, sents, n in zip(corpora, sentences, ngram_counts):
             if each and pickle_text:
                 staged.add_bytes(c.base + ".pkl", dumps(sents, 2), keep_existing=not overwrite)
             if each and ngram:
-                _stage_ngrams(staged, grams[start:start + n], c.base, split, rng, overwrite)
+                _stage_ngrams(staged, grams[start : start + n], c.base, split, rng, overwrite)
             start += n
         flat = [s for sents in sentences for s in sents]
         if pickle_text:
@@ -125,13 +163,16 @@ def _stage_ngrams(staged, grams, name, split, rng, overwrite):
         valid, train = _corpus.split_rows(len(grams), split, rng)
         parts = [(name + "_valid", grams[valid]), (name + "_train", grams[train])]
     for part, array in parts:
-        staged.add(part + ".hdf", lambda tmp, a=array, p=part: write_carray(tmp, p.replace(".", ""), a),
-                   keep_existing=not overwrite)
+        staged.add(
+            part + ".hdf",
+            lambda tmp, a=array, p=part: write_carray(tmp, p.replace(".", ""), a),
+            keep_existing=not overwrite,
+        )
 
 
 def _seed(seed, what):
     if seed is None:
-        seed = secrets.randbelow(2 ** 32)
+        seed = secrets.randbelow(2**32)
         logger.info("%s: no --seed given, using --seed %d", what, seed)
     return seed
 
@@ -145,8 +186,14 @@ def _invert_loaded(items, order, where):
     words by index), which is what is reconstructed here from any file order."""
     items = list(items)
     for word, index in items:
-        if not isinstance(word, (bytes, str)) or isinstance(index, bool) or not isinstance(index, int):
-            raise LegacyInputError(where, f"not a word -> index vocabulary: entry {word!r}: {index!r}")
+        if (
+            not isinstance(word, (bytes, str))
+            or isinstance(index, bool)
+            or not isinstance(index, int)
+        ):
+            raise LegacyInputError(
+                where, f"not a word -> index vocabulary: entry {word!r}: {index!r}"
+            )
     if order == "py2":
         loaded = Py2Dict(items)
     else:
@@ -161,6 +208,7 @@ def _load_raw(path, what):
     class _Plain(pickle.Unpickler):
         def find_class(self, module, name):
             raise pickle.UnpicklingError(f"refused to unpickle {module}.{name}: plain data only")
+
     try:
         size = Path(path).stat().st_size
         if size > MAX_PICKLE_BYTES:
@@ -169,16 +217,29 @@ def _load_raw(path, what):
             return _Plain(f, encoding="bytes").load()
     except FileNotFoundError:
         raise LegacyInputError(path, "no such file") from None
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
-            KeyError, AttributeError, RecursionError, MemoryError, UnicodeDecodeError) as err:
-        raise LegacyInputError(path, f"not a readable {what} pickle ({type(err).__name__}: "
-                                     f"{err})") from None
+    except (
+        OSError,
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        RecursionError,
+        MemoryError,
+        UnicodeDecodeError,
+    ) as err:
+        raise LegacyInputError(
+            path, f"not a readable {what} pickle ({type(err).__name__}: {err})"
+        ) from None
 
 
 def invert_dict(src, dst, dict_order="py2"):
     """``invert-dict.py SRC DST``."""
     from .. import vocab as _vocab
-    _vocab.load_word2idx(src)         # the port's checks: a word -> index dict, UTF-8 words
+
+    _vocab.load_word2idx(src)  # the port's checks: a word -> index dict, UTF-8 words
     raw = _load_raw(src, "vocabulary")
     staged = Staged()
     staged.add_bytes(dst, dumps(_invert_loaded(raw.items(), dict_order, src), 0))
@@ -188,12 +249,17 @@ def invert_dict(src, dst, dict_order="py2"):
 def pkl2hdf5(src, dst):
     """``convert-pkl2hdf5.py SRC DST``: a pickled list of id lists -> one ``.h5`` side."""
     from legacy_states import safe_load_pickle
-    raw = safe_load_pickle(src)       # the port's hardened loader: plain data, size and depth limits
+
+    raw = safe_load_pickle(src)  # the port's hardened loader: plain data, size and depth limits
     if not isinstance(raw, list) or not all(
-            isinstance(s, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in s)
-            for s in raw):
-        raise LegacyInputError(src, "not a binarized text (expected a pickled list of lists of "
-                                    "word ids, preprocess.py -p output)")
+        isinstance(s, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in s)
+        for s in raw
+    ):
+        raise LegacyInputError(
+            src,
+            "not a binarized text (expected a pickled list of lists of "
+            "word ids, preprocess.py -p output)",
+        )
     staged = Staged()
     staged.add(dst, lambda tmp: _write_side(tmp, raw, src))
     paths = staged.commit()
@@ -212,15 +278,20 @@ def shuffle_hdf5(src_in, trg_in, src_out, trg_out, seed=None):
     """``shuffle-hdf5.py``: both sides reordered by one permutation, pairs kept together.
     Returns ``(paths, order)``; ``order[k]`` is the input pair at output row ``k``."""
     from ..data import read_h5_bitext
+
     src, trg = read_h5_bitext(src_in), read_h5_bitext(trg_in)
     if len(src) != len(trg):
-        raise LegacyInputError(trg_in, f"{len(trg)} sentences, but {src_in} has {len(src)}: "
-                                       "not two sides of one bitext")
+        raise LegacyInputError(
+            trg_in,
+            f"{len(trg)} sentences, but {src_in} has {len(src)}: not two sides of one bitext",
+        )
     logger.info("Data len: %d", len(src))
     order = _corpus.shuffle_order(len(src), _seed(seed, "shuffle-hdf5"))
     staged = Staged()
     for side, out in ((src, src_out), (trg, trg_out)):
-        staged.add(out, lambda tmp, s=side: write_bitext_side(tmp, [s.sentence(int(i)) for i in order]))
+        staged.add(
+            out, lambda tmp, s=side: write_bitext_side(tmp, [s.sentence(int(i)) for i in order])
+        )
     paths = staged.commit()
     logger.info("processed %d phrase pairs", len(order))
     return paths, order

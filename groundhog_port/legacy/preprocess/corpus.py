@@ -31,6 +31,7 @@ original wrote the whole, partly uninitialised, ``numpy.empty`` array for every 
 ``-s`` draws the validation rows with ``--seed`` (the original: numpy's unseeded global
 generator).
 """
+
 from __future__ import annotations
 
 import bz2
@@ -64,7 +65,13 @@ def base_filename(path: str) -> str:
     """``open_files`` (preprocess.py:59-77), with its ``rstrip`` quirk."""
     filename = os.path.basename(path)
     ext = filename.split(os.extsep)[-1]
-    base = filename.rstrip(".gz") if ext == "gz" else filename.rstrip(".bz2") if ext == "bz2" else filename
+    base = (
+        filename.rstrip(".gz")
+        if ext == "gz"
+        else filename.rstrip(".bz2")
+        if ext == "bz2"
+        else filename
+    )
     if base.split(os.extsep)[-1] == "txt":
         base = base.rstrip(".txt")  # noqa: B005 -- characters, not a suffix: the quirk
     return base
@@ -92,16 +99,19 @@ def read_lines(path: str) -> list[bytes]:
         try:
             line.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise LegacyInputError(path, f"line {number} is not UTF-8 (byte 0x{line[err.start]:02x} "
-                                         f"at column {err.start + 1}); GroundHog's corpora are "
-                                         "UTF-8 text") from None
+            raise LegacyInputError(
+                path,
+                f"line {number} is not UTF-8 (byte 0x{line[err.start]:02x} "
+                f"at column {err.start + 1}); GroundHog's corpora are "
+                "UTF-8 text",
+            ) from None
     return lines
 
 
 def tokens(line: bytes, char: bool, lowercase: bool) -> list:
     """preprocess.py:128-134 / 191-196."""
     if lowercase:
-        line = line.lower()           # Python 2 str.lower: ASCII only
+        line = line.lower()  # Python 2 str.lower: ASCII only
     if char:
         return list(line.strip().decode("utf-8"))
     return line.strip().split(b" ")
@@ -127,11 +137,13 @@ def most_common(counter, n=None) -> list:
 def load_count_file(path: str, order: str):
     """A ``*.count.pkl`` (a pickled ``collections.Counter``) of an earlier run, read with
     a loader that builds nothing but a Counter's dict."""
+
     class _Loader(pickle.Unpickler):
         def find_class(self, module, name):
             if (module, name) == ("collections", "Counter"):
                 return lambda mapping=(): mapping
             raise pickle.UnpicklingError(f"refused to unpickle {module}.{name}")
+
     try:
         with open(path, "rb") as f:
             raw = _Loader(f, encoding="bytes").load()
@@ -140,7 +152,7 @@ def load_count_file(path: str, order: str):
     if not isinstance(raw, dict) or not all(isinstance(v, int) for v in raw.values()):
         raise LegacyInputError(path, "not a word-count pickle (expected a Counter of words)")
     counter = new_dict(order)
-    if order == "py2":     # Counter(d) on an empty Counter: dict.update(d) = PyDict_Merge
+    if order == "py2":  # Counter(d) on an empty Counter: dict.update(d) = PyDict_Merge
         counter.merge_from(Py2Dict(raw.items()))
     else:
         counter.update(raw)
@@ -150,6 +162,7 @@ def load_count_file(path: str, order: str):
 @dataclass
 class Corpus:
     """One input file: its name, base name, lines and (when counted) word counts."""
+
     path: str
     base: str
     lines: list
@@ -160,12 +173,13 @@ class Corpus:
 @dataclass
 class Result:
     """What preprocessing computed, before anything is written."""
-    vocab: object                    # word -> index (Py2Dict or dict), the specials first
-    combined: object                 # combined word counts
+
+    vocab: object  # word -> index (Py2Dict or dict), the specials first
+    combined: object  # combined word counts
     corpora: list = field(default_factory=list)
-    binarized: list = field(default_factory=list)       # per corpus: list of id lists
+    binarized: list = field(default_factory=list)  # per corpus: list of id lists
     ngrams: np.ndarray | None = None
-    ngram_counts: list = field(default_factory=list)    # per corpus: rows of n-grams
+    ngram_counts: list = field(default_factory=list)  # per corpus: rows of n-grams
 
 
 def count_words(corpora, char, lowercase, order, reuse_counts, progress=None):
@@ -175,9 +189,11 @@ def count_words(corpora, char, lowercase, order, reuse_counts, progress=None):
         count_file = c.base + ".count.pkl"
         if reuse_counts and os.path.isfile(count_file):
             logger.info("Loading word counts for %s from %s", os.path.basename(c.path), count_file)
-            logger.warning("as in the original, the reused counts of %s are not added to the "
-                           "combined counts (preprocess.py:117-122); pass -o to count again",
-                           os.path.basename(c.path))
+            logger.warning(
+                "as in the original, the reused counts of %s are not added to the "
+                "combined counts (preprocess.py:117-122); pass -o to count again",
+                os.path.basename(c.path),
+            )
             c.counter, c.reused_counts = load_count_file(count_file, order), True
         else:
             logger.info("Counting words in %s", os.path.basename(c.path))
@@ -189,11 +205,19 @@ def count_words(corpora, char, lowercase, order, reuse_counts, progress=None):
                 if progress:
                     progress.update()
             c.counter = in_order(counter, order)
-        logger.info("%d unique words in %d sentences with a total of %d words.",
-                    len(c.counter), len(c.lines), sum(c.counter.values()))
+        logger.info(
+            "%d unique words in %d sentences with a total of %d words.",
+            len(c.counter),
+            len(c.lines),
+            sum(c.counter.values()),
+        )
     combined = in_order(combined, order)
-    logger.info("Total: %d unique words in %d sentences with a total of %d words.",
-                len(combined), sum(len(c.lines) for c in corpora), sum(combined.values()))
+    logger.info(
+        "Total: %d unique words in %d sentences with a total of %d words.",
+        len(combined),
+        sum(len(c.lines) for c in corpora),
+        sum(combined.values()),
+    )
     return combined
 
 
@@ -205,13 +229,16 @@ def build_vocab(corpora, combined, vocab_size, order):
             logger.info("Building a dictionary with all unique words")
             vocab_size = len(combined) + 2
         vocab_count = most_common(combined, vocab_size - 2)
-        logger.info("Creating dictionary of %s most common words, covering %2.1f%% of the text.",
-                    vocab_size, 100.0 * sum(n for _, n in vocab_count) / total)
+        logger.info(
+            "Creating dictionary of %s most common words, covering %2.1f%% of the text.",
+            vocab_size,
+            100.0 * sum(n for _, n in vocab_count) / total,
+        )
     else:
         logger.info("Creating dictionary of all words")
-        vocab_count = most_common(corpora[-1].counter)     # the last file's counts: a quirk
+        vocab_count = most_common(corpora[-1].counter)  # the last file's counts: a quirk
     vocab = new_dict(order)
-    for word, index in SPECIALS:       # the literal {'UNK': 1, '<s>': 0, '</s>': 0}
+    for word, index in SPECIALS:  # the literal {'UNK': 1, '<s>': 0, '</s>': 0}
         vocab[word] = index
     for i, (word, _) in enumerate(vocab_count):
         vocab[word] = i + 2
@@ -222,7 +249,7 @@ def binarize(corpora, vocab, char, lowercase, ngram, progress=None):
     """``binarize`` (preprocess.py:176-256) without the writing: per-corpus id lists, and
     the n-gram rows (``[0]*(n-1) + ids + [0]`` windows) when ``ngram``."""
     per_corpus, counts, blocks = [], [], []
-    lookup = dict(vocab.items())      # the same mapping; only the lookups get faster
+    lookup = dict(vocab.items())  # the same mapping; only the lookups get faster
     for c in corpora:
         logger.info("Binarizing %s.", os.path.basename(c.path))
         sentences = []
@@ -238,7 +265,9 @@ def binarize(corpora, vocab, char, lowercase, ngram, progress=None):
         counts.append(sum(len(s) + 1 for s in sentences))
     grams = None
     if ngram:
-        grams = (np.concatenate(blocks) if blocks else np.zeros((0, ngram), np.int64)).astype(np.uint16)
+        grams = (np.concatenate(blocks) if blocks else np.zeros((0, ngram), np.int64)).astype(
+            np.uint16
+        )
     return per_corpus, counts, grams
 
 
@@ -254,8 +283,9 @@ def split_rows(n_rows, split, rng):
     """``-s``: (validation rows, training rows) as preprocess.py:217-233 / 243-254 choose
     them (``choice(n, rows, replace=False)``, then the rest in order)."""
     rows = int(split) if split >= 1 else int(n_rows * split)
-    logger.info("Saving training set (%d samples) and validation set (%d samples).",
-                n_rows - rows, rows)
+    logger.info(
+        "Saving training set (%d samples) and validation set (%d samples).", n_rows - rows, rows
+    )
     valid = rng.choice(n_rows, rows, replace=False)
     return valid, np.setdiff1d(np.arange(n_rows), valid, True)
 

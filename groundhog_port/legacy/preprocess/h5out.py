@@ -18,12 +18,13 @@ its own, and the port's :func:`groundhog_port.legacy.data.read_h5_bitext` reads 
 except that they are not blosc-compressed (h5py has no blosc filter); the values and
 the node name are the original's.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-PHRASES_CHUNK = 16384   # PyTables' chunk for an Int32 EArray of shape (0,)
-INDICES_CHUNK = 8192    # PyTables' chunk for the 8-byte Index rows
+PHRASES_CHUNK = 16384  # PyTables' chunk for an Int32 EArray of shape (0,)
+INDICES_CHUNK = 8192  # PyTables' chunk for the 8-byte Index rows
 INDEX_DTYPE = np.dtype([("length", "<u4"), ("pos", "<u4")])
 INDEX_TITLE = "a table of indices and lengths"
 
@@ -32,6 +33,7 @@ def _string_attr(obj, name, text, utf8=True):
     """A scalar fixed-length string attribute as PyTables writes it (NULLTERM, exact size;
     an empty string as a null dataspace of one byte)."""
     import h5py
+
     data = text.encode("utf-8")
     tid = h5py.h5t.C_S1.copy()
     tid.set_size(max(len(data), 1))
@@ -53,20 +55,25 @@ def _root_attrs(f):
 def write_bitext_side(path, sentences) -> None:
     """One side of a bitext: ``sentences`` is a sequence of id sequences."""
     import h5py
+
     lengths = np.array([len(s) for s in sentences], dtype=np.int64)
     pos = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else lengths
-    if lengths.sum() >= 2 ** 32:
+    if lengths.sum() >= 2**32:
         raise ValueError("more than 2**32 words: the UInt32 'pos' column cannot hold them")
-    phrases = (np.concatenate([np.asarray(s, dtype=np.int64) for s in sentences])
-               if lengths.sum() else np.zeros(0, dtype=np.int64))
-    if phrases.size and (phrases.min() < -2 ** 31 or phrases.max() >= 2 ** 31):
+    phrases = (
+        np.concatenate([np.asarray(s, dtype=np.int64) for s in sentences])
+        if lengths.sum()
+        else np.zeros(0, dtype=np.int64)
+    )
+    if phrases.size and (phrases.min() < -(2**31) or phrases.max() >= 2**31):
         raise ValueError("a word id does not fit the Int32 '/phrases' array")
     rows = np.zeros(len(lengths), dtype=INDEX_DTYPE)
     rows["length"], rows["pos"] = lengths, pos
     with h5py.File(path, "w", libver="earliest") as f:
         _root_attrs(f)
-        ph = f.create_dataset("phrases", data=phrases.astype("<i4"), maxshape=(None,),
-                              chunks=(PHRASES_CHUNK,))
+        ph = f.create_dataset(
+            "phrases", data=phrases.astype("<i4"), maxshape=(None,), chunks=(PHRASES_CHUNK,)
+        )
         _string_attr(ph, "CLASS", "EARRAY", utf8=False)
         ph.attrs.create("EXTDIM", np.int32(0))
         _string_attr(ph, "TITLE", "", utf8=False)
@@ -85,6 +92,7 @@ def write_bitext_side(path, sentences) -> None:
 def write_carray(path, node, array) -> None:
     """``safe_hdf`` (preprocess.py:92): one CArray ``node`` holding ``array``."""
     import h5py
+
     with h5py.File(path, "w", libver="earliest") as f:
         _root_attrs(f)
         ds = f.create_dataset(node, data=array, chunks=True if array.size else None)

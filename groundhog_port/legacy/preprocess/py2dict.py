@@ -31,6 +31,7 @@ A Python-2 ``str`` and ``unicode`` holding the same ASCII text are the same key 
 port never mixes such a pair in one dict (char-level vocabularies hold single characters
 beside ``'UNK'``, ``'<s>'``, ``'</s>'``), so keys are compared as given.
 """
+
 from __future__ import annotations
 
 _MASK64 = (1 << 64) - 1
@@ -82,7 +83,7 @@ class Py2Dict:
         self._hashes: list = [0] * _MIN_SIZE
         self._values: list = [None] * _MIN_SIZE
         self._fill = 0
-        self._index: dict = {}      # key -> slot, only to make lookups O(1)
+        self._index: dict = {}  # key -> slot, only to make lookups O(1)
         for k, v in items:
             self[k] = v
 
@@ -106,7 +107,9 @@ class Py2Dict:
         size = _MIN_SIZE
         while size <= minused:
             size <<= 1
-        old = [(k, h, v) for k, h, v in zip(self._keys, self._hashes, self._values) if k is not None]
+        old = [
+            (k, h, v) for k, h, v in zip(self._keys, self._hashes, self._values) if k is not None
+        ]
         self._keys, self._hashes, self._values = [None] * size, [0] * size, [None] * size
         self._index = {}
         for k, h, v in old:
@@ -120,7 +123,7 @@ class Py2Dict:
 
     def __setitem__(self, key, value) -> None:
         slot = self._index.get(key)
-        if slot is not None:           # an existing key: value replaced, no resize
+        if slot is not None:  # an existing key: value replaced, no resize
             self._values[slot] = value
             return
         self._place(key, py2_hash(key), value)
@@ -130,7 +133,7 @@ class Py2Dict:
             used = len(self._index)
             self._resize((2 if used > 50000 else 4) * used)
 
-    def merge_from(self, other: "Py2Dict") -> None:
+    def merge_from(self, other: Py2Dict) -> None:
         """``PyDict_Merge(self, other)`` (``dict(other)``, ``d.update(other_dict)``)."""
         if (self._fill + len(other)) * 3 >= len(self._keys) * 2:
             self._resize((len(self) + len(other)) * 2)

@@ -27,6 +27,7 @@ protocol 0 (invert-dict.py:20), from Python 2 objects: ``str`` (a byte string), 
 * ``Counter(d)`` (``-c`` count files): ``GLOBAL collections Counter``, the 1-tuple
   ``(dict(counter),)``, ``REDUCE`` -- ``Counter.__reduce__`` of Python 2.7.
 """
+
 from __future__ import annotations
 
 import io
@@ -106,9 +107,9 @@ class _Writer:
         w = self.out.write
         if obj is None:
             w(b"N")
-        elif isinstance(obj, bool):      # save_bool: I01/I00 at protocol 0, NEWTRUE/NEWFALSE at 2
+        elif isinstance(obj, bool):  # save_bool: I01/I00 at protocol 0, NEWTRUE/NEWFALSE at 2
             w((b"I01\n" if obj else b"I00\n") if self.proto == 0 else (b"\x88" if obj else b"\x89"))
-        elif isinstance(obj, float):     # save_float: "%.17g" text, BINFLOAT big-endian double
+        elif isinstance(obj, float):  # save_float: "%.17g" text, BINFLOAT big-endian double
             w(b"F" + (b"%.17g" % obj) + b"\n" if self.proto == 0 else b"G" + struct.pack(">d", obj))
         elif isinstance(obj, tuple):
             self._tuple(obj)
@@ -146,8 +147,12 @@ class _Writer:
             w(b"(d" if self.proto == 0 else b"}")
             if memoize:
                 self.put()
-            self._batch(as_py2_dict(obj).items(), b"s", b"u",
-                        lambda kv: (self.save(kv[0]), self.save(kv[1])))
+            self._batch(
+                as_py2_dict(obj).items(),
+                b"s",
+                b"u",
+                lambda kv: (self.save(kv[0]), self.save(kv[1])),
+            )
         elif isinstance(obj, Py2Counter):
             # Counter.__reduce__ -> (Counter, (dict(self),)): dict(self) is a PyDict_Merge copy
             w(b"ccollections\nCounter\n")
@@ -156,7 +161,7 @@ class _Writer:
                 w(b"(")
             plain = Py2Dict()
             plain.merge_from(obj.counts)
-            self.save(plain, memoize=False)                    # refcount 1: no PUT
+            self.save(plain, memoize=False)  # refcount 1: no PUT
             w(b"t" if self.proto == 0 else b"\x85")  # TUPLE / TUPLE1, refcount 1: no PUT
             w(b"R")
             self.put()
@@ -172,7 +177,7 @@ class _Writer:
         if self.proto == 2 and len(obj) <= 3:
             for item in obj:
                 self.save(item)
-            w(b"\x85\x86\x87"[len(obj) - 1:len(obj)])
+            w(b"\x85\x86\x87"[len(obj) - 1 : len(obj)])
         else:
             w(b"(")
             for item in obj:
@@ -190,7 +195,7 @@ class _Writer:
                 self.out.write(one)
             return
         for start in range(0, len(items), BATCHSIZE):
-            chunk = items[start:start + BATCHSIZE]
+            chunk = items[start : start + BATCHSIZE]
             if len(chunk) == 1:
                 save_item(chunk[0])
                 self.out.write(one)

@@ -5,6 +5,7 @@ Everything is computed first; :meth:`Staged.commit` then writes each file to
 them into place.  On any failure the ``.partial`` files are removed and no output exists
 that did not exist before (an existing file is only replaced by a complete one).
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,10 +26,13 @@ class Staged:
         """Stage ``write(tmp_path)`` for ``path``.  ``keep_existing``: ``safe_pickle`` /
         ``safe_hdf`` without ``-o`` (preprocess.py:81-82) -- an existing file is kept and a
         warning logged."""
-        target = output_target(path)     # a symbolic link is written through, never replaced
+        target = output_target(path)  # a symbolic link is written through, never replaced
         if target.stream:
-            raise OutputError(path, "is not a regular file (a FIFO, a device or standard "
-                              "output): preprocess writes its files whole, give a file name")
+            raise OutputError(
+                path,
+                "is not a regular file (a FIFO, a device or standard "
+                "output): preprocess writes its files whole, give a file name",
+            )
         path = target.path
         if keep_existing and path.exists():
             logger.warning("Not saving %s, already exists.", path)
@@ -54,8 +58,9 @@ class Staged:
             for tmp in partials:
                 tmp.unlink(missing_ok=True)
             if isinstance(err, OSError):
-                raise LegacyInputError(getattr(err, "filename", None) or partials[-1],
-                                       f"cannot write ({err.strerror or err}); nothing was "
-                                       "written") from None
+                raise LegacyInputError(
+                    getattr(err, "filename", None) or partials[-1],
+                    f"cannot write ({err.strerror or err}); nothing was written",
+                ) from None
             raise
         return [p for p, _ in self._files]
