@@ -545,7 +545,13 @@ def test_py2_compatible_syntax():
                 f"line {node.lineno}: imports {n}" for n in names if n.startswith("groundhog_port")
             ]
     assert not problems, problems
-    assert "from __future__ import print_function, division" in source
+    futures = {
+        a.name
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and n.module == "__future__"
+        for a in n.names
+    }
+    assert {"print_function", "division"} <= futures
     assert (
         "FileNotFoundError" not in source
         and "exist_ok" not in source
