@@ -219,7 +219,7 @@ def main(argv=None):
 
         new_run()  # file choices are logged once per run, also when main() runs again in-process
         if args.threads is not None:
-            from ..legacy.loading import set_threads
+            from ..legacy.experiment import set_threads
 
             set_threads(args.threads)
         if args.parse_budget_mib is not None:

@@ -128,7 +128,7 @@ def setup(device="cpu", threads=None):
         device = f"cuda:{world.local_rank}"
         torch.cuda.set_device(world.local_rank)
     elif threads is None and "OMP_NUM_THREADS" not in os.environ:
-        from ..legacy.loading import set_threads
+        from ..legacy.experiment import set_threads
 
         set_threads(max(1, (os.cpu_count() or 1) // world.local_size))
     if not dist.is_initialized():

@@ -123,7 +123,7 @@ def check(
     target=None,
     progress=None,
 ) -> Report:
-    """Recompute what ``trace`` holds with ``exp`` (:class:`~groundhog_port.legacy.loading.Experiment`).
+    """Recompute what ``trace`` holds with ``exp`` (:class:`~groundhog_port.legacy.experiment.Experiment`).
 
     ``groups``: a subset of :data:`GROUPS`; a group the trace does not hold is left out.
     ``beam_labels``: restrict ``/beam`` to these labels (default: all in the trace).

@@ -18,7 +18,7 @@ loaded from the legacy files:
     the target one as stored, before ``LM_Model.load_dict`` sets ``<eol>`` and ``oov``);
     ``tensors``: name, legacy name, symbol and shape of each tensor.
 
-:func:`open_checkpoint` reads it back into an :class:`~groundhog_port.legacy.loading.Experiment`
+:func:`open_checkpoint` reads it back into an :class:`~groundhog_port.legacy.experiment.Experiment`
 whose model holds the same float32 bits, so every command computes exactly what it
 computes from the legacy files (``parity_tests/export/test_export.py``).
 """
@@ -39,8 +39,8 @@ from ..errors import LegacyInputError
 from ..model.config import ModelConfig
 from ..outputs import atomic_write_bytes, atomic_write_text
 from . import checkpoint, lookup, vocab
+from .experiment import Experiment, allocate, auto_threads, resolve_device
 from .export_names import FORMAT_NAME, FORMAT_VERSION, export_table
-from .loading import Experiment, _allocate, _auto_threads, resolve_device
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -250,7 +250,7 @@ def open_checkpoint(
     legacy_states.check_change_keys(changes, stored, strict)
     state.update(changes)
     cfg = ModelConfig.from_state(state, cfg_path)
-    _auto_threads(cfg)
+    auto_threads(cfg)
     weights_path = cfg_path.parent / str(config.get("weights", WEIGHTS_FILE))
     tensors, metadata = read_weights(weights_path)
     if metadata.get("format") != FORMAT_NAME:
@@ -269,7 +269,7 @@ def open_checkpoint(
     arrays = {names[name]: a for name, a in tensors.items()}
     table, _ = checkpoint.legacy_param_table(cfg)
     checkpoint.check_arrays(arrays, table, weights_path)
-    model = _allocate(cfg, table, cfg_path, stable_softmax)
+    model = allocate(cfg, table, cfg_path, stable_softmax)
     checkpoint.load_into(model, weights_path, allow_nonfinite=allow_nonfinite, arrays=arrays)
     model.to(resolve_device(device))
     model.eval()

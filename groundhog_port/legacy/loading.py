@@ -14,103 +14,16 @@ From Python (README, "Python API")::
 """
 
 import logging
-import math
-import os
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-
-import torch
 
 import legacy_states
 
-from ..errors import LegacyInputError
 from ..model.config import ModelConfig
-from ..model.encdec import RNNEncoderDecoder
-from ..model.layers import unwritten_parameters
-from . import checkpoint, lookup, vocab
+from . import checkpoint, lookup
+from .experiment import Experiment, allocate, auto_threads, resolve_device
+from .exported import open_checkpoint
 
 logger = logging.getLogger(__name__)
-
-#: below this ``dim`` the tensors are tiny: one CPU thread is fastest (measured 10x faster per
-#: score batch of the fixtures than two threads on a busy 2-core machine)
-SMALL_MODEL_DIM = 256
-_threads_chosen = False
-
-
-def set_threads(n):
-    """``--threads N``: the user's choice, kept for the whole process."""
-    global _threads_chosen
-    if n < 1:
-        raise LegacyInputError(None, "--threads must be at least 1")
-    torch.set_num_threads(n)
-    _threads_chosen = True
-
-
-def _auto_threads(cfg):
-    if not _threads_chosen and "OMP_NUM_THREADS" not in os.environ and cfg.dim < SMALL_MODEL_DIM:
-        torch.set_num_threads(1)
-
-
-def resolve_device(name):
-    """``cpu`` or ``cuda[:n]``; a clear error when CUDA is asked for but absent."""
-    name = name or "cpu"
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise LegacyInputError(None, f"--device {name}: CUDA is not available on this machine")
-        # parity runs: no TF32 shortcuts in float32 matrix products
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    elif name != "cpu":
-        raise LegacyInputError(None, f"--device {name!r}: expected cpu or cuda")
-    return torch.device(name)
-
-
-@dataclass
-class Experiment:
-    """A state, its model and its vocabularies (``data_dirs``: where files the state names
-    are looked for when their stored path does not exist, in order)."""
-
-    state_path: Path
-    state: dict
-    cfg: ModelConfig
-    model: RNNEncoderDecoder
-    data_dirs: tuple = ()
-    explicit_keys: frozenset = field(default_factory=frozenset)
-    _paths: dict = field(default_factory=dict, repr=False)
-
-    def path(self, key):
-        """The file ``state[key]`` names, resolved (and its resolution logged) once."""
-        if key not in self._paths:
-            self._paths[key] = legacy_states.resolve_path(
-                self.state, key, self.state_path, self.data_dirs, explicit=key in self.explicit_keys
-            )
-        return self._paths[key]
-
-    @cached_property
-    def src_word2idx(self):
-        """``state['word_indx']``: source word -> id (sample.py:237, score.py:129)."""
-        return vocab.load_word2idx(self.path("word_indx"))
-
-    @cached_property
-    def trg_word2idx(self):
-        """``state['word_indx_trgt']``: target word -> id (score.py:130)."""
-        return vocab.load_word2idx(self.path("word_indx_trgt"))
-
-    @cached_property
-    def src_idx2word(self):
-        """``state['indx_word']``: source id -> word (sample.py:247)."""
-        return vocab.load_idx2word(self.path("indx_word"))
-
-    @cached_property
-    def trg_idx2word(self):
-        """Target id -> word with ``<eol>``/``UNK`` set as ``LM_Model.load_dict`` does."""
-        path = self.path("indx_word_target")
-        return vocab.target_idx2word(self.state, vocab.load_idx2word(path), path)
-
-    def parse_source(self, line):
-        """``parse_input(state, indx_word, line, idx2word=idict_src)`` (sample.py:264)."""
-        return vocab.parse_input(self.state, self.src_word2idx, line, idx2word=self.src_idx2word)
 
 
 def open_experiment(
@@ -140,8 +53,6 @@ def open_experiment(
     ``data_dir``: one folder or a list of folders (``--data-dir``, in order).
     """
     if model_path is None:
-        from .exported import open_checkpoint
-
         return open_checkpoint(
             state_path,
             changes,
@@ -154,13 +65,13 @@ def open_experiment(
     state_path = Path(state_path)
     state = legacy_states.load_state(state_path, changes or "", data_dir, strict)
     cfg = ModelConfig.from_state(state, state_path)
-    _auto_threads(cfg)
+    auto_threads(cfg)
     # the model file is checked against the state before the model is allocated: a state
     # declaring absurd sizes then fails on the shapes instead of exhausting memory
     table, _ = checkpoint.legacy_param_table(cfg)
     arrays = checkpoint.read_npz(model_path, table)
     checkpoint.check_arrays(arrays, table, model_path, lenient)
-    model = _allocate(
+    model = allocate(
         cfg, table, state_path, stable_softmax, filled={p.path for p in table if p.name in arrays}
     )
     checkpoint.load_into(
@@ -170,28 +81,3 @@ def open_experiment(
     model.eval()
     explicit = frozenset(legacy_states.parse_changes(changes or ""))
     return Experiment(state_path, state, cfg, model, lookup.data_dirs(data_dir), explicit)
-
-
-def _allocate(cfg, table, state_path, stable_softmax, filled=frozenset()):
-    """The model of ``cfg`` (zeros), or a clear error when the state's sizes cannot be held
-    (reachable with ``lenient``, where parameters missing from the model file are not
-    checked against it).  ``filled``: the parameters the model file will fill, left
-    unwritten here."""
-    n = sum(math.prod(p.shape) for p in table)
-    try:
-        # the saved parameters take the model file's arrays (checkpoint.load_into): only
-        # the tensors the file does not fill are zeroed, as RNNEncoderDecoder's own zeros
-        with unwritten_parameters():
-            model = RNNEncoderDecoder(cfg, stable_softmax=stable_softmax)
-        for name, t in [*model.named_parameters(), *model.named_buffers()]:
-            if name not in filled:
-                t.detach().zero_()
-        return model
-    except (MemoryError, RuntimeError, OverflowError, TypeError) as err:
-        raise LegacyInputError(
-            state_path,
-            f"cannot allocate the model the state describes "
-            f"({n} parameters: dim={cfg.dim}, rank_n_approx="
-            f"{cfg.rank_n_approx}, n_sym={cfg.n_sym_source}/"
-            f"{cfg.n_sym_target}): {' '.join(str(err).split())[:200]}",
-        ) from None

@@ -130,7 +130,7 @@ class Outcome:
 
 
 class Engine:
-    """A loaded :class:`~groundhog_port.legacy.loading.Experiment` served with fixed settings."""
+    """A loaded :class:`~groundhog_port.legacy.experiment.Experiment` served with fixed settings."""
 
     def __init__(
         self,

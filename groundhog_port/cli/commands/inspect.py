@@ -7,7 +7,7 @@ import legacy_states
 
 from ...errors import EXIT_INPUT, EXIT_OK, LegacyInputError
 from ...legacy import checkpoint, lookup
-from ...legacy.loading import Experiment
+from ...legacy.experiment import Experiment
 from ...model.config import GRCONV, ModelConfig
 from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
 

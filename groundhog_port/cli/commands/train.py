@@ -25,7 +25,7 @@ import legacy_states
 
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy import checkpoint, lookup
-from ...legacy.loading import _auto_threads, resolve_device
+from ...legacy.experiment import auto_threads, resolve_device
 from ...model.config import ModelConfig
 from ...model.encdec import RNNEncoderDecoder
 from ...outputs import run_lock
@@ -93,7 +93,7 @@ def run(args):
     model_and_changes(args)
     state, explicit = build_state(args)
     cfg = ModelConfig.from_state(state, args.state)
-    _auto_threads(cfg)
+    auto_threads(cfg)
     device = resolve_device(args.device)
     where = Path(args.state) if args.state else Path("state.pkl")
     dirs = lookup.data_dirs(args.data_dir)
