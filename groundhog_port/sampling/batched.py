@@ -58,14 +58,14 @@ class BatchedSampler:
                     for i, d in zip(group, draws):
                         out[i] = d
             finally:
-                self._search._buffers.clear()
+                self._search.release_buffers()
         return out
 
     def _group(self, seqs, n, steps, T, unis):
         model, cfg = self.model, self.model.cfg
         dec, device = model.decoder, model.device
         B = len(seqs)
-        cs = self._search._encode(seqs)
+        cs = self._search.encode(seqs)
         lens = torch.tensor([c.shape[0] for c in cs], dtype=torch.int64, device=device)
         c_pad = torch.zeros((int(lens.max()), B, cfg.c_dim), dtype=model.dtype, device=device)
         for b, c in enumerate(cs):
@@ -83,7 +83,7 @@ class BatchedSampler:
         k = 0
         while active:
             rows_of = {b: n for b in active}
-            ctx = self._search._context(
+            ctx = self._search.context(
                 k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens
             )
             emb = dec.approx_embedder(y)

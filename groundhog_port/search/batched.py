@@ -147,7 +147,7 @@ class BatchedBeamSearch:
             try:
                 return self._run(seqs, jobs)
             finally:
-                self._buffers.clear()
+                self.release_buffers()
                 self._blocks = None
 
     def sample_many(self, seqs, n_samples, ignore_unk=False, normalize=False, watch=None):
@@ -177,7 +177,7 @@ class BatchedBeamSearch:
             for group in self._groups(pending, seqs):
                 missing = [j.index for j in group if j.index not in encoded]
                 if missing:
-                    for i, c in zip(missing, self._encode([seqs[i] for i in missing])):
+                    for i, c in zip(missing, self.encode([seqs[i] for i in missing])):
                         encoded[i] = c
                 for job, outcome in zip(group, self._decode(group, seqs, encoded)):
                     if isinstance(outcome, _Job):
@@ -201,6 +201,10 @@ class BatchedBeamSearch:
         if group:
             yield group
 
+    def release_buffers(self):
+        """Drop the scratch tensors of :meth:`_buffer` (after a run: they can be large)."""
+        self._buffers.clear()
+
     def _buffer(self, name, shape, dtype):
         """A reused scratch tensor (fresh large CPU allocations cost page faults every step)."""
         numel = int(np.prod(shape))
@@ -211,7 +215,7 @@ class BatchedBeamSearch:
         return buf[:numel].view(shape)
 
     # -- encoder ------------------------------------------------------------------------
-    def _encode(self, seqs):
+    def encode(self, seqs):
         """Annotations ``c (S_b, c_dim)`` of each sentence, equal to ``model.encode(seq)``."""
         model, cfg = self.model, self.cfg
         if model.encoder.grconv:
@@ -308,7 +312,7 @@ class BatchedBeamSearch:
             for b in active:
                 by_len[len(cs[b])] = by_len.get(len(cs[b]), 0) + rows_of[b]
 
-            ctx = self._context(k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens)
+            ctx = self.context(k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens)
             emb = dec.approx_embedder(last_words)
             readout = dec.readout(states, ctx, dec.prev_word_term(last_words, emb))
             sel_sent, sel_row, sel_word, sel_cost = self._select(
@@ -364,7 +368,7 @@ class BatchedBeamSearch:
         return SearchFailed(TRANSLATION_FAILED)
 
     # -- attention ----------------------------------------------------------------------
-    def _context(self, k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens):
+    def context(self, k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens):
         """Context of every row at step ``k`` (``Decoder.context`` for each sentence).
 
         Attention works on the real (row, position) pairs only, row by row: sentence b's

@@ -316,7 +316,7 @@ def test_output_blocks_equal_numerics_mm(k, V):
 def test_batched_encoder_equals_encode(data):
     model = data.draw(models())
     seqs = data.draw(sentences(model))
-    got = BatchedBeamSearch(model)._encode(seqs)
+    got = BatchedBeamSearch(model).encode(seqs)
     for seq, c in zip(seqs, got):
         assert torch.equal(model.encode(seq), c)
 
