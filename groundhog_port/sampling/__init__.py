@@ -5,9 +5,11 @@
   draws it;
 * :mod:`.draw` -- one step's primitives (tempered softmax, multinomial draw), shared by:
 * :mod:`.sampler` -- ``sample_fn`` and ``sample()`` for one sentence at a time;
-* :mod:`.batched` -- many sentences at once, the same draws;
-* :mod:`.parity` -- the ``/sampler`` checks of ``groundhog-port parity``;
-* :mod:`.cli` -- ``groundhog-port translate`` without ``--beam-search``.
+* :mod:`.batched` -- many sentences at once, the same draws.
+
+The ``/sampler`` checks of ``groundhog-port parity`` are
+:mod:`groundhog_port.harness.groups.sampler`; the command (``translate`` without
+``--beam-search``) is :mod:`groundhog_port.cli.sample`.
 
 Library use::
 

@@ -13,8 +13,10 @@ One room per part of the original:
                       (and the opt-in ``*_adadelta.npz``);
 * :mod:`.loop`     -- ``MainLoop.main``: saving every ``saveFreq`` minutes, resuming,
                       the progress line;
-* :mod:`.curves`   -- ``analysis.py``'s training curves from ``*_timing.npz``;
-* :mod:`.parity`   -- the ``/train_step`` comparison with a recorded trace;
-* :mod:`.fidelity` -- the port's runs against GroundHog's recorded training runs (a new
-                      model, its first update, 30 continued updates).
+* :mod:`.check`    -- does training work: the cost of the same batches before and after
+                      training, the saved checkpoint reloaded (``tools/train_check.py``).
+
+Elsewhere by role: the training curves (``analysis.py``) are :mod:`groundhog_port.tasks.curves`,
+the ``/train_step`` parity group :mod:`groundhog_port.harness.groups.train_step`, and the
+check of whole recorded training runs test support (``parity_tests/support/train_fidelity.py``).
 """
