@@ -83,8 +83,8 @@ MUTATIONS = (
         [
             (
                 S + "batched.py",
-                "jobs = [_Job(i, int(n), bool(ignore_unk), int(m))",
-                "jobs = [_Job(i, int(n), False, int(m))",
+                "_Job(i, int(n), bool(ignore_unk), int(m))",
+                "_Job(i, int(n), False, int(m))",
             )
         ],
         # on search no beam-5 hypothesis holds UNK: --ignore-unk changes nothing there
@@ -118,7 +118,7 @@ MUTATIONS = (
     m(
         "gru_update_gate_swap",
         "GRU gates",
-        [("layers.py", "h = z * h + (1 - z) * h_prev", "h = (1 - z) * h + z * h_prev")],
+        [("model/layers.py", "h = z * h + (1 - z) * h_prev", "h = (1 - z) * h + z * h_prev")],
         fast_groups="repr",
     ),
     m(
@@ -126,7 +126,7 @@ MUTATIONS = (
         "reset placement",
         [
             (
-                "layers.py",
+                "model/layers.py",
                 "h = self.rec.activation(mm(r * h_prev, self.W) + x)",
                 "h = self.rec.activation(r * mm(h_prev, self.W) + x)",
             )
@@ -136,7 +136,7 @@ MUTATIONS = (
     m(
         "mask_zeroes_state",
         "masks",
-        [("layers.py", "h = mask * h + (1 - mask) * h_prev", "h = mask * h")],
+        [("model/layers.py", "h = mask * h + (1 - mask) * h_prev", "h = mask * h")],
         # RNNsearch's annotations never read a padded state; RNNencdec's last forward state does
         cases=("encdec", "search"),
         fast_groups="batch",
@@ -144,14 +144,14 @@ MUTATIONS = (
     m(
         "context_not_fed_to_update_gate",
         "GRU gates",
-        [("decoder.py", "x_z = x_z + self.dec_updater(ctx)", "x_z = x_z")],
+        [("model/decoder.py", "x_z = x_z + self.dec_updater(ctx)", "x_z = x_z")],
         fast_groups="steps",
     ),
     # -- encoder / annotations ---------------------------------------------------------------
     m(
         "backward_encoder_not_reversed",
         "backward-encoder reversal",
-        [("encoder.py", "x_rev = x.flip(0)", "x_rev = x")],
+        [("model/encoder.py", "x_rev = x.flip(0)", "x_rev = x")],
         fast_groups="repr",
     ),
     m(
@@ -160,8 +160,8 @@ MUTATIONS = (
         [
             (
                 S + "batched.py",
-                "x_rev[:len(s), b] = t.flip(0)          # reversed within its own length",
-                "x_rev[:len(s), b] = t",
+                "x_rev[: len(s), b] = t.flip(0)  # reversed within its own length",
+                "x_rev[: len(s), b] = t",
             )
         ],
         fast_groups="beam --beam-labels 5",
@@ -171,7 +171,7 @@ MUTATIONS = (
         "annotation concatenation order",
         [
             (
-                "encoder.py",
+                "model/encoder.py",
                 "return torch.cat(parts, dim=-1)",
                 "return torch.cat(parts[::-1], dim=-1)",
             )
@@ -181,14 +181,26 @@ MUTATIONS = (
     m(
         "initial_state_from_last_annotation",
         "initial-state source",
-        [("decoder.py", "init_c = c[0, :, -self.cfg.dim:]", "init_c = c[-1, :, -self.cfg.dim:]")],
+        [
+            (
+                "model/decoder.py",
+                "init_c = c[0, :, -self.cfg.dim :]",
+                "init_c = c[-1, :, -self.cfg.dim :]",
+            )
+        ],
         fast_groups="repr",
     ),
     # -- attention ---------------------------------------------------------------------------
     m(
         "attention_without_tanh",
         "attention",
-        [("attention.py", "return energy_scores(p.tanh_(), D)", "return energy_scores(p, D)")],
+        [
+            (
+                "model/attention.py",
+                "return energy_scores(p.tanh_(), D)",
+                "return energy_scores(p, D)",
+            )
+        ],
         fast_groups="pairs",
     ),
     m(
@@ -206,7 +218,7 @@ MUTATIONS = (
     m(
         "attention_mask_dropped",
         "attention / masks",
-        [("attention.py", "energy = energy * c_mask", "energy = energy")],
+        [("model/attention.py", "energy = energy * c_mask", "energy = energy")],
         fast_groups="batch",
     ),
     m(
@@ -214,7 +226,7 @@ MUTATIONS = (
         "attention (same math, overflow differs)",
         [
             (
-                "attention.py",
+                "model/attention.py",
                 "    energy = torch.exp(score)\n",
                 "    energy = torch.exp(score - score.amax(0, keepdim=True))\n",
             )
@@ -226,7 +238,7 @@ MUTATIONS = (
         "float accumulation order",
         [
             (
-                "attention.py",
+                "model/attention.py",
                 "alpha = energy / sum_positions(energy)",
                 "alpha = energy / energy.sum(0, keepdim=True)",
             )
@@ -239,12 +251,12 @@ MUTATIONS = (
         "readout state",
         [
             (
-                "decoder.py",
+                "model/decoder.py",
                 "            states.append(s)\n            signals = x[t]",
                 "            signals = x[t]",
             ),
             (
-                "decoder.py",
+                "model/decoder.py",
                 "            s = self.transition.step(*signals, s, at(y_mask, t))\n",
                 "            s = self.transition.step(*signals, s, at(y_mask, t))\n            states.append(s)\n",
             ),
@@ -256,7 +268,7 @@ MUTATIONS = (
         "maxout grouping",
         [
             (
-                "activations.py",
+                "model/activations.py",
                 "return x.reshape(*x.shape[:-1], dim // k, k).amax(dim=-1)",
                 "return x.reshape(*x.shape[:-1], k, dim // k).amax(dim=-2)",
             )
@@ -268,7 +280,7 @@ MUTATIONS = (
         "first-word y>0 check",
         [
             (
-                "decoder.py",
+                "model/decoder.py",
                 "term = (y_prev > 0).to(term.dtype)[:, None] * term",
                 "term = (y_prev >= 0).to(term.dtype)[:, None] * term",
             )
@@ -278,7 +290,7 @@ MUTATIONS = (
     m(
         "encdec_context_last_row",
         "context position (RNNencdec: all rows equal)",
-        [("decoder.py", "ctx = c[min(step, c.shape[0] - 1)]", "ctx = c[-1]")],
+        [("model/decoder.py", "ctx = c[min(step, c.shape[0] - 1)]", "ctx = c[-1]")],
         cases=("encdec",),
         fast_groups="steps",
     ),
@@ -321,7 +333,7 @@ MUTATIONS = (
         "UNK mapping",
         [
             (
-                "vocab.py",
+                "legacy/vocab.py",
                 "if idx >= n_sym_source:",
                 'if idx >= max(n_sym_source, state["n_sym_target"]):',
             )
@@ -352,7 +364,7 @@ MUTATIONS = (
         [
             (
                 D + "sampler.py",
-                "costs.append(-np.sum(probs))               # numpy's float32 sum",
+                "costs.append(-np.sum(probs))  # numpy's float32 sum",
                 "costs.append(-np.sum(probs.astype(np.float64)))",
             )
         ],
@@ -399,7 +411,13 @@ MUTATIONS = (
     m(
         "batch_order_stable_sort",
         "batch order",
-        [("data.py", "order = legacy_argsort(lens)", "order = np.argsort(lens, kind='stable')")],
+        [
+            (
+                "legacy/data.py",
+                "order = legacy_argsort(lens)",
+                "order = np.argsort(lens, kind='stable')",
+            )
+        ],
         fast_groups="train_step",
     ),
 )

@@ -42,7 +42,7 @@ def test_catalogue_applies_to_the_code():
 
 
 def test_a_patch_that_does_not_apply_stops_the_sweep(monkeypatch, capsys):
-    moved = sweep.m("moved", "test", [("layers.py", "this text is not in layers.py", "x")])
+    moved = sweep.m("moved", "test", [("model/layers.py", "this text is not in layers.py", "x")])
     with pytest.raises(sweep.PatchError, match="occurs 0 times"):
         sweep.check_patches(moved)
     monkeypatch.setattr(sweep, "MUTATIONS", sweep.MUTATIONS + (moved,))
