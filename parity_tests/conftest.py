@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from parity_tests.support.cases import LEGACY_ROOT, _ci, missing_recordings, need_browser_part
+from parity_tests.support.cases import LEGACY_ROOT, missing_recordings, need_browser_part, on_ci
 
 KINDS = ("unit", "parity", "cli", "hardening", "serve", "export", "packaging")
 
@@ -21,7 +21,7 @@ def legacy_root():
 
 
 def pytest_sessionstart(session):
-    if _ci() and not session.config.getoption("legacy_case"):
+    if on_ci() and not session.config.getoption("legacy_case"):
         missing = missing_recordings()
         if missing:
             pytest.exit(

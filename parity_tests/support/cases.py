@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: where the recorded Theano traces are.
+"""Where the recorded Theano traces are, and the helpers the tests share about them.
 
 The recordings live in ``../shared/legacy_traces`` beside the checkout, or where
 ``GROUNDHOG_LEGACY_TRACES`` points.  Tests that need them skip with a reason
@@ -73,12 +73,12 @@ def recording_dir(name):
     for root in (LEGACY_ROOT, PENDING_ROOT):
         if (root / name).is_dir():
             return root / name
-    (pytest.fail if _ci() else pytest.skip)(
+    (pytest.fail if on_ci() else pytest.skip)(
         f"recording {name!r} not found in {LEGACY_ROOT} or {PENDING_ROOT}"
     )
 
 
-def _ci() -> bool:
+def on_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
