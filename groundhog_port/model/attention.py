@@ -19,23 +19,27 @@ as in the original.  ``stable=True`` (CLI ``--stable-softmax``) subtracts the
 maximum first: a documented deviation, never the default.
 """
 
+from __future__ import annotations
+
 import torch
 
 from .numerics import mm, sum_positions
 
 
-def precompute_p_from_c(c, A):
+def precompute_p_from_c(c: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
     """``p_from_c = c @ A`` for annotations ``c`` of shape ``(S, n, c_dim)`` -> ``(S, n, dim)``."""
     return mm(c, A)
 
 
-def scores(h_prev, p_from_c, B, D):
+def scores(
+    h_prev: torch.Tensor, p_from_c: torch.Tensor, B: torch.Tensor, D: torch.Tensor
+) -> torch.Tensor:
     """``tanh(p_from_h + p_from_c_j) @ D`` -> ``(S, n)``; ``p_from_c (S, m, dim)``."""
     p = mm(h_prev, B)[None] + p_from_c  # (S, n, dim)
     return energy_scores(p.tanh_(), D)  # (S, n); in place: p is S x n x dim
 
 
-def energy_scores(t, D):
+def energy_scores(t: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
     """``t @ D`` for ``t (..., dim)`` and ``D (dim, 1)`` -> ``t.shape[:-1]``.
 
     Without gradients (search, scoring): a product and a sum over ``dim``, in place in
@@ -50,7 +54,9 @@ def energy_scores(t, D):
     return t.mul_(D[:, 0]).sum(-1)
 
 
-def weighted_context(alpha, c, c_rows=None):
+def weighted_context(
+    alpha: torch.Tensor, c: torch.Tensor, c_rows: torch.Tensor | None = None
+) -> torch.Tensor:
     """``ctx_i = sum_j alpha_ij c_j`` for ``alpha (S, n)``, ``c (S, m, c_dim)`` -> ``(n, c_dim)``.
 
     One sentence broadcast over a beam (``m == 1``): ``alpha^T @ c`` through the
@@ -67,7 +73,16 @@ def weighted_context(alpha, c, c_rows=None):
     return torch.bmm(alpha.t()[:, None, :], c_rows)[:, 0]
 
 
-def align(h_prev, c, p_from_c, B, D, c_mask=None, stable=False, c_rows=None):
+def align(
+    h_prev: torch.Tensor,
+    c: torch.Tensor,
+    p_from_c: torch.Tensor,
+    B: torch.Tensor,
+    D: torch.Tensor,
+    c_mask: torch.Tensor | None = None,
+    stable: bool = False,
+    c_rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One attention step.
 
     Shapes: ``h_prev (n, dim)``; ``c (S, m, c_dim)`` and ``p_from_c (S, m, dim)`` with

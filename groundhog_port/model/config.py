@@ -7,8 +7,11 @@ Nothing here evaluates a string from the state: activations go through the
 whitelist parser in :mod:`groundhog_port.model.activations`.
 """
 
+from __future__ import annotations
+
 import math
 import numbers
+import os
 from dataclasses import dataclass
 
 from ..errors import UnsupportedModelError, quoted
@@ -82,7 +85,7 @@ GRCONV_GATES_REASON = (
 )
 
 
-def prefix_lookup(state, prefix, key):
+def prefix_lookup(state: dict, prefix: str, key: str) -> object:
     """``state[prefix_key]`` if present, else the un-prefixed default ``state[key]``.
 
     Mirrors ``prefix_lookup`` (encdec.py:560).  The backward encoder's prefix is
@@ -138,16 +141,16 @@ class ModelConfig:
     needs_backward_encoder: bool  # backward or last_backward: back_enc_* parameters exist
 
     @property
-    def n_components(self):
+    def n_components(self) -> int:
         return sum((self.forward, self.last_forward, self.backward, self.last_backward))
 
     @property
-    def c_dim(self):
+    def c_dim(self) -> int:
         """Annotation width: number of components x dim (encdec.py:1345)."""
         return self.n_components * self.dim
 
     @property
-    def softmax_in(self):
+    def softmax_in(self) -> int:
         """Width fed to the output layer.
 
         ``dim / maxout_part`` in Python 2 (encdec.py:943): integer division when
@@ -161,12 +164,12 @@ class ModelConfig:
         return int(self.dim / self.maxout_part)
 
     @property
-    def softmax_name(self):
+    def softmax_name(self) -> str:
         """'dec_deep_softmax' with deep_out, else the hard-coded 'dec_softmax' (encdec.py:958)."""
         return "dec_deep_softmax" if self.deep_out else "dec_softmax"
 
     @classmethod
-    def from_state(cls, state, path=None):
+    def from_state(cls, state: dict, path: str | os.PathLike | None = None) -> ModelConfig:
         """Build the config, refusing what the original cannot (or must not) run."""
         for key in (
             "dim",

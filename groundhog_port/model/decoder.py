@@ -17,6 +17,8 @@ Step order as in GroundHog's beam search: ``next_probs`` reads out from the
 previous word; ``next_states`` then computes ``s_i`` from the chosen word.
 """
 
+from __future__ import annotations
+
 import torch
 from torch import nn
 
@@ -59,14 +61,16 @@ class Decoder(nn.Module):
         self.output_layer = SoftmaxLayer(cfg.softmax_in, cfg.n_sym_target, rank)
 
     # -- pieces -----------------------------------------------------------------------
-    def initial_state(self, c):
+    def initial_state(self, c: torch.Tensor) -> torch.Tensor:
         """``s_0`` from the first annotation's last ``dim`` columns; ``c (S, n, c_dim)``."""
         init_c = c[0, :, -self.cfg.dim :]
         if self.initializer is None:
             return torch.zeros_like(init_c)
         return self.initializer(init_c)
 
-    def signals(self, y):
+    def signals(
+        self, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Word embedding and its input / update / reset contributions."""
         emb = self.approx_embedder(y)
         return (
@@ -76,10 +80,19 @@ class Decoder(nn.Module):
             None if self.reset_embedder is None else self.reset_embedder(emb),
         )
 
-    def p_from_c(self, c):
+    def p_from_c(self, c: torch.Tensor) -> torch.Tensor | None:
         return attention.precompute_p_from_c(c, self.A) if self.cfg.search else None
 
-    def context(self, s_prev, c, p_from_c, step, c_mask=None, stable=False, c_rows=None):
+    def context(
+        self,
+        s_prev: torch.Tensor,
+        c: torch.Tensor,
+        p_from_c: torch.Tensor | None,
+        step: int,
+        c_mask: torch.Tensor | None = None,
+        stable: bool = False,
+        c_rows: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(ctx, alpha)`` at target position ``step``; ``alpha`` is None without search
         (``c_rows``: see :func:`~groundhog_port.model.attention.align`).
 
@@ -91,7 +104,9 @@ class Decoder(nn.Module):
         ctx = c[min(step, c.shape[0] - 1)]
         return ctx.expand(s_prev.shape[0], -1), None
 
-    def context_signals(self, x, x_z, x_r, ctx):
+    def context_signals(
+        self, x: torch.Tensor, x_z: torch.Tensor | None, x_r: torch.Tensor | None, ctx: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Word signals plus the context's contributions (``decoding_inputs``)."""
         if self.dec_inputter is not None:
             x = x + self.dec_inputter(ctx)
@@ -101,12 +116,22 @@ class Decoder(nn.Module):
                 x_r = x_r + self.dec_reseter(ctx)
         return x, x_z, x_r
 
-    def transition_step(self, x, x_z, x_r, s_prev, ctx, mask=None):
+    def transition_step(
+        self,
+        x: torch.Tensor,
+        x_z: torch.Tensor | None,
+        x_r: torch.Tensor | None,
+        s_prev: torch.Tensor,
+        ctx: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """``s_i``: word signals plus context contributions, then the GRU step."""
         x, x_z, x_r = self.context_signals(x, x_z, x_r, ctx)
         return self.transition.step(x, x_z, x_r, s_prev, mask)
 
-    def readout(self, s_prev, ctx, prev_term):
+    def readout(
+        self, s_prev: torch.Tensor, ctx: torch.Tensor, prev_term: torch.Tensor | None
+    ) -> torch.Tensor:
         """Output layer input: ``repr(ctx) + hid(s_prev) + prev_term``, then the maxout."""
         t = self.repr_readout(ctx) + self.hid_readout(s_prev[..., : self.cfg.dim])
         if prev_term is not None:
@@ -115,7 +140,7 @@ class Decoder(nn.Module):
             t = self.cfg.unary_activ(t)  # UnaryOp(eval(unary_activ)): Maxout(k) groups
         return t
 
-    def prev_word_term(self, y_prev, emb_prev):
+    def prev_word_term(self, y_prev: torch.Tensor, emb_prev: torch.Tensor) -> torch.Tensor | None:
         """Bigram term in the one-step modes (encdec.py:1153).
 
         Legacy quirk kept: with ``check_first_word`` it is multiplied by
@@ -130,20 +155,43 @@ class Decoder(nn.Module):
         return term
 
     # -- one-step functions used by search (create_next_*_computer, encdec.py:1457) -------
-    def next_probs(self, c, p_from_c, step, y_prev, s_prev, stable=False):
+    def next_probs(
+        self,
+        c: torch.Tensor,
+        p_from_c: torch.Tensor | None,
+        step: int,
+        y_prev: torch.Tensor,
+        s_prev: torch.Tensor,
+        stable: bool = False,
+    ) -> torch.Tensor:
         """``p(y_i | y_<i, x)`` rows ``(n, n_sym_target)`` for states ``s_prev``."""
         emb = self.approx_embedder(y_prev)
         ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
         return self.output_layer(self.readout(s_prev, ctx, self.prev_word_term(y_prev, emb)))
 
-    def next_states(self, c, p_from_c, step, y, s_prev, stable=False):
+    def next_states(
+        self,
+        c: torch.Tensor,
+        p_from_c: torch.Tensor | None,
+        step: int,
+        y: torch.Tensor,
+        s_prev: torch.Tensor,
+        stable: bool = False,
+    ) -> torch.Tensor:
         """``s_i`` after emitting words ``y`` from states ``s_prev``."""
         _, x, x_z, x_r = self.signals(y)
         ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
         return self.transition_step(x, x_z, x_r, s_prev, ctx)
 
     # -- teacher forcing (EVALUATION mode, encdec.py:963) -------------------------------
-    def evaluate(self, c, c_mask, y, y_mask, stable=False):
+    def evaluate(
+        self,
+        c: torch.Tensor,
+        c_mask: torch.Tensor | None,
+        y: torch.Tensor,
+        y_mask: torch.Tensor | None,
+        stable: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Probabilities of every target position and the alignments.
 
         ``c (S, n, c_dim)``, ``y (T, n)``, masks ``(S, n)`` / ``(T, n)``.  Returns
@@ -152,14 +200,28 @@ class Decoder(nn.Module):
         readouts, alpha = self.teacher_forced_readouts(c, c_mask, y, y_mask, stable)
         return self.output_layer(readouts), alpha
 
-    def evaluate_targets(self, c, c_mask, y, y_mask, stable=False):
+    def evaluate_targets(
+        self,
+        c: torch.Tensor,
+        c_mask: torch.Tensor | None,
+        y: torch.Tensor,
+        y_mask: torch.Tensor | None,
+        stable: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Like :meth:`evaluate`, but only the probabilities of the target words ``y``,
         ``(T, n)``: what scoring needs, without the ``(T, n, n_sym_target)`` matrix
         (:meth:`~groundhog_port.model.layers.SoftmaxLayer.target_probs`)."""
         readouts, alpha = self.teacher_forced_readouts(c, c_mask, y, y_mask, stable)
         return self.output_layer.target_probs(readouts, y), alpha
 
-    def teacher_forced_readouts(self, c, c_mask, y, y_mask, stable=False):
+    def teacher_forced_readouts(
+        self,
+        c: torch.Tensor,
+        c_mask: torch.Tensor | None,
+        y: torch.Tensor,
+        y_mask: torch.Tensor | None,
+        stable: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The output layer's inputs ``(T, n, softmax_in)`` of every target position, and
         the alignments ``(T, S, n)`` (None without search).
 

@@ -5,8 +5,12 @@ Search sees it only through ``encode`` / ``initial_states`` / ``next_probs`` /
 ``score``.  Everything is float32, GroundHog's ``floatX``.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -44,11 +48,11 @@ class RNNEncoderDecoder(nn.Module):
         self.decoder = Decoder(cfg)
 
     @property
-    def dtype(self):
+    def dtype(self) -> torch.dtype:
         """float32 (GroundHog's ``floatX``); float64 for :meth:`float64_shadow` copies."""
         return self.decoder.hid_readout.b.dtype
 
-    def float64_shadow(self):
+    def float64_shadow(self) -> RNNEncoderDecoder:
         """A float64 copy computing the same functions from the same (float32) weights.
 
         Every step function, the legacy quirks included, runs in double precision, so its
@@ -61,7 +65,7 @@ class RNNEncoderDecoder(nn.Module):
         shadow = copy.deepcopy(self)
         return shadow.double()
 
-    def float32_probe(self, seed=0, backward=False):
+    def float32_probe(self, seed: int = 0, backward: bool = False) -> RNNEncoderDecoder:
         """The float64 shadow with every weight perturbed as float32 arithmetic perturbs it.
 
         Backward error analysis: a float32 dot product over ``n`` terms returns the exact
@@ -91,38 +95,58 @@ class RNNEncoderDecoder(nn.Module):
         return probe
 
     @property
-    def device(self):
+    def device(self) -> torch.device:
         return self.decoder.hid_readout.b.device
 
     # -- the four functions of sample.py's BeamSearch -------------------------------------
     @torch.no_grad()
-    def encode(self, seq):
+    def encode(self, seq: Sequence[int] | np.ndarray) -> torch.Tensor:
         """Annotations ``c (S, c_dim)`` of one sentence (``create_representation_computer``)."""
         x = torch.as_tensor(seq, dtype=torch.int64, device=self.device)[:, None]
         return annotations(self, x)[:, 0]
 
     @torch.no_grad()
-    def initial_states(self, c):
+    def initial_states(self, c: torch.Tensor) -> torch.Tensor:
         """``s_0`` as ``(1, dim)`` (``create_initializers``); ``c (S, c_dim)``."""
         return self.decoder.initial_state(c[:, None])
 
     @torch.no_grad()
-    def next_probs(self, c, p_from_c, step, y_prev, s_prev):
+    def next_probs(
+        self,
+        c: torch.Tensor,
+        p_from_c: torch.Tensor | None,
+        step: int,
+        y_prev: torch.Tensor,
+        s_prev: torch.Tensor,
+    ) -> torch.Tensor:
         """``create_next_probs_computer``: ``(n, V)`` float32 for one sentence's ``c (S, c_dim)``."""
         return self.decoder.next_probs(c[:, None], p_from_c, step, y_prev, s_prev, self.stable)
 
     @torch.no_grad()
-    def next_states(self, c, p_from_c, step, y, s_prev):
+    def next_states(
+        self,
+        c: torch.Tensor,
+        p_from_c: torch.Tensor | None,
+        step: int,
+        y: torch.Tensor,
+        s_prev: torch.Tensor,
+    ) -> torch.Tensor:
         """``create_next_states_computer``: ``(n, dim)`` new states after words ``y``."""
         return self.decoder.next_states(c[:, None], p_from_c, step, y, s_prev, self.stable)
 
-    def p_from_c(self, c):
+    def p_from_c(self, c: torch.Tensor) -> torch.Tensor | None:
         """``c @ A`` for one sentence's ``c (S, c_dim)`` -> ``(S, 1, dim)``, or None."""
         return self.decoder.p_from_c(c[:, None])
 
     # -- scoring ----------------------------------------------------------------------
     @torch.no_grad()
-    def score(self, x, x_mask, y, y_mask):
+    def score(
+        self,
+        x: torch.Tensor,
+        x_mask: torch.Tensor | None,
+        y: torch.Tensor,
+        y_mask: torch.Tensor | None,
+    ) -> Scores:
         """Teacher-forced costs of a ``(time, batch)`` batch, as ``SoftmaxLayer.get_cost``.
 
         ``cost_t = -log(p_t[y_t])`` from the float32 probability (cost_layers.py:1132),

@@ -16,6 +16,11 @@ one vector per sentence (rconv_layers.py:311): ``last_forward`` replicates it ov
 source positions (encdec.py:1339/1375), and ``forward`` alone is that single position.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 from torch import nn
 
@@ -55,7 +60,9 @@ class Encoder(nn.Module):
             else RecurrentLayer(cfg.dim, rec)
         )
 
-    def forward(self, approx_embeddings, mask, h0):
+    def forward(
+        self, approx_embeddings: torch.Tensor, mask: torch.Tensor | None, h0: torch.Tensor | None
+    ) -> torch.Tensor:
         """Hidden states ``(T, batch, dim)`` of this direction over ``approx_embeddings``,
         or for grConv the roots ``(1, batch, dim)`` (encdec.py:766 passes the mask to both)."""
         x = self.input_embedder(approx_embeddings)
@@ -66,7 +73,9 @@ class Encoder(nn.Module):
         return self.transition.scan(x, x_z, x_r, h0, mask)
 
 
-def annotations(model, x, x_mask=None):
+def annotations(
+    model: nn.Module, x: torch.Tensor, x_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """``c`` for a batch ``x`` of word ids ``(T, batch)`` (mask ``(T, batch)`` or None).
 
     The backward encoder reads ``x[::-1]`` with ``x_mask[::-1]`` (so in a padded
@@ -98,7 +107,7 @@ def annotations(model, x, x_mask=None):
 
 
 @torch.no_grad()
-def grconv_gates(model, seq):
+def grconv_gates(model: nn.Module, seq: Sequence[int] | np.ndarray) -> torch.Tensor:
     """The gating coefficients of the grConv over one sentence ``seq`` (word ids, ``<eos>``
     included): ``(T - 1, T, 3)`` float32, level ``k`` (1-based, row ``k - 1``) at position
     ``t`` = (w_new, w_left, w_right) of the node summarising words ``t-k .. t``.

@@ -5,8 +5,11 @@ Parameters are registered under their role (``W``, ``b``, ``W1`` ...); the
 legacy names they load from live in ONE table, :mod:`groundhog_port.legacy.checkpoint`.
 """
 
+from __future__ import annotations
+
 import contextlib
 import contextvars
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -23,7 +26,7 @@ _UNWRITTEN = contextvars.ContextVar("unwritten_parameters", default=False)
 
 
 @contextlib.contextmanager
-def unwritten_parameters():
+def unwritten_parameters() -> Iterator[None]:
     """Parameters created inside get memory that is never written (``torch.empty``) instead
     of zeros: for a model whose parameters a model file replaces at once
     (:func:`groundhog_port.legacy.loading.open_experiment`), so that 300 MB of zeros are neither
@@ -41,7 +44,7 @@ def _param(*shape):
     return nn.Parameter(make(*shape, dtype=torch.float32), requires_grad=False)
 
 
-def affine_or_lookup(x, W):
+def affine_or_lookup(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     """``utils.dot`` (groundhog/utils/utils.py:169): integer input indexes rows of ``W``
     (an embedding lookup), float input is multiplied."""
     if x.dtype in (torch.int64, torch.int32):
@@ -76,7 +79,7 @@ class MultiLayer(nn.Module):
         else:
             self.register_buffer("b", torch.zeros(n_out, dtype=torch.float32))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "W1"):
             emb = mm(self.rank_n_activ(affine_or_lookup(x, self.W1)), self.W2)
         else:
@@ -108,7 +111,14 @@ class RecurrentLayer(nn.Module):
         if rec.reseting:
             self.R = _param(dim, dim)
 
-    def step(self, x, x_z, x_r, h_prev, mask=None):
+    def step(
+        self,
+        x: torch.Tensor,
+        x_z: torch.Tensor | None,
+        x_r: torch.Tensor | None,
+        h_prev: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """One step; ``x_z``/``x_r`` are None when there is no such gate."""
         if self.rec.reseting and x_r is not None:
             r = self.rec.reseter(mm(h_prev, self.R) + x_r)
@@ -123,7 +133,14 @@ class RecurrentLayer(nn.Module):
             h = mask * h + (1 - mask) * h_prev
         return h
 
-    def scan(self, x, x_z, x_r, h0, mask=None):
+    def scan(
+        self,
+        x: torch.Tensor,
+        x_z: torch.Tensor | None,
+        x_r: torch.Tensor | None,
+        h0: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Run over time: inputs ``(T, batch, dim)``, mask ``(T, batch)``; returns ``(T, batch, dim)``."""
         h, out = h0, []
         for t in range(x.shape[0]):
@@ -179,7 +196,7 @@ class RecursiveConvolutionalLayer(nn.Module):
         self.GU = _param(dim, 3)
         self.Gb = _param(3)
 
-    def step(self, level):
+    def step(self, level: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One level up (``step_fprop`` without the mask): ``(new level, gates)``; ``level``
         ``(T, batch, dim)``, gates ``(T, batch, 3)`` ordered (new, left, right)."""
         left = torch.cat([torch.zeros_like(level[:1]), level[:-1]])
@@ -188,7 +205,9 @@ class RecursiveConvolutionalLayer(nn.Module):
         out = new * gates[..., 0:1] + left * gates[..., 1:2] + level * gates[..., 2:3]
         return out, gates
 
-    def climb(self, x, mask=None):
+    def climb(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The ``scan`` of ``fprop`` (rconv_layers.py:288): yields ``(level_k, gates_k)`` for
         k = 1 .. T-1, each ``(T, batch, dim)`` / ``(T, batch, 3)``, over inputs
         ``x (T, batch, dim)``; where ``mask[k] == 0`` a sentence keeps level k-1."""
@@ -200,7 +219,7 @@ class RecursiveConvolutionalLayer(nn.Module):
             level = new
             yield level, gates
 
-    def forward(self, x, mask=None):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The roots ``(1, batch, dim)`` over inputs ``x (T, batch, dim)``, mask ``(T, batch)``
         (None: every position is a word, as for the single sentence of sample.py)."""
         level = x
@@ -239,16 +258,18 @@ class SoftmaxLayer(nn.Module):
             self.W = _param(n_in, n_out)
         self.b = _param(n_out)
 
-    def preactivation(self, x):
+    def preactivation(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "W1"):
             return mm(mm(x, self.W1), self.W2) + self.b
         return mm(x, self.W) + self.b
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return softmax_with_bias(self.preactivation(x))
 
     @torch.no_grad()
-    def target_probs(self, x, y, block=TARGET_BLOCK_ROWS):
+    def target_probs(
+        self, x: torch.Tensor, y: torch.Tensor, block: int = TARGET_BLOCK_ROWS
+    ) -> torch.Tensor:
         """``forward(x)`` read at the words ``y`` only: ``p[..., y]`` with ``y`` of shape
         ``x.shape[:-1]`` (teacher-forced scoring), the arithmetic of
         :func:`softmax_with_bias` without its ``(rows, n_out)`` matrices.
@@ -284,7 +305,7 @@ class SoftmaxLayer(nn.Module):
         return out.reshape(y.shape)
 
 
-def softmax_with_bias(z):
+def softmax_with_bias(z: torch.Tensor) -> torch.Tensor:
     """Theano 1.0.5's ``SoftmaxWithBias`` C kernel on float32 rows ``z``.
 
     ``e = exp(z - max(z))`` in float32, the row sum accumulated in double, each

@@ -14,6 +14,8 @@ tail round differently -- which is one more reason the activations use
 ``parity_tests/unit/test_batched_search.py`` checks the property on random models.
 """
 
+from __future__ import annotations
+
 import numpy as np
 import torch
 
@@ -27,7 +29,7 @@ OUT_BLOCK = 2048
 SINGLE_BLOCK_VOCAB = 4096
 
 
-def mm(x, w):
+def mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``x @ w`` for ``x (..., k)`` and ``w (k, n)``, row-count invariant.
 
     Narrow outputs (``4 < n < 12``) are computed ``ROW_BLOCK`` columns wider, with zero
@@ -69,7 +71,7 @@ def _mm_padded(x2, w):
     return torch.mm(x2, w)
 
 
-def output_blocks(W):
+def output_blocks(W: torch.Tensor) -> list[tuple[int, int, torch.Tensor]]:
     """``W (k, V)`` cut into column blocks of OUT_BLOCK words (one block up to
     SINGLE_BLOCK_VOCAB words): ``[(j0, j1, W[:, j0:j1])]``, views of ``W`` (no copy).
 
@@ -88,7 +90,7 @@ def output_blocks(W):
     return [(j0, j1, W[:, j0:j1]) for j0, j1 in zip(cuts, cuts[1:])]
 
 
-def sum_positions(x):
+def sum_positions(x: torch.Tensor) -> torch.Tensor:
     """``x.sum(0)`` added position by position: ``((x[0] + x[1]) + x[2]) + ...``.
 
     ``torch.sum`` over dim 0 groups the terms by how many columns sit beside

@@ -15,6 +15,10 @@ softmax normalisers), so the drawn words -- a comparison of a double running sum
 the uniform -- are the same too (``parity_tests/parity/test_sampling.py`` checks it).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -33,7 +37,14 @@ class BatchedSampler:
         # the batched search's encoder and attention (same bits as the one-sentence path)
         self._search = BatchedBeamSearch(model, batch_size=self.batch_size)
 
-    def draw_many(self, seqs, n_samples, n_steps, T, unis):
+    def draw_many(
+        self,
+        seqs: Sequence[Sequence[int] | np.ndarray],
+        n_samples: int,
+        n_steps: Sequence[int],
+        T: float,
+        unis: Sequence[Sequence[np.ndarray]],
+    ) -> list[Draw]:
         """One :class:`Draw` per sentence, in input order.
 
         ``n_steps[i]``: sentence ``i``'s steps; ``unis[i]``: its ``n_steps[i]`` float32

@@ -5,11 +5,15 @@ output layer's tempered softmax and the multinomial draw from a uniform (the equ
 other's internals.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ..model.encdec import RNNEncoderDecoder
 from ..model.layers import softmax_with_bias
 
 
@@ -29,12 +33,12 @@ class Draw:
     margin: np.ndarray | None = None
 
 
-def n_steps_for(seq):
+def n_steps_for(seq: Sequence[int] | np.ndarray) -> int:
     """``3 * (len(seq) - 1)`` (sample.py:168); ``seq`` includes end-of-sequence."""
     return 3 * (len(seq) - 1)
 
 
-def check_call(n_samples, n_steps):
+def check_call(n_samples: int, n_steps: int) -> None:
     """The calls Theano's scan refuses (scan_op.py:1150-1158)."""
     if n_steps < 0:
         raise SamplingFailed(f"Scan was asked to run for negative number of step {n_steps}")
@@ -44,7 +48,7 @@ def check_call(n_samples, n_steps):
         raise SamplingFailed(f"negative number of samples {n_samples}")
 
 
-def multinomial_from_uniform(pvals, unis):
+def multinomial_from_uniform(pvals: np.ndarray, unis: np.ndarray) -> np.ndarray:
     """``MultinomialFromUniform`` + ``argmax`` (multinomial.py:112-147, cost_layers.py:1059).
 
     Row ``n``: the first ``m`` whose running sum of the float32 ``pvals`` -- accumulated in
@@ -57,7 +61,7 @@ def multinomial_from_uniform(pvals, unis):
     return np.where(hit.any(1), hit.argmax(1), 0).astype(np.int64)
 
 
-def boundary_margin(pvals, unis, ids):
+def boundary_margin(pvals: np.ndarray, unis: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """``min(u - S_{m-1}, S_m - u)`` for the word ``m`` drawn with uniform ``u`` (``S`` the
     double running sums of :func:`multinomial_from_uniform`; ``inf`` for the word-0 quirk)."""
     cum = np.cumsum(np.asarray(pvals, dtype=np.float32).astype(np.float64), axis=1)
@@ -68,12 +72,12 @@ def boundary_margin(pvals, unis, ids):
     return np.where(above > 0, np.minimum(above, below), np.inf)
 
 
-def output_probs(model, readout, T):
+def output_probs(model: RNNEncoderDecoder, readout: torch.Tensor, T: float) -> torch.Tensor:
     """``SoftmaxLayer.fprop(state_below, temp=T)``: ``softmax(T * (x @ W + b))``."""
     z = model.decoder.output_layer.preactivation(readout)
     return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))
 
 
-def temperature(alpha):
+def temperature(alpha: float) -> float:
     """``T`` is a float32 scalar (``TT.scalar``, floatX): Theano rounds the Python float."""
     return float(np.float32(alpha))

@@ -24,6 +24,8 @@ uses element ``i``'s stream ``i % n_streams`` in increasing ``i`` (rng_mrg.py:43
 use advancing that row by one step.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 #: moduli and the float32 normaliser of the C kernel (rng_mrg.py:203-211, 488)
@@ -46,7 +48,11 @@ def _matmul_mod(a, b, m):
     )
 
 
-def matpow_mod(a, e, m):
+#: a 3x3 integer matrix as nested tuples (exact Python integers)
+Matrix3 = tuple[tuple[int, int, int], ...]
+
+
+def matpow_mod(a: Matrix3, e: int, m: int) -> Matrix3:
     """``a ** e mod m`` for a 3x3 integer matrix (Python integers: exact)."""
     result = ((1, 0, 0), (0, 1, 0), (0, 0, 1))
     while e:
@@ -62,7 +68,7 @@ JUMP72 = (matpow_mod(A1, 1 << 72, M1), matpow_mod(A2, 1 << 72, M2))
 JUMP134 = (matpow_mod(A1, 1 << 134, M1), matpow_mod(A2, 1 << 134, M2))
 
 
-def apply_jump(jump, states):
+def apply_jump(jump: tuple[Matrix3, Matrix3], states: np.ndarray) -> np.ndarray:
     """``states (k, 6)`` jumped ahead: each half times its matrix mod its modulus.
 
     Like Theano's ``DotModulo`` (rng_mrg.py:79): every product reduced mod m, then the
@@ -80,7 +86,7 @@ def apply_jump(jump, states):
     return out
 
 
-def substream_states(rstate, n_streams):
+def substream_states(rstate: np.ndarray, n_streams: int) -> np.ndarray:
     """``get_substream_rstates`` (rng_mrg.py:764) without the ``inc_rstate``: ``(n, 6)`` int32,
     row ``i`` = ``rstate`` jumped ``i * 2^72`` draws ahead (computed by doubling)."""
     if not 0 < n_streams < 2**72:
@@ -103,7 +109,7 @@ def _reduce(y, m):
     return np.where((y < 0) | (y >= m), _wrap32(y - m), y)
 
 
-def next_states(states):
+def next_states(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One MRG31k3p step of every row of ``states (k, 6)``: ``(new_states, d)``.
 
     ``d`` (int64, 1..M1) is the integer the kernel turns into the float sample.
@@ -126,7 +132,7 @@ def next_states(states):
     return new, d
 
 
-def to_float32(d):
+def to_float32(d: np.ndarray) -> np.ndarray:
     """``d * 4.6566126e-10f`` in float32 (rng_mrg.py:481-488): the int32 is rounded to
     float32 first, then multiplied and rounded again -- never 1.0."""
     return np.asarray(d).astype(np.float32) * NORM32
@@ -142,13 +148,13 @@ class StateMatrix:
         self.rows = rows
 
     @property
-    def n_streams(self):
+    def n_streams(self) -> int:
         return len(self.rows)
 
-    def copy(self):
+    def copy(self) -> StateMatrix:
         return StateMatrix(self.rows.copy())
 
-    def uniform(self, n):
+    def uniform(self, n: int) -> np.ndarray:
         """``n`` float32 uniforms as ``mrg_uniform`` draws them (dtype float32), advancing
         the rows used: element ``i`` from row ``i % n_streams``, in order."""
         out = np.empty(n, dtype=np.float32)
@@ -172,11 +178,11 @@ class MRGRandomStreams:
             raise ValueError(f"MRG_RandomStreams: seed must be in 1..{M2 - 1}, got {seed}")
         self.rstate = np.full(6, seed, dtype=np.int32)
 
-    def inc_rstate(self):
+    def inc_rstate(self) -> None:
         """Jump the base state 2^134 draws ahead (rng_mrg.py:753)."""
         self.rstate = apply_jump(JUMP134, self.rstate)[0].astype(np.int32)
 
-    def new_state_matrix(self, n_streams=DEFAULT_N_STREAMS):
+    def new_state_matrix(self, n_streams: int = DEFAULT_N_STREAMS) -> StateMatrix:
         """The state of the next random op created (``uniform`` / ``multinomial``)."""
         rows = substream_states(self.rstate, n_streams)
         self.inc_rstate()

@@ -28,6 +28,9 @@ from the output layer's ``MRG_RandomStreams`` (:mod:`groundhog_port.sampling.see
 continued by every call, as successive calls of one sample.py process continue it.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +38,7 @@ import torch
 
 from ..legacy.data import legacy_argsort
 from ..legacy.vocab import indices_to_words
+from ..model.encdec import RNNEncoderDecoder
 from ..search.common import legacy_log
 from .batched import BatchedSampler
 from .draw import (
@@ -67,7 +71,7 @@ class Samples:
     normalize: bool = False
     order: list[int] = field(default_factory=list)  # numpy.argsort(costs), sample.py:183
 
-    def verbose_lines(self):
+    def verbose_lines(self) -> list[str]:
         """The lines ``sample(..., verbose=True)`` prints (sample.py:184-187).
 
         numpy scalars are printed with ``str`` (shortest repr of their own precision), which
@@ -106,18 +110,33 @@ class Sampler:
             self.stream = stream
 
     @torch.no_grad()
-    def sample_fn(self, n_samples, n_steps, alpha, seq):
+    def sample_fn(
+        self, n_samples: int, n_steps: int, alpha: float, seq: Sequence[int] | np.ndarray
+    ) -> Draw:
         """``sample_fn(n_samples, n_steps, T, seq)``: a :class:`Draw`; continues the stream."""
         check_call(n_samples, n_steps)
         unis = [self.stream.uniform(n_samples) for _ in range(n_steps)]
         return draw_sentence(self.model, seq, n_samples, n_steps, temperature(alpha), unis)
 
-    def sample(self, seq, n_samples, alpha=1.0, normalize=False):
+    def sample(
+        self,
+        seq: Sequence[int] | np.ndarray,
+        n_samples: int,
+        alpha: float = 1.0,
+        normalize: bool = False,
+    ) -> Samples:
         """``sample(lm_model, seq, n_samples, sampler=..., alpha=...)`` (sample.py:163)."""
         draw = self.sample_fn(n_samples, n_steps_for(seq), alpha, seq)
         return finish(draw, self.exp.trg_idx2word, normalize)
 
-    def sample_many(self, seqs, n_samples, alpha=1.0, normalize=False, batch_size=32):
+    def sample_many(
+        self,
+        seqs: Sequence[Sequence[int] | np.ndarray],
+        n_samples: int,
+        alpha: float = 1.0,
+        normalize: bool = False,
+        batch_size: int = 32,
+    ) -> list[Samples | SamplingFailed]:
         """:meth:`sample` on every ``seq`` in order, as successive calls of one process:
         a list of :class:`Samples` or :class:`SamplingFailed` (those draw nothing).
 
@@ -155,7 +174,7 @@ class Sampler:
                 out[i] = finish(draw, self.exp.trg_idx2word, normalize)
         return out
 
-    def skip(self, seq, n_samples):
+    def skip(self, seq: Sequence[int] | np.ndarray, n_samples: int) -> None:
         """Advance the stream as sampling ``seq`` would, without decoding (``--resume``)."""
         steps = n_steps_for(seq)
         try:
@@ -167,7 +186,15 @@ class Sampler:
 
 
 @torch.no_grad()
-def draw_sentence(model, seq, n_samples, n_steps, T, unis, forced_ids=None):
+def draw_sentence(
+    model: RNNEncoderDecoder,
+    seq: Sequence[int] | np.ndarray,
+    n_samples: int,
+    n_steps: int,
+    T: float,
+    unis: Sequence[np.ndarray] | None,
+    forced_ids: np.ndarray | None = None,
+) -> Draw:
     """The scan of ``build_sampler`` for one sentence with the given uniforms.
 
     ``unis``: ``n_steps`` float32 arrays of ``n_samples`` uniforms.  ``forced_ids``
@@ -203,7 +230,7 @@ def draw_sentence(model, seq, n_samples, n_steps, T, unis, forced_ids=None):
     return Draw(ids, nlp, margin)
 
 
-def finish(draw, idx2word, normalize=False):
+def finish(draw: Draw, idx2word: dict[int, str], normalize: bool = False) -> Samples:
     """The rest of ``sample()`` (sample.py:169-188) on a :class:`Draw`."""
     sentences, word_probs, costs = [], [], []
     for i in range(draw.ids.shape[1]):
@@ -220,7 +247,7 @@ def finish(draw, idx2word, normalize=False):
     return Samples(sentences, costs, word_probs, draw, normalize, order)
 
 
-def legacy_order(costs):
+def legacy_order(costs: Sequence[float] | np.ndarray) -> list[int]:
     """``numpy.argsort(costs)`` with numpy 1.23's tie order (the verbose print order).
 
     ``data.legacy_argsort`` emulates numpy 1.23's introsort, which only compares keys with

@@ -30,9 +30,14 @@ The draws go through numpy's own ``RandomState`` (its legacy streams are frozen)
 only their order and sizes are ported; the values are numpy's.
 """
 
+from __future__ import annotations
+
+import os
+
 import numpy as np
 
 from ..errors import UnsupportedModelError
+from ..model.config import ModelConfig
 
 #: the exclusive bound of the per-layer stream seeds (``rng.randint(int(1e6))``)
 LAYER_SEED_BOUND = int(1e6)
@@ -61,7 +66,7 @@ def _encoder_draws(rng, rec):
     _draw_seed(rng)  # repr_contrib_0
 
 
-def draws_before_softmax(rng, cfg):
+def draws_before_softmax(rng: np.random.RandomState, cfg: ModelConfig) -> None:
     """Consume ``rng`` as building every layer before the decoder's softmax does."""
     _encoder_draws(rng, cfg.enc)
     _encoder_draws(rng, cfg.back_enc)
@@ -92,7 +97,7 @@ def draws_before_softmax(rng, cfg):
         _draw_seed(rng)  # prev_readout_0
 
 
-def state_seed(state, path=None):
+def state_seed(state: dict, path: str | os.PathLike | None = None) -> int:
     """``state['seed']`` as ``numpy.random.RandomState`` accepts it."""
     seed = state.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
@@ -105,7 +110,7 @@ def state_seed(state, path=None):
     return int(seed)
 
 
-def derive_mrg_seed(state, cfg, path=None):
+def derive_mrg_seed(state: dict, cfg: ModelConfig, path: str | os.PathLike | None = None) -> int:
     """The ``MRG_RandomStreams`` seed of the decoder's softmax layer (the sampler's stream).
 
     ``cfg`` is the :class:`~groundhog_port.model.config.ModelConfig` of ``state``; it has already

@@ -40,7 +40,10 @@ Retries (``ignore_unk`` dropped, beam doubled) restart the sentence from step 0 
 a later group, as sample.py:122-131 restarts the search.
 """
 
+from __future__ import annotations
+
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +115,14 @@ class BatchedBeamSearch:
         self.stats = {}
 
     # -- public API ---------------------------------------------------------------------
-    def search_many(self, seqs, n_samples, ignore_unk=False, minlens=None, watch=None):
+    def search_many(
+        self,
+        seqs: Sequence[Sequence[int] | np.ndarray],
+        n_samples: int | Sequence[int],
+        ignore_unk: bool = False,
+        minlens: Sequence[int] | None = None,
+        watch: Callable[[int, int], str | None] | None = None,
+    ) -> list[Hypotheses | SearchFailed]:
         """``BeamSearch.search(seq, n_samples, ignore_unk, minlen)`` for every ``seq``.
 
         ``minlens``: one per sentence (default 1, ``search()``'s default).  Returns a list
@@ -150,7 +160,14 @@ class BatchedBeamSearch:
                 self.release_buffers()
                 self._blocks = None
 
-    def sample_many(self, seqs, n_samples, ignore_unk=False, normalize=False, watch=None):
+    def sample_many(
+        self,
+        seqs: Sequence[Sequence[int] | np.ndarray],
+        n_samples: int | Sequence[int],
+        ignore_unk: bool = False,
+        normalize: bool = False,
+        watch: Callable[[int, int], str | None] | None = None,
+    ) -> list[Hypotheses | SearchFailed]:
         """``legacy.sample`` for every ``seq``: ``minlen = len(seq) // 2``; with
         ``normalize`` the costs are divided by the hypothesis lengths (EOS included).
         ``watch``: see :meth:`search_many`."""
@@ -201,7 +218,7 @@ class BatchedBeamSearch:
         if group:
             yield group
 
-    def release_buffers(self):
+    def release_buffers(self) -> None:
         """Drop the scratch tensors of :meth:`_buffer` (after a run: they can be large)."""
         self._buffers.clear()
 
@@ -215,7 +232,7 @@ class BatchedBeamSearch:
         return buf[:numel].view(shape)
 
     # -- encoder ------------------------------------------------------------------------
-    def encode(self, seqs):
+    def encode(self, seqs: Sequence[Sequence[int] | np.ndarray]) -> list[torch.Tensor]:
         """Annotations ``c (S_b, c_dim)`` of each sentence, equal to ``model.encode(seq)``."""
         model, cfg = self.model, self.cfg
         if model.encoder.grconv:
@@ -368,7 +385,18 @@ class BatchedBeamSearch:
         return SearchFailed(TRANSLATION_FAILED)
 
     # -- attention ----------------------------------------------------------------------
-    def context(self, k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens):
+    def context(
+        self,
+        k: int,
+        states: torch.Tensor,
+        row_sent: torch.Tensor,
+        active: list[int],
+        rows_of: dict[int, int],
+        cs: list[torch.Tensor],
+        c_pad: torch.Tensor,
+        p_from_c: list[torch.Tensor] | None,
+        lens: torch.Tensor,
+    ) -> torch.Tensor:
         """Context of every row at step ``k`` (``Decoder.context`` for each sentence).
 
         Attention works on the real (row, position) pairs only, row by row: sentence b's

@@ -8,7 +8,14 @@ rounded float32 log, identical wherever a value sits in a tensor (numpy's and
 torch's float32 logs may differ from it by one unit in the last place).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
 import torch
+
+from ..model.encdec import RNNEncoderDecoder
 
 #: sample.py:127: the beam is doubled while it is below this
 MAX_RETRY_BEAM = 500
@@ -27,18 +34,26 @@ class SearchFailed(Exception):
 SCAN_ZERO_STEPS = "We didn't implemented yet the case where scan do 0 iteration"
 
 
-def check_encodable(model, seq):
+def check_encodable(model: RNNEncoderDecoder, seq: np.ndarray) -> None:
     """Raise :class:`SearchFailed` where the original's encoder crashed on ``seq``."""
     if model.encoder.grconv and len(seq) < 2:
         raise SearchFailed(SCAN_ZERO_STEPS)
 
 
-def legacy_log(probs):
+def legacy_log(probs: torch.Tensor) -> torch.Tensor:
     """float32 ``log p`` (see module docstring); float64 probabilities keep a float64 log."""
     return torch.log(probs.double()).to(probs.dtype)
 
 
-def next_costs(costs, probs, step, minlen, ignore_unk, eos_id, unk_id):
+def next_costs(
+    costs: torch.Tensor,
+    probs: torch.Tensor,
+    step: int,
+    minlen: int,
+    ignore_unk: bool,
+    eos_id: int,
+    unk_id: int,
+) -> torch.Tensor:
     """``costs[:, None] - log p`` with the search restrictions (sample.py:70-80).
 
     ``costs (n,)`` float64, ``probs (n, V)`` float32.  ``--ignore-unk`` forbids
@@ -52,13 +67,13 @@ def next_costs(costs, probs, step, minlen, ignore_unk, eos_id, unk_id):
     return costs[:, None] - log_probs.double()
 
 
-def check_kth(n_samples, n_candidates):
+def check_kth(n_samples: int, n_candidates: int) -> None:
     """The original's crash: ``numpy.argpartition(flat, n)`` needs ``n < flat.size``."""
     if n_samples >= n_candidates:
         raise SearchFailed(f"kth(={n_samples}) out of bounds ({n_candidates})")
 
 
-def select_cheapest(flat, n):
+def select_cheapest(flat: torch.Tensor, n: Sequence[int]) -> torch.Tensor:
     """The ``n[b]`` cheapest entries of each row of ``flat (B, L)`` float64.
 
     Replaces ``numpy.argpartition(flat, n)[:n]`` (sample.py:82), whose order is

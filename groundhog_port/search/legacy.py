@@ -4,12 +4,16 @@ This is the reference semantics; :mod:`groundhog_port.search.batched` must
 return exactly what it returns.  Every kept behaviour names its original line.
 """
 
+from __future__ import annotations
+
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ..model.encdec import RNNEncoderDecoder
 from .common import (
     MAX_RETRY_BEAM,
     SearchFailed,
@@ -34,7 +38,7 @@ class Hypotheses:
     costs: np.ndarray
 
 
-def sort_finished(fin_trans, fin_costs):
+def sort_finished(fin_trans: list, fin_costs: Sequence[float]) -> Hypotheses:
     """sample.py:133-134 sorts with ``numpy.argsort`` (quicksort).  numpy sorts up
     to 16 items by insertion sort, which is stable; a stable sort is used here for
     every size, so exact-cost ties keep collection order (documented tie rule)."""
@@ -55,7 +59,13 @@ class BeamSearch:
         self.unk_id = model.cfg.unk_sym_target
         self.recorder = recorder
 
-    def search(self, seq, n_samples, ignore_unk=False, minlen=1):
+    def search(
+        self,
+        seq: Sequence[int] | np.ndarray,
+        n_samples: int,
+        ignore_unk: bool = False,
+        minlen: int = 1,
+    ) -> Hypotheses:
         """sample.py:47.  Raises :class:`SearchFailed` where the original crashed."""
         model = self.model
         device = model.device
@@ -131,7 +141,9 @@ class BeamSearch:
         return sort_finished(fin_trans, fin_costs)
 
 
-def path_costs(model, seq, trans):
+def path_costs(
+    model: RNNEncoderDecoder, seq: Sequence[int] | np.ndarray, trans: Sequence[Sequence[int]]
+) -> np.ndarray:
     """The cost ``search()`` gives each hypothesis in ``trans``, recomputed along its path.
 
     ``sum_k -log p(trans[k] | trans[:k], seq)`` with the step functions of ``model`` (float64
@@ -162,7 +174,13 @@ def path_costs(model, seq, trans):
     return costs.cpu().numpy()
 
 
-def sample(beam_search, seq, n_samples, ignore_unk=False, normalize=False):
+def sample(
+    beam_search: BeamSearch,
+    seq: Sequence[int] | np.ndarray,
+    n_samples: int,
+    ignore_unk: bool = False,
+    normalize: bool = False,
+) -> Hypotheses:
     """``sample()`` with ``beam_search`` (sample.py:145): hypotheses and their costs.
 
     ``minlen = len(seq) // 2`` where ``seq`` includes end-of-sequence (Python 2
@@ -173,7 +191,7 @@ def sample(beam_search, seq, n_samples, ignore_unk=False, normalize=False):
     return normalized(hyps) if normalize else hyps
 
 
-def normalized(hyps):
+def normalized(hyps: Hypotheses) -> Hypotheses:
     """``--normalize`` (sample.py:159-160): ``costs[i] / len(trans[i])``, the length counting
     the end-of-sequence; the list stays in raw-cost order.  Shared by both searches."""
     return Hypotheses(

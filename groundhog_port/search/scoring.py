@@ -6,16 +6,21 @@ single-sentence ``create_probs_computer`` / ``create_scorer`` do) and
 :func:`batches_for` (the batches ``--mode batch`` scores for given files).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
 import numpy as np
 import torch
 
 from ..errors import LegacyInputError
-from ..legacy.data import iter_h5_batches, iter_text_batches
+from ..legacy.data import Batch, iter_h5_batches, iter_text_batches
+from ..legacy.experiment import Experiment
 from ..legacy.vocab import parse_input
-from ..model.encdec import Scores
+from ..model.encdec import RNNEncoderDecoder, Scores
 
 
-def score_batch(model, batch):
+def score_batch(model: RNNEncoderDecoder, batch: Batch) -> Scores:
     """:class:`~groundhog_port.model.encdec.Scores` of a :class:`~groundhog_port.legacy.data.Batch`.
 
     The score printed by score.py is ``-cost`` (``create_scorer``, encdec.py:1441).
@@ -31,7 +36,11 @@ def score_batch(model, batch):
     )
 
 
-def score_pair(model, src_seq, trg_seq):
+def score_pair(
+    model: RNNEncoderDecoder,
+    src_seq: Sequence[int] | np.ndarray,
+    trg_seq: Sequence[int] | np.ndarray,
+) -> Scores:
     """One unpadded pair (``create_probs_computer(return_alignment=True)``, encdec.py:1476):
     cost ``(1,)``, word probabilities ``(T, 1)``, alignment ``(T, S, 1)`` or None."""
     dev = model.device
@@ -46,7 +55,9 @@ def score_pair(model, src_seq, trg_seq):
     )
 
 
-def parse_pair(exp, src_line, trg_line, allow_unk):
+def parse_pair(
+    exp: Experiment, src_line: str, trg_line: str, allow_unk: bool
+) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
     """Both sides through ``parse_input`` as score.py's txt/interact modes (score.py:218-223)."""
     st = exp.state
     src = parse_input(
@@ -68,7 +79,9 @@ def parse_pair(exp, src_line, trg_line, allow_unk):
     return src, trg
 
 
-def batches_for(exp, src, trg, allow_unk, n_batches=-1):
+def batches_for(
+    exp: Experiment, src: str | None, trg: str | None, allow_unk: bool, n_batches: int = -1
+) -> Iterator[Batch]:
     """The batches of ``score.py --mode batch`` (score.py:132-160).
 
     Both files ending in ``.h5``: GroundHog's bitext iterator with score.py's settings

@@ -8,16 +8,20 @@ port logs the original's message with the line number, writes an empty line and
 goes on: :attr:`TranslationRun.failed` lists those lines.
 """
 
+from __future__ import annotations
+
 import json
 import logging
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..legacy.vocab import render_translation
-from ..outputs import atomic_output
+from ..outputs import Journal, atomic_output
 from .common import SearchFailed
-from .legacy import BeamSearch, sample
+from .legacy import BeamSearch, Hypotheses, sample
 
 logger = logging.getLogger(__name__)
 
@@ -31,16 +35,16 @@ class Translation:
     error: str = None  # the original's error message when it failed
     nbest: list = field(default_factory=list)  # [(sentence, cost)] in sample() order
 
-    def record(self):
+    def record(self) -> str:
         return json.dumps({"cost": self.cost, "error": self.error, "nbest": self.nbest})
 
     @classmethod
-    def from_record(cls, line, record):
+    def from_record(cls, line: str, record: str) -> Translation:
         d = json.loads(record)
         return cls(line, d["cost"], d["error"], [tuple(x) for x in d["nbest"]])
 
 
-def choose(hyps, idx2word):
+def choose(hyps: Hypotheses, idx2word: dict[int, str]) -> Translation:
     """``best = numpy.argmin(costs)`` (sample.py:269: the first minimum)."""
     best = int(np.argmin(hyps.costs))
     sentences = [render_translation(idx2word, t) for t in hyps.trans]
@@ -67,7 +71,7 @@ class SearchWarnings(logging.Filter):
         self.current = 0  # the literal search's sentence (the batched one says it)
         self.held = {}  # line number -> [messages], in order
 
-    def filter(self, record):
+    def filter(self, record: logging.LogRecord) -> bool:
         line = self.first_line + getattr(record, "sentence", self.current)
         message = record.getMessage()
         if self.summarise and record.levelno == logging.WARNING:
@@ -86,7 +90,7 @@ class SearchWarnings(logging.Filter):
         for name in self.LOGGERS:
             logging.getLogger(name).removeFilter(self)
 
-    def summary(self, max_lines=10):
+    def summary(self, max_lines: int = 10) -> str | None:
         """The held warnings in one line (``None`` if there were none): per source line,
         how many and the first and last (sample.py's beam-size retries run 20, 40, 80...)."""
         if not self.held:
@@ -141,12 +145,14 @@ class Translator:
 
             self.batched = BatchedBeamSearch(experiment.model, batch_size=batch_size)
 
-    def translate_lines(self, lines, first_line=1):
+    def translate_lines(self, lines: Sequence[str], first_line: int = 1) -> list[Translation]:
         """:class:`Translation` of each source line (text, as in ``--source``), in order:
         ``parse_input`` then the beam search, as sample.py:264-270."""
         return self.translate_seqs([self.exp.parse_source(line)[0] for line in lines], first_line)
 
-    def translate_seqs(self, seqs, first_line=1):
+    def translate_seqs(
+        self, seqs: Sequence[Sequence[int] | np.ndarray], first_line: int = 1
+    ) -> list[Translation]:
         """Translations of parsed sources, in order; ``seqs[0]`` is line ``first_line``."""
         if self.warnings is None:
             return self._translate_seqs(seqs)
@@ -163,7 +169,9 @@ class Translator:
                 out.append(choose(r, self.exp.trg_idx2word))
         return out
 
-    def search_seqs(self, seqs):
+    def search_seqs(
+        self, seqs: Sequence[Sequence[int] | np.ndarray]
+    ) -> list[Hypotheses | SearchFailed]:
         """``sample()`` on every parsed source, in order: :class:`Hypotheses` (costs
         normalised with ``normalize``) or the :class:`SearchFailed` of a sentence the original
         could not translate (what :meth:`translate_seqs` renders; ``groundhog-port parity``
@@ -186,7 +194,7 @@ class Translator:
         return results
 
 
-def total_cost(translations):
+def total_cost(translations: Sequence[Translation]) -> float:
     """``total_cost += costs[best]`` in line order (sample.py:273), failures skipped."""
     total = 0.0
     for t in translations:
@@ -195,7 +203,7 @@ def total_cost(translations):
     return total
 
 
-def write_nbest(path, translations):
+def write_nbest(path: str | os.PathLike, translations: Sequence[Translation]) -> None:
     """Moses n-best format: ``i ||| hypothesis ||| cost= C ||| -C`` (higher score is better)."""
     with atomic_output(path) as f:  # complete or absent; OutputError when it cannot be written
         for i, t in enumerate(translations):
@@ -203,7 +211,9 @@ def write_nbest(path, translations):
                 f.write(f"{i} ||| {sentence} ||| cost= {cost!r} ||| {-cost!r}\n")
 
 
-def write_nbest_then_commit(path, results, journal):
+def write_nbest_then_commit(
+    path: str | os.PathLike | None, results: Sequence[Translation], journal: Journal
+) -> None:
     """``--n-best`` before the translations are committed: if it cannot be written, the
     journal keeps every translation and ``--resume`` redoes only the n-best list (the
     caller leaves the journal unfinished on any exception)."""
@@ -227,7 +237,7 @@ def write_nbest_then_commit(path, results, journal):
     journal.commit()
 
 
-def report_failures(results, note=""):
+def report_failures(results: Sequence[Translation], note: str = "") -> bool:
     """Log the lines where the original sample.py crashed (one line, ending with ``note``);
     True when there are any."""
     failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
