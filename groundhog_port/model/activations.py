@@ -236,7 +236,7 @@ def _maxout_pieces(node):
     return k if k >= 1 else None
 
 
-def parse_activation(text, key=None) -> Activation:
+def parse_activation(text: str, key: str | None = None) -> Activation:
     """Parse one activation string of a GroundHog state.
 
     ``key`` is the state key it came from (used in error messages; when given, ``Maxout`` is

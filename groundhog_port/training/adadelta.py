@@ -34,18 +34,23 @@ float64 and the per-parameter sums are added in float32 in parameter order (Pyth
 ``sum()`` of Theano scalars), as done here.
 """
 
+from __future__ import annotations
+
+import os
 import time
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 
 from ..errors import LegacyInputError
 from ..legacy.checkpoint import legacy_param_table
-from .cost import sum_acc64, training_cost
+from ..model.encdec import RNNEncoderDecoder
+from .cost import Cost, sum_acc64, training_cost
 from .order import param_order
 
 
-def sqrt_rn(x):
+def sqrt_rn(x: torch.Tensor) -> torch.Tensor:
     """Correctly rounded ``sqrt`` (libm's ``sqrtf``, what Theano's C code called).
 
     torch's vectorised float32 CPU ``sqrt`` is not always correctly rounded (measured: 805 of
@@ -58,7 +63,7 @@ def sqrt_rn(x):
     return torch.sqrt(x)
 
 
-def global_norm(grads):
+def global_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
     """``sqrt(sum(TT.sum(g ** 2) for g in grads))`` with Theano's float32 rounding."""
     total = None
     for g in grads:
@@ -67,7 +72,9 @@ def global_norm(grads):
     return sqrt_rn(total)
 
 
-def adadelta_step(dnorm2, gnorm2, g, eps):
+def adadelta_step(
+    dnorm2: torch.Tensor, gnorm2: torch.Tensor, g: torch.Tensor, eps: torch.Tensor
+) -> torch.Tensor:
     """``sqrt(dnorm2 + eps) / sqrt(gnorm2 + eps) * g`` (SGD_adadelta.py:137), with the
     already updated ``gnorm2`` and the old ``dnorm2``."""
     return sqrt_rn(dnorm2 + eps) / sqrt_rn(gnorm2 + eps) * g
@@ -107,7 +114,9 @@ class SGDAdadelta:
         self.step_timer = time.time()
 
     # -- train_fn ---------------------------------------------------------------------
-    def gradients(self, x, x_mask, y, y_mask):
+    def gradients(
+        self, x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor
+    ) -> tuple[Cost, list[torch.Tensor]]:
         """Cost, its properties and the raw gradients (parameters before the step)."""
         for p in self.params:
             p.requires_grad_(True)
@@ -121,7 +130,9 @@ class SGDAdadelta:
         grads = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, self.params)]
         return cost, grads
 
-    def clip(self, grads, n_steps_x):
+    def clip(
+        self, grads: list[torch.Tensor], n_steps_x: int
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """``norm`` and the gradients after clipping and the non-finite guard (:101-117)."""
         norm = global_norm(grads)
         if self.cutoff is None:
@@ -135,13 +146,15 @@ class SGDAdadelta:
             return norm, [g * c / norm for g in grads]
         return norm, grads
 
-    def decay(self, acc, v):
+    def decay(self, acc: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """``rho * acc + (1 - rho) * v ** 2`` (SGD_adadelta.py:125 and :143-144)."""
         return self.rho * acc + self.one_minus_rho * (v * v)
 
     # -- one algo() call ----------------------------------------------------------------
     @torch.no_grad()
-    def step(self, x, x_mask, y, y_mask):
+    def step(
+        self, x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor
+    ) -> dict[str, float]:
         """One update on a batch; returns the dict ``SGD.__call__`` returns (:203-207)."""
         t0 = time.time()
         cost, grads = self.gradients(x, x_mask, y, y_mask)
@@ -169,7 +182,7 @@ class SGDAdadelta:
         return out
 
     # -- carried across saves (--keep-accumulators; GroundHog never saved them) ------------
-    def accumulators(self):
+    def accumulators(self) -> dict[str, np.ndarray]:
         """``{gnorm2_<name>, dnorm2_<name>: float32 array}`` (``gs`` is rewritten before use)."""
         out = {}
         for n, gn2, dn2 in zip(self.names, self.gnorm2, self.dnorm2):
@@ -177,7 +190,7 @@ class SGDAdadelta:
             out["dnorm2_" + n] = dn2.detach().cpu().numpy()
         return out
 
-    def set_accumulators(self, arrays, where):
+    def set_accumulators(self, arrays: Mapping[str, np.ndarray], where: str | os.PathLike) -> None:
         """Take the accumulators of :meth:`accumulators` back (``where`` names the file)."""
         want = {k: a.shape for k, a in self.accumulators().items()}
         got = {k: np.shape(v) for k, v in arrays.items() if k != "step"}
@@ -206,13 +219,13 @@ class SGDAdadelta:
     )
 
 
-def restart_step(state):
+def restart_step(state: dict) -> float:
     """``sqrt(eps / (1 - rho))``: the size of the first update of every element whose gradient
     is well above it, when Adadelta starts from zero accumulators."""
     return float(np.sqrt(state.get("adaeps", 1e-6) / (1.0 - state.get("adarho", 0.96))))
 
 
-def trainable_params(model):
+def trainable_params(model: RNNEncoderDecoder) -> list[tuple[str, torch.Tensor]]:
     """``[(legacy name, tensor)]`` of every saved parameter, in ``lm_model.params`` order."""
     table, _ = legacy_param_table(model.cfg)
     path = {p.name: p.path for p in table}

@@ -5,9 +5,13 @@ Used by ``tools/train_check.py`` (the 100-update check, with figures) and, short
 test suite.
 """
 
+from __future__ import annotations
+
 import io
 import itertools
+import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +20,7 @@ import torch
 
 from ..legacy.data import iter_h5_batches
 from ..legacy.loading import open_experiment
+from ..model.encdec import RNNEncoderDecoder
 from ..search.scoring import batches_for, score_batch
 from .cost import training_cost
 from .loop import MainLoop, new_timings
@@ -34,7 +39,13 @@ class CheckResult:
     log: str
 
 
-def batches_cost(model, state, source, target, n):
+def batches_cost(
+    model: RNNEncoderDecoder,
+    state: dict,
+    source: str | os.PathLike,
+    target: str | os.PathLike,
+    n: int,
+) -> tuple[float, float]:
     """Summed training cost and word count of the first ``n`` training batches."""
     total = words = 0.0
     batches = iter_h5_batches(
@@ -53,7 +64,15 @@ def batches_cost(model, state, source, target, n):
     return total, words
 
 
-def train_and_check(state_path, model_path, data_dir, out_prefix, updates, test_src, test_trg):
+def train_and_check(
+    state_path: str | os.PathLike,
+    model_path: str | os.PathLike,
+    data_dir: str | os.PathLike | Sequence[str | os.PathLike] | None,
+    out_prefix: str,
+    updates: int,
+    test_src: str | os.PathLike,
+    test_trg: str | os.PathLike,
+) -> CheckResult:
     exp = open_experiment(state_path, model_path, f"prefix='{out_prefix}'", data_dir=data_dir)
     source, target = exp.path("source"), exp.path("target")
     before, words = batches_cost(exp.model, exp.state, source, target, updates)

@@ -24,11 +24,14 @@ the sums below do too.  ``weight_noise``/``dropout`` are refused by
 :class:`~groundhog_port.model.config.ModelConfig` (marked untested in state.py).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ..model.encdec import RNNEncoderDecoder
 from ..model.encoder import annotations
 
 #: ``numpy.float32(numpy.log(2))``, the ``scale`` of LM_model.py:127-130
@@ -43,7 +46,7 @@ class Cost:
     cost_per_sample: torch.Tensor
     n_words: torch.Tensor
 
-    def properties(self):
+    def properties(self) -> dict[str, float]:
         """``log2_p_word`` and ``log2_p_expl`` as float32 numbers (LM_model.py:135-138)."""
         dt = self.cost.dtype
         cost = self.cost.detach()
@@ -56,13 +59,19 @@ class Cost:
         }
 
 
-def sum_acc64(x, dim=None):
+def sum_acc64(x: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     """Theano's float32 ``Sum``: accumulated in float64, rounded back to the input dtype."""
     out = x.sum(dtype=torch.float64) if dim is None else x.sum(dim, dtype=torch.float64)
     return out.to(x.dtype)
 
 
-def training_cost(model, x, x_mask, y, y_mask):
+def training_cost(
+    model: RNNEncoderDecoder,
+    x: torch.Tensor,
+    x_mask: torch.Tensor,
+    y: torch.Tensor,
+    y_mask: torch.Tensor,
+) -> Cost:
     """The differentiable training cost of a ``(time, batch)`` batch (tensors on the model's
     device; ``x``/``y`` int64, masks in the model's float dtype)."""
     c = annotations(model, x, x_mask)

@@ -19,7 +19,10 @@ or a model of one update with the timings of another (the original ignored SIGIN
 saving instead, and wrote the three one after the other).
 """
 
+from __future__ import annotations
+
 import io
+import os
 import pickle
 import re
 import struct
@@ -29,10 +32,11 @@ import numpy as np
 
 from ..errors import LegacyInputError
 from ..legacy.checkpoint import legacy_param_table, read_npz_arrays
+from ..model.encdec import RNNEncoderDecoder
 from ..outputs import write_together
 
 
-def model_arrays(model):
+def model_arrays(model: RNNEncoderDecoder) -> dict[str, np.ndarray]:
     """``{legacy name: float32 array}`` of every saved parameter."""
     table, _ = legacy_param_table(model.cfg)
     return {
@@ -41,8 +45,15 @@ def model_arrays(model):
 
 
 def save_checkpoint(
-    model_path, state_path, timing_path, model, state, timings, kept, accumulators=None
-):
+    model_path: str | os.PathLike,
+    state_path: str | os.PathLike,
+    timing_path: str | os.PathLike,
+    model: RNNEncoderDecoder,
+    state: dict,
+    timings: dict,
+    kept: str,
+    accumulators: tuple[str | os.PathLike, dict[str, np.ndarray]] | None = None,
+) -> None:
     """mainLoop.py:222-239 (``MainLoop.save``): the model, the state and the timings, replaced
     together (:func:`groundhog_port.outputs.write_together`); ``kept`` ends the error of a
     failed save (which checkpoint is left as it was).  ``accumulators`` (``--keep-accumulators``,
@@ -59,25 +70,27 @@ def save_checkpoint(
     write_together(writers, kept)
 
 
-def accumulators_path(model_path):
+def accumulators_path(model_path: str | os.PathLike) -> Path | None:
     """``<prefix>adadelta.npz`` beside ``<prefix>model.npz`` (``model3.npz`` ->
     ``adadelta3.npz`` with ``overwrite=0``); None for a model file not named so."""
     m = re.fullmatch(r"(.*)model(\d*)\.npz", Path(model_path).name)
     return None if m is None else Path(model_path).with_name(f"{m[1]}adadelta{m[2]}.npz")
 
 
-def load_accumulators(path, expected=None):
+def load_accumulators(
+    path: str | os.PathLike, expected: dict[str, tuple[int, ...]] | None = None
+) -> dict[str, np.ndarray]:
     """An accumulators file as written by :func:`save_checkpoint` (plain ``.npz``);
     ``expected``: ``{name: shape}`` of this model's accumulators (nothing else is read)."""
     return read_npz_arrays(path, "adadelta", expected=expected)
 
 
-def load_timings(path):
+def load_timings(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """A ``*_timing.npz`` as the dict ``MainLoop.load`` makes of it (mainLoop.py:253)."""
     return read_npz_arrays(path, "timing")
 
 
-def plain(value, where="state"):
+def plain(value: object, where: str = "state") -> object:
     """``value`` with numpy scalars turned into Python numbers; refuses non-plain data."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -98,7 +111,7 @@ class Py2Pickler(pickle._Pickler):
 
     dispatch = pickle._Pickler.dispatch.copy()
 
-    def save_py2_str(self, obj):
+    def save_py2_str(self, obj: str) -> None:
         data = obj.encode("utf-8")
         if len(data) < 256:
             self.write(pickle.SHORT_BINSTRING + bytes([len(data)]) + data)
@@ -109,7 +122,7 @@ class Py2Pickler(pickle._Pickler):
     dispatch[str] = save_py2_str
 
 
-def dumps_state(state):
+def dumps_state(state: dict) -> bytes:
     buf = io.BytesIO()
     Py2Pickler(buf, protocol=2).dump(plain(dict(state)))
     return buf.getvalue()

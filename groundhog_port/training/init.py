@@ -36,6 +36,8 @@ Verified call for call against GroundHog's recorded draws (``init_draws/rng_draw
 by the test suite.
 """
 
+from __future__ import annotations
+
 import hashlib
 from dataclasses import dataclass
 
@@ -44,7 +46,8 @@ import torch
 
 from ..errors import LegacyInputError
 from ..legacy.checkpoint import legacy_param_table
-from ..model.config import GRCONV, prefix_lookup
+from ..model.config import GRCONV, ModelConfig, prefix_lookup
+from ..model.encdec import RNNEncoderDecoder
 
 #: the initialisers a new model may name (others: the original asserts, e.g. ``sample_weights_orth``
 #: on a non-square matrix, or was never used by a prototype)
@@ -165,7 +168,7 @@ def _transition(prefix, state, c_dim):
     return Layer(kind, name, True, tuple(tensors))
 
 
-def build_plan(cfg, state):
+def build_plan(cfg: ModelConfig, state: dict) -> list[Layer]:
     """The layers ``RNNEncoderDecoder.build()`` constructs, in construction order."""
     dim = state["dim"]
     plan = []
@@ -229,17 +232,17 @@ class Draws:
         )
         return out
 
-    def randint(self, high):
+    def randint(self, high: int) -> np.int64:
         return self._note("randint", (high,), {}, np.int64(self.rng.randint(high)))
 
-    def permutation(self, n):
+    def permutation(self, n: int) -> np.ndarray:
         return self._note("permutation", (n,), {}, self.rng.permutation(n))
 
-    def normal(self, scale, size):
+    def normal(self, scale: float, size: int) -> np.ndarray:
         kw = {"loc": 0, "scale": scale, "size": (size,)}
         return self._note("normal", (), kw, self.rng.normal(**kw))
 
-    def randn(self, *shape):
+    def randn(self, *shape: int) -> np.ndarray:
         return self._note("randn", shape, {}, self.rng.randn(*shape))
 
 
@@ -285,7 +288,7 @@ class Drawn:
     rng: np.random.RandomState
 
 
-def draw(cfg, state, plan=None):
+def draw(cfg: ModelConfig, state: dict, plan: list[Layer] | None = None) -> Drawn:
     """Replay GroundHog's build on ``RandomState(state['seed'])``."""
     for key, ok in SUPPORTED.items():
         if state.get(key) not in ok:
@@ -310,7 +313,7 @@ def draw(cfg, state, plan=None):
     return Drawn(params, d.log, svd_inputs, d.rng)
 
 
-def initialize(model, state):
+def initialize(model: RNNEncoderDecoder, state: dict) -> Drawn:
     """Set ``model``'s parameters to GroundHog's initial values; returns the :class:`Drawn`."""
     drawn = draw(model.cfg, state)
     table, _ = legacy_param_table(model.cfg)

@@ -26,18 +26,21 @@ default, ``train --keep-accumulators``) saves Adadelta's accumulators with every
 hook never changed the batches); validation never ran in train.py (``valid_data=None``).
 """
 
+from __future__ import annotations
+
 import logging
 import math
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..errors import LegacyInputError
-from ..legacy.data import iter_h5_batches, read_h5_bitext
+from ..legacy.data import Batch, iter_h5_batches, read_h5_bitext
 from . import files
 from .adadelta import SGDAdadelta
 
@@ -47,7 +50,7 @@ logger = logging.getLogger(__name__)
 VALID_COSTS = ("cost", "ppl")
 
 
-def print_time(secs):
+def print_time(secs: float) -> str:
     """groundhog/utils/utils.py:21 ``print_time``."""
     if secs < 120.0:
         return "%6.3f sec" % secs
@@ -67,7 +70,7 @@ def _positive(state, key):
     return v
 
 
-def new_timings(state):
+def new_timings(state: dict) -> dict:
     """The timing dict of a new run (mainLoop.py:132-148), with the original's keys."""
     n = int(state["loopIters"] // _positive(state, "trainFreq") + 1)
     t = {"step": 0, "next_offset": -1}
@@ -80,7 +83,7 @@ def new_timings(state):
     return t
 
 
-def prepare_state(state):
+def prepare_state(state: dict) -> None:
     """What MainLoop.__init__ and SGD.__init__ add to the state before the first save."""
     if state.get("reset", -1) != -1:
         raise LegacyInputError(
@@ -147,7 +150,7 @@ class MainLoop:
         self.device = next(iter(self.algo.params)).device
 
     # -- files ------------------------------------------------------------------------
-    def paths(self):
+    def paths(self) -> tuple[Path, Path, Path]:
         prefix = str(self.state["prefix"])
         model = (
             prefix + "model.npz"
@@ -156,7 +159,7 @@ class MainLoop:
         )
         return Path(model), Path(prefix + "timing.npz"), Path(prefix + "state.pkl")
 
-    def save(self):
+    def save(self) -> None:
         """mainLoop.py:222-239: the model, the state and the timings -- replaced together,
         once all three are written (:func:`files.save_checkpoint`)."""
         t0 = time.time()
@@ -203,7 +206,7 @@ class MainLoop:
         arr[self.step] = value
 
     # -- the loop ---------------------------------------------------------------------
-    def batches(self, start_offset):
+    def batches(self, start_offset: int) -> Iterator[Batch]:
         st = self.state
         offset = int(start_offset)
         if offset == -1:
@@ -220,7 +223,7 @@ class MainLoop:
             start_offset=offset,
         )
 
-    def run(self):
+    def run(self) -> int:
         st, tm = self.state, self.timings
         st["gotNaN"] = 0
         start = time.time()
@@ -283,7 +286,7 @@ class MainLoop:
             )
         return done
 
-    def progress(self, r, n_words):
+    def progress(self, r: dict[str, float], n_words: float) -> None:
         """SGD_adadelta.py:191-201's line, plus target words per second of the update."""
         wps = n_words / r["time_step"] if r["time_step"] > 0 else float("inf")
         print(

@@ -10,7 +10,10 @@ iterated those keyword dicts in hash order, so a model trained by the original u
 Python 2 may have summed in another order (a float32 rounding difference of the norm).
 """
 
+from __future__ import annotations
+
 from ..legacy.checkpoint import legacy_param_table
+from ..model.config import ModelConfig
 
 
 def _ml(name, bias=True):
@@ -25,7 +28,7 @@ def _encoder_block(prefix, with_approx):
     return names + _ml(f"{prefix}_update_embdr_0", False) + _ml(f"{prefix}_reset_embdr_0", False)
 
 
-def param_order(cfg):
+def param_order(cfg: ModelConfig) -> list[str]:
     """GroundHog's ``lm_model.params`` names for this architecture (Python-3 build order).
 
     Names this rule does not place (none for the prototypes' structures) follow in the
