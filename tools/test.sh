@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 source tools/venv.sh
 ensure_venv test
 bash tools/install_browser.sh
+# the layout's guard-rails (CONTRIBUTING.md): ruff lint and format, the import-linter layers
+bash tools/lint.sh
 # .venv-theano: real Theano 1.0.5 for parity_tests/parity/test_recorder_theano.py (~20 s once, then a
 # stamp check); outside CI a failure only makes that test skip, with the reason
 case "${CI:-}" in
