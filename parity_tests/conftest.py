@@ -4,6 +4,7 @@ Each test folder is a marker (``pytest -m parity``), added here by folder.
 """
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,12 @@ def legacy_root():
 
 
 def pytest_sessionstart(session):
+    # A suite started as a background job of a non-interactive shell (`pytest ... &`, nohup)
+    # inherits SIGINT ignored, and so would every command it starts: the tests that stop a
+    # command with SIGINT (test_resume) would see it run to the end.  A handler here (not
+    # SIG_IGN) makes exec reset SIGINT to its default in the children, as in a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if on_ci() and not session.config.getoption("legacy_case"):
         missing = missing_recordings()
         if missing:

@@ -520,6 +520,10 @@ def main(argv=None):
     )
     ap.add_argument("--verbose", action="store_true", help="print every trial")
     args = ap.parse_args(argv)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # started as a background job (`... &`, nohup): the commands would inherit SIGINT
+        # ignored and never be interrupted by it; a handler here lets exec reset it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="gh-interrupt-"))
