@@ -20,7 +20,7 @@ summary line saying that one process exits 1 (torchrun reports any other code as
 import logging
 
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
-from .common import add_data_dir_argument
+from .common import add_data_dir_argument, add_device_argument, add_progress_arguments
 
 NAME = "archive"
 HELP = (
@@ -71,17 +71,13 @@ def add_arguments(p):
         help="sentences decoded at once (default 1, the literal sample.py loop)",
     )
     p.add_argument("--tokenize", default="13a", help="sacrebleu tokenizer (default 13a)")
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    add_device_argument(p)
     p.add_argument(
         "--fresh",
         action="store_true",
         help="ignore the cache of an earlier run and re-do everything",
     )
-    p.add_argument(
-        "--progress",
-        action="store_true",
-        help="show the progress bar even when stderr is not a terminal",
-    )
+    add_progress_arguments(p, shown="bar")
 
 
 def _options(args):

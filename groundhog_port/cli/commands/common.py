@@ -71,32 +71,55 @@ def model_and_changes(args):
     return args.model, args.changes
 
 
-def add_model_arguments(parser):
+def add_state_and_model(parser, checkpoint_help):
+    """``--state S``, ``MODEL`` / ``--model`` with the changes (:func:`add_model_and_changes`),
+    or ``--checkpoint DIR`` (an export) instead of both."""
     parser.add_argument("--state", help="the experiment's *_state.pkl")
     add_model_and_changes(parser)
+    parser.add_argument("--checkpoint", metavar="DIR", help=checkpoint_help)
+
+
+def add_device_argument(parser):
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+
+
+def add_case_argument(parser, contents):
+    """``--case DIR``: an experiment's folder; ``contents`` says what the command finds there."""
+    parser.add_argument("--case", metavar="DIR", help=contents)
+
+
+def add_progress_arguments(parser, resume=None, shown="line"):
+    """``--progress`` (the ``shown`` progress line or bar on a pipe too); with a ``resume``
+    help text, ``--resume`` before it (the command continues an interrupted run)."""
+    if resume:
+        parser.add_argument("--resume", action="store_true", help=resume)
     parser.add_argument(
-        "--checkpoint",
-        metavar="DIR",
-        help="an exported checkpoint (groundhog-port export --format "
+        "--progress",
+        action="store_true",
+        help=f"show the progress {shown} even when stderr is not a terminal",
+    )
+
+
+#: the switches of :func:`~groundhog_port.legacy.loading.open_experiment`, by keyword: --help
+LOADING_SWITCHES = {
+    "lenient": "load like GroundHog's Container.load: log missing/unknown "
+    "parameters and go on (missing ones stay zero)",
+    "allow_nonfinite": "use a model whose weights hold NaN/Inf",
+    "stable_softmax": "DEVIATION: subtract the maximum energy in the attention softmax "
+    "(the original does not; results may differ from Theano's)",
+}
+
+
+def add_model_arguments(parser):
+    add_state_and_model(
+        parser,
+        "an exported checkpoint (groundhog-port export --format "
         "safetensors) instead of --state S MODEL; changes may follow",
     )
     add_data_dir_argument(parser)
-    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
-    parser.add_argument(
-        "--lenient",
-        action="store_true",
-        help="load like GroundHog's Container.load: log missing/unknown "
-        "parameters and go on (missing ones stay zero)",
-    )
-    parser.add_argument(
-        "--allow-nonfinite", action="store_true", help="use a model whose weights hold NaN/Inf"
-    )
-    parser.add_argument(
-        "--stable-softmax",
-        action="store_true",
-        help="DEVIATION: subtract the maximum energy in the attention softmax "
-        "(the original does not; results may differ from Theano's)",
-    )
+    add_device_argument(parser)
+    for keyword, text in LOADING_SWITCHES.items():
+        parser.add_argument("--" + keyword.replace("_", "-"), action="store_true", help=text)
 
 
 def open_from_args(args, model_path=None, state=None, data_dirs=None):
@@ -128,10 +151,8 @@ def open_from_args(args, model_path=None, state=None, data_dirs=None):
         changes,
         data_dir=args.data_dir if data_dirs is None else data_dirs,
         device=args.device,
-        lenient=args.lenient,
-        allow_nonfinite=args.allow_nonfinite,
-        stable_softmax=args.stable_softmax,
         strict=args.strict,
+        **{keyword: getattr(args, keyword) for keyword in LOADING_SWITCHES},
     )
 
 

@@ -22,7 +22,14 @@ from ...harness.trace import TraceFile
 from ...legacy import lookup
 from ...legacy.loading import open_experiment
 from ...outputs import Progress
-from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
+from .common import (
+    add_case_argument,
+    add_data_dir_argument,
+    add_device_argument,
+    add_progress_arguments,
+    add_state_and_model,
+    model_and_changes,
+)
 
 NAME = "parity"
 HELP = (
@@ -33,18 +40,14 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(p):
-    p.add_argument(
-        "--case",
-        metavar="DIR",
-        help="a case folder: *_state.pkl, *_model.npz, trace.h5, test.en, test.fr, "
+    add_case_argument(
+        p,
+        "a case folder: *_state.pkl, *_model.npz, trace.h5, test.en, test.fr, "
         "vocabularies (the options below override what is found there)",
     )
-    p.add_argument("--state", help="the experiment's *_state.pkl")
-    add_model_and_changes(p)
-    p.add_argument(
-        "--checkpoint",
-        metavar="DIR",
-        help="check an exported checkpoint (groundhog-port export --format "
+    add_state_and_model(
+        p,
+        "check an exported checkpoint (groundhog-port export --format "
         "safetensors) instead of the case's or --state/--model files",
     )
     p.add_argument("--trace", help="the recorded trace (trace.h5, see docs/trace_format.md)")
@@ -61,7 +64,7 @@ def add_arguments(p):
         extra="; with --case, DIR and DIR/../data are searched after "
         "them (vocabularies and test files)",
     )
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    add_device_argument(p)
     p.add_argument(
         "--only",
         metavar="GROUP[,GROUP]",
@@ -94,11 +97,7 @@ def add_arguments(p):
         metavar="FILE",
         help="also write the report as JSON (with the worst element of every quantity)",
     )
-    p.add_argument(
-        "--progress",
-        action="store_true",
-        help="show the progress line even when stderr is not a terminal",
-    )
+    add_progress_arguments(p)
 
 
 def _groups(only):

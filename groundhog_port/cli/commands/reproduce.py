@@ -29,7 +29,13 @@ from ...tasks.reproduce import (
     sentences_to_translate,
 )
 from ...tasks.rescore import bleu_tokenizers
-from .common import add_model_arguments, model_and_changes, open_from_args
+from .common import (
+    add_case_argument,
+    add_model_arguments,
+    add_progress_arguments,
+    model_and_changes,
+    open_from_args,
+)
 
 NAME = "reproduce"
 HELP = (
@@ -40,10 +46,9 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(p):
-    p.add_argument(
-        "--case",
-        metavar="DIR",
-        help="experiment folder: *_state.pkl, *_model.npz and the "
+    add_case_argument(
+        p,
+        "experiment folder: *_state.pkl, *_model.npz and the "
         "trans_beamN[_normalize][_ignore_unk].txt files sample.py wrote (settings "
         "read from the names; trans_holdout_beamN.txt with holdout.en/.fr); the "
         "test set test.en/test.fr is looked for in DIR, each --data-dir, then "
@@ -90,11 +95,7 @@ def add_arguments(p):
         help="also write the reproduced translations there, named as the archived files",
     )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument(
-        "--progress",
-        action="store_true",
-        help="show the progress line even when stderr is not a terminal",
-    )
+    add_progress_arguments(p)
 
 
 def _archived_files(args):

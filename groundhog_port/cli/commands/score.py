@@ -18,7 +18,7 @@ from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
 from ...outputs import Journal, Progress, atomic_output, check_outputs, file_digest, write_failure
 from ...tasks import plots
-from .common import add_model_arguments, open_from_args, run_fingerprint
+from .common import add_model_arguments, add_progress_arguments, open_from_args, run_fingerprint
 
 NAME = "score"
 HELP = "score sentence pairs as GroundHog's score.py did (--mode batch|txt|interact)"
@@ -60,15 +60,8 @@ def add_arguments(p):
         help="probability of replacing a target word by a random word (as score.py, "
         "numpy's unseeded global generator)",
     )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="with --scores: continue an interrupted run (whole batches are kept)",
-    )
-    p.add_argument(
-        "--progress",
-        action="store_true",
-        help="show the progress line even when stderr is not a terminal",
+    add_progress_arguments(
+        p, resume="with --scores: continue an interrupted run (whole batches are kept)"
     )
     p.add_argument(
         "--plot-alignment",

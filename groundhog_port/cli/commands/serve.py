@@ -14,6 +14,40 @@ HELP = (
 )
 logger = logging.getLogger(__name__)
 
+#: the whole-number options, each at least 1 (:func:`build` checks them), by --help group:
+#: ``(flag, default, help)``
+BEAM_SIZE = ("--beam-size", 10, "beam size when a request names none (default 10, the demo's)")
+LIMITS = (
+    ("--max-beam", 50, "largest beam a request may ask"),
+    ("--max-sentences", 32, "sentences per JSON request"),
+    ("--max-tokens", 100, "tokens per sentence"),
+    ("--max-chars", 2000, "characters per sentence"),
+    ("--max-body", 65536, "bytes of a JSON request body"),
+    ("--max-pending", 256, "sentences waiting to be decoded before requests get 503"),
+    (
+        "--max-steps",
+        32 * 50 * 3 * 101,
+        "a request's budget in hypothesis-steps (beam x decoder steps, summed "
+        "over its sentences and sample.py's retries; default 484800: the most "
+        "the other default limits allow)",
+    ),
+)
+BATCH_COUNTS = (
+    ("--batch-size", 32, "most sentences decoded together (default 32)"),
+    (
+        "--batch-rows",
+        320,
+        "most hypotheses (beam sizes summed) decoded together (default 320: 32 "
+        "sentences at the default beam): bounds the time one batch takes, so "
+        "a light request waits little behind a heavy client",
+    ),
+)
+
+
+def _add_counts(group, *counts):
+    for flag, default, text in counts:
+        group.add_argument(flag, type=int, default=default, help=text)
+
 
 def add_arguments(p):
     add_model_arguments(p)
@@ -23,12 +57,7 @@ def add_arguments(p):
         help="address to listen on (default 127.0.0.1; the original used all)",
     )
     p.add_argument("--port", type=int, default=8888, help="port (default 8888; 0: any free one)")
-    p.add_argument(
-        "--beam-size",
-        type=int,
-        default=10,
-        help="beam size when a request names none (default 10, the demo's)",
-    )
+    _add_counts(p, BEAM_SIZE)
     p.add_argument(
         "--pretokenized",
         action="store_true",
@@ -38,25 +67,7 @@ def add_arguments(p):
     p.add_argument("--source-lang", default="en", help="Moses tokenizer language (default en)")
     p.add_argument("--target-lang", default="fr", help="Moses detokenizer language (default fr)")
     g = p.add_argument_group("limits")
-    g.add_argument("--max-beam", type=int, default=50, help="largest beam a request may ask")
-    g.add_argument("--max-sentences", type=int, default=32, help="sentences per JSON request")
-    g.add_argument("--max-tokens", type=int, default=100, help="tokens per sentence")
-    g.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
-    g.add_argument("--max-body", type=int, default=65536, help="bytes of a JSON request body")
-    g.add_argument(
-        "--max-pending",
-        type=int,
-        default=256,
-        help="sentences waiting to be decoded before requests get 503",
-    )
-    g.add_argument(
-        "--max-steps",
-        type=int,
-        default=32 * 50 * 3 * 101,
-        help="a request's budget in hypothesis-steps (beam x decoder steps, summed "
-        "over its sentences and sample.py's retries; default 484800: the most "
-        "the other default limits allow)",
-    )
+    _add_counts(g, *LIMITS)
     g.add_argument(
         "--timeout",
         type=float,
@@ -100,17 +111,7 @@ def add_arguments(p):
         default=5.0,
         help="how long the decoder gathers concurrent requests (default 5 ms)",
     )
-    b.add_argument(
-        "--batch-size", type=int, default=32, help="most sentences decoded together (default 32)"
-    )
-    b.add_argument(
-        "--batch-rows",
-        type=int,
-        default=320,
-        help="most hypotheses (beam sizes summed) decoded together (default 320: 32 "
-        "sentences at the default beam): bounds the time one batch takes, so "
-        "a light request waits little behind a heavy client",
-    )
+    _add_counts(b, *BATCH_COUNTS)
 
 
 def build(args):
@@ -118,20 +119,9 @@ def build(args):
     from ...serve.engine import Engine, Limits
     from ...serve.http import TranslationServer
 
-    for name in (
-        "beam_size",
-        "max_beam",
-        "max_sentences",
-        "max_tokens",
-        "max_chars",
-        "max_body",
-        "max_pending",
-        "batch_size",
-        "batch_rows",
-        "max_steps",
-    ):
-        if getattr(args, name) < 1:
-            raise LegacyInputError(None, f"--{name.replace('_', '-')} must be at least 1")
+    for flag, _, _ in (BEAM_SIZE, *LIMITS, *BATCH_COUNTS):
+        if getattr(args, flag[2:].replace("-", "_")) < 1:
+            raise LegacyInputError(None, f"{flag} must be at least 1")
     if not 0 <= args.port <= 65535:
         raise LegacyInputError(None, f"--port {args.port}: expected 0..65535")
     if args.beam_size > args.max_beam:

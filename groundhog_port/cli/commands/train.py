@@ -33,7 +33,12 @@ from ...training import files
 from ...training.adadelta import restart_step
 from ...training.init import initialize
 from ...training.loop import MainLoop, new_timings
-from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
+from .common import (
+    add_data_dir_argument,
+    add_device_argument,
+    add_model_and_changes,
+    model_and_changes,
+)
 
 NAME = "train"
 HELP = (
@@ -57,7 +62,7 @@ def add_arguments(p):
         "exist yet); without it a new model is initialised",
     )
     add_data_dir_argument(p)
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    add_device_argument(p)
     p.add_argument(
         "--max-updates", type=int, help="stop (and save) after this many updates of this run"
     )

@@ -19,7 +19,7 @@ from ...search.translator import (
     write_nbest_then_commit,
 )
 from .. import sample as sampling_cli
-from .common import add_model_arguments, open_from_args, run_fingerprint
+from .common import add_model_arguments, add_progress_arguments, open_from_args, run_fingerprint
 
 NAME = "translate"
 HELP = (
@@ -60,15 +60,8 @@ def add_arguments(p):
         help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}); 1 runs the "
         "literal sample.py loop; every size gives identical output",
     )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted run from the lines already in TRANS.partial",
-    )
-    p.add_argument(
-        "--progress",
-        action="store_true",
-        help="show the progress line even when stderr is not a terminal",
+    add_progress_arguments(
+        p, resume="continue an interrupted run from the lines already in TRANS.partial"
     )
     sampling_cli.add_arguments(p)
 
