@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from parity_tests.support.cases import FIXTURES, assert_scores_match, case_dirs
+from parity_tests.support.command_lines import sample_py_args, score_py_args
 from parity_tests.support.inprocess import run_cli as cli
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -26,21 +27,8 @@ def _files(case):
 def test_translate_fixture_is_byte_identical(tmp_path):
     F = FIXTURES / "search"
     out = tmp_path / "trans.txt"
-    r = cli(
-        "translate",
-        "--beam-search",
-        "--beam-size",
-        10,
-        "--state",
-        F / "search_state.pkl",
-        "--source",
-        F / "test.en",
-        "--trans",
-        out,
-        "--batch-size",
-        1,
-        F / "search_model.npz",
-    )
+    state, model = F / "search_state.pkl", F / "search_model.npz"
+    r = cli(*sample_py_args(10, state, F / "test.en", out, model, "--batch-size", 1))
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == (F / "trans_beam10.txt").read_bytes()
     # sample.py's retry warnings name the sentence (line 36 needs beam 80)
@@ -55,34 +43,12 @@ def test_translate_fixture_is_byte_identical(tmp_path):
 @pytest.mark.parametrize("case", case_dirs(), ids=lambda p: p.name)
 def test_score_batch_reproduces_score_py(case):
     state, model = _files(case)
-    r = cli(
-        "score",
-        "--mode=batch",
-        "--src",
-        case / "test.en",
-        "--trg",
-        case / "test.fr",
-        "--allow-unk",
-        "--state",
-        state,
-        model,
-    )
+    r = cli(*score_py_args(state, model, case / "test.en", case / "test.fr"))
     assert r.returncode == 0, r.stderr
     assert_scores_match(r.stdout, (case / "scores_batch.txt").read_text())
     holdout = case / "scores_batch_holdout.txt"
     if holdout.exists() and (case / "holdout.en").exists():
-        r = cli(
-            "score",
-            "--mode=batch",
-            "--src",
-            case / "holdout.en",
-            "--trg",
-            case / "holdout.fr",
-            "--allow-unk",
-            "--state",
-            state,
-            model,
-        )
+        r = cli(*score_py_args(state, model, case / "holdout.en", case / "holdout.fr"))
         assert_scores_match(r.stdout, holdout.read_text())
 
 
@@ -91,19 +57,7 @@ def test_search_variant_crash_line_is_empty_and_run_goes_on(tmp_path, legacy_roo
     case = legacy_root / "search_variant"
     state, model = _files(case)
     out = tmp_path / "t.txt"
-    r = cli(
-        "translate",
-        "--beam-search",
-        "--beam-size",
-        1,
-        "--state",
-        state,
-        "--source",
-        case / "test.en",
-        "--trans",
-        out,
-        model,
-    )
+    r = cli(*sample_py_args(1, state, case / "test.en", out, model))
     assert r.returncode == 3, r.stderr
     lines = out.read_text(encoding="utf-8").split("\n")[:-1]
     recorded = (case / "trans_beam1.txt").read_text(encoding="utf-8").split("\n")[:-1]

@@ -19,11 +19,9 @@ import time
 import pytest
 import torch
 
-from parity_tests.support.cases import FIXTURES
+from parity_tests.support.command_lines import FX, score_args, translate_args
 from parity_tests.support.inprocess import interrupted_here, run_here
 
-FX = FIXTURES / "search"
-STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
 #: test.en lines the fixture model translates without doubling its beam (fast, steady)
 FAST_LINES = (1, 2, 3, 4, 5, 6, 18, 21, 22, 25)
@@ -104,19 +102,7 @@ def translate_case(tmp_path_factory):
         "".join(lines[i - 1] + "\n" for i in FAST_LINES) * (N_LINES // len(FAST_LINES)),
         encoding="utf-8",
     )
-    args = [
-        "translate",
-        "--state",
-        STATE,
-        MODEL,
-        "--beam-search",
-        "--beam-size",
-        5,
-        "--batch-size",
-        1,
-        "--source",
-        src,
-    ]
+    args = translate_args(src)
     return args, Reference(args, d / "ref.fr")
 
 
@@ -147,20 +133,7 @@ def test_score_batch_resume(tmp_path):
     src, trg = tmp_path / "big.en", tmp_path / "big.fr"
     src.write_bytes((FX / "test.en").read_bytes() * 15)  # 600 pairs, 75 batches
     trg.write_bytes((FX / "test.fr").read_bytes() * 15)
-    args = [
-        "score",
-        "--state",
-        STATE,
-        MODEL,
-        "bs=8",
-        "--mode",
-        "batch",
-        "--src",
-        src,
-        "--trg",
-        trg,
-        "--allow-unk",
-    ]
+    args = score_args("batch", src, trg, "--allow-unk", changes=["bs=8"])
     ref_path, out_path = tmp_path / "ref.scores", tmp_path / "out.scores"
     rc, _, err = interrupt_after(
         start(*args, "--scores", out_path),
@@ -197,23 +170,7 @@ def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
     from groundhog_port.search.translator import Translator
 
     rc, _, err = interrupted_here(
-        monkeypatch,
-        Translator,
-        "translate_seqs",
-        1,
-        "translate",
-        "--state",
-        STATE,
-        MODEL,
-        "--beam-search",
-        "--beam-size",
-        5,
-        "--batch-size",
-        1,
-        "--source",
-        src,
-        "--trans",
-        out,
+        monkeypatch, Translator, "translate_seqs", 1, *translate_args(src, "--trans", out)
     )
     assert rc == 130, err
     header = out.with_name("o.fr.partial.journal").read_text(encoding="utf-8").split("\n")[0]
@@ -238,25 +195,7 @@ def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
                 header + "\n" + journal, encoding="utf-8"
             )
             rc, stdout, err = run_cli_inprocess(
-                main,
-                [
-                    "--log-level",
-                    "WARNING",
-                    "translate",
-                    "--state",
-                    STATE,
-                    MODEL,
-                    "--beam-search",
-                    "--beam-size",
-                    5,
-                    "--batch-size",
-                    1,
-                    "--source",
-                    src,
-                    "--trans",
-                    out,
-                    "--resume",
-                ],
+                main, ["--log-level", "WARNING", *translate_args(src, "--trans", out, "--resume")]
             )
             assert rc == 0 and "Traceback" not in err, f"{name}: {err}"
             got = out.read_text(encoding="utf-8").split("\n")
@@ -298,18 +237,7 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     src = _lines_file(tmp_path / "a.en", FAST_LINES[:6])
     other = _lines_file(tmp_path / "b.en", FAST_LINES[4:10])
     out = tmp_path / "o.fr"
-    base = [
-        "translate",
-        "--state",
-        STATE,
-        MODEL,
-        "--beam-search",
-        "--batch-size",
-        1,
-        "--trans",
-        out,
-    ]
-    args = [*base, "--beam-size", 5, "--source", src]
+    args = translate_args(src, "--trans", out)
     rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 3, *args)
     assert rc == 130, err
     partial = out.with_name("o.fr.partial")
@@ -321,18 +249,10 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     assert rc == 2
     _one_error(err, "3 complete lines", "--resume")
     refusals = {
-        "source": [*base, "--beam-size", 5, "--source", other],
-        "beam_size 5 (now 6)": [*base, "--beam-size", 6, "--source", src],
-        "normalize False (now True)": [*base, "--beam-size", 5, "--source", src, "--normalize"],
-        "changes '' (now 'bs=4')": [
-            *base[:4],
-            "bs=4",
-            *base[4:],
-            "--beam-size",
-            5,
-            "--source",
-            src,
-        ],
+        "source": translate_args(other, "--trans", out),
+        "beam_size 5 (now 6)": translate_args(src, "--trans", out, beam=6),
+        "normalize False (now True)": translate_args(src, "--trans", out, "--normalize"),
+        "changes '' (now 'bs=4')": translate_args(src, "--trans", out, changes=["bs=4"]),
     }
     for what, argv in refusals.items():
         rc, _, err = run_here(*argv, "--resume")
@@ -344,9 +264,7 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
 
     rc, _, err = run_here(*args, "--resume")
     assert rc == 0, err
-    rc_ref, _, err_ref = run_here(
-        *base[:-1], tmp_path / "ref.fr", "--beam-size", 5, "--source", src
-    )
+    rc_ref, _, err_ref = run_here(*translate_args(src, "--trans", tmp_path / "ref.fr"))
     assert rc_ref == 0, err_ref
     assert out.read_bytes() == (tmp_path / "ref.fr").read_bytes()
 
@@ -361,20 +279,7 @@ def test_score_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     other = tmp_path / "o.fr"
     other.write_bytes((FX / "test.fr").read_bytes().replace(b" .", b" !", 1))
     out = tmp_path / "scores"
-    args = [
-        "score",
-        "--state",
-        STATE,
-        MODEL,
-        "bs=8",
-        "--mode",
-        "batch",
-        "--src",
-        src,
-        "--allow-unk",
-        "--scores",
-        out,
-    ]
+    args = score_args("batch", src, None, "--allow-unk", "--scores", out, changes=["bs=8"])
     rc, _, err = interrupted_here(monkeypatch, score, "score_batch", 2, *args, "--trg", trg)
     assert rc == 130, err
     assert out.with_name("scores.partial").read_bytes().count(b"\n") == 16
@@ -394,41 +299,14 @@ def test_failed_runs_leave_no_empty_partials(monkeypatch, tmp_path):
     src = _lines_file(tmp_path / "a.en", FAST_LINES[:2])
     out = tmp_path / "o.fr"
     out.write_text("finished\n")
-    args = [
-        "translate",
-        "--state",
-        STATE,
-        MODEL,
-        "--beam-search",
-        "--beam-size",
-        5,
-        "--batch-size",
-        1,
-        "--source",
-        src,
-        "--trans",
-        out,
-    ]
+    args = translate_args(src, "--trans", out)
     rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 0, *args)
     assert rc == 130, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.en", "o.fr"]
     unknown = tmp_path / "u.fr"
     unknown.write_text("zzzunknownword\n" * 40)
     scores = tmp_path / "sc"
-    rc, _, err = run_here(
-        "score",
-        "--state",
-        STATE,
-        MODEL,
-        "--mode",
-        "batch",
-        "--src",
-        FX / "test.en",
-        "--trg",
-        unknown,
-        "--scores",
-        scores,
-    )
+    rc, _, err = run_here(*score_args("batch", FX / "test.en", unknown, "--scores", scores))
     assert rc == 2, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.en", "o.fr", "u.fr"]
     assert out.read_text() == "finished\n"

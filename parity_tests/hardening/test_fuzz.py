@@ -29,6 +29,7 @@ import legacy_states
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.legacy import vocab
 from parity_tests.support import fuzzing as F
+from parity_tests.support.command_lines import score_args, translate_args
 
 FX = F.Fixtures()
 SETTINGS = dict(
@@ -236,18 +237,18 @@ def test_huge_declared_sizes(op, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # hypothesis over every loader
 # ---------------------------------------------------------------------------------------------
+def experiment_case(target, exp, label, data, **opts):
+    """The ``state`` or ``model`` case where ``data`` stands for that file of experiment
+    ``exp`` (its label begins with the experiment's name)."""
+    file = {"state": "state.pkl", "model": "model.npz"}[target]
+    return F.Case(target, f"{exp.name}: {label}", {file: data}, {"experiment": exp.name, **opts})
+
+
 @settings(max_examples=120, **SETTINGS)
 @given(exp=st.sampled_from(FX.experiments), mutation=byte_mutations)
 def test_state_bytes(exp, mutation):
     label, fn = mutation
-    check(
-        F.Case(
-            "state",
-            f"{exp.name}: {label}",
-            {"state.pkl": fn(FX.read(exp.state))},
-            {"experiment": exp.name},
-        )
-    )
+    check(experiment_case("state", exp, label, fn(FX.read(exp.state))))
 
 
 @settings(max_examples=120, **SETTINGS)
@@ -261,14 +262,7 @@ def test_state_values(exp, key, value, protocol, tmp_path_factory):
     state = legacy_states.safe_load_pickle(exp.state)
     marker = tmp_path_factory.getbasetemp() / "never" / F.MARKER_NAME
     data = F.state_with(state, key, value, protocol, marker)
-    check(
-        F.Case(
-            "state",
-            f"{exp.name}: state[{key!r}] = {value!r:.40}",
-            {"state.pkl": data},
-            {"experiment": exp.name},
-        )
-    )
+    check(experiment_case("state", exp, f"state[{key!r}] = {value!r:.40}", data))
     assert not marker.exists()
 
 
@@ -317,11 +311,8 @@ def test_vocab_entries(path, kind, edit, value, rnd):
 def test_model_bytes(exp, mutation, allow_nonfinite):
     label, fn = mutation
     check(
-        F.Case(
-            "model",
-            f"{exp.name}: {label}",
-            {"model.npz": fn(FX.read(exp.model))},
-            {"experiment": exp.name, "allow_nonfinite": allow_nonfinite},
+        experiment_case(
+            "model", exp, label, fn(FX.read(exp.model)), allow_nonfinite=allow_nonfinite
         )
     )
 
@@ -340,11 +331,8 @@ def test_model_arrays(exp, edit, lenient, allow_nonfinite, rnd, tmp_path_factory
     marker = tmp_path_factory.getbasetemp() / "never" / F.MARKER_NAME
     data = F.npz_edit(arrays, edit, name, rnd, marker)
     result = check(
-        F.Case(
-            "model",
-            f"{exp.name}: {edit} {name}",
-            {"model.npz": data},
-            {"experiment": exp.name, "lenient": lenient, "allow_nonfinite": allow_nonfinite},
+        experiment_case(
+            "model", exp, f"{edit} {name}", data, lenient=lenient, allow_nonfinite=allow_nonfinite
         )
     )
     assert not marker.exists()
@@ -454,34 +442,21 @@ def _cli_cases(tmp):
         p.write_bytes(data)
         return p
 
-    d["translate: state runs os.system"] = [
-        "translate",
-        "--state",
-        put("evil_state.pkl", payloads["nested in a dict (p2)"]),
-        model,
-        "--beam-search",
-        "--beam-size",
-        "5",
-        "--batch-size",
-        "1",
-        "--source",
+    d["translate: state runs os.system"] = translate_args(
         fx / "test.en",
         "--trans",
         tmp / "t1.txt",
-    ]
-    d["score: truncated model"] = [
-        "score",
-        "--state",
-        state,
-        put("cut_model.npz", FX.read(model)[:50_000]),
-        "--mode",
+        state=put("evil_state.pkl", payloads["nested in a dict (p2)"]),
+        model=model,
+    )
+    d["score: truncated model"] = score_args(
         "batch",
-        "--src",
         fx / "test.en",
-        "--trg",
         fx / "test.fr",
         "--allow-unk",
-    ]
+        state=state,
+        model=put("cut_model.npz", FX.read(model)[:50_000]),
+    )
     d["inspect: vocabulary runs eval"] = [
         "inspect",
         "--state",
@@ -491,18 +466,9 @@ def _cli_cases(tmp):
     ]
     if FX.has_bitexts:
         a, b = FX.bitext_pairs[0]
-        d["score: truncated .h5 bitext"] = [
-            "score",
-            "--state",
-            state,
-            model,
-            "--mode",
-            "batch",
-            "--src",
-            put("cut.en.h5", FX.read(a)[:100_000]),
-            "--trg",
-            b,
-        ]
+        d["score: truncated .h5 bitext"] = score_args(
+            "batch", put("cut.en.h5", FX.read(a)[:100_000]), b, state=state, model=model
+        )
     return d
 
 

@@ -20,11 +20,9 @@ import numpy as np
 import pytest
 
 from groundhog_port.cli.main import COMMANDS, main
-from parity_tests.support.cases import FIXTURES
+from parity_tests.support.command_lines import FX, MODEL, STATE, score_args, translate_args
 from parity_tests.support.fuzzing import run_cli_inprocess
 
-FX = FIXTURES / "search"
-STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
 #: sentences of test.en the fixture model translates at once (no beam doubling)
 FAST = ["he is expensive .", "these gardens love the trains .", "he wants my friend ."]
@@ -40,39 +38,11 @@ def cli(*argv):
 
 
 def translate(src, out, *extra):
-    return cli(
-        "translate",
-        "--state",
-        STATE,
-        MODEL,
-        "--beam-search",
-        "--beam-size",
-        5,
-        "--batch-size",
-        1,
-        "--source",
-        src,
-        "--trans",
-        out,
-        *extra,
-    )
+    return cli(*translate_args(src, "--trans", out, *extra))
 
 
 def score(mode, src, trg, *extra):
-    return cli(
-        "score",
-        "--state",
-        STATE,
-        MODEL,
-        "--mode",
-        mode,
-        "--src",
-        src,
-        "--trg",
-        trg,
-        "--allow-unk",
-        *extra,
-    )
+    return cli(*score_args(mode, src, trg, "--allow-unk", *extra))
 
 
 def one_error_line(err):
@@ -195,38 +165,8 @@ def test_very_long_lines_bounded_memory(tmp_path):
     trg = write(tmp_path / "long.fr", f"il est cher .\n{long_trg}\n")
     short = write(tmp_path / "long400.en", " ".join(rng.choice(words, 400)) + "\n")
     runs = {
-        "score": _measured(
-            [
-                "score",
-                "--state",
-                STATE,
-                MODEL,
-                "--mode",
-                "batch",
-                "--src",
-                src,
-                "--trg",
-                trg,
-                "--allow-unk",
-            ]
-        ),
-        "translate": _measured(
-            [
-                "translate",
-                "--state",
-                STATE,
-                MODEL,
-                "--beam-search",
-                "--beam-size",
-                1,
-                "--batch-size",
-                1,
-                "--source",
-                short,
-                "--trans",
-                tmp_path / "t.fr",
-            ]
-        ),
+        "score": _measured(score_args("batch", src, trg, "--allow-unk")),
+        "translate": _measured(translate_args(short, "--trans", tmp_path / "t.fr", beam=1)),
     }
     for name, p in runs.items():
         out, err = p.communicate(timeout=300)
@@ -332,23 +272,9 @@ def test_translate_and_score_refuse_nonfinite_unless_allowed(nan_model, tmp_path
     src = write(tmp_path / "s.en", f"{FAST[0]}\n")
     trg = write(tmp_path / "s.fr", "il est cher .\n")
     for rc, out, err in (
-        cli(
-            "translate",
-            "--state",
-            STATE,
-            nan_model,
-            "--beam-search",
-            "--beam-size",
-            5,
-            "--batch-size",
-            1,
-            "--source",
-            src,
-            "--trans",
-            tmp_path / "o.fr",
-        ),
-        cli("score", "--state", STATE, nan_model, "--mode", "batch", "--src", src, "--trg", trg),
-        cli("score", "--state", STATE, nan_model, "--mode", "txt", "--src", src, "--trg", trg),
+        cli(*translate_args(src, "--trans", tmp_path / "o.fr", model=nan_model)),
+        cli(*score_args("batch", src, trg, model=nan_model)),
+        cli(*score_args("txt", src, trg, model=nan_model)),
     ):
         assert rc == 2 and out == ""
         line = one_error_line(err)
@@ -358,36 +284,11 @@ def test_translate_and_score_refuse_nonfinite_unless_allowed(nan_model, tmp_path
     # allowed: runs to the end (NaN costs: nothing finishes, empty lines, as the original
     # would compute), no traceback
     rc, out, err = cli(
-        "translate",
-        "--state",
-        STATE,
-        nan_model,
-        "--beam-search",
-        "--beam-size",
-        5,
-        "--batch-size",
-        1,
-        "--source",
-        src,
-        "--trans",
-        tmp_path / "o.fr",
-        "--allow-nonfinite",
+        *translate_args(src, "--trans", tmp_path / "o.fr", "--allow-nonfinite", model=nan_model)
     )
     assert rc in (0, 3), err
     assert (tmp_path / "o.fr").exists()
-    rc, out, err = cli(
-        "score",
-        "--state",
-        STATE,
-        nan_model,
-        "--mode",
-        "batch",
-        "--src",
-        src,
-        "--trg",
-        trg,
-        "--allow-nonfinite",
-    )
+    rc, out, err = cli(*score_args("batch", src, trg, "--allow-nonfinite", model=nan_model))
     assert rc == 0 and out.strip() == "nan"
 
 
@@ -425,65 +326,13 @@ def _bad_invocations(tmp):
         "inspect: missing state": ["inspect", "--state", missing],
         "inspect: state is a directory": ["inspect", "--state", directory, MODEL],
         "inspect: model is garbage": ["inspect", "--state", STATE, garbage],
-        "score: missing model": [
-            "score",
-            "--state",
-            STATE,
-            missing,
-            "--mode",
-            "batch",
-            "--src",
-            src,
-            "--trg",
-            src,
-        ],
-        "score: missing source": [
-            "score",
-            "--state",
-            STATE,
-            MODEL,
-            "--mode",
-            "txt",
-            "--src",
-            missing,
-            "--trg",
-            src,
-        ],
-        "score: --src without --trg": [
-            "score",
-            "--state",
-            STATE,
-            MODEL,
-            "--mode",
-            "batch",
-            "--src",
-            src,
-        ],
-        "score: --resume without --scores": [
-            "score",
-            "--state",
-            STATE,
-            MODEL,
-            "--mode",
-            "batch",
-            "--src",
-            src,
-            "--trg",
-            src,
-            "--resume",
-        ],
-        "score: garbage .h5": [
-            "score",
-            "--state",
-            STATE,
-            MODEL,
-            "--mode",
-            "batch",
-            "--src",
-            write(tmp / "g.en.h5", b"junk"),
-            "--trg",
-            write(tmp / "g.fr.h5", b"junk"),
-        ],
+        "score: missing model": score_args("batch", src, src, model=missing),
+        "score: missing source": score_args("txt", missing, src),
+        "score: --src without --trg": score_args("batch", src, None),
+        "score: --resume without --scores": score_args("batch", src, src, "--resume"),
+        "score: garbage .h5": score_args(
+            "batch", write(tmp / "g.en.h5", b"junk"), write(tmp / "g.fr.h5", b"junk")
+        ),
         "translate: sampling without --n-samples": [
             "translate",
             "--state",
@@ -494,74 +343,19 @@ def _bad_invocations(tmp):
             "--trans",
             tmp / "o",
         ],
-        "translate: --beam-size 0": [
-            "translate",
-            "--state",
-            STATE,
-            MODEL,
-            "--beam-search",
-            "--beam-size",
-            0,
-            "--source",
-            src,
-            "--trans",
-            tmp / "o",
-        ],
-        "translate: output directory missing": [
-            "translate",
-            "--state",
-            STATE,
-            MODEL,
-            "--beam-search",
-            "--beam-size",
-            5,
-            "--source",
-            src,
-            "--trans",
-            missing / "o.txt",
-        ],
-        "translate: state is garbage": [
-            "translate",
-            "--state",
-            garbage,
-            MODEL,
-            "--beam-search",
-            "--beam-size",
-            5,
-            "--source",
-            src,
-            "--trans",
-            tmp / "o",
-        ],
-        "translate: bad changes": [
-            "translate",
-            "--state",
-            STATE,
-            MODEL,
-            "dim=__import__('os')",
-            "--beam-search",
-            "--beam-size",
-            5,
-            "--source",
-            src,
-            "--trans",
-            tmp / "o",
-        ],
-        "translate: --device cuda:7": [
-            "translate",
-            "--state",
-            STATE,
-            MODEL,
-            "--device",
-            "cuda:7",
-            "--beam-search",
-            "--beam-size",
-            5,
-            "--source",
-            src,
-            "--trans",
-            tmp / "o",
-        ],
+        "translate: --beam-size 0": translate_args(src, "--trans", tmp / "o", beam=0, batch=None),
+        "translate: output directory missing": translate_args(
+            src, "--trans", missing / "o.txt", batch=None
+        ),
+        "translate: state is garbage": translate_args(
+            src, "--trans", tmp / "o", batch=None, state=garbage
+        ),
+        "translate: bad changes": translate_args(
+            src, "--trans", tmp / "o", batch=None, changes=["dim=__import__('os')"]
+        ),
+        "translate: --device cuda:7": translate_args(
+            src, "--trans", tmp / "o", "--device", "cuda:7", batch=None
+        ),
         "bleu: missing hypothesis": ["bleu", "--hyp", missing, "--ref", src],
         "bleu: different lengths": ["bleu", "--hyp", src, "--ref", write(tmp / "two", "a\nb\n")],
         "reproduce: missing case": ["reproduce", "--case", missing],
@@ -606,20 +400,7 @@ def test_inspect_json_with_values_json_cannot_hold(tmp_path):
 def test_output_path_is_a_directory(tmp_path):
     src = write(tmp_path / "s.en", f"{FAST[0]}\n")
     for argv in (["--trans", tmp_path], ["--trans", tmp_path / "o.fr", "--n-best", tmp_path]):
-        rc, _, err = cli(
-            "translate",
-            "--state",
-            STATE,
-            MODEL,
-            "--beam-search",
-            "--beam-size",
-            5,
-            "--batch-size",
-            1,
-            "--source",
-            src,
-            *argv,
-        )
+        rc, _, err = cli(*translate_args(src, *argv))
         assert rc == 2 and "is a directory" in one_error_line(err)
     rc, _, err = score(
         "batch", src, write(tmp_path / "t.fr", "il est cher .\n"), "--scores", tmp_path

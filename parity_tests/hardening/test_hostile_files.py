@@ -27,10 +27,9 @@ from groundhog_port import budget
 from groundhog_port.errors import LegacyInputError
 from legacy_states import safe_load_pickle
 from parity_tests.support import fuzzing as F
-from parity_tests.support.cases import FIXTURES, LEGACY_ROOT
+from parity_tests.support.cases import LEGACY_ROOT
+from parity_tests.support.command_lines import FX, MODEL, STATE, score_args, translate_args
 
-FX = FIXTURES / "search"
-STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
 DATA = LEGACY_ROOT / "data"
 ENV = {k: v for k, v in os.environ.items() if k != budget.ENV}
 ENV.update(OMP_NUM_THREADS="1", PYTHONUTF8="1")
@@ -115,17 +114,7 @@ def baseline():
         with open(src, "w") as f:
             f.write("he is expensive .\n")
         run = run_capped(
-            "translate",
-            "--state",
-            STATE,
-            MODEL,
-            "--beam-search",
-            "--beam-size",
-            2,
-            "--source",
-            src,
-            "--trans",
-            os.path.join(d, "out.fr"),
+            *translate_args(src, "--trans", os.path.join(d, "out.fr"), beam=2, batch=None)
         )
     assert run.rc == 0, run.err
     return run.peak_mib
@@ -154,18 +143,9 @@ def write(path, data):
 def translate_with(tmp_path, changes="", model=MODEL):
     src = write(tmp_path / "src.en", b"he is expensive .\n")
     return run_capped(
-        "translate",
-        "--state",
-        STATE,
-        model,
-        changes,
-        "--beam-search",
-        "--beam-size",
-        2,
-        "--source",
-        src,
-        "--trans",
-        tmp_path / "out.fr",
+        *translate_args(
+            src, "--trans", tmp_path / "out.fr", beam=2, batch=None, model=model, changes=[changes]
+        )
     )
 
 
@@ -409,19 +389,7 @@ def test_h5_uint8_phrases_declaring_3e8_through_score(tmp_path, baseline):
     src = tmp_path / "src.h5"
     F.h5_declared_size_lie(src, 300_000_000)
     run = run_capped(
-        "score",
-        "--state",
-        STATE,
-        MODEL,
-        "--mode",
-        "batch",
-        "--src",
-        src,
-        "--trg",
-        src,
-        "--allow-unk",
-        "--scores",
-        tmp_path / "scores.txt",
+        *score_args("batch", src, src, "--allow-unk", "--scores", tmp_path / "scores.txt")
     )
     assert_refused(run, baseline, src, "'/phrases'", "deflate's 1100:1")
 

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +23,10 @@ import pytest
 
 from groundhog_port import outputs
 from groundhog_port.errors import LegacyInputError
-from parity_tests.support.cases import FIXTURES, LEGACY_ROOT
+from parity_tests.support.cases import LEGACY_ROOT
+from parity_tests.support.command_lines import FX, MODEL, STATE, score_args, translate_args
 from parity_tests.support.inprocess import journal_header, run_cli
 
-FX = FIXTURES / "search"
-STATE, MODEL = FX / "search_state.pkl", FX / "search_model.npz"
 REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
 BITEXT = LEGACY_ROOT / "data" / "binarized_text.shuffled.en.h5"
@@ -286,17 +286,7 @@ def test_translate_on_a_full_disk_then_resume(tmp_path):
     """``--trans`` and ``--n-best`` past ``ulimit -f``: exit 2, one line, nothing renamed
     into place, partial and journal kept; ``--resume`` (limit lifted) finishes the job with
     the bytes of an uninterrupted run."""
-    args = [
-        "translate",
-        "--state",
-        STATE,
-        MODEL,
-        "--beam-search",
-        "--beam-size",
-        3,
-        "--source",
-        _src(tmp_path),
-    ]
+    args = _translate_args(_src(tmp_path))
     ref = tmp_path / "ref"
     ref.mkdir()
     rc, ref_out, err = _run_here(*args, "--trans", ref / "t", "--n-best", ref / "n")
@@ -348,21 +338,9 @@ def test_n_best_on_a_full_tmpfs_then_resume(tiny_tmpfs, tmp_path):
     """The translations fit, the n-best list does not (ENOSPC): the translations are not
     renamed into place either, and ``--resume`` after space is freed writes both."""
     d, grow = tiny_tmpfs
-    args = [
-        "translate",
-        "--state",
-        STATE,
-        MODEL,
-        "--beam-search",
-        "--beam-size",
-        10,
-        "--source",
-        _src(tmp_path, 12),
-        "--trans",
-        tmp_path / "t",
-        "--n-best",
-        d / "n",
-    ]
+    args = _translate_args(
+        _src(tmp_path, 12), "--trans", tmp_path / "t", "--n-best", d / "n", beam=10
+    )
     rc, _, err = _run_here(*args)
     assert rc == 2
     _one_error_line(err, "No space left on device", "--resume", "t.partial")
@@ -375,20 +353,7 @@ def test_n_best_on_a_full_tmpfs_then_resume(tiny_tmpfs, tmp_path):
 
 
 def test_score_on_a_full_disk_then_resume(tmp_path):
-    args = [
-        "score",
-        "--state",
-        STATE,
-        MODEL,
-        "bs=4",
-        "--mode",
-        "batch",
-        "--allow-unk",
-        "--src",
-        FX / "test.en",
-        "--trg",
-        FX / "test.fr",
-    ]
+    args = score_args("batch", FX / "test.en", FX / "test.fr", "--allow-unk", changes=["bs=4"])
     rc, _, err = _run_here(*args, "--scores", tmp_path / "ref")
     assert rc == 0, err
     out = tmp_path / "s"
@@ -410,19 +375,7 @@ def test_plots_on_a_full_disk(tmp_path):
     for name, path in (("test.en", src), ("test.fr", trg)):
         path.write_bytes(b"".join((FX / name).read_bytes().splitlines(True)[:2]))
     rc, _, err = _run(
-        "score",
-        "--state",
-        STATE,
-        MODEL,
-        "--mode",
-        "txt",
-        "--allow-unk",
-        "--src",
-        src,
-        "--trg",
-        trg,
-        "--plot-alignment",
-        tmp_path / "plots",
+        *score_args("txt", src, trg, "--allow-unk", "--plot-alignment", tmp_path / "plots"),
         limit=2000,
     )
     assert rc == 2
@@ -434,14 +387,27 @@ def test_second_process_on_the_same_output_is_refused(tmp_path):
     """A process holds the lock on ``F.partial`` (as a running translate does): a second
     command pointed at ``F`` refuses at once and leaves the first one's file alone."""
     out = tmp_path / "t"
+    with _held_by_another_process("j = outputs.Journal(sys.argv[1]); j.append('first', '{}')", out):
+        for resume in ([], ["--resume"]):
+            rc, _, err = _run_here(
+                *_translate_args(_src(tmp_path, 1), "--trans", out, *resume, beam=2)
+            )
+            assert rc == 2
+            _one_error_line(err, "another process is writing it")
+        assert (tmp_path / "t.partial").read_text() == "first\n"
+
+
+@contextmanager
+def _held_by_another_process(code, path):
+    """A second process runs ``code`` (``sys`` and ``outputs`` imported, ``sys.argv[1]`` is
+    ``path``: it takes the lock of a running command) and holds on until the block ends."""
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys; from groundhog_port import outputs; "
-            "j = outputs.Journal(sys.argv[1]); j.append('first', '{}'); print('ready', flush=True); "
+            f"import sys; from groundhog_port import outputs; {code}; print('ready', flush=True); "
             "sys.stdin.read()",
-            str(out),
+            str(path),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -451,24 +417,7 @@ def test_second_process_on_the_same_output_is_refused(tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "ready"
-        for resume in ([], ["--resume"]):
-            rc, _, err = _run_here(
-                "translate",
-                "--state",
-                STATE,
-                MODEL,
-                "--beam-search",
-                "--beam-size",
-                2,
-                "--source",
-                _src(tmp_path, 1),
-                "--trans",
-                out,
-                *resume,
-            )
-            assert rc == 2
-            _one_error_line(err, "another process is writing it")
-        assert (tmp_path / "t.partial").read_text() == "first\n"
+        yield
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
@@ -507,49 +456,11 @@ def test_read_only_target(read_only_dir, tmp_path):
     naming the file, nothing written (a read-only target fails before any work is done)."""
     src = _src(tmp_path, 2)
     for argv in (
-        [
-            "translate",
-            "--state",
-            STATE,
-            MODEL,
-            "--beam-search",
-            "--beam-size",
-            2,
-            "--source",
-            src,
-            "--trans",
-            read_only_dir / "t",
-        ],
-        [
-            "translate",
-            "--state",
-            STATE,
-            MODEL,
-            "--beam-search",
-            "--beam-size",
-            2,
-            "--source",
-            src,
-            "--trans",
-            tmp_path / "t",
-            "--n-best",
-            read_only_dir / "n",
-        ],
-        [
-            "score",
-            "--state",
-            STATE,
-            MODEL,
-            "--mode",
-            "batch",
-            "--allow-unk",
-            "--src",
-            FX / "test.en",
-            "--trg",
-            FX / "test.fr",
-            "--scores",
-            read_only_dir / "s",
-        ],
+        _translate_args(src, "--trans", read_only_dir / "t", beam=2),
+        _translate_args(src, "--trans", tmp_path / "t", "--n-best", read_only_dir / "n", beam=2),
+        score_args(
+            "batch", FX / "test.en", FX / "test.fr", "--allow-unk", "--scores", read_only_dir / "s"
+        ),
     ):
         rc, _, err = _run_here(*argv)
         assert rc == 2, err
@@ -600,48 +511,20 @@ def test_training_into_a_read_only_folder(read_only_dir):
 def test_second_training_run_on_the_same_prefix_is_refused(tmp_path):
     """A run holds ``<prefix>train.lock`` (here a process standing in for it): a second
     ``train`` on the prefix refuses at once, before loading anything."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from groundhog_port import outputs; "
-            "l = outputs.run_lock(sys.argv[1], 'busy'); l.__enter__(); print('ready', flush=True); "
-            "sys.stdin.read()",
-            str(tmp_path / "s_train.lock"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=ENV,
-        cwd=REPO,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "ready"
+    lock = tmp_path / "s_train.lock"
+    with _held_by_another_process("l = outputs.run_lock(sys.argv[1], 'busy'); l.__enter__()", lock):
         rc, _, err = _run_here(*TRAIN, f"prefix='{tmp_path}/s_'", "--max-updates", 1)
         assert rc == 2
         _one_error_line(err, "another training run is writing", "s_train.lock")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["s_train.lock"]
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=60)
 
 
-def test_a_few_interruptions():
-    """tools/interrupt.py, 2 trials (the figures of the long runs are in docs/hardening.md),
-    both at once (``--jobs 2``)."""
+def _two_interruption_trials(commands, seed):
+    """``tools/interrupt.py --trials 2 --commands COMMANDS --seed SEED``, both trials at once
+    (``--jobs 2``): every trial passes."""
+    argv = ["--trials", "2", "--commands", commands, "--seed", str(seed), "--jobs", "2"]
     p = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "tools" / "interrupt.py"),
-            "--trials",
-            "2",
-            "--commands",
-            "translate,score",
-            "--seed",
-            "17",
-            "--jobs",
-            "2",
-        ],
+        [sys.executable, str(REPO / "tools" / "interrupt.py"), *argv],
         capture_output=True,
         text=True,
         env=ENV,
@@ -649,32 +532,19 @@ def test_a_few_interruptions():
     )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "2 trials" in p.stdout
+
+
+def test_a_few_interruptions():
+    """tools/interrupt.py, 2 trials (the figures of the long runs are in docs/hardening.md),
+    both at once (``--jobs 2``)."""
+    _two_interruption_trials("translate,score", 17)
 
 
 @pytest.mark.skipif(not BITEXT.is_file(), reason=f"no .h5 corpus at {BITEXT}")
 def test_a_few_training_interruptions():
     """tools/interrupt.py on ``train``: the checkpoint on disk is always one whole checkpoint
     (the uninterrupted run's model of its update), and running again finishes the run."""
-    p = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "tools" / "interrupt.py"),
-            "--trials",
-            "2",
-            "--commands",
-            "train",
-            "--seed",
-            "3",
-            "--jobs",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=900,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "2 trials" in p.stdout
+    _two_interruption_trials("train", 3)
 
 
 def test_checkpoint_style_binary_output(tmp_path):
@@ -694,18 +564,9 @@ def test_checkpoint_style_binary_output(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def _translate_args(src, beam=3):
-    return [
-        "translate",
-        "--state",
-        STATE,
-        MODEL,
-        "--beam-search",
-        "--beam-size",
-        beam,
-        "--source",
-        src,
-    ]
+def _translate_args(src, *extra, beam=3):
+    """The beam search of these tests: beam 3 unless told, the default batch size."""
+    return translate_args(src, *extra, beam=beam, batch=None)
 
 
 @pytest.fixture(scope="module")
@@ -846,20 +707,7 @@ def test_outputs_that_would_destroy_something_are_refused(reference_trans, tmp_p
         assert rc == 2, err
         _one_error_line(err, *words)
         assert "another process" not in err
-    rc, _, err = _run_here(
-        "score",
-        "--state",
-        STATE,
-        MODEL,
-        "--mode",
-        "batch",
-        "--src",
-        src,
-        "--trg",
-        src,
-        "--scores",
-        src,
-    )
+    rc, _, err = _run_here(*score_args("batch", src, src, "--scores", src))
     assert rc == 2
     _one_error_line(err, "--src input")
     assert src.read_bytes() == kept

@@ -69,6 +69,7 @@ from groundhog_port.errors import (
     MAX_PROBLEM,
     LegacyInputError,
 )
+from parity_tests.support.command_lines import score_args, translate_args
 
 #: a payload that runs creates this file in the case directory
 MARKER_NAME = "EXECUTED"
@@ -1835,38 +1836,27 @@ def _gen_cli(rng, fx, marker, workdir):
         )
     elif command == "score":
         mode = rng.choice(["batch", "txt"])
-        argv = [
-            "score",
-            "--state",
-            "@state.pkl",
-            "@model.npz",
-            "--mode",
+        argv = score_args(
             mode,
-            "--src",
             "@source.txt",
-            "--trg",
             "@target.txt",
             "--allow-unk",
-        ]
+            state="@state.pkl",
+            model="@model.npz",
+        )
         if mode == "batch" and rng.random() < 0.5:
             argv += ["--scores", "@scores.txt"]
             files["scores.txt"] = b""
     else:
-        argv = [
-            "translate",
-            "--state",
-            "@state.pkl",
-            "@model.npz",
-            "--beam-search",
-            "--beam-size",
-            "5",
-            "--batch-size",
-            "1",
-            "--source",
+        argv = translate_args(
             "@source.txt",
             "--trans",
             "@trans.txt",
-        ]
+            beam="5",
+            batch="1",
+            state="@state.pkl",
+            model="@model.npz",
+        )
         files["trans.txt"] = b""
     argv = ["--log-level", "ERROR"] + argv
     return Case("cli", f"{command} with broken {what}", files, {"argv": argv})

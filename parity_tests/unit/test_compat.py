@@ -24,6 +24,7 @@ from groundhog_port.legacy import compat
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.legacy.preprocess.py2pickle import dumps
 from parity_tests.support.cases import LEGACY_ROOT, assert_scores_match
+from parity_tests.support.command_lines import sample_py_args, score_py_args
 
 
 def cli(capsys, *args):
@@ -113,35 +114,10 @@ def test_old_vintage_loads_as_its_converted_form(tmp_path, caplog, case, old_sta
 def test_old_vintage_scores_and_translations_are_unchanged(tmp_path, capsys, one_thread, case):
     src, dst = old_case(tmp_path, case, old_state=case == "encdec_variant")
     state, model = dst / f"{case}_state.pkl", dst / f"{case}_model.npz"
-    r = cli(
-        capsys,
-        "translate",
-        "--beam-search",
-        "--beam-size",
-        5,
-        "--state",
-        state,
-        "--source",
-        dst / "test.en",
-        "--trans",
-        tmp_path / "t.txt",
-        model,
-    )
+    r = cli(capsys, *sample_py_args(5, state, dst / "test.en", tmp_path / "t.txt", model))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "t.txt").read_bytes() == (src / "trans_beam5.txt").read_bytes()
-    r = cli(
-        capsys,
-        "score",
-        "--mode=batch",
-        "--src",
-        dst / "test.en",
-        "--trg",
-        dst / "test.fr",
-        "--allow-unk",
-        "--state",
-        state,
-        model,
-    )
+    r = cli(capsys, *score_py_args(state, model, dst / "test.en", dst / "test.fr"))
     assert r.returncode == 0, r.stderr
     assert_scores_match(r.stdout, (src / "scores_batch.txt").read_text())
 
