@@ -87,14 +87,10 @@ def main(argv=None):
     if args.sigterm is not None:
         if not args.state:
             p.error("--sigterm needs --state STATE MODEL")
-        r, s, t, b = (int(x) for x in args.heavy.replace("@", "x").split("x"))
         report = loadtest.sigterm_under_load(
             ["--state", args.state, args.model or "", *shlex.split(args.serve_args)],
             sentences,
-            r,
-            s,
-            t,
-            b,
+            loadtest.Heavy.parse(args.heavy),
             args.sigterm,
         )
         print(
@@ -140,9 +136,12 @@ def main(argv=None):
     try:
         loadtest.check_loopback(url)
         if args.fairness:
-            r, s, t, b = (int(x) for x in args.heavy.replace("@", "x").split("x"))
             report = loadtest.fairness(
-                url, sentences, r, s, t, b, args.light, deadline_s=args.deadline
+                url,
+                sentences,
+                loadtest.Heavy.parse(args.heavy),
+                loadtest.Light(requests=args.light),
+                deadline_s=args.deadline,
             )
         else:
             report = loadtest.run(

@@ -6,8 +6,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote_plus, unquote
 
@@ -339,35 +337,16 @@ def test_load_test_small(server):
 
 
 def test_serve_command_starts_answers_and_stops_on_sigterm():
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "groundhog_port",
-            "serve",
-            "--state",
-            str(STATE),
-            str(MODEL),
-            "--port",
-            "0",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
-        assert "listening on http://127.0.0.1:" in line, proc.stderr.read()
-        url = line.split("listening on ")[1].split()[0]
-        status, _, body = request(url, "GET", f"/?source={quote_plus(RAW_EN[2])}")
-        assert status == 200
-        assert unquote(body.decode()).split("\n")[0] == MosesText().detokenize(TRANS10[2])
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with loadtest.serve_process(["--state", STATE, MODEL], env, cwd=REPO) as (proc, url):
+        assert url.startswith("http://127.0.0.1:"), url
+        try:
+            status, _, body = request(url, "GET", f"/?source={quote_plus(RAW_EN[2])}")
+            assert status == 200
+            assert unquote(body.decode()).split("\n")[0] == MosesText().detokenize(TRANS10[2])
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     log = [l for l in err.splitlines() if "groundhog_port.serve:" in l]
     assert any('"GET /?source=' in l and " 200 " in l and "ms" in l and "src=" in l for l in log)

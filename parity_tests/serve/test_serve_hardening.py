@@ -10,10 +10,7 @@ this machine's loopback, so a test connects from 127.0.0.2 and 127.0.0.3 to be t
 import json
 import logging
 import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 
@@ -49,11 +46,8 @@ def test_a_heavy_client_cannot_starve_a_light_one():
         r = loadtest.fairness(
             server.url,
             TEST_EN,
-            heavy_requests=4,
-            heavy_sentences_n=6,
-            heavy_tokens=100,
-            heavy_beam=50,
-            light_requests=50,
+            heavy=loadtest.Heavy(requests=4, sentences=6, tokens=100, beam=50),
+            light=loadtest.Light(requests=50),
             heavy_from=HEAVY,
             light_from=LIGHT,
             start_after_s=0.5,
@@ -268,68 +262,23 @@ def test_sigterm_under_load_exits_0_within_the_bound():
     (1 s here) between two steps, every client gets an answer, and the process exits 0
     well within 10 s (it ended in SIGABRT, "terminate called without an active exception",
     after 30 s: torch work still running in a daemon thread at exit)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "groundhog_port",
-            "serve",
-            "--state",
-            str(STATE),
-            str(MODEL),
-            "--port",
-            "0",
-            "--drain",
-            "1",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    answers = []
-    try:
-        line = proc.stdout.readline()
-        assert "listening on http://127.0.0.1:" in line, proc.stderr.read()
-        url = line.split("listening on ")[1].split()[0]
-        heavy = {
-            # 32 sentences (the default per-request limit): 8 finished within the 1.5 s of
-            # waiting on a quiet machine, so no 503 was left to see
-            "texts": loadtest.heavy_sentences(TEST_EN, 32, 100),
-            "tokenized": True,
-            "beam_size": 50,
-        }
-
-        def one():
-            try:
-                answers.append(
-                    request(
-                        url,
-                        "POST",
-                        "/translate",
-                        heavy,
-                        {"Content-Type": "application/json"},
-                        timeout=60,
-                    )[0]
-                )
-            except OSError as err:
-                answers.append(type(err).__name__)
-
-        threads = [threading.Thread(target=one) for _ in range(3)]
-        for t in threads:
-            t.start()
-        time.sleep(1.5)  # decoding has begun
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        took = time.monotonic() - t0
-        for t in threads:
-            t.join(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    argv = ["--state", STATE, MODEL, "--drain", "1"]
+    with loadtest.serve_process(argv, env, cwd=REPO) as (proc, url):
+        assert url.startswith("http://127.0.0.1:"), url
+        # 32 sentences (the default per-request limit): 8 finished within the 1.5 s of
+        # waiting on a quiet machine, so no 503 was left to see
+        heavy = loadtest.Heavy(requests=3, sentences=32, tokens=100, beam=50)
+        payload = heavy.payload(TEST_EN)
+        answers, took, err = loadtest.sigterm_during(
+            proc,
+            lambda: request(
+                url, "POST", "/translate", payload, {"Content-Type": "application/json"}, timeout=60
+            )[0],
+            heavy.requests,
+            1.5,  # decoding has begun
+            timeout=60,
+        )
     assert proc.returncode == 0, err[-2000:]
     assert took < 10, took
     assert "terminate called" not in err and "Traceback" not in err

@@ -11,9 +11,15 @@ latency percentiles and the server's batching counters (from ``/health``).
 import http.client
 import ipaddress
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from urllib.parse import quote_plus, unquote, urlsplit
 
 import numpy as np
@@ -192,34 +198,58 @@ def heavy_sentences(sentences, n, tokens):
     return out
 
 
+@dataclass(frozen=True)
+class Heavy:
+    """The heavy load of issue 25's scenarios: ``requests`` JSON requests sent at once, each
+    of ``sentences`` sentences of ``tokens`` tokens, at beam ``beam`` (``--heavy RxSxT@B``
+    of tools/load_test.py)."""
+
+    requests: int
+    sentences: int
+    tokens: int
+    beam: int
+
+    @classmethod
+    def parse(cls, text):
+        """``"RxSxT@B"`` -> ``Heavy(R, S, T, B)``."""
+        return cls(*(int(x) for x in text.replace("@", "x").split("x")))
+
+    def payload(self, sentences, **more):
+        """The JSON body of one heavy request, cut from the tokenized ``sentences``."""
+        texts = heavy_sentences(sentences, self.sentences, self.tokens)
+        return {"texts": texts, "tokenized": True, "beam_size": self.beam, **more}
+
+
+@dataclass(frozen=True)
+class Light:
+    """The light client of the fairness scenario: at most ``requests`` requests of one
+    ``words``-word sentence, one after the other with ``gap_s`` seconds between them."""
+
+    requests: int = 10
+    words: int = 5
+    gap_s: float = 0.25
+
+
 def fairness(
     url,
     sentences,
-    heavy_requests=9,
-    heavy_sentences_n=32,
-    heavy_tokens=100,
-    heavy_beam=50,
-    light_requests=10,
-    light_words=5,
+    heavy=Heavy(9, 32, 100, 50),
+    light=Light(),
     heavy_from="127.0.0.2",
     light_from="127.0.0.3",
     start_after_s=1.0,
-    light_gap_s=0.25,
     deadline_s=600.0,
 ):
-    """Issue 25's scenario: ``heavy_requests`` JSON requests of ``heavy_sentences_n`` sentences
-    of ``heavy_tokens`` tokens at beam ``heavy_beam``, all at once from one client address,
-    then -- ``start_after_s`` later, while they are being decoded -- requests of one
-    ``light_words``-word sentence from another address (every 127/8 address is this
-    machine's loopback), one after the other with ``light_gap_s`` between them, for as long
-    as heavy requests are unanswered (at most ``light_requests``).  Reports the latencies
-    of those light requests (p50/p90/max), the heavy answers' statuses and times."""
+    """Issue 25's scenario: the ``heavy`` requests, all at once from one client address,
+    then -- ``start_after_s`` later, while they are being decoded -- the ``light`` requests
+    from another address (every 127/8 address is this machine's loopback), for as long as
+    heavy requests are unanswered.  Reports the latencies of those light requests
+    (p50/p90/max), the heavy answers' statuses and times."""
     host, port = check_loopback(url)
     for addr in (heavy_from, light_from):
         if not ipaddress.ip_address(addr).is_loopback:
             raise ValueError(f"{addr} is not a loopback address")
-    heavy = heavy_sentences(sentences, heavy_sentences_n, heavy_tokens)
-    light = " ".join(sentences[0].split()[:light_words])
+    light_text = " ".join(sentences[0].split()[: light.words])
 
     def post(payload, source):
         conn = http.client.HTTPConnection(
@@ -237,31 +267,29 @@ def fairness(
         finally:
             conn.close()
 
+    heavy_payload = heavy.payload(sentences, attention=False)
     heavy_out = []
     t0 = time.monotonic()
 
     def one_heavy():
         t = time.monotonic()
         try:
-            status, _ = post(
-                {"texts": heavy, "tokenized": True, "beam_size": heavy_beam, "attention": False},
-                heavy_from,
-            )
+            status, _ = post(heavy_payload, heavy_from)
         except (OSError, http.client.HTTPException) as err:
             status = f"{type(err).__name__}"
         heavy_out.append((status, time.monotonic() - t))
 
-    threads = [threading.Thread(target=one_heavy, daemon=True) for _ in range(heavy_requests)]
+    threads = [threading.Thread(target=one_heavy, daemon=True) for _ in range(heavy.requests)]
     for t in threads:
         t.start()
     time.sleep(start_after_s)
     light_ms, light_status = [], []
-    while len(light_ms) < light_requests and any(t.is_alive() for t in threads):
+    while len(light_ms) < light.requests and any(t.is_alive() for t in threads):
         t = time.monotonic()
-        status, _ = post({"text": light, "tokenized": True, "attention": False}, light_from)
+        status, _ = post({"text": light_text, "tokenized": True, "attention": False}, light_from)
         light_ms.append(1000 * (time.monotonic() - t))
         light_status.append(status)
-        time.sleep(light_gap_s)
+        time.sleep(light.gap_s)
     light_running = sum(1 for t in threads if t.is_alive())
     for t in threads:
         t.join(max(0.0, t0 + deadline_s - time.monotonic()))
@@ -271,17 +299,17 @@ def fairness(
     )
     return {
         "heavy": {
-            "requests": heavy_requests,
-            "sentences": heavy_sentences_n,
-            "tokens": heavy_tokens,
-            "beam": heavy_beam,
+            "requests": heavy.requests,
+            "sentences": heavy.sentences,
+            "tokens": heavy.tokens,
+            "beam": heavy.beam,
             "statuses": sorted(str(s) for s, _ in heavy_out),
             "seconds_max": max((d for _, d in heavy_out), default=None),
             "still_running_after_light": light_running,
         },
         "light": {
             "requests": len(light_ms),
-            "words": light_words,
+            "words": light.words,
             "statuses": light_status,
             "latencies_ms": [round(ms, 1) for ms in light_ms],
             "latency_ms": {p: float(np.percentile(lat, p)) for p in (50, 90)}
@@ -309,76 +337,20 @@ def format_fairness(r):
     )
 
 
-def sigterm_under_load(
-    serve_argv,
-    sentences,
-    heavy_requests=3,
-    heavy_sentences_n=32,
-    heavy_tokens=100,
-    heavy_beam=50,
-    after_s=3.0,
-    env=None,
-):
+def sigterm_under_load(serve_argv, sentences, heavy=Heavy(3, 32, 100, 50), after_s=3.0, env=None):
     """Start ``python -m groundhog_port serve SERVE_ARGV --port 0`` on 127.0.0.1, send
-    ``heavy_requests`` heavy requests at once, SIGTERM it ``after_s`` later; report its exit
-    status, the seconds from the signal to its end and what each client got."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "groundhog_port",
-            "serve",
-            *serve_argv,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    answers = []
-    try:
-        line = proc.stdout.readline()
-        if "listening on " not in line:
-            raise ValueError(f"the server did not start: {proc.stderr.read()[-500:]}")
-        host, port = check_loopback(line.split("listening on ")[1].split()[0])
-        body = json.dumps(
-            {
-                "texts": heavy_sentences(sentences, heavy_sentences_n, heavy_tokens),
-                "tokenized": True,
-                "beam_size": heavy_beam,
-            }
-        ).encode()
-
-        def one():
-            try:
-                answers.append(_request(host, port, "POST", "/translate", body, 300)[0])
-            except (OSError, http.client.HTTPException) as err:
-                answers.append(type(err).__name__)
-
-        threads = [threading.Thread(target=one, daemon=True) for _ in range(heavy_requests)]
-        for t in threads:
-            t.start()
-        time.sleep(after_s)
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=300)
-        took = time.monotonic() - t0
-        for t in threads:
-            t.join(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    the ``heavy`` requests at once, SIGTERM it ``after_s`` later; report its exit status,
+    the seconds from the signal to its end and what each client got."""
+    with serve_process([*serve_argv, "--host", "127.0.0.1"], env) as (proc, url):
+        host, port = check_loopback(url)
+        body = json.dumps(heavy.payload(sentences)).encode()
+        answers, took, err = sigterm_during(
+            proc,
+            lambda: _request(host, port, "POST", "/translate", body, 300)[0],
+            heavy.requests,
+            after_s,
+            timeout=300,
+        )
     return {
         "exit": proc.returncode,
         "seconds": took,
@@ -386,3 +358,54 @@ def sigterm_under_load(
         "terminate_called": "terminate called" in err,
         "last_line": (err.strip().splitlines() or [""])[-1][:300],
     }
+
+
+@contextmanager
+def serve_process(serve_argv, env=None, cwd=None):
+    """``python -m groundhog_port serve SERVE_ARGV --port 0`` in a process of its own (stdout
+    and stderr piped, unbuffered): yields ``(process, url)`` once it says where it listens;
+    the process is killed if it still runs when the block ends."""
+    env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groundhog_port", "serve", *map(str, serve_argv), "--port", "0"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        if "listening on " not in line:
+            raise ValueError(f"the server did not start: {proc.stderr.read()[-500:]}")
+        yield proc, line.split("listening on ")[1].split()[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def sigterm_during(proc, send, clients, after_s, timeout):
+    """``clients`` threads call ``send()`` (one request; returns its status) at once, and
+    ``after_s`` seconds later the server process ``proc`` gets SIGTERM.  Returns what each
+    client got (a status, or the name of the error), the seconds from the signal to the
+    process's end (at most ``timeout``) and its stderr."""
+    answers = []
+
+    def one():
+        try:
+            answers.append(send())
+        except (OSError, http.client.HTTPException) as err:
+            answers.append(type(err).__name__)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(after_s)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=timeout)
+    took = time.monotonic() - t0
+    for t in threads:
+        t.join(60)
+    return answers, took, err
