@@ -12,8 +12,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,7 @@ from groundhog_port.search.legacy import BeamSearch, sample
 from groundhog_port.search.scoring import batches_for, parse_pair, score_batch, score_pair
 from parity_tests.support.cases import LEGACY_ROOT
 from parity_tests.support.inprocess import run_cli
+from parity_tests.support.nested_pytest import run_pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDER = REPO / "tools" / "record_theano_traces.py"
@@ -419,24 +418,12 @@ def test_recorder_stand_in_trace_passes_parity(stand_in_case, tmp_path):
 def test_pytest_plugin_on_a_user_case(stand_in_case):
     """``pytest parity_tests/parity/test_legacy_cases.py --legacy-case DIR``: one test per group and
     beam label of that case only, all passing."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(REPO / "parity_tests" / "parity" / "test_legacy_cases.py"),
-            "--legacy-case",
-            str(stand_in_case),
-            "-rA",
-        ],
-        capture_output=True,
-        text=True,
+    out = run_pytest(
+        REPO / "parity_tests" / "parity" / "test_legacy_cases.py",
+        "--legacy-case",
+        stand_in_case,
+        "-rA",
         env={**ENV, "CI": ""},
-        timeout=600,
-        cwd=REPO,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     passed = sorted(

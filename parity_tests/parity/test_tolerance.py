@@ -2,7 +2,6 @@
 producer (tools/numpy_trace_producer.py) and CI's refusal to run without the recordings."""
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 from groundhog_port.harness import tolerance as tol
+from parity_tests.support.nested_pytest import run_pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -206,24 +206,7 @@ def test_numpy_trace_catches_a_perturbed_weight(numpy_case):
 @pytest.mark.parametrize("ci, expect_rc", [("true", 1), ("", 0)])
 def test_ci_fails_without_the_recordings(tmp_path, ci, expect_rc):
     env = dict(os.environ, GROUNDHOG_LEGACY_TRACES=str(tmp_path / "nowhere"), CI=ci)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(Path(__file__)),
-            "-k",
-            "test_printed_quantum",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=REPO,
-    )
+    out = run_pytest(Path(__file__), "-k", "test_printed_quantum", env=env, timeout=300)
     assert out.returncode == expect_rc, out.stdout + out.stderr
     if ci:
         assert "recorded traces are required but missing" in out.stdout + out.stderr

@@ -11,8 +11,6 @@ was logged once per file, and "pass a data directory" did not name ``--data-dir`
 import json
 import logging
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -21,6 +19,7 @@ from groundhog_port.harness.check import find_case as parity_find_case
 from groundhog_port.legacy.loading import open_experiment
 from parity_tests.support.cases import FIXTURES, REPO
 from parity_tests.support.inprocess import run_cli
+from parity_tests.support.nested_pytest import run_pytest
 
 F = FIXTURES / "search"
 SRC_VOCABS = ("vocab.en.pkl", "ivocab.en.pkl")
@@ -203,29 +202,17 @@ def test_pytest_plugin_takes_a_data_dir(legacy_root, tmp_path):
     (tmp_path / "lost" / "search_state.pkl").write_bytes(
         state.replace(b"vocab.en.pkl", b"vocab.xx.pkl")
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(REPO / "parity_tests" / "parity" / "test_legacy_cases.py"),
-            "-k",
-            "repr",
-            "--legacy-case",
-            str(tmp_path / "kept"),
-            "--legacy-case",
-            str(tmp_path / "lost"),
-            "--legacy-data-dir",
-            str(vocab),
-            "-rA",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
+    out = run_pytest(
+        REPO / "parity_tests" / "parity" / "test_legacy_cases.py",
+        "-k",
+        "repr",
+        "--legacy-case",
+        tmp_path / "kept",
+        "--legacy-case",
+        tmp_path / "lost",
+        "--legacy-data-dir",
+        vocab,
+        "-rA",
     )
     assert out.returncode == 1, out.stdout + out.stderr
     assert (
