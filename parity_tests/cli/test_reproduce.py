@@ -188,6 +188,14 @@ def test_json_report_fields(variant_json):
 # ------------------------------------------------------------------------------------------
 # a changed archived file
 # ------------------------------------------------------------------------------------------
+def _search_files_argv(d, archived, *extra):
+    """``reproduce`` of the search case ``d`` named file by file (not ``--case``), with
+    ``archived`` as the archived beam-10 translations."""
+    model = ["--state", str(d / "search_state.pkl"), "--model", str(d / "search_model.npz")]
+    settings = ["--archived-trans", str(archived), "--beam-size", "10"]
+    return [*model, "--source", str(d / "test.en"), *extra, *settings]
+
+
 def test_changed_line_exit_1_side_by_side(legacy_root, tmp_path, capsys):
     d = legacy_root / "search"
     lines = (d / "trans_beam10.txt").read_text(encoding="utf-8").splitlines()
@@ -195,20 +203,7 @@ def test_changed_line_exit_1_side_by_side(legacy_root, tmp_path, capsys):
     lines[6] = "le chat mange une pomme ."
     changed = tmp_path / "trans_beam10.txt"
     changed.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    argv = [
-        "--state",
-        str(d / "search_state.pkl"),
-        "--model",
-        str(d / "search_model.npz"),
-        "--source",
-        str(d / "test.en"),
-        "--ref",
-        str(d / "test.fr"),
-        "--archived-trans",
-        str(changed),
-        "--beam-size",
-        "10",
-    ]
+    argv = _search_files_argv(d, changed, "--ref", str(d / "test.fr"))
     rc, out, _ = _run(argv, capsys)
     assert rc == 1
     assert "39/40 lines identical (97.5%)" in out
@@ -291,19 +286,5 @@ def test_bad_input_exit_2(legacy_root, tmp_path, capsys):
     too_long.write_text(
         (d / "trans_beam10.txt").read_text(encoding="utf-8") + "extra\n", encoding="utf-8"
     )
-    rc, _, err = _run(
-        [
-            "--state",
-            str(d / "search_state.pkl"),
-            "--model",
-            str(d / "search_model.npz"),
-            "--source",
-            str(d / "test.en"),
-            "--archived-trans",
-            str(too_long),
-            "--beam-size",
-            "10",
-        ],
-        capsys,
-    )
+    rc, _, err = _run(_search_files_argv(d, too_long), capsys)
     assert rc == 2 and "41 lines but its source" in err
