@@ -17,11 +17,9 @@ from groundhog_port.harness.trace import TraceFile
 from groundhog_port.serve.text import MosesText
 from parity_tests.support import loadtest
 from parity_tests.support.cases import LEGACY_ROOT, REPO
+from parity_tests.support.command_lines import FX, MODEL, STATE
 from parity_tests.support.serve import (
-    FIXTURE,
-    MODEL,
     RAW_EN,
-    STATE,
     TEST_EN,
     TRANS10,
     post_json,
@@ -49,7 +47,7 @@ def server(one_thread):
 
 def test_sacremoses_tokenizes_the_shared_test_sentences_as_test_en():
     """Each test.en line, written out as plain text, tokenizes back to the line."""
-    files = sorted(LEGACY_ROOT.glob("*/test.en")) + [FIXTURE / "test.en"]
+    files = sorted(LEGACY_ROOT.glob("*/test.en")) + [FX / "test.en"]
     text = MosesText("en", "fr")
     lines = {l for f in files for l in f.read_text(encoding="utf-8").splitlines()}
     assert len(lines) >= 40

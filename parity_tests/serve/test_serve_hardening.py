@@ -16,16 +16,8 @@ import time
 
 from parity_tests.support import loadtest
 from parity_tests.support.cases import REPO
-from parity_tests.support.serve import (
-    MODEL,
-    RAW_EN,
-    STATE,
-    TEST_EN,
-    TRANS10,
-    post_json,
-    request,
-    running_server,
-)
+from parity_tests.support.command_lines import MODEL, STATE
+from parity_tests.support.serve import RAW_EN, TEST_EN, TRANS10, post_json, request, running_server
 
 HEAVY, LIGHT = "127.0.0.2", "127.0.0.3"
 

@@ -11,20 +11,18 @@ from groundhog_port.cli.commands import serve
 from groundhog_port.cli.main import build_parser
 from groundhog_port.legacy.vocab import load_word2idx
 from groundhog_port.serve.http import start_in_thread
-from parity_tests.support.cases import FIXTURES
+from parity_tests.support.command_lines import FX, MODEL, STATE
 
-FIXTURE = FIXTURES / "search"
-STATE, MODEL = FIXTURE / "search_state.pkl", FIXTURE / "search_model.npz"
-TEST_EN = (FIXTURE / "test.en").read_text(encoding="utf-8").splitlines()
+TEST_EN = (FX / "test.en").read_text(encoding="utf-8").splitlines()
 #: what the original sample.py wrote for test.en at beam 10 (recorded with the fixture)
-TRANS10 = (FIXTURE / "trans_beam10.txt").read_text(encoding="utf-8").splitlines()
+TRANS10 = (FX / "trans_beam10.txt").read_text(encoding="utf-8").splitlines()
 #: test.en as plain text, as a person types it (the server tokenizes it back)
 RAW_EN = [MosesDetokenizer(lang="en").detokenize(line.split()) for line in TEST_EN]
 
 
 def unknown_by_vocabulary(line):
     """The tokens parse_input maps to UNK (id 1): not in vocab.en, or id >= n_sym_source."""
-    w2i = load_word2idx(FIXTURE / "vocab.en.pkl")
+    w2i = load_word2idx(FX / "vocab.en.pkl")
     return [w for w in line.split() if w2i.get(w, 1) == 1 or w2i[w] >= 201]
 
 
