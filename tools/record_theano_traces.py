@@ -86,6 +86,16 @@ PARTS = ("pairs", "batch", "repr", "steps", "beam", "sampler", "train_step")
 FIRST_ROWS = 8
 #: the sampler calls use sentences of at least this many tokens (MANIFEST section 7, /sampler)
 SAMPLER_MIN_LEN = 3
+#: the state values written as int root attributes (docs/trace_format.md, "Root attributes")
+STATE_ATTRS = (
+    "seed",
+    "null_sym_source",
+    "null_sym_target",
+    "n_sym_source",
+    "n_sym_target",
+    "unk_sym_source",
+    "unk_sym_target",
+)
 STEP_FIELDS = (
     ("last_words", "int64"),
     ("states_in", "float32"),
@@ -890,15 +900,7 @@ class GroundHogProducer(object):
             "prototype": self.prototype,
             "scan_mode": scan_mode(self.theano),
         }
-        for key in (
-            "seed",
-            "null_sym_source",
-            "null_sym_target",
-            "n_sym_source",
-            "n_sym_target",
-            "unk_sym_source",
-            "unk_sym_target",
-        ):
+        for key in STATE_ATTRS:
             attrs[key] = int(s[key])
         return attrs
 

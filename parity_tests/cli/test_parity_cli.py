@@ -228,27 +228,18 @@ def test_bad_input_exit_2(capsys, args, expect):
 class PortProducer:
     """The producer interface of tools/record_theano_traces.py, computed by the port
     (a stand-in for ``GroundHogProducer``; it returns what the GroundHog functions return,
-    in the same shapes and dtypes)."""
+    in the same shapes and dtypes).  ``state_attrs``: the state values the recorder writes as
+    root attributes (its ``STATE_ATTRS``)."""
 
-    def __init__(self, exp):
+    def __init__(self, exp, state_attrs):
         self.exp = exp
         self.model = exp.model
         self.voc = exp.cfg.n_sym_target
+        self.state_attrs = state_attrs
 
     def root_attrs(self):
         s = self.exp.state
-        attrs = {
-            k: int(s[k])
-            for k in (
-                "seed",
-                "null_sym_source",
-                "null_sym_target",
-                "n_sym_source",
-                "n_sym_target",
-                "unk_sym_source",
-                "unk_sym_target",
-            )
-        }
+        attrs = {k: int(s[k]) for k in self.state_attrs}
         attrs.update(
             theano_version="none (groundhog-port stand-in producer)",
             param_names=sorted(n for n, _ in self.model.named_parameters()),
@@ -373,7 +364,7 @@ def stand_in_case(tmp_path_factory):
             "--case",
             "mine",
         ]
-        assert rec.main(argv, producer=PortProducer(exp)) == 0
+        assert rec.main(argv, producer=PortProducer(exp, rec.STATE_ATTRS)) == 0
     finally:
         torch.set_num_threads(threads)
     return case
