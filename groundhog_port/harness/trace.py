@@ -61,6 +61,19 @@ COMPRESS_ABOVE = 256
 # Schema: dataset name -> (dtype, allowed ndims).  Keys are the dataset's name inside its
 # group kind; the group kinds are the documented path patterns.
 # --------------------------------------------------------------------------------------
+#: a padded batch, time-major: token ids (max len, batch) and their 0/1 masks
+_BATCH = {
+    "x": ("int64", (2,)),
+    "y": ("int64", (2,)),
+    "x_mask": ("float32", (2,)),
+    "y_mask": ("float32", (2,)),
+}
+#: an n-best list: the hypotheses concatenated, their lengths and their costs
+_NBEST = {
+    "fin_trans_flat": ("int64", (1,)),
+    "fin_trans_lengths": ("int64", (1,)),
+    "fin_costs": ("float64", (1,)),
+}
 SCHEMA: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
     "pairs/{i}": {
         "src_ids": ("int64", (1,)),
@@ -70,13 +83,7 @@ SCHEMA: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
         "alignment": ("float32", (1, 3)),
         "score": ("float32", (1,)),
     },
-    "batch_all/{b}": {
-        "x": ("int64", (2,)),
-        "y": ("int64", (2,)),
-        "x_mask": ("float32", (2,)),
-        "y_mask": ("float32", (2,)),
-        "scores": ("float32", (1,)),
-    },
+    "batch_all/{b}": {**_BATCH, "scores": ("float32", (1,))},
     "repr/{i}": {
         "seq": ("int64", (1,)),
         "c": ("float32", (2,)),
@@ -94,29 +101,15 @@ SCHEMA: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
         "states_gathered": ("float32", (3,)),
         "next_states": ("float32", (3,)),
     },
-    "steps/{i}": {
-        "seq": ("int64", (1,)),
-        "fin_trans_flat": ("int64", (1,)),
-        "fin_trans_lengths": ("int64", (1,)),
-        "fin_costs": ("float64", (1,)),
-    },
-    "beam/{label}/{i}": {
-        "fin_trans_flat": ("int64", (1,)),
-        "fin_trans_lengths": ("int64", (1,)),
-        "fin_costs": ("float64", (1,)),
-    },
+    "steps/{i}": {"seq": ("int64", (1,)), **_NBEST},
+    "beam/{label}/{i}": _NBEST,
     "sampler/{i}": {
         "seq": ("int64", (1,)),
         "sample_ids": ("int64", (2,)),
         "sample_neg_log_probs": ("float32", (2,)),
         "costs": ("float64", (1,)),
     },
-    "train_step": {
-        "x": ("int64", (2,)),
-        "y": ("int64", (2,)),
-        "x_mask": ("float32", (2,)),
-        "y_mask": ("float32", (2,)),
-    },
+    "train_step": _BATCH,
 }
 # /batch has the layout of /batch_all/{b} (it is batch 0 again, plus attribute batch_size)
 SCHEMA["batch"] = SCHEMA["batch_all/{b}"]
@@ -423,7 +416,22 @@ def join_flat(trans: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 _damage_is_input_error = reader_method("unreadable or damaged trace file")
 
 
-class TraceFile:
+class _OpenTrace:
+    """An open ``trace.h5`` (``self._f``), closed by :meth:`close` or at the end of ``with``."""
+
+    _f: h5py.File
+
+    def close(self):
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class TraceFile(_OpenTrace):
     """Typed, read-only access to a ``trace.h5`` (format version 1).
 
     Opening checks that the file is readable HDF5 and of a supported version; every other
@@ -469,15 +477,6 @@ class TraceFile:
             raise
 
     # -- plumbing ---------------------------------------------------------------------
-    def close(self):
-        self._f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __repr__(self):
         return f"TraceFile({str(self.path)!r}, version={self.format_version})"
 
@@ -525,6 +524,15 @@ class TraceFile:
             return ds[()]
         except OSError as err:
             raise self._err(full, f"unreadable ({_one_line(err)})") from None
+
+    def _nbest(self, group, kind: str, where: str) -> tuple[list[np.ndarray], np.ndarray]:
+        """The n-best list stored in ``group`` (the :data:`_NBEST` datasets): the
+        hypotheses split from ``fin_trans_flat`` by ``fin_trans_lengths``, and ``fin_costs``."""
+        flat, lengths, costs = (self._read(group, n, kind, where) for n in _NBEST)
+        trans = _split_checked(self, flat, lengths, where)
+        if len(trans) != len(costs):
+            raise self._err(where, f"{len(trans)} hypotheses but {len(costs)} fin_costs")
+        return trans, costs
 
     def _attr(self, obj, name: str, where: str, optional: bool = False, default=None):
         if name not in obj.attrs:
@@ -637,12 +645,7 @@ class TraceFile:
             raise self._err(where, f"attribute n_steps={n_steps} but {len(steps)} step groups")
         seq = self._read(g, "seq", "steps/{i}", where)
         if error is None:
-            flat = self._read(g, "fin_trans_flat", "steps/{i}", where)
-            lengths = self._read(g, "fin_trans_lengths", "steps/{i}", where)
-            costs = self._read(g, "fin_costs", "steps/{i}", where)
-            trans = _split_checked(self, flat, lengths, where)
-            if len(trans) != len(costs):
-                raise self._err(where, f"{len(trans)} hypotheses but {len(costs)} fin_costs")
+            trans, costs = self._nbest(g, "steps/{i}", where)
         else:
             trans, costs = [], np.zeros((0,), dtype=np.float64)
         return SearchSteps(
@@ -693,12 +696,7 @@ class TraceFile:
                     i, [], np.zeros((0,), dtype=np.float64), None, None, error
                 )
                 continue
-            flat = self._read(sg, "fin_trans_flat", "beam/{label}/{i}", sw)
-            lengths = self._read(sg, "fin_trans_lengths", "beam/{label}/{i}", sw)
-            costs = self._read(sg, "fin_costs", "beam/{label}/{i}", sw)
-            trans = _split_checked(self, flat, lengths, sw)
-            if len(trans) != len(costs):
-                raise self._err(sw, f"{len(trans)} hypotheses but {len(costs)} fin_costs")
+            trans, costs = self._nbest(sg, "beam/{label}/{i}", sw)
             best = self._attr(sg, "best", sw, optional=True)
             run.sentences[i] = BeamSentence(
                 i,
@@ -850,7 +848,7 @@ def parse_beam_label(label: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 # Writer
 # --------------------------------------------------------------------------------------
-class TraceWriter:
+class TraceWriter(_OpenTrace):
     """Write a version-1 trace with the layout :class:`TraceFile` reads.
 
     ``TraceWriter(path, case="search", null_sym_target=320, ...)`` creates the file (it
@@ -866,15 +864,6 @@ class TraceWriter:
         self._f = h5py.File(self.path, "w")
         self._f.attrs["format_version"] = np.int64(FORMAT_VERSION)
         self.set_attrs("/", **root_attrs)
-
-    def close(self):
-        self._f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     # -- low level ----------------------------------------------------------------------
     def set_attrs(self, where: str, **attrs):
