@@ -184,36 +184,6 @@ class Decoder(nn.Module):
         return self.transition_step(x, x_z, x_r, s_prev, ctx)
 
     # -- teacher forcing (EVALUATION mode, encdec.py:963) -------------------------------
-    def evaluate(
-        self,
-        c: torch.Tensor,
-        c_mask: torch.Tensor | None,
-        y: torch.Tensor,
-        y_mask: torch.Tensor | None,
-        stable: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Probabilities of every target position and the alignments.
-
-        ``c (S, n, c_dim)``, ``y (T, n)``, masks ``(S, n)`` / ``(T, n)``.  Returns
-        ``probs (T, n, n_sym_target)`` and ``alpha (T, S, n)`` (None without search).
-        """
-        readouts, alpha = self.teacher_forced_readouts(c, c_mask, y, y_mask, stable)
-        return self.output_layer(readouts), alpha
-
-    def evaluate_targets(
-        self,
-        c: torch.Tensor,
-        c_mask: torch.Tensor | None,
-        y: torch.Tensor,
-        y_mask: torch.Tensor | None,
-        stable: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Like :meth:`evaluate`, but only the probabilities of the target words ``y``,
-        ``(T, n)``: what scoring needs, without the ``(T, n, n_sym_target)`` matrix
-        (:meth:`~groundhog_port.model.layers.SoftmaxLayer.target_probs`)."""
-        readouts, alpha = self.teacher_forced_readouts(c, c_mask, y, y_mask, stable)
-        return self.output_layer.target_probs(readouts, y), alpha
-
     def teacher_forced_readouts(
         self,
         c: torch.Tensor,
@@ -223,7 +193,10 @@ class Decoder(nn.Module):
         stable: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The output layer's inputs ``(T, n, softmax_in)`` of every target position, and
-        the alignments ``(T, S, n)`` (None without search).
+        the alignments ``(T, S, n)`` (None without search); ``c (S, n, c_dim)``, ``y (T, n)``,
+        masks ``(S, n)`` / ``(T, n)``.  The output layer turns them into the probabilities
+        of every word, ``(T, n, n_sym_target)``, or of the target words alone, ``(T, n)``
+        (:meth:`~groundhog_port.model.layers.SoftmaxLayer.target_probs`: what scoring needs).
 
         Only the recurrence runs step by step: the readout's products read states and
         contexts that the loop has already produced, so they run once over all ``T * n``

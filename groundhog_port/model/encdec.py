@@ -8,7 +8,7 @@ Search sees it only through ``encode`` / ``initial_states`` / ``next_probs`` /
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -32,6 +32,11 @@ class Scores:
     word_probs: torch.Tensor
     alignment: torch.Tensor
     token_costs: torch.Tensor = None
+
+    def cpu(self) -> Scores:
+        """The same scores as CPU tensors."""
+        on_cpu = lambda t: None if t is None else t.cpu()
+        return Scores(*(on_cpu(getattr(self, f.name)) for f in fields(self)))
 
 
 class RNNEncoderDecoder(nn.Module):
@@ -156,7 +161,10 @@ class RNNEncoderDecoder(nn.Module):
         (docs/recordings.md, "Non-finite scores").  ``word_probs = exp(-cost)``, masked to 1 outside.
         """
         c = annotations(self, x, x_mask)
-        p_target, alignment = self.decoder.evaluate_targets(c, x_mask, y, y_mask, self.stable)
+        readouts, alignment = self.decoder.teacher_forced_readouts(
+            c, x_mask, y, y_mask, self.stable
+        )
+        p_target = self.decoder.output_layer.target_probs(readouts, y)
         cost = token_costs = -torch.log(p_target)
         word_probs = torch.exp(-cost)
         if y_mask is not None:

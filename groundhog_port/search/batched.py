@@ -595,48 +595,23 @@ class BatchedBeamSearch:
         p = idx[taken]
         sel_row = starts[sel_slot] + p // m
         j = p % m
-        sel_word = words[sel_row, j]
-        sel_cost = cand_cost[sel_row, j]
+        selected = sel_slot, sel_row, words[sel_row, j], cand_cost[sel_row, j]
         if not bool(ok.all()):
-            sel_slot, sel_row, sel_word, sel_cost = self._fallback(
-                k,
-                ok,
-                e,
-                inv,
-                costs,
-                starts,
-                counts,
-                active,
-                n_act,
-                jobs,
-                sel_slot,
-                sel_row,
-                sel_word,
-                sel_cost,
+            selected = self._fallback(
+                k, ok, e, inv, costs, starts, counts, active, n_act, jobs, selected
             )
+        sel_slot, sel_row, sel_word, sel_cost = selected
         act = torch.tensor(active, dtype=torch.int64, device=device)
         return act[sel_slot], sel_row, sel_word, sel_cost
 
-    def _fallback(
-        self,
-        k,
-        ok,
-        e,
-        inv,
-        costs,
-        starts,
-        counts,
-        active,
-        n_act,
-        jobs,
-        sel_slot,
-        sel_row,
-        sel_word,
-        sel_cost,
-    ):
+    def _fallback(self, k, ok, e, inv, costs, starts, counts, active, n_act, jobs, selected):
         """Redo the selection of the sentences the prefilter cannot decide, on their full
-        ``(rows, V)`` cost matrix exactly as ``legacy.BeamSearch.search`` does."""
+        ``(rows, V)`` cost matrix exactly as ``legacy.BeamSearch.search`` does.
+
+        ``selected``: the prefilter's ``(slot, row, word, cost)`` of every selected
+        candidate; returned in that form with the undecided sentences' entries redone."""
         V = self.cfg.n_sym_target
+        sel_slot, sel_row, sel_word, sel_cost = selected
         pieces = []
         ok_list = ok.tolist()
         starts_l, counts_l = starts.tolist(), counts.tolist()

@@ -28,12 +28,7 @@ def score_batch(model: RNNEncoderDecoder, batch: Batch) -> Scores:
     dev = model.device
     t = lambda a: torch.as_tensor(a, device=dev)
     s = model.score(t(batch.x), t(batch.x_mask), t(batch.y), t(batch.y_mask))
-    return Scores(
-        s.cost.cpu(),
-        s.word_probs.cpu(),
-        None if s.alignment is None else s.alignment.cpu(),
-        s.token_costs.cpu(),
-    )
+    return s.cpu()
 
 
 def score_pair(
@@ -47,12 +42,7 @@ def score_pair(
     x = torch.as_tensor(np.asarray(src_seq), device=dev)[:, None]
     y = torch.as_tensor(np.asarray(trg_seq), device=dev)[:, None]
     s = model.score(x, torch.ones(x.shape, device=dev), y, torch.ones(y.shape, device=dev))
-    return Scores(
-        s.cost.cpu(),
-        s.word_probs.cpu(),
-        None if s.alignment is None else s.alignment.cpu(),
-        s.token_costs.cpu(),
-    )
+    return s.cpu()
 
 
 def parse_pair(
@@ -60,23 +50,15 @@ def parse_pair(
 ) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
     """Both sides through ``parse_input`` as score.py's txt/interact modes (score.py:218-223)."""
     st = exp.state
-    src = parse_input(
+    side = lambda word2idx, line, name: parse_input(
         st,
-        exp.src_word2idx,
-        src_line,
+        word2idx,
+        line,
         raise_unk=not allow_unk,
-        unk_sym=st["unk_sym_source"],
-        null_sym=st["null_sym_source"],
+        unk_sym=st[f"unk_sym_{name}"],
+        null_sym=st[f"null_sym_{name}"],
     )
-    trg = parse_input(
-        st,
-        exp.trg_word2idx,
-        trg_line,
-        raise_unk=not allow_unk,
-        unk_sym=st["unk_sym_target"],
-        null_sym=st["null_sym_target"],
-    )
-    return src, trg
+    return side(exp.src_word2idx, src_line, "source"), side(exp.trg_word2idx, trg_line, "target")
 
 
 def batches_for(

@@ -75,7 +75,8 @@ def training_cost(
     """The differentiable training cost of a ``(time, batch)`` batch (tensors on the model's
     device; ``x``/``y`` int64, masks in the model's float dtype)."""
     c = annotations(model, x, x_mask)
-    probs, _ = model.decoder.evaluate(c, x_mask, y, y_mask)
+    readouts, _ = model.decoder.teacher_forced_readouts(c, x_mask, y, y_mask)
+    probs = model.decoder.output_layer(readouts)
     p_target = probs.gather(-1, y[..., None])[..., 0]  # (T, batch)
     cost = -torch.log(p_target) * y_mask
     return Cost(sum_acc64(cost), sum_acc64(cost, 0), sum_acc64(y_mask))
