@@ -222,6 +222,20 @@ def _scan_direction(g, model, enc_path, rec, emb, reverse):
     return states
 
 
+def _two_products(g, path, a, wa, b, wb, bias):
+    """``a @ wa + b @ wb + bias`` with the weights of the layer at module ``path``, added
+    left to right as the port's layer adds them (layers.RecursiveConvolutionalLayer)."""
+    return g.op(
+        "Add",
+        g.op(
+            "Add",
+            g.op("MatMul", a, g.weight(f"{path}.{wa}")),
+            g.op("MatMul", b, g.weight(f"{path}.{wb}")),
+        ),
+        g.weight(f"{path}.{bias}"),
+    )
+
+
 def _grconv_root(g, model, emb):
     """The grConv's root ``(1, dim)`` (layers.RecursiveConvolutionalLayer, rconv_layers.py:
     196-311): ``S - 1`` levels as an ONNX ``Loop``, each from the (left, right) pairs."""
@@ -245,28 +259,8 @@ def _grconv_root(g, model, emb):
         body.op("Slice", level, body.const([0], np.int64), body.const([-1], np.int64)),
         axis=0,
     )
-    new = body.op(
-        "Add",
-        body.op(
-            "Add",
-            body.op("MatMul", level, body.weight(f"{path}.W")),
-            body.op("MatMul", left, body.weight(f"{path}.U")),
-        ),
-        body.weight(f"{path}.b"),
-    )
-    new = activation(body, rec.activation, new)
-    gates = softmax_with_bias(
-        body,
-        body.op(
-            "Add",
-            body.op(
-                "Add",
-                body.op("MatMul", left, body.weight(f"{path}.GU")),
-                body.op("MatMul", level, body.weight(f"{path}.GW")),
-            ),
-            body.weight(f"{path}.Gb"),
-        ),
-    )
+    new = activation(body, rec.activation, _two_products(body, path, level, "W", left, "U", "b"))
+    gates = softmax_with_bias(body, _two_products(body, path, left, "GU", level, "GW", "Gb"))
     w_new, w_left, w_right = body.op("Split", gates, axis=1, n_out=3)
     out = body.op(
         "Add",

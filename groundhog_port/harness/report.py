@@ -589,27 +589,22 @@ class Context:
             self.progress.update(n)
 
     def src_line(self, i: int) -> str | None:
-        if self.src_lines is not None:
-            if i >= len(self.src_lines):
-                raise LegacyInputError(
-                    self.source,
-                    f"the trace has sentence {i} but the file has only {len(self.src_lines)} lines",
-                )
-            return self.src_lines[i]
-        if self.tr.has(f"pairs/{i}"):
-            return self.tr.pairs(i)["src_line"]
-        return None
+        return self._line(i, self.src_lines, self.source, "src_line")
 
     def trg_line(self, i: int) -> str | None:
-        if self.trg_lines is not None:
-            if i >= len(self.trg_lines):
+        return self._line(i, self.trg_lines, self.target, "trg_line")
+
+    def _line(self, i: int, lines, path, key: str) -> str | None:
+        """Test line ``i``: from the file when one is given, else the one recorded in
+        ``/pairs/{i}`` (its attribute ``key``), else None."""
+        if lines is not None:
+            if i >= len(lines):
                 raise LegacyInputError(
-                    self.target,
-                    f"the trace has sentence {i} but the file has only {len(self.trg_lines)} lines",
+                    path, f"the trace has sentence {i} but the file has only {len(lines)} lines"
                 )
-            return self.trg_lines[i]
+            return lines[i]
         if self.tr.has(f"pairs/{i}"):
-            return self.tr.pairs(i)["trg_line"]
+            return self.tr.pairs(i)[key]
         return None
 
     def source_seq(self, i: int) -> np.ndarray:

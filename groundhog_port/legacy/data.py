@@ -428,6 +428,23 @@ def create_padded_batch(state, x_seqs, y_seqs, return_dict: bool = False):
     return X, Xmask, Y, Ymask
 
 
+def _pad_side(seqs, width: int, n: int, null_sym: int) -> tuple[np.ndarray, np.ndarray]:
+    """One side of the batch, ``(width, n)`` ids and mask (encdec.py:73-88 for the source,
+    91-97 for the target): ``null_sym`` after each sequence, the mask over the sequence
+    and its first ``null_sym``; slices past the width are clipped by numpy, i.e. sequences
+    are cut."""
+    ids = np.zeros((width, n), dtype=np.int64)
+    mask = np.zeros((width, n), dtype=np.float32)
+    for idx, seq in enumerate(seqs):
+        ids[: len(seq), idx] = seq[:width]
+        if len(seq) < width:
+            ids[len(seq) :, idx] = null_sym
+        mask[: len(seq), idx] = 1.0
+        if len(seq) < width:
+            mask[len(seq), idx] = 1.0
+    return ids, mask
+
+
 def _padded_batch(state, x_seqs, y_seqs):
     """create_padded_batch, also returning the kept column indices."""
     seqlen = int(_state_value(state, "seqlen"))
@@ -442,26 +459,8 @@ def _padded_batch(state, x_seqs, y_seqs):
     if mx < 1 or my < 1:
         raise LegacyInputError(None, f"batch width {min(mx, my)} < 1 (state seqlen={seqlen})")
     n = len(x_seqs)
-    X = np.zeros((mx, n), dtype=np.int64)
-    Y = np.zeros((my, n), dtype=np.int64)
-    Xmask = np.zeros((mx, n), dtype=np.float32)
-    Ymask = np.zeros((my, n), dtype=np.float32)
-    # encdec.py:73-88 (slices past the width are clipped by numpy, i.e. sequences are cut)
-    for idx, seq in enumerate(x_seqs):
-        X[: len(seq), idx] = seq[:mx]
-        if len(seq) < mx:
-            X[len(seq) :, idx] = null_src
-        Xmask[: len(seq), idx] = 1.0
-        if len(seq) < mx:
-            Xmask[len(seq), idx] = 1.0
-    # encdec.py:91-97
-    for idx, seq in enumerate(y_seqs):
-        Y[: len(seq), idx] = seq[:my]
-        if len(seq) < my:
-            Y[len(seq) :, idx] = null_trg
-        Ymask[: len(seq), idx] = 1.0
-        if len(seq) < my:
-            Ymask[len(seq), idx] = 1.0
+    X, Xmask = _pad_side(x_seqs, mx, n, null_src)
+    Y, Ymask = _pad_side(y_seqs, my, n, null_trg)
     # encdec.py:99-113: QUIRK h5 invalid pairs
     null_inputs = np.zeros(n)
     for idx in range(n):

@@ -10,6 +10,7 @@ sequence = ``null_sym`` = V, and ``ivocab[0]`` is ``'</s>'`` in the recorded fil
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -54,31 +55,51 @@ def _load_dict(path, what):
     return data
 
 
+@dataclass(frozen=True)
+class _VocabularyKind:
+    """How the messages name a kind of vocabulary file."""
+
+    article: str  # "a" / "an", for both names below
+    what: str  # "word -> id vocabulary"
+    file: str  # "vocab file"
+    entry: str  # what an entry maps: "text -> integer"
+
+
+_WORD_TO_ID = _VocabularyKind("a", "word -> id vocabulary", "vocab file", "text -> integer")
+_ID_TO_WORD = _VocabularyKind("an", "id -> word vocabulary", "ivocab file", "integer -> text")
+
+
+def _word_id_entries(path, inverted: bool) -> list[tuple[str, int]]:
+    """The ``(word, id)`` entries of a ``vocab`` file (word -> id) or, ``inverted``, of an
+    ``ivocab`` file (id -> word), in file order; every entry must be text and an id of 0 or
+    more.  A file of the other kind is refused with a message saying so."""
+    kind, other = (_ID_TO_WORD, _WORD_TO_ID) if inverted else (_WORD_TO_ID, _ID_TO_WORD)
+    items = list(_load_dict(path, kind.what).items())
+    entries = [(word, idx) for idx, word in items] if inverted else items
+    if all(_is_id(word) and isinstance(idx, str) for word, idx in entries):
+        raise LegacyInputError(
+            path,
+            f"this is {other.article} {other.what} ({other.article} {other.file}, "
+            f"e.g. {_describe(items)}); {kind.article} {kind.what} ({kind.file}) is needed here",
+        )
+    for (key, value), (word, idx) in zip(items, entries):
+        if not isinstance(word, str) or not _is_id(idx):
+            raise LegacyInputError(
+                path,
+                f"not {kind.article} {kind.what}: entry {quoted(key)}: "
+                f"{quoted(value)} (expected {kind.entry})",
+            )
+        if idx < 0:
+            raise _negative_id(path, idx, word)
+    return entries
+
+
 def load_word2idx(path) -> dict[str, int]:
     """word -> id dict from a ``vocab.*.pkl`` (``preprocess.py -d`` output).
 
     An id -> word dict (an ``ivocab`` file) is refused with a message saying so.
     """
-    data = _load_dict(path, "word -> id vocabulary")
-    items = list(data.items())
-    if all(_is_id(k) and isinstance(v, str) for k, v in items):
-        raise LegacyInputError(
-            path,
-            "this is an id -> word vocabulary (an ivocab file, "
-            f"e.g. {_describe(items)}); a word -> id vocabulary (vocab file) is needed here",
-        )
-    out = {}
-    for word, idx in items:
-        if not isinstance(word, str) or not _is_id(idx):
-            raise LegacyInputError(
-                path,
-                f"not a word -> id vocabulary: entry {quoted(word)}: "
-                f"{quoted(idx)} (expected text -> integer)",
-            )
-        if idx < 0:
-            raise _negative_id(path, idx, word)
-        out[word] = int(idx)
-    return out
+    return {word: int(idx) for word, idx in _word_id_entries(path, inverted=False)}
 
 
 def _negative_id(path, idx, word):
@@ -94,26 +115,8 @@ def load_idx2word(path) -> dict[int, str]:
 
     A word -> id dict (a ``vocab`` file) is refused with a message saying so.
     """
-    data = _load_dict(path, "id -> word vocabulary")
-    items = list(data.items())
-    if all(isinstance(k, str) and _is_id(v) for k, v in items):
-        raise LegacyInputError(
-            path,
-            "this is a word -> id vocabulary (a vocab file, "
-            f"e.g. {_describe(items)}); an id -> word vocabulary (ivocab file) is needed here",
-        )
-    out = WordsById()
+    out = WordsById((int(idx), word) for word, idx in _word_id_entries(path, inverted=True))
     out.path = path
-    for idx, word in items:
-        if not _is_id(idx) or not isinstance(word, str):
-            raise LegacyInputError(
-                path,
-                f"not an id -> word vocabulary: entry {quoted(idx)}: "
-                f"{quoted(word)} (expected integer -> text)",
-            )
-        if idx < 0:
-            raise _negative_id(path, idx, word)
-        out[int(idx)] = word
     return out
 
 

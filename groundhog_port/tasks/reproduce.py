@@ -29,7 +29,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import LegacyInputError
@@ -69,11 +69,7 @@ class Settings:
         return ", ".join(flags)
 
     def as_dict(self) -> dict:
-        return {
-            "beam_size": self.beam_size,
-            "normalize": self.normalize,
-            "ignore_unk": self.ignore_unk,
-        }
+        return asdict(self)
 
 
 @dataclass
