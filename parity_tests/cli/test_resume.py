@@ -17,9 +17,8 @@ import sys
 import time
 
 import pytest
-import torch
 
-from parity_tests.support.command_lines import FX, score_args, translate_args
+from parity_tests.support.command_lines import FX, score_args, source_file, translate_args
 from parity_tests.support.inprocess import interrupted_here, run_here
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
@@ -95,13 +94,8 @@ class Reference:
 
 @pytest.fixture(scope="module")
 def translate_case(tmp_path_factory):
-    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
     d = tmp_path_factory.mktemp("resume")
-    src = d / "src.en"
-    src.write_text(
-        "".join(lines[i - 1] + "\n" for i in FAST_LINES) * (N_LINES // len(FAST_LINES)),
-        encoding="utf-8",
-    )
+    src = source_file(d / "src.en", FAST_LINES * (N_LINES // len(FAST_LINES)))
     args = translate_args(src)
     return args, Reference(args, d / "ref.fr")
 
@@ -160,12 +154,7 @@ def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
     (The journals begin with the run's fingerprint line, taken from a real interrupted run.)"""
     import json
 
-    from groundhog_port.cli.main import main
-    from parity_tests.support.fuzzing import run_cli_inprocess
-
-    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
-    src = tmp_path / "s.en"
-    src.write_text("".join(lines[i - 1] + "\n" for i in FAST_LINES[:4]), encoding="utf-8")
+    src = source_file(tmp_path / "s.en", FAST_LINES[:4])
     out = tmp_path / "o.fr"
     from groundhog_port.search.translator import Translator
 
@@ -186,37 +175,24 @@ def test_resume_after_damaged_partial_files(tmp_path, monkeypatch):
         "cut character": (b"kept line\ncaf\xc3", f"{record}\n", 1),
         "empty journal": (b"kept line\n", "", 0),
     }
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for name, (partial, journal, kept) in cases.items():
-            out.with_name("o.fr.partial").write_bytes(partial)
-            out.with_name("o.fr.partial.journal").write_text(
-                header + "\n" + journal, encoding="utf-8"
-            )
-            rc, stdout, err = run_cli_inprocess(
-                main, ["--log-level", "WARNING", *translate_args(src, "--trans", out, "--resume")]
-            )
-            assert rc == 0 and "Traceback" not in err, f"{name}: {err}"
-            got = out.read_text(encoding="utf-8").split("\n")
-            assert len(got) == 5 and got[4] == "", name
-            assert (got[0] == "kept line") == (kept == 1), name
-            total = float(stdout.split(": ")[1])
-            assert total > 0, name
-            out.unlink()
-    finally:
-        torch.set_num_threads(threads)
+    for name, (partial, journal, kept) in cases.items():
+        out.with_name("o.fr.partial").write_bytes(partial)
+        out.with_name("o.fr.partial.journal").write_text(header + "\n" + journal, encoding="utf-8")
+        rc, stdout, err = run_here(
+            *translate_args(src, "--trans", out, "--resume"), log_level="WARNING"
+        )
+        assert rc == 0 and "Traceback" not in err, f"{name}: {err}"
+        got = out.read_text(encoding="utf-8").split("\n")
+        assert len(got) == 5 and got[4] == "", name
+        assert (got[0] == "kept line") == (kept == 1), name
+        total = float(stdout.split(": ")[1])
+        assert total > 0, name
+        out.unlink()
 
 
 # ---------------------------------------------------------------------------------------------
 # fingerprints (issue 25, item 4) and no empty leftovers (issue 26, friction 8)
 # ---------------------------------------------------------------------------------------------
-
-
-def _lines_file(path, numbers):
-    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
-    path.write_text("".join(lines[i - 1] + "\n" for i in numbers), encoding="utf-8")
-    return path
 
 
 def _one_error(err, *words):
@@ -234,8 +210,8 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     gives the uninterrupted run's bytes."""
     from groundhog_port.search.translator import Translator
 
-    src = _lines_file(tmp_path / "a.en", FAST_LINES[:6])
-    other = _lines_file(tmp_path / "b.en", FAST_LINES[4:10])
+    src = source_file(tmp_path / "a.en", FAST_LINES[:6])
+    other = source_file(tmp_path / "b.en", FAST_LINES[4:10])
     out = tmp_path / "o.fr"
     args = translate_args(src, "--trans", out)
     rc, _, err = interrupted_here(monkeypatch, Translator, "translate_seqs", 3, *args)
@@ -296,7 +272,7 @@ def test_failed_runs_leave_no_empty_partials(monkeypatch, tmp_path):
     even next to a finished X, which stays as it was."""
     from groundhog_port.search.translator import Translator
 
-    src = _lines_file(tmp_path / "a.en", FAST_LINES[:2])
+    src = source_file(tmp_path / "a.en", FAST_LINES[:2])
     out = tmp_path / "o.fr"
     out.write_text("finished\n")
     args = translate_args(src, "--trans", out)

@@ -24,8 +24,15 @@ import pytest
 from groundhog_port import outputs
 from groundhog_port.errors import LegacyInputError
 from parity_tests.support.cases import LEGACY_ROOT
-from parity_tests.support.command_lines import FX, MODEL, STATE, score_args, translate_args
-from parity_tests.support.inprocess import journal_header, run_cli
+from parity_tests.support.command_lines import (
+    FX,
+    MODEL,
+    STATE,
+    score_args,
+    source_file,
+    translate_args,
+)
+from parity_tests.support.inprocess import journal_header, run_here
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
@@ -239,11 +246,9 @@ def test_run_lock_refuses_a_second_run(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def _src(tmp_path, n=6):
-    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
-    src = tmp_path / "s.en"
-    src.write_text("".join(lines[i] + "\n" for i in range(n)), encoding="utf-8")
-    return src
+def _src(folder, n=6):
+    """``folder/s.en``: the first ``n`` lines of the fixture's test.en."""
+    return source_file(folder / "s.en", range(1, n + 1))
 
 
 def _run(*argv, limit=None):
@@ -261,18 +266,10 @@ def _run(*argv, limit=None):
 
 
 def _run_here(*argv):
-    """The command in this process on one thread (``inprocess.run_cli``): for the runs that
+    """The command in this process on one thread (``inprocess.run_here``): for the runs that
     need no process of their own (references, ``--resume``, a refused second writer), sparing
     a torch import each."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        p = run_cli("--log-level", "WARNING", *argv, cwd=REPO)
-    finally:
-        torch.set_num_threads(threads)
-    return p.returncode, p.stdout, p.stderr
+    return run_here(*argv, log_level="WARNING", cwd=REPO)
 
 
 def _one_error_line(err, *words):

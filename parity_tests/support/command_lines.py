@@ -47,3 +47,11 @@ def score_py_args(state, model, src, trg):
     ``scores_batch*.txt`` were made -- the port takes it unchanged."""
     pair = ["--src", src, "--trg", trg, "--allow-unk"]
     return ["score", "--mode=batch", *pair, "--state", state, model]
+
+
+def source_file(path, numbers):
+    """``path`` made a source file of the fixture's test.en lines ``numbers`` (1-based, in
+    that order, each with its newline); returns ``path``."""
+    lines = (FX / "test.en").read_text(encoding="utf-8").split("\n")
+    path.write_text("".join(lines[i - 1] + "\n" for i in numbers), encoding="utf-8")
+    return path

@@ -59,13 +59,13 @@ def journal_header(*argv):
     return outputs.FINGERPRINT_TAG + json.dumps(fp, sort_keys=True) + "\n"
 
 
-def run_here(*argv):
+def run_here(*argv, log_level="INFO", cwd=None):
     """The command in this process on one thread (as ``OMP_NUM_THREADS=1`` processes run):
     (exit status, stdout, stderr)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        r = run_cli("--log-level", "INFO", *argv)
+        r = run_cli("--log-level", log_level, *argv, cwd=cwd)
     finally:
         torch.set_num_threads(threads)
     return r.returncode, r.stdout, r.stderr
