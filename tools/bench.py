@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO / "tools"))
 
 import bench_score  # noqa: E402
 import bench_search  # noqa: E402
+import benchlib  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -51,12 +52,7 @@ def parse_args(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Numbers depend on the machine's load: run it alone.",
     )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="torch threads (default: OMP_NUM_THREADS, else one per core)",
-    )
+    benchlib.add_threads_argument(p)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--beams", default="1,5,10", help="beam sizes (default: %(default)s)")
     p.add_argument(
@@ -70,7 +66,7 @@ def parse_args(argv=None):
     )
     p.add_argument("--batches", type=int, default=3, help="scoring batches of 80 pairs (3)")
     p.add_argument("--models", default="search,encdec", help="scoring models (%(default)s)")
-    p.add_argument("--seed", type=int, default=1234)
+    benchlib.add_seed_and_json_arguments(p)
     p.add_argument(
         "--startup-runs",
         type=int,
@@ -83,7 +79,6 @@ def parse_args(argv=None):
         help="folder for the start-up's full-size experiment, written once and "
         "reused (default: a temporary folder, written every run)",
     )
-    p.add_argument("--json", type=Path, help="also write the figures to this file")
     p.add_argument(
         "--no-onnx", action="store_true", help="skip the ONNX path's rows (tools/bench_onnx.py)"
     )
@@ -161,9 +156,7 @@ def score_rows(args, peak):
                 "--json",
                 str(out),
             ]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                raise SystemExit(f"worker failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+            benchlib.run_worker(cmd)
             r = json.loads(out.read_text())["rows"][name]
         rows.append(
             dict(
@@ -183,7 +176,7 @@ def score_rows(args, peak):
 
 #: ``python -c _REPORT_RSS FILE ARGS...`` runs ``python ARGS...`` (``-m MODULE ...`` or
 #: ``-c CODE``) and writes its peak RSS in MiB to FILE at exit
-#: (VmHWM, as bench_search._peak_mib reads it, without importing torch before the command)
+#: (VmHWM, as benchlib.peak_rss_mib reads it, without importing torch before the command)
 _REPORT_RSS = """\
 import atexit, runpy, sys
 out, mode, what, *rest = sys.argv[1:]
@@ -278,7 +271,7 @@ def profile(args):
     model = bench_search.full_size_model(args.seed, args.device)
     batch = bench_score.batches(prototype_search_state(), 1, 80, args.seed)[0]
     seqs = bench_search.random_sentences(model.cfg, args.sentences, 20, 40, args.seed + 1)
-    peak = bench_search.measure_peak(4096, 4, torch.device(args.device))
+    peak = benchlib.measure_peak(4096, 4, torch.device(args.device))
     work = [("scoring, RNNsearch, one batch of 80 pairs", lambda: score_batch(model, batch))]
     for beam in [int(b) for b in args.beams.split(",")]:
         work.append(
@@ -325,10 +318,10 @@ def main(argv=None):
     if args.profile:
         return profile(args)
     device = torch.device(args.device)
-    peak0 = bench_search.measure_peak(4096, 4, device)
+    peak0 = benchlib.measure_peak(4096, 4, device)
     search = search_rows(args, peak0)
     scoring = score_rows(args, peak0)
-    peak1 = bench_search.measure_peak(4096, 4, device)
+    peak1 = benchlib.measure_peak(4096, 4, device)
     start = startup(args) if args.startup_runs and device.type == "cpu" else []
     peak = max(peak0, peak1)
     rows = search + scoring

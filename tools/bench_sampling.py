@@ -18,9 +18,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from benchlib import add_threads_argument, set_threads  # noqa: E402
 
 from groundhog_port.harness.check import find_case  # noqa: E402
 from groundhog_port.legacy.data import read_text_lines  # noqa: E402
@@ -36,9 +37,9 @@ def main(argv=None):
     p.add_argument("--n-samples", type=int, default=10)
     p.add_argument("--alpha", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--threads", type=int, default=1)
+    add_threads_argument(p, default=1)
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     f = find_case(args.case)
     exp = open_experiment(f.state, f.model, data_dir=f.dir)
     lines = read_text_lines(args.source or f.source)

@@ -8,7 +8,7 @@ GroundHog's ``bs``) random pairs, source and target lengths 20-50 words, padded 
 padded them (``create_padded_batch``, trim_batches; ``seqlen`` raised to 50 where the state
 has less, so that every batch keeps its 80 pairs).  Reported: pairs/s, target tokens/s,
 achieved GFLOP/s and its share of the float32 matmul peak measured in the same run
-(``bench_search.measure_peak``), and the process's peak RSS (run one model per process, as
+(``benchlib.measure_peak``), and the process's peak RSS (run one model per process, as
 ``tools/bench.py`` does, for that model's own).  FLOPs are those of the padded batch, matrix products only,
 as in ``bench_search`` (encoder per source position, one decoder step per target position
 with the full 30,001-word output layer, attention over the padded source length).
@@ -28,7 +28,14 @@ sys.path.insert(0, str(REPO / "tools"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from bench_search import _peak_mib, encoder_flops, full_size_model, measure_peak, step_flops  # noqa: E402
+from bench_search import encoder_flops, full_size_model, step_flops  # noqa: E402
+from benchlib import (  # noqa: E402
+    add_seed_and_json_arguments,
+    add_threads_argument,
+    measure_peak,
+    peak_rss_mib,
+    set_threads,
+)
 
 
 def encdec_model(seed=1234):
@@ -96,7 +103,7 @@ def measure(model, state, args):
         "pairs_per_s": round(pairs / dt, 2),
         "target_tokens_per_s": round(tokens / dt, 1),
         "gflops": round(flops / dt / 1e9, 1),
-        "peak_rss_mib": round(_peak_mib()),
+        "peak_rss_mib": round(peak_rss_mib()),
     }
 
 
@@ -105,18 +112,16 @@ def main(argv=None):
     p.add_argument("--models", default="search,encdec")
     p.add_argument("--batches", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=80)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    add_threads_argument(p)
     p.add_argument(
         "--peak-size",
         type=int,
         default=4096,
         help="matmul peak: square size (0: not measured, as tools/bench.py runs it)",
     )
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--json", type=Path)
+    add_seed_and_json_arguments(p)
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     from legacy_states import prototype_encdec_state, prototype_search_state
 
     peak = measure_peak(args.peak_size, 3, torch.device("cpu")) if args.peak_size else None

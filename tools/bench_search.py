@@ -41,8 +41,6 @@ Run ``python tools/bench_search.py --help``.
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,6 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import benchlib  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -201,35 +200,6 @@ def encoder_flops(cfg, S):
 
 
 # -- one measurement (worker process) ---------------------------------------------------------
-def _peak_mib():
-    """Peak RSS of this process in MiB: ``VmHWM`` of ``/proc/self/status`` where there is
-    one (``ru_maxrss`` also counts the parent's memory this process was forked with, which
-    exec records as this process's peak), else ``ru_maxrss`` (Linux reports KiB)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def measure_peak(size, repeats, device):
-    a = torch.randn(size, size, device=device)
-    b = torch.randn(size, size, device=device)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        torch.mm(a, b)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
-    return 2 * size**3 / best / 1e9
-
-
 def worker(args):
     """Run one (model, search, beam) measurement; print one JSON line."""
     import logging
@@ -252,8 +222,8 @@ def worker(args):
     seqs = random_sentences(cfg, args.sentences, args.min_len, args.max_len, args.seed + 1)
     if args.search == "literal":
         seqs = seqs[: args.n_literal]
-    rss_model = _peak_mib()
-    local_peak = measure_peak(2048, 3, device)  # the machine as this run finds it
+    rss_model = benchlib.peak_rss_mib()
+    local_peak = benchlib.measure_peak(2048, 3, device)  # the machine as this run finds it
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     rows_S = []
@@ -307,7 +277,7 @@ def worker(args):
                 row_steps=int(row_steps),
                 dec_flops=dec_flops,
                 enc_flops=enc_flops,
-                peak_rss_mib=_peak_mib(),
+                peak_rss_mib=benchlib.peak_rss_mib(),
                 model_rss_mib=rss_model,
                 cuda_max_mib=(
                     torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else None
@@ -357,10 +327,7 @@ def run_worker(args, model, search, beam):
         "--n-literal",
         str(args.n_literal_full if model == "full" else args.n_literal),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"worker failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(benchlib.run_worker(cmd).strip().splitlines()[-1])
 
 
 def compare(lit, bat):
@@ -420,15 +387,9 @@ def parse_args(argv=None):
         default=2048,
         help="hypotheses a batched group starts with, at most (2048)",
     )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="torch threads (default: torch's default, the number of cores)",
-    )
+    benchlib.add_threads_argument(p)
     p.add_argument("--peak-size", type=int, default=4096, help="matmul peak: square size (4096)")
-    p.add_argument("--seed", type=int, default=1234, help="weights and sentences (1234)")
-    p.add_argument("--json", type=Path, help="also write every figure to this file")
+    benchlib.add_seed_and_json_arguments(p)
     # worker mode (internal)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -439,12 +400,11 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    benchlib.set_threads(args.threads)
     if args.worker:
         return worker(args)
     device = torch.device(args.device)
-    peak = measure_peak(args.peak_size, 4, device)
+    peak = benchlib.measure_peak(args.peak_size, 4, device)
     load = os.getloadavg()[0]
     print(
         f"device {args.device}, torch threads {torch.get_num_threads()}, load average "
