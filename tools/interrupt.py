@@ -201,10 +201,9 @@ def _died_starting(sig_name, rc, err):
     )
 
 
-def _signalled_run(spec, d, sig_name, delay):
-    """Start ``spec`` in ``d``; after ``delay`` s send the signal unless it has ended.
-    Returns (signalled, exit status, stdout, stderr)."""
-    proc = subprocess.Popen(
+def _start(spec, d):
+    """``spec``'s command running in ``d``, its output piped, SIGINT at its default."""
+    return subprocess.Popen(
         _argv(spec, d),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -213,6 +212,12 @@ def _signalled_run(spec, d, sig_name, delay):
         cwd=d,
         preexec_fn=_default_sigint,
     )
+
+
+def _signalled_run(spec, d, sig_name, delay):
+    """Start ``spec`` in ``d``; after ``delay`` s send the signal unless it has ended.
+    Returns (signalled, exit status, stdout, stderr)."""
+    proc = _start(spec, d)
     try:
         proc.wait(timeout=delay)
         signalled = False
@@ -292,15 +297,7 @@ class Reference:
 def run_reference(spec, root):
     d = Path(tempfile.mkdtemp(prefix=f"ref-{spec.name}-", dir=root))
     t = time.monotonic()
-    proc = subprocess.Popen(
-        _argv(spec, d),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-        cwd=d,
-        preexec_fn=_default_sigint,
-    )
+    proc = _start(spec, d)
     first = None
     while proc.poll() is None:
         if first is None and any(d.iterdir()):
