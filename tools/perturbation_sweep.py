@@ -23,6 +23,7 @@ Target: every detectable perturbation caught.  Usage::
 """
 
 import argparse
+import inspect
 import sys
 import time
 from pathlib import Path
@@ -41,8 +42,9 @@ from groundhog_port.harness.trace import TraceFile  # noqa: E402
 from groundhog_port.legacy.checkpoint import legacy_param_table  # noqa: E402
 from groundhog_port.legacy.loading import open_experiment  # noqa: E402
 
-#: the comparison itself, before :class:`Capture` wraps it
+#: the comparison itself, before :class:`Capture` wraps it, and its parameters (by name)
 JUDGE = parity_report.compare_values
+COMPARE_VALUES = inspect.signature(JUDGE)
 #: the modules whose comparisons :class:`Capture` wraps (the groups it sweeps and the report,
 #: whose compare_costs_by_hypothesis calls compare_values)
 COMPARING = (parity_report, parity_scoring, parity_search)
@@ -75,42 +77,23 @@ class Capture:
         self._saved = [(m, n, getattr(m, n)) for m in COMPARING for n in WRAPPED if hasattr(m, n)]
         cap = self
 
-        def cv(
-            row,
-            where,
-            port32,
-            port64,
-            recorded,
-            probe=None,
-            magnitude_of=None,
-            quantum=None,
-            poolable=None,
-            n_terms=None,
-        ):
-            cap.values[where] = (
-                row.quantity,
-                row.tolerance,
-                np.array(port32),
-                np.array(port64),
-                None if probe is None else np.array(probe),
-                magnitude_of,
-                quantum,
-                poolable,
-                np.array(recorded, dtype=np.float64),
-                n_terms,
+        def cv(*args, **kwargs):
+            v = COMPARE_VALUES.bind(*args, **kwargs)
+            v.apply_defaults()
+            v = v.arguments
+            cap.values[v["where"]] = (
+                v["row"].quantity,
+                v["row"].tolerance,
+                np.array(v["port32"]),
+                np.array(v["port64"]),
+                None if v["probe"] is None else np.array(v["probe"]),
+                v["magnitude_of"],
+                v["quantum"],
+                v["poolable"],
+                np.array(v["recorded"], dtype=np.float64),
+                v["n_terms"],
             )
-            return cap._cv(
-                row,
-                where,
-                port32,
-                port64,
-                recorded,
-                probe,
-                magnitude_of,
-                quantum,
-                poolable,
-                n_terms,
-            )
+            return cap._cv(*args, **kwargs)
 
         def cs(row, where, got, want):
             cap.seqs[where] = [tuple(int(t) for t in s) for s in got]
