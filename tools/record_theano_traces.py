@@ -904,27 +904,26 @@ class GroundHogProducer(object):
             attrs[key] = int(s[key])
         return attrs
 
-    def pair(self, src_line, trg_line):
+    def _pair_ids(self, line, side):
+        """score.py's ids of one ``side`` ("source" or "target") of a pair: parse_input with
+        that side's dictionary, UNK and end-of-sequence ids, unknown words allowed."""
         s = self.state
+        ids, _ = self.parse_input(
+            s,
+            self.indx_src if side == "source" else self.indx_trg,
+            self._native(line),
+            raise_unk=False,
+            unk_sym=s["unk_sym_" + side],
+            null_sym=s["null_sym_" + side],
+        )
+        return ids
+
+    def pair(self, src_line, trg_line):
         if self._probs is None:
             self._probs = self.enc_dec.create_probs_computer(return_alignment=True)
             self._scorer = self.enc_dec.create_scorer()
-        src, _ = self.parse_input(
-            s,
-            self.indx_src,
-            self._native(src_line),
-            raise_unk=False,
-            unk_sym=s["unk_sym_source"],
-            null_sym=s["null_sym_source"],
-        )
-        trg, _ = self.parse_input(
-            s,
-            self.indx_trg,
-            self._native(trg_line),
-            raise_unk=False,
-            unk_sym=s["unk_sym_target"],
-            null_sym=s["null_sym_target"],
-        )
+        src = self._pair_ids(src_line, "source")
+        trg = self._pair_ids(trg_line, "target")
         probs, alignment = self._probs(src, trg)
         score = self._scorer(src, trg)[0]
         return {
