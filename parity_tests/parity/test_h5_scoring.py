@@ -11,7 +11,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from groundhog_port.cli import main as cli
 from parity_tests.support.inprocess import journal_header
@@ -24,13 +23,8 @@ BS = 32
 REL, ABS = 1e-5, 1e-5
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small matrices: one thread is much faster than two threads competing for 2 cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+#: small matrices: one thread is much faster than two threads competing for 2 cores
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _score_argv(root, case, out, *extra):
@@ -94,15 +88,10 @@ def test_first_20_batches_match_score_py(legacy_root, tmp_path, case):
 
 
 @pytest.fixture(scope="module")
-def full_run(legacy_root, tmp_path_factory):
+def full_run(legacy_root, tmp_path_factory, one_thread):
     """One uninterrupted run over the whole training bitext (search case)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        out = tmp_path_factory.mktemp("h5") / "full.txt"
-        assert cli.main(_score_argv(legacy_root, "search", out)) == 0
-    finally:
-        torch.set_num_threads(before)
+    out = tmp_path_factory.mktemp("h5") / "full.txt"
+    assert cli.main(_score_argv(legacy_root, "search", out)) == 0
     return out
 
 

@@ -20,7 +20,6 @@ import re
 import h5py
 import numpy as np
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,19 +37,11 @@ from groundhog_port.sampling.sampler import (
     n_steps_for,
 )
 from groundhog_port.sampling.seed import derive_mrg_seed
-from parity_tests.support.cases import FIXTURES, case_dirs
+from parity_tests.support.cases import CASE_DIRS, CASE_IDS, FIXTURES
 from parity_tests.support.inprocess import journal_header
 from parity_tests.support.models import build_model
 
-CASE_DIRS = case_dirs()
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _exp(case):
@@ -168,7 +159,7 @@ def test_multinomial_sums_in_double():
 
 # -- the seed -------------------------------------------------------------------------
 @pytest.mark.skipif(not CASE_DIRS, reason="recorded traces not found (set GROUNDHOG_LEGACY_TRACES)")
-@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", CASE_DIRS, ids=CASE_IDS)
 def test_seed_derivation_matches_recording(case):
     f, exp = _exp(case)
     with h5py.File(f.trace, "r") as h:

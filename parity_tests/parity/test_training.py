@@ -25,6 +25,7 @@ from groundhog_port.model.config import ModelConfig
 from groundhog_port.training.files import dumps_state, load_timings
 from groundhog_port.training.order import param_order
 from parity_tests.support.cases import CASES, FIXTURES, LEGACY_ROOT
+from parity_tests.support.training import train_bundled_search
 
 DATA = LEGACY_ROOT / "data"
 
@@ -111,21 +112,7 @@ def test_state_pickle_is_python2_protocol_2():
 
 def _train(tmp_path, *extra):
     need(DATA / "binarized_text.shuffled.en.h5")
-    return main(
-        [
-            "--threads",
-            "1",
-            "train",
-            "--state",
-            str(FIXTURES / "search" / "search_state.pkl"),
-            "--model",
-            str(FIXTURES / "search" / "search_model.npz"),
-            "--data-dir",
-            str(DATA),
-            f"prefix='{tmp_path}/s_'",
-            *extra,
-        ]
-    )
+    return train_bundled_search(DATA, f"{tmp_path}/s_", *extra)
 
 
 def test_continue_training_saves_resumes_and_scores(tmp_path, capsys):

@@ -26,7 +26,8 @@ from groundhog_port.model.config import ModelConfig
 from groundhog_port.training import files
 from groundhog_port.training.init import build_plan, draw
 from parity_tests.support import train_fidelity as fidelity
-from parity_tests.support.cases import FIXTURES, LEGACY_ROOT, recording_dir
+from parity_tests.support.cases import LEGACY_ROOT, recording_dir
+from parity_tests.support.training import train_bundled_search
 
 DATA = LEGACY_ROOT / "data"
 
@@ -247,23 +248,7 @@ def _fixture_train(prefix, *extra):
     """The bundled search model trained on; ``sort_k_batches=1`` so that a resumed run sees
     the batches an uninterrupted one sees (with k > 1 GroundHog skips the rest of the
     interrupted group of k batches)."""
-    data = _data()
-    return main(
-        [
-            "--threads",
-            "1",
-            "train",
-            "--state",
-            str(FIXTURES / "search" / "search_state.pkl"),
-            "--model",
-            str(FIXTURES / "search" / "search_model.npz"),
-            "--data-dir",
-            str(data),
-            f"prefix='{prefix}'",
-            "sort_k_batches=1",
-            *extra,
-        ]
-    )
+    return train_bundled_search(_data(), prefix, "sort_k_batches=1", *extra)
 
 
 def _log(caplog):

@@ -134,3 +134,8 @@ def need_browser_part(what):
     if os.environ.get("CI"):
         pytest.fail(msg)
     pytest.skip(msg)
+
+
+#: the shared recorded case folders present, and their names (the ids of tests run per case)
+CASE_DIRS = case_dirs()
+CASE_IDS = [d.name for d in CASE_DIRS]

@@ -33,22 +33,19 @@ from groundhog_port.search.batched import (
 )
 from groundhog_port.search.common import SearchFailed, select_cheapest
 from groundhog_port.search.legacy import BeamSearch, Hypotheses, sample
-from parity_tests.support.cases import case_dirs
+from parity_tests.support.cases import CASE_DIRS, CASE_IDS
 from parity_tests.support.models import build_model
 
-CASE_DIRS = case_dirs()
+#: small models: one thread avoids OpenMP overhead (results do not depend on it)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(autouse=True)
-def _quiet_and_one_thread():
-    """Small models: one thread avoids OpenMP overhead (results do not depend on it);
-    the retry warnings of both searches are expected here."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _quiet():
+    """The retry warnings of both searches are expected here."""
     logging.disable(logging.ERROR)
     yield
     logging.disable(logging.NOTSET)
-    torch.set_num_threads(threads)
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -143,12 +140,18 @@ def sentences(draw, model):
 
 
 # -- random models -------------------------------------------------------------------------
-@settings(
-    max_examples=30,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+def examples(n):
+    """``n`` reproducible (derandomized) examples, no deadline: building random models is slow
+    and draws much data."""
+    return settings(
+        max_examples=n,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+@examples(30)
 @given(data=st.data())
 def test_random_models_sample(data):
     """sample() of the literal search == sample_many, for many shapes and options."""
@@ -165,12 +168,7 @@ def test_random_models_sample(data):
     assert_same(expected, got, f"n={n} ignore_unk={ignore_unk} normalize={normalize}")
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@examples(12)
 @given(data=st.data())
 def test_random_models_search_minlen(data):
     """search() with explicit minlens (incl. none reachable: every retry up to the crash)."""
@@ -306,12 +304,7 @@ def test_output_blocks_equal_numerics_mm(k, V):
         assert torch.equal(got[:rows], mm(h, W)), (k, V, rows)
 
 
-@settings(
-    max_examples=20,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@examples(20)
 @given(data=st.data())
 def test_batched_encoder_equals_encode(data):
     model = data.draw(models())
@@ -342,7 +335,7 @@ def recorded(group, i):
     return [t.tolist() for t in np.split(flat, np.cumsum(lengths)[:-1])], g["fin_costs"][()]
 
 
-@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=[d.name for d in CASE_DIRS])
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=CASE_IDS)
 def test_recorded_cases(legacy_root, case_dir):
     """The 40 test sentences: batched == literal (bitwise) and the recorded n-best lists
     (hypotheses and their order; crashes with sample.py's message).  The literal search runs

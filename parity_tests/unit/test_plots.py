@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 from groundhog_port.cli import main as cli
 from groundhog_port.legacy.data import read_text_lines
@@ -26,12 +25,7 @@ def _needs_matplotlib():
     return matplotlib.image
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _longest_runs(mask):

@@ -35,10 +35,8 @@ from legacy_states import (
     safe_load_pickle,
     same_value,
 )
-from parity_tests.support.cases import case_dirs
+from parity_tests.support.cases import CASE_DIRS, CASE_IDS
 
-CASE_DIRS = case_dirs()
-CASE_IDS = [d.name for d in CASE_DIRS]
 LEGACY_PREFIX = "/data/lisatmp3/groundhog_fixture"
 
 #: MANIFEST section 5, as the text one would give train.py (parsed with parse_changes)

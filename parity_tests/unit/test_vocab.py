@@ -25,10 +25,8 @@ from groundhog_port.legacy.vocab import (
     target_idx2word,
 )
 from legacy_states import load_state
-from parity_tests.support.cases import case_dirs
+from parity_tests.support.cases import CASE_DIRS, CASE_IDS
 
-CASE_DIRS = case_dirs()
-CASE_IDS = [d.name for d in CASE_DIRS]
 #: trace.h5 /beam label -> sample.py output file
 BEAM_FILES = {
     "1": "trans_beam1.txt",
