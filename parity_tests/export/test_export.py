@@ -9,6 +9,7 @@ are those of the legacy-loaded model, bit for bit; ``parity --case --checkpoint`
 The ONNX graphs and their driver are tested in ``test_export_onnx.py``.
 """
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -22,8 +23,9 @@ from groundhog_port.legacy.exported import CONFIG_FILE, WEIGHTS_FILE, write_chec
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.search.scoring import batches_for, score_batch
 from groundhog_port.search.translator import Translator
-from parity_tests.support.cases import FIXTURES, case_dirs, pending_case_dirs
+from parity_tests.support.cases import FIXTURES, case_dirs, case_path_id, pending_case_dirs
 from parity_tests.support.inprocess import run_cli
+from parity_tests.support.models import legacy_files, open_case
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = [FIXTURES / "search"] + case_dirs() + pending_case_dirs()
@@ -37,30 +39,22 @@ TRANS_FILES = {
 }
 
 
-def _legacy_files(case):
-    state = next(case.glob("*state.pkl"))
-    return state, case / state.name.replace("state.pkl", "model.npz")
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, one_thread):
     """case dir -> (legacy experiment, its export directory), made once per case."""
-    out = {}
     root = tmp_path_factory.mktemp("export")
 
+    @functools.cache
     def get(case):
-        if case not in out:
-            state, model = _legacy_files(case)
-            exp = open_experiment(state, model, data_dir=case)
-            d = root / f"{case.parent.name}_{case.name}"
-            write_checkpoint(exp, d)
-            out[case] = (exp, d)
-        return out[case]
+        exp = open_case(case)
+        d = root / f"{case.parent.name}_{case.name}"
+        write_checkpoint(exp, d)
+        return exp, d
 
     return get
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("case", CASES, ids=case_path_id)
 def test_reloaded_model_is_bit_identical(case, exported):
     exp, d = exported(case)
     back = open_experiment(d)
@@ -80,7 +74,7 @@ def _expected_lines(path):
     return data.decode("utf-8").split("\n")[:-1] if data else []
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("case", CASES, ids=case_path_id)
 def test_reloaded_translations_byte_identical(case, exported):
     """Every trans_beam*.txt of the case from the reloaded checkpoint, batched search."""
     _, d = exported(case)
@@ -101,7 +95,7 @@ def test_reloaded_translations_byte_identical(case, exported):
     assert checked == (1 if case.parent == FIXTURES else len(TRANS_FILES))
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("case", CASES, ids=case_path_id)
 def test_reloaded_scores_identical(case, exported):
     """score.py --mode batch costs of every test pair: the same float32 bits."""
     exp, d = exported(case)
@@ -119,7 +113,7 @@ def test_cli_export_translate_score_fixture(tmp_path, one_thread):
     """The commands themselves on the fixture: export, translate --checkpoint (== the
     recorded sample.py file), score --checkpoint (== the legacy-loaded score output)."""
     case = FIXTURES / "search"
-    state, model = _legacy_files(case)
+    state, model = legacy_files(case)
     out = tmp_path / "exported"
     r = run_cli("export", "--format", "safetensors", "--state", state, model, out)
     assert r.returncode == 0, r.stderr
@@ -141,31 +135,9 @@ def test_cli_export_translate_score_fixture(tmp_path, one_thread):
     )
     assert r.returncode == 0, r.stderr
     assert trans.read_bytes() == (case / "trans_beam10.txt").read_bytes()
-    legacy = run_cli(
-        "score",
-        "--state",
-        state,
-        model,
-        "--mode",
-        "batch",
-        "--src",
-        case / "test.en",
-        "--trg",
-        case / "test.fr",
-        "--allow-unk",
-    )
-    back = run_cli(
-        "score",
-        "--checkpoint",
-        out,
-        "--mode",
-        "batch",
-        "--src",
-        case / "test.en",
-        "--trg",
-        case / "test.fr",
-        "--allow-unk",
-    )
+    batch = ("--mode", "batch", "--src", case / "test.en", "--trg", case / "test.fr", "--allow-unk")
+    legacy = run_cli("score", "--state", state, model, *batch)
+    back = run_cli("score", "--checkpoint", out, *batch)
     assert legacy.returncode == back.returncode == 0, back.stderr
     assert back.stdout == legacy.stdout and back.stdout.count("\n") >= 40
 
@@ -228,7 +200,7 @@ def test_docs_list_every_name():
     documented = set(re.findall(r"^\| `([a-z_.A-Z0-9]+)` \| `([A-Za-z0-9_]+)`", text, re.M))
     seen = set()
     for case in CASES:
-        state, _ = _legacy_files(case)
+        state, _ = legacy_files(case)
         cfg = ModelConfig.from_state(legacy_states.load_state(state), state)
         for name, legacy, _, _ in export_table(cfg):
             seen.add((name, legacy))
@@ -277,8 +249,7 @@ def test_bad_checkpoint_dirs(tmp_path, exported):
 def test_nonfinite_state_values_round_trip_as_strict_json(tmp_path, one_thread):
     """A state holding inf / nan (JSON has none) is written as strict JSON and read back."""
     case = FIXTURES / "search"
-    state, model = _legacy_files(case)
-    exp = open_experiment(state, model, "cutoff=1e999", data_dir=case)
+    exp = open_case(case, "cutoff=1e999")
     write_checkpoint(exp, tmp_path)
     text = (tmp_path / CONFIG_FILE).read_text(encoding="utf-8")
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))

@@ -12,6 +12,7 @@ driver's translations against the port's, and the files read without groundhog_p
   ``trans_beam10.txt`` byte for byte.
 """
 
+import functools
 import importlib.util
 import subprocess
 import sys
@@ -25,20 +26,15 @@ from groundhog_port.harness import tolerance as tol
 from groundhog_port.harness.onnx import OnnxRow, check_onnx
 from groundhog_port.harness.trace import TraceFile
 from groundhog_port.legacy.exported import write_checkpoint
-from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.search.legacy import path_costs
 from groundhog_port.search.translator import Translator
-from parity_tests.support.cases import FIXTURES, case_dirs, pending_case_dirs
+from parity_tests.support.cases import FIXTURES, case_dirs, case_path_id, pending_case_dirs
+from parity_tests.support.models import legacy_files, open_case
 
 pytest.importorskip("onnxruntime", reason="the export extra (onnx, onnxruntime) is not installed")
 
 SHARED = case_dirs() + pending_case_dirs()
 BEAMS = (1, 5, 10)
-
-
-def _legacy_files(case):
-    state = next(case.glob("*state.pkl"))
-    return state, case / state.name.replace("state.pkl", "model.npz")
 
 
 def _driver(out):
@@ -54,17 +50,15 @@ def _driver(out):
 @pytest.fixture(scope="module")
 def onnx_export(tmp_path_factory, one_thread):
     """case dir -> (legacy experiment, driver module, OnnxTranslator, export dir)."""
-    made, root = {}, tmp_path_factory.mktemp("onnx")
+    root = tmp_path_factory.mktemp("onnx")
 
+    @functools.cache
     def get(case):
-        if case not in made:
-            state, model = _legacy_files(case)
-            exp = open_experiment(state, model, data_dir=case)
-            out = root / f"{case.parent.name}_{case.name}"
-            write_onnx(exp, out)
-            mod = _driver(out)
-            made[case] = (exp, mod, mod.OnnxTranslator(out), out)
-        return made[case]
+        exp = open_case(case)
+        out = root / f"{case.parent.name}_{case.name}"
+        write_onnx(exp, out)
+        mod = _driver(out)
+        return exp, mod, mod.OnnxTranslator(out), out
 
     return get
 
@@ -87,9 +81,7 @@ def _sentences(case):
     return sorted(set(range(0, len(lines), 3)) | {i for i in crashed if i < len(lines)}), lines
 
 
-@pytest.mark.parametrize(
-    "case", [FIXTURES / "search"] + SHARED, ids=lambda p: f"{p.parent.name}/{p.name}"
-)
+@pytest.mark.parametrize("case", [FIXTURES / "search"] + SHARED, ids=case_path_id)
 def test_driver_translations_equal_the_ports(case, onnx_export):
     """Beam 1/5/10: the same line (or the same crash) for every sentence; the chosen
     hypothesis' cost within the port's derived bounds of its exact (float64) cost and of the
@@ -161,7 +153,7 @@ def test_cli_exports_opset_and_driver(tmp_path, one_thread):
     import onnx
 
     case = FIXTURES / "search"
-    state, model = _legacy_files(case)
+    state, model = legacy_files(case)
     from parity_tests.support.inprocess import run_cli
 
     r = run_cli("export", "--format", "onnx", "--state", state, model, tmp_path / "o")
@@ -221,8 +213,7 @@ print("OK", len(weights))
 
 def test_exports_load_without_groundhog_port(tmp_path, one_thread):
     case = FIXTURES / "search"
-    state, model = _legacy_files(case)
-    exp = open_experiment(state, model, data_dir=case)
+    exp = open_case(case)
     write_checkpoint(exp, tmp_path / "st")
     write_onnx(exp, tmp_path / "onnx")
     out = tmp_path / "trans_beam10.txt"
@@ -256,8 +247,7 @@ def test_attention_overflow_quirk_kept_in_graph(one_thread):
 
     from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph
 
-    state, model = _legacy_files(FIXTURES / "search")
-    exp = open_experiment(state, model, data_dir=FIXTURES / "search")
+    exp = open_case(FIXTURES / "search")
     m = copy.deepcopy(exp.model)
     with torch.no_grad():
         m.decoder.D.mul_(1e4)

@@ -19,7 +19,12 @@ import numpy as np
 import pytest
 
 from groundhog_port.harness.trace import TraceFile
-from parity_tests.support.recorder import MOCK_GROUNDHOG, REFERENCE_COMMIT, load_module
+from parity_tests.support.recorder import (
+    MOCK_GROUNDHOG,
+    REFERENCE_COMMIT,
+    load_module,
+    recorder_args,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDER = REPO / "tools" / "record_theano_traces.py"
@@ -210,23 +215,6 @@ def workdir(tmp_path):
     return tmp_path
 
 
-def base_args(d, out="trace.h5"):
-    return [
-        "--groundhog",
-        str(d),
-        "--state",
-        str(d / "s.pkl"),
-        "--model",
-        str(d / "m.npz"),
-        "--source",
-        str(d / "src.txt"),
-        "--target",
-        str(d / "trg.txt"),
-        "--output",
-        str(d / out),
-    ]
-
-
 # ---------------------------------------------------------------------------------------
 # arguments
 # ---------------------------------------------------------------------------------------
@@ -248,7 +236,7 @@ def test_help(rec, capsys):
 def test_missing_and_bad_arguments(rec, workdir, capsys):
     assert rec.main([]) == 2
     assert "required" in capsys.readouterr().err
-    args = base_args(workdir)
+    args = recorder_args(workdir)
     bad = list(args)
     bad[bad.index("--source") + 1] = str(workdir / "nope.txt")
     assert rec.main(bad) == 2
@@ -259,7 +247,7 @@ def test_missing_and_bad_arguments(rec, workdir, capsys):
     assert rec.main(args + ["--parts", "pairs,everything"]) == 2
     assert rec.main(args + ["--steps", "-1"]) == 2
     (workdir / "exists.h5").write_bytes(b"")
-    assert rec.main(base_args(workdir, "exists.h5")) == 2
+    assert rec.main(recorder_args(workdir, "exists.h5")) == 2
     capsys.readouterr()
     # no producer: the state/model/GroundHog paths are checked before Theano is imported
     assert rec.main(args) == 2
@@ -290,7 +278,7 @@ def record_with_fake(rec, d, out="trace.h5", extra=()):
     fake = load_module("fake_producer_" + out.replace(".", "_"), d / "fake_producer.py")
     producer = fake.FakeProducer()
     argv = (
-        base_args(d, out)
+        recorder_args(d, out)
         + ["--steps", "2", "--beam-sizes", "1", "5_normalize", "5_ignore_unk", "--case", "fake"]
         + list(extra)
     )
@@ -599,7 +587,7 @@ def test_compiles_and_records_under_python2(rec, workdir, tmp_path):
         "import rec2, fake_producer\n"
         "sys.exit(rec2.main(sys.argv[1:], producer=fake_producer.FakeProducer()))\n"
     ) % (str(tmp_path), str(workdir))
-    argv = base_args(workdir, "py2.h5") + [
+    argv = recorder_args(workdir, "py2.h5") + [
         "--steps",
         "2",
         "--beam-sizes",
@@ -663,8 +651,7 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
         (data / name).write_bytes(pickle.dumps(obj, protocol=2))
     (workdir / "s.pkl").write_bytes(pickle.dumps({"seed": 3}, protocol=0))
     (workdir / "m.npz").write_bytes(b"")
-    argv = base_args(workdir, "mock.h5")
-    argv[argv.index("--groundhog") + 1] = str(gh)
+    argv = recorder_args(workdir, "mock.h5", groundhog=gh)
     argv += [
         "--remap-dir",
         str(data),

@@ -37,7 +37,12 @@ import pytest
 
 from groundhog_port.harness.trace import TraceFile
 from groundhog_port.sampling import mrg
-from parity_tests.support.recorder import MOCK_GROUNDHOG, REFERENCE_COMMIT, load_module
+from parity_tests.support.recorder import (
+    MOCK_GROUNDHOG,
+    REFERENCE_COMMIT,
+    load_module,
+    recorder_args,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDER = REPO / "tools" / "record_theano_traces.py"
@@ -366,19 +371,7 @@ def recorded(theano_python, tmp_path_factory):
     rng = np.random.RandomState(20261201)
     weights = {k: rng.normal(0, 0.8, size=s).astype("float32") for k, s in SHAPES.items()}
     np.savez(d / "m.npz", **weights)
-    argv = [
-        "--groundhog",
-        str(d / "gh"),
-        "--state",
-        str(d / "s.pkl"),
-        "--model",
-        str(d / "m.npz"),
-        "--source",
-        str(d / "src.txt"),
-        "--target",
-        str(d / "trg.txt"),
-        "--output",
-        str(d / "trace.h5"),
+    argv = recorder_args(d, groundhog=d / "gh") + [
         "--remap-dir",
         str(data),
         "--steps",

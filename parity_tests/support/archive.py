@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 MAX_SENTENCES = 4
+VOCABULARIES = ("vocab.en.pkl", "ivocab.en.pkl", "vocab.fr.pkl", "ivocab.fr.pkl")
 
 
 def _copy(src, dst, lines=None):
@@ -18,6 +19,16 @@ def _copy(src, dst, lines=None):
     else:
         text = src.read_text(encoding="utf-8").splitlines(keepends=True)
         dst.write_text("".join(text[lines]), encoding="utf-8")
+
+
+def _copy_all(src, dst, names):
+    for name in names:
+        _copy(src / name, dst / name)
+
+
+def _checkpoint(case):
+    """A recorded case's state and model files."""
+    return (f"{case}_state.pkl", f"{case}_model.npz")
 
 
 def build_archive(legacy, root):
@@ -37,50 +48,24 @@ def build_archive(legacy, root):
     * ``broken/``: a state without its model.
     """
     v = root / "vocabularies"
-    for name in ("vocab.en.pkl", "ivocab.en.pkl", "vocab.fr.pkl", "ivocab.fr.pkl"):
-        _copy(legacy / "encdec" / name, v / name)
+    _copy_all(legacy / "encdec", v, VOCABULARIES)
     s = legacy / "search"
     for p in s.iterdir():
         if p.name != "timings.txt" and not p.name.endswith("timing.npz"):
             _copy(p, root / "2015" / "search" / p.name)
     e, d = legacy / "encdec", root / "2015" / "encdec_run"
-    for name in (
-        "encdec_state.pkl",
-        "encdec_model.npz",
-        "trans_beam5.txt",
-        "trans_beam10_normalize.txt",
-        "sample_beam5_stdout.txt",
-    ):
-        _copy(e / name, d / name)
+    outputs = ("trans_beam5.txt", "trans_beam10_normalize.txt", "sample_beam5_stdout.txt")
+    _copy_all(e, d, _checkpoint("encdec") + outputs)
     _copy(e / "test.en", d / "newstest.en")
     _copy(e / "test.fr", d / "newstest.fr")
     sv, d = legacy / "search_variant", root / "crashed" / "search_variant"
-    for name in (
-        "search_variant_state.pkl",
-        "search_variant_model.npz",
-        "vocab.en.pkl",
-        "ivocab.en.pkl",
-        "vocab.fr.pkl",
-        "ivocab.fr.pkl",
-        "sample_beam5_error.txt",
-    ):
-        _copy(sv / name, d / name)
+    _copy_all(sv, d, _checkpoint("search_variant") + VOCABULARIES + ("sample_beam5_error.txt",))
     _copy(sv / "test.en", d / "test.en", slice(32, 40))
     _copy(sv / "test.fr", d / "test.fr", slice(32, 40))
     _copy(sv / "trans_beam5.txt", d / "trans_beam5.txt", slice(32, 40))
     ph, d = legacy / "phrase", root / "phrase"
-    for name in (
-        "phrase_state.pkl",
-        "phrase_model.npz",
-        "vocab.en.pkl",
-        "ivocab.en.pkl",
-        "vocab.fr.pkl",
-        "ivocab.fr.pkl",
-        "trans_beam1.txt",
-        "scores_batch.txt",
-        "sample_beam1_stdout.txt",
-    ):
-        _copy(ph / name, d / name)
+    outputs = ("trans_beam1.txt", "scores_batch.txt", "sample_beam1_stdout.txt")
+    _copy_all(ph, d, _checkpoint("phrase") + VOCABULARIES + outputs)
     _copy(ph / "trans_beam10.txt", d / "trans_final.txt")
     _copy(ph / "test.en", root / "data" / "test.en")
     _copy(ph / "test.fr", root / "data" / "test.fr")

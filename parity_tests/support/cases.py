@@ -139,3 +139,8 @@ def need_browser_part(what):
 #: the shared recorded case folders present, and their names (the ids of tests run per case)
 CASE_DIRS = case_dirs()
 CASE_IDS = [d.name for d in CASE_DIRS]
+
+
+def case_path_id(case):
+    """A test id naming a case folder with its parent (``fixtures/search``, ``legacy_traces/search``)."""
+    return f"{case.parent.name}/{case.name}"

@@ -1,8 +1,10 @@
-"""Small models with random parameters, for tests of the searches and the sampler on
-shapes and vocabularies the recordings do not cover."""
+"""Models for the tests: a case folder's legacy experiment, and small models with random
+parameters for tests of the searches and the sampler on shapes and vocabularies the
+recordings do not cover."""
 
 import torch
 
+from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.model.config import ModelConfig
 from groundhog_port.model.encdec import RNNEncoderDecoder
 from legacy_states import prototype_encdec_state, prototype_search_state
@@ -46,3 +48,16 @@ def build_model(family, V_src, V_trg, dim, rank, flags, seed, scales, stable=Fal
                 p.copy_(noise * 0.5)
         model.decoder.output_layer.b[cfg.null_sym_target] += eos_bias
     return model
+
+
+def legacy_files(case):
+    """A case folder's ``*state.pkl`` and the ``*model.npz`` of the same prefix beside it."""
+    state = next(case.glob("*state.pkl"))
+    return state, case / state.name.replace("state.pkl", "model.npz")
+
+
+def open_case(case, changes=""):
+    """The legacy experiment of a case folder (GroundHog's ``changes`` to its state), its
+    vocabularies looked for in the folder."""
+    state, model = legacy_files(case)
+    return open_experiment(state, model, changes, data_dir=case)

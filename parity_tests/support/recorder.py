@@ -268,3 +268,23 @@ class BatchBiTxtIterator(object):
             yield out
 """,
 }
+
+
+def recorder_args(d, out="trace.h5", groundhog=None):
+    """The recorder's required arguments for a work folder ``d`` holding ``s.pkl``, ``m.npz``,
+    ``src.txt`` and ``trg.txt``; the trace is written to ``d / out``, GroundHog (or the
+    producer) is looked for in ``groundhog`` (default: ``d``)."""
+    return [
+        "--groundhog",
+        str(groundhog or d),
+        "--state",
+        str(d / "s.pkl"),
+        "--model",
+        str(d / "m.npz"),
+        "--source",
+        str(d / "src.txt"),
+        "--target",
+        str(d / "trg.txt"),
+        "--output",
+        str(d / out),
+    ]

@@ -18,6 +18,7 @@ from groundhog_port.model.activations import (
 )
 from legacy_states import PROTOTYPES, load_state
 from parity_tests.support.cases import case_dirs
+from parity_tests.support.evaluation import assert_never_evaluated
 
 #: state keys holding activation strings (state.py:74-100)
 ACTIVATION_KEYS = (
@@ -118,16 +119,10 @@ def test_unknown_activation(text):
 
 
 def test_never_evaluated(tmp_path):
-    marker = tmp_path / "PWNED"
-    for text in (
-        f"__import__('os').system('touch {marker}')",
-        f"lambda x: __import__('os').system('touch {marker}')",
-        f"Maxout(__import__('os').system('touch {marker}'))",
-        f"open({str(marker)!r}, 'w')",
-    ):
-        with pytest.raises(LegacyInputError, match="unknown activation"):
-            parse_activation(text, "activ")
-    assert not marker.exists()
+    templates = ("{touch}", "lambda x: {touch}", "Maxout({touch})", "{open}")
+    assert_never_evaluated(
+        lambda text: parse_activation(text, "activ"), templates, "unknown activation", tmp_path
+    )
 
 
 def test_bad_types_and_lengths():

@@ -137,27 +137,20 @@ def test_batched_search_equals_literal(exp):
         assert hyps.trans == want.trans and np.array_equal(hyps.costs, want.costs)
 
 
+def _translate(tmp_path, source, beam_size):
+    """``translate --beam-search`` of the recorded model on the case's ``source`` file: the
+    exit status and the ``--trans`` file written."""
+    out = tmp_path / "t.txt"
+    search = ["--beam-search", "--beam-size", str(beam_size)]
+    files = ["--source", str(CASE / source), "--trans", str(out)]
+    model = ["--state", str(STATE), "--data-dir", str(CASE), str(MODEL)]
+    return main(["translate", *search, *files, *model]), out
+
+
 @needs_case
 def test_translate_writes_36_lines_then_an_empty_line_and_exits_3(tmp_path, caplog, one_thread):
     """sample.py died on test line 37 (``hello``) at every beam size (docs/recordings.md, "Quirks")."""
-    out = tmp_path / "t.txt"
-    rc = main(
-        [
-            "translate",
-            "--beam-search",
-            "--beam-size",
-            "1",
-            "--state",
-            str(STATE),
-            "--data-dir",
-            str(CASE),
-            "--source",
-            str(CASE / "test.en"),
-            "--trans",
-            str(out),
-            str(MODEL),
-        ]
-    )
+    rc, out = _translate(tmp_path, "test.en", 1)
     assert rc == 3
     lines = out.read_text(encoding="utf-8").split("\n")[:-1]
     recorded = (CASE / "trans_beam1.txt").read_text(encoding="utf-8").split("\n")[:-1]
@@ -169,24 +162,7 @@ def test_translate_writes_36_lines_then_an_empty_line_and_exits_3(tmp_path, capl
 
 @needs_case
 def test_train20_translations_are_byte_identical(tmp_path, capsys, one_thread):
-    out = tmp_path / "t.txt"
-    rc = main(
-        [
-            "translate",
-            "--beam-search",
-            "--beam-size",
-            "10",
-            "--state",
-            str(STATE),
-            "--data-dir",
-            str(CASE),
-            "--source",
-            str(CASE / "train20.en"),
-            "--trans",
-            str(out),
-            str(MODEL),
-        ]
-    )
+    rc, out = _translate(tmp_path, "train20.en", 10)
     assert rc == 0
     assert out.read_bytes() == (CASE / "trans_train20_beam10.txt").read_bytes()
     total = float(capsys.readouterr().out.strip().rsplit(" ", 1)[1])
