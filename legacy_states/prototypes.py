@@ -29,6 +29,20 @@ DATA_PATH_KEYS = (
 )
 
 
+def corpus_paths(folder: str) -> dict:
+    """The :data:`DATA_PATH_KEYS` of a corpus ``folder`` (ending in ``/``) holding the files
+    GroundHog's preprocessing scripts write, English source and French target
+    (state.py:243-248)."""
+    return {
+        "source": [folder + "binarized_text.shuffled.en.h5"],
+        "target": [folder + "binarized_text.shuffled.fr.h5"],
+        "indx_word": folder + "ivocab.en.pkl",
+        "indx_word_target": folder + "ivocab.fr.pkl",
+        "word_indx": folder + "vocab.en.pkl",
+        "word_indx_trgt": folder + "vocab.fr.pkl",
+    }
+
+
 def prototype_state() -> dict:
     """Base prototype (state.py:1-214); every other prototype starts from it."""
     return {
@@ -159,19 +173,8 @@ def prototype_phrase_state() -> dict:
 def prototype_encdec_state() -> dict:
     """RNNenc-30 of Bahdanau et al. 2015 (state.py:237-263)."""
     state = prototype_state()
-    corpus = "/data/lisatmp3/chokyun/mt/vocab.unlimited/bitexts.selected/"
-    state.update(
-        {
-            "target": [corpus + "binarized_text.shuffled.fr.h5"],
-            "source": [corpus + "binarized_text.shuffled.en.h5"],
-            "indx_word": corpus + "ivocab.en.pkl",
-            "indx_word_target": corpus + "ivocab.fr.pkl",
-            "word_indx": corpus + "vocab.en.pkl",
-            "word_indx_trgt": corpus + "vocab.fr.pkl",
-            "null_sym_source": 30000,  # 30000-word vocabularies on both sides
-            "null_sym_target": 30000,
-        }
-    )
+    state.update(corpus_paths("/data/lisatmp3/chokyun/mt/vocab.unlimited/bitexts.selected/"))
+    state.update({"null_sym_source": 30000, "null_sym_target": 30000})  # 30000-word vocabularies
     state["n_sym_source"] = state["null_sym_source"] + 1
     state["n_sym_target"] = state["null_sym_target"] + 1
     state.update(

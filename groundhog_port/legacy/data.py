@@ -86,6 +86,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import LegacyInputError, quoted
+from ..model.config import VOCABULARY_KEYS
 from ..untrusted import reading
 from .h5guard import check_dataset, check_global_heaps
 from .vocab import parse_input
@@ -136,19 +137,7 @@ class Batch:
 
 
 #: state values used as whole numbers when building batches
-_WHOLE_NUMBER_KEYS = frozenset(
-    {
-        "bs",
-        "seqlen",
-        "sort_k_batches",
-        "n_sym_source",
-        "n_sym_target",
-        "null_sym_source",
-        "null_sym_target",
-        "unk_sym_source",
-        "unk_sym_target",
-    }
-)
+_WHOLE_NUMBER_KEYS = frozenset({"bs", "seqlen", "sort_k_batches", *VOCABULARY_KEYS})
 
 
 def _state_value(state, key):

@@ -52,6 +52,18 @@ UNSUPPORTED = {
     "hid_mult": (lambda v: v != 1, "hid_mult != 1 gives an initial state the GRU cannot take"),
 }
 
+#: state keys of the vocabularies: their sizes, end-of-sequence and UNK ids
+VOCABULARY_KEYS = (
+    "n_sym_source",
+    "n_sym_target",
+    "null_sym_source",
+    "null_sym_target",
+    "unk_sym_source",
+    "unk_sym_target",
+)
+#: state keys read as whole numbers (layer sizes and the vocabularies): an int, not a bool
+INT_KEYS = ("dim", "rank_n_approx", *VOCABULARY_KEYS)
+
 #: state keys read as flags (besides every ``*rec_gating`` / ``*rec_reseting``): a number or
 #: bool; anything else (an array, a string...) is refused before ``bool()`` sees it
 FLAG_KEYS = (
@@ -171,16 +183,7 @@ class ModelConfig:
     @classmethod
     def from_state(cls, state: dict, path: str | os.PathLike | None = None) -> ModelConfig:
         """Build the config, refusing what the original cannot (or must not) run."""
-        for key in (
-            "dim",
-            "rank_n_approx",
-            "n_sym_source",
-            "n_sym_target",
-            "null_sym_source",
-            "null_sym_target",
-            "unk_sym_source",
-            "unk_sym_target",
-        ):
+        for key in INT_KEYS:
             if not isinstance(state.get(key), int) or isinstance(state.get(key), bool):
                 raise UnsupportedModelError(
                     path, f"state[{key!r}] must be an int, found {quoted(state.get(key))}"

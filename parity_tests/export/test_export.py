@@ -9,7 +9,6 @@ are those of the legacy-loaded model, bit for bit; ``parity --case --checkpoint`
 The ONNX graphs and their driver are tested in ``test_export_onnx.py``.
 """
 
-import functools
 import json
 import re
 from pathlib import Path
@@ -23,9 +22,15 @@ from groundhog_port.legacy.exported import CONFIG_FILE, WEIGHTS_FILE, write_chec
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.search.scoring import batches_for, score_batch
 from groundhog_port.search.translator import Translator
-from parity_tests.support.cases import FIXTURES, case_dirs, case_path_id, pending_case_dirs
+from parity_tests.support.cases import (
+    FIXTURES,
+    beam_search_args,
+    case_dirs,
+    case_path_id,
+    pending_case_dirs,
+)
 from parity_tests.support.inprocess import run_cli
-from parity_tests.support.models import legacy_files, open_case
+from parity_tests.support.models import exports_per_case, legacy_files, open_case
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = [FIXTURES / "search"] + case_dirs() + pending_case_dirs()
@@ -42,16 +47,7 @@ TRANS_FILES = {
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, one_thread):
     """case dir -> (legacy experiment, its export directory), made once per case."""
-    root = tmp_path_factory.mktemp("export")
-
-    @functools.cache
-    def get(case):
-        exp = open_case(case)
-        d = root / f"{case.parent.name}_{case.name}"
-        write_checkpoint(exp, d)
-        return exp, d
-
-    return get
+    return exports_per_case(tmp_path_factory, "export", write_checkpoint)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_path_id)
@@ -125,13 +121,7 @@ def test_cli_export_translate_score_fixture(tmp_path, one_thread):
         "--checkpoint",
         out,
         "seqlen=30",
-        "--beam-search",
-        "--beam-size",
-        "10",
-        "--source",
-        case / "test.en",
-        "--trans",
-        trans,
+        *beam_search_args(10, case / "test.en", trans),
     )
     assert r.returncode == 0, r.stderr
     assert trans.read_bytes() == (case / "trans_beam10.txt").read_bytes()
@@ -209,18 +199,8 @@ def test_docs_list_every_name():
 
 def test_bad_checkpoint_dirs(tmp_path, exported):
     """One clear line, exit 2: no config, a config of another format, a tampered one."""
-    r = run_cli(
-        "translate",
-        "--checkpoint",
-        tmp_path,
-        "--beam-search",
-        "--beam-size",
-        "1",
-        "--source",
-        FIXTURES / "search" / "test.en",
-        "--trans",
-        tmp_path / "t.txt",
-    )
+    beam1 = beam_search_args(1, FIXTURES / "search" / "test.en", tmp_path / "t.txt")
+    r = run_cli("translate", "--checkpoint", tmp_path, *beam1)
     assert r.returncode == 2 and "no config.json" in r.stderr
     _, d = exported(FIXTURES / "search")
     bad = tmp_path / "bad"
@@ -229,18 +209,7 @@ def test_bad_checkpoint_dirs(tmp_path, exported):
     config = json.loads((d / CONFIG_FILE).read_text(encoding="utf-8"))
     config["architecture"]["dim"] = 33
     (bad / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
-    r = run_cli(
-        "translate",
-        "--checkpoint",
-        bad,
-        "--beam-search",
-        "--beam-size",
-        "1",
-        "--source",
-        FIXTURES / "search" / "test.en",
-        "--trans",
-        tmp_path / "t.txt",
-    )
+    r = run_cli("translate", "--checkpoint", bad, *beam1)
     assert r.returncode == 2 and "architecture" in r.stderr, r.stderr
     r = run_cli("translate", "--beam-search", "--beam-size", "1")
     assert r.returncode == 2 and "--checkpoint" in r.stderr

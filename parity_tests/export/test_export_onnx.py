@@ -29,7 +29,7 @@ from groundhog_port.legacy.exported import write_checkpoint
 from groundhog_port.search.legacy import path_costs
 from groundhog_port.search.translator import Translator
 from parity_tests.support.cases import FIXTURES, case_dirs, case_path_id, pending_case_dirs
-from parity_tests.support.models import legacy_files, open_case
+from parity_tests.support.models import exports_per_case, legacy_files, open_case
 
 pytest.importorskip("onnxruntime", reason="the export extra (onnx, onnxruntime) is not installed")
 
@@ -50,13 +50,11 @@ def _driver(out):
 @pytest.fixture(scope="module")
 def onnx_export(tmp_path_factory, one_thread):
     """case dir -> (legacy experiment, driver module, OnnxTranslator, export dir)."""
-    root = tmp_path_factory.mktemp("onnx")
+    exported = exports_per_case(tmp_path_factory, "onnx", write_onnx)
 
     @functools.cache
     def get(case):
-        exp = open_case(case)
-        out = root / f"{case.parent.name}_{case.name}"
-        write_onnx(exp, out)
+        exp, out = exported(case)
         mod = _driver(out)
         return exp, mod, mod.OnnxTranslator(out), out
 

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from groundhog_port.cli import main as cli
+from parity_tests.support.cases import score_argv
 from parity_tests.support.inprocess import journal_header
+from parity_tests.support.models import legacy_files
 
 H5_SRC = "data/binarized_text.shuffled.en.h5"
 H5_TRG = "data/binarized_text.shuffled.fr.h5"
@@ -28,22 +30,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _score_argv(root, case, out, *extra):
-    d = root / case
-    return [
-        "score",
-        "--state",
-        str(d / f"{case}_state.pkl"),
-        str(d / f"{case}_model.npz"),
-        "--mode",
-        "batch",
-        "--src",
-        str(root / H5_SRC),
-        "--trg",
-        str(root / H5_TRG),
-        "--scores",
-        str(out),
-        *extra,
-    ]
+    state, model = legacy_files(root / case)
+    return score_argv(state, model, "batch", root / H5_SRC, root / H5_TRG, "--scores", out, *extra)
 
 
 def _read_scores(path):

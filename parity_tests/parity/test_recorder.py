@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,21 +20,24 @@ import pytest
 from groundhog_port.harness.trace import TraceFile
 from parity_tests.support.recorder import (
     MOCK_GROUNDHOG,
+    MOCK_PAD,
+    RECORDER,
     REFERENCE_COMMIT,
     load_module,
     recorder_args,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-RECORDER = REPO / "tools" / "record_theano_traces.py"
-FAKE_PRODUCER = '''# -*- coding: utf-8 -*-
+FAKE_PRODUCER = (
+    '''# -*- coding: utf-8 -*-
 """A stand-in for GroundHog: deterministic random records of the documented shapes."""
 from __future__ import print_function, division
 import io
 import numpy
 
 V_SRC, V_TRG, DIM, LEVELS, C_DIM = 10, 12, 4, 1, 8
-
+'''
+    + MOCK_PAD
+    + """
 
 class FakeProducer(object):
     def __init__(self, fail_on=u"hello"):
@@ -73,13 +75,7 @@ class FakeProducer(object):
             ys = [self._ids(l, V_TRG) for l in trg[start:start + 3]]
             rec = {}
             for name, seqs in (("x", xs), ("y", ys)):
-                t = max(len(s) for s in seqs)
-                a = numpy.zeros((t, len(seqs)), dtype="int64")
-                m = numpy.zeros((t, len(seqs)), dtype="float32")
-                for j, s in enumerate(seqs):
-                    a[:len(s), j] = s
-                    m[:len(s), j] = 1
-                rec[name], rec[name + "_mask"] = a, m
+                rec[name], rec[name + "_mask"] = pad(seqs)
             rec["scores"] = -self.rng.uniform(1, 50, size=len(xs)).astype("float32")
             rec["batch_size"] = 3
             self.returned["batches"].append(rec)
@@ -188,7 +184,8 @@ class FakeProducer(object):
                "attrs": {"iterator_start_offset": 0}}
         self.returned["train_step"] = rec
         return rec
-'''
+"""
+)
 
 
 def same(a, b):

@@ -38,14 +38,15 @@ import pytest
 from groundhog_port.harness.trace import TraceFile
 from groundhog_port.sampling import mrg
 from parity_tests.support.recorder import (
+    MOCK_BATCH_ITERATOR,
     MOCK_GROUNDHOG,
+    RECORDER,
     REFERENCE_COMMIT,
     load_module,
     recorder_args,
 )
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDER = REPO / "tools" / "record_theano_traces.py"
 THEANO_VENV = REPO / ".venv-theano"
 THEANO_PY = THEANO_VENV / "bin" / "python"
 #: MANIFEST section 1's flags, and cxx= : Theano's Python implementation of every op (the same
@@ -127,20 +128,13 @@ class _LM(object):
             p.set_value(values[p.name].astype(floatX))
 
 
-class _Iterator(object):
-    def __init__(self, state):
-        self.state = state
-    def start(self, offset):
-        self.offset = offset
-    def next(self):
-        x = numpy.array([[2, 4], [3, 5], [6, 6]], dtype="int64")
-        y = numpy.array([[2, 3], [4, 8], [8, 0]], dtype="int64")
-        ym = numpy.array([[1, 1], [1, 1], [1, 0]], dtype="float32")
-        return {"x": x, "x_mask": numpy.ones((3, 2), dtype="float32"), "y": y, "y_mask": ym}
+def _batch(offset):
+    x = numpy.array([[2, 4], [3, 5], [6, 6]], dtype="int64")
+    y = numpy.array([[2, 3], [4, 8], [8, 0]], dtype="int64")
+    ym = numpy.array([[1, 1], [1, 1], [1, 0]], dtype="float32")
+    return {"x": x, "x_mask": numpy.ones((3, 2), dtype="float32"), "y": y, "y_mask": ym}
 
-
-def get_batch_iterator(state):
-    return _Iterator(state)
+%(batch_iterator)s
 
 
 class RNNEncoderDecoder(object):
@@ -277,7 +271,7 @@ class RNNEncoderDecoder(object):
         self.draw(self.probs(h, y, ctx))
         return theano.function([c, k, y, h], [self.next_state(h, y, ctx)],
                                name="next_states_fn", on_unused_input="ignore")
-''' % {"shapes": SHAPES, "dim": DIM}
+''' % {"shapes": SHAPES, "dim": DIM, "batch_iterator": MOCK_BATCH_ITERATOR}
 
 # SGD_adadelta's interface (gs, gnorm2, dnorm2, one call = one update) with Theano's grad
 STAND_IN_SGD = """

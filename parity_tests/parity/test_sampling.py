@@ -268,6 +268,22 @@ F = FIXTURES / "search"
 MODEL_ARGS = ("--state", F / "search_state.pkl", F / "search_model.npz")
 
 
+def _sampling(src, trans, n_samples, *options):
+    """``translate`` drawing ``n_samples`` translations of each line of ``src`` into
+    ``trans`` with the bundled model."""
+    return (
+        "translate",
+        "--source",
+        src,
+        "--trans",
+        trans,
+        "--n-samples",
+        n_samples,
+        *options,
+        *MODEL_ARGS,
+    )
+
+
 def _source(tmp_path, n, extra=""):
     src = tmp_path / "src.txt"
     src.write_text(
@@ -285,21 +301,7 @@ def test_batch_form(tmp_path, capsys, caplog):
     for bs in (1, 8):
         out = tmp_path / f"out{bs}.txt"
         caplog.clear()
-        rc, _, _ = cli(
-            capsys,
-            "translate",
-            "--source",
-            src,
-            "--trans",
-            out,
-            "--n-samples",
-            3,
-            "--alpha",
-            0.8,
-            "--batch-size",
-            bs,
-            *MODEL_ARGS,
-        )
+        rc, _, _ = cli(capsys, *_sampling(src, out, 3, "--alpha", 0.8, "--batch-size", bs))
         # the empty line: sample_fn's scan of 0 steps fails in the original
         assert rc == 3
         assert "0 iteration" in caplog.text
@@ -314,51 +316,20 @@ def test_batch_form(tmp_path, capsys, caplog):
 def test_batch_form_seed_changes_the_draw_and_resume_continues_the_stream(tmp_path, capsys):
     src = _source(tmp_path, 5)
     full, other = tmp_path / "full.txt", tmp_path / "other.txt"
-    assert (
-        cli(capsys, "translate", "--source", src, "--trans", full, "--n-samples", 4, *MODEL_ARGS)[0]
-        == 0
-    )
-    assert (
-        cli(
-            capsys,
-            "translate",
-            "--source",
-            src,
-            "--trans",
-            other,
-            "--n-samples",
-            4,
-            "--seed",
-            99,
-            *MODEL_ARGS,
-        )[0]
-        == 0
-    )
+    assert cli(capsys, *_sampling(src, full, 4))[0] == 0
+    assert cli(capsys, *_sampling(src, other, 4, "--seed", 99))[0] == 0
     assert full.read_text() != other.read_text()
     # an interrupted run: 2 source lines and half of the third were written
     resumed = tmp_path / "resumed.txt"
     done = full.read_text(encoding="utf-8").splitlines()[:10]
     (tmp_path / "resumed.txt.partial").write_text("\n".join(done) + "\n", encoding="utf-8")
     (tmp_path / "resumed.txt.partial.journal").write_text(
-        journal_header(
-            "translate", "--source", src, "--trans", resumed, "--n-samples", 4, *MODEL_ARGS
-        )
+        journal_header(*_sampling(src, resumed, 4))
         + "\n".join(l.split(" ||| ")[0] for l in done)
         + "\n",
         encoding="utf-8",
     )
-    rc, _, _ = cli(
-        capsys,
-        "translate",
-        "--source",
-        src,
-        "--trans",
-        resumed,
-        "--n-samples",
-        4,
-        "--resume",
-        *MODEL_ARGS,
-    )
+    rc, _, _ = cli(capsys, *_sampling(src, resumed, 4, "--resume"))
     assert rc == 0
     assert resumed.read_text() == full.read_text()
 

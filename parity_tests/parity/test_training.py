@@ -24,7 +24,7 @@ from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.model.config import ModelConfig
 from groundhog_port.training.files import dumps_state, load_timings
 from groundhog_port.training.order import param_order
-from parity_tests.support.cases import CASES, FIXTURES, LEGACY_ROOT
+from parity_tests.support.cases import CASES, FIXTURES, LEGACY_ROOT, score_argv
 from parity_tests.support.training import train_bundled_search
 
 DATA = LEGACY_ROOT / "data"
@@ -136,24 +136,10 @@ def test_continue_training_saves_resumes_and_scores(tmp_path, capsys):
     np.testing.assert_array_equal(t2["cost"][:3], t["cost"][:3])
     # the checkpoint loads back (strictly) and scores the test set
     exp = open_experiment(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", data_dir=DATA)
+    fx = FIXTURES / "search"
+    test_set = (fx / "test.en", fx / "test.fr", "--allow-unk", "--data-dir", fx)
     assert (
-        main(
-            [
-                "score",
-                "--mode",
-                "batch",
-                "--src",
-                str(FIXTURES / "search" / "test.en"),
-                "--trg",
-                str(FIXTURES / "search" / "test.fr"),
-                "--allow-unk",
-                "--state",
-                str(tmp_path / "s_state.pkl"),
-                "--data-dir",
-                str(FIXTURES / "search"),
-                str(tmp_path / "s_model.npz"),
-            ]
-        )
+        main(score_argv(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", "batch", *test_set))
         == 0
     )
     scores = capsys.readouterr().out.split()

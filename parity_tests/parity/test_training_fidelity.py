@@ -27,6 +27,7 @@ from groundhog_port.training import files
 from groundhog_port.training.init import build_plan, draw
 from parity_tests.support import train_fidelity as fidelity
 from parity_tests.support.cases import LEGACY_ROOT, recording_dir
+from parity_tests.support.models import small_sizes
 from parity_tests.support.training import train_bundled_search
 
 DATA = LEGACY_ROOT / "data"
@@ -74,16 +75,7 @@ def test_the_draw_check_catches_a_wrong_order():
     assert fidelity.compare_draws(draw(cfg, state, swapped).log, recorded)[1] == 0
 
 
-SMALL = dict(
-    dim=8,
-    rank_n_approx=4,
-    n_sym_source=12,
-    n_sym_target=14,
-    null_sym_source=11,
-    null_sym_target=13,
-    unk_sym_source=1,
-    unk_sym_target=1,
-)
+SMALL = small_sizes(12, 14, dim=8, rank=4)
 
 
 VARIANTS = {

@@ -69,6 +69,7 @@ from groundhog_port.errors import (
     MAX_PROBLEM,
     LegacyInputError,
 )
+from groundhog_port.model.config import INT_KEYS
 from parity_tests.support.command_lines import score_args, translate_args
 
 #: a payload that runs creates this file in the case directory
@@ -578,15 +579,10 @@ HOSTILE_VALUES = (
     np.array([1, 2]),
 )
 
+#: the state keys the fuzzer gives hostile values: the whole numbers ModelConfig checks first,
+#: then every other key the port reads
 STATE_KEYS = (
-    "dim",
-    "rank_n_approx",
-    "n_sym_source",
-    "n_sym_target",
-    "null_sym_source",
-    "null_sym_target",
-    "unk_sym_source",
-    "unk_sym_target",
+    *INT_KEYS,
     "seqlen",
     "bs",
     "maxout_part",

@@ -1,6 +1,8 @@
-"""Models for the tests: a case folder's legacy experiment, and small models with random
-parameters for tests of the searches and the sampler on shapes and vocabularies the
+"""Models for the tests: a case folder's legacy experiment and its exports, and small models
+with random parameters for tests of the searches and the sampler on shapes and vocabularies the
 recordings do not cover."""
+
+import functools
 
 import torch
 
@@ -8,6 +10,21 @@ from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.model.config import ModelConfig
 from groundhog_port.model.encdec import RNNEncoderDecoder
 from legacy_states import prototype_encdec_state, prototype_search_state
+
+
+def small_sizes(V_src, V_trg, dim, rank):
+    """The state's sizes for vocabularies of ``V_src`` / ``V_trg`` words (the last id the end
+    of a sentence, id 1 UNK), ``dim`` hidden units and embeddings of rank ``rank``."""
+    return dict(
+        dim=dim,
+        rank_n_approx=rank,
+        n_sym_source=V_src,
+        null_sym_source=V_src - 1,
+        n_sym_target=V_trg,
+        null_sym_target=V_trg - 1,
+        unk_sym_source=1,
+        unk_sym_target=1,
+    )
 
 
 def build_model(family, V_src, V_trg, dim, rank, flags, seed, scales, stable=False):
@@ -18,17 +35,7 @@ def build_model(family, V_src, V_trg, dim, rank, flags, seed, scales, stable=Fal
     lengths; a very negative ``eos_bias`` makes end-of-sequence unlikely (retries).
     """
     state = prototype_search_state() if family == "search" else prototype_encdec_state()
-    state.update(
-        dim=dim,
-        rank_n_approx=rank,
-        n_sym_source=V_src,
-        null_sym_source=V_src - 1,
-        n_sym_target=V_trg,
-        null_sym_target=V_trg - 1,
-        unk_sym_source=1,
-        unk_sym_target=1,
-        **flags,
-    )
+    state.update(small_sizes(V_src, V_trg, dim, rank), **flags)
     cfg = ModelConfig.from_state(state)
     model = RNNEncoderDecoder(cfg, stable_softmax=stable)
     emb, weights, output, att, eos_bias = scales
@@ -61,3 +68,18 @@ def open_case(case, changes=""):
     vocabularies looked for in the folder."""
     state, model = legacy_files(case)
     return open_experiment(state, model, changes, data_dir=case)
+
+
+def exports_per_case(tmp_path_factory, name, write):
+    """``case -> (legacy experiment, export folder)``: the case opened and ``write(exp,
+    folder)`` called the first time a case is asked for (a module fixture's cache)."""
+    root = tmp_path_factory.mktemp(name)
+
+    @functools.cache
+    def get(case):
+        exp = open_case(case)
+        out = root / f"{case.parent.name}_{case.name}"
+        write(exp, out)
+        return exp, out
+
+    return get

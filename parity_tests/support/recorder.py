@@ -1,9 +1,13 @@
-"""What the recorder tests share: the GroundHog commit the recordings were made with, a
-module loader for ``tools/record_theano_traces.py``, and a mock GroundHog + Theano."""
+"""What the recorder tests share: the GroundHog commit the recordings were made with, the
+recorder ``tools/record_theano_traces.py``, a module loader, its arguments, and a mock
+GroundHog + Theano."""
 
 import importlib.util
 
+from parity_tests.support.cases import REPO
+
 REFERENCE_COMMIT = "4d2433b6ff03da63f3619ecb3e8c501901779cdb"
+RECORDER = REPO / "tools" / "record_theano_traces.py"
 
 
 def load_module(name, path):
@@ -20,6 +24,37 @@ def load_module(name, path):
 # call signatures, return conventions) and toy numerics -- enough to run the recorder's
 # GroundHog code path end to end: model loading, parse_input, the compiled-function wrappers,
 # sample.argpartition, the beam-doubling crash.  It is written for this test, not GroundHog code.
+
+#: the training batches of the stand-ins of ``experiments.nmt`` (here and in
+#: test_recorder_theano.py): ``get_batch_iterator(state)``, ``start(offset)``, and ``next()``
+#: giving the module's ``_batch(offset)``
+MOCK_BATCH_ITERATOR = """
+class _Iterator(object):
+    def __init__(self, state):
+        self.state = state
+    def start(self, offset):
+        self.offset = offset
+    def next(self):
+        return _batch(self.offset)
+
+def get_batch_iterator(state):
+    return _Iterator(state)
+"""
+
+#: ``pad(seqs)``: the mocks' id sequences as a batch, time-major (longest x number of
+#: sequences, int64, zero-padded) with its float32 0/1 mask (test_recorder.py's fake producer
+#: and the mock score.py)
+MOCK_PAD = """
+def pad(seqs):
+    t = max(len(s) for s in seqs)
+    a = numpy.zeros((t, len(seqs)), dtype="int64")
+    m = numpy.zeros((t, len(seqs)), dtype="float32")
+    for j, s in enumerate(seqs):
+        a[:len(s), j] = s
+        m[:len(s), j] = 1
+    return a, m
+"""
+
 MOCK_GROUNDHOG = {
     "theano/__init__.py": """
 __version__ = "mock"
@@ -117,19 +152,13 @@ class _Layer(object):
 class _Part(object):
     pass
 
-class _Iterator(object):
-    def __init__(self, state):
-        self.state = state
-    def start(self, offset):
-        self.offset = offset
-    def next(self):
-        x = numpy.arange(6, dtype="int64").reshape(3, 2) + self.offset
-        m = numpy.ones((3, 2), dtype="float32")
-        return {"x": x, "x_mask": m, "y": x + 1, "y_mask": m}
-
-def get_batch_iterator(state):
-    return _Iterator(state)
-
+def _batch(offset):
+    x = numpy.arange(6, dtype="int64").reshape(3, 2) + offset
+    m = numpy.ones((3, 2), dtype="float32")
+    return {"x": x, "x_mask": m, "y": x + 1, "y_mask": m}
+"""
+    + MOCK_BATCH_ITERATOR
+    + """
 class RNNEncoderDecoder(object):
     def __init__(self, state, rng, skip_init=False, compute_alignment=False):
         assert skip_init == compute_alignment  # sample.py's build, or train.py's
@@ -245,7 +274,9 @@ def sample(lm_model, seq, n_samples, sampler=None, beam_search=None, ignore_unk=
 """,
     "experiments/nmt/score.py": """
 import numpy
-
+"""
+    + MOCK_PAD
+    + """
 class BatchBiTxtIterator(object):
     def __init__(self, state, src, indx_src, trg, indx_trg, batch_size, raise_unk):
         self.files, self.bs = (src, trg), batch_size
@@ -258,13 +289,7 @@ class BatchBiTxtIterator(object):
             for name, lines in zip("xy", self.lines):
                 seqs = [[2 + len(w) % 4 for w in l.split()] + [6 if name == "x" else 8]
                         for l in lines[s:s + self.bs]]
-                t = max(len(q) for q in seqs)
-                a = numpy.zeros((t, len(seqs)), dtype="int64")
-                m = numpy.zeros((t, len(seqs)), dtype="float32")
-                for j, q in enumerate(seqs):
-                    a[:len(q), j] = q
-                    m[:len(q), j] = 1
-                out[name], out[name + "_mask"] = a, m
+                out[name], out[name + "_mask"] = pad(seqs)
             yield out
 """,
 }

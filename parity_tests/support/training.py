@@ -8,18 +8,7 @@ def train_bundled_search(data_dir, prefix, *changes):
     """``groundhog-port --threads 1 train`` of ``fixtures/search`` on the corpus in ``data_dir``,
     its files written as ``<prefix>state.pkl`` ..., the state ``changes`` after it; the exit
     status."""
-    return main(
-        [
-            "--threads",
-            "1",
-            "train",
-            "--state",
-            str(FIXTURES / "search" / "search_state.pkl"),
-            "--model",
-            str(FIXTURES / "search" / "search_model.npz"),
-            "--data-dir",
-            str(data_dir),
-            f"prefix='{prefix}'",
-            *changes,
-        ]
-    )
+    fx = FIXTURES / "search"
+    model = ["--state", str(fx / "search_state.pkl"), "--model", str(fx / "search_model.npz")]
+    argv = ["--threads", "1", "train", *model, "--data-dir", str(data_dir)]
+    return main([*argv, f"prefix='{prefix}'", *changes])

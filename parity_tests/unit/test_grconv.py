@@ -23,7 +23,7 @@ from groundhog_port.model.encoder import annotations, grconv_gates
 from groundhog_port.search.batched import BatchedBeamSearch
 from groundhog_port.search.common import SCAN_ZERO_STEPS, SearchFailed
 from groundhog_port.search.legacy import BeamSearch, sample
-from parity_tests.support.cases import FIXTURES, PENDING_ROOT
+from parity_tests.support.cases import FIXTURES, PENDING_ROOT, beam_search_args
 
 CASE = PENDING_ROOT / "grconv"
 needs_case = pytest.mark.skipif(
@@ -141,10 +141,8 @@ def _translate(tmp_path, source, beam_size):
     """``translate --beam-search`` of the recorded model on the case's ``source`` file: the
     exit status and the ``--trans`` file written."""
     out = tmp_path / "t.txt"
-    search = ["--beam-search", "--beam-size", str(beam_size)]
-    files = ["--source", str(CASE / source), "--trans", str(out)]
     model = ["--state", str(STATE), "--data-dir", str(CASE), str(MODEL)]
-    return main(["translate", *search, *files, *model]), out
+    return main(["translate", *beam_search_args(beam_size, CASE / source, out), *model]), out
 
 
 @needs_case

@@ -17,7 +17,7 @@ import pytest
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.harness.check import find_case as parity_find_case
 from groundhog_port.legacy.loading import open_experiment
-from parity_tests.support.cases import FIXTURES, REPO
+from parity_tests.support.cases import FIXTURES, REPO, beam_search_args
 from parity_tests.support.inprocess import run_cli
 from parity_tests.support.nested_pytest import run_pytest
 
@@ -62,13 +62,7 @@ def test_data_dir_is_repeatable_and_searched_in_order(tmp_path):
         a,
         "--data-dir",
         b,
-        "--beam-search",
-        "--beam-size",
-        10,
-        "--source",
-        exp / "newstest.en",
-        "--trans",
-        out,
+        *beam_search_args(10, exp / "newstest.en", out),
     )
     assert r.returncode == 0, r.stderr
     # the archived sample.py output, byte for byte

@@ -13,6 +13,8 @@ import pytest
 from groundhog_port.cli import main as cli
 from groundhog_port.legacy.data import read_text_lines
 from groundhog_port.tasks import plots
+from parity_tests.support.cases import score_argv
+from parity_tests.support.models import legacy_files
 
 CELL_PX = round(plots.CELL_INCHES * plots.DPI)
 MPL_REASON = 'matplotlib is not installed (from a checkout: pip install -e ".[plot]")'
@@ -56,22 +58,8 @@ def heatmap_box(img):
 
 def _score_txt_argv(root, case, *extra):
     d = root / case
-    return [
-        "--log-level",
-        "WARNING",
-        "score",
-        "--state",
-        str(d / f"{case}_state.pkl"),
-        str(d / f"{case}_model.npz"),
-        "--mode",
-        "txt",
-        "--src",
-        str(d / "test.en"),
-        "--trg",
-        str(d / "test.fr"),
-        "--allow-unk",
-        *extra,
-    ]
+    txt = score_argv(*legacy_files(d), "txt", d / "test.en", d / "test.fr", "--allow-unk", *extra)
+    return ["--log-level", "WARNING", *txt]
 
 
 @pytest.mark.parametrize("rows,cols", [(3, 7), (9, 2), (5, 5)])

@@ -286,16 +286,13 @@ def test_quirks_counts_ngrams_and_char_mode(tmp_path, monkeypatch):
     corpus = tmp_path / "c.txt"
     corpus.write_bytes("b a\n\nA  É\n".encode())
     monkeypatch.chdir(tmp_path)
-    pp.preprocess(
-        [str(corpus)],
-        dictionary="v.pkl",
-        binarized_text="b.pkl",
-        vocab=1,
-        pickle_text=True,
-        count=True,
-        lowercase=True,
-        ngram=2,
-    )
+
+    def run(name, **flags):
+        """``-v 1 -p`` on the corpus into ``v<name>.pkl`` / ``b<name>.pkl``."""
+        files = dict(dictionary=f"v{name}.pkl", binarized_text=f"b{name}.pkl")
+        pp.preprocess([str(corpus)], vocab=1, pickle_text=True, **files, **flags)
+
+    run("", count=True, lowercase=True, ngram=2)
     vocab = pickle.load(open("v.pkl", "rb"), encoding="utf-8")
     # counts: a 2, b 1, '' 2 (the empty line and the double space), 'É' 1 (not lowercased)
     assert (
@@ -312,14 +309,7 @@ def test_quirks_counts_ngrams_and_char_mode(tmp_path, monkeypatch):
         grams = f["combined"][()]
     assert grams.dtype == np.uint16 and grams.shape == (6 + 3, 2)  # words + one EOS per line
     assert grams[:3].tolist() == [[0, vocab["b"]], [vocab["b"], 2], [2, 0]]
-    pp.preprocess(
-        [str(corpus)],
-        dictionary="vc.pkl",
-        binarized_text="bc.pkl",
-        vocab=1,
-        pickle_text=True,
-        char=True,
-    )
+    run("c", char=True)
     vc = pickle.load(open("vc.pkl", "rb"), encoding="utf-8")
     assert set(vc) == {"UNK", "<s>", "</s>", "a", "b", " ", "A", "É"}
     with open("vc.pkl", "rb") as f:

@@ -23,6 +23,7 @@ from groundhog_port.errors import LegacyInputError
 from legacy_states import (
     DATA_PATH_KEYS,
     PROTOTYPES,
+    corpus_paths,
     load_state,
     match_prototype,
     parse_changes,
@@ -178,15 +179,7 @@ def test_recorded_state_is_prototype_plus_changes(case_dir):
 
     stored = safe_load_pickle(_state_file(case_dir))
     proto = PROTOTYPES[proto_name]()
-    data = f"{LEGACY_PREFIX}/data/"
-    expected_paths = {
-        "source": [data + "binarized_text.shuffled.en.h5"],
-        "target": [data + "binarized_text.shuffled.fr.h5"],
-        "indx_word": data + "ivocab.en.pkl",
-        "indx_word_target": data + "ivocab.fr.pkl",
-        "word_indx": data + "vocab.en.pkl",
-        "word_indx_trgt": data + "vocab.fr.pkl",
-    }
+    expected_paths = corpus_paths(f"{LEGACY_PREFIX}/data/")
     for key, proto_value in proto.items():
         if key == "prefix":
             want = f"{LEGACY_PREFIX}/{case}/" + manifest_changes.get("prefix", proto_value)

@@ -121,6 +121,13 @@ def test_malicious_vocab_refused(tmp_path):
 # --- parse_input against the trace ------------------------------------------------------------
 
 
+def _score_py_parse(state, word2idx, line, side):
+    """score.py's ``parse_input`` call (score.py:62-64, --allow-unk): the UNK and end ids of
+    ``side`` (``source`` or ``target``)."""
+    unk_sym, null_sym = state[f"unk_sym_{side}"], state[f"null_sym_{side}"]
+    return parse_input(state, word2idx, line, raise_unk=False, unk_sym=unk_sym, null_sym=null_sym)
+
+
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=CASE_IDS)
 def test_parse_input_matches_trace(case_dir):
     state, vocab, ivocab = _case(case_dir)
@@ -131,23 +138,8 @@ def test_parse_input_matches_trace(case_dir):
             pair = f[f"pairs/{i}"]
             src_line, trg_line = en[i].strip(), fr[i].strip()
             assert (pair.attrs["src_line"], pair.attrs["trg_line"]) == (src_line, trg_line)
-            # score.py (score.py:62-64, --allow-unk)
-            src, words = parse_input(
-                state,
-                vocab["en"],
-                src_line,
-                raise_unk=False,
-                unk_sym=state["unk_sym_source"],
-                null_sym=state["null_sym_source"],
-            )
-            trg, _ = parse_input(
-                state,
-                vocab["fr"],
-                trg_line,
-                raise_unk=False,
-                unk_sym=state["unk_sym_target"],
-                null_sym=state["null_sym_target"],
-            )
+            src, words = _score_py_parse(state, vocab["en"], src_line, "source")
+            trg, _ = _score_py_parse(state, vocab["fr"], trg_line, "target")
             assert words == src_line.split()
             for got, name in ((src, "src_ids"), (trg, "trg_ids")):
                 want = pair[name][()]
