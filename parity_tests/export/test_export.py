@@ -22,13 +22,7 @@ from groundhog_port.legacy.exported import CONFIG_FILE, WEIGHTS_FILE, write_chec
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.search.scoring import batches_for, score_batch
 from groundhog_port.search.translator import Translator
-from parity_tests.support.cases import (
-    FIXTURES,
-    beam_search_args,
-    case_dirs,
-    case_path_id,
-    pending_case_dirs,
-)
+from parity_tests.support.cases import FIXTURES, case_dirs, case_path_id, pending_case_dirs
 from parity_tests.support.inprocess import run_cli
 from parity_tests.support.models import exports_per_case, legacy_files, open_case
 
@@ -105,6 +99,13 @@ def test_reloaded_scores_identical(case, exported):
         assert torch.equal(got.nan_to_num(), want.nan_to_num())
 
 
+def _translate_export(checkpoint, beam, source, trans, *changes):
+    """``translate --checkpoint EXPORT [CHANGES]``: sample.py's beam search of width ``beam``
+    over the lines of ``source``, the translations written to ``trans``."""
+    search = ["--beam-search", "--beam-size", beam, "--source", source, "--trans", trans]
+    return run_cli("translate", "--checkpoint", checkpoint, *changes, *search)
+
+
 def test_cli_export_translate_score_fixture(tmp_path, one_thread):
     """The commands themselves on the fixture: export, translate --checkpoint (== the
     recorded sample.py file), score --checkpoint (== the legacy-loaded score output)."""
@@ -116,13 +117,7 @@ def test_cli_export_translate_score_fixture(tmp_path, one_thread):
     assert sorted(p.name for p in out.iterdir()) == [CONFIG_FILE, WEIGHTS_FILE]
     trans = tmp_path / "t10.txt"
     # changes follow --checkpoint as they follow MODEL (seqlen only changes a warning)
-    r = run_cli(
-        "translate",
-        "--checkpoint",
-        out,
-        "seqlen=30",
-        *beam_search_args(10, case / "test.en", trans),
-    )
+    r = _translate_export(out, 10, case / "test.en", trans, "seqlen=30")
     assert r.returncode == 0, r.stderr
     assert trans.read_bytes() == (case / "trans_beam10.txt").read_bytes()
     batch = ("--mode", "batch", "--src", case / "test.en", "--trg", case / "test.fr", "--allow-unk")
@@ -199,8 +194,8 @@ def test_docs_list_every_name():
 
 def test_bad_checkpoint_dirs(tmp_path, exported):
     """One clear line, exit 2: no config, a config of another format, a tampered one."""
-    beam1 = beam_search_args(1, FIXTURES / "search" / "test.en", tmp_path / "t.txt")
-    r = run_cli("translate", "--checkpoint", tmp_path, *beam1)
+    beam1 = (1, FIXTURES / "search" / "test.en", tmp_path / "t.txt")
+    r = _translate_export(tmp_path, *beam1)
     assert r.returncode == 2 and "no config.json" in r.stderr
     _, d = exported(FIXTURES / "search")
     bad = tmp_path / "bad"
@@ -209,7 +204,7 @@ def test_bad_checkpoint_dirs(tmp_path, exported):
     config = json.loads((d / CONFIG_FILE).read_text(encoding="utf-8"))
     config["architecture"]["dim"] = 33
     (bad / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
-    r = run_cli("translate", "--checkpoint", bad, *beam1)
+    r = _translate_export(bad, *beam1)
     assert r.returncode == 2 and "architecture" in r.stderr, r.stderr
     r = run_cli("translate", "--beam-search", "--beam-size", "1")
     assert r.returncode == 2 and "--checkpoint" in r.stderr

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from groundhog_port.cli import main as cli
-from parity_tests.support.cases import score_argv
+from parity_tests.support.command_lines import score_args
 from parity_tests.support.inprocess import journal_header
 from parity_tests.support.models import legacy_files
 
@@ -31,7 +31,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def _score_argv(root, case, out, *extra):
     state, model = legacy_files(root / case)
-    return score_argv(state, model, "batch", root / H5_SRC, root / H5_TRG, "--scores", out, *extra)
+    argv = score_args(
+        "batch", root / H5_SRC, root / H5_TRG, "--scores", out, *extra, state=state, model=model
+    )
+    return [str(a) for a in argv]
 
 
 def _read_scores(path):

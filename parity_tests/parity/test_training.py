@@ -24,7 +24,8 @@ from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.model.config import ModelConfig
 from groundhog_port.training.files import dumps_state, load_timings
 from groundhog_port.training.order import param_order
-from parity_tests.support.cases import CASES, FIXTURES, LEGACY_ROOT, score_argv
+from parity_tests.support.cases import CASES, FIXTURES, LEGACY_ROOT
+from parity_tests.support.command_lines import score_args
 from parity_tests.support.training import train_bundled_search
 
 DATA = LEGACY_ROOT / "data"
@@ -137,11 +138,11 @@ def test_continue_training_saves_resumes_and_scores(tmp_path, capsys):
     # the checkpoint loads back (strictly) and scores the test set
     exp = open_experiment(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", data_dir=DATA)
     fx = FIXTURES / "search"
-    test_set = (fx / "test.en", fx / "test.fr", "--allow-unk", "--data-dir", fx)
-    assert (
-        main(score_argv(tmp_path / "s_state.pkl", tmp_path / "s_model.npz", "batch", *test_set))
-        == 0
+    checkpoint = dict(state=tmp_path / "s_state.pkl", model=tmp_path / "s_model.npz")
+    argv = score_args(
+        "batch", fx / "test.en", fx / "test.fr", "--allow-unk", "--data-dir", fx, **checkpoint
     )
+    assert main([str(a) for a in argv]) == 0
     scores = capsys.readouterr().out.split()
     assert len(scores) == 40 and exp.cfg.search
 

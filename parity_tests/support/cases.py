@@ -144,17 +144,3 @@ CASE_IDS = [d.name for d in CASE_DIRS]
 def case_path_id(case):
     """A test id naming a case folder with its parent (``fixtures/search``, ``legacy_traces/search``)."""
     return f"{case.parent.name}/{case.name}"
-
-
-def score_argv(state, model, mode, src, trg, *options):
-    """``groundhog-port score`` of the model ``state`` + ``model`` in ``--mode MODE`` on the
-    pairs of ``src`` / ``trg``, then ``options``; every argument a string."""
-    argv = ["score", "--state", str(state), str(model), "--mode", mode]
-    return argv + ["--src", str(src), "--trg", str(trg), *map(str, options)]
-
-
-def beam_search_args(beam_size, source, trans):
-    """``translate``'s options for sample.py's beam search of width ``beam_size`` over the
-    lines of ``source``, the translations written to ``trans``; every argument a string."""
-    search = ["--beam-search", "--beam-size", str(beam_size)]
-    return [*search, "--source", str(source), "--trans", str(trans)]

@@ -23,7 +23,8 @@ from groundhog_port.model.encoder import annotations, grconv_gates
 from groundhog_port.search.batched import BatchedBeamSearch
 from groundhog_port.search.common import SCAN_ZERO_STEPS, SearchFailed
 from groundhog_port.search.legacy import BeamSearch, sample
-from parity_tests.support.cases import FIXTURES, PENDING_ROOT, beam_search_args
+from parity_tests.support.cases import FIXTURES, PENDING_ROOT
+from parity_tests.support.command_lines import translate_args
 
 CASE = PENDING_ROOT / "grconv"
 needs_case = pytest.mark.skipif(
@@ -141,8 +142,11 @@ def _translate(tmp_path, source, beam_size):
     """``translate --beam-search`` of the recorded model on the case's ``source`` file: the
     exit status and the ``--trans`` file written."""
     out = tmp_path / "t.txt"
-    model = ["--state", str(STATE), "--data-dir", str(CASE), str(MODEL)]
-    return main(["translate", *beam_search_args(beam_size, CASE / source, out), *model]), out
+    recorded = dict(state=STATE, model=MODEL)
+    argv = translate_args(
+        CASE / source, "--trans", out, "--data-dir", CASE, beam=beam_size, batch=None, **recorded
+    )
+    return main([str(a) for a in argv]), out
 
 
 @needs_case

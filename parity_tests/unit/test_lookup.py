@@ -17,7 +17,8 @@ import pytest
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.harness.check import find_case as parity_find_case
 from groundhog_port.legacy.loading import open_experiment
-from parity_tests.support.cases import FIXTURES, REPO, beam_search_args
+from parity_tests.support.cases import FIXTURES, REPO
+from parity_tests.support.command_lines import translate_args
 from parity_tests.support.inprocess import run_cli
 from parity_tests.support.nested_pytest import run_pytest
 
@@ -53,16 +54,12 @@ def _paths_lines(stderr):
 def test_data_dir_is_repeatable_and_searched_in_order(tmp_path):
     exp, a, b = _split_archive(tmp_path)
     out = tmp_path / "trans.txt"
+    checkpoint = dict(state=exp / "search_state.pkl", model=exp / "search_model.npz")
+    places = ("--data-dir", a, "--data-dir", b)
     r = run_cli(
-        "translate",
-        "--state",
-        exp / "search_state.pkl",
-        exp / "search_model.npz",
-        "--data-dir",
-        a,
-        "--data-dir",
-        b,
-        *beam_search_args(10, exp / "newstest.en", out),
+        *translate_args(
+            exp / "newstest.en", "--trans", out, *places, beam=10, batch=None, **checkpoint
+        )
     )
     assert r.returncode == 0, r.stderr
     # the archived sample.py output, byte for byte

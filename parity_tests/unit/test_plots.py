@@ -13,7 +13,7 @@ import pytest
 from groundhog_port.cli import main as cli
 from groundhog_port.legacy.data import read_text_lines
 from groundhog_port.tasks import plots
-from parity_tests.support.cases import score_argv
+from parity_tests.support.command_lines import score_args
 from parity_tests.support.models import legacy_files
 
 CELL_PX = round(plots.CELL_INCHES * plots.DPI)
@@ -58,8 +58,11 @@ def heatmap_box(img):
 
 def _score_txt_argv(root, case, *extra):
     d = root / case
-    txt = score_argv(*legacy_files(d), "txt", d / "test.en", d / "test.fr", "--allow-unk", *extra)
-    return ["--log-level", "WARNING", *txt]
+    state, model = legacy_files(d)
+    txt = score_args(
+        "txt", d / "test.en", d / "test.fr", "--allow-unk", *extra, state=state, model=model
+    )
+    return [str(a) for a in ("--log-level", "WARNING", *txt)]
 
 
 @pytest.mark.parametrize("rows,cols", [(3, 7), (9, 2), (5, 5)])
