@@ -2,7 +2,8 @@
 
 The recorded ``vocab.*.pkl``, ``ivocab.*.pkl``, ``binarized_text.*.pkl`` and ``.h5`` files
 are what GroundHog's scripts made from ``train.{en,fr}`` under Python 3 (MANIFEST section 2
-step 4, section 8); ``py2_preprocess_emulation.json`` records what Python 2.7 would have made.
+step 4; docs/recordings.md, "Python 2 pickles and dict order"); ``py2_preprocess_emulation.json``
+records what Python 2.7 would have made.
 """
 
 import bz2
