@@ -3,7 +3,8 @@
 GroundHog ran one process per experiment.  Under ``torchrun`` (which sets ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and the rendezvous) ``translate`` and
 ``score --mode batch`` split their input into *units* -- a fixed number of source lines,
-or one score.py batch -- and deal them out in rounds: in round ``r`` rank ``i`` computes
+or one score.py batch -- and deal them out in rounds (:mod:`.runner`, which runs a plain
+process as a world of one, :data:`SINGLE`): in round ``r`` rank ``i`` computes
 unit ``r * WORLD_SIZE + i``.  After each round every rank hands its unit's output lines
 (and their journal records) to rank 0 with ``gather_object``, and rank 0 appends them to
 the ordinary journaled output file (:class:`~groundhog_port.outputs.Journal`) in unit
@@ -14,9 +15,9 @@ order.  So:
   sentence, and score.py's scores are per batch; the batched search returns the literal
   search's numbers for any batch composition);
 * only rank 0 writes files, so several nodes need no shared filesystem;
-* ``--resume`` works as in one process: rank 0 keeps the complete units of the partial
-  file, broadcasts how many there are, and every rank continues from there; at most the
-  units of one unfinished round are redone;
+* ``--resume`` works as in one process (it is the same code): rank 0 keeps what one
+  process keeps of the partial file (translate: every complete line; score: whole
+  batches), broadcasts where that ends, and every rank continues from there;
 * a rank that dies never leaves a short output: rank 0 waits for it in the next
   ``gather_object``, ``torchrun`` ends the whole job (its elastic agent stops the other
   workers when one fails), and the output stays ``FILE.partial`` for ``--resume``.
@@ -35,7 +36,7 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..errors import LegacyInputError
+from ..errors import EXIT_OK, LegacyInputError
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,22 @@ class World:
     @property
     def is_root(self):
         return self.rank == 0
+
+    def on_processes(self):
+        """What a summary line says of the world: `` on N processes``, nothing for one."""
+        return f" on {self.size} processes" if self.size > 1 else ""
+
+
+#: a plain process: a world of one, with no process group (its collectives are no-ops)
+SINGLE = World(rank=0, size=1, local_rank=0, local_size=1)
+
+
+def exit_with_note(world, code):
+    """``(exit code, note for the summary line)`` of a complete output that one process
+    ends with ``code``: ``(code, "")``; a torchrun worker exits 0 and says why (:data:`EXIT_NOTE`)."""
+    if world is None or world.size == 1:
+        return code, ""
+    return EXIT_OK, EXIT_NOTE.format(code=code)
 
 
 def world_from_env(environ=None):
@@ -153,6 +170,8 @@ def setup(device="cpu", threads=None):
 
 def broadcast(world, value):
     """Rank 0's ``value`` on every rank."""
+    if world.size == 1:
+        return value
     import torch.distributed as dist
 
     box = [value if world.is_root else None]
@@ -160,27 +179,18 @@ def broadcast(world, value):
     return box[0]
 
 
-def run_units(world, n_units, first_unit, compute, emit, progress=None):
-    """Compute units ``first_unit .. n_units-1`` across the world, in rounds.
+def run_units(world, units, compute, emit, progress=None):
+    """Compute ``units`` (a sequence of keys) across the world, in rounds: in round ``r``
+    rank ``i`` computes ``units[r * size + i]``; a world of one computes them in turn.
 
-    ``compute(k) -> (lines, records, count)`` runs on the rank that owns unit ``k``;
-    ``emit(k, lines, records)`` runs on rank 0 for every unit, in unit order; ``count``
+    ``compute(unit) -> (lines, records, count)`` runs on the rank that owns ``unit``;
+    ``emit(unit, lines, records)`` runs on rank 0 for every unit, in order; ``count``
     (sentences, pairs) advances rank 0's progress line.
     """
-    import torch.distributed as dist
-
-    for start in range(first_unit, n_units, world.size):
+    for start in range(0, len(units), world.size):
         k = start + world.rank
-        mine = (k, *compute(k)) if k < n_units else None
-        gathered = [None] * world.size if world.is_root else None
-        try:
-            dist.gather_object(mine, gathered, dst=0)
-        except RuntimeError as err:  # a peer died: gloo/nccl report it as a RuntimeError
-            raise PeerFailed(
-                f"another process of this torchrun job failed during round "
-                f"{start // world.size} ({str(err).splitlines()[0][:200]}); the "
-                "output is incomplete: rerun the same command with --resume"
-            ) from None
+        mine = (units[k], *compute(units[k])) if k < len(units) else None
+        gathered = [mine] if world.size == 1 else _gather(world, mine, start // world.size)
         if world.is_root:
             for item in gathered:
                 if item is None:
@@ -191,8 +201,26 @@ def run_units(world, n_units, first_unit, compute, emit, progress=None):
                     progress.update(count)
 
 
+def _gather(world, mine, round_number):
+    """Every rank's ``mine`` on rank 0 (a list by rank; ``None`` elsewhere)."""
+    import torch.distributed as dist
+
+    gathered = [None] * world.size if world.is_root else None
+    try:
+        dist.gather_object(mine, gathered, dst=0)
+    except RuntimeError as err:  # a peer died: gloo/nccl report it as a RuntimeError
+        raise PeerFailed(
+            f"another process of this torchrun job failed during round "
+            f"{round_number} ({str(err).splitlines()[0][:200]}); the "
+            "output is incomplete: rerun the same command with --resume"
+        ) from None
+    return gathered
+
+
 def finish(world):
     """Wait until rank 0 has committed the output, then leave the process group."""
+    if world.size == 1:
+        return
     import torch.distributed as dist
 
     try:

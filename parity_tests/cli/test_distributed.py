@@ -174,9 +174,14 @@ def test_dead_rank_fails_then_resume_finishes(tmp_path):
     assert not out.exists(), "a run with a dead rank left a complete-looking output"
     assert partial.exists()
     assert "Signal 9 (SIGKILL)" in err or "exitcode" in err
+    # --resume keeps every complete line, as one process does, not whole units (of 4 x 2
+    # lines): cut to 13 lines, the run resumes after line 13 and deals out units from there
+    journal = out.with_name("two.txt.partial.journal")
+    partial.write_bytes(b"".join(partial.read_bytes().splitlines(True)[:13]))
+    journal.write_bytes(b"".join(journal.read_bytes().splitlines(True)[:14]))  # + fingerprint
     rc, _, err = finish(torchrun(*args, "--trans", out, "--resume", *MODEL))
     assert rc == 0, err
-    assert "resuming" in err
+    assert f"resuming {out} after 13 of 80 lines" in err
     one = single(*args, "--trans", tmp_path / "one.txt", *MODEL)
     assert one.returncode == 0, one.stderr
     assert out.read_bytes() == (tmp_path / "one.txt").read_bytes()

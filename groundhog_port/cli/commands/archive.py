@@ -154,6 +154,6 @@ def run(args):
     )
     # under torchrun a complete report exits 0 with a note: torchrun turns exit 1 into a
     # "FAILED" block (distributed.EXIT_NOTE)
-    note = distributed.EXIT_NOTE.format(code=EXIT_MISMATCH) if world and not good else ""
+    code, note = (EXIT_OK, "") if good else distributed.exit_with_note(world, EXIT_MISMATCH)
     print(f"{archive_report.summary_text(s)} Report: {', '.join(str(p) for p in paths)}{note}")
-    return EXIT_OK if good or world else EXIT_MISMATCH
+    return code

@@ -16,7 +16,7 @@ from ...distributed import world as distributed
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
-from ...outputs import Journal, Progress, atomic_output, check_outputs, file_digest, write_failure
+from ...outputs import atomic_output, check_outputs, file_digest, write_failure
 from ...tasks import plots
 from .common import add_model_arguments, add_progress_arguments, open_from_args, run_fingerprint
 
@@ -123,28 +123,13 @@ def run(args):
             ("model", args.model_path),
         ],
     )
-    _, args.device = distributed.setup(args.device, args.threads)
+    world, args.device = distributed.setup(args.device, args.threads)
     exp = open_from_args(args)
     if args.mode == "batch":
-        return batch_mode(exp, args)
+        return batch_mode(exp, args, world)
     if args.mode == "txt":
         return txt_mode(exp, args)
     return interact_mode(exp, args)
-
-
-def _complete_batches(records):
-    """Number of journal lines that form whole batches (record ``"b size"`` per line)."""
-    n, i = 0, 0
-    while i < len(records):
-        try:
-            b, size = records[i].split()
-            j = i + int(size)
-            if j > len(records) or any(r.split()[0] != b for r in records[i:j]):
-                break
-        except (ValueError, IndexError):  # a damaged record: keep the batches before it
-            break
-        n = i = j
-    return n
 
 
 def batch_fingerprint(args, exp):
@@ -164,7 +149,7 @@ def batch_fingerprint(args, exp):
     )
 
 
-def batch_mode(exp, args):
+def batch_mode(exp, args, world=None):
     """score.py:132-188: one ``{:.5e}`` line per pair (the log-probability, or with
     ``--print-probs`` the probability), in batch order."""
     if (args.src is None) != (args.trg is None):
@@ -178,11 +163,9 @@ def batch_mode(exp, args):
     if args.src and not (str(args.src).endswith(".h5") and str(args.trg).endswith(".h5")):
         for path in (args.src, args.trg):  # text: GroundHog's .h5 path skips long pairs itself
             warn_long_lines(path, read_text_lines(path), exp.state, "scoring it", "score.py")
-    from ...distributed import sharded
-    from ...search.scoring import batches_for, score_batch
+    from ...distributed import runner
 
-    fingerprint = batch_fingerprint(args, exp) if args.scores else None
-    if distributed.world_from_env():
+    if world:
         if args.y_noise:
             raise LegacyInputError(
                 None,
@@ -193,70 +176,20 @@ def batch_mode(exp, args):
             raise LegacyInputError(
                 None, "under torchrun, score --mode batch needs --scores FILE (rank 0 writes it)"
             )
-        return sharded.score(
-            exp,
-            _complete_batches,
-            src=args.src,
-            trg=args.trg,
-            scores=args.scores,
-            allow_unk=args.allow_unk,
-            n_batches=args.n_batches,
-            print_probs=args.print_probs,
-            resume=args.resume,
-            progress=args.progress,
-            fingerprint=fingerprint,
-        )
-    # a cheap first pass (no model) counts the pairs, for the progress line; it meets bad
-    # input (an unknown word...) before any output file is made
-    total = sum(
-        b.size for b in batches_for(exp, args.src, args.trg, args.allow_unk, args.n_batches)
+    return runner.score(
+        exp,
+        src=args.src,
+        trg=args.trg,
+        scores=args.scores or "-",
+        world=world,
+        allow_unk=args.allow_unk,
+        n_batches=args.n_batches,
+        print_probs=args.print_probs,
+        y_noise=args.y_noise,
+        resume=args.resume,
+        progress=args.progress,
+        fingerprint=batch_fingerprint(args, exp) if args.scores else None,
     )
-    journal = (
-        Journal(args.scores, args.resume, keep=_complete_batches, fingerprint=fingerprint)
-        if args.scores
-        else None
-    )
-    skip = len({r.split()[0] for r in journal.done_records}) if journal else 0
-    kept = len(journal.done_lines) if journal else 0
-    if kept:
-        logger.info("resuming %s after %d of %d pairs (%d batches)", args.scores, kept, total, skip)
-    out = sys.stdout
-    progress = Progress(total - kept, unit="pairs", enabled=True if args.progress else None)
-    try:
-        for b, batch in enumerate(
-            batches_for(exp, args.src, args.trg, args.allow_unk, args.n_batches)
-        ):
-            if b < skip:
-                continue
-            if args.y_noise:
-                random_words = np.random.randint(0, 100, batch.y.shape).astype("int64")
-                change = np.random.binomial(1, args.y_noise, batch.y.shape).astype("int64")
-                batch.y = change * random_words + (1 - change) * batch.y
-            scores = -score_batch(exp.model, batch).cost.numpy()
-            if args.print_probs:
-                scores = np.exp(scores)
-            for s in scores:
-                line = f"{float(s):.5e}"
-                if journal:
-                    journal.append(line, f"{b} {batch.size}")
-                else:
-                    out.write(line + "\n")
-            (journal or out).flush()
-            progress.update(batch.size)
-    except BaseException:
-        if journal:
-            journal.close_unfinished()
-        raise
-    progress.close()
-    if journal:
-        journal.commit()
-    logger.info(
-        "scored %d pairs%s, %.1f pairs/s",
-        progress.count,
-        f" (and kept {kept} from the interrupted run)" if kept else "",
-        progress.rate(),
-    )
-    return EXIT_OK
 
 
 def txt_mode(exp, args):

@@ -3,21 +3,13 @@
 import logging
 import sys
 
-from ...distributed import sharded
+from ...distributed import runner
 from ...distributed import world as distributed
-from ...errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
+from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
-from ...outputs import Journal, Progress, check_outputs, text_digest
-from ...search.translator import (
-    DEFAULT_BATCH_SIZE,
-    SearchWarnings,
-    Translation,
-    Translator,
-    report_failures,
-    total_cost,
-    write_nbest_then_commit,
-)
+from ...outputs import check_outputs, text_digest
+from ...search.translator import DEFAULT_BATCH_SIZE, SearchWarnings, Translator
 from .. import sample as sampling_cli
 from .common import add_model_arguments, add_progress_arguments, open_from_args, run_fingerprint
 
@@ -89,6 +81,12 @@ def run(args):
         inputs=[("--source", args.source), ("--state", args.state), ("model", args.model_path)],
     )
     world, args.device = distributed.setup(args.device, args.threads)
+    if world and (args.verbose or not args.source):
+        raise LegacyInputError(
+            None,
+            "under torchrun, translate needs --source and --trans "
+            "and does not take --verbose (only rank 0 writes)",
+        )
     exp = open_from_args(args)
     if not args.source:
         return interact(
@@ -110,75 +108,19 @@ def run(args):
             args.trans,
         )
     warn_long_lines(args.source, lines, exp.state)
-    fingerprint = beam_fingerprint(args, exp, lines)
-    if world:
-        if args.verbose:
-            raise LegacyInputError(
-                None,
-                "under torchrun, translate needs --source and --trans "
-                "and does not take --verbose (only rank 0 writes)",
-            )
-        return sharded.translate(
-            exp,
-            translator,
-            lines,
-            4 * args.batch_size,
-            source=args.source,
-            trans=args.trans,
-            n_best=args.n_best,
-            resume=args.resume,
-            progress=args.progress,
-            fingerprint=fingerprint,
-        )
-    journal = Journal(
-        args.trans, resume=args.resume, keep=_readable_records, fingerprint=fingerprint
+    return runner.translate(
+        exp,
+        translator,
+        lines,
+        source=args.source,
+        trans=args.trans,
+        world=world,
+        n_best=args.n_best,
+        resume=args.resume,
+        progress=args.progress,
+        fingerprint=beam_fingerprint(args, exp, lines),
+        verbose=args.verbose,
     )
-    done = [Translation.from_record(l, r) for l, r in zip(journal.done_lines, journal.done_records)]
-    if done:
-        logger.info("resuming %s after %d of %d lines", args.trans, len(done), len(lines))
-    progress = Progress(len(lines), enabled=True if args.progress else None)
-    progress.update(len(done))
-    results = list(done)
-    try:
-        # the batched search groups a chunk's sentences by length: give it several batches
-        step = 1 if args.batch_size == 1 else 4 * args.batch_size
-        for start in range(len(done), len(lines), step):
-            chunk = lines[start : start + step]
-            parsed = [exp.parse_source(line) for line in chunk]
-            for i, ((_, parsed_in), t) in enumerate(
-                zip(
-                    parsed,
-                    translator.translate_seqs([seq for seq, _ in parsed], first_line=start + 1),
-                )
-            ):
-                if args.verbose:
-                    print("Parsed Input:", parsed_in)
-                    print("Translation:", t.line)
-                if t.error is not None:
-                    logger.error(
-                        "line %d of %s: the original sample.py fails here (%s); "
-                        "writing an empty line",
-                        start + i + 1,
-                        args.source,
-                        t.error,
-                    )
-                journal.append(t.line, t.record())
-                results.append(t)
-            progress.update(len(chunk))
-        progress.close()
-        write_nbest_then_commit(args.n_best, results, journal)
-    except BaseException:
-        progress.close()
-        journal.close_unfinished()
-        raise
-    print(
-        f"Total cost of the translations: {total_cost(results)}",
-        file=sys.stderr if journal.to_stdout else sys.stdout,
-    )
-    if report_failures(results):
-        return EXIT_PARTIAL
-    logger.info("%d sentences, %.1f sentences/s", len(results), progress.rate())
-    return EXIT_OK
 
 
 def beam_fingerprint(args, exp, lines):
@@ -194,16 +136,6 @@ def beam_fingerprint(args, exp, lines):
         normalize=args.normalize,
         ignore_unk=args.ignore_unk,
     )
-
-
-def _readable_records(records):
-    """How many journal records, from the first, can be read back (a damaged one ends them)."""
-    for n, record in enumerate(records):
-        try:
-            Translation.from_record("", record)
-        except (ValueError, KeyError, TypeError):
-            return n
-    return len(records)
 
 
 def interact(exp, translator):
