@@ -21,9 +21,10 @@ import sys
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..legacy.data import read_text_lines
 from ..legacy.longlines import warn_long_lines
-from ..outputs import Journal, Progress, check_outputs, text_digest
+from ..outputs import Journal, Progress, check_outputs
 from ..sampling.mrg import M2
 from ..sampling.sampler import Sampler, SamplingFailed
+from ..search.translator import crashed_lines
 
 logger = logging.getLogger(__name__)
 
@@ -127,14 +128,13 @@ def format_line(i, sentence, cost):
 
 def batch_fingerprint(args, exp, lines, mrg_seed):
     """What the batch form's ``--trans`` depends on (``--resume`` checks it)."""
-    from .commands.common import run_fingerprint
+    from .commands.common import source_fingerprint
 
-    return run_fingerprint(
+    return source_fingerprint(
         args,
         exp,
         "translate (random sampling)",
-        ("word_indx", "indx_word_target"),
-        source=text_digest(lines),
+        lines,
         n_samples=args.n_samples,
         alpha=1.0 if args.alpha is None else args.alpha,
         seed=mrg_seed,
@@ -190,12 +190,7 @@ def batch(exp, sampler, args):
     progress.close()
     journal.commit()
     if failed:
-        logger.error(
-            "%d line(s) could not be sampled (lines %s): the original would have "
-            "crashed at the first",
-            len(failed),
-            ", ".join(map(str, failed)),
-        )
+        logger.error("%s", crashed_lines(failed, "line(s) could not be sampled"))
         return EXIT_PARTIAL
     logger.info("%d lines x %d samples, %.1f lines/s", len(lines), n, progress.rate())
     return EXIT_OK

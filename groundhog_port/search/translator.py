@@ -242,11 +242,15 @@ def report_failures(results: Sequence[Translation], note: str = "") -> bool:
     True when there are any."""
     failed = [i + 1 for i, t in enumerate(results) if t.error is not None]
     if failed:
-        logger.error(
-            "%d sentence(s) could not be translated (lines %s): the original would "
-            "have crashed at the first%s",
-            len(failed),
-            ", ".join(map(str, failed)),
-            note,
-        )
+        logger.error("%s", crashed_lines(failed, "sentence(s) could not be translated", note))
     return bool(failed)
+
+
+def crashed_lines(failed: Sequence[int], what: str, note: str = "") -> str:
+    """The summary of the source lines ``failed`` (1-based) where the original crashed:
+    ``"2 sentence(s) could not be translated (lines 4, 9): the original would have crashed
+    at the first"`` (``what``), then ``note``."""
+    return (
+        f"{len(failed)} {what} (lines {', '.join(map(str, failed))}): "
+        f"the original would have crashed at the first{note}"
+    )

@@ -181,3 +181,18 @@ def run_fingerprint(args, exp, command, vocabularies, **settings):
         fp[key] = file_digest(exp.path(key))
     fp.update(settings)
     return fp
+
+
+def source_fingerprint(args, exp, command, lines, **settings):
+    """:func:`run_fingerprint` of a ``translate`` run (either search) over the source
+    ``lines``: their digest and the two vocabularies the run reads."""
+    from ...outputs import text_digest
+
+    return run_fingerprint(
+        args,
+        exp,
+        command,
+        ("word_indx", "indx_word_target"),
+        source=text_digest(lines),
+        **settings,
+    )

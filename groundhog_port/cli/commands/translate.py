@@ -8,10 +8,15 @@ from ...distributed import world as distributed
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
-from ...outputs import check_outputs, text_digest
+from ...outputs import check_outputs
 from ...search.translator import DEFAULT_BATCH_SIZE, SearchWarnings, Translator
 from .. import sample as sampling_cli
-from .common import add_model_arguments, add_progress_arguments, open_from_args, run_fingerprint
+from .common import (
+    add_model_arguments,
+    add_progress_arguments,
+    open_from_args,
+    source_fingerprint,
+)
 
 NAME = "translate"
 HELP = (
@@ -126,12 +131,11 @@ def run(args):
 def beam_fingerprint(args, exp, lines):
     """What a beam-search ``--trans`` depends on (``--resume`` checks it); the batch size
     and the number of processes do not change a line."""
-    return run_fingerprint(
+    return source_fingerprint(
         args,
         exp,
         "translate --beam-search",
-        ("word_indx", "indx_word_target"),
-        source=text_digest(lines),
+        lines,
         beam_size=args.beam_size,
         normalize=args.normalize,
         ignore_unk=args.ignore_unk,
