@@ -12,7 +12,9 @@ score's batch).
 """
 
 import logging
+import os
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,30 +27,45 @@ from . import world as distributed
 logger = logging.getLogger(__name__)
 
 
+@dataclass
+class Output:
+    """A runner's output: ``path`` (``"-"``: standard output), ``resume`` (``--resume``),
+    ``fingerprint`` (what makes the file; ``--resume`` refuses another run's journal:
+    :class:`~groundhog_port.outputs.Journal`), ``progress`` (``--progress``: the progress
+    line even when stderr is not a terminal)."""
+
+    path: str | os.PathLike
+    resume: bool = False
+    fingerprint: dict | None = None
+    progress: bool = False
+
+    def bar(self, total, unit="sent"):
+        """The progress line over ``total`` ``unit``: shown on a terminal, or always with
+        ``progress``."""
+        return Progress(total, unit=unit, enabled=True if self.progress else None)
+
+
 def translate(
     exp,
     translator,
     lines,
+    output,
     *,
     source,
-    trans,
     world=None,
     n_best=None,
-    resume=False,
-    progress=False,
-    fingerprint=None,
     verbose=False,
 ):
     """sample.py:249-281 on ``lines`` (read from ``source``): the chosen translations to
-    ``trans`` (every hypothesis to ``n_best``), then sample.py's ``Total cost`` line.
-    ``resume``, ``progress``, ``verbose``: ``--resume``, ``--progress``, ``--verbose``;
-    ``world``: the torchrun world (``None``: this process alone).
+    ``output`` (every hypothesis to ``n_best``), then sample.py's ``Total cost`` line;
+    ``verbose``: ``--verbose``; ``world``: the torchrun world (``None``: this process
+    alone).
 
     A unit is ``4 x batch size`` lines (the batched search groups a unit's sentences by
     length: it gets several batches), or one line for the literal loop (batch size 1) in
     one process.  ``--resume`` keeps every complete line whose record reads back."""
     world = world or distributed.SINGLE
-    journal = _open_on_root(world, trans, resume, _readable_records, fingerprint)
+    journal = _open_on_root(world, output, _readable_records)
     done = distributed.broadcast(world, len(journal.done_lines) if journal else None)
     if done is None:
         return _refused_on_root(world)
@@ -58,8 +75,8 @@ def translate(
             Translation.from_record(*lr) for lr in zip(journal.done_lines, journal.done_records)
         ]
         if done:
-            logger.info("resuming %s after %d of %d lines", trans, done, len(lines))
-        bar = Progress(len(lines), enabled=True if progress else None)
+            logger.info("resuming %s after %d of %d lines", output.path, done, len(lines))
+        bar = output.bar(len(lines))
         bar.update(done)
     unit = 1 if translator.batch_size == 1 and world.size == 1 else 4 * translator.batch_size
 
@@ -103,33 +120,26 @@ def translate(
 
 def score(
     exp,
+    output,
+    batches,
     *,
-    src,
-    trg,
-    scores,
     world=None,
-    allow_unk=False,
-    n_batches=None,
     print_probs=False,
     y_noise=None,
-    resume=False,
-    progress=False,
-    fingerprint=None,
 ):
-    """score.py:132-188: one ``{:.5e}`` line per pair of ``src``/``trg`` (the
-    log-probability, or the probability with ``print_probs``), in batch order, to
-    ``scores`` (``"-"``: standard output).  ``allow_unk``, ``n_batches``, ``y_noise``,
-    ``resume``, ``progress``: ``--allow-unk``, ``--n-batches``, ``--y-noise`` (numpy's
-    global generator: one process only), ``--resume``, ``--progress``; ``world``: the
-    torchrun world (``None``: this process alone).
+    """score.py:132-188: one ``{:.5e}`` line per sentence pair (the log-probability, or the
+    probability with ``print_probs``), in batch order, to ``output``.  ``batches()``:
+    score.py's batch iterator (:func:`~groundhog_port.search.scoring.batches_for`), made
+    afresh on each call; ``y_noise``: ``--y-noise`` (numpy's global generator: one process
+    only); ``world``: the torchrun world (``None``: this process alone).
 
-    A unit is one score.py batch: every rank walks the (model-free) batch iterator and
-    scores only its own batches.  ``--resume`` keeps whole batches."""
+    A unit is one batch: every rank walks the (model-free) batch iterator and scores only
+    its own batches.  ``--resume`` keeps whole batches."""
     world = world or distributed.SINGLE
     # a cheap first pass (no model) counts the pairs, for the progress line; it meets bad
     # input (an unknown word...) before any output file is made
-    sizes = [b.size for b in scoring.batches_for(exp, src, trg, allow_unk, n_batches)]
-    journal = _open_on_root(world, scores, resume, _complete_batches, fingerprint)
+    sizes = [b.size for b in batches()]
+    journal = _open_on_root(world, output, _complete_batches)
     first = distributed.broadcast(
         world, len({r.split()[0] for r in journal.done_records}) if journal else None
     )
@@ -140,13 +150,17 @@ def score(
         kept = len(journal.done_lines)
         if kept:
             logger.info(
-                "resuming %s after %d of %d pairs (%d batches)", scores, kept, sum(sizes), first
+                "resuming %s after %d of %d pairs (%d batches)",
+                output.path,
+                kept,
+                sum(sizes),
+                first,
             )
-        bar = Progress(sum(sizes) - kept, unit="pairs", enabled=True if progress else None)
-    batches = _Batches(scoring.batches_for(exp, src, trg, allow_unk, n_batches))
+        bar = output.bar(sum(sizes) - kept, unit="pairs")
+    mine = _Batches(batches())
 
     def compute(b):
-        batch = batches.get(b)
+        batch = mine.get(b)
         if y_noise:  # score.py:162-167
             random_words = np.random.randint(0, 100, batch.y.shape).astype("int64")
             change = np.random.binomial(1, y_noise, batch.y.shape).astype("int64")
@@ -190,7 +204,7 @@ def _run(world, journal, units, compute, emit, bar, commit):
     distributed.finish(world)
 
 
-def _open_on_root(world, path, resume, keep, fingerprint):
+def _open_on_root(world, output, keep):
     """Rank 0's journaled output (``None`` on the other ranks).  When rank 0 refuses it
     (``--resume`` of another run, a busy file...) the other ranks are told (``None`` for
     where to start) before rank 0 raises, instead of waiting for a broadcast that never
@@ -198,7 +212,7 @@ def _open_on_root(world, path, resume, keep, fingerprint):
     if not world.is_root:
         return None
     try:
-        return Journal(path, resume=resume, keep=keep, fingerprint=fingerprint)
+        return Journal(output.path, output.resume, keep, output.fingerprint)
     except BaseException:
         distributed.broadcast(world, None)
         raise

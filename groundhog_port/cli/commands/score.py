@@ -164,6 +164,7 @@ def batch_mode(exp, args, world=None):
         for path in (args.src, args.trg):  # text: GroundHog's .h5 path skips long pairs itself
             warn_long_lines(path, read_text_lines(path), exp.state, "scoring it", "score.py")
     from ...distributed import runner
+    from ...search.scoring import batches_for
 
     if world:
         if args.y_noise:
@@ -176,19 +177,14 @@ def batch_mode(exp, args, world=None):
             raise LegacyInputError(
                 None, "under torchrun, score --mode batch needs --scores FILE (rank 0 writes it)"
             )
+    fingerprint = batch_fingerprint(args, exp) if args.scores else None
     return runner.score(
         exp,
-        src=args.src,
-        trg=args.trg,
-        scores=args.scores or "-",
+        runner.Output(args.scores or "-", args.resume, fingerprint, args.progress),
+        lambda: batches_for(exp, args.src, args.trg, args.allow_unk, args.n_batches),
         world=world,
-        allow_unk=args.allow_unk,
-        n_batches=args.n_batches,
         print_probs=args.print_probs,
         y_noise=args.y_noise,
-        resume=args.resume,
-        progress=args.progress,
-        fingerprint=batch_fingerprint(args, exp) if args.scores else None,
     )
 
 

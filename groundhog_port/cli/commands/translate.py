@@ -117,13 +117,10 @@ def run(args):
         exp,
         translator,
         lines,
+        runner.Output(args.trans, args.resume, beam_fingerprint(args, exp, lines), args.progress),
         source=args.source,
-        trans=args.trans,
         world=world,
         n_best=args.n_best,
-        resume=args.resume,
-        progress=args.progress,
-        fingerprint=beam_fingerprint(args, exp, lines),
         verbose=args.verbose,
     )
 
