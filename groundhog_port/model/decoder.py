@@ -117,17 +117,13 @@ class Decoder(nn.Module):
         return x, x_z, x_r
 
     def transition_step(
-        self,
-        x: torch.Tensor,
-        x_z: torch.Tensor | None,
-        x_r: torch.Tensor | None,
-        s_prev: torch.Tensor,
-        ctx: torch.Tensor,
-        mask: torch.Tensor | None = None,
+        self, y: torch.Tensor, s_prev: torch.Tensor, ctx: torch.Tensor
     ) -> torch.Tensor:
-        """``s_i``: word signals plus context contributions, then the GRU step."""
+        """``s_i`` after emitting words ``y (n,)`` from states ``s_prev`` with contexts
+        ``ctx``: the words' signals plus the contexts' contributions, then the GRU step."""
+        _, x, x_z, x_r = self.signals(y)
         x, x_z, x_r = self.context_signals(x, x_z, x_r, ctx)
-        return self.transition.step(x, x_z, x_r, s_prev, mask)
+        return self.transition.step(x, x_z, x_r, s_prev)
 
     def readout(
         self, s_prev: torch.Tensor, ctx: torch.Tensor, prev_term: torch.Tensor | None
@@ -179,9 +175,8 @@ class Decoder(nn.Module):
         stable: bool = False,
     ) -> torch.Tensor:
         """``s_i`` after emitting words ``y`` from states ``s_prev``."""
-        _, x, x_z, x_r = self.signals(y)
         ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
-        return self.transition_step(x, x_z, x_r, s_prev, ctx)
+        return self.transition_step(y, s_prev, ctx)
 
     # -- teacher forcing (EVALUATION mode, encdec.py:963) -------------------------------
     def teacher_forced_readouts(

@@ -106,8 +106,7 @@ class BatchedSampler:
             for r, b in enumerate(active):
                 ids[b][k] = word[r * n : (r + 1) * n]
                 nlp[b][k] = logp[r * n : (r + 1) * n]
-            _, x, x_z, x_r = dec.signals(y)
-            states = dec.transition_step(x, x_z, x_r, states, ctx)
+            states = dec.transition_step(y, states, ctx)
             k += 1
             keep = [r for r, b in enumerate(active) if k < steps[b]]
             if len(keep) < len(active):

@@ -225,8 +225,7 @@ def draw_sentence(
         y = torch.as_tensor(word, device=device)
         ids[k] = word
         nlp[k] = (-legacy_log(probs.gather(1, y[:, None])[:, 0])).cpu().numpy()
-        _, x, x_z, x_r = dec.signals(y)
-        s = dec.transition_step(x, x_z, x_r, s, ctx)
+        s = dec.transition_step(y, s, ctx)
     return Draw(ids, nlp, margin)
 
 

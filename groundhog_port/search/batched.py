@@ -365,8 +365,7 @@ class BatchedBeamSearch:
             hist = torch.cat([hist[origin], last_words[:, None]], 1)
             rows_of = {b: n[b] for b in active}
             if active:
-                _, x, x_z, x_r = dec.signals(last_words)
-                states = dec.transition_step(x, x_z, x_r, states[origin], ctx[origin])
+                states = dec.transition_step(last_words, states[origin], ctx[origin])
             k += 1
         return outcome
 
