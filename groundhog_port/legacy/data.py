@@ -671,15 +671,7 @@ def iter_h5_batches(
     src, trg = _open_pair(src_h5, trg_h5)
     if not 0 <= start_offset <= len(src):
         raise LegacyInputError(src.path, f"start offset {start_offset} outside 0..{len(src)}")
-    for key in (
-        "trim_batches",
-        "null_sym_source",
-        "null_sym_target",
-        "n_sym_source",
-        "n_sym_target",
-        "unk_sym_source",
-        "unk_sym_target",
-    ):
+    for key in ("trim_batches", *VOCABULARY_KEYS):  # refused before the first batch
         _state_value(state, key)
     batches = _h5_batches(
         state, src, trg, batch_size, k_batches, max_len, use_infinite_loop, start_offset
