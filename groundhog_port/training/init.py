@@ -131,40 +131,32 @@ def _transition(prefix, state, c_dim):
     fn, scale = state["rec_weight_init_fn"], prefix_lookup(state, prefix, "rec_weight_scale")
     kind = prefix_lookup(state, prefix, "rec_layer")
     bias = state["bias"]
-    sq = (dim, dim)
-    if kind == "RecurrentLayerWithSearch":
-        return Layer(
-            kind,
-            name,
-            False,
-            (
-                Matrix(f"W_{name}", sq, fn, scale),
-                Matrix(f"G_{name}", sq, fn, scale),
-                Matrix(f"R_{name}", sq, fn, scale),
-                Matrix(f"A_{name}", (c_dim, dim), "sample_weights_classic", 1e-3),
-                Matrix(f"B_{name}", sq, "sample_weights_classic", 1e-3),
-                Matrix(f"D_{name}", (dim, 1), "zeros", 0.0),
-            ),
+    square = lambda letter: Matrix(f"{letter}_{name}", (dim, dim), fn, scale)
+    if kind == "RecurrentLayerWithSearch":  # draws no MRG seed (encdec.py:236-243)
+        tensors = (
+            square("W"),
+            square("G"),
+            square("R"),
+            Matrix(f"A_{name}", (c_dim, dim), "sample_weights_classic", 1e-3),
+            Matrix(f"B_{name}", (dim, dim), "sample_weights_classic", 1e-3),
+            Matrix(f"D_{name}", (dim, 1), "zeros", 0.0),
         )
+        return Layer(kind, name, False, tensors)
     if kind == GRCONV:
-        return Layer(
-            kind,
-            name,
-            True,
-            (
-                Matrix(f"W_{name}", sq, fn, scale),
-                Matrix(f"U_{name}", sq, fn, scale),
-                Bias(f"b_{name}", dim, bias),
-                Matrix(f"GW_{name}", (dim, 3), "randn", 0.01),
-                Matrix(f"GU_{name}", (dim, 3), "randn", 0.01),
-                Bias(f"Gb_{name}", 3, bias),
-            ),
+        tensors = (
+            square("W"),
+            square("U"),
+            Bias(f"b_{name}", dim, bias),
+            Matrix(f"GW_{name}", (dim, 3), "randn", 0.01),
+            Matrix(f"GU_{name}", (dim, 3), "randn", 0.01),
+            Bias(f"Gb_{name}", 3, bias),
         )
-    tensors = [Matrix(f"W_{name}", sq, fn, scale)]
-    if prefix_lookup(state, prefix, "rec_gating"):
-        tensors.append(Matrix(f"G_{name}", sq, fn, scale))
-    if prefix_lookup(state, prefix, "rec_reseting"):
-        tensors.append(Matrix(f"R_{name}", sq, fn, scale))
+    else:
+        tensors = [square("W")]
+        if prefix_lookup(state, prefix, "rec_gating"):
+            tensors.append(square("G"))
+        if prefix_lookup(state, prefix, "rec_reseting"):
+            tensors.append(square("R"))
     return Layer(kind, name, True, tuple(tensors))
 
 
