@@ -13,6 +13,7 @@ from .prototypes import (
     DATA_PATH_KEYS,
     MATCH_IGNORED_KEYS,
     PROTOTYPES,
+    VOCABULARY_KEYS,
     corpus_paths,
     match_prototype,
     prototype_encdec_state,
@@ -26,6 +27,7 @@ from .unpickle import MAX_PICKLE_BYTES, safe_load_pickle
 
 __all__ = [
     "DATA_PATH_KEYS",
+    "VOCABULARY_KEYS",
     "LIST_PATH_KEYS",
     "check_change_keys",
     "corpus_paths",

@@ -28,6 +28,16 @@ DATA_PATH_KEYS = (
     "word_indx_trgt",
 )
 
+#: keys of the vocabularies (state.py:31-38): their sizes, end-of-sequence and UNK ids
+VOCABULARY_KEYS = (
+    "n_sym_source",
+    "n_sym_target",
+    "null_sym_source",
+    "null_sym_target",
+    "unk_sym_source",
+    "unk_sym_target",
+)
+
 
 def corpus_paths(folder: str) -> dict:
     """The :data:`DATA_PATH_KEYS` of a corpus ``folder`` (ending in ``/``) holding the files

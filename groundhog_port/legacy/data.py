@@ -85,8 +85,9 @@ from pathlib import Path
 
 import numpy as np
 
+from legacy_states import VOCABULARY_KEYS
+
 from ..errors import LegacyInputError, quoted
-from ..model.config import VOCABULARY_KEYS
 from ..untrusted import reading
 from .h5guard import check_dataset, check_global_heaps
 from .vocab import parse_input

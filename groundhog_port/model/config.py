@@ -14,6 +14,8 @@ import numbers
 import os
 from dataclasses import dataclass
 
+from legacy_states import VOCABULARY_KEYS
+
 from ..errors import UnsupportedModelError, quoted
 from .activations import Activation, parse_activation
 
@@ -52,15 +54,6 @@ UNSUPPORTED = {
     "hid_mult": (lambda v: v != 1, "hid_mult != 1 gives an initial state the GRU cannot take"),
 }
 
-#: state keys of the vocabularies: their sizes, end-of-sequence and UNK ids
-VOCABULARY_KEYS = (
-    "n_sym_source",
-    "n_sym_target",
-    "null_sym_source",
-    "null_sym_target",
-    "unk_sym_source",
-    "unk_sym_target",
-)
 #: state keys read as whole numbers (layer sizes and the vocabularies): an int, not a bool
 INT_KEYS = ("dim", "rank_n_approx", *VOCABULARY_KEYS)
 
