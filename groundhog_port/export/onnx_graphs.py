@@ -360,7 +360,7 @@ def context(g, cfg, c, p_from_c, step, s_prev):
 
 
 def next_probs_graph(model):
-    """``decoder_next_probs.onnx``: Decoder.next_probs (encdec.py:1457, readout :1153)."""
+    """``decoder_next_probs.onnx``: RNNEncoderDecoder.next_probs (encdec.py:1457, readout :1153)."""
     cfg = model.cfg
     g = _Graph(model, "decoder_next_probs")
     c, p_from_c, step, y_prev, s_prev = _step_inputs(g, cfg, "y_prev")
@@ -392,7 +392,7 @@ def next_probs_graph(model):
 
 
 def next_states_graph(model):
-    """``decoder_next_states.onnx``: Decoder.next_states (encdec.py:1466)."""
+    """``decoder_next_states.onnx``: RNNEncoderDecoder.next_states (encdec.py:1466)."""
     cfg = model.cfg
     rec = cfg.dec
     g = _Graph(model, "decoder_next_states")

@@ -12,9 +12,10 @@ embedding; row vectors, ``x @ W`` as GroundHog orients its weights::
     t_i      = ctx_i @ C_o + s_{i-1} @ U_o + b[U_o] + [y_{i-1} > 0] * E y_{i-1} @ V_o
     p(y_i)   = softmax(maxout(t_i) @ W_o + b[W_o])           (W_o = W1 @ W2 when rank_n_approx > 0)
 
-Step order as in GroundHog's beam search: ``next_probs`` reads out from the
-*previous* state ``s_{i-1}``, the context attended with ``s_{i-1}`` and the
-previous word; ``next_states`` then computes ``s_i`` from the chosen word.
+Step order as in GroundHog's beam search (``RNNEncoderDecoder.next_probs`` /
+``next_states`` compose these pieces): ``next_probs`` reads out from the *previous*
+state ``s_{i-1}``, the context attended with ``s_{i-1}`` and the previous word;
+``next_states`` then computes ``s_i`` from the chosen word.
 """
 
 from __future__ import annotations
@@ -149,34 +150,6 @@ class Decoder(nn.Module):
         if self.cfg.check_first_word:
             term = (y_prev > 0).to(term.dtype)[:, None] * term
         return term
-
-    # -- one-step functions used by search (create_next_*_computer, encdec.py:1457) -------
-    def next_probs(
-        self,
-        c: torch.Tensor,
-        p_from_c: torch.Tensor | None,
-        step: int,
-        y_prev: torch.Tensor,
-        s_prev: torch.Tensor,
-        stable: bool = False,
-    ) -> torch.Tensor:
-        """``p(y_i | y_<i, x)`` rows ``(n, n_sym_target)`` for states ``s_prev``."""
-        emb = self.approx_embedder(y_prev)
-        ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
-        return self.output_layer(self.readout(s_prev, ctx, self.prev_word_term(y_prev, emb)))
-
-    def next_states(
-        self,
-        c: torch.Tensor,
-        p_from_c: torch.Tensor | None,
-        step: int,
-        y: torch.Tensor,
-        s_prev: torch.Tensor,
-        stable: bool = False,
-    ) -> torch.Tensor:
-        """``s_i`` after emitting words ``y`` from states ``s_prev``."""
-        ctx, _ = self.context(s_prev, c, p_from_c, step, stable=stable)
-        return self.transition_step(y, s_prev, ctx)
 
     # -- teacher forcing (EVALUATION mode, encdec.py:963) -------------------------------
     def teacher_forced_readouts(

@@ -124,8 +124,12 @@ class RNNEncoderDecoder(nn.Module):
         y_prev: torch.Tensor,
         s_prev: torch.Tensor,
     ) -> torch.Tensor:
-        """``create_next_probs_computer``: ``(n, V)`` float32 for one sentence's ``c (S, c_dim)``."""
-        return self.decoder.next_probs(c[:, None], p_from_c, step, y_prev, s_prev, self.stable)
+        """``create_next_probs_computer`` (encdec.py:1457): ``p(y_i | y_<i, x)`` rows
+        ``(n, V)`` float32 for states ``s_prev`` of one sentence's ``c (S, c_dim)``."""
+        dec = self.decoder
+        emb = dec.approx_embedder(y_prev)
+        ctx, _ = dec.context(s_prev, c[:, None], p_from_c, step, stable=self.stable)
+        return dec.output_layer(dec.readout(s_prev, ctx, dec.prev_word_term(y_prev, emb)))
 
     @torch.no_grad()
     def next_states(
@@ -136,8 +140,10 @@ class RNNEncoderDecoder(nn.Module):
         y: torch.Tensor,
         s_prev: torch.Tensor,
     ) -> torch.Tensor:
-        """``create_next_states_computer``: ``(n, dim)`` new states after words ``y``."""
-        return self.decoder.next_states(c[:, None], p_from_c, step, y, s_prev, self.stable)
+        """``create_next_states_computer`` (encdec.py:1466): ``s_i (n, dim)`` after emitting
+        words ``y`` from states ``s_prev``."""
+        ctx, _ = self.decoder.context(s_prev, c[:, None], p_from_c, step, stable=self.stable)
+        return self.decoder.transition_step(y, s_prev, ctx)
 
     def p_from_c(self, c: torch.Tensor) -> torch.Tensor | None:
         """``c @ A`` for one sentence's ``c (S, c_dim)`` -> ``(S, 1, dim)``, or None."""
