@@ -23,8 +23,8 @@ import groundhog_port
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("groundhog_port", "legacy_states")
-#: test tooling that ships today and leaves the package in the layout change (issue 30,
-#: item 4): the fuzzers' generators of hostile files and the HTTP load test
+#: test tooling that once shipped inside the package (issue 30, item 4, moved it to the test
+#: support): the fuzzers' generators of hostile files and the HTTP load test
 TOOLING = ("parity_tests/support/fuzzing.py", "parity_tests/support/loadtest.py")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist", ".*")
 
