@@ -65,8 +65,7 @@ def private_imports_across_folders(root: Path) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root.parent).with_suffix("").parts
-        package = parts if path.name == "__init__.py" else parts[:-1]
-        package = package[:-1] if package[-1] == "__init__" else package
+        package = parts[:-1]  # a module's package; for ``__init__`` the package itself
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ImportFrom):
                 continue
