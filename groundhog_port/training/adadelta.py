@@ -150,6 +150,17 @@ class SGDAdadelta:
         """``rho * acc + (1 - rho) * v ** 2`` (SGD_adadelta.py:125 and :143-144)."""
         return self.rho * acc + self.one_minus_rho * (v * v)
 
+    @torch.no_grad()
+    def update(self, gs: Sequence[torch.Tensor]) -> None:
+        """From the clipped gradients ``gs`` (parameter order): ``gnorm2`` decayed (the end
+        of ``train_fn``, :125), then ``update_fn`` (:137-151) on every parameter in place."""
+        self.gs = list(gs)
+        self.gnorm2 = [self.decay(gn2, g) for gn2, g in zip(self.gnorm2, self.gs)]
+        for i, (p, g, gn2) in enumerate(zip(self.params, self.gs, self.gnorm2)):
+            delta = adadelta_step(self.dnorm2[i], gn2, g, self.eps)
+            p.sub_(delta)
+            self.dnorm2[i] = self.decay(self.dnorm2[i], delta)
+
     # -- one algo() call ----------------------------------------------------------------
     @torch.no_grad()
     def step(
@@ -159,12 +170,7 @@ class SGDAdadelta:
         t0 = time.time()
         cost, grads = self.gradients(x, x_mask, y, y_mask)
         norm, gs = self.clip(grads, x.shape[0])
-        self.gs = list(gs)
-        self.gnorm2 = [self.decay(gn2, g) for gn2, g in zip(self.gnorm2, gs)]  # train_fn
-        for i, (p, g, gn2) in enumerate(zip(self.params, self.gs, self.gnorm2)):  # update_fn
-            delta = adadelta_step(self.dnorm2[i], gn2, g, self.eps)
-            p.sub_(delta)
-            self.dnorm2[i] = self.decay(self.dnorm2[i], delta)
+        self.update(gs)
         t1 = time.time()
         self.state["lr"] = float(self.lr)
         out = {"grad_norm": float(norm)}
