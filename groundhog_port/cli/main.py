@@ -140,6 +140,28 @@ class Parser(argparse.ArgumentParser):
         return arg
 
 
+class CommandParser(Parser):
+    """The parser of one command: options may come before, between or after its positional
+    words (``train --state S MODEL --data-dir V "prefix='x_'" --max-updates 5``), as
+    argparse's intermixed parsing reads them; a word it does not know is refused with this
+    command's usage (the top-level parser would show its own)."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self._intermixing:  # the two passes of parse_known_intermixed_args
+            return super().parse_known_args(args, namespace)
+        args = sys.argv[1:] if args is None else [self._dashed(a) for a in args]
+        self._intermixing = True
+        try:
+            namespace, extras = self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def selected_command(argv):
     """The command named in ``argv`` (the first word not an option), or None."""
     skip = False
@@ -164,7 +186,7 @@ def build_parser(commands=COMMANDS):
         "3 some sentences could not be translated",
     )
     _global_options(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for name in COMMANDS:
         if name not in commands:
             sub.add_parser(name, help=command_help(name))

@@ -1,10 +1,11 @@
 """Arguments every model-loading command shares, named as in sample.py / score.py.
 
-The model and the changes are given the same way to every command: the model as the word
-after the options (sample.py's ``model_path``) or ``--model FILE`` (train.py's, parity's),
-the changes as words after it (each GroundHog's ``"key=value,key2='x'"``, applied in turn as
-train.py did) and/or ``--changes TEXT`` (repeatable).  A first word that reads as changes
-(``k=v``, not a file) is taken as changes: ``inspect --state S "k=v"``.
+The model and the changes are given the same way to every command: the model as a word
+(sample.py's ``model_path``) or ``--model FILE`` (train.py's, parity's), the changes as
+words after it (each GroundHog's ``"key=value,key2='x'"``, applied in turn as train.py
+did) and/or ``--changes TEXT`` (repeatable); options may come before, between or after
+these words (``main.CommandParser``).  A first word that reads as changes (``k=v``, not a
+file) is taken as changes: ``inspect --state S "k=v"``.
 """
 
 from pathlib import Path
@@ -142,8 +143,8 @@ def open_from_args(args, model_path=None, state=None, data_dirs=None):
             raise LegacyInputError(
                 None,
                 "give --state S and MODEL (the *_state.pkl and "
-                "*_model.npz; MODEL after the options or --model "
-                "FILE), or --checkpoint DIR",
+                "*_model.npz; MODEL as a word or --model FILE), or "
+                "--checkpoint DIR",
             )
     return open_experiment(
         state,

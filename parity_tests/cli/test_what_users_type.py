@@ -1,0 +1,122 @@
+"""Commands take what users type (issue 35, item 3).
+
+Options before or after MODEL and the changes, in every command; a usage error shows the
+command's own usage; every hint that shows syntax works when followed; ``export --out DIR``;
+``train`` at its ``loopIters``; ``inspect`` naming a file that is not a model.
+"""
+
+import numpy as np
+import pytest
+
+from groundhog_port.cli.commands.common import model_and_changes
+from groundhog_port.cli.main import build_parser, main
+from legacy_states import parse_changes
+from parity_tests.support.command_lines import FX, MODEL, STATE
+from parity_tests.support.fuzzing import run_cli_inprocess
+
+
+def _run(*argv, cwd=None):
+    return run_cli_inprocess(main, ["--threads", "1", *map(str, argv)], cwd=cwd)
+
+
+#: the commands that take MODEL and the changes as words (common.add_model_and_changes)
+MODEL_COMMANDS = (
+    "translate",
+    "score",
+    "serve",
+    "inspect",
+    "reproduce",
+    "parity",
+    "train",
+    "export",
+)
+
+
+@pytest.mark.parametrize("command", MODEL_COMMANDS)
+def test_options_after_the_model_and_between_the_changes(command):
+    """``train --state S MODEL --data-dir V "prefix='runs/ft_'" --max-updates 5`` failed with
+    "unrecognized arguments: prefix=..." and the top-level usage."""
+    extra = ["--format", "onnx"] if command == "export" else []
+    tail = ["OUT"] if command == "export" else []
+    for form in (
+        [MODEL, "--data-dir", FX, "seqlen=30", "--strict", "bs=4", *tail],
+        ["seqlen=30", "--model", MODEL, "bs=4", "--data-dir", FX, *tail],
+        [MODEL, "seqlen=30", "--changes", "bs=4", *tail, "--data-dir", FX],
+    ):
+        argv = list(map(str, [command, "--state", STATE, *extra, *form]))
+        args = build_parser((command,)).parse_args(argv)
+        assert model_and_changes(args) == (str(MODEL), args.changes), form
+        assert parse_changes(args.changes) == {"seqlen": 30, "bs": 4}, form
+        assert args.data_dir == [str(FX)], form
+        if command == "export":
+            assert args.outdir == "OUT"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--state", STATE, "--bogus"],
+        ["translate", "--state", STATE, MODEL, "--beam-search", "--no-such-flag"],
+        ["bleu", "--hyp", "h", "--ref", "r", "extra-word"],
+    ],
+)
+def test_a_usage_error_shows_the_commands_own_usage(argv):
+    rc, out, err = _run(*argv)
+    assert rc == 2
+    assert err.startswith(f"usage: groundhog-port {argv[0]} "), err
+    assert f"groundhog-port {argv[0]}: error: unrecognized arguments: {argv[-1]}" in err, err
+
+
+def test_train_with_options_after_the_model_and_the_changes(tmp_path, legacy_root):
+    """The issue's command line, as typed: it trains (``--max-updates`` after the changes)."""
+    rc, out, err = _run(
+        "--log-level",
+        "error",
+        "train",
+        "--state",
+        STATE,
+        MODEL,
+        "--data-dir",
+        legacy_root / "data",
+        f"prefix='{tmp_path}/ft_'",
+        "--max-updates",
+        "2",
+    )
+    assert rc == 0, err
+    with np.load(tmp_path / "ft_timing.npz") as timing:
+        assert int(timing["step"]) == 2  # --max-updates 2 was read, after the changes
+
+
+def test_translate_with_options_after_the_model_and_the_changes(tmp_path):
+    """``translate ... MODEL --data-dir V "seqlen=30"``: the recorded sample.py output."""
+    trans = tmp_path / "t.txt"
+    rc, out, err = _run(
+        "--log-level",
+        "error",
+        "translate",
+        "--state",
+        STATE,
+        MODEL,
+        "--data-dir",
+        FX,
+        "seqlen=30",
+        "--beam-search",
+        "--beam-size",
+        "10",
+        "--source",
+        FX / "test.en",
+        "--trans",
+        trans,
+    )
+    assert rc == 0, err
+    assert trans.read_text() == (FX / "trans_beam10.txt").read_text()
+
+
+def test_commands_without_model_take_options_anywhere():
+    """The same parsing in every command: positional words between options."""
+    args = build_parser(("plot-training",)).parse_args(
+        ["plot-training", "a_timing.npz", "--out", "c.png", "b_timing.npz"]
+    )
+    assert args.timings == ["a_timing.npz", "b_timing.npz"]
+    args = build_parser(("archive",)).parse_args(["archive", "--out", "r", "ROOT", "--fresh"])
+    assert (args.root, args.out, args.fresh) == ("ROOT", "r", True)
