@@ -5,6 +5,10 @@
 * :mod:`.unpickle` -- :func:`safe_load_pickle` for Python-2 pickles (plain data only).
 * :mod:`.changes` -- :func:`parse_changes` for the ``key=value,...`` changes syntax.
 * :mod:`.load` -- :func:`load_state` and :func:`resolve_path`.
+* :mod:`.vintage` -- states of before GroundHog's ``enc_rec_*`` / ``dec_rec_*`` options.
+
+It imports nothing of ``groundhog_port`` above the foundation (``errors``, ``budget``,
+``untrusted``, ``lookup``): the import-linter contract in ``pyproject.toml``.
 """
 
 from .changes import check_change_keys, parse_changes

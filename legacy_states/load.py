@@ -11,20 +11,20 @@ The original builds its state in three steps (sample.py:225-228, score.py:111-11
 parser.  Paths inside a state are those of the machine it was trained on
 (``/data/lisatmp3/...``); :func:`resolve_path` finds the file by its name next to the state
 file or in the data directories when the stored path does not exist, and says which file it
-used (:mod:`groundhog_port.legacy.lookup`, the one lookup every command shares).
+used (:mod:`groundhog_port.lookup`, the one lookup every command shares).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from groundhog_port import lookup
 from groundhog_port.errors import LegacyInputError, quoted
-from groundhog_port.legacy import lookup
-from groundhog_port.legacy.compat import upgrade_state
 
 from .changes import check_change_keys, parse_changes
 from .prototypes import DATA_PATH_KEYS, prototype_state
 from .unpickle import safe_load_pickle
+from .vintage import upgrade_state
 
 #: data-path keys whose value is a one-element list (state.py:12-15)
 LIST_PATH_KEYS = ("source", "target")
@@ -102,7 +102,7 @@ def _stored_path(state, key, state_path):
 
 def resolve_path(state: dict, key: str, state_path, data_dir=None, explicit: bool = False) -> Path:
     """The file to use for data-path ``key`` of ``state``, found by
-    :func:`groundhog_port.legacy.lookup.find_stored`: the stored path, else the same name next to
+    :func:`groundhog_port.lookup.find_stored`: the stored path, else the same name next to
     ``state_path``, else in each of ``data_dir`` (one folder or a list, in order).
 
     ``explicit`` (the key was given in the changes): the path is used as given, relative to

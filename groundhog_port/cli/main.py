@@ -237,7 +237,7 @@ def main(argv=None):
             model_and_changes(args)
         configure_logging(args.log_level, args.log_time)
         from ..distributed.world import SHARDED_COMMANDS, world_from_env
-        from ..legacy.lookup import new_run
+        from ..lookup import new_run
 
         new_run()  # file choices are logged once per run, also when main() runs again in-process
         if args.threads is not None:

@@ -83,8 +83,8 @@ from pathlib import Path
 
 import torch
 
+from .. import lookup
 from ..errors import LegacyInputError
-from ..legacy import lookup
 from .groups.sampler import SAMPLER
 from .groups.scoring import BATCH, PAIRS, REPR
 from .groups.search import BEAM, STEPS
@@ -182,7 +182,7 @@ def find_case(
 ) -> CaseFiles:
     """Locate ``*_state.pkl``, the matching ``*_model.npz``, ``trace.h5`` in ``case_dir`` and
     the test files (named by the trace's ``test_src_file``/``test_trg_file`` attributes,
-    default ``test.en``/``test.fr``) there or in ``data_dirs`` (:func:`groundhog_port.legacy.lookup.
+    default ``test.en``/``test.fr``) there or in ``data_dirs`` (:func:`groundhog_port.lookup.
     find_named`); explicit paths override what is found."""
     d = Path(case_dir)
     if not d.is_dir():

@@ -1,4 +1,4 @@
-"""GroundHog's files in and out: ``*_model.npz`` through the one legacy-name table, states, vocabularies, corpora (text, ``.h5``), old vintages, the guards that read untrusted files, the file lookup, and opening an experiment.
+"""GroundHog's files in and out: ``*_model.npz`` through the one legacy-name table, states, vocabularies, corpora (text, ``.h5``), old vintages, the guards that read untrusted files, and opening an experiment.
 
 * :mod:`.checkpoint` -- GroundHog ``*_model.npz`` -> the port's tensors, through ONE table.
 * :mod:`.compat` -- Checkpoints from before GroundHog renamed or merged some of their contents.
@@ -8,7 +8,6 @@
 * :mod:`.h5guard` -- What to check before reading an HDF5 dataset whole (``ds[()]``), or its attributes.
 * :mod:`.loading` -- Open an archived GroundHog experiment the way sample.py / score.py do.
 * :mod:`.longlines` -- A warning for input lines longer than the model was trained on.
-* :mod:`.lookup` -- One lookup of the files an archived experiment needs, shared by every command.
 * :mod:`.npzguard` -- What to check before decompressing a ``.npz`` archive's members.
 * :mod:`.preprocess` -- GroundHog's data preparation (``experiments/nmt/preprocess/``), file for file.
 * :mod:`.vocab` -- GroundHog vocabularies: loading, text -> ids (``parse_input``), ids -> text.

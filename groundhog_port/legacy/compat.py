@@ -12,13 +12,9 @@ files.  Each conversion is the original function, ported:
   each ``W_0_dec_back_X`` under ``W_0_dec_X`` (``numpy.vstack``) and drops it, for ``X`` in
   ``dec_inputter_0``, ``dec_reseter_0``, ``dec_updater_0``, ``repr_readout``;
 * state (``convert_state.py:7`` ``separate_enc_dec_rec_layers``, commit bb60d54 of
-  2014-07-08): one set of ``rec_*`` options once described every recurrent layer; since
-  then the encoder and decoder have their own ``enc_rec_*`` / ``dec_rec_*``.  The conversion
-  copies ``rec_layer``, ``rec_gating``, ``rec_reseting``, ``rec_gater``, ``rec_reseter`` to both.
-  A state is of that vintage when the pickle names ``rec_layer`` but no ``enc_rec_*`` or
-  ``dec_rec_*`` key (every later state holds all of them: train.py pickles the whole
-  prototype), and is converted before the prototype's defaults are merged in -- otherwise
-  those defaults, not the state's own ``rec_*``, would describe its layers;
+  2014-07-08): the shared ``rec_*`` options copied to ``enc_rec_*`` and ``dec_rec_*``
+  before the prototype's defaults are merged in; ported in :mod:`legacy_states.vintage`,
+  beside the state loading that applies it, and re-exported here;
 * timing (``convert_timing.py:6`` ``rename_costs``, commit 36831a7 of 2014-07-25):
   ``cost2_p_expl`` / ``cost2_p_word`` were renamed ``log2_p_expl`` / ``log2_p_word``.
 
@@ -33,21 +29,39 @@ import logging
 
 import numpy as np
 
+from legacy_states.vintage import (
+    CONVERT_HINT,
+    SHARED_REC_OPTIONS,
+    is_old_state,
+    separate_enc_dec_rec_layers,
+    upgrade_state,
+)
+
 from ..errors import LegacyInputError
 
 logger = logging.getLogger(__name__)
+
+__all__ = [
+    "BACK_PROJECTIONS",
+    "SHARED_REC_OPTIONS",
+    "TIMING_RENAMES",
+    "is_old_model",
+    "is_old_state",
+    "is_old_timing",
+    "merge_state_projections",
+    "rename_costs",
+    "separate_enc_dec_rec_layers",
+    "upgrade_model",
+    "upgrade_state",
+]
 
 #: (merged name, old backward name) -- convert_model.py:7-18
 BACK_PROJECTIONS = tuple(
     (f"W_0_dec_{x}", f"W_0_dec_back_{x}")
     for x in ("dec_inputter_0", "dec_reseter_0", "dec_updater_0", "repr_readout")
 )
-#: the shared options the encoder and decoder each got a copy of -- convert_state.py:8-18
-SHARED_REC_OPTIONS = ("rec_layer", "rec_gating", "rec_reseting", "rec_gater", "rec_reseter")
 #: old timing name -> new -- convert_timing.py:7-10
 TIMING_RENAMES = {"cost2_p_expl": "log2_p_expl", "cost2_p_word": "log2_p_word"}
-
-_CONVERT_HINT = "; `groundhog-port convert` writes the converted file"
 
 
 def is_old_model(arrays) -> bool:
@@ -90,39 +104,9 @@ def upgrade_model(arrays, path=None) -> dict:
         "convert_model.py merge_state_projections%s",
         path,
         ", ".join(names),
-        _CONVERT_HINT,
+        CONVERT_HINT,
     )
     return out
-
-
-def is_old_state(stored) -> bool:
-    return "rec_layer" in stored and not any(
-        str(k).startswith(("enc_rec_", "dec_rec_")) for k in stored
-    )
-
-
-def separate_enc_dec_rec_layers(stored):
-    """``convert_state.py:7``, on a copy; keys are added in the original's order."""
-    out = stored.copy()
-    for side in ("enc", "dec"):
-        for key in SHARED_REC_OPTIONS:
-            if key in stored:
-                out[f"{side}_{key}"] = stored[key]
-    return out
-
-
-def upgrade_state(stored, path=None):
-    """The pickled state dict in today's layout (before the prototype is merged in)."""
-    if not is_old_state(stored):
-        return stored
-    logger.info(
-        "%s: old-vintage state (shared rec_* options, before GroundHog commit bb60d54): "
-        "copied them to enc_rec_* and dec_rec_* in memory, as convert_state.py "
-        "separate_enc_dec_rec_layers%s",
-        path,
-        _CONVERT_HINT,
-    )
-    return separate_enc_dec_rec_layers(stored)
 
 
 def is_old_timing(arrays) -> bool:
@@ -150,6 +134,6 @@ def upgrade_timing(arrays, path=None) -> dict:
         "%s: old-vintage timing file (cost2_p_* keys, before GroundHog commit 36831a7): "
         "renamed them log2_p_* in memory, as convert_timing.py rename_costs%s",
         path,
-        _CONVERT_HINT,
+        CONVERT_HINT,
     )
     return rename_costs(arrays, path)

@@ -35,10 +35,11 @@ import numpy as np
 
 import legacy_states
 
+from .. import lookup
 from ..errors import LegacyInputError
 from ..model.config import ModelConfig
 from ..outputs import atomic_write_bytes, atomic_write_text
-from . import checkpoint, lookup, vocab
+from . import checkpoint, vocab
 from .experiment import Experiment, allocate, auto_threads, resolve_device
 from .export_names import FORMAT_NAME, FORMAT_VERSION, export_table
 

@@ -3,7 +3,7 @@
 ``state = prototype_state(); state.update(pickle); state.update(changes)``, build the
 model the state describes, fill it from ``*_model.npz`` through the legacy name
 table, and find the vocabularies the state names (legacy absolute paths are looked
-up next to the state file and in each ``--data-dir``: :mod:`groundhog_port.legacy.lookup`).
+up next to the state file and in each ``--data-dir``: :mod:`groundhog_port.lookup`).
 
 From Python (README, "Python API")::
 
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import legacy_states
 
+from .. import lookup
 from ..model.config import ModelConfig
-from . import checkpoint, lookup
+from . import checkpoint
 from .experiment import Experiment, allocate, auto_threads, resolve_device
 from .exported import open_checkpoint
 

@@ -2,7 +2,7 @@
 
 An archive is whatever folders users kept: each ``*state.pkl`` is one experiment, with the
 ``*model.npz`` beside it (the one of the same prefix, else the only one), the vocabularies
-the state names (found by :mod:`groundhog_port.legacy.lookup`: stored path, next to the state, each
+the state names (found by :mod:`groundhog_port.lookup`: stored path, next to the state, each
 ``--data-dir``, then the folder's ``../data``), a test set and what ``sample.py`` /
 ``score.py`` left in the same folder:
 
@@ -40,8 +40,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import lookup
 from ..errors import LegacyInputError
-from ..legacy import lookup
 from ..outputs import atomic_write_text
 
 logger = logging.getLogger(__name__)

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import lookup
 from ..errors import LegacyInputError
-from ..legacy import lookup
 from ..legacy.data import read_text_lines
 from ..outputs import atomic_output
 from ..search.translator import SearchWarnings, Translator, total_cost
@@ -125,7 +125,7 @@ def find_case(directory, data_dirs=(), source=None, reference=None) -> Case:
     """The state, model and archived translation files of an experiment folder.
 
     Test sets are looked for in the folder, then in each of ``data_dirs``
-    (:func:`groundhog_port.legacy.lookup.find_named`); ``source``/``reference`` replace the
+    (:func:`groundhog_port.lookup.find_named`); ``source``/``reference`` replace the
     ``test.en``/``test.fr`` of the ``trans_beamN*`` files (a renamed test set).
     """
     directory = Path(directory)

@@ -88,7 +88,7 @@ def test_inspect_text_report():
     assert "prototype   prototype_search_state" in r.stdout
     assert "annotation  forward + backward" in r.stdout
     assert "A_dec_transition_0" in r.stdout and "MISSING" not in r.stdout
-    # the four vocabularies are found next to the state: one line says so (groundhog_port.legacy.lookup)
+    # the four vocabularies are found next to the state: one line says so (groundhog_port.lookup)
     resolved = [ln for ln in r.stderr.splitlines() if "groundhog_port.paths" in ln]
     assert len(resolved) == 1 and "next to the state file" in resolved[0], r.stderr
     # the training corpus is not in the fixture, and the report says that does not matter

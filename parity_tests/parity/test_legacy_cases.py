@@ -40,10 +40,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from groundhog_port import lookup
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.harness.check import GROUPS, NOT_COVERED, check, find_case
 from groundhog_port.harness.trace import TraceFile
-from groundhog_port.legacy import lookup
 from groundhog_port.legacy.loading import open_experiment
 from parity_tests.support.cases import LEGACY_ROOT, PENDING_ROOT, legacy_case_dirs, legacy_data_dirs
 

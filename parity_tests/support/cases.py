@@ -18,7 +18,7 @@ and else in ``pending_traces`` (where they were delivered, until they are moved)
 case folders instead of the shared ones (see docs/trace_format.md, "Parity in your CI");
 ``--legacy-data-dir DIR`` (repeatable) says where their vocabularies and test files are when
 they are neither where the state says nor in the case folder (the lookup of
-``groundhog-port parity --data-dir``, :mod:`groundhog_port.legacy.lookup`).
+``groundhog-port parity --data-dir``, :mod:`groundhog_port.lookup`).
 """
 
 import os

@@ -1,4 +1,4 @@
-"""One lookup of files for every command (:mod:`groundhog_port.legacy.lookup`, issue 26 item 2).
+"""One lookup of files for every command (:mod:`groundhog_port.lookup`, issue 26 item 2).
 
 Archives as users keep them: state and model in one folder, vocabularies in others (so the
 state's stored ``/data/lisatmp3/...`` paths fail), the test set renamed or kept in ``../data``.
@@ -103,7 +103,7 @@ def test_missing_file_names_data_dir(tmp_path):
     assert "cannot find the file for 'word_indx_trgt'" in err and "--data-dir DIR" in err, err
     assert "Traceback" not in r.stderr
     # a data directory that is not one fails before anything is loaded
-    from groundhog_port.legacy import lookup
+    from groundhog_port import lookup
 
     with pytest.raises(LegacyInputError, match="--data-dir"):
         lookup.data_dirs([a, tmp_path / "nope"])
@@ -167,7 +167,7 @@ def test_parity_case_looks_in_sibling_data(legacy_root, tmp_path):
     r = run_cli("parity", "--case", case, "--only", "batch")  # needs test.en and test.fr
     assert r.returncode == 0, r.stdout + r.stderr
     assert "batch/scores" in r.stdout and "PASS" in r.stdout
-    from groundhog_port.legacy import lookup
+    from groundhog_port import lookup
 
     files = parity_find_case(case, data_dirs=lookup.case_data_dirs(case))
     assert files.source == data / "test.en" and files.target == data / "test.fr"

@@ -81,8 +81,8 @@ def add_arguments(p):
 
 
 def _options(args):
+    from ... import lookup
     from ...harness.check import GROUPS
-    from ...legacy import lookup
     from ...tasks.archive import Options
 
     for flag, value, least in (

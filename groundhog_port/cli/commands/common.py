@@ -19,7 +19,7 @@ CHANGES_HELP = (
 
 
 def add_data_dir_argument(parser, extra=""):
-    """``--data-dir DIR``, repeatable: searched in order (:mod:`groundhog_port.legacy.lookup`)."""
+    """``--data-dir DIR``, repeatable: searched in order (:mod:`groundhog_port.lookup`)."""
     parser.add_argument(
         "--data-dir",
         action="append",

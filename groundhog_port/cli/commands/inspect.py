@@ -5,8 +5,9 @@ import sys
 
 import legacy_states
 
+from ... import lookup
 from ...errors import EXIT_INPUT, EXIT_OK, LegacyInputError
-from ...legacy import checkpoint, lookup
+from ...legacy import checkpoint
 from ...legacy.experiment import Experiment
 from ...model.config import GRCONV, ModelConfig
 from .common import add_data_dir_argument, add_model_and_changes, model_and_changes

@@ -16,10 +16,10 @@ import logging
 import sys
 import time
 
+from ... import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from ...harness.check import GROUPS, check, count_work, find_case, test_files_near
 from ...harness.trace import TraceFile
-from ...legacy import lookup
 from ...legacy.loading import open_experiment
 from ...outputs import Progress
 from .common import (

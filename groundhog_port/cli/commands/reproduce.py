@@ -16,8 +16,8 @@ import json
 import logging
 from pathlib import Path
 
+from ... import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
-from ...legacy import lookup
 from ...outputs import Progress
 from ...search.translator import DEFAULT_BATCH_SIZE
 from ...tasks.reproduce import (

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import legacy_states
 
+from ... import lookup
 from ...errors import EXIT_OK, LegacyInputError
-from ...legacy import checkpoint, lookup
+from ...legacy import checkpoint
 from ...legacy.experiment import auto_threads, resolve_device
 from ...model.config import ModelConfig
 from ...model.encdec import RNNEncoderDecoder

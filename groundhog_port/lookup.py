@@ -26,7 +26,7 @@ pass ``--data-dir``.
 import logging
 from pathlib import Path
 
-from ..errors import LegacyInputError
+from .errors import LegacyInputError
 
 logger = logging.getLogger("groundhog_port.paths")
 
