@@ -5,6 +5,8 @@ command's own usage; every hint that shows syntax works when followed; ``export 
 ``train`` at its ``loopIters``; ``inspect`` naming a file that is not a model.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -120,3 +122,26 @@ def test_commands_without_model_take_options_anywhere():
     assert args.timings == ["a_timing.npz", "b_timing.npz"]
     args = build_parser(("archive",)).parse_args(["archive", "--out", "r", "ROOT", "--fresh"])
     assert (args.root, args.out, args.fresh) == ("ROOT", "r", True)
+
+
+def test_train_at_loop_iters_says_so_and_how_to_go_on(tmp_path, legacy_root):
+    """Continuing a run whose ``loopIters`` is reached printed "0 updates this run, 6000 in
+    all" and exited 0.  Now one line, exit 2, nothing written; the change it names goes on."""
+    data = ["--data-dir", legacy_root / "data"]
+    first = ["train", "--state", STATE, MODEL, *data, f"prefix='{tmp_path}/x_'", "loopIters=2"]
+    rc, _, err = _run("--log-level", "error", *first)
+    assert rc == 0, err
+    state = tmp_path / "x_state.pkl"  # the finished run, continued from its own state
+    files = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    rc, out, err = _run("--log-level", "warning", "train", "--state", state, *data)
+    assert rc == 2, err
+    [line] = err.strip().splitlines()
+    assert "this run is at update 2, where its loopIters=2 stops training" in line, err
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == files  # nothing written
+    hint = re.search(r"raise it in the changes, e\.g\. (loopIters=\d+)$", line)
+    assert hint, line
+    go_on = ["train", "--state", state, *data, hint.group(1), "--max-updates", "1"]
+    rc, _, err = _run("--log-level", "error", *go_on)
+    assert rc == 0, err
+    with np.load(tmp_path / "x_timing.npz") as timing:
+        assert int(timing["step"]) == 3

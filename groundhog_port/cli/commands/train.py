@@ -141,6 +141,7 @@ def _train(args, state, cfg, device, corpora, prefix):
         timings = files.load_timings(timing) if timing.is_file() else new_timings(state)
         start = own
         logger.info("resuming from %s at update %d", own, int(timings["step"]))
+        _check_not_finished(state, int(timings["step"]), own)
     elif args.model:
         checkpoint.load_into(model, args.model)
         timings = new_timings(state)
@@ -173,6 +174,20 @@ def _train(args, state, cfg, device, corpora, prefix):
     n = loop.run()
     logger.info("%d updates this run, %d in all; saved under %s", n, loop.step, prefix)
     return EXIT_OK
+
+
+def _check_not_finished(state, step, own):
+    """A resumed run already at ``loopIters`` would make no update (GroundHog's loop test,
+    mainLoop.py:282, fails at once) and only save the same checkpoint again: refused with
+    how to go on (exit 2, nothing written)."""
+    limit = state["loopIters"]
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool) and step >= limit:
+        more = int(step + max(limit, 1))
+        raise LegacyInputError(
+            own,
+            f"this run is at update {step}, where its loopIters={limit:g} stops training: "
+            f"nothing to do. To go on, raise it in the changes, e.g. loopIters={more}",
+        )
 
 
 def _restart_or_carry(loop, start, step, keep, resumed):
