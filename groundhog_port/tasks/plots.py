@@ -1,7 +1,8 @@
 """Attention heatmaps as Figure 3 of Bahdanau et al. (2015).
 
 One picture per sentence pair (PNG, PDF or SVG, at a chosen dpi): the weights
-``alpha[t, j]`` of target word ``t`` (rows, top to bottom) over source position ``j``
+``alpha[t, j]`` of target word ``t`` of the scored pair -- the reference's words, labelled
+so (rows, top to bottom) -- over source position ``j``
 (columns, left to right, ``<eos>`` included on both sides), in grayscale with 0 black and 1
 white, source words written across the top; axis titles and a colour bar of the weights.
 Each cell is a square of the same size in every picture, so a picture's shape follows the
@@ -91,7 +92,7 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
     ax.set_yticklabels(trg_labels, fontsize=9)
     ax.tick_params(length=0)
     ax.set_xlabel("source words", fontsize=9)
-    ax.set_ylabel("target words (generated)", fontsize=9)
+    ax.set_ylabel("reference words", fontsize=9)  # both callers score a given target line
     bar = fig.add_axes(
         [
             (left + cols * CELL_INCHES + MARGIN_INCHES) / width,

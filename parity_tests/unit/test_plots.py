@@ -1,10 +1,11 @@
 """``score --mode txt --plot-alignment DIR``: one attention heatmap per pair (Figure 3 of
-Bahdanau et al.: target words down, source words across, grayscale, white = 1).
+Bahdanau et al.: reference (target) words down, source words across, grayscale, white = 1).
 
 The picture tests need matplotlib (the ``plot`` extra) and skip without it; the error path
 for a missing matplotlib is tested everywhere by hiding the module.
 """
 
+import html
 import sys
 
 import numpy as np
@@ -182,7 +183,7 @@ def test_attention_plot_is_paper_ready(tmp_path):
         svg = _svg_text(plots.plot_alignment(a, src, trg, tmp_path / "a.svg", fmt="svg"))
     for text in (
         "source words",
-        "target words (generated)",
+        "reference words",
         "attention weight",
         "0.00",
         "1.00",
@@ -202,9 +203,17 @@ def test_score_plots_take_format_and_dpi(legacy_root, tmp_path, capsys):
     for name, test in (("two.en", "test.en"), ("two.fr", "test.fr")):
         lines = (legacy_root / "search" / test).read_text().splitlines()[:2]
         (tmp_path / name).write_text("\n".join(lines) + "\n")
-    assert cli.main(argv) == 0
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as <text>, searchable
+        assert cli.main(argv) == 0
     assert sorted(p.name for p in out.iterdir()) == ["align_0001.svg", "align_0002.svg"]
     assert all(p.read_text().lstrip().startswith("<?xml") for p in out.iterdir())
+    # issue 35: the rows are the reference's words (--trg), not words the model generated
+    svg = _svg_text(out / "align_0001.svg")
+    assert ">reference words<" in svg and "generated" not in svg
+    for word in (tmp_path / "two.fr").read_text().splitlines()[0].split()[:3]:
+        assert f">{html.escape(word)}<" in svg, word
     assert cli.main(_score_txt_argv(legacy_root, "search", "--dpi", "300")) == 2
     assert "--format and --dpi apply to --plot-alignment" in capsys.readouterr().err
 
