@@ -51,7 +51,7 @@ def test_options_after_the_model_and_between_the_changes(command):
         assert parse_changes(args.changes) == {"seqlen": 30, "bs": 4}, form
         assert args.data_dir == [str(FX)], form
         if command == "export":
-            assert args.outdir == "OUT"
+            assert args.outdir == "OUT", form
 
 
 @pytest.mark.parametrize(
@@ -145,3 +145,38 @@ def test_train_at_loop_iters_says_so_and_how_to_go_on(tmp_path, legacy_root):
     assert rc == 0, err
     with np.load(tmp_path / "x_timing.npz") as timing:
         assert int(timing["step"]) == 3
+
+
+def _export_words(*words):
+    args = build_parser(("export",)).parse_args(["export", "--format", "onnx", *map(str, words)])
+    model_and_changes(args)
+    return args.model, args.changes, args.outdir
+
+
+def test_export_takes_out_dir_as_archive_does(tmp_path):
+    """``export`` took its folder only as a last word (OUTDIR), ``archive`` as ``--out DIR``;
+    both forms now, anywhere on the line, and the export loads back to sample.py's output."""
+    out = tmp_path / "exported"
+    rc, _, err = _run(
+        "export", "--state", STATE, MODEL, "seqlen=30", "--out", out, "--format", "safetensors"
+    )
+    assert rc == 0, err
+    trans = tmp_path / "t.txt"
+    search = ["--beam-search", "--beam-size", "10", "--source", FX / "test.en", "--trans", trans]
+    rc, _, err = _run("--log-level", "error", "translate", "--checkpoint", out, *search)
+    assert rc == 0, err
+    assert trans.read_text() == (FX / "trans_beam10.txt").read_text()
+    # the positional form is kept, with or without a model word or changes
+    state = ["--state", STATE]
+    assert _export_words(*state, MODEL, "OUT") == (str(MODEL), [], "OUT")
+    assert _export_words(*state, MODEL, "k=1", "OUT") == (str(MODEL), ["k=1"], "OUT")
+    assert _export_words(*state, "--model", MODEL, "OUT") == (str(MODEL), [], "OUT")
+    assert _export_words("--checkpoint", out, "k=1", "OUT") == (None, ["k=1"], "OUT")
+    assert _export_words(*state, MODEL, "k=1", "--out", "D") == (str(MODEL), ["k=1"], "D")
+    for words, says in (
+        ([*state, MODEL, "OUT", "--out", "D"], "two output folders given: OUT and --out D"),
+        ([*state, MODEL, "k=1"], "give the output folder: --out DIR"),
+        ([*state, MODEL], f"one word ({MODEL}) for the model and the output folder"),
+    ):
+        rc, _, err = _run("export", "--format", "safetensors", *words)
+        assert rc == 2 and says in err, err

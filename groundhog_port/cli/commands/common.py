@@ -58,9 +58,43 @@ def _reads_as_changes(word):
     return ("=" in word or word.lstrip().startswith(("{", "**"))) and not Path(word).exists()
 
 
+def add_output_folder(parser, help):
+    """``--out DIR`` or ``OUTDIR``, a last word after the model and the changes (export's;
+    ``archive`` takes ``--out DIR``).  argparse gives such a word to the CHANGES before it:
+    :func:`model_and_changes` takes it back into ``args.outdir``."""
+    parser.add_argument("outdir", nargs="?", metavar="OUTDIR", help=help)
+    parser.add_argument("--out", metavar="DIR", help="the same as OUTDIR")
+    parser.set_defaults(_output_folder=True)
+
+
+def _output_folder(args):
+    """``args.outdir`` from ``--out DIR`` or the last positional word (not a change)."""
+    args._output_folder = False
+    words = [args.model_path] if args.model_path is not None else []
+    words += args.changes
+    last = words[-1] if words and not _reads_as_changes(words[-1]) else None
+    if args.out is not None:
+        if last is not None and len(words) > 1:
+            raise LegacyInputError(None, f"two output folders given: {last} and --out {args.out}")
+        args.outdir = args.out
+        return
+    if last is None:
+        raise LegacyInputError(None, "give the output folder: --out DIR (or OUTDIR, last)")
+    words.pop()
+    if args.model_path is not None:
+        args.model_path, words = (words[0], words[1:]) if words else (None, [])
+    if args.model_path is None and not args.model and not getattr(args, "checkpoint", None):
+        raise LegacyInputError(
+            None, f"one word ({last}) for the model and the output folder: give MODEL --out DIR"
+        )
+    args.changes, args.outdir = words, last
+
+
 def model_and_changes(args):
     """Set ``args.model`` / ``args.model_path`` to the model given either way (or None) and
     ``args.changes`` to the list of change texts; returns ``(model, changes)``."""
+    if getattr(args, "_output_folder", False):
+        _output_folder(args)
     positional, changes = args.model_path, list(args.changes)
     if positional is not None and _reads_as_changes(positional):
         positional, changes = None, [positional, *changes]

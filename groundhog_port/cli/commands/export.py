@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from ...errors import EXIT_OK, LegacyInputError
-from .common import add_model_arguments, open_from_args
+from .common import add_model_arguments, add_output_folder, model_and_changes, open_from_args
 
 NAME = "export"
 HELP = (
@@ -26,11 +26,10 @@ logger = logging.getLogger(__name__)
 def add_arguments(p):
     p.add_argument("--format", required=True, choices=FORMATS, help="what to write")
     add_model_arguments(p)
-    p.add_argument(
-        "outdir",
-        metavar="OUTDIR",
-        help="directory to write into (created; files of the same names replaced); "
-        "last: export --format F --state S MODEL [changes] OUTDIR",
+    add_output_folder(
+        p,
+        "directory to write into (created; files of the same names replaced); "
+        "last: export --format F --state S MODEL [changes] OUTDIR, or --out DIR",
     )
 
 
@@ -39,6 +38,7 @@ NEEDS = {"safetensors": "safetensors", "onnx": "onnx"}
 
 
 def run(args):
+    model_and_changes(args)  # OUTDIR or --out DIR
     if importlib.util.find_spec(NEEDS[args.format]) is None:
         raise LegacyInputError(
             None,
@@ -49,8 +49,8 @@ def run(args):
     if Path(args.outdir).exists() and not Path(args.outdir).is_dir():
         raise LegacyInputError(
             args.outdir,
-            "OUTDIR is not a directory (usage: groundhog-port "
-            "export --format F --state S MODEL [changes] OUTDIR)",
+            "the output folder is not a directory (usage: groundhog-port "
+            "export --format F --state S MODEL [changes] --out DIR)",
         )
     if args.lenient or args.stable_softmax:
         raise LegacyInputError(
