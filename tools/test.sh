@@ -2,13 +2,20 @@
 # Installs groundhog-port with its test extras into the project's virtual environment
 # .venv/ (created on the first run, see tools/venv.sh; TORCH_SPEC / TORCH_INDEX_URL choose
 # torch) and the legacy Theano environment .venv-theano/ (tools/theano_venv.sh), and runs
-# the parity suite, printing the reason of every skipped test.
+# the parity suite, printing the reason of every skipped test.  System packages (Debian's
+# chromium for the page tests, tools/install_browser.sh) only with --with-browser or CI=true;
+# other arguments go to pytest.
 # The README's test command; .ci/run calls it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_browser=()
+pytest_args=()
+for arg in "$@"; do
+    if [ "$arg" = --with-browser ]; then with_browser=(--with-browser); else pytest_args+=("$arg"); fi
+done
 source tools/venv.sh
 ensure_venv test
-bash tools/install_browser.sh
+bash tools/install_browser.sh ${with_browser[@]+"${with_browser[@]}"}
 # the layout's guard-rails (CONTRIBUTING.md): ruff lint and format, the import-linter layers
 bash tools/lint.sh
 # .venv-theano: real Theano 1.0.5 for parity_tests/parity/test_recorder_theano.py (~20 s once, then a
@@ -21,4 +28,4 @@ esac
 if [ "${FUZZ_SECONDS:-60}" != 0 ]; then
     python tools/fuzz.py --seed fresh --cases 1000000 --time-budget "${FUZZ_SECONDS:-60}"
 fi
-python -m pytest -q -rs "$@"
+python -m pytest -q -rs ${pytest_args[@]+"${pytest_args[@]}"}

@@ -130,7 +130,10 @@ def assert_scores_match(ours, recorded):
 
 def need_browser_part(what):
     """Skip with the reason (fail on CI, where tools/test.sh installs the browser)."""
-    msg = f"the page test needs {what} (bash tools/install_browser.sh; pip install selenium)"
+    msg = (
+        f"the page test needs {what} (bash tools/test.sh --with-browser installs them, "
+        "or bash tools/install_browser.sh --with-browser as root; pip install selenium)"
+    )
     if os.environ.get("CI"):
         pytest.fail(msg)
     pytest.skip(msg)
