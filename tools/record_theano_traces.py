@@ -44,12 +44,21 @@ recordings).
 
 The layout is documented in groundhog-port's ``docs/trace_format.md``.
 
-Example (Python 2.7, GroundHog checkout in ~/GroundHog)::
+Every file the requested parts read (vocabularies; for /train_step the training corpus) is
+located before anything is compiled -- at the state's stored path, then by base name in
+``--data`` (the corpus) and each ``--remap-dir`` -- and a file found nowhere is one error
+line, exit 2.  GroundHog's data loader thread is watched (``--loader-timeout``).  Each group
+is copied to ``--output`` as soon as it is finished: an interrupted run (exit 130 on Ctrl-C,
+143 on SIGTERM) leaves a trace of every finished group, and ``--resume`` adds the rest.
+Paths of this machine are recorded by their base name unless ``--keep-paths``.
+
+Example (Python 2.7, GroundHog checkout in ~/GroundHog; the walk-through is groundhog-port's
+``docs/recording.md``)::
 
     THEANO_FLAGS=floatX=float32,device=cpu python tools/record_theano_traces.py \\
         --groundhog ~/GroundHog --state search_state.pkl --model search_model.npz \\
         --source test.en --target test.fr --output trace.h5 \\
-        --changes "word_indx='vocab.en.pkl',indx_word='ivocab.en.pkl'"
+        --remap-dir ~/wmt14/vocab --data ~/wmt14/corpus
 
 This file must stay valid Python 2.7 *and* 3 (no f-strings, annotations or keyword-only
 arguments) and must not import groundhog_port: it runs in the legacy environment.
@@ -65,7 +74,10 @@ import logging
 import os
 import platform
 import re
+import shutil
+import signal
 import sys
+import threading
 import time
 
 import numpy
@@ -151,7 +163,7 @@ def parse_beam_label(label):
     return int(m.group(1)), "_normalize" in flags, "_ignore_unk" in flags
 
 
-def parse_changes(text):
+def parse_changes(text, option="--changes"):
     """GroundHog's ``changes`` argument (``"key=value,key2=value2"``) without ``eval``.
 
     sample.py / score.py do ``state.update(eval("dict({})".format(changes)))``; here every
@@ -163,7 +175,9 @@ def parse_changes(text):
     try:
         tree = ast.parse("dict({0})".format(text), mode="eval")
     except SyntaxError as err:
-        raise InputError("--changes {0!r} is not of the form key=value,...: {1}".format(text, err))
+        raise InputError(
+            "{0} {1!r} is not of the form key=value,...: {2}".format(option, text, err)
+        )
     call = tree.body
     if (
         not isinstance(call, ast.Call)
@@ -172,15 +186,15 @@ def parse_changes(text):
         or getattr(call, "starargs", None) is not None
         or getattr(call, "kwargs", None) is not None
     ):
-        raise InputError("--changes {0!r} is not of the form key=value,...".format(text))
+        raise InputError("{0} {1!r} is not of the form key=value,...".format(option, text))
     out = {}
     for kw in call.keywords:
         if kw.arg is None:
-            raise InputError("--changes: '**' is not supported")
+            raise InputError("{0}: '**' is not supported".format(option))
         try:
             out[kw.arg] = ast.literal_eval(kw.value)
         except ValueError:
-            raise InputError("--changes: the value of {0} is not a literal".format(kw.arg))
+            raise InputError("{0}: the value of {1} is not a literal".format(option, kw.arg))
     return out
 
 
@@ -217,12 +231,39 @@ def build_parser():
         "(e.g. \"word_indx='vocab.en.pkl'\"); values must be literals",
     )
     p.add_argument(
+        "--train-changes",
+        default=None,
+        metavar="K=V,...",
+        help="the changes train.py was given when the model was trained (its "
+        "'changes' argument), recorded as the root attribute state_changes_json as "
+        "the reference recordings hold it; values must be literals",
+    )
+    p.add_argument(
         "--remap-dir",
+        action="append",
+        default=[],
         metavar="DIR",
-        help="for each vocabulary or corpus path in the state (word_indx, "
-        "word_indx_trgt, indx_word, indx_word_target, source, target) that does "
-        "not exist, use DIR/<basename> when that exists (archived states hold "
-        "the training machine's paths)",
+        help="where to look, by base name, for each vocabulary or corpus file the state "
+        "names (word_indx, word_indx_trgt, indx_word, indx_word_target, source, target) "
+        "that is not at its stored path (archived states hold the training machine's "
+        "paths); repeatable, searched in order; where each file was found is logged, and "
+        "a file found nowhere is an error",
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="DIR",
+        help="the folder holding the training corpus (the state's source / target .h5 "
+        "files, read by /train_step only), searched before --remap-dir",
+    )
+    p.add_argument(
+        "--loader-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="/train_step: seconds to wait for the first batch of GroundHog's data loader "
+        "thread before giving up (default %(default)s; a loader thread that dies is "
+        "reported at once)",
     )
     p.add_argument(
         "--beam-sizes",
@@ -291,6 +332,18 @@ def build_parser():
     )
     p.add_argument("--case", default=None, help="root attribute 'case' (a name for this model)")
     p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="add to an existing --output (left by an interrupted run) the requested "
+        "--parts it does not hold yet",
+    )
+    p.add_argument(
+        "--keep-paths",
+        action="store_true",
+        help="keep this machine's paths in the recorded state_json, changes and "
+        "THEANO_FLAGS (default: recorded by their base name)",
+    )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
@@ -312,13 +365,239 @@ def parse_args(argv):
         raise InputError("--sampler-calls must be >= 0 and --sampler-samples >= 1")
     if args.max_sentences is not None and args.max_sentences < 0:
         raise InputError("--max-sentences must be >= 0")
+    if args.loader_timeout <= 0:
+        raise InputError("--loader-timeout must be > 0")
     args.changes_dict = parse_changes(args.changes)
+    args.train_changes_dict = (
+        None if args.train_changes is None else parse_changes(args.train_changes, "--train-changes")
+    )
     for name in ("source", "target"):
         if not os.path.isfile(getattr(args, name)):
             raise InputError("--{0} {1}: file not found".format(name, getattr(args, name)))
-    if os.path.exists(args.output) and not args.force:
-        raise InputError("--output {0}: exists (use --force to overwrite)".format(args.output))
+    for name, value in [("--remap-dir", d) for d in args.remap_dir] + [("--data", args.data)]:
+        if value is not None and not os.path.isdir(value):
+            raise InputError("{0} {1}: no such folder".format(name, value))
+    if args.resume and args.force:
+        raise InputError("--resume adds to --output and --force overwrites it: give one")
+    if args.resume and not os.path.isfile(args.output):
+        raise InputError(
+            "--resume: --output {0} not found (nothing to resume: run without --resume)".format(
+                args.output
+            )
+        )
+    if os.path.exists(args.output) and not (args.force or args.resume):
+        raise InputError(
+            "--output {0}: exists (--resume adds the parts it lacks, --force overwrites it)".format(
+                args.output
+            )
+        )
     return args
+
+
+# ----------------------------------------------------------------------------------------
+# The files GroundHog reads: located before anything is compiled
+# ----------------------------------------------------------------------------------------
+#: vocabularies GroundHog's LM_Model.load_dict reads while any model is built (every part;
+#: groundhog/models/LM_model.py:216, called from encdec.py:1401's create_lm_model)
+MODEL_FILE_KEYS = ("indx_word", "indx_word_target")
+#: vocabularies the test sentences are parsed with (every part but /train_step)
+TEXT_FILE_KEYS = ("word_indx", "word_indx_trgt")
+#: the training corpus of /train_step: get_batch_iterator reads state['source'][0] and
+#: state['target'][0] (experiments/nmt/encdec.py:177-181)
+CORPUS_KEYS = ("source", "target")
+
+
+def locate_file(label, stored, dirs, fix, what=None, none_given=("--remap-dir",)):
+    """The path of the file ``stored`` names: itself when it exists, else ``DIR/<basename>``
+    for the first ``(option, DIR)`` of ``dirs`` holding it.  Logs where it was found; a file
+    found nowhere is an InputError naming it, where it looked and ``fix``."""
+    if os.path.isfile(stored):
+        log.info("%s: %s (the stored path)", label, stored)
+        return stored
+    base = os.path.basename(stored)
+    for option, folder in dirs:
+        candidate = os.path.join(folder, base)
+        if os.path.isfile(candidate):
+            log.info("%s: %s not found; using %s (%s %s)", label, stored, candidate, option, folder)
+            return candidate
+    looked = "not found there"
+    if dirs:
+        looked += " nor as {0} in {1}".format(
+            base, ", ".join("{0} {1}".format(o, d) for o, d in dirs)
+        )
+    else:
+        looked += " (no {0} given)".format(" or ".join(none_given))
+    raise InputError(
+        "{0} {1}{2}: {3}; give {4}".format(
+            label, stored, " ({0})".format(what) if what else "", looked, fix.format(base=base)
+        )
+    )
+
+
+def locate_inputs(state, parts, remap_dirs, data_dir=None):
+    """``{key: value}`` of the state's file entries the ``parts`` read, each located with
+    :func:`locate_file` (the stored path, then ``--data`` for the corpus, then each
+    ``--remap-dir`` in order).  Raises InputError for the first file found nowhere, before
+    anything is built or compiled."""
+    remap = [("--remap-dir", d) for d in remap_dirs]
+    keys = list(MODEL_FILE_KEYS)
+    if [p for p in parts if p != "train_step"]:
+        keys += TEXT_FILE_KEYS
+    found = {}
+    for key in keys:
+        value = state.get(key)
+        if not value:  # None or '': GroundHog reads nothing
+            continue
+        if not isinstance(value, (bytes, text_type)):
+            raise InputError("state[{0!r}] = {1!r} is not a file path".format(key, value))
+        found[key] = locate_file(
+            "state[{0!r}]".format(key),
+            value,
+            remap,
+            "--remap-dir DIR (the folder holding {base})",
+        )
+    if "train_step" not in parts:
+        return found
+    for key in CORPUS_KEYS:
+        value = state.get(key)
+        if (
+            not isinstance(value, (list, tuple))
+            or not value
+            or not isinstance(value[0], (bytes, text_type))
+        ):
+            raise InputError(
+                "state[{0!r}] = {1!r}: /train_step reads the training corpus from "
+                "state[{0!r}][0], a list of paths; give --changes \"{0}=['FILE']\", or "
+                "--parts without train_step".format(key, value)
+            )
+        path = locate_file(
+            "state[{0!r}][0]".format(key),
+            value[0],
+            ([("--data", data_dir)] if data_dir else []) + remap,
+            "--data DIR (the folder holding {base}), or --parts without train_step",
+            what="the training corpus /train_step reads",
+            none_given=("--data", "--remap-dir"),
+        )
+        found[key] = [path] + list(value[1:])
+    return found
+
+
+def is_local_path(value):
+    """Whether ``value`` is a path of this machine: a string with a folder separator whose
+    file, or whose parent folder, exists here."""
+    if not isinstance(value, (bytes, text_type)) or not value:
+        return False
+    text = to_text(value)
+    if "/" not in text and os.sep not in text:
+        return False
+    return os.path.exists(value) or os.path.isdir(os.path.dirname(value.rstrip("/" + os.sep)))
+
+
+def public(value, keep_paths=False):
+    """``value`` (a state, its changes, one entry) with every path of this machine replaced
+    by its base name (what --remap-dir looks files up by), unless ``keep_paths``."""
+    if keep_paths:
+        return value
+    if isinstance(value, dict):
+        return dict((k, public(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [public(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(public(v) for v in value)
+    if is_local_path(value):
+        return os.path.basename(value.rstrip("/" + os.sep))
+    return value
+
+
+def public_flags(flags, keep_paths=False):
+    """THEANO_FLAGS with the paths of this machine (``base_compiledir=...``) as base names."""
+    if keep_paths:
+        return flags
+    out = []
+    for item in flags.split(","):
+        key, eq, value = item.partition("=")
+        out.append(key + eq + public(value) if eq else item)
+    return ",".join(out)
+
+
+# ----------------------------------------------------------------------------------------
+# GroundHog's training-data loader thread, watched
+# ----------------------------------------------------------------------------------------
+#: seconds a dead loader thread's last batch may take to reach the main thread
+LOADER_GRACE_S = 2.0
+
+
+def start_watched(start, *args):
+    """``start(*args)`` (the data iterator's ``start``), returning the threads it started
+    and a list that collects their uncaught exceptions (Python >= 3.8; Python 2 prints
+    them)."""
+    started, errors = [], []
+    original = threading.Thread.start
+
+    def recording_start(thread):
+        started.append(thread)
+        return original(thread)
+
+    hook = getattr(threading, "excepthook", None)
+    if hook is not None:
+
+        def recording_hook(info):
+            if info.thread in started:
+                errors.append(info.exc_value)
+            hook(info)
+
+        threading.excepthook = recording_hook
+    threading.Thread.start = recording_start
+    try:
+        start(*args)
+    finally:
+        threading.Thread.start = original
+    return started, errors
+
+
+def watched_call(fn, threads, errors, timeout, what, poll=0.2):
+    """``fn()`` run beside the main thread, which waits for it (interruptible: Ctrl-C and
+    SIGTERM are delivered) while watching ``threads``: when they have all died without
+    ``fn`` returning, or after ``timeout`` seconds, an InputError names ``what``.  (GroundHog's
+    iterator waits in ``queue.get()`` for a loader thread that may be dead: forever.)"""
+    result = {}
+
+    def work():
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # handed to the main thread
+            result["error"] = exc
+
+    worker = threading.Thread(target=work, name="record_theano_traces-next")
+    worker.daemon = True
+    worker.start()
+    t0 = time.time()
+    dead_since = None
+    while True:
+        worker.join(poll)
+        if not worker.is_alive():
+            break
+        now = time.time()
+        if threads and not [t for t in threads if t.is_alive()]:
+            dead_since = now if dead_since is None else dead_since
+            if now - dead_since > LOADER_GRACE_S:
+                why = (
+                    error_text(errors[-1]).splitlines()[0][:300]
+                    if errors
+                    else "its traceback is above"
+                )
+                raise InputError(
+                    "GroundHog's data loader thread died before giving a batch ({0}) "
+                    "reading {1}".format(why, what)
+                )
+        if now - t0 > timeout:
+            raise InputError(
+                "no batch from GroundHog's data loader within {0:g} s (--loader-timeout) "
+                "reading {1}".format(timeout, what)
+            )
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
 
 
 def read_lines(path):
@@ -338,16 +617,25 @@ def read_lines(path):
 class TraceLayoutWriter(object):
     """Writes the groups of a version-1 trace with h5py."""
 
-    def __init__(self, path, root_attrs):
+    def __init__(self, path, root_attrs, append=False):
         import h5py
 
         self.h5py = h5py
+        self.path = path
+        if append:  # a trace of an earlier run (--resume): its root attributes stay
+            self.f = h5py.File(path, "a")
+            return
         self.f = h5py.File(path, "w")
         self.f.attrs["format_version"] = numpy.int64(FORMAT_VERSION)
         self.set_attrs(self.f, root_attrs)
 
     def close(self):
-        self.f.close()
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+
+    def reopen(self):
+        self.f = self.h5py.File(self.path, "a")
 
     def set_attrs(self, obj, attrs):
         for key in sorted(attrs):
@@ -661,6 +949,19 @@ def load_pickle(path):
         return pickle.load(f, encoding="utf-8")
 
 
+def load_vocabulary(state, key):
+    """The pickle ``state[key]`` names (located by :func:`locate_inputs`); InputError when it
+    cannot be read as one."""
+    try:
+        return load_pickle(state[key])
+    except Exception as exc:  # a truncated or foreign file: one line, before any compilation
+        raise InputError(
+            "state[{0!r}] {1}: not a readable vocabulary pickle ({2})".format(
+                key, state[key], error_text(exc).splitlines()[0][:200]
+            )
+        )
+
+
 def git_commit(checkout):
     """The commit a git checkout is at, from its metadata (no git needed), or None."""
     git = os.path.join(checkout, ".git")
@@ -787,7 +1088,7 @@ def record_mrg_seeds():
 class GroundHogProducer(object):
     """Computes every record with GroundHog's own functions (see the module docstring)."""
 
-    def __init__(self, args):
+    def __init__(self, args, parts=PARTS):
         self.groundhog_dir = os.path.abspath(args.groundhog)
         sys.path.insert(0, self.groundhog_dir)
         t0 = time.time()
@@ -810,22 +1111,16 @@ class GroundHogProducer(object):
         state = prototype_state()
         state.update(load_pickle(args.state))
         state.update(args.changes_dict)
-        if args.remap_dir:
-            for key in (
-                "word_indx",
-                "word_indx_trgt",
-                "indx_word",
-                "indx_word_target",
-                "source",
-                "target",
-            ):
-                old = state.get(key)
-                if isinstance(old, list):  # the corpora: a list of paths
-                    new = [self._remap(key, p, args.remap_dir) for p in old]
-                else:
-                    new = self._remap(key, old, args.remap_dir)
-                state[key] = new
+        # state_json records the state as given (its file entries as the state and the
+        # changes name them, not where this machine found them)
+        self.state_given = dict(state)
+        # every file the requested parts read, located before anything is built
+        state.update(locate_inputs(state, parts, args.remap_dir, args.data))
         self.state = state
+        text_parts = [p for p in parts if p != "train_step"]
+        self.indx_src = load_vocabulary(state, "word_indx") if text_parts else None
+        self.indx_trg = load_vocabulary(state, "word_indx_trgt") if text_parts else None
+        self.idict_src = load_vocabulary(state, "indx_word") if text_parts else None
         self.prototype = closest_prototype(nmt, state)
         warning = commit_mismatch(self.groundhog_dir, args.groundhog_commit)
         if warning:
@@ -842,9 +1137,6 @@ class GroundHogProducer(object):
         ]
         self.lm_model = self.enc_dec.create_lm_model()
         self.lm_model.load(args.model)
-        self.indx_src = load_pickle(state["word_indx"])
-        self.indx_trg = load_pickle(state["word_indx_trgt"])
-        self.idict_src = load_pickle(state["indx_word"])
         self.timings = {"build_load_s": time.time() - t0}
 
         t0 = time.time()
@@ -859,15 +1151,6 @@ class GroundHogProducer(object):
         self._probs = None
         self._scorer = None
         self._batch_scorer = None
-
-    @staticmethod
-    def _remap(key, old, remap_dir):
-        if isinstance(old, (bytes, text_type)) and not os.path.exists(old):
-            new = os.path.join(remap_dir, os.path.basename(old))
-            if os.path.exists(new):
-                log.info("state[%r]: %s -> %s", key, old, new)
-                return new
-        return old
 
     def _check_origin(self, exc):
         """A failure inside GroundHog's search is recorded as an ``error`` record; anything
@@ -890,12 +1173,13 @@ class GroundHogProducer(object):
 
     def root_attrs(self):
         s = self.state
+        keep = self.args.keep_paths
         attrs = {
             "theano_version": getattr(self.theano, "__version__", "unknown"),
             "theano_floatX": self.theano.config.floatX,
-            "THEANO_FLAGS": os.environ.get("THEANO_FLAGS", ""),
+            "THEANO_FLAGS": public_flags(os.environ.get("THEANO_FLAGS", ""), keep),
             "param_names": sorted(to_text(p.name) for p in self.lm_model.params),
-            "state_json": json.dumps(s, sort_keys=True, default=repr),
+            "state_json": json.dumps(public(self.state_given, keep), sort_keys=True, default=repr),
             "timings_json": json.dumps(self.timings, sort_keys=True),
             "prototype": self.prototype,
             "scan_mode": scan_mode(self.theano),
@@ -1092,16 +1376,30 @@ class GroundHogProducer(object):
         train_data = self.nmt.get_batch_iterator(state)
         consumed = []
         original_next = train_data.next
+        loader = {"threads": [], "errors": []}
+        corpus = (
+            "state['source'][0] {0} and state['target'][0] {1}; are they the .h5 files of "
+            "GroundHog's preprocess/convert-pkl2hdf5.py? (or --parts without train_step)".format(
+                state["source"][0], state["target"][0]
+            )
+        )
 
         def recording_next(*args, **kwargs):
-            batch = original_next(*args, **kwargs)
+            # GroundHog's next() waits in queue.get() for its loader thread: watched here
+            batch = watched_call(
+                lambda: original_next(*args, **kwargs),
+                loader["threads"],
+                loader["errors"],
+                self.args.loader_timeout,
+                corpus,
+            )
             consumed.append(batch)
             return batch
 
         train_data.next = recording_next
         algo = SGD_adadelta(lm_model, state, train_data)
         lm_model.load(self.args.model)
-        train_data.start(0)
+        loader["threads"], loader["errors"] = start_watched(train_data.start, 0)
         names = [to_text(p.name) for p in lm_model.params]
         before = dict((n, numpy.array(p.get_value())) for n, p in zip(names, lm_model.params))
         rval = algo()
@@ -1139,18 +1437,128 @@ class GroundHogProducer(object):
 
 
 # ----------------------------------------------------------------------------------------
-# Recording
+# Recording: each group committed to --output as soon as it is finished
 # ----------------------------------------------------------------------------------------
-def record(args, producer):
+#: the group a finished part leaves in the trace (beam: one group per label, beam/<label>)
+PART_GROUP = {
+    "pairs": "pairs",
+    "batch": "batch_all",
+    "repr": "repr",
+    "steps": "steps",
+    "sampler": "sampler",
+    "train_step": "train_step",
+}
+#: root attributes that must be the same for --resume to add groups to a trace
+RESUME_KEYS = STATE_ATTRS + (
+    "case",
+    "model_file",
+    "state_file",
+    "test_src_file",
+    "test_trg_file",
+    "state_json",
+    "recorder_changes_json",
+    "param_names",
+    "theano_version",
+    "theano_floatX",
+    "groundhog_commit",
+)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the finished groups stay in --output for --resume."""
+
+
+def on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def replace_file(src, dst):
+    """``os.replace`` (Python 2: ``os.rename``, which replaces on POSIX)."""
+    if hasattr(os, "replace"):
+        os.replace(src, dst)
+        return
+    if os.name == "nt" and os.path.exists(dst):
+        os.remove(dst)
+    os.rename(src, dst)
+
+
+def recorded_groups(f):
+    """The groups of an open trace: top-level names and ``beam/<label>``."""
+    names = set(to_text(k) for k in f.keys())
+    if "beam" in f:
+        names.update("beam/" + to_text(k) for k in f["beam"].keys())
+    return names
+
+
+def attr_plain(value):
+    """An attribute as read back by h5py or as given to set_attrs -> comparable Python."""
+    if isinstance(value, numpy.ndarray):
+        return [attr_plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [attr_plain(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, numpy.generic):
+        return value.item()
+    return value
+
+
+def read_resumed(args):
+    """The groups the --output of an earlier run holds, and its root attributes; InputError
+    when it is no trace or was recorded from other files."""
+    import h5py
+
+    try:
+        with h5py.File(args.output, "r") as f:
+            done = recorded_groups(f)
+            attrs = dict((to_text(k), attr_plain(v)) for k, v in f.attrs.items())
+    except (IOError, OSError) as exc:
+        raise InputError(
+            "--resume: --output {0} is not a readable trace ({1})".format(
+                args.output, str(exc).splitlines()[0][:200]
+            )
+        )
+    for key, path in (
+        ("model_file", args.model),
+        ("state_file", args.state),
+        ("test_src_file", args.source),
+        ("test_trg_file", args.target),
+    ):
+        if key in attrs and attrs[key] != os.path.basename(path):
+            raise InputError(
+                "--resume: {0} was recorded with {1} {2}, this run has {3}; record into "
+                "another --output".format(args.output, key, attrs[key], os.path.basename(path))
+            )
+    return done, attrs
+
+
+def parts_to_record(args, done):
+    """``args.parts`` less those whose groups ``done`` holds (beam: every label's)."""
+    todo = []
+    for part in args.parts:
+        if part == "beam":
+            if [b for b in args.beams if "beam/" + b[0] not in done]:
+                todo.append(part)
+        elif PART_GROUP[part] not in done:
+            todo.append(part)
+    return todo
+
+
+def read_test_files(args):
+    """The --source / --target lines (checked before anything is built)."""
     src_lines = read_lines(args.source)
     trg_lines = read_lines(args.target)
     if len(src_lines) != len(trg_lines):
         raise InputError(
             "--source has {0} lines but --target has {1}".format(len(src_lines), len(trg_lines))
         )
-    n = len(src_lines) if args.max_sentences is None else min(args.max_sentences, len(src_lines))
+    return src_lines, trg_lines
+
+
+def root_attributes(args, producer):
     import h5py
 
+    keep = args.keep_paths
     root = {
         "case": args.case,
         "recorder": "tools/record_theano_traces.py (groundhog-port)",
@@ -1159,20 +1567,63 @@ def record(args, producer):
         "h5py_version": h5py.version.version,
         "test_src_file": os.path.basename(args.source),
         "test_trg_file": os.path.basename(args.target),
-        "state_changes_json": json.dumps(args.changes_dict, sort_keys=True),
+        "recorder_changes_json": json.dumps(public(args.changes_dict, keep), sort_keys=True),
         "model_file": os.path.basename(args.model),
         "state_file": os.path.basename(args.state),
     }
+    if args.train_changes_dict is not None:
+        root["state_changes_json"] = json.dumps(
+            public(args.train_changes_dict, keep), sort_keys=True
+        )
     root.update(producer.root_attrs() if hasattr(producer, "root_attrs") else {})
     if args.prototype:
         root["prototype"] = args.prototype
     if args.groundhog_commit:
         root["groundhog_commit"] = args.groundhog_commit
+    return root
+
+
+def record(args, producer, parts=None, done=(), lines=None):
+    """Record ``parts`` (default ``args.parts``) into ``args.output``: written in
+    ``<output>.partial``, which is copied to ``<output>`` (atomically) after each finished
+    group, so that an interruption or a crash leaves a trace holding every finished group
+    (``--resume`` adds the rest).  ``done``: the groups an earlier run's --output holds."""
+    parts = list(args.parts if parts is None else parts)
+    src_lines, trg_lines = read_test_files(args) if lines is None else lines
+    n = len(src_lines) if args.max_sentences is None else min(args.max_sentences, len(src_lines))
+    root = root_attributes(args, producer)
     partial = args.output + ".partial"
-    writer = TraceLayoutWriter(partial, root)
     timings = {}
+    committed = sorted(done)
+    if args.resume:
+        shutil.copyfile(args.output, partial)
+        writer = TraceLayoutWriter(partial, None, append=True)
+        old = dict((to_text(k), attr_plain(v)) for k, v in writer.f.attrs.items())
+        for key in RESUME_KEYS:
+            if key in old and key in root and old[key] != attr_plain(root[key]):
+                writer.close()
+                os.remove(partial)
+                raise InputError(
+                    "--resume: {0} was recorded with another {1} than this run's; record "
+                    "into another --output".format(args.output, key)
+                )
+        timings = json.loads(old.get("recorder_timings_json", "{}"))
+    else:
+        writer = TraceLayoutWriter(partial, root)
+
+    def commit(group):
+        """``group`` is finished: the trace so far becomes --output."""
+        writer.set_attrs(writer.f, {"recorder_timings_json": json.dumps(timings, sort_keys=True)})
+        writer.close()
+        tmp = args.output + ".tmp"
+        shutil.copyfile(partial, tmp)
+        replace_file(tmp, args.output)
+        writer.reopen()
+        committed.append(group)
+        log.info("%s: committed to %s", group, args.output)
+
     try:
-        if "pairs" in args.parts:
+        if "pairs" in parts:
             t0 = time.time()
             for i in range(n):
                 writer.pair(
@@ -1182,11 +1633,13 @@ def record(args, producer):
                     trg_lines[i].strip(),
                 )
             timings["pairs_total_s"] = time.time() - t0
-        if "batch" in args.parts:
+            commit("pairs")
+        if "batch" in parts:
             t0 = time.time()
             for b, rec in enumerate(producer.batches(args.source, args.target)):
                 writer.batch(b, rec, rec.get("batch_size", numpy.shape(rec["x"])[1]))
             timings["batch_score_total_s"] = time.time() - t0
+            commit("batch_all")
         seqs = {}
 
         def source_seq(i):
@@ -1194,10 +1647,11 @@ def record(args, producer):
                 seqs[i] = producer.representation(src_lines[i])
             return seqs[i]
 
-        if "repr" in args.parts:
+        if "repr" in parts:
             for i in range(n):
                 writer.repr(i, source_seq(i))
-        if "steps" in args.parts:
+            commit("repr")
+        if "steps" in parts:
             for i in range(min(args.steps, n)):
                 seq = source_seq(i)["seq"]
                 try:
@@ -1217,8 +1671,11 @@ def record(args, producer):
                         False,
                         error=error_text(exc),
                     )
-        if "beam" in args.parts:
+            commit("steps")
+        if "beam" in parts:
             for label, beam_size, normalize, ignore_unk in args.beams:
+                if "beam/" + label in done:
+                    continue
                 writer.beam_group(label, beam_size, normalize, ignore_unk)
                 t0 = time.time()
                 n_err = 0
@@ -1239,10 +1696,11 @@ def record(args, producer):
                     writer.beam(label, i, rec["trans"], rec["costs"], best, rec["sentences"][best])
                 writer.beam_timing(label, time.time() - t0, n)
                 log.info("beam/%s: %d sentences, %d errors", label, n, n_err)
+                commit("beam/" + label)
         for part, method in (("sampler", "sampler_record"), ("train_step", "train_step")):
-            if part in args.parts and not hasattr(producer, method):
+            if part in parts and not hasattr(producer, method):
                 log.warning("/%s not recorded: this producer offers no %s()", part, method)
-        if "sampler" in args.parts and hasattr(producer, "sampler_record") and args.sampler_calls:
+        if "sampler" in parts and hasattr(producer, "sampler_record") and args.sampler_calls:
             t0 = time.time()
             picked = []
             for i in range(n):
@@ -1253,16 +1711,29 @@ def record(args, producer):
                     picked.append((i, seq))
             writer.sampler(producer.sampler_record(picked, args.sampler_samples, 1.0))
             timings["sampler_total_s"] = time.time() - t0
-        if "train_step" in args.parts and hasattr(producer, "train_step"):
+            commit("sampler")
+        if "train_step" in parts and hasattr(producer, "train_step"):
             t0 = time.time()
             writer.train_step(producer.train_step())
             timings["train_step_total_s"] = time.time() - t0
+            commit("train_step")
         writer.set_attrs(writer.f, {"recorder_timings_json": json.dumps(timings, sort_keys=True)})
-    finally:
         writer.close()
-    if os.path.exists(args.output):
-        os.remove(args.output)
-    os.rename(partial, args.output)
+        replace_file(partial, args.output)
+    except BaseException as exc:
+        writer.close()
+        for path in (partial, args.output + ".tmp"):
+            if os.path.exists(path):
+                os.remove(path)
+        if committed:
+            exc.kept = "{0} holds {1} (every group finished); --resume adds the rest".format(
+                args.output, ", ".join(committed)
+            )
+        else:
+            exc.kept = "nothing was finished: no {0} written".format(args.output)
+        if not isinstance(exc, KeyboardInterrupt):
+            log.warning("%s", exc.kept)
+        raise
     return EXIT_OK
 
 
@@ -1281,6 +1752,25 @@ def main(argv=None, producer=None):
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        old_sigterm = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread: leave it
+        old_sigterm = None
+    try:
+        lines = read_test_files(args)
+        done = set()
+        if args.resume:
+            done, _ = read_resumed(args)
+        parts = parts_to_record(args, done)
+        if not parts:
+            log.info("%s already holds every requested part: nothing to add", args.output)
+            return EXIT_OK
+        if done:
+            log.info(
+                "--resume: %s holds %s; recording %s",
+                args.output,
+                ", ".join(sorted(done)),
+                ", ".join(parts),
+            )
         if producer is None:
             for name in ("state", "model"):
                 if not os.path.isfile(getattr(args, name)):
@@ -1289,14 +1779,22 @@ def main(argv=None, producer=None):
                 raise InputError(
                     "--groundhog {0}: no 'experiments' directory there".format(args.groundhog)
                 )
-            producer = GroundHogProducer(args)
-        return record(args, producer)
+            producer = GroundHogProducer(args, parts)
+        return record(args, producer, parts, done, lines)
     except InputError as exc:
         print("record_theano_traces.py: error: {0}".format(exc), file=sys.stderr)
         return EXIT_INPUT
     except (IOError, OSError) as exc:
         print("record_theano_traces.py: error: {0}".format(exc), file=sys.stderr)
         return EXIT_INPUT
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        kept = getattr(exc, "kept", "nothing was finished: no {0} written".format(args.output))
+        print("record_theano_traces.py: {0}: {1}".format(what, kept), file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+    finally:
+        if old_sigterm is not None:
+            signal.signal(signal.SIGTERM, old_sigterm)
 
 
 if __name__ == "__main__":

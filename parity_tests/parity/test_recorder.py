@@ -9,22 +9,28 @@ places), the same recording is also made under Python 2 and compared.
 
 import ast
 import glob
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from groundhog_port.harness.trace import TraceFile
+from parity_tests.support.cases import REPO
 from parity_tests.support.recorder import (
     MOCK_GROUNDHOG,
     MOCK_PAD,
     RECORDER,
     REFERENCE_COMMIT,
+    lay_out_mock_case,
     load_module,
     recorder_args,
+    write_corpus,
 )
 
 FAKE_PRODUCER = (
@@ -646,6 +652,7 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
         ("ivocab.en.pkl", ivocab_en),
     ):
         (data / name).write_bytes(pickle.dumps(obj, protocol=2))
+    write_corpus(data)
     (workdir / "s.pkl").write_bytes(pickle.dumps({"seed": 3}, protocol=0))
     (workdir / "m.npz").write_bytes(b"")
     argv = recorder_args(workdir, "mock.h5", groundhog=gh)
@@ -782,3 +789,396 @@ def test_groundhog_commit_is_the_named_one_with_a_warning_when_the_checkout_diff
         .groundhog_commit
         == REFERENCE_COMMIT
     )
+
+
+# ---------------------------------------------------------------------------------------
+# On a user's own environment (issue 35, item 1): inputs checked before anything is built,
+# GroundHog's loader thread watched, every finished group committed as it is recorded
+# ---------------------------------------------------------------------------------------
+#: the groups of a whole recording on the mock (lay_out_mock_case's arguments)
+ALL_GROUPS = {
+    "pairs",
+    "batch",
+    "batch_all",
+    "repr",
+    "steps",
+    "beam",
+    "beam/1",
+    "beam/2_normalize",
+    "sampler",
+    "train_step",
+}
+#: what differs between two recordings of the same inputs: seconds
+TIMING_ATTRS = {"recorder_timings_json", "timings_json", "seconds_total", "seconds_per_sentence"}
+
+
+def run_recorder(argv, cwd, env=None, timeout=120):
+    return subprocess.run(
+        [sys.executable, str(RECORDER)] + [str(a) for a in argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(cwd),
+        env=env,
+    )
+
+
+def groups_of(path):
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        names = set(f)
+        names.update("beam/" + k for k in f.get("beam", {}))
+    return names
+
+
+def contents(path):
+    """Every dataset (dtype, shape, bytes) and attribute of a trace but the timings."""
+    import h5py
+
+    out = {}
+    with h5py.File(path, "r") as f:
+
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                a = obj[()]
+                raw = np.ascontiguousarray(a).tobytes() if isinstance(a, np.ndarray) else repr(a)
+                out["dataset " + name] = (str(obj.dtype), obj.shape, raw)
+            for k, v in obj.attrs.items():
+                if k not in TIMING_ATTRS:
+                    out[f"attr {name}@{k}"] = repr(v.tolist() if isinstance(v, np.ndarray) else v)
+
+        visit("/", f)
+        f.visititems(visit)
+    return out
+
+
+@pytest.fixture(scope="module")
+def whole_mock_recording(tmp_path_factory):
+    """An uninterrupted recording of every part on the mock: ``(argv less --output, trace)``."""
+    d = tmp_path_factory.mktemp("whole")
+    argv = lay_out_mock_case(d)
+    run = run_recorder(argv + ["--output", d / "whole.h5"], d)
+    assert run.returncode == 0, run.stderr
+    assert groups_of(d / "whole.h5") == ALL_GROUPS
+    return d, argv, d / "whole.h5"
+
+
+def test_missing_corpus_stops_before_anything_is_built(tmp_path):
+    """The corpus absent (vocabularies and test set in --remap-dir): exit 2 at once, one line
+    naming the corpus file, where it looked and the fixes; nothing built, nothing written.
+    With --parts without train_step the same command records the rest.  Proven: without the
+    corpus check (main before issue 35) the run builds the model and waits for the loader
+    thread forever (here: the 60 s timeout fails the test)."""
+    argv = lay_out_mock_case(tmp_path, corpus=None)
+    run = run_recorder(argv + ["--output", tmp_path / "t.h5"], tmp_path, timeout=60)
+    assert run.returncode == 2, run.stderr
+    line = run.stderr.strip().splitlines()[-1]
+    data = tmp_path / "data"
+    assert line == (
+        "record_theano_traces.py: error: state['source'][0] "
+        "/nonexistent/binarized_text.shuffled.en.h5 (the training corpus /train_step reads): "
+        f"not found there nor as binarized_text.shuffled.en.h5 in --remap-dir {data}; give "
+        "--data DIR (the folder holding binarized_text.shuffled.en.h5), or --parts without "
+        "train_step"
+    )
+    assert "mock GroundHog: build" not in run.stderr and "Traceback" not in run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("t.h5")) == []
+    # where each vocabulary was found is logged
+    assert f"state['word_indx']: /nonexistent/vocab.en.pkl not found; using {data}" in run.stderr
+    parts = ["--parts", "pairs,batch,repr,steps,beam,sampler"]
+    run = run_recorder(argv + ["--output", tmp_path / "t.h5"] + parts, tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert groups_of(tmp_path / "t.h5") == ALL_GROUPS - {"train_step"}
+    with TraceFile(tmp_path / "t.h5") as tr:
+        tr.validate()
+    # --data names the corpus folder: then /train_step is added with --resume
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_corpus(corpus)
+    extra = ["--data", corpus, "--resume", "--output", tmp_path / "t.h5"]
+    run = run_recorder(argv + extra, tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert (
+        f"state['source'][0]: /nonexistent/binarized_text.shuffled.en.h5 not found; using {corpus}"
+        in run.stderr
+    )
+    assert groups_of(tmp_path / "t.h5") == ALL_GROUPS
+
+
+def test_vocabulary_lookup_repeatable_remap_dir_never_the_stored_path(tmp_path):
+    """--remap-dir is repeatable and searched in order; a vocabulary found nowhere is an
+    error naming it (main before issue 35 kept the stored path and failed later)."""
+    argv = lay_out_mock_case(tmp_path)
+    second = tmp_path / "more"
+    second.mkdir()
+    (tmp_path / "data" / "ivocab.en.pkl").rename(second / "ivocab.en.pkl")
+    out = ["--output", tmp_path / "t.h5", "--parts", "repr"]
+    run = run_recorder(argv + out, tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == (
+        "record_theano_traces.py: error: state['indx_word'] /nonexistent/ivocab.en.pkl: not "
+        f"found there nor as ivocab.en.pkl in --remap-dir {tmp_path / 'data'}; give "
+        "--remap-dir DIR (the folder holding ivocab.en.pkl)"
+    )
+    assert "mock GroundHog: build" not in run.stderr
+    run = run_recorder(argv + ["--remap-dir", second] + out, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert (
+        f"state['indx_word']: /nonexistent/ivocab.en.pkl not found; using "
+        f"{second / 'ivocab.en.pkl'} (--remap-dir {second})" in run.stderr
+    )
+    (tmp_path / "data" / "vocab.en.pkl").write_bytes(b"truncated")
+    run = run_recorder(argv + ["--remap-dir", second, "--force"] + out, tmp_path)
+    assert run.returncode == 2 and "not a readable vocabulary pickle" in run.stderr
+    assert "mock GroundHog: build" not in run.stderr
+
+
+def test_dead_loader_thread_is_an_error_not_a_hang(tmp_path):
+    """Corpus files GroundHog's loader thread dies on: exit 2 within seconds naming both files
+    and the thread's error, the groups recorded before /train_step kept.  Proven: without
+    the watch (original_next called directly) the run waits forever (timeout here)."""
+    argv = lay_out_mock_case(tmp_path, corpus=False)
+    run = run_recorder(argv + ["--output", tmp_path / "t.h5"], tmp_path, timeout=60)
+    assert run.returncode == 2, run.stderr
+    data = tmp_path / "data"
+    line = run.stderr.strip().splitlines()[-1]
+    assert line.startswith(
+        "record_theano_traces.py: error: GroundHog's data loader thread died before giving a "
+        f"batch (OSError: {data / 'binarized_text.shuffled.fr.h5'}: not an HDF5 file) reading "
+        f"state['source'][0] {data / 'binarized_text.shuffled.en.h5'} and state['target'][0] "
+        f"{data / 'binarized_text.shuffled.fr.h5'}"
+    ), line
+    assert (
+        f"{tmp_path / 't.h5'} holds pairs, batch_all, repr, steps, beam/1, beam/2_normalize, "
+        "sampler (every group finished)" in run.stderr
+    )
+    assert groups_of(tmp_path / "t.h5") == ALL_GROUPS - {"train_step"}
+    assert not (tmp_path / "t.h5.partial").exists()
+
+
+def test_loader_timeout(tmp_path):
+    """A loader that never answers: --loader-timeout seconds, then an error."""
+    argv = lay_out_mock_case(tmp_path)
+    env = dict(os.environ, MOCK_LOADER_SLEEP="60")
+    out = ["--output", tmp_path / "t.h5", "--parts", "train_step", "--loader-timeout", "1"]
+    run = run_recorder(argv + out, tmp_path, env=env, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert "no batch from GroundHog's data loader within 1 s (--loader-timeout)" in run.stderr
+    assert "nothing was finished" in run.stderr and not (tmp_path / "t.h5").exists()
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_interrupted_run_keeps_every_finished_group(whole_mock_recording, tmp_path, sig):
+    """Stopped while recording /beam/2_normalize: the trace opens and holds every group
+    finished before, and --resume adds the rest -- the same trace as an uninterrupted run.
+    Proven: with the trace written to .partial and renamed only at the end (main before
+    issue 35), no trace is left (SIGINT/SIGTERM) or it cannot be opened."""
+    d, argv, whole = whole_mock_recording
+    out = tmp_path / "t.h5"
+    marker = tmp_path / "hanging"
+    env = dict(os.environ, MOCK_HANG_AT_BEAM="2", MOCK_HANG_MARKER=str(marker))
+    proc = subprocess.Popen(
+        [sys.executable, str(RECORDER)] + [str(a) for a in argv + ["--output", out]],
+        cwd=str(d),
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(600):
+            if marker.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert marker.exists(), "the recorder never reached beam/2_normalize"
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    want = {"SIGINT": 130, "SIGTERM": 143, "SIGKILL": -signal.SIGKILL}[sig]
+    assert proc.returncode == want, err
+    if sig != "SIGKILL":
+        word = "interrupted" if sig == "SIGINT" else "terminated"
+        assert err.strip().splitlines()[-1] == (
+            f"record_theano_traces.py: {word}: {out} holds pairs, batch_all, repr, steps, "
+            "beam/1 (every group finished); --resume adds the rest"
+        )
+        assert not (tmp_path / "t.h5.partial").exists()
+    finished = {"pairs", "batch", "batch_all", "repr", "steps", "beam", "beam/1"}
+    assert groups_of(out) == finished
+    with TraceFile(out) as tr:
+        tr.validate()
+        assert tr.beam_labels() == ["1"] and tr.pair_indices() == [0, 1, 2]
+    run = run_recorder(argv + ["--output", out, "--resume"], d)
+    assert run.returncode == 0, run.stderr
+    assert "--resume: " in run.stderr and "recording beam, sampler, train_step" in run.stderr
+    assert contents(out) == contents(whole)
+
+
+def test_resume_rules(rec, workdir, capsys):
+    """--resume needs the trace, refuses --force and another model's trace, and adds nothing
+    when every part is there; an existing --output names both options."""
+    _, path = record_with_fake(rec, workdir, "r.h5", ["--parts", "pairs,repr"])
+    args = recorder_args(workdir, "r.h5") + ["--steps", "2", "--beam-sizes", "1", "--case", "fake"]
+    fake = load_module("fake_producer_resume", workdir / "fake_producer.py")
+    assert rec.main(args, producer=fake.FakeProducer()) == 2
+    assert (
+        "exists (--resume adds the parts it lacks, --force overwrites it)"
+        in capsys.readouterr().err
+    )
+    assert rec.main(args + ["--resume", "--force"], producer=fake.FakeProducer()) == 2
+    missing = recorder_args(workdir, "nope.h5") + ["--resume"]
+    assert rec.main(missing, producer=fake.FakeProducer()) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    other = list(args)
+    (workdir / "other_model.npz").write_bytes(b"")
+    other[other.index("--model") + 1] = str(workdir / "other_model.npz")
+    assert rec.main(other + ["--resume"], producer=fake.FakeProducer()) == 2
+    assert (
+        "was recorded with model_file m.npz, this run has other_model.npz"
+        in capsys.readouterr().err
+    )
+    assert rec.main(args + ["--resume", "--parts", "repr"], producer=fake.FakeProducer()) == 0
+    assert groups_of(path) == {"pairs", "repr"}
+    assert rec.main(args + ["--resume", "--parts", "beam"], producer=fake.FakeProducer()) == 0
+    assert groups_of(path) == {"pairs", "repr", "beam", "beam/1"}
+
+
+def test_a_crash_keeps_every_finished_group(rec, workdir):
+    """An exception of the recorder (here: the sampler) propagates with its traceback, and the
+    trace holds every group finished before it."""
+    fake = load_module("fake_producer_crash", workdir / "fake_producer.py")
+    producer = fake.FakeProducer()
+
+    def broken(*a, **k):
+        raise RuntimeError("a bug")
+
+    producer.sampler_record = broken
+    argv = recorder_args(workdir, "c.h5") + ["--steps", "1", "--beam-sizes", "1"]
+    with pytest.raises(RuntimeError, match="a bug"):
+        rec.main(argv, producer=producer)
+    assert groups_of(workdir / "c.h5") == {
+        "pairs",
+        "batch",
+        "batch_all",
+        "repr",
+        "steps",
+        "beam",
+        "beam/1",
+    }
+    assert not (workdir / "c.h5.partial").exists()
+
+
+def test_no_path_of_the_recording_machine_unless_asked(whole_mock_recording, tmp_path):
+    """Nothing of the recording machine's folders in the trace (main before issue 35 wrote the
+    remapped vocabulary paths into state_json); --keep-paths keeps them; --train-changes is
+    recorded as state_changes_json, --changes as recorder_changes_json."""
+    d, argv, whole = whole_mock_recording
+    assert str(d).encode() not in whole.read_bytes()
+    with TraceFile(whole) as tr:
+        # the state as given: the stored paths of the training machine, not where they were found
+        state = json.loads(tr.attrs["state_json"])
+        assert state["word_indx"] == "/nonexistent/vocab.en.pkl"
+        assert state["source"] == ["/nonexistent/binarized_text.shuffled.en.h5"]
+        assert json.loads(tr.attrs["recorder_changes_json"]) == {"bs": 2}
+        assert "state_changes_json" not in tr.attrs
+    vocab = d / "data" / "vocab.en.pkl"
+    changes = f"source=['{d}/x.h5'],dim=3,prefix='runs/'"
+    extra = ["--train-changes", changes, "--changes", f"bs=2,word_indx='{vocab}'"]
+    extra += ["--parts", "repr", "--keep-paths", "--output", tmp_path / "k.h5"]
+    run = run_recorder(argv + extra, d)
+    assert run.returncode == 0, run.stderr
+    with TraceFile(tmp_path / "k.h5") as tr:
+        assert json.loads(tr.attrs["state_json"])["word_indx"] == str(vocab)
+        assert json.loads(tr.attrs["recorder_changes_json"]) == {"bs": 2, "word_indx": str(vocab)}
+        assert json.loads(tr.attrs["state_changes_json"]) == {
+            "source": [f"{d}/x.h5"],
+            "dim": 3,
+            "prefix": "runs/",
+        }
+    extra[-3:] = ["--log-level=INFO", "--output", tmp_path / "p.h5"]
+    run = run_recorder(argv + extra, d)
+    assert run.returncode == 0, run.stderr
+    assert str(d).encode() not in (tmp_path / "p.h5").read_bytes()
+    with TraceFile(tmp_path / "p.h5") as tr:
+        assert json.loads(tr.attrs["state_json"])["word_indx"] == "vocab.en.pkl"
+        assert json.loads(tr.attrs["recorder_changes_json"]) == {
+            "bs": 2,
+            "word_indx": "vocab.en.pkl",
+        }
+        assert json.loads(tr.attrs["state_changes_json"]) == {
+            "source": ["x.h5"],
+            "dim": 3,
+            "prefix": "runs/",
+        }
+
+
+def test_public_paths(rec, tmp_path):
+    (tmp_path / "v.pkl").write_bytes(b"")
+    assert rec.public(
+        {
+            "a": str(tmp_path / "v.pkl"),
+            "b": [str(tmp_path / "gone.h5")],
+            "c": "search_",
+            "d": "/data/lisatmp3/x/v.pkl",
+            "e": 3,
+        }
+    ) == {"a": "v.pkl", "b": ["gone.h5"], "c": "search_", "d": "/data/lisatmp3/x/v.pkl", "e": 3}
+    flags = f"floatX=float32,base_compiledir={tmp_path}/compiledir,device=cpu"
+    assert rec.public_flags(flags) == "floatX=float32,base_compiledir=compiledir,device=cpu"
+    assert rec.public_flags(flags, keep_paths=True) == flags
+
+
+def test_walkthrough_as_written(tmp_path):
+    """docs/recording.md's "Record" commands, run as written with HOME a scratch folder laid
+    out as the page says (the mock GroundHog in ~/GroundHog, a state holding the training
+    machine's paths): the first stops on the missing corpus with the error the page shows,
+    the second records every part but /train_step, the third adds it with --resume."""
+    import pickle
+    import re
+
+    text = (REPO / "docs" / "recording.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```(\w*)\n(.*?)```", text, re.S)
+    commands = [b for lang, b in blocks if lang == "sh" and "record_theano_traces.py" in b]
+    shown = [b.strip() for lang, b in blocks if lang == "text" and "error:" in b]
+    assert len(commands) == 3 and len(shown) == 1
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (home / "bin" / "python").chmod(0o755)
+    (home / "groundhog-port").symlink_to(REPO)
+    for rel, body in MOCK_GROUNDHOG.items():
+        (home / "GroundHog" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / "GroundHog" / rel).write_text(body.lstrip("\n"), encoding="utf-8")
+    exp, data = home / "wmt14" / "search", home / "wmt14" / "data"
+    lay_out_mock_case(tmp_path / "case")
+    shutil.copytree(tmp_path / "case" / "data", exp)
+    for name in ("binarized_text.shuffled.en.h5", "binarized_text.shuffled.fr.h5"):
+        data.mkdir(exist_ok=True)
+        (exp / name).rename(data / name)
+    shutil.copy(tmp_path / "case" / "src.txt", exp / "test.en")
+    shutil.copy(tmp_path / "case" / "trg.txt", exp / "test.fr")
+    (exp / "search_model.npz").write_bytes(b"")
+    legacy = "/data/lisatmp3/you/wmt14/"
+    state = {
+        "seed": 3,
+        "word_indx": legacy + "vocab.en.pkl",
+        "word_indx_trgt": legacy + "vocab.fr.pkl",
+    }
+    state.update(indx_word=legacy + "ivocab.en.pkl")
+    state.update(source=[legacy + "binarized_text.shuffled.en.h5"])
+    state.update(target=[legacy + "binarized_text.shuffled.fr.h5"])
+    (exp / "search_state.pkl").write_bytes(pickle.dumps(state, protocol=0))
+    env = dict(os.environ, HOME=str(home), PATH=f"{home / 'bin'}:{os.environ['PATH']}")
+    runs = [
+        subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, timeout=120)
+        for cmd in commands
+    ]
+    assert runs[0].returncode == 2, runs[0].stderr
+    assert runs[0].stderr.strip().splitlines()[-1].replace(str(home), "/home/you") == shown[0]
+    assert runs[1].returncode == 0 and runs[2].returncode == 0, runs[1].stderr + runs[2].stderr
+    trace = exp / "trace.h5"
+    assert "train_step" in groups_of(trace) and "sampler" in groups_of(trace)
+    with TraceFile(trace) as tr:
+        tr.validate()
+        assert len(tr.beam_labels()) == 7 and tr.attrs["case"] == "search"

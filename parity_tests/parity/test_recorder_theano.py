@@ -44,6 +44,7 @@ from parity_tests.support.recorder import (
     REFERENCE_COMMIT,
     load_module,
     recorder_args,
+    write_corpus,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +88,9 @@ def prototype_state():
     return dict(seed=3, null_sym_source=6, null_sym_target=8, n_sym_source=7, n_sym_target=9,
                 unk_sym_source=1, unk_sym_target=1, bs=2, oov="UNK", dim=%(dim)d,
                 word_indx="/nonexistent/vocab.en.pkl", word_indx_trgt="/nonexistent/vocab.fr.pkl",
-                indx_word="/nonexistent/ivocab.en.pkl")
+                indx_word="/nonexistent/ivocab.en.pkl",
+                source=["/nonexistent/binarized_text.shuffled.en.h5"],
+                target=["/nonexistent/binarized_text.shuffled.fr.h5"])
 
 
 def prototype_search_state():
@@ -361,6 +364,7 @@ def recorded(theano_python, tmp_path_factory):
         ("ivocab.en.pkl", {v: k for k, v in vocab_en.items()}),
     ):
         (data / name).write_bytes(pickle.dumps(obj, protocol=2))
+    write_corpus(data)
     (d / "s.pkl").write_bytes(pickle.dumps({"seed": 3}, protocol=0))
     rng = np.random.RandomState(20261201)
     weights = {k: rng.normal(0, 0.8, size=s).astype("float32") for k, s in SHAPES.items()}
@@ -403,7 +407,9 @@ def test_recorder_runs_on_theano_1_0_5(recorded):
         tr.validate()
         a = tr.attrs
         assert a["theano_version"] == "1.0.5" and a["numpy_version"] == "1.23.5"
-        assert a["theano_floatX"] == "float32" and a["THEANO_FLAGS"] == THEANO_FLAGS
+        # this machine's paths by their base name (issue 35): base_compiledir=compiledir
+        public_flags = THEANO_FLAGS.replace(str(THEANO_VENV / "compiledir"), "compiledir")
+        assert a["theano_floatX"] == "float32" and a["THEANO_FLAGS"] == public_flags
         assert (
             a["scan_mode"] == "no C compiler: Python implementations of every op, python scan loop"
         )
@@ -411,6 +417,44 @@ def test_recorder_runs_on_theano_1_0_5(recorded):
         assert "is not a git checkout" in run.stderr
         assert a["prototype"] == "prototype_state"
         assert sorted(a["param_names"]) == sorted(SHAPES)
+    raw = (d / "trace.h5").read_bytes()
+    assert str(d).encode() not in raw and str(REPO).encode() not in raw
+
+
+def test_missing_corpus_on_real_theano(theano_python, tmp_path):
+    """Issue 35's first run: vocabularies and test set in --remap-dir, the training corpus
+    elsewhere.  Exit 2 within a minute (Theano imported, nothing compiled) naming the corpus
+    file and the fixes, no trace written -- where the recorder of main waited forever for
+    GroundHog's dead loader thread."""
+    write_stand_in(tmp_path / "gh")
+    (tmp_path / "src.txt").write_text("we have\n", encoding="utf-8")
+    (tmp_path / "trg.txt").write_text("le chat\n", encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("vocab.en.pkl", "vocab.fr.pkl", "ivocab.en.pkl"):
+        (data / name).write_bytes(pickle.dumps({"we": 2}, protocol=2))
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps({"seed": 3}, protocol=0))
+    np.savez(tmp_path / "m.npz", W_out=np.zeros((DIM, 9), dtype="float32"))
+    env = dict(os.environ, THEANO_FLAGS=THEANO_FLAGS, PYTHONHASHSEED="0", PYTHONUTF8="1")
+    env.pop("PYTHONPATH", None)
+    argv = recorder_args(tmp_path, groundhog=tmp_path / "gh") + ["--remap-dir", str(data)]
+    run = subprocess.run(
+        [str(theano_python), str(RECORDER)] + argv,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(tmp_path),
+        env=env,
+    )
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-1] == (
+        "record_theano_traces.py: error: state['source'][0] "
+        "/nonexistent/binarized_text.shuffled.en.h5 (the training corpus /train_step reads): "
+        f"not found there nor as binarized_text.shuffled.en.h5 in --remap-dir {data}; give "
+        "--data DIR (the folder holding binarized_text.shuffled.en.h5), or --parts without "
+        "train_step"
+    )
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("trace.h5")]
 
 
 def test_scan_mode_wording_is_the_reference_recordings(monkeypatch):

@@ -26,20 +26,68 @@ def load_module(name, path):
 # sample.argpartition, the beam-doubling crash.  It is written for this test, not GroundHog code.
 
 #: the training batches of the stand-ins of ``experiments.nmt`` (here and in
-#: test_recorder_theano.py): ``get_batch_iterator(state)``, ``start(offset)``, and ``next()``
-#: giving the module's ``_batch(offset)``
+#: test_recorder_theano.py): ``get_batch_iterator(state)``, ``start(offset)`` and ``next()``
+#: as GroundHog's (groundhog/datasets/TM_dataset.py:162-262): ``start`` starts a daemon
+#: loader thread that opens ``state['target'][0]`` then ``state['source'][0]`` (here: each
+#: must begin with HDF5's signature, else the thread dies) and puts the batch (the module's
+#: ``_batch(offset)``) on a queue, where ``next()`` waits for it -- forever, when the thread
+#: died, as GroundHog's does.
 MOCK_BATCH_ITERATOR = """
+import threading
+try:
+    import queue as _queue
+except ImportError:
+    import Queue as _queue
+
+HDF5_SIGNATURE = b"\\x89HDF\\r\\n\\x1a\\n"
+
+
+class _Fetcher(threading.Thread):
+    def __init__(self, parent, offset):
+        threading.Thread.__init__(self)
+        self.parent, self.offset = parent, offset
+        self.daemon = True
+
+    def run(self):
+        import os, time
+        time.sleep(float(os.environ.get("MOCK_LOADER_SLEEP", 0)))  # a loader that never answers
+        for path in (self.parent.state["target"][0], self.parent.state["source"][0]):
+            with open(path, "rb") as f:
+                if f.read(8) != HDF5_SIGNATURE:
+                    raise IOError("%s: not an HDF5 file" % path)
+        self.parent.queue.put(_batch(self.offset))
+
+
 class _Iterator(object):
     def __init__(self, state):
         self.state = state
     def start(self, offset):
-        self.offset = offset
+        self.queue = _queue.Queue()
+        self.gather = _Fetcher(self, offset)
+        self.gather.start()
     def next(self):
-        return _batch(self.offset)
+        return self.queue.get()
 
 def get_batch_iterator(state):
     return _Iterator(state)
 """
+
+#: the state's training corpus in the stand-ins' prototype_state (stored, legacy paths)
+MOCK_CORPUS = (
+    "/nonexistent/binarized_text.shuffled.en.h5",
+    "/nonexistent/binarized_text.shuffled.fr.h5",
+)
+#: what the stand-ins' loader threads accept as an .h5 file
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def write_corpus(folder, valid=True):
+    """The stand-ins' training corpus (MOCK_CORPUS's base names) in ``folder``; ``valid``:
+    with HDF5's signature, else files the loader thread dies on."""
+    for path in MOCK_CORPUS:
+        name = path.rsplit("/", 1)[1]
+        (folder / name).write_bytes(HDF5_SIGNATURE + b"toy" if valid else b"not hdf5")
+
 
 #: ``pad(seqs)``: the mocks' id sequences as a batch, time-major (longest x number of
 #: sequences, int64, zero-padded) with its float32 0/1 mask (test_recorder.py's fake producer
@@ -116,7 +164,9 @@ def prototype_state():
     return dict(seed=3, null_sym_source=6, null_sym_target=8, n_sym_source=7, n_sym_target=9,
                 unk_sym_source=1, unk_sym_target=1, bs=2, oov="UNK", dim=3,
                 word_indx="/nonexistent/vocab.en.pkl", word_indx_trgt="/nonexistent/vocab.fr.pkl",
-                indx_word="/nonexistent/ivocab.en.pkl")
+                indx_word="/nonexistent/ivocab.en.pkl",
+                source=["/nonexistent/binarized_text.shuffled.en.h5"],
+                target=["/nonexistent/binarized_text.shuffled.fr.h5"])
 
 def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-1, null_sym=-1):
     unk_sym = state["unk_sym_source"] if unk_sym < 0 else unk_sym
@@ -165,6 +215,8 @@ class RNNEncoderDecoder(object):
         self.state = state
         self.rng = rng
     def build(self):
+        import sys
+        sys.stderr.write("mock GroundHog: build\\n")
         self.built = True
         self.encoder, self.backward_encoder, self.decoder = _Part(), _Part(), _Part()
         self.encoder.transitions = [_Layer("enc_transition_0", self.rng.randint(1000))]
@@ -253,6 +305,11 @@ class BeamSearch(object):
 
 def sample(lm_model, seq, n_samples, sampler=None, beam_search=None, ignore_unk=False,
            normalize=False, alpha=1, verbose=False):
+    import os
+    if beam_search is not None and os.environ.get("MOCK_HANG_AT_BEAM") == str(n_samples):
+        import time                          # the interruption tests: wait to be stopped
+        open(os.environ["MOCK_HANG_MARKER"], "w").close()
+        time.sleep(600)
     if sampler is not None:
         values, probs = sampler(n_samples, 3 * (len(seq) - 1), alpha, seq)
         sentences, costs = [], []
@@ -312,4 +369,52 @@ def recorder_args(d, out="trace.h5", groundhog=None):
         str(d / "trg.txt"),
         "--output",
         str(d / out),
+    ]
+
+
+def lay_out_mock_case(d, corpus=True):
+    """A work folder ``d`` for the recorder on the mock GroundHog (MOCK_GROUNDHOG): ``gh/``,
+    the vocabularies in ``data/`` (and the training corpus, valid or not, unless ``corpus``
+    is None), the state (GroundHog's prototype: the stored paths of MOCK_CORPUS and
+    ``/nonexistent/...`` vocabularies), an empty model, three sentence pairs.  Returns the
+    recorder's arguments (``--remap-dir data``, every part) less ``--output``."""
+    import pickle
+
+    gh = d / "gh"
+    for rel, text in MOCK_GROUNDHOG.items():
+        (gh / rel).parent.mkdir(parents=True, exist_ok=True)
+        (gh / rel).write_text(text.lstrip("\n"), encoding="utf-8")
+    data = d / "data"
+    data.mkdir()
+    vocab_en = {"we": 2, "have": 3, "the": 4, "cat": 5}
+    for name, obj in (
+        ("vocab.en.pkl", vocab_en),
+        ("vocab.fr.pkl", {"le": 2, "chat": 3}),
+        ("ivocab.en.pkl", {v: k for k, v in vocab_en.items()}),
+    ):
+        (data / name).write_bytes(pickle.dumps(obj, protocol=2))
+    if corpus is not None:
+        write_corpus(data, valid=corpus)
+    (d / "s.pkl").write_bytes(pickle.dumps({"seed": 3}, protocol=0))
+    (d / "m.npz").write_bytes(b"")
+    (d / "src.txt").write_text("we have four hot schools .\nhello\nthe cat  \n", encoding="utf-8")
+    (d / "trg.txt").write_text(
+        "nous avons quatre écoles chaudes .\nbonjour\nle chat\n", encoding="utf-8"
+    )
+    argv = recorder_args(d, groundhog=gh)
+    argv = argv[: argv.index("--output")]
+    return argv + [
+        "--remap-dir",
+        str(data),
+        "--steps",
+        "3",
+        "--steps-beam",
+        "2",
+        "--beam-sizes",
+        "1",
+        "2_normalize",
+        "--changes",
+        "bs=2",
+        "--case",
+        "mock",
     ]
