@@ -405,7 +405,7 @@ class BatchedBeamSearch:
         cfg, dec = self.cfg, self.model.decoder
         R = states.shape[0]
         if not cfg.search:
-            # c[min(k, S_b - 1)] of each row's sentence (encdec.py:1043)
+            # c[min(k, S_b - 1)] of each row's sentence (encdec.py:1023)
             pos = torch.clamp(lens[row_sent], max=k + 1) - 1
             return c_pad[pos, row_sent]
         device, dim = states.device, cfg.dim

@@ -192,7 +192,7 @@ def sample(
 
 
 def normalized(hyps: Hypotheses) -> Hypotheses:
-    """``--normalize`` (sample.py:159-160): ``costs[i] / len(trans[i])``, the length counting
+    """``--normalize`` (sample.py:153-155): ``costs[i] / len(trans[i])``, the length counting
     the end-of-sequence; the list stays in raw-cost order.  Shared by both searches."""
     return Hypotheses(
         hyps.trans, hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)
