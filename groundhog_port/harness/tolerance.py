@@ -282,9 +282,6 @@ class Comparison:
     def max_err(self) -> float | None:
         return float(self.err[self.finite].max()) if self.finite.any() else None
 
-    def max_noise(self) -> float | None:
-        return float(self.noise[self.finite].max()) if self.finite.any() else None
-
     def max_allowed(self) -> float | None:
         return float(self.allowed[self.finite].max()) if self.finite.any() else None
 

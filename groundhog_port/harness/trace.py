@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,12 +134,9 @@ class Tolerance:
     ``noise`` naming the :class:`~groundhog_port.harness.tolerance.Kind` -- ``abs``, ``rel`` or
     ``terms`` -- and non-finite entries compared as a pattern), ``"set"`` (per-step beam
     survivors compared as sets of (hypothesis, word), their costs derived as ``noise``).
-    ``atol``/``rtol`` remain for callers comparing with a fixed bound of their own.
     """
 
     kind: str
-    atol: float = 0.0
-    rtol: float = 0.0
     nonfinite_pattern: bool = False
     note: str = ""
     noise: str = ""
@@ -299,7 +296,7 @@ class SearchSteps:
         ``trans_indices`` and the previous step's survivors exactly as ``search()`` forms its
         beam (a survivor whose word is ``eos`` leaves the beam).  Unlike the slot indices this
         does not depend on the order argpartition returned them in, so two searches are
-        compared step by step as sets of these triples (cost within ``rtol``).
+        compared step by step as sets of these triples (costs within the derived bound).
         """
         out = []
         beam: list[tuple[int, ...]] = [()]
@@ -545,11 +542,6 @@ class TraceFile(_OpenTrace):
         if not self.has(top):
             return []
         return _sorted_int_keys(self._group(top))
-
-    def require_attr(self, name: str) -> Any:
-        if name not in self.attrs:
-            raise LegacyInputError(self.path, f"root attribute {name!r} missing")
-        return self.attrs[name]
 
     # -- /pairs -------------------------------------------------------------------------
     @_damage_is_input_error
@@ -805,15 +797,6 @@ class TraceFile(_OpenTrace):
             self.steps(i)
         for label in self.beam_labels():
             self.beam(label)
-
-    @_damage_is_input_error
-    def iter_datasets(self) -> Iterator[tuple[str, h5py.Dataset]]:
-        """Every dataset in the file as ``(path, dataset)``."""
-        found: list[tuple[str, Any]] = []
-        self._f.visititems(
-            lambda n, o: found.append((n, o)) if isinstance(o, h5py.Dataset) else None
-        )
-        return iter(found)
 
 
 def _split_checked(tf: TraceFile, flat, lengths, where) -> list[np.ndarray]:

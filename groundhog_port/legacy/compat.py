@@ -1,9 +1,10 @@
 """Checkpoints from before GroundHog renamed or merged some of their contents.
 
 ``experiments/nmt/compat/`` holds three one-off converters for files written by earlier
-versions of the code.  The port recognises those vintages when it loads a file, converts
-in memory and logs one line saying so; ``groundhog-port convert`` writes the converted
-files.  Each conversion is the original function, ported:
+versions of the code.  The port recognises the model and state vintages when it loads a
+file, converts in memory and logs one line saying so; ``groundhog-port convert`` writes the
+converted files (a timing file is converted there only: it is read as it is, as
+``MainLoop`` read it).  Each conversion is the original function, ported:
 
 * model (``convert_model.py:6`` ``merge_state_projections``, GroundHog commit ab870f2 of
   2014-08-06): the decoder once took the forward and backward encoder summaries through
@@ -125,15 +126,3 @@ def rename_costs(arrays, path=None) -> dict:
                 )
             out[new] = out.pop(old)
     return out
-
-
-def upgrade_timing(arrays, path=None) -> dict:
-    if not is_old_timing(arrays):
-        return arrays
-    logger.info(
-        "%s: old-vintage timing file (cost2_p_* keys, before GroundHog commit 36831a7): "
-        "renamed them log2_p_* in memory, as convert_timing.py rename_costs%s",
-        path,
-        CONVERT_HINT,
-    )
-    return rename_costs(arrays, path)

@@ -53,10 +53,3 @@ class MosesText:
         """What the demo read back from the detokenizer: the line with its newline, or ``""``
         when the translation is empty (nothing written to the script, nothing read back)."""
         return self.detokenize(sentence) + "\n" if sentence else ""
-
-
-def split_pretokenized(text):
-    """Tokens of already tokenised input: ``parse_input``'s split on ASCII whitespace."""
-    from ..legacy.vocab import split_words
-
-    return split_words(text)
