@@ -220,40 +220,66 @@ def test_control_characters_are_escaped_in_the_log(caplog):
         assert all(c.isprintable() for c in l), repr(l)
 
 
-def test_a_trickling_client_is_cut_at_the_client_timeout():
+def _trickle(port, pieces, pause_s=0.25):
+    """A client sending ``GET /health`` then ``pieces`` one at a time, ``pause_s`` apart (each
+    well within the per-receive timeout), then the blank line that ends the request.  Returns
+    what the server sent and whether it closed the connection before the request was whole."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
+        for piece in pieces:
+            time.sleep(pause_s)
+            try:
+                s.sendall(piece)
+                s.settimeout(0.01)
+                if s.recv(65536) == b"":
+                    return b"", True
+            except TimeoutError:
+                continue
+            except OSError:
+                return b"", True
+        s.settimeout(30)
+        s.sendall(b"\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            more = s.recv(65536)
+            if not more:
+                break
+            got += more
+        return got, False
+
+
+def test_a_trickling_client_is_cut_at_the_client_timeout(caplog):
     """A client sending its headers a byte at a time, each byte well within the timeout,
-    is cut once the whole request took --client-timeout (2 s here; 30 s by default),
-    not kept for ever (a per-receive timeout was reset by every byte: 46-55 s measured)."""
-    with running_server("--client-timeout", "2") as server:
-        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=30) as s:
-            t0 = time.monotonic()
-            s.sendall(b"GET /health HTTP/1.1\r\n")
-            closed = None
-            for _ in range(40):  # 10 s of one byte every 0.25 s
-                try:
-                    s.sendall(b"X")
-                    s.settimeout(0.25)
-                    if s.recv(65536) == b"":
-                        closed = time.monotonic() - t0
-                        break
-                except TimeoutError:
-                    continue
-                except OSError:
-                    closed = time.monotonic() - t0
-                    break
-    assert closed is not None, "still connected after 10 s"
-    assert 1.9 <= closed <= 3.5, closed
+    is cut once the whole request took --client-timeout (2 s here; 30 s by default), not
+    kept for ever (a per-receive timeout was reset by every byte: 46-55 s measured).
+
+    What is asserted is behaviour, not a measured time: the server closes the connection
+    while that client is still sending (40 bytes, one every 0.25 s) and logs why, and a
+    client as slow whose request is whole within the timeout (3 pieces) is answered.  A
+    per-receive timeout keeps the first client to its last byte; a deadline that is not the
+    whole request's (or too short) cuts the second."""
+    with (
+        running_server("--client-timeout", "2") as server,
+        caplog.at_level(logging.DEBUG, "groundhog_port.serve"),
+    ):
+        port = server.server_address[1]
+        got, cut = _trickle(port, [b"X"] * 40)
+        assert cut and got == b"", got
+        got, cut = _trickle(port, [b"X-Slow", b": ", b"1\r\n"])
+        assert not cut and got.startswith(b"HTTP/1.") and b" 200 " in got.split(b"\r\n")[0], got
+    assert any("Request timed out" in r.getMessage() for r in caplog.records), caplog.text
 
 
 # -- SIGTERM ----------------------------------------------------------------------------
 
 
-def test_sigterm_under_load_exits_0_within_the_bound():
+def test_sigterm_under_load_exits_0_after_draining():
     """SIGTERM while heavy requests are decoded: no new connection is accepted, the waiting
     sentences are answered 503 at once, the batch in progress is stopped after --drain
-    (1 s here) between two steps, every client gets an answer, and the process exits 0
-    well within 10 s (it ended in SIGABRT, "terminate called without an active exception",
-    after 30 s: torch work still running in a daemon thread at exit)."""
+    (1 s here) between two steps, every client gets an answer, and the process exits 0 of
+    itself (it ended in SIGABRT, "terminate called without an active exception", after
+    30 s: torch work still running in a daemon thread at exit).  Behaviour, not a measured
+    time, is asserted: the exit status, the log's "stopped after" and the answers."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     argv = ["--state", STATE, MODEL, "--drain", "1"]
     with loadtest.serve_process(argv, env, cwd=REPO) as (proc, url):
@@ -271,8 +297,7 @@ def test_sigterm_under_load_exits_0_within_the_bound():
             1.5,  # decoding has begun
             timeout=60,
         )
-    assert proc.returncode == 0, err[-2000:]
-    assert took < 10, took
+    assert proc.returncode == 0, (took, err[-2000:])
     assert "terminate called" not in err and "Traceback" not in err
     assert len(answers) == 3 and set(answers) <= {200, 503}, answers  # nobody dropped
     assert 503 in answers, answers
