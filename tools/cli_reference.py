@@ -38,9 +38,9 @@ def render() -> str:
     """The Markdown of the reference: the top-level help, then one section per command."""
     from groundhog_port.cli.main import COMMANDS
 
-    parts = ["## groundhog-port\n", "```text\n" + command_help(None) + "```\n"]
+    parts = ["### groundhog-port\n", "```text\n" + command_help(None) + "```\n"]
     for name in COMMANDS:
-        parts += [f"## {name}\n", "```text\n" + command_help(name) + "```\n"]
+        parts += [f"### {name}\n", "```text\n" + command_help(name) + "```\n"]
     return "\n".join(parts)
 
 

@@ -47,9 +47,9 @@ def test_site_builds_with_warnings_as_errors(site):
 
 
 def _sections(page):
-    """``{command: text}`` of the built reference: the text under each ``<h2 id=...>``."""
+    """``{command: text}`` of the built reference: the text under each ``<h2>`` or ``<h3>`` heading."""
     text = (page).read_text(encoding="utf-8")
-    parts = re.split(r'<h2 id="([^"]+)"', text)
+    parts = re.split(r'<h[23] id="([^"]+)"', text)
     return {
         parts[i]: html.unescape(re.sub(r"<[^>]+>", "", parts[i + 1]))
         for i in range(1, len(parts), 2)
