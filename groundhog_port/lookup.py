@@ -117,10 +117,13 @@ def hint():
     return "; pass --data-dir DIR (the folder holding it; repeatable)"
 
 
-def find_stored(stored, what, state_path, dirs=(), explicit=False, where_from="the changes"):
+def find_stored(
+    stored, what, state_path, dirs=(), explicit=False, where_from="the changes", change=None
+):
     """The file for ``stored`` (a path held by the state): the path itself, else its name
     next to the state, else in each of ``dirs``.  ``explicit``: given by the user (in the
-    changes), used as given and never replaced."""
+    changes), used as given and never replaced.  ``change``: the change that gives the path
+    (default ``what='FILE'``; ``source=['FILE']`` for a one-element list key)."""
     stored = Path(stored)
     if explicit:
         if is_file(stored):
@@ -136,11 +139,12 @@ def find_stored(stored, what, state_path, dirs=(), explicit=False, where_from="t
             _announce(what, stored, candidate, where)
             return candidate
     looked = [str(stored)] + [str(c) for c, _ in places]
+    default_change = f"{what}='FILE'"
     raise LegacyInputError(
         state_path,
         f"cannot find the file for {what!r}: looked at "
         f"{', '.join(looked)}{hint()} or give the path in "
-        f"the changes ({what}='FILE')",
+        f"the changes ({change or default_change})",
     )
 
 

@@ -86,7 +86,8 @@ def _stored_path(state, key, state_path):
         if not isinstance(value, (list, tuple)) or len(value) != 1:
             raise LegacyInputError(
                 state_path,
-                f"state[{key!r}] must be a one-element list of paths, found {quoted(value)}",
+                f"state[{key!r}] must be a one-element list of paths, found {quoted(value)}"
+                f" (in the changes: {key}=['FILE'])",
             )
         value = value[0]
     if value is None:
@@ -115,4 +116,5 @@ def resolve_path(state: dict, key: str, state_path, data_dir=None, explicit: boo
         state_path,
         lookup.data_dirs(data_dir, check=False),
         explicit=explicit,
+        change=f"{key}=['FILE']" if key in LIST_PATH_KEYS else None,
     )

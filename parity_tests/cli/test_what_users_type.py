@@ -5,7 +5,9 @@ command's own usage; every hint that shows syntax works when followed; ``export 
 ``train`` at its ``loopIters``; ``inspect`` naming a file that is not a model.
 """
 
+import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -180,3 +182,107 @@ def test_export_takes_out_dir_as_archive_does(tmp_path):
     ):
         rc, _, err = _run("export", "--format", "safetensors", *words)
         assert rc == 2 and says in err, err
+
+
+# --- every hint that shows syntax works when followed --------------------------------------
+# (found by grepping groundhog_port/ and legacy_states/ for messages holding a change
+# ``key='...'`` / ``key=[...]`` / ``key=N``, an option line or a pip command)
+
+
+def _inspect_json(*argv):
+    rc, out, err = _run("--log-level", "error", "inspect", "--json", *argv)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def _follow(hint, path):
+    """The change a message shows (``key='FILE'``, ``key=['FILE']``...), FILE replaced."""
+    return hint.replace("FILE", str(path)).replace("'file'", repr(str(path)))
+
+
+def test_the_lookup_hint_gives_a_change_that_works(tmp_path, legacy_root):
+    """ "give the path in the changes (source='FILE')" led to "state['source'] must be a
+    one-element list of paths" (also in inspect): the hint now shows each key's own form."""
+    state = tmp_path / "search_state.pkl"
+    shutil.copy(STATE, state)  # nothing beside it: no file of the state is found
+    data = legacy_root / "data"
+    rep = _inspect_json("--state", state)
+    changes = []
+    for entry in rep["data"].values():
+        [hint] = re.findall(r"give the path in the changes \((.+?)\)$", entry["error"])
+        name = re.search(r"looked at \S+/([^/,]+),", entry["error"]).group(1)
+        changes.append(_follow(hint, data / name))
+    assert "source=['FILE']" in rep["data"]["source"]["error"]
+    rep = _inspect_json("--state", state, *changes)
+    for key, entry in rep["data"].items():
+        assert "error" not in entry, (key, entry)
+        assert entry["path"].startswith(str(data)), (key, entry)
+    # the form users type from the old hint says which form to give, and that one works
+    rep = _inspect_json("--state", state, f"source='{data / 'binarized_text.shuffled.en.h5'}'")
+    error = rep["data"]["source"]["error"]
+    assert "must be a one-element list of paths" in error and "source=['FILE']" in error
+    # translate, following the vocabularies' hints, gives sample.py's recorded output
+    trans = tmp_path / "t.txt"
+    search = ["--beam-search", "--beam-size", "10", "--source", FX / "test.en", "--trans", trans]
+    rc, _, err = _run(
+        "--log-level", "error", "translate", "--state", state, MODEL, *changes[:4], *search
+    )
+    assert rc == 0, err
+    assert trans.read_text() == (FX / "trans_beam10.txt").read_text()
+
+
+def test_the_other_hints_with_syntax_work_when_followed(tmp_path, legacy_root):
+    """Each message that shows what to type, typed as shown."""
+    data = legacy_root / "data"
+    corpus = data / "binarized_text.shuffled.en.h5"
+    # a data key set to None: "give it in the changes, e.g. source=['file']"
+    vocab = data / "vocab.en.pkl"
+    rep = _inspect_json("--state", STATE, "source=[None]", "word_indx=None")
+    hints = [
+        re.findall(r"e\.g\. (\w+=\[?'file'\]?)$", rep["data"][key]["error"])
+        for key in ("source", "word_indx")
+    ]
+    assert hints == [["source=['file']"], ["word_indx='file'"]]
+    changes = [_follow(hints[0][0], corpus), _follow(hints[1][0], vocab)]
+    rep = _inspect_json("--state", STATE, "source=[None]", "word_indx=None", *changes)
+    assert rep["data"]["source"] == {"path": str(corpus)}
+    assert rep["data"]["word_indx"]["path"] == str(vocab)
+    # changes that do not parse: "e.g. seqlen=50,prefix='x_'"
+    rc, _, err = _run("inspect", "--state", STATE, "seqlen=50 prefix=x")
+    assert rc == 2, err
+    [example] = re.findall(r"e\.g\. (\S+)\)$", err.strip())
+    _inspect_json("--state", STATE, example)  # exit 0
+    assert parse_changes(example) == {"seqlen": 50, "prefix": "x_"}
+    # a typo in a key: "did you mean 'loopIters'?"
+    rc, _, err = _run("inspect", "--state", STATE, "loopIter=50")
+    [key] = re.findall(r"did you mean '(\w+)'\?", err)
+    rc, _, err = _run("inspect", "--state", STATE, f"{key}=50", "--strict")
+    assert rc == 0 and "unknown" not in err, err
+    # a prefix folder that does not exist: "give prefix='folder/name_' in the changes"
+    train = ["--log-level", "error", "train", "--state", STATE, MODEL, "--data-dir", data]
+    rc, _, err = _run(*train, "--max-updates", "0")
+    [hint] = re.findall(r"give (prefix='folder/name_') in the changes", err)
+    rc, _, err = _run(*train, hint.replace("folder", str(tmp_path)), "--max-updates", "0")
+    assert rc == 0 and (tmp_path / "name_model.npz").is_file(), err
+    # --state and MODEL swapped: "(--state S_state.pkl S_model.npz)", typed in that order
+    for swapped in ([MODEL, STATE], [STATE, STATE]):
+        rc, _, err = _run("inspect", "--state", *swapped)
+        assert rc == 2 and "--state S_state.pkl S_model.npz" in err, err
+    assert _inspect_json("--state", STATE, MODEL)["checkpoint"]["problems"] == []
+
+
+def test_the_pip_hints_name_extras_that_exist():
+    """``pip install 'groundhog-port[export]'`` and ``pip install -e ".[plot]"``: the extras
+    the messages name are in pyproject.toml and hold the package the message is about."""
+    tomllib = pytest.importorskip("tomllib")
+    from groundhog_port.cli.commands import export
+    from parity_tests.support.cases import REPO
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    source = (REPO / "groundhog_port/cli/commands/export.py").read_text()
+    [extra] = re.findall(r"groundhog-port\[(\w+)\]", source)
+    for package in export.NEEDS.values():
+        assert any(d.startswith(package) for d in extras[extra]), (extra, package)
+    [extra] = set(re.findall(r'\.\[(\w+)\]"', (REPO / "groundhog_port/tasks/plots.py").read_text()))
+    assert any(d.startswith("matplotlib") for d in extras[extra])
