@@ -286,3 +286,14 @@ def test_the_pip_hints_name_extras_that_exist():
         assert any(d.startswith(package) for d in extras[extra]), (extra, package)
     [extra] = set(re.findall(r'\.\[(\w+)\]"', (REPO / "groundhog_port/tasks/plots.py").read_text()))
     assert any(d.startswith("matplotlib") for d in extras[extra])
+
+
+def test_the_readme_names_every_extra():
+    """``export`` asks for the ``export`` extra, which the README never named."""
+    tomllib = pytest.importorskip("tomllib")
+    from parity_tests.support.cases import REPO
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    readme = (REPO / "README.md").read_text()
+    named = set(re.findall(r'pip install -e "\.\[(\w+)\]"', readme))
+    assert named == set(project["optional-dependencies"]), named
