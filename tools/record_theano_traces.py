@@ -529,24 +529,26 @@ LOADER_GRACE_S = 2.0
 
 def start_watched(start, *args):
     """``start(*args)`` (the data iterator's ``start``), returning the threads it started
-    and a list that collects their uncaught exceptions (Python >= 3.8; Python 2 prints
-    them)."""
+    and a list that collects their uncaught exceptions (each thread's ``run`` wrapped; the
+    exception still ends the thread, and Python prints it as before)."""
     started, errors = [], []
-    original = threading.Thread.start
+    # the plain function (Python 2: not the unbound method), put back as it was
+    original = threading.Thread.__dict__["start"]
 
     def recording_start(thread):
+        run = thread.run
+
+        def recorded_run():
+            try:
+                run()
+            except BaseException as exc:
+                errors.append(exc)
+                raise
+
+        thread.run = recorded_run
         started.append(thread)
         return original(thread)
 
-    hook = getattr(threading, "excepthook", None)
-    if hook is not None:
-
-        def recording_hook(info):
-            if info.thread in started:
-                errors.append(info.exc_value)
-            hook(info)
-
-        threading.excepthook = recording_hook
     threading.Thread.start = recording_start
     try:
         start(*args)

@@ -812,9 +812,29 @@ ALL_GROUPS = {
 TIMING_ATTRS = {"recorder_timings_json", "timings_json", "seconds_total", "seconds_per_sentence"}
 
 
-def run_recorder(argv, cwd, env=None, timeout=120):
+def py2_with_libs():
+    """A Python 2.7 with numpy and h5py (``GROUNDHOG_PY2`` or the usual places), or None."""
+    py2 = find_py2()
+    if py2 and subprocess.run([py2, "-c", "import numpy, h5py"], capture_output=True).returncode:
+        return None
+    return py2
+
+
+@pytest.fixture(scope="module", params=["python3", "python2.7"])
+def recorder_python(request):
+    """The interpreters the user-environment tests run the recorder under: this one, and a
+    Python 2.7 with numpy and h5py where one is found (GROUNDHOG_PY2)."""
+    if request.param == "python3":
+        return sys.executable
+    py2 = py2_with_libs()
+    if py2 is None:
+        pytest.skip("no Python 2.7 with numpy and h5py found (set GROUNDHOG_PY2)")
+    return py2
+
+
+def run_recorder(argv, cwd, env=None, timeout=120, python=None):
     return subprocess.run(
-        [sys.executable, str(RECORDER)] + [str(a) for a in argv],
+        [python or sys.executable, str(RECORDER)] + [str(a) for a in argv],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -854,24 +874,26 @@ def contents(path):
 
 
 @pytest.fixture(scope="module")
-def whole_mock_recording(tmp_path_factory):
+def whole_mock_recording(tmp_path_factory, recorder_python):
     """An uninterrupted recording of every part on the mock: ``(argv less --output, trace)``."""
     d = tmp_path_factory.mktemp("whole")
     argv = lay_out_mock_case(d)
-    run = run_recorder(argv + ["--output", d / "whole.h5"], d)
+    run = run_recorder(argv + ["--output", d / "whole.h5"], d, python=recorder_python)
     assert run.returncode == 0, run.stderr
     assert groups_of(d / "whole.h5") == ALL_GROUPS
     return d, argv, d / "whole.h5"
 
 
-def test_missing_corpus_stops_before_anything_is_built(tmp_path):
+def test_missing_corpus_stops_before_anything_is_built(tmp_path, recorder_python):
     """The corpus absent (vocabularies and test set in --remap-dir): exit 2 at once, one line
     naming the corpus file, where it looked and the fixes; nothing built, nothing written.
     With --parts without train_step the same command records the rest.  Proven: without the
     corpus check (main before issue 35) the run builds the model and waits for the loader
     thread forever (here: the 60 s timeout fails the test)."""
     argv = lay_out_mock_case(tmp_path, corpus=None)
-    run = run_recorder(argv + ["--output", tmp_path / "t.h5"], tmp_path, timeout=60)
+    run = run_recorder(
+        argv + ["--output", tmp_path / "t.h5"], tmp_path, timeout=60, python=recorder_python
+    )
     assert run.returncode == 2, run.stderr
     line = run.stderr.strip().splitlines()[-1]
     data = tmp_path / "data"
@@ -887,7 +909,9 @@ def test_missing_corpus_stops_before_anything_is_built(tmp_path):
     # where each vocabulary was found is logged
     assert f"state['word_indx']: /nonexistent/vocab.en.pkl not found; using {data}" in run.stderr
     parts = ["--parts", "pairs,batch,repr,steps,beam,sampler"]
-    run = run_recorder(argv + ["--output", tmp_path / "t.h5"] + parts, tmp_path, timeout=60)
+    run = run_recorder(
+        argv + ["--output", tmp_path / "t.h5"] + parts, tmp_path, timeout=60, python=recorder_python
+    )
     assert run.returncode == 0, run.stderr
     assert groups_of(tmp_path / "t.h5") == ALL_GROUPS - {"train_step"}
     with TraceFile(tmp_path / "t.h5") as tr:
@@ -897,7 +921,7 @@ def test_missing_corpus_stops_before_anything_is_built(tmp_path):
     corpus.mkdir()
     write_corpus(corpus)
     extra = ["--data", corpus, "--resume", "--output", tmp_path / "t.h5"]
-    run = run_recorder(argv + extra, tmp_path, timeout=60)
+    run = run_recorder(argv + extra, tmp_path, timeout=60, python=recorder_python)
     assert run.returncode == 0, run.stderr
     assert (
         f"state['source'][0]: /nonexistent/binarized_text.shuffled.en.h5 not found; using {corpus}"
@@ -934,18 +958,21 @@ def test_vocabulary_lookup_repeatable_remap_dir_never_the_stored_path(tmp_path):
     assert "mock GroundHog: build" not in run.stderr
 
 
-def test_dead_loader_thread_is_an_error_not_a_hang(tmp_path):
+def test_dead_loader_thread_is_an_error_not_a_hang(tmp_path, recorder_python):
     """Corpus files GroundHog's loader thread dies on: exit 2 within seconds naming both files
     and the thread's error, the groups recorded before /train_step kept.  Proven: without
     the watch (original_next called directly) the run waits forever (timeout here)."""
     argv = lay_out_mock_case(tmp_path, corpus=False)
-    run = run_recorder(argv + ["--output", tmp_path / "t.h5"], tmp_path, timeout=60)
+    run = run_recorder(
+        argv + ["--output", tmp_path / "t.h5"], tmp_path, timeout=60, python=recorder_python
+    )
     assert run.returncode == 2, run.stderr
     data = tmp_path / "data"
     line = run.stderr.strip().splitlines()[-1]
+    error = "OSError" if recorder_python == sys.executable else "IOError"
     assert line.startswith(
         "record_theano_traces.py: error: GroundHog's data loader thread died before giving a "
-        f"batch (OSError: {data / 'binarized_text.shuffled.fr.h5'}: not an HDF5 file) reading "
+        f"batch ({error}: {data / 'binarized_text.shuffled.fr.h5'}: not an HDF5 file) reading "
         f"state['source'][0] {data / 'binarized_text.shuffled.en.h5'} and state['target'][0] "
         f"{data / 'binarized_text.shuffled.fr.h5'}"
     ), line
@@ -969,7 +996,9 @@ def test_loader_timeout(tmp_path):
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
-def test_interrupted_run_keeps_every_finished_group(whole_mock_recording, tmp_path, sig):
+def test_interrupted_run_keeps_every_finished_group(
+    whole_mock_recording, tmp_path, sig, recorder_python
+):
     """Stopped while recording /beam/2_normalize: the trace opens and holds every group
     finished before, and --resume adds the rest -- the same trace as an uninterrupted run.
     Proven: with the trace written to .partial and renamed only at the end (main before
@@ -979,7 +1008,7 @@ def test_interrupted_run_keeps_every_finished_group(whole_mock_recording, tmp_pa
     marker = tmp_path / "hanging"
     env = dict(os.environ, MOCK_HANG_AT_BEAM="2", MOCK_HANG_MARKER=str(marker))
     proc = subprocess.Popen(
-        [sys.executable, str(RECORDER)] + [str(a) for a in argv + ["--output", out]],
+        [recorder_python, str(RECORDER)] + [str(a) for a in argv + ["--output", out]],
         cwd=str(d),
         env=env,
         stderr=subprocess.PIPE,
@@ -1009,7 +1038,7 @@ def test_interrupted_run_keeps_every_finished_group(whole_mock_recording, tmp_pa
     with TraceFile(out) as tr:
         tr.validate()
         assert tr.beam_labels() == ["1"] and tr.pair_indices() == [0, 1, 2]
-    run = run_recorder(argv + ["--output", out, "--resume"], d)
+    run = run_recorder(argv + ["--output", out, "--resume"], d, python=recorder_python)
     assert run.returncode == 0, run.stderr
     assert "--resume: " in run.stderr and "recording beam, sampler, train_step" in run.stderr
     assert contents(out) == contents(whole)
@@ -1069,7 +1098,9 @@ def test_a_crash_keeps_every_finished_group(rec, workdir):
     assert not (workdir / "c.h5.partial").exists()
 
 
-def test_no_path_of_the_recording_machine_unless_asked(whole_mock_recording, tmp_path):
+def test_no_path_of_the_recording_machine_unless_asked(
+    whole_mock_recording, tmp_path, recorder_python
+):
     """Nothing of the recording machine's folders in the trace (main before issue 35 wrote the
     remapped vocabulary paths into state_json); --keep-paths keeps them; --train-changes is
     recorded as state_changes_json, --changes as recorder_changes_json."""
@@ -1086,7 +1117,7 @@ def test_no_path_of_the_recording_machine_unless_asked(whole_mock_recording, tmp
     changes = f"source=['{d}/x.h5'],dim=3,prefix='runs/'"
     extra = ["--train-changes", changes, "--changes", f"bs=2,word_indx='{vocab}'"]
     extra += ["--parts", "repr", "--keep-paths", "--output", tmp_path / "k.h5"]
-    run = run_recorder(argv + extra, d)
+    run = run_recorder(argv + extra, d, python=recorder_python)
     assert run.returncode == 0, run.stderr
     with TraceFile(tmp_path / "k.h5") as tr:
         assert json.loads(tr.attrs["state_json"])["word_indx"] == str(vocab)
@@ -1097,7 +1128,7 @@ def test_no_path_of_the_recording_machine_unless_asked(whole_mock_recording, tmp
             "prefix": "runs/",
         }
     extra[-3:] = ["--log-level=INFO", "--output", tmp_path / "p.h5"]
-    run = run_recorder(argv + extra, d)
+    run = run_recorder(argv + extra, d, python=recorder_python)
     assert run.returncode == 0, run.stderr
     assert str(d).encode() not in (tmp_path / "p.h5").read_bytes()
     with TraceFile(tmp_path / "p.h5") as tr:
