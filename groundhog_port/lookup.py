@@ -11,10 +11,12 @@ plugin's ``--legacy-data-dir``) finds a file the same way, first hit wins:
 3. the same name in each data directory, in the order given (``--data-dir DIR``,
    repeatable).
 
-Test sets of a case folder (``test.en``/``test.fr``, ``holdout.*``) are looked for in
-the folder, then in the same data directories.  Commands taking ``--case DIR`` add the
-folder's sibling ``../data`` (the shared recordings' corpus folder) after the given
-data directories.
+Test sets of a case folder (``test.en``/``test.fr``, ``holdout.*``) are looked for by
+name in the folder, then in the same data directories.  Commands taking ``--case DIR`` add
+the folder's sibling ``../data`` (the shared recordings' corpus folder) after the given
+data directories.  Renamed test sets kept anywhere are found by content
+(:func:`find_source`, docs/archives.md): ``archive``, ``reproduce --case``, ``parity --case``
+and the pytest plugin share it.
 
 Each choice is logged once per run (:func:`new_run`) on logger ``groundhog_port.paths``: one INFO line
 per (stored folder, folder used) -- three vocabularies found in one ``--data-dir`` give
@@ -24,6 +26,9 @@ pass ``--data-dir``.
 """
 
 import logging
+import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LegacyInputError
@@ -32,11 +37,29 @@ logger = logging.getLogger("groundhog_port.paths")
 
 #: what has been announced at INFO in this process: (stored folder, folder used, why)
 _announced = set()
+#: folder -> its candidate text files (any depth), walked once per run (:func:`new_run`)
+_walks: dict = {}
 
 
 def new_run():
-    """Forget what was announced: the next choices are logged again (a new command run)."""
+    """Forget what was announced: the next choices are logged again (a new command run);
+    folders are walked again."""
     _announced.clear()
+    _walks.clear()
+
+
+class ImplicitDir(type(Path())):
+    """A folder searched without being given with ``--data-dir`` (the ``--case`` folder, its
+    ``../data``): messages name it by ``label``, and ``--data-dir i of n`` counts only the
+    folders the user gave."""
+
+    label = "a folder searched by default"
+
+
+def implicit_dir(path, label) -> ImplicitDir:
+    d = ImplicitDir(path)
+    d.label = label
+    return d
 
 
 def data_dirs(value, check=True):
@@ -49,7 +72,7 @@ def data_dirs(value, check=True):
         value = [value]
     out = []
     for d in value:
-        p = Path(d)
+        p = d if isinstance(d, Path) else Path(d)
         if check and not p.is_dir():
             raise LegacyInputError(
                 p, "data directory does not exist or is not a directory (--data-dir)"
@@ -64,9 +87,12 @@ def case_data_dirs(case_dir, given=None):
     (for a ``--state`` kept elsewhere), then ``DIR/../data`` when it exists (where the shared
     recordings keep their corpora and test sets)."""
     dirs = list(data_dirs(given))
-    for d in (Path(case_dir), Path(case_dir).parent / "data"):
+    for d, label in (
+        (Path(case_dir), "in the experiment folder"),
+        (Path(case_dir).parent / "data", "in the experiment folder's ../data"),
+    ):
         if d.is_dir() and d not in dirs:
-            dirs.append(d)
+            dirs.append(implicit_dir(d, label))
     return tuple(dirs)
 
 
@@ -104,11 +130,16 @@ def candidates(name, state_path=None, dirs=()):
     out = []
     if state_path is not None:
         out.append((Path(state_path).parent / name, "next to the state file"))
-    n = len(dirs)
-    for i, d in enumerate(dirs):
+    given = [d for d in dirs if not isinstance(d, ImplicitDir)]
+    n = len(given)
+    for d in dirs:
         path = Path(d) / name
+        if isinstance(d, ImplicitDir):
+            where = d.label
+        else:
+            where = "--data-dir" + (f" {given.index(d) + 1} of {n}" if n > 1 else "")
         if all(path != p for p, _ in out):
-            out.append((path, "--data-dir" + (f" {i + 1} of {n}" if n > 1 else "")))
+            out.append((path, where))
     return out
 
 
@@ -164,3 +195,281 @@ def find_named(name, folder, dirs=()):
 def places(name, folder, dirs=()):
     """Where :func:`find_named` looks, for messages."""
     return ", ".join(str(c) for c, _ in candidates(name, Path(folder) / name, dirs))
+
+
+# ----------------------------------------------------------------------------------------
+# test sets found by content (archive, reproduce --case, parity --case, the pytest plugin)
+# ----------------------------------------------------------------------------------------
+#: files that are never a test set: what sample.py / score.py / train.py / the recorder wrote,
+#: and binary formats (a text file is also checked for NUL bytes)
+_OUTPUT_NAME = re.compile(
+    r"^(trans.*\.txt|scores.*\.txt|sample_.*_(stdout|error)\.txt|.*_error\.txt|timings\.txt)$"
+)
+_BINARY_SUFFIXES = frozenset(
+    ".pkl .npz .npy .h5 .hdf5 .gz .bz2 .xz .zip .tar .png .jpg .pdf .pyc .so .json .html .md "
+    ".partial".split()
+)
+#: how many first lines confirm a candidate (each one translated with the archived settings)
+CONFIRM_LINES = 3
+#: candidates confirmed at most per lookup (each costs CONFIRM_LINES translations)
+MAX_CONFIRMATIONS = 40
+#: ``(path, size, mtime_ns) -> line count`` (None: not a text file), for the whole process
+_line_counts: dict = {}
+#: not name parts that say a language
+_NOT_LANGUAGES = frozenset("h5 pkl npz txt gz tok bpe raw sgm xml src trg ref out in".split())
+
+
+@dataclass
+class Place:
+    """A folder test sets are looked for in: ``label`` for messages, ``recursive`` (any
+    depth) or only the files directly inside."""
+
+    folder: Path
+    label: str
+    recursive: bool = True
+
+
+@dataclass(frozen=True)
+class TestSetChoice:
+    """The source of an archived output, its reference, and why they were taken."""
+
+    source: Path
+    reference: Path | None
+    why: str
+    confirmed: bool = True
+
+
+def _is_candidate_name(name):
+    return not _OUTPUT_NAME.match(name) and Path(name).suffix.lower() not in _BINARY_SUFFIXES
+
+
+def line_count(path) -> int | None:
+    """The number of lines of a text file as :func:`~groundhog_port.legacy.data.read_text_lines`
+    counts them (a last line without newline counts); ``None`` when it is not a text file
+    (a NUL byte) or cannot be read.  Cached per (path, size, modification time)."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return None
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _line_counts:
+        n, last = 0, b"\n"
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    if b"\0" in chunk:
+                        n = None
+                        break
+                    n += chunk.count(b"\n")
+                    last = chunk[-1:]
+        except OSError:
+            n = None
+        if n is not None and last != b"\n":
+            n += 1
+        _line_counts[key] = n
+    return _line_counts[key]
+
+
+def _distance(a, b):
+    """Folder hops from folder ``a`` to folder ``b`` (up to their common ancestor, then down)."""
+    a, b = Path(os.path.abspath(a)).parts, Path(os.path.abspath(b)).parts
+    common = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        common += 1
+    return (len(a) - common) + (len(b) - common)
+
+
+def _walk(folder, recursive):
+    key = (os.path.abspath(folder), recursive)
+    if key not in _walks:
+        found = []
+        if recursive:
+            for top, dirs, names in os.walk(folder, followlinks=False):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found += [Path(top) / n for n in names if _is_candidate_name(n)]
+        else:
+            found = [p for p in folder.iterdir() if _is_candidate_name(p.name)]
+        _walks[key] = [p for p in found if p.is_file()]
+    return _walks[key]
+
+
+def files_named(root, name) -> list[Path]:
+    """Every file called ``name`` under ``root`` (any depth), sorted (walked once per run)."""
+    key = (os.path.abspath(root), "all")
+    if key not in _walks:
+        found = {}
+        for top, dirs, names in os.walk(root, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for n in names:
+                found.setdefault(n, []).append(Path(top) / n)
+        _walks[key] = found
+    return sorted(p for p in _walks[key].get(name, []) if p.is_file())
+
+
+def text_files(places, near):
+    """``[(path, label)]``: the candidate text files of ``places`` in order (a place's files by
+    their distance from folder ``near``, then path); each file once (its first place)."""
+    out, seen = [], set()
+    for place in places:
+        folder = Path(place.folder)
+        if not folder.is_dir():
+            continue
+        found = list(_walk(folder, place.recursive))
+        found.sort(key=lambda p: (_distance(near, p.parent), str(p)))
+        for p in found:
+            key = os.path.abspath(p)
+            if key not in seen:
+                seen.add(key)
+                out.append((p, place.label))
+    return out
+
+
+def case_places(directory, data_dirs=(), levels=3):
+    """Where ``reproduce --case DIR`` looks for test sets: ``DIR`` (any depth), each
+    ``--data-dir`` (any depth), then up to ``levels`` folders up, each one's own files and its
+    ``data/`` folder (``ROOT/data/test.en`` for ``ROOT/2015-search/run1``)."""
+    directory = Path(directory)
+    places = [Place(directory, "in the experiment folder")]
+    given = [d for d in data_dirs if not isinstance(d, ImplicitDir)]
+    for i, d in enumerate(given):
+        label = "--data-dir" + (f" {i + 1} of {len(given)}" if len(given) > 1 else "")
+        places.append(Place(Path(d), label))
+    up = Path(os.path.abspath(directory))
+    for level in range(1, levels + 1):
+        if up.parent == up:
+            break
+        up = up.parent
+        rel = "/".join([".."] * level)
+        places.append(Place(up, f"in {rel}", recursive=False))
+        places.append(Place(up / "data", f"in {rel}/data"))
+    return places
+
+
+def languages(state) -> tuple[str, str]:
+    """``(source, target)`` language suffixes the state's files name (``vocab.en.pkl``,
+    ``binarized_text.fr.h5``: ``en``, ``fr``); ``("en", "fr")`` where they say none."""
+
+    def lang(keys, default):
+        for key in keys:
+            value = state.get(key)
+            if isinstance(value, (list, tuple)) and value:
+                value = value[0]
+            if not isinstance(value, str):
+                continue
+            parts = Path(value).name.split(".")[1:]
+            for part in reversed(parts):
+                if part.isalpha() and 2 <= len(part) <= 3 and part.lower() not in _NOT_LANGUAGES:
+                    return part
+        return default
+
+    return (
+        lang(("source", "word_indx", "indx_word"), "en"),
+        lang(("target", "word_indx_trgt", "indx_word_target"), "fr"),
+    )
+
+
+def reference_for(source, src_lang, trg_lang):
+    """``(reference, why)`` of a source file: the file of the same stem in the target language
+    (``newstest2012.en`` -> ``newstest2012.fr``); ``(None, why not)`` when there is none with
+    as many lines as the source."""
+    source = Path(source)
+    parts = source.name.split(".")
+    names = []
+    if src_lang in parts[1:]:
+        i = len(parts) - 1 - parts[::-1].index(src_lang)
+        names.append(".".join(parts[:i] + [trg_lang] + parts[i + 1 :]))
+    names.append(f"{source.name}.{trg_lang}")
+    if len(parts) > 1:
+        names.append(f"{'.'.join(parts[:-1])}.{trg_lang}")
+    n = line_count(source)
+    for name in dict.fromkeys(names):
+        ref = source.with_name(name)
+        if is_file(ref):
+            m = line_count(ref)
+            if m == n:
+                return ref, f"the same stem in the target language .{trg_lang}"
+            return None, f"{ref} has {m} lines, its source {n}"
+    return None, f"no {' or '.join(dict.fromkeys(names))} beside it (target language .{trg_lang})"
+
+
+def find_source(
+    n_lines,
+    confirm,
+    places,
+    near,
+    what,
+    how,
+    langs=("en", "fr"),
+    crashed=None,
+    by_name=None,
+    fix="",
+):
+    """The source text file an archived output of ``n_lines`` lines was made from.
+
+    Candidates are the text files of ``places`` (:func:`text_files`): first those with exactly
+    ``n_lines`` lines, then (the original stopped early: ``crashed`` names its crash log, or
+    nothing of the right length confirmed) longer ones; files ending in the source language
+    first.  ``confirm(path)`` decides: ``None`` when the candidate's first lines give the
+    archived ones (``how`` says with what), else the first difference as text.  The first
+    confirmed candidate wins; ``by_name`` (the standard name, ``test.en``) is taken without
+    confirmation when nothing confirms, the differences then being the report's.
+
+    Returns a :class:`TestSetChoice`; raises :class:`LegacyInputError` saying what was looked
+    at, the near misses and the fix.
+    """
+    src_lang, trg_lang = langs
+    files = text_files(places, near)
+    counts = [(p, label, line_count(p)) for p, label in files]
+    exact = [c for c in counts if c[2] == n_lines]
+    longer = [c for c in counts if c[2] is not None and c[2] > n_lines]
+    by_lang = lambda cs: sorted(cs, key=lambda c: not c[0].name.endswith("." + src_lang))
+    misses, tried = [], 0
+    for group, kind in ((by_lang(exact), "exact"), (by_lang(longer), "longer")):
+        for path, label, count in group:
+            if tried >= MAX_CONFIRMATIONS:
+                break
+            tried += 1
+            difference = confirm(path)
+            if difference is not None:
+                misses.append(f"{path} ({difference})")
+                continue
+            ref, ref_why = reference_for(path, src_lang, trg_lang)
+            if kind == "exact":
+                lines = f"{count} lines, as many as {what}"
+            else:
+                lines = f"{count} lines, {what} {n_lines}: the original stopped early" + (
+                    f" ({crashed})" if crashed else ""
+                )
+            why = (
+                f"source {path} ({label}; {lines}; its first lines give the archived ones "
+                f"{how}), reference " + (f"{ref} ({ref_why})" if ref else f"none ({ref_why})")
+            )
+            return TestSetChoice(path, ref, why)
+    if by_name is not None and line_count(by_name) is not None and line_count(by_name) >= n_lines:
+        ref, ref_why = reference_for(by_name, src_lang, trg_lang)
+        why = (
+            f"source {by_name} by its name (no text file's first lines give the archived "
+            f"ones {how}: the report shows the differences), reference "
+            + (f"{ref} ({ref_why})" if ref else f"none ({ref_why})")
+        )
+        return TestSetChoice(by_name, ref, why, confirmed=False)
+    looked = ", ".join(
+        dict.fromkeys(
+            f"{p.folder}{'' if p.recursive else ' (not below)'}"
+            for p in places
+            if Path(p.folder).is_dir()
+        )
+    )
+    near_text = (
+        f"; files of {n_lines} lines or more whose first lines differ: {'; '.join(misses[:3])}"
+        + (f" and {len(misses) - 3} more" if len(misses) > 3 else "")
+        if misses
+        else f"; no text file there has {n_lines} lines or more"
+    )
+    raise LegacyInputError(
+        None,
+        f"cannot find the source of {what} ({n_lines} lines): looked at the text files in "
+        f"{looked}{near_text}{fix}",
+    )

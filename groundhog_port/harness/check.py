@@ -76,6 +76,7 @@ Typical use::
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,6 +92,8 @@ from .groups.search import BEAM, STEPS
 from .groups.train_step import TRAIN_STEP
 from .report import Context, Report, Rows
 from .trace import Tolerance, TraceFile
+
+logger = logging.getLogger(__name__)
 
 #: the groups :func:`check` compares, by name, in report order
 GROUP_TABLE = {g.name: g for g in (REPR, PAIRS, BATCH, STEPS, SAMPLER, TRAIN_STEP, BEAM)}
@@ -217,9 +220,13 @@ def find_case(
     if source is None or target is None:
         src_name, trg_name = _test_file_names(trace)
         if source is None:
-            source = lookup.find_named(src_name, d, data_dirs)
+            source = lookup.find_named(src_name, d, data_dirs) or _by_content(
+                trace, "src_line", d, data_dirs
+            )
         if target is None:
-            target = lookup.find_named(trg_name, d, data_dirs)
+            target = lookup.find_named(trg_name, d, data_dirs) or _by_content(
+                trace, "trg_line", d, data_dirs
+            )
     return CaseFiles(
         d,
         state,
@@ -228,6 +235,50 @@ def find_case(
         None if source is None else Path(source),
         None if target is None else Path(target),
     )
+
+
+def _by_content(trace_path, side, case_dir, data_dirs):
+    """The test file whose lines the trace's ``pairs/{i}`` recorded as ``side`` (``src_line``
+    / ``trg_line``), found by content (:func:`groundhog_port.lookup.find_source`: as
+    many lines as the trace's sentences, the first ones equal); ``None`` when the trace holds
+    no pairs or no file matches (the groups needing it then say so)."""
+    from ..legacy.data import first_text_lines
+
+    with TraceFile(trace_path) as tr:
+        if not tr.has("pairs"):
+            return None
+        indices = tr.pair_indices()
+        recorded = {i: tr.pairs(i)[side] for i in indices[: lookup.CONFIRM_LINES]}
+    if not indices or indices[: len(recorded)] != list(range(len(recorded))):
+        return None
+    first = [str(recorded[i]) for i in range(len(recorded))]
+
+    def confirm(path):
+        try:
+            got = first_text_lines(path, len(first))
+        except LegacyInputError as err:
+            return err.problem
+        for i, (a, b) in enumerate(zip(first, got + [None] * len(first))):
+            if a != b:
+                return f"line {i + 1} is {b!r}, the trace recorded {a!r}"
+        return None
+
+    what = "the trace's test " + ("sources" if side == "src_line" else "targets")
+    try:
+        choice = lookup.find_source(
+            max(indices) + 1,
+            confirm,
+            lookup.case_places(case_dir, data_dirs),
+            case_dir,
+            what,
+            "as recorded",
+            ("", ""),
+        )
+    except LegacyInputError as err:
+        logger.warning("%s", err.problem)
+        return None
+    logger.info("%s: %s", what, choice.why.split(", reference")[0])
+    return choice.source
 
 
 def _test_file_names(trace_path):

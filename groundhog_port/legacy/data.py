@@ -192,6 +192,30 @@ def read_text_lines(path) -> list[str]:
     return lines
 
 
+def first_text_lines(path, n) -> list[str]:
+    """The first ``n`` lines of :func:`read_text_lines` without reading the rest of the file
+    (a candidate test set may be a corpus of millions of lines)."""
+    chunks = []
+    try:
+        with open(path, "rb") as fh:
+            for raw in fh:
+                chunks.append(raw)
+                if len(chunks) >= n:
+                    break
+    except OSError as err:
+        raise LegacyInputError(path, f"cannot read text file ({err.strerror or err})") from None
+    lines = []
+    for number, chunk in enumerate(chunks, start=1):
+        try:
+            text = chunk.rstrip(b"\n").decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise LegacyInputError(
+                path, f"line {number}: not valid UTF-8 (byte 0x{chunk[err.start]:02x})"
+            ) from None
+        lines.append(text.strip(PY2_WHITESPACE))
+    return lines
+
+
 def _pack_text(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     """``BatchTxtIterator._pack`` (``score.py:29-37``): zero padding, mask over each sequence
     (its words and the appended null_sym), transposed to (time, batch)."""

@@ -14,8 +14,9 @@ the state names (found by :mod:`groundhog_port.lookup`: stored path, next to the
   set) and ``scores_h5_trainN[_runK].txt`` (the first N batches of the training corpora);
 * crash logs ``*_error.txt``.
 
-The test set is ``test.en``/``test.fr`` (``holdout.*``) found through the same lookup; a
-renamed one is taken when the folder holds exactly one ``*.en`` text file with its ``.fr``.
+The test set of each trans file is found by content (:class:`groundhog_port.tasks.reproduce.
+SourceFinder`: any text file under ROOT or a ``--data-dir`` whose first lines translate to
+the archived ones, docs/archives.md), or given (``--source/--ref``, ``--test-sets FILE``).
 
 Per experiment (:func:`redo`): reproduction per trans file (identical lines, the first
 differing ones, the original's crash re-checked), BLEU of archived and reproduced output
@@ -68,10 +69,16 @@ class Options:
     tokenize: str = "13a"
     max_diffs: int = 3
     device: str = "cpu"
+    source: Path | None = None  # --source: the test set of every experiment
+    reference: Path | None = None  # --ref
+    test_sets: dict = field(default_factory=dict)  # --test-sets FILE: key -> (source, ref)
 
     def key(self) -> dict:
         return {
             "data_dirs": [str(d) for d in self.data_dirs],
+            "source": str(self.source) if self.source else None,
+            "reference": str(self.reference) if self.reference else None,
+            "test_sets": {k: [str(p) if p else None for p in v] for k, v in self.test_sets.items()},
             "max_sentences": self.max_sentences,
             "plots": self.plots,
             "parity_groups": list(self.parity_groups) if self.parity_groups else None,
@@ -93,6 +100,7 @@ class Entry:
     trace: Path | None
     outputs: list[Path] = field(default_factory=list)  # trans_*, scores*, *_error.txt
     others: int = 0  # other states in the same folder (outputs then shared)
+    root: Path | None = None  # the archive it was found in
 
 
 # ----------------------------------------------------------------------------------------
@@ -137,38 +145,100 @@ def discover(root) -> list[Entry]:
                     trace if trace.is_file() else None,
                     outputs,
                     len(states) - 1,
+                    root,
                 )
             )
     return sorted(entries, key=lambda e: e.id)
 
 
-def test_set(folder, name, dirs):
-    """``(source, reference, how)`` of test set ``name`` (``test``/``holdout``) of an
-    experiment folder: by the standard names through the lookup, else (``test`` only) the
-    folder's only ``*.en`` text file and its ``.fr``; ``(None, None, why)`` when absent."""
-    from .reproduce import TEST_SETS
+def places(root, entry: Entry, opts: Options):
+    """Where the test sets of ``entry`` are looked for, in order: its folder (not below: the
+    folders below are other experiments), each ``--data-dir``, the whole archive, and the
+    folder's ``../data`` where it lies outside."""
+    out = [lookup.Place(entry.folder, "in the experiment folder", recursive=False)]
+    given = [d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir)]
+    for i, d in enumerate(given):
+        label = "--data-dir" + (f" {i + 1} of {len(given)}" if len(given) > 1 else "")
+        out.append(lookup.Place(Path(d), label))
+    out.append(lookup.Place(Path(root), "under the archive ROOT"))
+    out.append(lookup.Place(entry.folder.parent / "data", "in the experiment folder's ../data"))
+    return out
 
-    src_name, ref_name = TEST_SETS[name]
-    src = lookup.find_named(src_name, folder, dirs)
-    if src is not None:
-        return src, lookup.find_named(ref_name, folder, dirs), f"{src_name} by name"
-    if name == "test":
-        renamed = sorted(p for p in Path(folder).glob("*.en") if p.is_file())
-        if len(renamed) == 1:
-            ref = renamed[0].with_suffix(".fr")
-            return (
-                renamed[0],
-                ref if ref.is_file() else None,
-                f"renamed: {renamed[0].name}, the only *.en in the folder",
+
+def given_test_set(root, entry: Entry, opts: Options, name="test"):
+    """``(source, reference, how)`` chosen by the user for ``entry``'s ``name`` test set: a
+    line of ``--test-sets FILE`` for the experiment's folder, else (``test``) ``--source/--ref``;
+    ``(None, None, None)`` when none."""
+    key = _folder_key(root, entry) + ("" if name == "test" else f":{name}")
+    if key in opts.test_sets:
+        return (*opts.test_sets[key], f"given (--test-sets, line {key!r})")
+    if name == "test" and opts.source is not None:
+        return opts.source, opts.reference, "given (--source/--ref)"
+    return None, None, None
+
+
+def _folder_key(root, entry):
+    return entry.folder.relative_to(root).as_posix() or "."
+
+
+def read_test_sets(path, root) -> dict:
+    """The ``--test-sets FILE`` mapping (docs/archives.md, "Choosing test sets yourself"): one line
+    per experiment, ``FOLDER SOURCE [REFERENCE]`` separated by whitespace, ``#`` starting a
+    comment; ``FOLDER`` is the experiment's folder relative to ROOT (``.`` for ROOT itself;
+    ``FOLDER:holdout`` for its holdout set); ``SOURCE``/``REFERENCE`` are relative to the
+    mapping file's folder (or absolute).  Every folder and file must exist."""
+    path, root = Path(path), Path(root)
+    if not lookup.is_file(path):
+        raise LegacyInputError(path, "--test-sets: file not found")
+    out = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        if len(words) not in (2, 3):
+            raise LegacyInputError(
+                path,
+                f"line {number}: expected FOLDER SOURCE [REFERENCE] (whitespace-separated), "
+                f"got {len(words)} words",
             )
-    return (
-        None,
-        None,
-        (
-            f"{src_name} not found (looked at {lookup.places(src_name, folder, dirs)})"
-            + ("; no single renamed *.en in the folder either" if name == "test" else "")
-        ),
-    )
+        folder, _, name = words[0].partition(":")
+        if name not in ("", "holdout"):
+            raise LegacyInputError(
+                path, f"line {number}: {words[0]!r}: only FOLDER or FOLDER:holdout"
+            )
+        if not (root / folder).is_dir():
+            raise LegacyInputError(path, f"line {number}: no folder {folder!r} under {root}")
+        files = [p if p.is_absolute() else path.parent / p for p in map(Path, words[1:])]
+        for f in files:
+            if not lookup.is_file(f):
+                raise LegacyInputError(path, f"line {number}: {f}: file not found")
+        key = Path(folder).as_posix() + (f":{name}" if name else "")
+        if key in out:
+            raise LegacyInputError(path, f"line {number}: {words[0]!r} given twice")
+        out[key] = (files[0], files[1] if len(files) > 1 else None)
+    return out
+
+
+def vocabulary_dirs(root, entry: Entry, state) -> tuple:
+    """Folders under ROOT holding the vocabularies ``state`` names, where exactly one file of
+    that name lies in the archive or all such files are byte-identical (never a guess among
+    different vocabularies: those need ``--data-dir``)."""
+    out = []
+    for key in VOCAB_KEYS:
+        value = state.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        found = lookup.files_named(root, Path(value).name)
+        if found and len({p.read_bytes() for p in found[:8]}) == 1 and len(found) <= 8:
+            folder = found[0].parent
+            if folder not in out:
+                out.append(
+                    lookup.implicit_dir(
+                        folder, f"under the archive ROOT (the only {Path(value).name})"
+                    )
+                )
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------
@@ -198,6 +268,11 @@ def cache_key(entry: Entry, opts: Options) -> str:
             inputs += sorted(
                 p for p in Path(d).iterdir() if p.is_file() and p.suffix in (".pkl", ".en", ".fr")
             )
+    # every file a test set may be taken from (found by content: any text file of ROOT and
+    # the data directories), and the given ones
+    if entry.root is not None:
+        inputs += [p for p, _ in lookup.text_files(places(entry.root, entry, opts), entry.folder)]
+    inputs += [opts.source, opts.reference, *(p for v in opts.test_sets.values() for p in v)]
     blob = json.dumps(
         {
             "version": CACHE_VERSION,
@@ -276,6 +351,7 @@ class _Result:
             "notes": [],
             "not_done": [],
         }
+        self._causes = {}
 
     def rel(self, path):
         """``path`` relative to ROOT where it lies inside, else as it is."""
@@ -284,9 +360,21 @@ class _Result:
         except ValueError:
             return str(path)
 
-    def not_done(self, what, why):
-        logger.warning("%s: %s: not done: %s", self.data["id"], what, why)
-        self.data["not_done"].append({"what": what, "why": why})
+    def not_done(self, what, why, cause=None):
+        """Record ``what`` as not done.  One cause, one entry: the same ``why`` (or the same
+        ``cause``, for reasons worded per file) given again adds its ``what`` to the first."""
+        for entry in self.data["not_done"]:
+            if entry["why"] == why or (cause is not None and self._causes.get(id(entry)) == cause):
+                entry["what"] += f", {what}"
+                return
+        entry = {"what": what, "why": why}
+        self._causes[id(entry)] = cause
+        self.data["not_done"].append(entry)
+
+    def flush(self):
+        """One warning per cause (``why``) of this experiment."""
+        for entry in self.data["not_done"]:
+            logger.warning("%s: not done: %s: %s", self.data["id"], entry["what"], entry["why"])
 
 
 def _attempt(res, what, fn, *args):
@@ -302,8 +390,17 @@ def _attempt(res, what, fn, *args):
 
 
 def redo(root, entry: Entry, opts: Options, out) -> dict:
-    """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment, as a dict."""
+    """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment, as a dict.
+    What cannot be done is logged once per cause (:meth:`_Result.flush`)."""
     res = _Result(root, entry)
+    try:
+        _redo(res, root, entry, opts, out)
+    finally:
+        res.flush()
+    return res.data
+
+
+def _redo(res, root, entry, opts, out):
     if entry.others:
         res.not_done(
             "attributing outputs",
@@ -315,7 +412,7 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
             "everything",
             "no *model.npz beside the state (or several, none with the state's prefix)",
         )
-        return res.data
+        return
     from ..legacy.loading import open_experiment
 
     dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
@@ -330,24 +427,41 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
         opts.device,
     )
     if exp is None:
-        return res.data
-    for key in VOCAB_KEYS:
-        path = _attempt(res, f"finding {key}", exp.path, key)
-        res.data["files"][key] = res.rel(path) if path else None
+        return
+    exp.data_dirs = tuple(dirs) + vocabulary_dirs(root, entry, exp.state)
+    if not _vocabularies(res, exp, entry):
+        return
     tests = {}
-    for name in ("test", "holdout"):
-        src, ref, how = test_set(entry.folder, name, dirs)
+    for name in TEST_SET_NAMES:
+        src, ref, how = given_test_set(root, entry, opts, name)
+        if src is not None:
+            if ref is None:
+                ref, why = lookup.reference_for(src, *lookup.languages(exp.state))
+                how += f"; reference: {why}"
+            res.data["files"][name] = {
+                "source": res.rel(src),
+                "reference": res.rel(ref) if ref else None,
+                "how": how,
+            }
         tests[name] = (src, ref)
-        res.data["files"][name] = {
-            "source": res.rel(src) if src else None,
-            "reference": res.rel(ref) if ref else None,
-            "how": how,
-        }
     trans = [p for p in entry.outputs if p.name.startswith("trans")]
-    _attempt(res, "reproduction", _reproduction, res, exp, entry, trans, tests, opts)
+    _attempt(res, "reproduction", _reproduction, res, root, exp, entry, trans, tests, opts)
+    for name, (src, ref) in list(tests.items()):
+        if src is None and name not in res.data["files"]:
+            # no translation file said which test set: by its standard name, unconfirmed
+            src_name = TEST_SET_NAMES[name][0]
+            found = lookup.find_named(src_name, entry.folder, dirs)
+            if found is not None:
+                ref, why = lookup.reference_for(found, *lookup.languages(exp.state))
+                tests[name] = (found, ref)
+                res.data["files"][name] = {
+                    "source": res.rel(found),
+                    "reference": res.rel(ref) if ref else None,
+                    "how": f"{src_name} by its name (no translation file to confirm it)",
+                }
     for p in entry.outputs:
         if p.name.startswith("scores"):
-            _attempt(res, p.name, _scores, res, exp, p, tests, opts)
+            _attempt(res, p.name, _scores, res, exp, entry, p, tests, opts)
     _crash_logs(res, entry)
     if opts.plots > 0:
         _attempt(res, "attention plots", _plots, res, exp, entry, tests["test"], opts, out)
@@ -355,13 +469,55 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
         _attempt(res, "parity", _parity, res, exp, entry, tests["test"], opts)
     else:
         res.data["parity"] = None
-    return res.data
 
 
-def _reproduction(res, exp, entry, trans, tests, opts):
-    from .reproduce import ArchivedFile, parse_trans_name, reproduce
+#: test set name -> its standard (source, reference) names, as sample.py's users named them
+TEST_SET_NAMES = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "holdout.fr")}
 
-    files = []
+
+def _vocabularies(res, exp, entry):
+    """Find the four vocabularies; when some are missing, one "not done" naming them all and
+    where they were looked for (nothing else can be done without them)."""
+    missing = []
+    for key in VOCAB_KEYS:
+        try:
+            res.data["files"][key] = res.rel(exp.path(key))
+        except LegacyInputError:
+            res.data["files"][key] = None
+            missing.append(key)
+    if not missing:
+        return True
+    names = [Path(str(exp.state.get(k))).name for k in missing]
+    stored = sorted({str(Path(str(exp.state.get(k))).parent) for k in missing})
+    looked = [*stored] + [
+        f"{Path(c).parent} ({where})"
+        for c, where in lookup.candidates(names[0], entry.state, exp.data_dirs)
+    ]
+    res.not_done(
+        "everything (translations, scores, plots, parity)",
+        f"vocabularies not found: {', '.join(dict.fromkeys(names))} (looked in "
+        f"{', '.join(dict.fromkeys(looked))}, and for a single file of each name under the "
+        "archive ROOT); pass --data-dir DIR, the folder holding them",
+    )
+    return False
+
+
+def _reproduction(res, root, exp, entry, trans, tests, opts):
+    from .reproduce import ArchivedFile, SourceFinder, parse_trans_name, reproduce
+
+    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    finder = SourceFinder(
+        exp,
+        places(root, entry, opts),
+        entry.folder,
+        by_name={n: lookup.find_named(TEST_SET_NAMES[n][0], entry.folder, dirs) for n in tests},
+        fix=(
+            "; pass --source FILE --ref FILE (every experiment), a line "
+            f"'{_folder_key(root, entry)} SOURCE REFERENCE' in --test-sets FILE, or "
+            "--data-dir DIR (the folder holding it)"
+        ),
+    )
+    files, given = [], dict(tests)
     for p in trans:
         parsed = parse_trans_name(p.name)
         if parsed is None:
@@ -372,24 +528,28 @@ def _reproduction(res, exp, entry, trans, tests, opts):
             )
             continue
         settings, name, _ = parsed
-        src, ref = tests[name]
-        if src is None:
-            res.not_done(
-                p.name, f"its test set ({res.data['files'][name]['how']}); pass --data-dir DIR"
-            )
-            continue
         stem = p.name[len("trans_") : -len(".txt")]
         stdout, error = (entry.folder / f"sample_{stem}_{k}.txt" for k in ("stdout", "error"))
+        error = error if error.is_file() else None
+        src, ref = given[name]
+        if src is None:  # each file's own test set: found by content, confirmed per file
+            try:
+                choice = finder.find(p, settings, name, error)
+            except LegacyInputError as err:
+                res.not_done(p.name, f"its test set: {err.problem}", cause="test set")
+                continue
+            src, ref = choice.source, choice.reference
+            if tests[name][0] is None:  # the scores, plots and parity take the first one
+                res.data["files"][name] = {
+                    "source": res.rel(src),
+                    "reference": res.rel(ref) if ref else None,
+                    "how": _relative_why(res, choice.why),
+                }
+                tests[name] = (src, ref)
         files.append(
-            ArchivedFile(
-                p,
-                settings,
-                src,
-                ref,
-                stdout if stdout.is_file() else None,
-                error if error.is_file() else None,
-            )
+            ArchivedFile(p, settings, src, ref, stdout if stdout.is_file() else None, error)
         )
+    finder.announce(f"{entry.id}: ")
     if not files:
         return
     report = reproduce(
@@ -437,7 +597,13 @@ def _reproduction(res, exp, entry, trans, tests, opts):
         res.data["reproduction"].append(row)
 
 
-def _scores(res, exp, path, tests, opts):
+def _relative_why(res, why):
+    """A choice's reason with the archive's paths relative to ROOT (the report's paths)."""
+    root = os.path.abspath(res.root) + os.sep
+    return why.replace(root, "")
+
+
+def _scores(res, exp, entry, path, tests, opts):
     """A ``scores*.txt`` of score.py, re-scored and compared line by line (the ``{:.5e}``
     text, and the largest relative difference of the numbers)."""
     import numpy as np
@@ -463,20 +629,35 @@ def _scores(res, exp, path, tests, opts):
     else:
         name = m.group("set") or "test"
         src, ref = tests[name]
-        if src is None or ref is None:
+        if src is None:
             res.not_done(
-                path.name, f"its {name} set is incomplete ({res.data['files'][name]['how']})"
+                path.name,
+                f"its {name} set: no {TEST_SET_NAMES[name][0]} and no translation file "
+                "telling which it is; pass --source FILE --ref FILE, or a line "
+                f"'{_folder_key(res.root, entry)} SOURCE REFERENCE' in --test-sets FILE",
+                cause="test set",
+            )
+            return
+        if ref is None:
+            res.not_done(
+                path.name,
+                f"its {name} set has no reference ({res.data['files'][name]['how']}); "
+                f"pass --ref FILE, or a line '{_folder_key(res.root, entry)} "
+                f"{res.data['files'][name]['source']} REFERENCE' in --test-sets FILE",
             )
             return
         batches, how = (
             batches_for(exp, src, ref, True),
             f"score.py --mode=batch --allow-unk on {res.rel(src)} / {res.rel(ref)}",
         )
-    lines = []
+    lines, bound = [], PrintNoise(exp)
     for batch in batches:  # whole batches: score.py's padding decides the numbers
         if len(lines) >= limit:
             break
-        lines += [f"{float(s):.5e}" for s in -score_batch(exp.model, batch).cost.numpy()]
+        cost = -score_batch(exp.model, batch).cost.numpy()
+        first = len(lines)
+        lines += [f"{float(s):.5e}" for s in cost]
+        bound.add(batch, archived[first:limit], first)
     lines = lines[:limit]
     worst, off = 0.0, 0
     for a, b in zip(archived, lines):
@@ -497,6 +678,7 @@ def _scores(res, exp, path, tests, opts):
             "all_identical": len(lines) == limit == identical,
             "beyond_last_digit": off,
             "max_rel_diff": worst,
+            "within_print_noise": bound.ok(),
             "first_differences": [
                 {"line": i + 1, "archived": a, "reproduced": b}
                 for i, (a, b) in enumerate(zip(archived, lines))
@@ -504,6 +686,55 @@ def _scores(res, exp, path, tests, opts):
             ][: opts.max_diffs],
         }
     )
+
+
+class PrintNoise:
+    """Whether archived score.py lines lie within parity's ``batch/scores`` bounds of the
+    port's scores (:mod:`groundhog_port.harness.tolerance`: the float64 shadow and the float32
+    probe of the model set the bound, eq. (1)), plus half a unit in the last printed digit
+    (:func:`~groundhog_port.harness.tolerance.printed_quantum`: score.py printed ``{:.5e}``).
+    The same row and rule as ``groundhog-port parity``; nothing is fitted here."""
+
+    def __init__(self, exp):
+        from ..harness.report import Rows
+
+        self.exp = exp
+        self.row = Rows().get("batch", "batch/scores")
+        self._models = None
+
+    def add(self, batch, archived, first):
+        """Judge the first ``len(archived)`` sentences of ``batch`` (lines ``first + 1...``)."""
+        import numpy as np
+
+        from ..harness import tolerance as tolmod
+        from ..harness.report import as_numpy, compare_values, normal_sentences, score_quantum
+        from ..search.scoring import score_batch
+
+        n = min(len(archived), np.asarray(batch.x).shape[1])
+        if n <= 0:
+            return
+        if self._models is None:
+            self._models = (self.exp.model.float64_shadow(), self.exp.model.float32_probe())
+        s32, s64, sp = (score_batch(m, batch) for m in (self.exp.model, *self._models))
+        mask = np.asarray(batch.y_mask, dtype=np.float64)[:, :n]
+        recorded = np.array([float(a) for a in archived[:n]])
+        compare_values(
+            self.row,
+            f"lines {first + 1}-{first + n}",
+            -as_numpy(s32.cost)[:n].astype(np.float32),
+            -as_numpy(s64.cost)[:n],
+            recorded,
+            probe=-as_numpy(sp.cost)[:n],
+            magnitude_of=mask.sum(0),
+            n_terms=mask.shape[0],
+            poolable=normal_sentences(as_numpy(s64.token_costs)[:, :n], mask),
+            quantum=score_quantum(-as_numpy(s64.cost)[:n], as_numpy(s64.token_costs)[:, :n], mask)
+            + tolmod.printed_quantum(recorded),
+        )
+
+    def ok(self) -> bool:
+        self.row.finish()
+        return self.row.passed
 
 
 def last_digit(a, b):

@@ -53,6 +53,11 @@ def _first_diff(rows):
     return f"line {d['line']}: archived {d['archived']!r} / reproduced {d.get('reproduced')!r}"
 
 
+def _noise(s):
+    within = s.get("within_print_noise")
+    return "-" if within is None else ("yes" if within else "NO: beyond parity's bounds")
+
+
 def tables(result):
     """``[(title, header, rows)]`` of one experiment: the tables both renderings show."""
     out = []
@@ -104,6 +109,7 @@ def tables(result):
                     "file",
                     "how",
                     "identical",
+                    "within print noise (parity's batch/scores bounds)",
                     "more than 1 unit of the last digit apart",
                     "max rel diff",
                     "first difference",
@@ -113,6 +119,7 @@ def tables(result):
                         s["file"],
                         s["how"],
                         f"{s['identical']}/{s['compared']} (of {s['archived_lines']})",
+                        _noise(s),
                         str(s["beyond_last_digit"]),
                         _num(s["max_rel_diff"], "{:.1e}"),
                         _first_diff(s["first_differences"]),
@@ -178,6 +185,9 @@ def summary(results):
         "trans_files_identical": sum(row["all_identical"] for row in rep),
         "scores_files": sum(len(r["scores"]) for r in results),
         "scores_files_identical": sum(s["all_identical"] for r in results for s in r["scores"]),
+        "scores_files_within_noise": sum(
+            bool(s.get("within_print_noise")) for r in results for s in r["scores"]
+        ),
         "scores_lines": sum(s["compared"] for r in results for s in r["scores"]),
         "scores_lines_identical": sum(s["identical"] for r in results for s in r["scores"]),
         "scores_max_rel_diff": max(
@@ -197,11 +207,19 @@ def _magnitude(x):
 
 def summary_text(s):
     """The report's verdict in one sentence (also what ``archive`` prints)."""
+    n, within = s["scores_files"], s["scores_files_within_noise"]
     scores = (
-        f"{s['scores_files_identical']}/{s['scores_files']} score files identical "
-        f"({s['scores_lines_identical']}/{s['scores_lines']} lines, max relative "
-        f"difference {_num(s['scores_max_rel_diff'], '{:.1e}')}: float32 scores printed "
-        "with 6 digits, judged by parity's batch/scores where a trace exists)"
+        "no score files"
+        if n == 0
+        else (
+            f"{within}/{n} score files within print noise"
+            if within == n
+            else f"{n - within}/{n} score files BEYOND parity's bounds"
+        )
+        + (
+            f" ({s['scores_lines_identical']}/{s['scores_lines']} lines identical as printed; "
+            "score.py printed float32 sums with 6 digits, judged by parity's batch/scores bounds)"
+        )
     )
     return (
         f"{s['experiments']} experiments: {s['trans_files_identical']}/{s['trans_files']} "

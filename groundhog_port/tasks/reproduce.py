@@ -10,7 +10,8 @@ An archived GroundHog experiment is a folder as ``train.py`` and ``sample.py`` l
     trans_holdout_beam10.txt  (with holdout.en / holdout.fr)    another test set
     sample_beam10_stdout.txt  sample_beam5_error.txt            sample.py's stdout / crash
 
-The settings of each recorded run are read from its file name (:func:`parse_trans_name`).
+The settings of each recorded run are read from its file name (:func:`parse_trans_name`),
+its test set found by content wherever it is kept (:class:`SourceFinder`, docs/archives.md).
 :func:`reproduce` translates the source once per distinct (source, settings) with the
 port and reports, per archived file, how many lines are identical, the first differing
 lines, BLEU (sacrebleu and Moses' multi-bleu.perl number) of the archived and the
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from .. import lookup
 from ..errors import LegacyInputError
-from ..legacy.data import read_text_lines
+from ..legacy.data import first_text_lines, read_text_lines
 from ..outputs import atomic_output
 from ..search.translator import SearchWarnings, Translator, total_cost
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
@@ -113,6 +114,113 @@ def parse_trans_name(name):
     return settings, m.group("set") or "test", int(m.group("run") or 1)
 
 
+class SourceFinder:
+    """The test set of each archived ``trans_*.txt`` of one experiment, found by content
+    (:func:`groundhog_port.lookup.find_source`): a candidate is confirmed when its
+    first lines, translated with the file's settings, give the archived first lines.  The
+    translations are cached per (candidate, settings); a test set chosen for one file is
+    tried first for the next ones, and each choice is logged once (:meth:`announce`).
+
+    ``source``/``reference``: given for the ``test`` set (``--source/--ref``), used as given;
+    ``by_name``: ``{"test": test.en path or None, ...}``, taken unconfirmed as a last resort.
+    """
+
+    def __init__(self, exp, places, near, source=None, reference=None, by_name=None, fix=""):
+        self.exp, self.places, self.near = exp, places, Path(near)
+        self.source = Path(source) if source else None
+        self.reference = Path(reference) if reference else None
+        self.by_name = by_name or {}
+        self.fix = fix
+        self.langs = lookup.languages(exp.state) if exp is not None else ("en", "fr")
+        self._translations = {}
+        self.chosen = {}  # (source, reference, why) -> [archived file names]
+
+    def _first_translations(self, path, settings, n):
+        key = (str(path), settings)
+        if key not in self._translations or len(self._translations[key]) < n:
+            lines = first_text_lines(path, n)
+            translator = Translator(
+                self.exp,
+                settings.beam_size,
+                settings.ignore_unk,
+                settings.normalize,
+                1,
+                SearchWarnings(str(path), summarise=True),
+            )
+            seqs = [self.exp.parse_source(line)[0] for line in lines]
+            self._translations[key] = [
+                None if t.error is not None else t.line for t in translator.translate_seqs(seqs)
+            ]
+        return self._translations[key][:n]
+
+    def _confirm(self, archived, settings):
+        n = min(lookup.CONFIRM_LINES, len(archived))
+
+        def confirm(path):
+            try:
+                got = self._first_translations(path, settings, n)
+            except LegacyInputError as err:
+                return err.problem
+            for i, (a, b) in enumerate(zip(archived[:n], got + [None] * n)):
+                if a != b:
+                    return f"line {i + 1} translates to {b!r}, archived {a!r}"
+            return None
+
+        return confirm
+
+    def find(self, path, settings, test_set, error_log=None) -> "lookup.TestSetChoice":
+        """The test set of archived file ``path`` (its settings, its test set's name)."""
+        path = Path(path)
+        if test_set == "test" and self.source is not None:
+            ref, why = (
+                (self.reference, "given")
+                if self.reference
+                else lookup.reference_for(self.source, *self.langs)
+            )
+            choice = lookup.TestSetChoice(
+                self.source,
+                ref,
+                f"source {self.source} (given), reference "
+                + (f"{ref} ({why})" if ref else f"none ({why})"),
+            )
+        else:
+            archived = read_lines(path)
+            if not archived:
+                raise LegacyInputError(path, "empty: nothing tells which test set it translates")
+            confirm = self._confirm(archived, settings)
+            how = f"with {settings.describe()}"
+            # a test set chosen for another file of the experiment first: one choice, one line
+            choice = next(
+                (
+                    c
+                    for c in self.chosen
+                    if (lookup.line_count(c.source) or 0) >= len(archived)
+                    and confirm(c.source) is None
+                ),
+                None,
+            )
+            if choice is None:
+                choice = lookup.find_source(
+                    len(archived),
+                    confirm,
+                    self.places,
+                    self.near,
+                    path.name,
+                    how,
+                    self.langs,
+                    crashed=error_log.name if error_log else None,
+                    by_name=self.by_name.get(test_set),
+                    fix=self.fix,
+                )
+        self.chosen.setdefault(choice, []).append(path.name)
+        return choice
+
+    def announce(self, prefix=""):
+        """One INFO line per chosen test set, naming the files it serves and why."""
+        for choice, names in self.chosen.items():
+            logger.info("%s%s: %s", prefix, ", ".join(names), choice.why)
+
+
 def _find_one(directory, pattern, what):
     found = sorted(directory.glob(pattern))
     if len(found) != 1:
@@ -121,13 +229,9 @@ def _find_one(directory, pattern, what):
     return found[0]
 
 
-def find_case(directory, data_dirs=(), source=None, reference=None) -> Case:
-    """The state, model and archived translation files of an experiment folder.
-
-    Test sets are looked for in the folder, then in each of ``data_dirs``
-    (:func:`groundhog_port.lookup.find_named`); ``source``/``reference`` replace the
-    ``test.en``/``test.fr`` of the ``trans_beamN*`` files (a renamed test set).
-    """
+def case_checkpoint(directory) -> tuple[Path, Path]:
+    """``(state, model)`` of an experiment folder: its one ``*state.pkl`` and the
+    ``*model.npz`` of the same prefix, else the only one."""
     directory = Path(directory)
     if not directory.is_dir():
         raise LegacyInputError(directory, "not a directory")
@@ -135,9 +239,37 @@ def find_case(directory, data_dirs=(), source=None, reference=None) -> Case:
     model = directory / (state.name[: -len("state.pkl")] + "model.npz")
     if not model.is_file():
         model = _find_one(directory, "*model.npz", "model file")
+    return state, model
+
+
+def find_case(directory, data_dirs=(), source=None, reference=None, exp=None) -> Case:
+    """The state, model and archived translation files of an experiment folder, each file
+    with its test set found by content (:class:`SourceFinder`, places: :func:`case_places`).
+
+    ``source``/``reference`` replace the test set of the ``trans_beamN*`` files (not the
+    holdout ones); ``exp``: the opened experiment (opened here when not given).
+    """
+    directory = Path(directory)
+    state, model = case_checkpoint(directory)
+    if exp is None:
+        from ..legacy.loading import open_experiment
+
+        exp = open_experiment(state, model, "", data_dirs)
+    finder = SourceFinder(
+        exp,
+        lookup.case_places(directory, data_dirs),
+        directory,
+        source,
+        reference,
+        {
+            name: lookup.find_named(src, directory, data_dirs)
+            for name, (src, _) in TEST_SETS.items()
+        },
+        fix="; pass --source FILE (and --ref FILE), or --data-dir DIR (the folder holding it)",
+    )
     files, skipped = [], []
     keyed = []
-    for path in directory.glob("trans*.txt"):
+    for path in sorted(directory.glob("trans*.txt")):
         parsed = parse_trans_name(path.name)
         if parsed is None:
             skipped.append(
@@ -149,48 +281,37 @@ def find_case(directory, data_dirs=(), source=None, reference=None) -> Case:
             )
             continue
         settings, test_set, run = parsed
-        src_name, ref_name = TEST_SETS[test_set]
-        given = test_set == "test"
-        src = (
-            Path(source) if given and source else lookup.find_named(src_name, directory, data_dirs)
-        )
-        if src is None:
-            skipped.append(
-                {
-                    "file": path.name,
-                    "reason": f"its source {src_name} was not found "
-                    f"(looked at {lookup.places(src_name, directory, data_dirs)}); "
-                    "pass --source FILE or --data-dir DIR",
-                }
-            )
-            continue
-        ref = (
-            Path(reference)
-            if given and reference
-            else lookup.find_named(ref_name, directory, data_dirs)
-        )
         stem = path.name[len("trans_") : -len(".txt")]
         stdout = directory / f"sample_{stem}_stdout.txt"
         error = directory / f"sample_{stem}_error.txt"
+        error = error if error.is_file() else None
+        try:
+            choice = finder.find(path, settings, test_set, error)
+        except LegacyInputError as err:
+            skipped.append({"file": path.name, "reason": err.problem})
+            continue
         files.append(
             ArchivedFile(
                 path,
                 settings,
-                src,
-                ref,
+                choice.source,
+                choice.reference,
                 stdout if stdout.is_file() else None,
-                error if error.is_file() else None,
+                error,
             )
         )
         keyed.append(
             (test_set != "test", settings.beam_size, settings.normalize, settings.ignore_unk, run)
         )
     files = [f for _, f in sorted(zip(keyed, files), key=lambda kf: kf[0])]
+    finder.announce()
     for s in skipped:
         logger.warning("%s: skipped: %s", directory / s["file"], s["reason"])
     if not files:
         raise LegacyInputError(
-            directory, "no archived translation file (trans_beamN*.txt) with its source"
+            directory,
+            "no archived translation file (trans_beamN*.txt) with its source"
+            + (f" ({len(skipped)} skipped, said above)" if skipped else ""),
         )
     return Case(directory, state, model, files, skipped)
 

@@ -145,6 +145,8 @@ def test_report_of_each_experiment(made):
         3 * MAX_SENTENCES,
     )
     assert summary["scores_max_rel_diff"] == max(x["max_rel_diff"] for x in rows)
+    # the three score files lie within parity's batch/scores bounds plus the printed digit
+    assert summary["scores_files_within_noise"] == 3 and all(x["within_print_noise"] for x in rows)
     assert "no *model.npz" in by_id["broken/phrase_"]["not_done"][0]["why"]
 
 

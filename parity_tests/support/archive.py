@@ -85,3 +85,54 @@ def tree_digest(root):
             if p.is_file():
                 h.update(p.read_bytes())
     return h.hexdigest()
+
+
+def _link(src, dst):
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.symlink_to(src)
+
+
+def build_user_archive(legacy, root, missing_model=False, only=None):
+    """An archive as people keep them (issue 35), of symlinks to the shared recordings:
+
+    * ``rnnsearch/``, ``rnnencdec/``: states and models renamed ``run3_state.pkl`` /
+      ``run3_model.npz``, two trans files each (sample.py's stdout beside one), and for
+      ``rnnsearch`` score.py's ``scores_batch.txt``;
+    * ``rnnsearch_big/``: a crashed sample.py run (``search_variant``: 35 lines written of
+      the 40, its traceback ``sample_beam5_error.txt``);
+    * ``2015-search/run1/``: the phrase case, its test set two levels up;
+    * ``vocab/``: the vocabularies, once for all (the states' stored paths fail);
+    * ``data/newstest2012.{en,fr}``: the test set, once for all, renamed, beside
+      ``data/dev.{en,fr}``, 40 other lines (the first of the training corpus);
+    * ``missing/`` (``missing_model``): a state without its model.
+
+    ``only``: the experiment folders to make (default all).  Returns ``{experiment folder: (recorded case, [trans files])}``."""
+    experiments = {
+        "rnnsearch": ("search", ["trans_beam1.txt", "trans_beam10_normalize.txt"]),
+        "rnnencdec": ("encdec", ["trans_beam5.txt", "trans_beam10.txt"]),
+        "rnnsearch_big": ("search_variant", ["trans_beam5.txt"]),
+        "2015-search/run1": ("phrase", ["trans_beam1.txt"]),
+    }
+    experiments = {k: v for k, v in experiments.items() if only is None or k in only}
+    for folder, (case, trans) in experiments.items():
+        src, d = legacy / case, root / folder
+        state, model = _checkpoint(case)
+        _link(src / state, d / "run3_state.pkl")
+        _link(src / model, d / "run3_model.npz")
+        for name in trans:
+            _link(src / name, d / name)
+        stem = trans[-1][len("trans_") : -len(".txt")]
+        for log in (f"sample_{stem}_stdout.txt", f"sample_{stem}_error.txt"):
+            if (src / log).is_file():
+                _link(src / log, d / log)
+    if "rnnsearch" in experiments:
+        _link(legacy / "search" / "scores_batch.txt", root / "rnnsearch" / "scores_batch.txt")
+    for name in VOCABULARIES:
+        _link(legacy / "encdec" / name, root / "vocab" / name)
+    for lang in ("en", "fr"):
+        _link(legacy / "encdec" / f"test.{lang}", root / "data" / f"newstest2012.{lang}")
+        # a decoy of the same length, first in name order: only the content tells them apart
+        _copy(legacy / "data" / f"train.{lang}", root / "data" / f"dev.{lang}", slice(0, 40))
+    if missing_model:
+        _link(legacy / "phrase" / "phrase_state.pkl", root / "missing" / "run1_state.pkl")
+    return experiments

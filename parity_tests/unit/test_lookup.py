@@ -143,10 +143,12 @@ def test_reproduce_case_takes_source_and_ref(tmp_path):
     [f] = rep["files"]
     assert f["file"] == "trans_beam10.txt" and f["identical"] == 3 and f["all_identical"]
     assert f["source"] == str(exp / "newstest.en") and f["reference"] == str(exp / "newstest.fr")
-    # without --source the renamed test set is not found: the file is skipped, saying how
-    r = run_cli("reproduce", "--case", exp, "--data-dir", a, "--data-dir", b)
-    assert r.returncode == 2
-    assert "pass --source FILE or --data-dir DIR" in r.stderr, r.stderr
+    # without --source the renamed test set is found by content (issue 35), said once
+    r = run_cli("reproduce", "--case", exp, "--data-dir", a, "--data-dir", b, "--json")
+    assert r.returncode == 0, r.stderr
+    [f] = json.loads(r.stdout)["files"]
+    assert f["source"] == str(exp / "newstest.en") and f["reference"] == str(exp / "newstest.fr")
+    assert r.stderr.count(f"source {exp / 'newstest.en'} (in the experiment folder") == 1
 
 
 def _case_without_test_files(legacy_root, tmp_path):

@@ -23,6 +23,7 @@ from ...search.translator import DEFAULT_BATCH_SIZE
 from ...tasks.reproduce import (
     ArchivedFile,
     Settings,
+    case_checkpoint,
     find_case,
     format_report,
     reproduce,
@@ -50,9 +51,9 @@ def add_arguments(p):
         p,
         "experiment folder: *_state.pkl, *_model.npz and the "
         "trans_beamN[_normalize][_ignore_unk].txt files sample.py wrote (settings "
-        "read from the names; trans_holdout_beamN.txt with holdout.en/.fr); the "
-        "test set test.en/test.fr is looked for in DIR, each --data-dir, then "
-        "DIR/../data, or given with --source/--ref",
+        "read from the names; trans_holdout_beamN.txt with holdout.en/.fr); each "
+        "file's test set is found by content in DIR, each --data-dir and up to three "
+        "folders up (docs/archives.md), or given with --source/--ref",
     )
     add_model_arguments(p)
     p.add_argument(
@@ -122,8 +123,10 @@ def _archived_files(args):
                 "folder; leave out " + ", ".join(explicit),
             )
         dirs = lookup.case_data_dirs(args.case, args.data_dir)
-        case = find_case(args.case, dirs, args.source, args.ref)
-        return case.state, case.model, case.files, case.skipped, str(case.directory), dirs
+        state, model = case_checkpoint(args.case)
+        exp = open_from_args(args, model_path=model, state=state, data_dirs=dirs)
+        case = find_case(args.case, dirs, args.source, args.ref, exp=exp)
+        return exp, case.files, case.skipped, str(case.directory), state, model
     model_given = (
         (("--checkpoint", args.checkpoint),)
         if args.checkpoint
@@ -152,22 +155,20 @@ def _archived_files(args):
         ArchivedFile(Path(f), settings, Path(args.source), Path(args.ref) if args.ref else None)
         for f in args.archived_trans
     ]
-    return (
-        args.state and Path(args.state),
-        args.model and Path(args.model),
-        files,
-        [],
-        None,
-        lookup.data_dirs(args.data_dir),
+    exp = open_from_args(
+        args,
+        model_path=args.model and Path(args.model),
+        state=args.state and Path(args.state),
+        data_dirs=lookup.data_dirs(args.data_dir),
     )
+    return exp, files, [], None, args.state and Path(args.state), args.model and Path(args.model)
 
 
 def run(args):
     model_and_changes(args)
     if args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")
-    state, model, files, skipped, case, dirs = _archived_files(args)
-    exp = open_from_args(args, model_path=model, state=state, data_dirs=dirs)
+    exp, files, skipped, case, state, model = _archived_files(args)
     if args.checkpoint:
         state, model = exp.state_path, exp.weights_path
     progress = Progress(
