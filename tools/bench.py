@@ -13,9 +13,21 @@ workload runs in its own worker process, whose peak RSS (``ru_maxrss``) is repor
 it.  Then the start-up (:func:`startup`): ``translate`` on one sentence, beam 10, with a
 full-size model read from disk, seconds to its output, and ``import torch`` alone.
 
-Targets (issue #28): scoring >= 80% of the peak, beam 1 >= 60%, beams 5 and 10 >= 85%.
+Each timed workload runs ``--repeat`` times in its worker process (the literal search
+once: it is the reference, not a figure); the table gives the best run's rate and share,
+and the median run's rate beside it.
 
-    python tools/bench.py [--threads N] [--json F] [--device cuda]
+A run judges nothing unless the machine was quiet, so the run checks it and says so
+(``verdict`` in the JSON, last line of the table): "quiet" when the load average (1 min)
+was at most 0.5 when the run started, the other processes' runnable threads sampled
+during the run averaged at most 0.5 (the load average at the end counts the benchmark's own
+threads, so it is reported but not judged), and the two peaks differ by at most 5%;
+otherwise "not quiet" with the reasons.  Default settings take about 6-8 minutes on a
+quiet 2-core machine (``elapsed_s`` in the JSON).
+
+Targets (issues #28, #37): scoring >= 80% of the peak, beam 1 >= 60%, beams 5 and 10 >= 85%.
+
+    python tools/bench.py [--threads N] [--repeat 3] [--json F] [--device cuda]
     python tools/bench.py --profile          # where the time goes, per workload
 
 Threads: ``--threads``, else ``OMP_NUM_THREADS``, else one per core.  Run it alone: with
@@ -27,9 +39,11 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,6 +58,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 TARGETS = {"score": 0.80, 1: 0.60, 5: 0.85, 10: 0.85}
+#: a quiet run: load average (1 min) at the start, other runnable threads during the run
+LOAD_LIMIT = 0.5
+#: a quiet run: the peaks before and after differ by at most this share of the higher
+PEAK_SPREAD = 0.05
 
 
 def parse_args(argv=None):
@@ -65,6 +83,13 @@ def parse_args(argv=None):
         help="of them decoded by the literal search too (default 5; 0: none)",
     )
     p.add_argument("--batches", type=int, default=3, help="scoring batches of 80 pairs (3)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="timed runs of each workload (batched search, scoring) in its worker; "
+        "best and median reported (default 3)",
+    )
     p.add_argument("--models", default="search,encdec", help="scoring models (%(default)s)")
     benchlib.add_seed_and_json_arguments(p)
     p.add_argument(
@@ -109,11 +134,13 @@ def search_rows(args, peak):
     )
     rows = []
     for beam in [int(b) for b in args.beams.split(",")]:
-        bat = bench_search.run_worker(sargs, "full", "batched", beam)
+        bat = bench_search.run_worker(sargs, "full", "batched", beam, repeat=args.repeat)
         row = dict(
             workload=f"search, beam {beam}",
             target=TARGETS.get(beam),
             rate=bat["src_words"] / bat["seconds"],
+            rate_median=bat["src_words"] / statistics.median(bat["seconds_all"]),
+            seconds_all=bat["seconds_all"],
             unit="source words/s",
             gflops=(bat["dec_flops"] + bat["enc_flops"]) / bat["seconds"] / 1e9,
             hyp_steps_per_s=bat["row_steps"] / bat["seconds"],
@@ -153,6 +180,8 @@ def score_rows(args, peak):
                 str(args.threads),
                 "--peak-size",
                 "0",
+                "--repeat",
+                str(args.repeat),
                 "--json",
                 str(out),
             ]
@@ -162,7 +191,9 @@ def score_rows(args, peak):
             dict(
                 workload=f"scoring, {'RNNsearch' if name == 'search' else 'RNNencdec'}",
                 target=TARGETS["score"],
-                rate=r["pairs_per_s"],
+                rate=r["pairs"] / r["seconds"],
+                rate_median=r["pairs"] / statistics.median(r["seconds_all"]),
+                seconds_all=r["seconds_all"],
                 unit="pairs/s",
                 gflops=r["gflops"],
                 target_tokens_per_s=r["target_tokens_per_s"],
@@ -309,8 +340,54 @@ def profile(args):
         )
 
 
+class LoadSampler(threading.Thread):
+    """Counts, every ``period`` seconds, the runnable threads of other processes: the
+    machine's runnable threads (``/proc/loadavg``, 4th field) less this sampler and the
+    benchmark's own ``threads`` (a lower bound: the benchmark's threads are not always
+    runnable).  ``mean``: their average over the run so far (None where ``/proc`` is absent)."""
+
+    def __init__(self, threads, period=0.5):
+        super().__init__(daemon=True)
+        self.threads, self.period = threads, period
+        self.samples = []
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(self.period):
+            try:
+                with open("/proc/loadavg") as f:
+                    running = int(f.read().split()[3].split("/")[0])
+            except (OSError, ValueError, IndexError):
+                return
+            self.samples.append(max(0, running - 1 - self.threads))
+
+    def stop(self):
+        self.done.set()
+        self.join()
+        return statistics.mean(self.samples) if self.samples else None
+
+
+def verdict(load_before, others, peak0, peak1):
+    """("quiet" | "not quiet", reasons): see the module docstring."""
+    reasons = []
+    if load_before > LOAD_LIMIT:
+        reasons.append(f"load average {load_before:.2f} > {LOAD_LIMIT} at the start")
+    if others is not None and others > LOAD_LIMIT:
+        reasons.append(
+            f"other processes' runnable threads averaged {others:.2f} > {LOAD_LIMIT} during the run"
+        )
+    spread = abs(peak1 - peak0) / max(peak0, peak1)
+    if spread > PEAK_SPREAD:
+        reasons.append(
+            f"peaks {peak0:.1f} and {peak1:.1f} differ by {100 * spread:.1f}% > "
+            f"{100 * PEAK_SPREAD:.0f}%"
+        )
+    return ("not quiet" if reasons else "quiet"), reasons
+
+
 def main(argv=None):
     args = parse_args(argv)
+    t_start = time.perf_counter()
     threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", 0) or 0)
     if threads:
         torch.set_num_threads(threads)
@@ -318,10 +395,16 @@ def main(argv=None):
     if args.profile:
         return profile(args)
     device = torch.device(args.device)
+    load_before = os.getloadavg()
+    sampler = LoadSampler(torch.get_num_threads())
+    sampler.start()
     peak0 = benchlib.measure_peak(4096, 4, device)
     search = search_rows(args, peak0)
     scoring = score_rows(args, peak0)
     peak1 = benchlib.measure_peak(4096, 4, device)
+    others = sampler.stop()
+    load_after = os.getloadavg()
+    quiet, reasons = verdict(load_before[0], others, peak0, peak1)
     start = startup(args) if args.startup_runs and device.type == "cpu" else []
     peak = max(peak0, peak1)
     rows = search + scoring
@@ -331,18 +414,25 @@ def main(argv=None):
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     machine = (
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device "
-        f"{args.device}, load average {os.getloadavg()[0]:.1f}"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}"
+    )
+    load_line = (
+        f"load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load_before)} at the start, "
+        f"{'/'.join(f'{x:.2f}' for x in load_after)} after the workloads (their own threads "
+        "included); other processes' runnable threads during them: "
+        + ("not measured" if others is None else f"{others:.2f} on average")
     )
     print(f"{when}; {machine}")
+    print(load_line)
     print(
         f"float32 matmul peak (torch.mm 4096^2): {peak0:.1f} GFLOP/s before, "
         f"{peak1:.1f} after; shares are of {peak:.1f}\n"
     )
     print(
-        "| workload | rate | GFLOP/s | share of peak | target | identical to literal | peak RSS |"
+        f"| workload | rate (best of {args.repeat}) | median | GFLOP/s | share of peak | target "
+        "| identical to literal | peak RSS |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         target = (
             "-"
@@ -350,10 +440,18 @@ def main(argv=None):
             else (f"{100 * r['target']:.0f}% ({'met' if r['met'] else 'not met'})")
         )
         print(
-            f"| {r['workload']} | {r['rate']:.1f} {r['unit']} | {r['gflops']:.1f} | "
-            f"{100 * r['share']:.1f}% | {target} | {r.get('identical_to_literal', '-')} | "
-            f"{r['peak_rss_mib']:.0f} MiB |"
+            f"| {r['workload']} | {r['rate']:.1f} {r['unit']} | {r['rate_median']:.1f} | "
+            f"{r['gflops']:.1f} | {100 * r['share']:.1f}% | {target} | "
+            f"{r.get('identical_to_literal', '-')} | {r['peak_rss_mib']:.0f} MiB |"
         )
+    print(
+        f"\nverdict: {quiet}"
+        + (
+            ""
+            if not reasons
+            else " (" + "; ".join(reasons) + "): these figures judge nothing about the code"
+        )
+    )
     if start:
         print(
             f"\nstart-up (best of {args.startup_runs}; load average {os.getloadavg()[0]:.1f} now):"
@@ -371,17 +469,27 @@ def main(argv=None):
                 f"{r['peak_rss_mib']:.0f} MiB |"
             )
     onnx = onnx_rows(args)
+    elapsed = time.perf_counter() - t_start
+    print(f"\n{elapsed / 60:.1f} minutes in all")
     if args.json:
         args.json.write_text(
             json.dumps(
                 dict(
                     date=when,
                     machine=machine,
+                    command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                    verdict=quiet,
+                    not_quiet_because=reasons,
+                    load_average_before=load_before,
+                    load_average_after=load_after,
+                    other_runnable_threads=others,
                     peak_before=peak0,
                     peak_after=peak1,
+                    repeat=args.repeat,
                     rows=rows,
                     startup=start,
                     onnx=onnx,
+                    elapsed_s=elapsed,
                 ),
                 indent=1,
             )
