@@ -19,6 +19,7 @@ raises.
 import logging
 import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -312,6 +313,55 @@ def read_npz(path, table=None):
     return compat.upgrade_model(read_npz_arrays(path, expected=expected), path)
 
 
+#: the arrays of a ``<prefix>timing.npz`` that mark it as one (mainLoop.py:132-148 starts
+#: every timing record with these two)
+TIMING_MARKS = frozenset({"step", "next_offset"})
+#: the prefixes of a ``<prefix>adadelta.npz``'s arrays (``train --keep-accumulators``)
+ADADELTA_PREFIXES = ("gnorm2_", "dnorm2_")
+
+
+def not_a_model_npz(path, names):
+    """What a ``.npz`` holding the arrays ``names`` is when it is not a model file (a
+    ``*_timing.npz``, a ``*_adadelta.npz``), said with where the model is; None otherwise."""
+    names = set(names)
+    path = Path(path)
+    if TIMING_MARKS <= names:
+        what = "a training timing file (*_timing.npz: step, next_offset, cost... per update)"
+    elif names and all(n.startswith(ADADELTA_PREFIXES) or n == "step" for n in names):
+        what = "Adadelta's accumulators (*_adadelta.npz, train --keep-accumulators)"
+    else:
+        return None
+    stem = path.name.rsplit("_", 1)[0] + "_" if "_" in path.name else None
+    beside = path.with_name(stem + "model.npz") if stem else None
+    where = f": {beside}" if beside is not None and beside.is_file() else ""
+    return f"is {what}, not a model; give the experiment's *_model.npz{where}"
+
+
+#: how an export (``export --format safetensors``) is given instead of --state S MODEL
+CHECKPOINT_HINT = (
+    "translate, score, serve, parity, reproduce and export take its folder as --checkpoint DIR"
+)
+
+
+def not_a_model_file(path, magic):
+    """What a file that is no zip archive is, from its first bytes ``magic`` (up to 16), so
+    that a wrong file given as MODEL is named; None when it is nothing known."""
+    if magic[:1] == b"\x80" or magic[:3] == b"(dp":  # GroundHog's pickles: protocol 2 or 0
+        what = "a *_state.pkl" if Path(path).name.endswith("state.pkl") else "a vocabulary"
+        return f"a pickle: {what} given for the model? (--state S_state.pkl S_model.npz)"
+    if magic.startswith(b"\x89HDF\r\n\x1a\n"):
+        return "an HDF5 file (a trace.h5 or a binarized corpus?)"
+    if len(magic) >= 9 and magic[8:9] == b"{" and int.from_bytes(magic[:8], "little") < 1 << 30:
+        return f"a safetensors file (an export: {CHECKPOINT_HINT})"
+    if magic and b"\0" not in magic:
+        try:
+            magic.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return "a text file (a test set or a translation?)"
+    return None
+
+
 def read_npz_arrays(path, kind="model", expected=None, allowance=0):
     """The arrays of a GroundHog ``*_{kind}.npz`` file (``model``, ``timing``, ``adadelta``),
     never unpickling anything.  Every member's header is checked before any data is
@@ -324,29 +374,38 @@ def read_npz_arrays(path, kind="model", expected=None, allowance=0):
     with reading(path, f"truncated or corrupt .npz {kind} file"):
         try:
             with open(path, "rb") as f:
-                magic = f.read(4)
-            if magic != b"PK\x03\x04":
-                # GroundHog pickled its states with protocol 0 ("(dp0") or 2 (0x80 0x02)
-                swapped = (
-                    " (it is a pickle: a *_state.pkl given for the model? --state "
-                    "S_state.pkl S_model.npz)"
-                    if magic[:1] == b"\x80" or magic[:3] == b"(dp"
-                    else ""
-                )
+                magic = f.read(16)
+            if magic[:4] != b"PK\x03\x04":
+                what = not_a_model_file(path, magic) if kind == "model" else None
                 raise LegacyInputError(
                     path,
-                    f"not a .npz archive (no zip header); a GroundHog "
-                    f"{kind} file is numpy.savez output{swapped}",
+                    f"not a .npz archive: it is {what}; the model is the experiment's "
+                    "*_model.npz (numpy.savez output)"
+                    if what
+                    else f"not a .npz archive (no zip header); a GroundHog {kind} file "
+                    "is numpy.savez output",
                 )
             npzguard.check_directory(path)
             with zipfile.ZipFile(path) as zf:
+                if kind == "model":
+                    names = [n.removesuffix(".npy") for n in zf.namelist()]
+                    other = not_a_model_npz(path, names)
+                    if other:
+                        raise LegacyInputError(path, other)
                 to_read, skipped = npzguard.read_members(zf, path, kind, expected, allowance)
                 arrays = {name: npzguard.read_array(zf, m) for name, m in to_read.items()}
             return {**arrays, **skipped}
         except FileNotFoundError:
             raise LegacyInputError(path, "no such file") from None
         except IsADirectoryError:
-            raise LegacyInputError(path, f"is a directory, expected a *_{kind}.npz file") from None
+            export = (
+                f" (it holds an export: {CHECKPOINT_HINT})"
+                if (Path(path) / "config.json").is_file()
+                else ""
+            )
+            raise LegacyInputError(
+                path, f"is a directory, expected a *_{kind}.npz file{export}"
+            ) from None
         except ValueError as err:
             if "allow_pickle" in str(err) or "Object arrays" in str(err):
                 raise LegacyInputError(

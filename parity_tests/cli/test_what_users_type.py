@@ -297,3 +297,37 @@ def test_the_readme_names_every_extra():
     readme = (REPO / "README.md").read_text()
     named = set(re.findall(r'pip install -e "\.\[(\w+)\]"', readme))
     assert named == set(project["optional-dependencies"]), named
+
+
+def test_inspect_names_a_file_that_is_not_a_model(tmp_path, legacy_root):
+    """A timing file given as the model gave "56 problem(s)"; each file of an experiment
+    given in the model's place is now named, with where the model is."""
+    data = legacy_root / "data"
+    train = ["--log-level", "error", "train", "--keep-accumulators", "--state", STATE, MODEL]
+    rc, _, err = _run(*train, "--data-dir", data, f"prefix='{tmp_path}/x_'", "--max-updates", "0")
+    assert rc == 0, err
+    rc, _, err = _run("--log-level", "error", "export", "--format", "safetensors", "--state",
+                      STATE, MODEL, "--out", tmp_path / "exported")  # fmt: skip
+    assert rc == 0, err
+    beside = f"give the experiment's *_model.npz: {tmp_path / 'x_model.npz'}"
+    for model, says in (
+        (tmp_path / "x_timing.npz", f"is a training timing file (*_timing.npz: step, next_offset, cost... per update), not a model; {beside}"),
+        (tmp_path / "x_adadelta.npz", f"is Adadelta's accumulators (*_adadelta.npz, train --keep-accumulators), not a model; {beside}"),
+        (legacy_root / "search" / "search_timing.npz", "is a training timing file"),
+        (tmp_path / "x_state.pkl", "it is a pickle: a *_state.pkl given for the model?"),
+        (FX / "vocab.en.pkl", "it is a pickle: a vocabulary given for the model?"),
+        (legacy_root / "search" / "trace.h5", "it is an HDF5 file (a trace.h5 or a binarized corpus?)"),
+        (data / "binarized_text.shuffled.en.h5", "it is an HDF5 file"),
+        (FX / "test.en", "it is a text file (a test set or a translation?)"),
+        (tmp_path / "exported" / "model.safetensors", "it is a safetensors file (an export: "),
+        (tmp_path / "exported", "is a directory, expected a *_model.npz file (it holds an export: "),
+    ):  # fmt: skip
+        rc, out, err = _run("--log-level", "error", "inspect", "--state", STATE, model)
+        assert rc == 2 and err.count("\n") == 1, err
+        assert f"groundhog-port inspect: error: {model}: " in err and says in err, err
+    # what the messages say to give works
+    assert _inspect_json("--state", STATE, tmp_path / "x_model.npz")["checkpoint"]["problems"] == []
+    rc, _, err = _run("--log-level", "error", "translate", "--checkpoint", tmp_path / "exported",
+                      "--beam-search", "--beam-size", "2", "--source", FX / "test.en",
+                      "--trans", tmp_path / "t.txt")  # fmt: skip
+    assert rc == 0, err
