@@ -37,15 +37,41 @@ def _show(text, limit=80):
     return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
 
 
-def _literal(node, text, what):
+#: what an unquoted word of a value (a path: ``prefix=runs/x_``, its quotes eaten by the
+#: shell) parses as
+_BARE = (ast.Name, ast.Attribute, ast.BinOp)
+
+
+def _quoted_form(node, text, key):
+    """``key='...'`` (``key=['...']`` for a list) when the value reads as unquoted words,
+    else None: the form to type instead."""
+
+    def bare(n):
+        return isinstance(n, _BARE) and "'" not in (ast.get_source_segment(text, n) or "'")
+
+    if isinstance(node, ast.List) and node.elts and all(bare(e) for e in node.elts):
+        items = ", ".join(repr(ast.get_source_segment(text, e)) for e in node.elts)
+        return f"{key}=[{items}]"
+    if bare(node):
+        return f"{key}={ast.get_source_segment(text, node)!r}"
+    return None
+
+
+def _literal(node, text, what, key=None):
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         source = ast.get_source_segment(text, node) or ast.dump(node)
+        quoted = _quoted_form(node, text, key) if key and len(source) <= 200 else None
         source = source if len(source) <= 80 else source[:80] + "..."
         raise _fail(
             f"{what} is not a literal: {source!r} (only numbers, strings, lists, tuples, "
             "dicts, True/False/None are accepted; nothing is evaluated)"
+            + (
+                f'; strings are quoted: {quoted} (in a shell, quote the whole word: "{quoted}")'
+                if quoted
+                else ""
+            )
         ) from None
 
 
@@ -130,7 +156,7 @@ def parse_changes(text: str | list | tuple | None) -> dict:
             for key, val in value.items():
                 put(key, val)
         else:
-            put(kw.arg, _literal(kw.value, wrapped, f"value of {kw.arg!r}"))
+            put(kw.arg, _literal(kw.value, wrapped, f"value of {kw.arg!r}", kw.arg))
     return result
 
 

@@ -253,6 +253,17 @@ def test_the_other_hints_with_syntax_work_when_followed(tmp_path, legacy_root):
     [example] = re.findall(r"e\.g\. (\S+)\)$", err.strip())
     _inspect_json("--state", STATE, example)  # exit 0
     assert parse_changes(example) == {"seqlen": 50, "prefix": "x_"}
+    # a path whose quotes the shell ate: "strings are quoted: prefix='runs/x_' (in a shell,
+    # quote the whole word: "prefix='runs/x_'")"
+    for typed, meant in (
+        ("prefix=runs/x_", {"prefix": "runs/x_"}),
+        ("source=[a.h5]", {"source": ["a.h5"]}),
+    ):
+        rc, _, err = _run("inspect", "--state", STATE, typed)
+        assert rc == 2, err
+        [word] = re.findall(r'in a shell, quote the whole word: "(.+)"\)$', err.strip())
+        assert parse_changes(word) == meant
+        _inspect_json("--state", STATE, word)  # exit 0
     # a typo in a key: "did you mean 'loopIters'?"
     rc, _, err = _run("inspect", "--state", STATE, "loopIter=50")
     [key] = re.findall(r"did you mean '(\w+)'\?", err)
