@@ -159,11 +159,17 @@ def check_output_path(path):
     output_target(path)
 
 
-def check_outputs(outputs, inputs=()):
-    """Refuse one file named for two outputs, or an input of the run named as an output.
+def check_outputs(outputs, inputs=(), folders=()):
+    """Refuse, before any work, an output that would replace evidence: one file named for
+    two outputs; an output that is, or reaches through links (or is a hard link of), a file
+    the run reads; an output whose partial file or journal would be such a file; an output
+    that resolves to a place inside a folder the run checks (a case, an archive, an exported
+    checkpoint).  One :class:`OutputError` line each (exit 2 through the command line).
 
-    ``outputs``/``inputs``: ``[(flag, path)]`` (``None`` paths skipped).  Files are compared
-    by what they are (symbolic links followed, hard links included), not by their names."""
+    ``outputs``/``inputs``: ``[(flag, path)]``; ``folders``: ``[(what, folder)]`` (``None``
+    paths skipped).  Files are compared by what they are (symbolic links followed, hard
+    links included), not by their names.  A streamed output (``-``, a FIFO, a device) is
+    written in place and never renamed over anything: only its name is checked."""
     seen = []
     for flag, path in outputs:
         if path is None:
@@ -181,13 +187,44 @@ def check_outputs(outputs, inputs=()):
         seen.append((flag, key))
         if target.stream:
             continue
+        side = (partial_path(target.path), journal_path(target.path))
         for in_flag, in_path in inputs:
-            if in_path is not None and str(in_path) != "-" and _same_file(target.path, in_path):
+            if in_path is None or str(in_path) == "-":
+                continue
+            if _same_file(target.path, in_path):
                 raise OutputError(
                     path,
                     f"is the {in_flag} input of this run: writing {flag} "
                     "there would destroy it; choose another output file",
                 )
+            for s in side:
+                if os.path.lexists(s) and _same_file(s, in_path):
+                    raise OutputError(
+                        path,
+                        f"its partial file {s.name} is the {in_flag} input of this run: "
+                        f"writing {flag} would destroy it; choose another output file",
+                    )
+        for what, folder in folders:
+            if folder is not None and lies_inside(target.path, folder):
+                raise OutputError(
+                    path,
+                    f"lies inside {what} {folder}, which this run reads: {flag} is never "
+                    "written into it (it could replace a recorded file); choose a file "
+                    "outside it",
+                )
+
+
+def journal_path(path):
+    """``PATH.partial.journal``: the records of a :class:`Journal` on ``PATH``."""
+    path = Path(path)
+    return path.with_name(path.name + ".partial.journal")
+
+
+def lies_inside(path, folder):
+    """Whether ``path`` (symbolic links resolved, also a name not created yet) is ``folder``
+    or lies anywhere under it (``folder``'s links resolved too)."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _same_file(a, b):
@@ -197,12 +234,105 @@ def _same_file(a, b):
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def file_in(folder, *parts):
+    """``folder/parts...``: a file this program names inside an output folder (``archive
+    --out``'s report and cache, ``reproduce --save-dir``, ``export OUTDIR``).  Links inside
+    such a folder are never followed -- a link there is left by someone else, and could
+    lead to an input or an archived result -- so a symbolic link at any step below
+    ``folder``, or anything but a folder on the way or a regular file at the end, is
+    refused with one :class:`OutputError` line.  ``folder`` itself is the user's name
+    (followed)."""
+    path = Path(folder)
+    for i, part in enumerate(parts):
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise write_failure(path, err) from None
+        last = i == len(parts) - 1
+        if stat.S_ISLNK(st.st_mode):
+            raise OutputError(
+                path,
+                f"is a symbolic link inside the output folder {folder}: links there are "
+                "never followed (it could lead to an input or an archived result); "
+                "remove it",
+            )
+        if not last and not stat.S_ISDIR(st.st_mode):
+            raise OutputError(path, f"is not a folder, inside the output folder {folder}")
+        if last and not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "special file")
+            raise OutputError(
+                path, f"is a {kind} inside the output folder {folder}: expected a file"
+            )
+    return path
+
+
+def folder_in(folder, *parts, create=True):
+    """``folder/parts...`` created as real folders (no link followed, see :func:`file_in`);
+    ``create=False``: only checked (a missing one is fine)."""
+    path = Path(folder)
+    for part in parts:
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            if not create:
+                return path
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                pass
+            except OSError as err:
+                raise write_failure(path, err) from None
+            st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise OutputError(
+                path,
+                f"is a symbolic link inside the output folder {folder}: links there are "
+                "never followed (it could lead to an input or an archived result); "
+                "remove it",
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            raise OutputError(path, f"is not a folder, inside the output folder {folder}")
+    return path
+
+
+def check_partial(partial):
+    """A partial file about to be written must be this program's own: not a symbolic link
+    (written through, it would replace the link's target), not a hard link of another file,
+    not a FIFO or a device.  A leftover regular file is fine (it is cut before use)."""
+    try:
+        st = os.lstat(partial)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise write_failure(partial, err) from None
+    if stat.S_ISLNK(st.st_mode):
+        problem = "is a symbolic link"
+    elif not stat.S_ISREG(st.st_mode):
+        problem = f"is a {_KINDS.get(stat.S_IFMT(st.st_mode), 'special file')}"
+    elif st.st_nlink > 1:
+        problem = f"has {st.st_nlink - 1} other hard link(s)"
+    else:
+        return
+    raise OutputError(
+        partial,
+        f"{problem}: an output's partial file is written in place, which would change "
+        "another file; remove it",
+    )
+
+
 def open_locked(path, final, busy=None):
     """Open ``path`` (read/write, created, NOT truncated) and take the exclusive lock on it
     before anything else touches it; returns the file descriptor.  ``busy``: the message
-    when another process holds the lock (default: another process is writing ``final``)."""
+    when another process holds the lock (default: another process is writing ``final``).
+    ``path`` is never a link, a hard link of another file or a special file
+    (:func:`check_partial`; ``O_NOFOLLOW`` for one made meanwhile)."""
+    check_partial(path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
     except OSError as err:
         raise write_failure(path, err) from None
     try:
@@ -512,12 +642,15 @@ class Journal:
             self._stream = _open_stream(self.target)
             return
         self.partial = partial_path(self.path)
-        self.journal = self.path.with_name(self.path.name + ".partial.journal")
+        self.journal = journal_path(self.path)
         existed = self.partial.exists() or self.journal.exists()
         # the lock comes first: a second process must not even truncate the first one's files
         self._out = open_locked(self.partial, self.path)
         try:
-            self._rec = os.open(self.journal, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            check_partial(self.journal)
+            self._rec = os.open(
+                self.journal, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666
+            )
             lines = _complete_lines(self.partial)
             header, records = _split_fingerprint(_complete_lines(self.journal))
             n = min(len(lines), len(records))

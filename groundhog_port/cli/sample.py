@@ -74,9 +74,13 @@ def run(args):
         [("--trans", args.trans)],
         inputs=[("--source", args.source), ("--state", args.state), ("model", args.model_path)],
     )
-    from .commands.common import open_from_args
+    from .commands.common import experiment_reads, open_from_args
 
     exp = open_from_args(args)
+    check_outputs(  # again with every file opening the model read (vocabularies...)
+        [("--trans", args.trans)],
+        inputs=[("--source", args.source), *experiment_reads(exp, args.state, args.model_path)],
+    )
     sampler = Sampler(exp, mrg_seed=args.seed)
     logger.info(
         "MRG31k3p stream seed %d (%s)",

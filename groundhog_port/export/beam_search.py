@@ -30,6 +30,8 @@ cheapest candidates, ties at the boundary kept by lowest flat index, NaN last, o
 import argparse
 import json
 import logging
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -192,6 +194,55 @@ class OnnxTranslator:
         return self.render(trans[best]), float(costs[best])
 
 
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def output_collision(trans, reads):
+    """Why ``--trans`` would destroy a file the run reads (``reads``: ``[(what, path)]``),
+    or None: it is one of them, through a link or a hard link, or its partial file is.  A
+    small copy of groundhog-port's ``outputs.check_outputs`` (this file runs without the
+    package)."""
+    partial = os.path.realpath(trans) + ".partial"
+    for what, path in reads:
+        if _same_file(trans, path) or (os.path.lexists(partial) and _same_file(partial, path)):
+            return (
+                f"{trans}: is the {what} input of this run: writing --trans there would "
+                "destroy it; choose another output file"
+            )
+    return None
+
+
+def write_output(trans, text):
+    """``text`` into ``--trans``: a new file (``TRANS.partial``, never a link or another
+    file's hard link) renamed into place, so ``TRANS`` is complete or as it was; a link is
+    written through (its target replaced), a FIFO or a device written in place."""
+    real = os.path.realpath(trans)
+    if os.path.exists(real) and not stat.S_ISREG(os.stat(real).st_mode):
+        with open(real, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        return
+    partial = real + ".partial"
+    if os.path.lexists(partial):
+        st = os.lstat(partial)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise OSError(f"{partial} is a link or a special file: remove it")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        with open(os.open(partial, flags, 0o666), "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, real)
+    except BaseException:
+        if os.path.lexists(partial):
+            os.unlink(partial)
+        raise
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(
         description="sample.py --beam-search over the exported ONNX graphs (onnxruntime, CPU)"
@@ -212,6 +263,13 @@ def main(argv=None):
     if args.beam_size < 1:
         p.error("--beam-size must be at least 1")
     tr = OnnxTranslator(args.model_dir, args.threads)
+    reads = [("--source", args.source), ("config.json", tr.dir / "config.json")]
+    reads += [(f"{name} graph", tr.dir / name) for name in tr.config["graphs"].values()]
+    reads.append(("driver", Path(__file__)))
+    refused = output_collision(args.trans, reads)
+    if refused:
+        print(f"{p.prog}: error: {refused}", file=sys.stderr)
+        return 2
     with open(args.source, encoding="utf-8", newline="\n") as f:
         lines = f.read().split("\n")
     if lines and lines[-1] == "":
@@ -230,8 +288,11 @@ def main(argv=None):
             sentence = ""
             failed.append(n)
         out.append(sentence + "\n")
-    with open(args.trans, "w", encoding="utf-8", newline="\n") as f:
-        f.write("".join(out))
+    try:
+        write_output(args.trans, "".join(out))
+    except OSError as err:
+        print(f"{p.prog}: error: {args.trans}: cannot write ({err})", file=sys.stderr)
+        return 2
     print(f"Total cost of the translations: {total}")
     return 3 if failed else 0
 

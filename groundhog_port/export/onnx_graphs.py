@@ -36,7 +36,6 @@ derived bounds against the recordings.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +44,7 @@ from ..errors import LegacyInputError
 from ..legacy.export_names import FORMAT_NAME, FORMAT_VERSION
 from ..legacy.exported import architecture, encode_state, raw_target_idx2word
 from ..model.config import GRCONV
-from ..outputs import atomic_write_bytes, atomic_write_text
+from ..outputs import atomic_write_bytes, atomic_write_text, file_in
 
 #: the ONNX operator set the graphs use (onnxruntime >= 1.14 runs it)
 OPSET = 17
@@ -436,7 +435,7 @@ def write_graphs(model, outdir):
     """The three graphs of ``model`` into ``outdir``; returns their paths."""
     paths = []
     for name, build in zip(GRAPH_FILES, (encoder_graph, next_probs_graph, next_states_graph)):
-        path = Path(outdir) / name
+        path = file_in(outdir, name)  # a link inside OUTDIR is never followed
         atomic_write_bytes(path, build(model).SerializeToString())
         paths.append(path)
     return paths
@@ -472,10 +471,10 @@ def write_onnx(exp, outdir):
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = write_graphs(exp.model, outdir)
-    cfg_path = outdir / "config.json"
+    cfg_path = file_in(outdir, "config.json")
     atomic_write_text(
         cfg_path, json.dumps(onnx_config(exp), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     )
-    driver = outdir / DRIVER_FILE
-    shutil.copyfile(Path(__file__).with_name(DRIVER_FILE), driver)
+    driver = file_in(outdir, DRIVER_FILE)  # a new file renamed into place, as the others
+    atomic_write_bytes(driver, Path(__file__).with_name(DRIVER_FILE).read_bytes())
     return paths + [cfg_path, driver]

@@ -38,7 +38,7 @@ import legacy_states
 from .. import lookup
 from ..errors import LegacyInputError
 from ..model.config import ModelConfig
-from ..outputs import atomic_write_bytes, atomic_write_text
+from ..outputs import atomic_write_bytes, atomic_write_text, file_in
 from . import checkpoint, vocab
 from .experiment import Experiment, allocate, auto_threads, resolve_device
 from .export_names import FORMAT_NAME, FORMAT_VERSION, export_table
@@ -107,7 +107,8 @@ def write_checkpoint(exp, outdir):
             {"name": n, "legacy_name": l, "symbol": s, "shape": list(sh)} for n, l, s, sh in rows
         ],
     }
-    weights, cfg_path = outdir / WEIGHTS_FILE, outdir / CONFIG_FILE
+    # files this function names inside OUTDIR: a link there is never followed
+    weights, cfg_path = file_in(outdir, WEIGHTS_FILE), file_in(outdir, CONFIG_FILE)
     atomic_write_bytes(weights, save(tensors, metadata=metadata))
     atomic_write_text(
         cfg_path, json.dumps(config, indent=1, ensure_ascii=False, allow_nan=False) + "\n"

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .. import lookup
 from ..errors import LegacyInputError
-from ..outputs import atomic_write_text
+from ..outputs import atomic_write_text, file_in, folder_in
 
 logger = logging.getLogger(__name__)
 
@@ -294,7 +294,7 @@ def safe_name(entry_id):
 def cached(out, entry, opts):
     """The cached result of ``entry``, or None when absent or made from other inputs."""
     path = Path(out) / "cache" / f"{safe_name(entry.id)}.json"
-    if not path.is_file():
+    if path.is_symlink() or not path.is_file():  # a link in OUT is never followed
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -318,8 +318,8 @@ def strict_json(value):
 def store(out, entry, opts, result):
     """Cache ``result``; returns it as read back (a fresh result and a cached one then give
     the same report, key order included)."""
-    path = Path(out) / "cache" / f"{safe_name(entry.id)}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    folder_in(out, "cache")  # a link in OUT is never followed
+    path = file_in(out, "cache", f"{safe_name(entry.id)}.json")
     text = json.dumps(
         {"key": cache_key(entry, opts), "result": strict_json(result)},
         sort_keys=True,
@@ -789,14 +789,13 @@ def _plots(res, exp, entry, test, opts, out):
     plots.require_matplotlib()
     from ..legacy.data import read_text_lines
 
-    folder = Path(out) / "plots" / safe_name(entry.id)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = folder_in(out, "plots", safe_name(entry.id))  # no link in OUT followed
     for i, (s, t) in enumerate(
         zip(read_text_lines(src)[: opts.plots], read_text_lines(ref)[: opts.plots])
     ):
         (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, s, t, True)
         a = score_pair(exp.model, src_seq, trg_seq).alignment.numpy()[:, :, 0]
-        path = folder / plots.plot_file_name(i + 1, opts.plots)
+        path = file_in(folder, plots.plot_file_name(i + 1, opts.plots))
         plots.plot_alignment(
             a,
             src_words + ["<eos>"],
@@ -837,7 +836,13 @@ def _parity(res, exp, entry, test, opts):
 # the whole archive
 # ----------------------------------------------------------------------------------------
 def check_out_dir(root, out):
-    """``out`` must not lie inside ``root``: nothing is written into the archive."""
+    """``out`` must not lie inside ``root``: nothing is written into the archive.  Nor is
+    anything written through a link inside ``out`` (``OUT/report.md -> ROOT/exp/test.fr``,
+    ``OUT/cache -> ROOT/exp``): every name archive writes there, and everything already
+    under ``OUT/cache`` and ``OUT/plots``, must be a real file or folder (checked before any
+    work; the writes check again, :func:`groundhog_port.outputs.file_in`)."""
+    from .archive_report import REPORT_FILES
+
     r, o = Path(root).resolve(), Path(out).resolve()
     if o == r or r in o.parents:
         raise LegacyInputError(
@@ -845,6 +850,20 @@ def check_out_dir(root, out):
             f"the output folder lies inside the archive {root}; give "
             "one outside it (nothing is written into the archive)",
         )
+    if not Path(out).is_dir():
+        return
+    for name in REPORT_FILES:
+        file_in(out, name)
+    for name in ("cache", "plots"):
+        if not os.path.lexists(Path(out) / name):
+            continue
+        folder_in(out, name, create=False)
+        for folder, dirs, files in os.walk(Path(out) / name):  # links not followed
+            rel = Path(folder).relative_to(out).parts
+            for d in dirs:
+                folder_in(out, *rel, d, create=False)
+            for f in files:
+                file_in(out, *rel, f)
 
 
 def run(root, out, opts: Options, world=None, progress=None, fresh=False):

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from .. import __version__
-from ..outputs import atomic_write_text
+from ..outputs import atomic_write_text, file_in
 
 TITLE = "GroundHog archive re-done by groundhog-port"
 
@@ -326,10 +326,15 @@ def html_page(report, out):
     )
 
 
+#: what :func:`write` writes into ``--out``
+REPORT_FILES = ("report.json", "report.md", "report.html")
+
+
 def write(report, out):
-    """``report.json``, ``report.md``, ``report.html`` in ``out``; returns their paths."""
+    """``report.json``, ``report.md``, ``report.html`` in ``out``; returns their paths.  A
+    link at one of these names is never followed (:func:`groundhog_port.outputs.file_in`)."""
     out = Path(out)
-    paths = [out / "report.json", out / "report.md", out / "report.html"]
+    paths = [file_in(out, name) for name in REPORT_FILES]
     atomic_write_text(
         paths[0],
         json.dumps(report, indent=1, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n",

@@ -36,7 +36,7 @@ from pathlib import Path
 from .. import lookup
 from ..errors import LegacyInputError
 from ..legacy.data import first_text_lines, read_text_lines
-from ..outputs import atomic_output
+from ..outputs import atomic_output, file_in
 from ..search.translator import SearchWarnings, Translator, total_cost
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
 
@@ -530,7 +530,8 @@ def reproduce(
             r["crash_reproduced"] = port_error is not None and (orig is None or port_error in orig)
         if save_dir is not None:
             Path(save_dir).mkdir(parents=True, exist_ok=True)
-            with atomic_output(Path(save_dir) / f.name) as fh:  # complete or absent
+            # complete or absent; a link inside the folder is never followed
+            with atomic_output(file_in(save_dir, f.name)) as fh:
                 fh.writelines(t.line + "\n" for t in out)
         reports.append(r)
     elapsed = time.monotonic() - start

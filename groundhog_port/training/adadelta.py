@@ -207,6 +207,19 @@ class SGDAdadelta:
                 "not the Adadelta accumulators of this model (differs at "
                 f"{', '.join(missing[:3]) or 'extra arrays'})",
             )
+        # running means of squares (:125, :151) are finite and >= 0: one NaN, Inf or
+        # negative value would make every later step of that parameter NaN (and the saved
+        # model with it) -- refused, naming the array, before any update
+        for key in sorted(want):
+            a = np.asarray(arrays[key])
+            bad = int(np.count_nonzero(~(np.isfinite(a) & (a >= 0))))
+            if bad:
+                raise LegacyInputError(
+                    where,
+                    f"{key} holds {bad} NaN, infinite or negative value(s): not Adadelta "
+                    "accumulators (running means of squares are finite and >= 0); remove "
+                    "the file to restart Adadelta from zero",
+                )
         dt, dev = self.params[0].dtype, self.params[0].device
         t = lambda a: torch.as_tensor(np.asarray(a), dtype=dt, device=dev)
         self.gnorm2 = [t(arrays["gnorm2_" + n]) for n in self.names]

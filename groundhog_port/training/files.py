@@ -53,12 +53,15 @@ def save_checkpoint(
     timings: dict,
     kept: str,
     accumulators: tuple[str | os.PathLike, dict[str, np.ndarray]] | None = None,
+    diverged: str = "nothing was saved",
 ) -> None:
     """mainLoop.py:222-239 (``MainLoop.save``): the model, the state and the timings, replaced
     together (:func:`groundhog_port.outputs.write_together`); ``kept`` ends the error of a
-    failed save (which checkpoint is left as it was).  ``accumulators`` (``--keep-accumulators``,
+    failed save (which checkpoint is left as it was), ``diverged`` the refusal of a model
+    with NaN/Inf weights over a finite one (:func:`refuse_nonfinite_over_finite`).  ``accumulators`` (``--keep-accumulators``,
     a deviation): ``(path, arrays)`` of Adadelta's accumulators, replaced with the others."""
     arrays, state_bytes = model_arrays(model), dumps_state(state)
+    refuse_nonfinite_over_finite(model_path, arrays, "the model to be saved", diverged)
     writers = [
         (model_path, lambda f: np.savez(f, **arrays)),
         (state_path, lambda f: f.write(state_bytes)),
@@ -68,6 +71,41 @@ def save_checkpoint(
         writers.append((acc_path, lambda f: np.savez(f, **acc)))
     writers.append((timing_path, lambda f: np.savez(f, **timings)))
     write_together(writers, kept)
+
+
+def nonfinite_counts(arrays: dict[str, np.ndarray]) -> dict[str, int]:
+    """``{name: number of NaN/Inf values}`` of the arrays holding any."""
+    out = {}
+    for name, a in arrays.items():
+        n = int(np.count_nonzero(~np.isfinite(a)))
+        if n:
+            out[name] = n
+    return out
+
+
+def refuse_nonfinite_over_finite(
+    model_path: str | os.PathLike, arrays: dict[str, np.ndarray], what: str, kept: str
+) -> None:
+    """A model holding NaN/Inf weights is never written over a finite one (DEVIATION: the
+    original saved whatever the parameters held; with its non-finite guard,
+    SGD_adadelta.py:114, a faithful run keeps finite weights even through NaN gradient
+    norms, so only damaged inputs -- e.g. a NaN accumulator -- get here).  Writing it where
+    no model is, or over one already non-finite, is left as the original did."""
+    bad = nonfinite_counts(arrays)
+    if not bad or not os.path.lexists(model_path):
+        return
+    try:
+        old = read_npz_arrays(model_path, "model")
+        if nonfinite_counts({k: v for k, v in old.items() if isinstance(v, np.ndarray)}):
+            return
+    except LegacyInputError:
+        pass  # unreadable: not known to be non-finite, so kept
+    names = ", ".join(sorted(bad)[:3]) + (", ..." if len(bad) > 3 else "")
+    raise LegacyInputError(
+        model_path,
+        f"{what} holds {sum(bad.values())} NaN/Inf weight(s) (in {names}): it is never "
+        f"written over a finite model; {kept}",
+    )
 
 
 def accumulators_path(model_path: str | os.PathLike) -> Path | None:

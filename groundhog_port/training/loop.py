@@ -179,7 +179,15 @@ class MainLoop:
             arrays["step"] = np.int64(self.timings["step"])
             acc = (files.accumulators_path(model_path), arrays)
         files.save_checkpoint(
-            model_path, state_path, timing_path, self.model, self.state, self.timings, kept, acc
+            model_path,
+            state_path,
+            timing_path,
+            self.model,
+            self.state,
+            self.timings,
+            kept,
+            acc,
+            diverged=f"nothing was saved: {last} is left as it was",
         )
         self.saved_step = int(self.timings["step"])
         self.save_iter += 1

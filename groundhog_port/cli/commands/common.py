@@ -231,3 +231,24 @@ def source_fingerprint(args, exp, command, lines, **settings):
         source=text_digest(lines),
         **settings,
     )
+
+
+#: the vocabularies a state names (every one a command may read)
+VOCABULARY_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
+
+
+def experiment_reads(exp, state=None, model=None):
+    """``[(what, path)]``: every file opening ``exp`` read or a command may read of it -- the
+    state and the model (``state``/``model``: as given; an exported checkpoint's
+    ``config.json`` and weights), and each vocabulary the state names that exists.  What
+    :func:`groundhog_port.outputs.check_outputs` protects from the command's outputs."""
+    if getattr(exp, "weights_path", None) is not None:
+        out = [("--checkpoint", exp.state_path), ("--checkpoint", exp.weights_path)]
+    else:
+        out = [("--state", state or exp.state_path), ("model", model)]
+        for key in VOCABULARY_KEYS:
+            try:
+                out.append((f"{key} vocabulary", exp.path(key)))
+            except LegacyInputError:
+                pass  # not found: nothing there to protect
+    return out

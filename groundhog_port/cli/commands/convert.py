@@ -12,6 +12,7 @@ from ...legacy import checkpoint, compat
 from ...legacy.preprocess.py2dict import Py2Dict
 from ...legacy.preprocess.py2pickle import dumps
 from ...legacy.preprocess.staging import Staged
+from ...outputs import check_outputs
 
 NAME = "convert"
 HELP = (
@@ -93,11 +94,18 @@ def run(args):
     if args.in_place == bool(args.output):
         raise LegacyInputError(None, "give an OUTPUT file, or --in-place to replace the input")
     dst = src if args.in_place else Path(args.output)
+    reads = [] if args.in_place else [("INPUT", src)]
+    try:
+        check_outputs([("OUTPUT", dst)], reads)  # before any work
+    except LegacyInputError as err:
+        raise LegacyInputError(
+            err.path, err.problem + " (or give --in-place to replace it on purpose)"
+        ) from None
     try:
         magic = src.read_bytes()[:4]
     except OSError as err:
         raise LegacyInputError(src, f"cannot read ({err.strerror or err})") from None
-    staged = Staged()
+    staged = Staged(reads)
     if magic != b"PK\x03\x04":
         kind = "state"
         old, data = convert_state(src)

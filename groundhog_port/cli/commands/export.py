@@ -12,7 +12,13 @@ import logging
 from pathlib import Path
 
 from ...errors import EXIT_OK, LegacyInputError
-from .common import add_model_arguments, add_output_folder, model_and_changes, open_from_args
+from .common import (
+    add_model_arguments,
+    add_output_folder,
+    experiment_reads,
+    model_and_changes,
+    open_from_args,
+)
 
 NAME = "export"
 HELP = (
@@ -35,6 +41,31 @@ def add_arguments(p):
 
 #: the package each format needs (the export extra), checked before anything is loaded
 NEEDS = {"safetensors": "safetensors", "onnx": "onnx"}
+
+
+def output_names(fmt):
+    """The files ``export --format fmt`` writes into OUTDIR."""
+    if fmt == "safetensors":
+        from ...legacy.exported import CONFIG_FILE, WEIGHTS_FILE
+
+        return (WEIGHTS_FILE, CONFIG_FILE)
+    from ...export.onnx_graphs import DRIVER_FILE, GRAPH_FILES
+
+    return (*GRAPH_FILES, "config.json", DRIVER_FILE)
+
+
+def check_outdir(args, exp):
+    """Before anything is written: no file of OUTDIR is a link (never followed there) or a
+    file the export reads (``--checkpoint D D``: D's own config.json and weights)."""
+    from ...outputs import check_outputs, file_in
+
+    if not Path(args.outdir).is_dir():
+        return  # created on writing: nothing in it yet to collide with
+    names = output_names(args.format)
+    check_outputs(
+        [(f"OUTDIR's {name}", file_in(args.outdir, name)) for name in names],
+        inputs=experiment_reads(exp, args.state, args.model_path),
+    )
 
 
 def run(args):
@@ -60,6 +91,7 @@ def run(args):
             "do not apply",
         )
     exp = open_from_args(args)
+    check_outdir(args, exp)
     if args.format == "safetensors":
         from ...legacy.exported import write_checkpoint
 

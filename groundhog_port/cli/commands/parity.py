@@ -21,13 +21,14 @@ from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from ...harness.check import GROUPS, check, count_work, find_case, test_files_near
 from ...harness.trace import TraceFile
 from ...legacy.loading import open_experiment
-from ...outputs import Progress
+from ...outputs import Progress, check_outputs
 from .common import (
     add_case_argument,
     add_data_dir_argument,
     add_device_argument,
     add_progress_arguments,
     add_state_and_model,
+    experiment_reads,
     model_and_changes,
 )
 
@@ -171,6 +172,18 @@ def run(args):
                 device=args.device,
                 strict=args.strict,
             )
+        # the report never replaces what it checks: the trace, the model's files, the test
+        # set, anything inside the case folder
+        check_outputs(
+            [("--json", args.json)],
+            inputs=[
+                ("--trace", trace),
+                ("source", source),
+                ("target", target),
+                *experiment_reads(exp, state, model),
+            ],
+            folders=[("the case folder", args.case)],
+        )
         with TraceFile(trace) as tr:
             progress = Progress(
                 count_work(tr, groups, args.beam_labels),

@@ -2,7 +2,7 @@
 (what ``experiments/nmt/analysis.py``'s ``load_n_show_timings`` showed)."""
 
 from ...errors import EXIT_OK
-from ...outputs import signals_held
+from ...outputs import check_outputs, signals_held
 from ...tasks import plots
 
 NAME = "plot-training"
@@ -37,6 +37,8 @@ def add_arguments(p):
 
 
 def run(args):
+    # the picture never replaces a timing file it plots
+    check_outputs([("--out", args.out)], inputs=[("timings", t) for t in args.timings])
     plots.require_matplotlib()  # before the timing files and torch are loaded
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli.py says why)
         from ...tasks.curves import plot

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ... import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
-from ...outputs import Progress
+from ...outputs import OutputError, Progress, check_outputs, file_in, lies_inside
 from ...search.translator import DEFAULT_BATCH_SIZE
 from ...tasks.reproduce import (
     ArchivedFile,
@@ -34,6 +34,7 @@ from .common import (
     add_case_argument,
     add_model_arguments,
     add_progress_arguments,
+    experiment_reads,
     model_and_changes,
     open_from_args,
 )
@@ -164,6 +165,33 @@ def _archived_files(args):
     return exp, files, [], None, args.state and Path(args.state), args.model and Path(args.model)
 
 
+def check_save_dir(save_dir, files, reads, case):
+    """Before any work: the reproduced files (named as the archived ones, inside
+    ``save_dir``, no link there followed) replace nothing the run reads -- the archived
+    files, the test sets, the model's files -- and nothing inside the case folder."""
+    if case is not None and lies_inside(save_dir, case):
+        raise OutputError(
+            save_dir,
+            f"lies inside the case folder {case}, which this run reads: --save-dir is never "
+            "written into it (it could replace a recorded file); choose a folder outside it",
+        )
+    if not Path(save_dir).is_dir():
+        return  # created on writing: nothing in it yet to collide with
+    for f in files:
+        reads += [
+            ("archived", f.path),
+            ("source", f.source),
+            ("reference", f.reference),
+            ("sample.py stdout", f.stdout),
+            ("sample.py error", f.error),
+        ]
+    check_outputs(
+        [("--save-dir", file_in(save_dir, f.name)) for f in files],
+        inputs=reads,
+        folders=[("the case folder", case)],
+    )
+
+
 def run(args):
     model_and_changes(args)
     if args.batch_size < 1:
@@ -171,6 +199,8 @@ def run(args):
     exp, files, skipped, case, state, model = _archived_files(args)
     if args.checkpoint:
         state, model = exp.state_path, exp.weights_path
+    if args.save_dir:
+        check_save_dir(args.save_dir, files, experiment_reads(exp, state, model), case)
     progress = Progress(
         sentences_to_translate(files), unit="sent", enabled=True if args.progress else None
     )

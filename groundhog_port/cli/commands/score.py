@@ -16,9 +16,15 @@ from ...distributed import world as distributed
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
-from ...outputs import atomic_output, check_outputs, file_digest, write_failure
+from ...outputs import atomic_output, check_outputs, file_digest, file_in, write_failure
 from ...tasks import plots
-from .common import add_model_arguments, add_progress_arguments, open_from_args, run_fingerprint
+from .common import (
+    add_model_arguments,
+    add_progress_arguments,
+    experiment_reads,
+    open_from_args,
+    run_fingerprint,
+)
 
 NAME = "score"
 HELP = "score sentence pairs as GroundHog's score.py did (--mode batch|txt|interact)"
@@ -125,6 +131,14 @@ def run(args):
     )
     world, args.device = distributed.setup(args.device, args.threads)
     exp = open_from_args(args)
+    check_outputs(  # again with every file opening the model read (vocabularies...)
+        [("--scores", args.scores)],
+        inputs=[
+            ("--src", args.src),
+            ("--trg", args.trg),
+            *experiment_reads(exp, args.state, args.model_path),
+        ],
+    )
     if args.mode == "batch":
         return batch_mode(exp, args, world)
     if args.mode == "txt":
@@ -224,6 +238,19 @@ def txt_mode(exp, args):
             )
         tree_dir = _output_dir(args.plot_tree)
     fmt, dpi = args.format or "png", args.dpi or plots.DPI
+    # the pictures are files this command names inside the user's folders: a link there is
+    # never followed (it could lead to an input); all checked before the first pair
+    reads = [
+        ("--src", args.src),
+        ("--trg", args.trg),
+        *experiment_reads(exp, args.state, args.model_path),
+    ]
+    for folder, name in ((plot_dir, plots.plot_file_name), (tree_dir, plots.tree_file_name)):
+        if folder is not None:
+            for n in range(1, len(src_lines) + 1):
+                path = file_in(folder, name(n, len(src_lines), fmt))
+                if path.exists():
+                    check_outputs([("a picture", path)], reads)
     n_inf = 0
     # log(0) of an underflowed probability is score.py's inf, explained once below
     with (
@@ -249,7 +276,7 @@ def txt_mode(exp, args):
                     s.alignment.numpy()[:, :, 0],
                     src_words + ["<eos>"],
                     trg_words + ["<eos>"],
-                    plot_dir / plots.plot_file_name(n, len(src_lines), fmt),
+                    file_in(plot_dir, plots.plot_file_name(n, len(src_lines), fmt)),
                     title=f"{Path(args.src).name}, line {n}",
                     fmt=fmt,
                     dpi=dpi,
@@ -258,7 +285,7 @@ def txt_mode(exp, args):
                 plots.plot_grconv_tree(
                     grconv_gates(exp.model, src_seq).numpy(),
                     src_words + ["<eos>"],
-                    tree_dir / plots.tree_file_name(n, len(src_lines), fmt),
+                    file_in(tree_dir, plots.tree_file_name(n, len(src_lines), fmt)),
                     args.tree_threshold,
                     title=f"{Path(args.src).name}, line {n}",
                     fmt=fmt,

@@ -19,6 +19,7 @@ when the run is resumed (or from beside ``--model``).
 """
 
 import logging
+import os
 from pathlib import Path
 
 import legacy_states
@@ -29,7 +30,7 @@ from ...legacy import checkpoint
 from ...legacy.experiment import auto_threads, resolve_device
 from ...model.config import ModelConfig
 from ...model.encdec import RNNEncoderDecoder
-from ...outputs import run_lock
+from ...outputs import check_outputs, run_lock
 from ...training import files
 from ...training.adadelta import restart_step
 from ...training.init import initialize
@@ -121,12 +122,34 @@ def run(args):
             ),
         )
     lock = Path(prefix + "train.lock")
+    check_prefix_outputs(args, prefix, lock, corpora)
     with run_lock(
         lock,
         f"another training run is writing the {prefix}* checkpoint ({lock.name} "
         "is locked); wait for it to finish or give another prefix",
     ):
         return _train(args, state, cfg, device, corpora, prefix)
+
+
+def check_prefix_outputs(args, prefix, lock, corpora):
+    """Before anything is loaded: the checkpoint files (and the lock, removed at the end)
+    are none of the files training reads -- the corpora, and ``--model`` unless it is this
+    prefix's own model (continuing one's own checkpoint, and the state it was saved with,
+    is what ``reload`` does)."""
+    own = Path(prefix + "model.npz")
+    reads = [("source corpus", corpora[0]), ("target corpus", corpora[1])]
+    if args.model and not (own.exists() and os.path.samefile(own, args.model)):
+        reads.append(("--model", args.model))
+    check_outputs(
+        [
+            ("the checkpoint", own),
+            ("the checkpoint", files.accumulators_path(own)),
+            ("the checkpoint", Path(prefix + "state.pkl")),
+            ("the checkpoint", Path(prefix + "timing.npz")),
+            ("the lock", lock),
+        ],
+        inputs=reads,
+    )
 
 
 def _train(args, state, cfg, device, corpora, prefix):

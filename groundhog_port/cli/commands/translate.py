@@ -14,6 +14,7 @@ from .. import sample as sampling_cli
 from .common import (
     add_model_arguments,
     add_progress_arguments,
+    experiment_reads,
     open_from_args,
     source_fingerprint,
 )
@@ -93,6 +94,12 @@ def run(args):
             "and does not take --verbose (only rank 0 writes)",
         )
     exp = open_from_args(args)
+    # again with every file opening the model read (the vocabularies the state names, an
+    # exported checkpoint's files): none may be an output
+    check_outputs(
+        [("--trans", args.trans), ("--n-best", args.n_best)],
+        inputs=[("--source", args.source), *experiment_reads(exp, args.state, args.model_path)],
+    )
     if not args.source:
         return interact(
             exp, Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size)

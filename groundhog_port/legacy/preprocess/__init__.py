@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import LegacyInputError
-from ...outputs import Progress
+from ...outputs import Progress, check_outputs
 from . import corpus as _corpus
 from .h5out import write_bitext_side, write_carray
 from .py2dict import Py2Dict
@@ -75,6 +75,18 @@ def preprocess(
         logger.warning("-s without -n: ignored, as in the original (it splits the n-grams)")
     if h5 and not pickle_text:
         raise LegacyInputError(None, "--h5 converts the binarized text: it needs -p")
+    reads = [("input", p) for p in inputs]
+    # before any work: the named outputs that will be written (without -o an existing -d /
+    # -b file is kept, as the original's safe_pickle did); derived names are checked below
+    check_outputs(
+        [
+            ("-d", dictionary if overwrite else None),
+            ("-b", binarized_text if pickle_text and overwrite else None),
+            ("--ivocab", ivocab),
+            ("--h5", h5),
+        ],
+        reads,
+    )
     corpora = [
         _corpus.Corpus(str(p), _corpus.base_filename(str(p)), _corpus.read_lines(str(p)))
         for p in inputs
@@ -105,7 +117,7 @@ def preprocess(
             corpora[-1].path if vocab is None else None, f"empty corpus: {what} no words"
         )
     word2idx = _corpus.build_vocab(corpora, combined, vocab, dict_order)
-    staged = Staged()
+    staged = Staged(reads)
     if each and count:
         for c in corpora:
             if not c.reused_counts:
@@ -118,10 +130,12 @@ def preprocess(
         staged.add_bytes(
             "combined.count.pkl", dumps(_counter(combined), 2), keep_existing=not overwrite
         )
-    staged.add_bytes(dictionary, dumps(word2idx, 2), keep_existing=not overwrite)
+    staged.add_bytes(dictionary, dumps(word2idx, 2), keep_existing=not overwrite, flag="-d")
     if ivocab:
         staged.add_bytes(
-            ivocab, dumps(_invert_loaded(as_py2_dict(word2idx).items(), dict_order, ivocab), 0)
+            ivocab,
+            dumps(_invert_loaded(as_py2_dict(word2idx).items(), dict_order, ivocab), 0),
+            flag="--ivocab",
         )
     if ngram or pickle_text:
         progress = Progress(n_lines, unit="lines")
@@ -144,9 +158,9 @@ def preprocess(
             start += n
         flat = [s for sents in sentences for s in sents]
         if pickle_text:
-            staged.add_bytes(binarized_text, dumps(flat, 2), keep_existing=not overwrite)
+            staged.add_bytes(binarized_text, dumps(flat, 2), keep_existing=not overwrite, flag="-b")
             if h5:
-                staged.add(h5, lambda tmp: write_bitext_side(tmp, flat))
+                staged.add(h5, lambda tmp: write_bitext_side(tmp, flat), flag="--h5")
         if ngram:
             _stage_ngrams(staged, grams, "combined", split, rng, overwrite)
     return staged.commit()
@@ -239,10 +253,12 @@ def invert_dict(src, dst, dict_order="py2"):
     """``invert-dict.py SRC DST``."""
     from .. import vocab as _vocab
 
+    reads = [("INPUT", src)]
+    check_outputs([("OUTPUT", dst)], reads)  # before any work: never over the input
     _vocab.load_word2idx(src)  # the port's checks: a word -> index dict, UTF-8 words
     raw = _load_raw(src, "vocabulary")
-    staged = Staged()
-    staged.add_bytes(dst, dumps(_invert_loaded(raw.items(), dict_order, src), 0))
+    staged = Staged(reads)
+    staged.add_bytes(dst, dumps(_invert_loaded(raw.items(), dict_order, src), 0), flag="OUTPUT")
     return staged.commit()
 
 
@@ -250,6 +266,8 @@ def pkl2hdf5(src, dst):
     """``convert-pkl2hdf5.py SRC DST``: a pickled list of id lists -> one ``.h5`` side."""
     from legacy_states import safe_load_pickle
 
+    reads = [("INPUT", src)]
+    check_outputs([("OUTPUT", dst)], reads)  # before any work: never over the input
     raw = safe_load_pickle(src)  # the port's hardened loader: plain data, size and depth limits
     if not isinstance(raw, list) or not all(
         isinstance(s, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in s)
@@ -260,8 +278,8 @@ def pkl2hdf5(src, dst):
             "not a binarized text (expected a pickled list of lists of "
             "word ids, preprocess.py -p output)",
         )
-    staged = Staged()
-    staged.add(dst, lambda tmp: _write_side(tmp, raw, src))
+    staged = Staged(reads)
+    staged.add(dst, lambda tmp: _write_side(tmp, raw, src), flag="OUTPUT")
     paths = staged.commit()
     logger.info("processed %d phrases", len(raw))
     return paths
@@ -279,6 +297,9 @@ def shuffle_hdf5(src_in, trg_in, src_out, trg_out, seed=None):
     Returns ``(paths, order)``; ``order[k]`` is the input pair at output row ``k``."""
     from ..data import read_h5_bitext
 
+    reads = [("SOURCE_INPUT", src_in), ("TARGET_INPUT", trg_in)]
+    outputs = [("SOURCE_OUTPUT", src_out), ("TARGET_OUTPUT", trg_out)]
+    check_outputs(outputs, reads)  # before any work: never over an input
     src, trg = read_h5_bitext(src_in), read_h5_bitext(trg_in)
     if len(src) != len(trg):
         raise LegacyInputError(
@@ -287,10 +308,12 @@ def shuffle_hdf5(src_in, trg_in, src_out, trg_out, seed=None):
         )
     logger.info("Data len: %d", len(src))
     order = _corpus.shuffle_order(len(src), _seed(seed, "shuffle-hdf5"))
-    staged = Staged()
-    for side, out in ((src, src_out), (trg, trg_out)):
+    staged = Staged(reads)
+    for side, (flag, out) in zip((src, trg), outputs):
         staged.add(
-            out, lambda tmp, s=side: write_bitext_side(tmp, [s.sentence(int(i)) for i in order])
+            out,
+            lambda tmp, s=side: write_bitext_side(tmp, [s.sentence(int(i)) for i in order]),
+            flag=flag,
         )
     paths = staged.commit()
     logger.info("processed %d phrase pairs", len(order))

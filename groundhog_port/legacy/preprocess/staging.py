@@ -3,7 +3,11 @@
 Everything is computed first; :meth:`Staged.commit` then writes each file to
 ``NAME.partial`` in its own directory and, only when all of them are complete, renames
 them into place.  On any failure the ``.partial`` files are removed and no output exists
-that did not exist before (an existing file is only replaced by a complete one).
+that did not exist before (an existing file is only replaced by a complete one).  An
+output that is (or reaches through a link) a file the run read is refused when it is
+staged, before anything is written (:func:`groundhog_port.outputs.check_outputs`), and a
+partial file is never a link or a hard link of another file
+(:func:`groundhog_port.outputs.check_partial`).
 """
 
 from __future__ import annotations
@@ -13,19 +17,22 @@ import os
 from pathlib import Path
 
 from ...errors import LegacyInputError
-from ...outputs import OutputError, output_target
+from ...outputs import OutputError, check_outputs, check_partial, output_target
 
 logger = logging.getLogger("groundhog_port.legacy.preprocess")
 
 
 class Staged:
-    def __init__(self):
-        self._files: list[tuple[Path, object]] = []
+    """``reads``: ``[(what, path)]``, the files the run reads (never an output)."""
 
-    def add(self, path, write, keep_existing=False) -> None:
+    def __init__(self, reads=()):
+        self._files: list[tuple[Path, object]] = []
+        self.reads = list(reads)
+
+    def add(self, path, write, keep_existing=False, flag="output") -> None:
         """Stage ``write(tmp_path)`` for ``path``.  ``keep_existing``: ``safe_pickle`` /
         ``safe_hdf`` without ``-o`` (preprocess.py:81-82) -- an existing file is kept and a
-        warning logged."""
+        warning logged.  ``flag`` names the output in a refusal."""
         target = output_target(path)  # a symbolic link is written through, never replaced
         if target.stream:
             raise OutputError(
@@ -39,14 +46,17 @@ class Staged:
             return
         if any(p == path for p, _ in self._files):
             raise LegacyInputError(path, "named for two different outputs")
+        check_outputs([(flag, path)], self.reads)
         self._files.append((path, write))
 
-    def add_bytes(self, path, data: bytes, keep_existing=False) -> None:
-        self.add(path, lambda tmp: Path(tmp).write_bytes(data), keep_existing)
+    def add_bytes(self, path, data: bytes, keep_existing=False, flag="output") -> None:
+        self.add(path, lambda tmp: Path(tmp).write_bytes(data), keep_existing, flag)
 
     def commit(self) -> list[Path]:
         partials = []
         try:
+            for path, _ in self._files:
+                check_partial(path.with_name(path.name + ".partial"))
             for path, write in self._files:
                 tmp = path.with_name(path.name + ".partial")
                 partials.append(tmp)
