@@ -24,7 +24,10 @@ The ``hostile`` target (issue 25) draws small well-formed files that hurt: nesti
 hashing, constructors called with a size, opcode floods, colliding dict keys, ``.npz`` and
 ``.h5`` size lies per dtype, megabyte state values (``fuzzing._gen_hostile``); cases of
 seeds run before it existed replay with
-``--targets state,vocab,model,trace,bitext,text,cli``.
+``--targets state,vocab,model,trace,bitext,text,cli``.  The ``collisions`` target (issue 40)
+points the output of every command that writes at what the run reads or checks
+(``fuzzing._gen_collisions``); seeds run before it replay with
+``--targets state,vocab,model,trace,bitext,text,cli,hostile,outputs``.
 ``--seed fresh`` draws a new seed (printed first, and with every failure as the command
 that replays it); ``--time-budget S`` stops starting cases after S seconds (CI runs a fresh
 seed for about a minute on every run: ``.ci/run``).
@@ -65,7 +68,7 @@ WALL_FACTOR = 4
 
 
 def _factor(case):
-    return CLI_TIMEOUT_FACTOR if case.target == "cli" else 1
+    return CLI_TIMEOUT_FACTOR if case.target in ("cli", "collisions") else 1
 
 
 def parse_args(argv=None):
@@ -91,8 +94,8 @@ def parse_args(argv=None):
         "--timeout",
         type=float,
         default=20.0,
-        help="CPU seconds per case before it counts as a hang (default 20; cli cases, "
-        f"which load a model and search, get {CLI_TIMEOUT_FACTOR}x; a case also "
+        help="CPU seconds per case before it counts as a hang (default 20; cli and collisions "
+        f"cases, which run commands, get {CLI_TIMEOUT_FACTOR}x; a case also "
         f"stops after {WALL_FACTOR}x that in wall-clock time)",
     )
     p.add_argument(

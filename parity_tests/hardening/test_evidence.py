@@ -360,3 +360,29 @@ def test_train_checkpoint_never_replaces_a_corpus(tmp_path):
     before = tree_digest(data)
     assert train_bundled_search(data, f"{tmp_path}/x_", "loopIters=1") == 2
     assert tree_digest(data) == before
+
+
+# -- the fuzzer's collisions target ----------------------------------------------------------
+def test_fuzz_target_collisions_every_command(tmp_path):
+    """``tools/fuzz.py``'s ``collisions`` target: every command, each folder layout, and
+    the file layouts dealt out two per command (all six used), each one clean refusal with
+    everything it reads as it was (on 70602bd, before the guard: 48 of the 57 combinations
+    replaced a file)."""
+    from parity_tests.support import fuzzing as F
+
+    fx = F.Fixtures()
+    cases = []
+    for i, command in enumerate(F.COLLISION_COMMANDS):
+        if command == "parity" and not fx.has_traces or command == "train" and not fx.has_bitexts:
+            continue
+        if command in ("reproduce", "archive", "export"):
+            layouts = F.FOLDER_LAYOUTS
+        else:
+            n = len(F.COLLISION_LAYOUTS)
+            layouts = [F.COLLISION_LAYOUTS[(2 * i) % n], F.COLLISION_LAYOUTS[(2 * i + 1) % n]]
+        cases += [(command, layout, i) for layout in layouts]
+    for k, (command, layout, victim) in enumerate(cases):
+        opts = {"command": command, "layout": layout, "victim": victim}
+        case = F.Case("collisions", f"{command} {layout}", {"marker.txt": b""}, opts)
+        result = F.run_case(fx, case, tmp_path / str(k))
+        assert result.outcome == "clean error", (command, layout, result)

@@ -25,6 +25,12 @@ outputs   issue 25's special output targets (symbolic links and chains, dangling
           itself or a link to it, one file for two outputs, a partial file of another run)
           for ``translate``, sampling and ``score --scores``: exit 0 or one clean error,
           and nothing but a regular file of the run is replaced (``replaced`` otherwise)
+collisions  issue 40: the output of every command that writes (translate, score, parity
+          --json, reproduce --save-dir, archive --out, export, invert-dict, pkl2hdf5,
+          shuffle-hdf5, preprocess, train) made to reach a file the run reads -- its own
+          name, a link, a chain, a hard link, a partial file linked to it -- or a link inside
+          the output folder, the folder inside the case: one clean error (exit 2) and every
+          file of the case as it was (``replaced`` otherwise)
 ========  ==================================================================================
 
 Mutations are byte-level (truncation at any offset, flipped/overwritten/inserted/deleted
@@ -1475,6 +1481,259 @@ def _run_outputs_case(fx, paths, opts) -> Outcome:
     return result
 
 
+# ----------------------------------------------------------------------------------------------
+# collisions (issue 40): every command's output pointed at what the run reads or checks
+# ----------------------------------------------------------------------------------------------
+#: how an output is made to reach a file the run reads (:func:`_collide`)
+COLLISION_LAYOUTS = (
+    "same",  # the input's own name
+    "link",  # a link to it, outside the case
+    "link-chain",  # a link to a link to it
+    "hardlink",  # another name of its bytes
+    "partial-link",  # a new name whose OUT.partial is a link to it
+    "partial-hardlink",  # ... or a hard link of it
+)
+#: what each command writes where (``file``: a name the user gives; ``folder``: a folder the
+#: command writes named files into -- laid out by :func:`_collision_argv`)
+COLLISION_COMMANDS = (
+    "translate",
+    "score",
+    "parity",
+    "reproduce",
+    "archive",
+    "export",
+    "invert-dict",
+    "pkl2hdf5",
+    "shuffle-hdf5",
+    "preprocess",
+    "train",
+)
+#: folder outputs: the layouts of :func:`_collision_argv` (a link in the folder, the folder
+#: itself inside the case, a link to the case)
+FOLDER_LAYOUTS = ("named-link", "inside-case", "folder-link")
+
+
+def _cut(path, n=2):
+    """Keep the first ``n`` lines of a text file."""
+    lines = path.read_bytes().split(b"\n")[:n]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def _collision_case(fx, d):
+    """``d/case``: the fixture experiment with a 2-line test set and archived outputs; the
+    files the commands below read."""
+    case = d / "case"
+    shutil.copytree(fx.fixture_dir, case)
+    for name in ("test.en", "test.fr", "trans_beam10.txt", "scores_batch.txt"):
+        if (case / name).exists():
+            _cut(case / name)
+    (case / "ids.pkl").write_bytes(pickle.dumps([[1, 2, 3], [4, 5]], protocol=2))
+    from groundhog_port.legacy.preprocess.h5out import write_bitext_side
+
+    write_bitext_side(case / "a.h5", [[1, 2], [3]])
+    write_bitext_side(case / "b.h5", [[4], [5, 6]])
+    return case
+
+
+def _collide(layout, victim, out_dir, name="o.out"):
+    """A name for an output that reaches ``victim`` by ``layout`` (:data:`COLLISION_LAYOUTS`)."""
+    out, partial = out_dir / name, out_dir / (name + ".partial")
+    if layout == "same":
+        return victim
+    if layout == "link":
+        out.symlink_to(victim)
+    elif layout == "link-chain":
+        (out_dir / "hop").symlink_to(victim)
+        out.symlink_to(out_dir / "hop")
+    elif layout == "hardlink":
+        os.link(victim, out)
+    elif layout == "partial-link":
+        partial.symlink_to(victim)
+    else:
+        os.link(victim, partial)
+    return out
+
+
+def _collision_argv(fx, opts, case, out_dir):
+    """The command line of a collision case (``opts``: command, layout, victim index)."""
+    m = ["--state", str(case / "search_state.pkl"), str(case / "search_model.npz")]
+    command, layout, k = opts["command"], opts["layout"], opts["victim"]
+    model_files = [case / n for n in ("search_state.pkl", "search_model.npz", "vocab.en.pkl",
+                                      "ivocab.fr.pkl")]  # fmt: skip
+
+    def victim(choices):
+        return choices[k % len(choices)]
+
+    def out_file(choices):
+        return str(_collide(layout, victim(choices), out_dir))
+
+    def out_folder(name):
+        """A folder output: ``named-link``: ``name`` in it links to an input;
+        ``inside-case``: a folder inside the case; ``folder-link``: a link to the case."""
+        if layout == "inside-case":
+            return str(case / "sub")
+        if layout == "folder-link":
+            (out_dir / "f").symlink_to(case)
+            return str(out_dir / "f")
+        folder = out_dir / "f"
+        folder.mkdir()
+        (folder / name).symlink_to(victim([case / "test.fr", *model_files]))
+        return str(folder)
+
+    src, trg = str(case / "test.en"), str(case / "test.fr")
+    if command == "translate":
+        out = out_file([case / "test.en", *model_files])
+        return ["translate", *m, "--beam-search", "--beam-size", "2", "--source", src,
+                "--trans", out]  # fmt: skip
+    if command == "score":
+        out = out_file([case / "test.en", case / "test.fr", *model_files])
+        mode = ("batch", "txt")[k % 2]
+        return ["score", *m, "--mode", mode, "--src", src, "--trg", trg, "--allow-unk",
+                "--scores", out]  # fmt: skip
+    if command == "parity":
+        shutil.copyfile(fx.small_trace(), case / "trace.h5")
+        exp = Path(fx.full_traces[0]).parent
+        for f in exp.iterdir():
+            if f.name != "trace.h5" and not (case / f.name).exists() and f.is_file():
+                shutil.copyfile(f, case / f.name)
+        state, model = sorted(exp.glob("*_state.pkl"))[0], sorted(exp.glob("*_model.npz"))[0]
+        shutil.copyfile(state, case / state.name)
+        shutil.copyfile(model, case / model.name)
+        files = [case / "trace.h5", case / state.name, case / model.name]
+        # (partial-hardlink stands for a new name inside the case folder here)
+        out = str(case / "new.json") if layout == "partial-hardlink" else out_file(files)
+        return ["parity", "--state", str(case / state.name), "--model", str(case / model.name),
+                "--trace", str(case / "trace.h5"), "--case", str(case), "--only", "repr",
+                "--json", out]  # fmt: skip
+    if command == "reproduce":
+        return ["reproduce", "--case", str(case), "--save-dir", out_folder("trans_beam10.txt")]
+    if command == "archive":
+        root = case.parent / "root"
+        root.mkdir()
+        case = case.rename(root / "exp")
+        if layout == "inside-case":
+            out = str(case / "sub")
+        elif layout == "folder-link":
+            folder = out_dir / "f"
+            folder.mkdir()
+            (folder / ("cache", "plots")[k % 2]).symlink_to(case)
+            out = str(folder)
+        else:
+            folder = out_dir / "f"
+            folder.mkdir()
+            name = ("report.md", "report.json", "report.html")[k % 3]
+            (folder / name).symlink_to(victim([case / "test.fr", case / "search_state.pkl"]))
+            out = str(folder)
+        return ["archive", str(root), "--out", out, "--plots", "0", "--max-sentences", "1"]
+    if command == "export":
+        if layout == "inside-case":  # the exported checkpoint into itself
+            rc, _, err = run_cli_inprocess(_main(), ["export", "--format", "safetensors", *m,
+                                                     str(case / "exp")])  # fmt: skip
+            assert rc == 0, err
+            return ["export", "--format", "safetensors", "--checkpoint", str(case / "exp"),
+                    str(case / "exp")]  # fmt: skip
+        folder = out_dir / "f"
+        folder.mkdir()
+        name = ("model.safetensors", "config.json")[k % 2]
+        (folder / name).symlink_to(victim(model_files))
+        return ["export", "--format", "safetensors", *m, str(folder)]
+    if command == "invert-dict":
+        v = case / "vocab.en.pkl"
+        return ["invert-dict", str(v), out_file([v])]
+    if command == "pkl2hdf5":
+        b = case / "ids.pkl"
+        return ["pkl2hdf5", str(b), out_file([b])]
+    if command == "shuffle-hdf5":
+        a, b = case / "a.h5", case / "b.h5"
+        out = out_file([a, b])
+        outs = [out, str(out_dir / "other.h5")][:: 1 if k % 2 else -1]
+        return ["shuffle-hdf5", str(a), str(b), *outs, "--seed", "1"]
+    if command == "preprocess":
+        flag = ("-d", "--ivocab")[k % 2]
+        return ["preprocess", "-o", "-p", flag, out_file([case / "test.en"]), str(case / "test.en")]
+    # train: a checkpoint file of the prefix reaches a training corpus
+    data = case.parent / "data"
+    data.mkdir()
+    for a in fx.bitext_pairs[0]:
+        shutil.copyfile(a, data / a.name)
+    corpus = data / fx.bitext_pairs[0][k % 2].name
+    name = ("x_timing.npz", "x_state.pkl", "x_model.npz")[k % 3]
+    _collide("link" if layout == "same" else layout, corpus, out_dir, name)
+    m = ["--state", str(case / "search_state.pkl"), "--model", str(case / "search_model.npz")]
+    return ["--threads", "1", "train", *m, "--data-dir", str(data), f"prefix='{out_dir}/x_'",
+            "loopIters=1", "sort_k_batches=1"]  # fmt: skip
+
+
+def _main():
+    from groundhog_port.cli.main import main
+
+    return main
+
+
+def _snapshot(root):
+    """Everything under ``root`` (links not followed): links by their target text, files by
+    their bytes' digest."""
+    import hashlib
+    import stat
+
+    out = {}
+    for p in sorted(Path(root).rglob("*")):
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode):
+            out[str(p)] = "link " + os.readlink(p)
+        elif stat.S_ISREG(st.st_mode):
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            out[str(p)] = "other"
+    return out
+
+
+def _run_collision_case(fx, paths, opts) -> Outcome:
+    """Lay the collision out, run the command in this process: it must refuse with one
+    line (exit 2) and leave every file it reads or checks -- everything under the case's
+    folder, the links laid out -- as it was (``replaced`` otherwise)."""
+    d = Path(paths["marker.txt"]).parent
+    out_dir = d / "out"
+    out_dir.mkdir(exist_ok=True)
+    argv = _collision_argv(fx, opts, _collision_case(fx, d), out_dir)
+    before = {**_snapshot(d / "case"), **_snapshot(d / "root"), **_snapshot(d / "data"),
+              **{k: v for k, v in _snapshot(out_dir).items() if v.startswith("link")}}  # fmt: skip
+    rc, out, err = run_cli_inprocess(_main(), ["--log-level", "ERROR", *argv], cwd=d)
+    after = {**_snapshot(d / "case"), **_snapshot(d / "root"), **_snapshot(d / "data"),
+             **{k: v for k, v in _snapshot(out_dir).items() if v.startswith("link")}}  # fmt: skip
+    changed = sorted(set(before.items()) ^ set(after.items()))
+    result = check_cli(rc, out, err)
+    if changed:
+        names = sorted({str(Path(k).relative_to(d)) for k, _ in changed})
+        return Outcome("replaced", f"{', '.join(names)[:300]} changed ({result.outcome})")
+    if result.outcome == "loaded":  # every case collides: it must be refused
+        return Outcome("replaced", f"not refused: exit {rc}")
+    if result.outcome == "clean error" and not any(w in result.detail for w in GUARD_WORDS):
+        return Outcome("unclear error", f"refused, but not by the guard: {result.detail}")
+    return result
+
+
+#: what the guard's refusals say (one of these in every collision's error line)
+GUARD_WORDS = ("input of this run", "lies inside", "symbolic link", "its partial file",
+               "hard link")  # fmt: skip
+
+
+def _gen_collisions(rng, fx, marker, workdir):
+    """A command of :data:`COLLISION_COMMANDS` with its output made to reach a file it
+    reads (:data:`COLLISION_LAYOUTS`) or, for a folder output, a link in it / the case."""
+    commands = [
+        c
+        for c in COLLISION_COMMANDS
+        if not (c == "parity" and not fx.has_traces) and not (c == "train" and not fx.has_bitexts)
+    ]
+    command = rng.choice(commands)
+    folder = command in ("reproduce", "archive", "export")
+    layout = rng.choice(FOLDER_LAYOUTS if folder else COLLISION_LAYOUTS)
+    opts = {"command": command, "layout": layout, "victim": rng.randrange(12)}
+    return Case("collisions", f"{command} --> {layout} #{opts['victim']}", {"marker.txt": b""},
+                opts)  # fmt: skip
+
+
 LOADERS = {
     "state": _load_state_case,
     "vocab": _load_vocab_case,
@@ -1485,8 +1744,11 @@ LOADERS = {
     "cli": _load_cli_case,
     "hostile": _load_hostile_case,
     "outputs": _run_outputs_case,
+    "collisions": _run_collision_case,
 }
 TARGETS = tuple(LOADERS)
+#: the targets before issue 40 added ``collisions`` (cases of earlier seeds replay with these)
+TARGETS_BEFORE_ISSUE_40 = TARGETS[: TARGETS.index("collisions")]
 #: the targets before issue 25 added ``hostile`` and ``outputs``: cases of earlier seeds
 #: replay with these (``tools/fuzz.py --targets state,vocab,model,trace,bitext,text,cli
 #: --seed S --only I``)
@@ -1540,6 +1802,8 @@ def run_case(fx: Fixtures, case: Case, directory) -> Outcome:
     try:
         if case.target == "outputs":
             result = _run_outputs_case(fx, paths, case.options)
+        elif case.target == "collisions":
+            result = _run_collision_case(fx, paths, case.options)
         elif case.target == "cli" or case.options.get("loader") == "cli":
             result = check_cli(*_load_cli_case(fx, paths, case.options))
         else:
@@ -1995,6 +2259,7 @@ _GENERATORS = {
     "cli": _gen_cli,
     "hostile": _gen_hostile,
     "outputs": _gen_outputs,
+    "collisions": _gen_collisions,
 }
 
 
