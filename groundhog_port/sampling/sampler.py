@@ -59,8 +59,8 @@ from .seed import derive_mrg_seed
 class Samples:
     """What ``sample()`` returns with a sampler (sample.py:163-188), plus the raw draw.
 
-    ``costs[i]`` is sample ``i``'s log-probability (``numpy.float32``; ``numpy.float64``
-    when normalised), ``word_probs[i]`` its per-word probabilities ``exp(-nlp)`` up to
+    ``costs[i]`` is sample ``i``'s log-probability (``numpy.float32``, also when
+    normalised), ``word_probs[i]`` its per-word probabilities ``exp(-nlp)`` up to
     and including the first ``<eol>``.
     """
 
@@ -74,15 +74,20 @@ class Samples:
     def verbose_lines(self) -> list[str]:
         """The lines ``sample(..., verbose=True)`` prints (sample.py:184-187).
 
-        numpy scalars are printed with ``str`` (shortest repr of their own precision), which
-        is what ``'{}'.format`` gave with the numpy of the recordings (numpy 2 formats a
-        float32 through Python's float instead).
+        ``"{}".format`` of a numpy scalar under Python 2 wrote ``float(x)``'s repr: a
+        float32 cost with all the digits of its float64 value (``15.752870559692383``, not
+        numpy's own ``str``, ``15.752871``); the probabilities are numpy's array printing.
         """
         lines = [
-            f"{i}: {str(-self.costs[i])} {str(self.word_probs[i])} {self.sentences[i]}"
+            f"{i}: {legacy_format(-self.costs[i])} {self.word_probs[i]} {self.sentences[i]}"
             for i in self.order
         ]
         return lines + [""]
+
+
+def legacy_format(x) -> str:
+    """``"{}".format(x)`` of a numpy float under Python 2 (sample.py:186): ``repr(float(x))``."""
+    return repr(float(x))
 
 
 class Sampler:
@@ -239,9 +244,10 @@ def finish(draw: Draw, idx2word: dict[int, str], normalize: bool = False) -> Sam
         word_probs.append(np.exp(-probs))
         costs.append(-np.sum(probs))  # numpy's float32 sum
     if normalize:
-        # float32 / int: numpy 1.x made it a float64 (sample.py:180-182)
+        # numpy.float32 / int (sample.py:180-182): a float32 quotient (numpy 1.x's value-based
+        # casting; every normalised cost the original printed is a float32 value)
         counts = [len(s.strip().split(" ")) for s in sentences]
-        costs = [np.float64(float(co) / cn) for co, cn in zip(costs, counts)]
+        costs = [co / cn for co, cn in zip(costs, counts)]  # numpy scalar / int: its dtype
     order = legacy_order(costs)
     return Samples(sentences, costs, word_probs, draw, normalize, order)
 

@@ -10,6 +10,11 @@ derived from float32 arithmetic on the float64 shadow: :mod:`groundhog_port.harn
 Exit 0 when every quantity passes, 1 when one fails or when a row is NOT COVERED (the
 recording cannot tell a mechanism apart, e.g. ``ignore_unk`` where no hypothesis holds UNK)
 unless ``--allow-uncovered``, 2 on bad input.  The library behind it is :mod:`groundhog_port.harness.check`.
+
+With ``--case``, the group ``outputs`` adds one row per printed output of the original found
+in the case folder and in ``user_outputs_<case>`` (beside it, or in ``../pending_traces/``;
+``--outputs DIR`` names more): the command that printed it is run through the port and what
+it prints is compared token by token (:mod:`groundhog_port.cli.printed_outputs`).
 """
 
 import logging
@@ -22,6 +27,7 @@ from ...harness.check import GROUPS, check, count_work, find_case, test_files_ne
 from ...harness.trace import TraceFile
 from ...legacy.loading import open_experiment
 from ...outputs import Progress, check_outputs
+from .. import printed_outputs
 from .common import (
     add_case_argument,
     add_data_dir_argument,
@@ -70,7 +76,24 @@ def add_arguments(p):
         "--only",
         metavar="GROUP[,GROUP]",
         action="append",
-        help=f"compare only these groups ({', '.join(GROUPS)}); repeatable",
+        help=f"compare only these groups ({', '.join(GROUPS + (OUTPUTS,))}); repeatable",
+    )
+    p.add_argument(
+        "--outputs",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="with --case: a further folder of the original's printed outputs "
+        "(sample_*_stdout.txt, score_*_stdout.txt, trans_*.txt, interactive transcripts "
+        "with interactive_stdin.txt) to compare with what the port prints; the case "
+        "folder and user_outputs_<case> beside it (or in ../pending_traces/) are always "
+        "read; repeatable",
+    )
+    p.add_argument(
+        "--outputs-matching",
+        metavar="GLOB",
+        help="compare only the printed outputs whose file name matches GLOB "
+        "(e.g. 'sample_interactive*'; an n-best row comes with its trans_*.txt)",
     )
     p.add_argument(
         "--beam-labels",
@@ -101,16 +124,21 @@ def add_arguments(p):
     add_progress_arguments(p)
 
 
+#: the printed-output rows (``--case`` only): :mod:`groundhog_port.cli.printed_outputs`
+OUTPUTS = "outputs"
+
+
 def _groups(only):
     if not only:
-        return GROUPS
+        return GROUPS + (OUTPUTS,)
+    known = GROUPS + (OUTPUTS,)
     out = []
     for item in only:
         for g in item.split(","):
             g = g.strip()
-            if g and g not in GROUPS:
+            if g and g not in known:
                 raise LegacyInputError(
-                    None, f"--only {g}: unknown group (known: {', '.join(GROUPS)})"
+                    None, f"--only {g}: unknown group (known: {', '.join(known)})"
                 )
             if g and g not in out:
                 out.append(g)
@@ -184,21 +212,41 @@ def run(args):
             ],
             folders=[("the case folder", args.case)],
         )
+        printed_dirs = []
+        if OUTPUTS in groups:
+            if not args.case:
+                if args.outputs or args.outputs_matching or (args.only and groups == (OUTPUTS,)):
+                    raise LegacyInputError(
+                        None, "--only outputs, --outputs and --outputs-matching need --case DIR"
+                    )
+            else:
+                printed_dirs = printed_outputs.recording_dirs(args.case, args.outputs)
         with TraceFile(trace) as tr:
+            n_printed = (
+                printed_outputs.count_printed(printed_dirs, files, data_dir, args.outputs_matching)
+                if printed_dirs
+                else 0
+            )
             progress = Progress(
-                count_work(tr, groups, args.beam_labels),
+                count_work(tr, groups, args.beam_labels) + n_printed,
                 unit="items",
                 enabled=True if args.progress else None,
             )
             report = check(
                 exp,
                 tr,
-                groups=groups,
+                groups=[g for g in groups if g != OUTPUTS],
                 beam_labels=args.beam_labels,
                 source=source,
                 target=target,
                 progress=progress,
             )
+            if printed_dirs:
+                t1 = time.perf_counter()
+                report.rows += printed_outputs.check_printed(
+                    exp, files, tr, printed_dirs, data_dir, progress, args.outputs_matching
+                )
+                report.seconds[OUTPUTS] = time.perf_counter() - t1
             progress.close()
     finally:
         search_log.setLevel(search_level)
