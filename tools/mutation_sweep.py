@@ -51,15 +51,17 @@ EXIT_OK, EXIT_MISSED, EXIT_USAGE = 0, 1, 2
 
 #: ``fast_groups``: what ``--fast`` gives ``parity --only`` (a group, optionally followed by
 #: ``--beam-labels ...``): the group where the mistake shows first
-Mutation = collections.namedtuple("Mutation", "name kind patches cases fast_groups")
+#: ``tests``: pytest node ids (under ``parity_tests/``) that must fail with the mutation, for
+#: the mistakes no recording can show to parity (run on the scratch copy with its own tests)
+Mutation = collections.namedtuple("Mutation", "name kind patches cases fast_groups tests")
 
 S, D = "search/", "sampling/"
 SEARCH_CASES = ("search",)
 
 
-def m(name, kind, patches, cases=SEARCH_CASES, fast_groups=None):
+def m(name, kind, patches, cases=SEARCH_CASES, fast_groups=None, tests=()):
     """``patches``: ``[(path under groundhog_port/, old, new), ...]``."""
-    return Mutation(name, kind, tuple(patches), tuple(cases), fast_groups)
+    return Mutation(name, kind, tuple(patches), tuple(cases), fast_groups, tuple(tests))
 
 
 #: the catalogue (issue 24's classes first); ``kind`` says what kind of mistake it is
@@ -420,6 +422,135 @@ MUTATIONS = (
         ],
         fast_groups="train_step",
     ),
+    # -- what users see (issue 36): printed outputs against the original's ----------------
+    m(
+        "temperature_before_bias",
+        "sampler temperature placement (alpha=1: same values)",
+        [
+            (
+                D + "draw.py",
+                "    z = model.decoder.output_layer.preactivation(readout)\n"
+                "    return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))",
+                "    layer = model.decoder.output_layer\n"
+                "    z = layer.preactivation(readout) - layer.b\n"
+                "    return softmax_with_bias(\n"
+                "        z * torch.as_tensor(T, dtype=z.dtype, device=z.device) + layer.b\n"
+                "    )",
+            )
+        ],
+        fast_groups="outputs",
+    ),
+    m(
+        "sample_normalize_words_plus_1",
+        "sampling normalisation",
+        [
+            (
+                D + "sampler.py",
+                'counts = [len(s.strip().split(" ")) for s in sentences]',
+                'counts = [len(s.strip().split(" ")) + 1 for s in sentences]',
+            )
+        ],
+        fast_groups="outputs",
+    ),
+    m(
+        "sample_cost_without_eos",
+        "EOS in costs",
+        [
+            (
+                D + "sampler.py",
+                "probs = np.array(draw.neg_log_probs[: len(words) + 1, i])",
+                "probs = np.array(draw.neg_log_probs[: len(words), i])",
+            )
+        ],
+        fast_groups="outputs",
+    ),
+    m(
+        "sample_probs_without_eos",
+        "EOS in the --verbose probability list",
+        [
+            (
+                D + "sampler.py",
+                "word_probs.append(np.exp(-probs))",
+                "word_probs.append(np.exp(-probs[:-1]))",
+            )
+        ],
+        fast_groups="outputs",
+    ),
+    m(
+        "nbest_resorted",
+        "n-best order",
+        [
+            (
+                S + "translator.py",
+                "nbest = [(s, float(c)) for s, c in zip(sentences, hyps.costs)]",
+                "nbest = sorted(\n        [(s, float(c)) for s, c in zip(sentences, hyps.costs)], key=lambda x: x[1]\n    )",
+            )
+        ],
+        fast_groups="outputs",
+    ),
+    m(
+        "txt_printer_sign",
+        "printer sign (score --mode txt)",
+        [
+            (
+                "cli/commands/score.py",
+                "cost = -np.sum(np.log(probs))",
+                "cost = np.sum(np.log(probs))",
+            )
+        ],
+        fast_groups="outputs",
+    ),
+    m(
+        "txt_printer_float64_digits",
+        "printer format (score --mode txt)",
+        [
+            (
+                "cli/commands/score.py",
+                "print(cost, file=scores)",
+                "print(repr(float(cost)), file=scores)",
+            )
+        ],
+        fast_groups="outputs",
+    ),
+    m(
+        "sample_cost_numpy_str",
+        "printer format (interactive sampler)",
+        [(D + "sampler.py", "    return repr(float(x))\n", "    return str(x)\n")],
+        fast_groups="outputs",
+    ),
+    m(
+        "adadelta_accumulators_reset",
+        "Adadelta state between updates",
+        [
+            (
+                "training/adadelta.py",
+                "self.gnorm2 = [self.decay(gn2, g) for gn2, g in zip(self.gnorm2, self.gs)]",
+                "self.gnorm2 = [self.decay(0 * gn2, g) for gn2, g in zip(self.gnorm2, self.gs)]",
+            ),
+            (
+                "training/adadelta.py",
+                "self.dnorm2[i] = self.decay(self.dnorm2[i], delta)",
+                "self.dnorm2[i] = self.decay(0 * self.dnorm2[i], delta)",
+            ),
+        ],
+        fast_groups="train_step",
+        tests=(
+            "parity_tests/parity/test_training_fidelity.py::test_continued_training_is_groundhogs_for_30_updates",
+        ),
+    ),
+    m(
+        "input_split_on_space",
+        "input whitespace",
+        [
+            (
+                "legacy/vocab.py",
+                'return [w.decode("utf-8") for w in line.encode("utf-8").split()]',
+                'return [w.decode("utf-8") for w in line.encode("utf-8").split(b" ")]',
+            )
+        ],
+        fast_groups="repr",
+        tests=("parity_tests/unit/test_vocab.py::test_split_words_is_python2_split",),
+    ),
 )
 
 
@@ -472,7 +603,7 @@ def case_dir(name):
     raise FileNotFoundError(f"case {name!r}: no trace.h5 in {LEGACY} or {PENDING}")
 
 
-def run_port(code_root, args, cwd, timeout=1800):
+def run_port(code_root, args, cwd, timeout=1800, stdin=None):
     env = dict(os.environ, PYTHONPATH=str(code_root), PYTHONHASHSEED="0")
     return subprocess.run(
         [sys.executable, "-m", "groundhog_port"] + [str(a) for a in args],
@@ -481,6 +612,7 @@ def run_port(code_root, args, cwd, timeout=1800):
         capture_output=True,
         text=True,
         timeout=timeout,
+        input=stdin,
     )
 
 
@@ -520,6 +652,38 @@ def parity(code_root, case, work, groups=None):
     return True, failing_rows(json.loads(out.read_text())), ""
 
 
+def named_test(code_root, test, work):
+    """``(caught, note)``: does the pytest node ``test`` fail with the mutated copy?  The
+    tests are copied beside it (``parity_tests``, ``fixtures``, ``pyproject.toml``) so that
+    they import the copy, not the worktree; the recordings are the shared ones."""
+    for extra in ("parity_tests", "fixtures"):
+        if not (code_root / extra).exists():
+            shutil.copytree(
+                REPO / extra, code_root / extra, ignore=shutil.ignore_patterns("__pycache__")
+            )
+    shutil.copy(REPO / "pyproject.toml", code_root / "pyproject.toml")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(code_root),
+        GROUNDHOG_LEGACY_TRACES=str(LEGACY),
+        GROUNDHOG_PENDING_TRACES=str(PENDING),
+        FUZZ_SECONDS="0",
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+        cwd=str(code_root),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if run.returncode == 1:
+        return True, "fails"
+    if run.returncode != 0:  # not collected, or an error before the test ran: not a catch
+        return False, f"pytest exit {run.returncode}"
+    return False, "passes"
+
+
 # ----------------------------------------------------------------------------------------
 # user-visible outputs
 # ----------------------------------------------------------------------------------------
@@ -536,6 +700,13 @@ def _digest_npz(path):
         for k in sorted(z.files):
             h.update(k.encode() + np.ascontiguousarray(z[k]).tobytes())
     return h.hexdigest()
+
+
+#: what the interactive sampler reads in the "changes outputs?" check: two sentences at
+#: inverse temperatures 0.5 and 2.0 (as user_outputs_search/interactive_stdin.txt)
+INTERACTIVE_INPUT = (
+    "we have four hot schools .\n5\n0.5\nthe cold forest calls some white rivers .\n5\n2.0\n"
+)
 
 
 def output_commands(case, work):
@@ -599,6 +770,24 @@ def output_commands(case, work):
             + [model],
             ["samples.txt", "<stdout>"],
         ),
+        # the interactive sampler at inverse temperatures 0.5 and 2 (user_outputs_search's
+        # input), with --normalize, and score --mode txt --verbose
+        "sample_interactive": (
+            ["translate", "--normalize"] + common + [model],
+            ["<stdout>"],
+            INTERACTIVE_INPUT,
+        ),
+        "sample_interactive_plain": (
+            ["translate"] + common + [model],
+            ["<stdout>"],
+            INTERACTIVE_INPUT,
+        ),
+        "score_txt_verbose": (
+            ["score", "--mode", "txt", "--src", src, "--trg", trg, "--allow-unk", "--verbose"]
+            + common
+            + [model],
+            ["<stdout>"],
+        ),
         "train_1_update": (
             [
                 "train",
@@ -624,8 +813,8 @@ def outputs(code_root, case, work, must_succeed=False):
     ``must_succeed``: raise :class:`BaselineError` when a command fails."""
     work.mkdir(parents=True, exist_ok=True)
     result = {}
-    for kind, (args, files) in output_commands(case, work).items():
-        run = run_port(code_root, args, work)
+    for kind, (args, files, *stdin) in output_commands(case, work).items():
+        run = run_port(code_root, args, work, stdin=stdin[0] if stdin else None)
         # exit 3: sentences the original could not translate either (search_variant's 'hello')
         if must_succeed and (run.returncode not in (0, 3) or "Traceback" in run.stderr):
             raise BaselineError(
@@ -666,6 +855,11 @@ def run_mutation(mutation, baseline, tmp_root, fast=False, check_outputs=True, s
         c, r = parity(code, case, work, mutation.fast_groups if fast else None)[:2]
         caught |= c
         rows += [(f"{case}:{q}", margin) for q, margin in r]
+    for test in mutation.tests:
+        c, margin = named_test(code, test, work)
+        caught |= c
+        if c:
+            rows.append((f"test:{test.split('::')[-1]}", margin))
     shutil.rmtree(work, ignore_errors=True)
     return Result(mutation.name, mutation.kind, changed, caught, rows, time.time() - t0)
 
