@@ -44,11 +44,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import lookup
 from ..errors import EXIT_OK, EXIT_PARTIAL
 from ..harness.printed import compare_printed, strip_eof_prompt
 from ..harness.report import Row, Rows
 from ..harness.trace import Tolerance, TraceFile
-from ..legacy import lookup
 
 logger = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ change.
 import numpy as np
 import pytest
 
+from groundhog_port import lookup
 from groundhog_port.cli import printed_outputs
 from groundhog_port.harness import printed
 from groundhog_port.harness.check import find_case
 from groundhog_port.harness.report import Rows
 from groundhog_port.harness.trace import TraceFile
-from groundhog_port.legacy import lookup
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.sampling import draw, sampler
 from groundhog_port.search import translator
