@@ -438,7 +438,7 @@ MUTATIONS = (
                 "    )",
             )
         ],
-        fast_groups="outputs",
+        fast_groups="outputs --outputs-matching sample_interactive_stdout.txt",
     ),
     m(
         "sample_normalize_words_plus_1",
@@ -450,7 +450,7 @@ MUTATIONS = (
                 'counts = [len(s.strip().split(" ")) + 1 for s in sentences]',
             )
         ],
-        fast_groups="outputs",
+        fast_groups="outputs --outputs-matching sample_interactive_normalize_stdout.txt",
     ),
     m(
         "sample_cost_without_eos",
@@ -462,7 +462,7 @@ MUTATIONS = (
                 "probs = np.array(draw.neg_log_probs[: len(words), i])",
             )
         ],
-        fast_groups="outputs",
+        fast_groups="outputs --outputs-matching sample_interactive_stdout.txt",
     ),
     m(
         "sample_probs_without_eos",
@@ -474,7 +474,7 @@ MUTATIONS = (
                 "word_probs.append(np.exp(-probs[:-1]))",
             )
         ],
-        fast_groups="outputs",
+        fast_groups="outputs --outputs-matching sample_interactive_stdout.txt",
     ),
     m(
         "nbest_resorted",
@@ -486,7 +486,7 @@ MUTATIONS = (
                 "nbest = sorted(\n        [(s, float(c)) for s, c in zip(sentences, hyps.costs)], key=lambda x: x[1]\n    )",
             )
         ],
-        fast_groups="outputs",
+        fast_groups="outputs --outputs-matching trans_beam10_normalize.txt",
     ),
     m(
         "txt_printer_sign",
@@ -498,7 +498,7 @@ MUTATIONS = (
                 "cost = np.sum(np.log(probs))",
             )
         ],
-        fast_groups="outputs",
+        fast_groups="outputs --outputs-matching score_txt_verbose_stdout.txt",
     ),
     m(
         "txt_printer_float64_digits",
@@ -510,13 +510,13 @@ MUTATIONS = (
                 "print(repr(float(cost)), file=scores)",
             )
         ],
-        fast_groups="outputs",
+        fast_groups="outputs --outputs-matching score_txt_verbose_stdout.txt",
     ),
     m(
         "sample_cost_numpy_str",
         "printer format (interactive sampler)",
         [(D + "sampler.py", "    return repr(float(x))\n", "    return str(x)\n")],
-        fast_groups="outputs",
+        fast_groups="outputs --outputs-matching sample_interactive_stdout.txt",
     ),
     m(
         "adadelta_accumulators_reset",
@@ -533,7 +533,8 @@ MUTATIONS = (
                 "self.dnorm2[i] = self.decay(0 * self.dnorm2[i], delta)",
             ),
         ],
-        fast_groups="train_step",
+        cases=("search_variant",),
+        fast_groups="continued",
         tests=(
             "parity_tests/parity/test_training_fidelity.py::test_continued_training_is_groundhogs_for_30_updates",
         ),

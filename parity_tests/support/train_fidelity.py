@@ -47,16 +47,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from groundhog_port.harness import tolerance as tol
-from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.harness.groups.continued import (  # noqa: F401 (the tests' names)
+    SCALARS,
+    ContinuedVerdict,
+    Run,
+    compare_continued,
+    continue_run,
+    judge_against_siblings,
+    run_of,
+    sibling_perturbations,
+    spread,
+)
 from groundhog_port.training import files
-from groundhog_port.training.adadelta import trainable_params
-from groundhog_port.training.loop import MainLoop, new_timings
 
-#: the per-update values ``SGD_adadelta`` returns that depend on the parameters
-SCALARS = ("cost", "grad_norm", "log2_p_word", "log2_p_expl")
 EPS64 = float(np.finfo(np.float64).eps)
 
 
@@ -166,174 +171,7 @@ def compare_first_update(recorded, before, port32, port64, probe64=None, n_token
     return out
 
 
-# -- 4. continued training -----------------------------------------------------------------
-@dataclass
-class Run:
-    """A training run's per-update ``values`` (``SCALARS``, float64), the iterator's
-    ``next_offset`` and ``step`` after it, and the final ``params`` (float64)."""
-
-    values: dict
-    next_offset: int
-    step: int
-    params: dict = field(repr=False)
-
-
-def continue_run(
-    state_path,
-    model_path,
-    timing_path,
-    changes,
-    data_dir,
-    first,
-    updates,
-    perturb=None,
-    float64=False,
-    probe=False,
-):
-    """Train a checkpoint as ``train`` does (:class:`~groundhog_port.training.loop.MainLoop`,
-    the state's ``prefix`` in ``changes`` naming scratch files) for ``updates`` updates after
-    update ``first`` (``timing_path`` None: a new run's timings); ``perturb``: ``{name:
-    array}`` added to the parameters first; ``float64``: on the model's float64 shadow; ``probe``:
-    on its float32 probe (:meth:`~groundhog_port.model.encdec.RNNEncoderDecoder.float32_probe`)."""
-    exp = open_experiment(
-        state_path, model_path, f"{changes},loopIters={first + updates}", data_dir=data_dir
-    )
-    timings = new_timings(exp.state) if timing_path is None else files.load_timings(timing_path)
-    model = (
-        exp.model.float32_probe(backward=True)
-        if probe
-        else exp.model.float64_shadow()
-        if float64
-        else exp.model
-    )
-    if perturb is not None:
-        with torch.no_grad():
-            for name, p in trainable_params(model):
-                p.add_(torch.as_tensor(perturb[name], dtype=p.dtype))
-    loop = MainLoop(
-        model, dict(exp.state), timings, exp.path("source"), exp.path("target"), out=io.StringIO()
-    )
-    loop.run()
-    return run_of(
-        loop.timings,
-        {n: p.detach().cpu().numpy() for n, p in trainable_params(model)},
-        first,
-        updates,
-    )
-
-
-def run_of(timings, params, first, updates):
-    """A :class:`Run` from a timing dict and parameters (a run's files or memory)."""
-    span = slice(first, first + updates)
-    return Run(
-        {k: np.asarray(timings[k][span], np.float64) for k in SCALARS},
-        int(timings["next_offset"]),
-        int(timings["step"]),
-        {n: np.asarray(a, np.float64) for n, a in params.items()},
-    )
-
-
-def sibling_perturbations(start, after32, after64, n, seed=0):
-    """``n`` perturbations of the start parameters by one update's float32 rounding noise:
-    ``max(|p32 - p64| after one update, one float32 spacing)`` with random signs."""
-    g = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        out.append(
-            {
-                k: (
-                    g.choice([-1.0, 1.0], size=np.shape(a))
-                    * np.maximum(np.abs(after32[k] - after64[k]), tol.ulp32(a))
-                ).astype(np.float32)
-                for k, a in start.items()
-            }
-        )
-    return out
-
-
-def spread(port, siblings):
-    """``(rms, unstable)``: the RMS distance of the siblings from the port's values where
-    both are finite, and where a sibling's finiteness differs from the port's (a branch that
-    a rounding difference flips)."""
-    port = np.asarray(port, np.float64)
-    sq, unstable = np.zeros(port.shape), np.zeros(port.shape, bool)
-    for s in siblings:
-        s = np.asarray(s, np.float64)
-        both = np.isfinite(s) & np.isfinite(port)
-        with np.errstate(invalid="ignore"):
-            sq += np.where(both, (s - port) ** 2, 0.0)
-        unstable |= np.isfinite(s) != np.isfinite(port)
-    return np.sqrt(sq / len(siblings)), unstable
-
-
-def judge_against_siblings(recorded, port, siblings, kind):
-    """The tolerance model with the siblings' spread as the noise: ``compare(recorded,
-    port + spread, port)`` (``port`` plays the reference, ``port + spread`` the float32 run
-    whose distance from it is the noise); branch-unstable elements are left out.  Returns
-    ``(Comparison, number left out)``."""
-    port = np.asarray(port, np.float64)
-    rms, unstable = spread(port, siblings)
-    keep = ~unstable
-    cmp = tol.compare(
-        np.asarray(recorded, np.float64)[keep],
-        port[keep],
-        port[keep],
-        kind,
-        probe=(port + rms)[keep],
-    )
-    return cmp, int(unstable.sum())
-
-
-@dataclass
-class ContinuedVerdict:
-    """``updates``: ``{(update index, value name): Comparison}`` of the per-update values
-    (pooled per update); ``model``: ``{name: Comparison}`` of the final parameters;
-    ``same_batches``: ``next_offset`` and ``step`` equal; ``unstable``: values left out
-    because a sibling's finiteness differs from the port's."""
-
-    updates: dict
-    model: dict
-    same_batches: bool
-    unstable: int
-
-    @property
-    def ok(self):
-        return (
-            self.same_batches
-            and all(c.ok for c in self.updates.values())
-            and all(c.ok for c in self.model.values())
-        )
-
-    def worst(self):
-        """``(units, where)`` of the value closest to its bound (``Comparison.units()``)."""
-        rows = [(c.units() or 0.0, f"{k} of update {i}") for (i, k), c in self.updates.items()]
-        rows += [(c.units() or 0.0, k) for k, c in self.model.items()]
-        return max(rows)
-
-
-def compare_continued(recorded, port, siblings):
-    """Judge a recorded :class:`Run` against the port's and its siblings' (module docstring)."""
-    updates, unstable = {}, 0
-    for i in range(len(port.values["cost"])):
-        pool = tol.Pool(tol.REL)
-        for k in SCALARS:
-            p = port.values[k][i : i + 1]
-            rms, bad = spread(p, [sib.values[k][i : i + 1] for sib in siblings])
-            if bad.any():
-                unstable += 1
-                continue
-            pool.add((i, k), recorded.values[k][i : i + 1], p, p, probe=p + rms)
-        updates.update(pool.results())
-    model = {}
-    for name, r in recorded.params.items():
-        model[name], bad = judge_against_siblings(
-            r, port.params[name], [sib.params[name] for sib in siblings], tol.ABS
-        )
-        unstable += bad
-    same = (recorded.next_offset, recorded.step) == (port.next_offset, port.step)
-    return ContinuedVerdict(updates, model, same, unstable)
-
-
+# -- 4. continued training: groundhog_port.harness.groups.continued ----------------------------
 # -- the two recordings, end to end through the train command ----------------------------
 def _train(argv):
     """``groundhog-port train ARGV`` in this process; returns (exit status, its stdout)."""

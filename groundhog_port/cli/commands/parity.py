@@ -14,7 +14,10 @@ unless ``--allow-uncovered``, 2 on bad input.  The library behind it is :mod:`gr
 With ``--case``, the group ``outputs`` adds one row per printed output of the original found
 in the case folder and in ``user_outputs_<case>`` (beside it, or in ``../pending_traces/``;
 ``--outputs DIR`` names more): the command that printed it is run through the port and what
-it prints is compared token by token (:mod:`groundhog_port.cli.printed_outputs`).
+it prints is compared token by token (:mod:`groundhog_port.cli.printed_outputs`).  The group
+``continued`` continues the case's checkpoint as GroundHog did in ``continue_<case>`` (beside
+it, or in ``../pending_traces/``) and compares every update's values, the batches and the
+parameters after the last update (:mod:`groundhog_port.harness.groups.continued`).
 """
 
 import logging
@@ -24,6 +27,7 @@ import time
 from ... import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from ...harness.check import GROUPS, check, count_work, find_case, test_files_near
+from ...harness.groups import continued
 from ...harness.trace import TraceFile
 from ...legacy.loading import open_experiment
 from ...outputs import Progress, check_outputs
@@ -76,7 +80,7 @@ def add_arguments(p):
         "--only",
         metavar="GROUP[,GROUP]",
         action="append",
-        help=f"compare only these groups ({', '.join(GROUPS + (OUTPUTS,))}); repeatable",
+        help=f"compare only these groups ({', '.join(GROUPS + CASE_GROUPS)}); repeatable",
     )
     p.add_argument(
         "--outputs",
@@ -126,12 +130,16 @@ def add_arguments(p):
 
 #: the printed-output rows (``--case`` only): :mod:`groundhog_port.cli.printed_outputs`
 OUTPUTS = "outputs"
+#: continued training against ``continue_<case>`` (``--case`` only):
+#: :mod:`groundhog_port.harness.groups.continued`
+CONTINUED = "continued"
+CASE_GROUPS = (OUTPUTS, CONTINUED)
 
 
 def _groups(only):
     if not only:
-        return GROUPS + (OUTPUTS,)
-    known = GROUPS + (OUTPUTS,)
+        return GROUPS + CASE_GROUPS
+    known = GROUPS + CASE_GROUPS
     out = []
     for item in only:
         for g in item.split(","):
@@ -235,7 +243,7 @@ def run(args):
             report = check(
                 exp,
                 tr,
-                groups=[g for g in groups if g != OUTPUTS],
+                groups=[g for g in groups if g not in CASE_GROUPS],
                 beam_labels=args.beam_labels,
                 source=source,
                 target=target,
@@ -247,6 +255,13 @@ def run(args):
                     exp, files, tr, printed_dirs, data_dir, progress, args.outputs_matching
                 )
                 report.seconds[OUTPUTS] = time.perf_counter() - t1
+            continued_dir = continued.recording_dir(args.case) if args.case else None
+            if CONTINUED in groups and continued_dir is not None:
+                t1 = time.perf_counter()
+                report.rows += continued.check_continued(
+                    files.state, files.model, continued_dir, data_dir
+                )
+                report.seconds[CONTINUED] = time.perf_counter() - t1
             progress.close()
     finally:
         search_log.setLevel(search_level)
