@@ -16,12 +16,12 @@ for the bound the same command run on the float64 shadow and on the float32 prob
 * numbers must be printed as the original printed them: the same exponent form and digits
   after it (``{:.5e}``), the same class of digits (a float32 written with all the digits of
   its float64 value, ``"{}".format(numpy.float32)``, is 12 or more significant digits; a
-  numpy ``print``/``str`` of a float32 at most 9), a numpy array at the same precision (its
-  longest element's decimals equal, +-1 at numpy's default 8) -- and their values within
+  numpy ``print``/``str`` of a float32 at most 9), numpy arrays at the same precision (the
+  longest element of the text: equal, +-1 at numpy's default 8) -- and their values within
   the derived bound (``|recorded - port32| <= 2 K noise + quantum``, eqs. 1-3 of
   :mod:`~groundhog_port.harness.tolerance`, kind ``rel``, pooled per row and per class:
   scalars apart from array elements) plus one unit of the last printed digit
-  (``quantum``: of the recorded token; of the array's precision for array elements) --
+  (``quantum``: of the recorded token; of the arrays' precision for array elements) --
   eq. (1) alone: the double-precision runs set the noise, but a printed number of theirs may
   come from another path (a probability subnormal in float32 only), so eq. (2) is no
   self-check here;
@@ -188,10 +188,9 @@ def last_digit_unit(tok: str) -> float:
     return 10.0 ** (-len(frac) + (int(exp) if exp else 0))
 
 
-def format_problem(rec_tok: str, port_tok: str, array_decimals=None) -> str | None:
-    """Why ``port_tok`` is not printed as the original printed ``rec_tok`` (None if it is).
-
-    ``array_decimals``: ``(recorded, port)`` longest decimals of the array the tokens are in."""
+def format_problem(rec_tok: str, port_tok: str) -> str | None:
+    """Why the scalar ``port_tok`` is not printed as the original printed ``rec_tok`` (None if
+    it is).  Array elements are judged by :func:`precision_problem` instead."""
     r_special = rec_tok.lower().lstrip("+-") in ("inf", "nan")
     p_special = port_tok.lower().lstrip("+-") in ("inf", "nan")
     if r_special or p_special:
@@ -202,11 +201,6 @@ def format_problem(rec_tok: str, port_tok: str, array_decimals=None) -> str | No
         return "exponent form differs"
     if r_exp:
         return None if r_dec == p_dec else "digits after the point differ"
-    if array_decimals is not None:
-        rd, pd = array_decimals
-        if rd == pd or (rd >= 6 and abs(rd - pd) <= 1):
-            return None
-        return f"array printed with {pd} decimals, the original with {rd}"
     long_r, long_p = r_sig >= 12, p_sig >= 12
     if long_r != long_p and min(r_sig, p_sig) >= 7:
         return (
@@ -215,6 +209,15 @@ def format_problem(rec_tok: str, port_tok: str, array_decimals=None) -> str | No
             + " in the original"
         )
     return None
+
+
+def precision_problem(rec_prec: int, port_prec: int) -> str | None:
+    """numpy prints an array's elements with at most its precision's decimals, trailing zeros
+    dropped: the longest element of the text shows the precision (+-1 at numpy's default 8,
+    where no element may need all 8 digits)."""
+    if rec_prec == port_prec or (rec_prec >= 6 and abs(rec_prec - port_prec) <= 1):
+        return None
+    return f"arrays printed with {port_prec} decimals, the original's with {rec_prec}"
 
 
 # --------------------------------------------------------------------------------------
@@ -288,12 +291,11 @@ class _Numbers:
     quantum: list[float] = field(default_factory=list)
 
 
-def _array_decimals(rec: Record) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for t in rec.numbers:
-        if t.in_array >= 0:
-            out[t.in_array] = max(out.get(t.in_array, 0), _digits(t.text)[1])
-    return out
+def _array_precision(records) -> int:
+    """The most decimals of any array element in ``records`` (numpy's print precision)."""
+    return max(
+        (_digits(t.text)[1] for r in records for t in r.numbers if t.in_array >= 0), default=0
+    )
 
 
 def compare_printed(
@@ -347,6 +349,11 @@ def compare_printed(
             max(1, abs(len(p32) - len(rec))),
         )
     a64, app = _align(p32, p64), _align(p32, pp)
+    rec_prec, port_prec = _array_precision(rec), _array_precision(p32[: len(rec)])
+    problem = precision_problem(rec_prec, port_prec)
+    if problem is not None:
+        row.mismatch(where0, problem)
+    array_unit = 10.0**-rec_prec
     nums: dict[str, _Numbers] = {}
     n_fallback = 0
     for i, r in enumerate(rec):
@@ -371,12 +378,10 @@ def compare_printed(
             else:
                 others.append(p.numbers)
                 n_fallback += given
-        r_dec, p_dec = _array_decimals(r), _array_decimals(p)
         bad_format = None
         for k, (rt, pt) in enumerate(zip(r.numbers, p.numbers)):
             arr = rt.in_array
-            dec = (r_dec.get(arr, 0), p_dec.get(arr, 0)) if arr >= 0 else None
-            problem = format_problem(rt.text, pt.text, dec)
+            problem = format_problem(rt.text, pt.text) if arr < 0 else None
             if problem is not None and bad_format is None:
                 bad_format = f"{where}: port {pt.text!r}, recorded {rt.text!r}: {problem}"
             cls = "array" if arr >= 0 else "scalar"
@@ -386,7 +391,7 @@ def compare_printed(
             bucket.p32.append(_value(pt.text))
             bucket.p64.append(_value(others[0][k].text))
             bucket.probe.append(_value(others[1][k].text))
-            unit = 10.0 ** -r_dec[arr] if arr >= 0 else last_digit_unit(rt.text)
+            unit = array_unit if arr >= 0 else last_digit_unit(rt.text)
             bucket.quantum.append(unit + 2 * float(tolmod.ulp32(_value(rt.text))))
         if bad_format is not None:
             row.n_bad += 1

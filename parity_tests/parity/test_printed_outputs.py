@@ -97,6 +97,10 @@ def test_one_printed_digit_is_allowed():
     assert _row("Probs:  [0.81  0.999]\n", "Probs:  [0.811 0.999]\n").passed  # precision 3
     assert not _row("Probs:  [0.81  0.999]\n", "Probs:  [0.813 0.999]\n").passed
     assert _row("inf\n", "inf\n").passed and not _row("inf\n", "4.5\n").passed
+    # an array whose elements all print short: the text's precision is its longest element's
+    two = "Probs:  [0.5 1. ]\nProbs:  [0.123 0.2  ]\n"
+    assert _row(two, two.replace("[0.5 1. ]", "[0.501 1.   ]")).passed
+    assert not _row(two, two.replace("[0.123 0.2  ]", "[0.1234 0.2   ]")).passed  # precision
 
 
 def test_interactive_costs_print_all_float64_digits():

@@ -235,6 +235,29 @@ def test_continued_training_is_groundhogs_for_30_updates(tmp_path, caplog, one_t
     assert not fidelity.compare_continued(r.recorded, wrong, r.siblings).ok
 
 
+def test_parity_group_continued(one_thread):
+    """``parity --case search_variant``'s group ``continued`` (the library's MainLoop, the same
+    judgement): every row passes, and it finds the recording where the suite does.  Adadelta's
+    accumulators reset between updates fail it (tools/mutation_sweep.py
+    adadelta_accumulators_reset: continued/cost, grad_norm, log2_p_*, params_after).  ~15 s."""
+    from groundhog_port import lookup
+    from groundhog_port.harness.groups import continued
+
+    rec, case = recording_dir("continue_search_variant"), _search_variant()
+    assert continued.recording_dir(case) == rec
+    rows = continued.check_continued(
+        case / "search_variant_state.pkl",
+        case / "search_variant_model.npz",
+        rec,
+        lookup.case_data_dirs(case),
+    )
+    names = {r.quantity for r in rows}
+    assert names == {"continued/batches", "continued/params_after"} | {
+        f"continued/{k}" for k in fidelity.SCALARS
+    }
+    assert all(r.passed and r.n > 0 for r in rows), [(r.quantity, r.notes) for r in rows]
+
+
 # -- the restart warning and --keep-accumulators --------------------------------------------
 def _fixture_train(prefix, *extra):
     """The bundled search model trained on; ``sort_k_batches=1`` so that a resumed run sees
