@@ -13,8 +13,11 @@ to a SCRATCH COPY of ``groundhog_port/`` (the worktree is never touched).  For e
   with the mutated copy and compared byte for byte with the unmutated port's: ``translate``
   (batched beam search, beam 5 with its n-best costs; beam 10 ``--normalize``; beam 5
   ``--ignore-unk``), ``score --mode batch``, random sampling (``translate`` without
-  ``--beam-search``, 5 samples per sentence, costs printed), and one ``train`` update
-  (the saved parameters).
+  ``--beam-search``, 5 samples per sentence, costs printed), the interactive sampler at
+  inverse temperatures 0.5 and 2.0 (with and without ``--normalize``), ``score --mode txt
+  --verbose``, and one ``train`` update (the saved parameters);
+* a mutation no recording can show to parity names **tests** that must fail (run with the
+  mutated copy and its own ``parity_tests``): a failing test counts as caught.
 
 Target: every mutation that changes an output is caught.  A mutation that changes no output
 and is not caught is harmless (a rewrite with the same values).  Exit status: 0 when every

@@ -111,7 +111,7 @@ def discover(dirs, source, target, data_dirs, case_dir, match=None) -> list[Prin
         for path in sorted(Path(d).glob(match or "*.txt")):
             p = _printed(path, source, target, data_dirs, case_dir)
             if p is not None:
-                found.append(p)
+                found += p if isinstance(p, list) else [p]
     return found
 
 
@@ -143,12 +143,20 @@ def _printed(path, source, target, data_dirs, case_dir) -> Printed | None:
         if not stdin.is_file():
             return Printed(path, "stdout", None, f"no {STDIN} beside it: the input is unknown")
         opts = ["--normalize"] if m["normalize"] else []
-        shown = "translate " + " ".join(opts + [f"< {STDIN}"])
-        return Printed(
-            path,
-            "stdout",
-            Command(("translate", *opts), shown, stdin.read_text(encoding="utf-8")),
-        )
+        text = stdin.read_text(encoding="utf-8")
+        # translate's default (the batched sampler), and the literal one (--batch-size 1)
+        return [
+            Printed(
+                path,
+                "stdout",
+                Command(
+                    ("translate", *opts, *size),
+                    " ".join(["translate", *opts, *size, f"< {STDIN}"]),
+                    text,
+                ),
+            )
+            for size in ((), ("--batch-size", "1"))
+        ]
     m = _SCORE_TXT.fullmatch(name)
     if m:
         flags = [f"--{f.replace('_', '-')}" for f in re.findall(r"verbose|print_probs", m["flags"])]
@@ -227,9 +235,9 @@ class Runner:
             trans, nbest = Path(tmp) / "trans.txt", Path(tmp) / "nbest.txt"
             argv = [a.format(trans=trans, nbest=nbest) for a in command.args]
             argv += list(_model_args(self.files))
-            if variant != "float32" and argv[0] == "translate" and "--beam-search" in argv:
-                # the double-precision runs take the literal search (the batched one is
-                # float32 only; both give the same hypotheses: test_batched_search)
+            if variant != "float32" and argv[0] == "translate" and "--batch-size" not in argv:
+                # the double-precision runs take the literal search / sampler (the batched
+                # ones are float32 only; both give the same hypotheses and draws)
                 argv += ["--batch-size", "1"]
             out, err = io.StringIO(), io.StringIO()
             stdin = io.StringIO(command.stdin or "")

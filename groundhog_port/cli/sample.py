@@ -1,6 +1,7 @@
 """``groundhog-port translate`` without ``--beam-search``: sample.py's sampling mode.
 
-Interactive (no ``--source``), as sample.py:283-300: the prompts ``Input Sequence:``,
+Interactive (no ``--source``; ``--batch-size 1`` the literal sampler, otherwise the batched
+one with the same draws), as sample.py:283-300: the prompts ``Input Sequence:``,
 ``How many samples?``, ``Inverse Temperature?``, then ``Parsed Input: ...`` and the lines
 ``sample(..., verbose=True)`` prints (sample.py:184-187): one line per sample in
 ``numpy.argsort(costs)`` order (least probable first), ``"{i}: {-cost} {word probs}
@@ -88,12 +89,13 @@ def run(args):
         "--seed" if args.seed is not None else "derived from state['seed']",
     )
     if not args.source:
-        return interact(exp, sampler, args.normalize)
+        return interact(exp, sampler, args.normalize, args.batch_size)
     return batch(exp, sampler, args)
 
 
-def interact(exp, sampler, normalize):
-    """sample.py:283-300 with a sampler."""
+def interact(exp, sampler, normalize, batch_size=1):
+    """sample.py:283-300 with a sampler: ``batch_size`` 1 the literal ``Sampler.sample``, more
+    the batched sampler (``Sampler.sample_many``: the same draws, translate's default)."""
     while True:
         try:
             seqin = input("Input Sequence: ")
@@ -108,7 +110,12 @@ def interact(exp, sampler, normalize):
             print(f"{type(err).__name__}: {err}", file=sys.stderr)
             continue
         try:
-            samples = sampler.sample(seq, n_samples, alpha, normalize)
+            if batch_size > 1:
+                [samples] = sampler.sample_many([seq], n_samples, alpha, normalize, batch_size)
+                if isinstance(samples, SamplingFailed):
+                    raise samples
+            else:
+                samples = sampler.sample(seq, n_samples, alpha, normalize)
         except SamplingFailed as err:
             # sample.py dies here (the call is outside its try): the port says so and goes on
             print(f"Sampling failed: {err} (the original sample.py stops here)", file=sys.stderr)

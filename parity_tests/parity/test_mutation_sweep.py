@@ -64,6 +64,10 @@ def test_scratch_copy_leaves_the_worktree_alone(tmp_path):
         ("gru_update_gate_swap", "search:repr/c"),
         ("sampler_3len_steps", "search:sampler/n_steps"),
         ("normalize_len_plus_1", "search:beam/10_normalize/batched/fin_costs"),
+        (
+            "sample_normalize_words_plus_1",
+            "search:outputs/user_outputs_search/sample_interactive_normalize_stdout.txt",
+        ),
     ],
 )
 def test_representative_mutation_fails_parity(name, row, tmp_path):

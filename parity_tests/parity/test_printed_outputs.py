@@ -133,13 +133,14 @@ def _rows(search_case, match):
     exp, files, dirs, outputs = search_case
     with TraceFile(files.trace) as tr:
         return {
-            r.quantity.split(" (")[0]: r
+            r.quantity: r
             for r in printed_outputs.check_printed(exp, files, tr, [outputs], dirs, match=match)
         }
 
 
 def test_user_outputs_search_every_row_passes(search_case):
-    """~25 s of one core: 9 rows (7 files, 2 n-best lists), three runs each."""
+    """~30 s of one core: 11 rows (7 files, the 2 interactive ones with both samplers, 2 n-best
+    lists), three runs each."""
     rows = _rows(search_case, None)
     names = {
         f"outputs/user_outputs_search/{n}"
@@ -153,7 +154,10 @@ def test_user_outputs_search_every_row_passes(search_case):
             "trans_beam5_verbose.txt",
         )
     } | {"outputs/trace.h5/beam/10_normalize", "outputs/trace.h5/beam/5"}
-    assert set(rows) == names
+    assert {q.split(" (")[0] for q in rows} == names
+    # the interactive transcripts: translate's default (batched) sampler and the literal one
+    assert sum("--batch-size 1 < interactive_stdin.txt" in q for q in rows) == 2
+    assert len(rows) == len(names) + 2
     bad = {q: r.notes for q, r in rows.items() if not r.passed}
     assert not bad, bad
     assert all(r.n > 0 for r in rows.values())
