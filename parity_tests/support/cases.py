@@ -15,7 +15,7 @@ Recordings of model types added later (``../shared/pending_traces``, or
 and else in ``pending_traces`` (where they were delivered, until they are moved).
 
 ``--legacy-case DIR`` (repeatable) points ``test_legacy_cases.py`` at your own recorded
-case folders instead of the shared ones (see docs/trace_format.md, "Parity in your CI");
+case folders instead of the shared ones (see docs/parity-ci.md);
 ``--legacy-data-dir DIR`` (repeatable) says where their vocabularies and test files are when
 they are neither where the state says nor in the case folder (the lookup of
 ``groundhog-port parity --data-dir``, :mod:`groundhog_port.lookup`).
