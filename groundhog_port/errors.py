@@ -5,6 +5,8 @@ message names the file, what is wrong and (where it helps) what was expected.
 The CLI turns it into one line on stderr and exit code ``EXIT_INPUT``.
 """
 
+from __future__ import annotations
+
 EXIT_OK = 0
 #: a parity check or comparison failed
 EXIT_MISMATCH = 1
@@ -23,7 +25,7 @@ MAX_PROBLEM = 2000
 MAX_PATH = 4096
 
 
-def cut(text, limit, what="characters"):
+def cut(text: str, limit: int, what: str = "characters") -> str:
     """``text`` if at most ``limit`` long, else its start and end around ``[N <what> cut]``."""
     if len(text) <= limit:
         return text
@@ -31,7 +33,7 @@ def cut(text, limit, what="characters"):
     return f"{text[:head]} ...[{len(text) - head - tail} {what} cut]... {text[-tail:]}"
 
 
-def quoted(value, limit=MAX_QUOTED):
+def quoted(value: object, limit: int = MAX_QUOTED) -> str:
     """``repr(value)`` for an error line, at most about ``limit`` characters; when cut, the
     value's full length is said (``'xxxx...' (30000000 characters)``).  Containers are
     shown through :mod:`reprlib` (never repr'd whole first)."""
@@ -47,7 +49,7 @@ def quoted(value, limit=MAX_QUOTED):
     r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = 10
     text = r.repr(value)
     try:
-        size = len(value)
+        size: int | None = len(value)  # type: ignore[arg-type]  # a TypeError when unsized
     except TypeError:
         size = None
     if size is not None and size > 10:
@@ -62,7 +64,7 @@ class LegacyInputError(Exception):
     :data:`MAX_PATH` + :data:`MAX_PROBLEM` characters whatever the file holds.
     """
 
-    def __init__(self, path, problem):
+    def __init__(self, path: object, problem: object) -> None:
         self.path = cut(str(path), MAX_PATH) if path is not None else None
         # one line whatever the problem quotes (e.g. an exception message holding a newline)
         problem = str(problem).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
@@ -74,7 +76,7 @@ class UnsupportedModelError(LegacyInputError):
     """A state option the port (or the original) cannot run."""
 
 
-def allocation_failure(err):
+def allocation_failure(err: BaseException) -> str | None:
     """A one-line description when ``err`` is a failed memory allocation, else ``None``.
 
     Python raises :class:`MemoryError`; torch's CPU allocator a ``RuntimeError`` ("...

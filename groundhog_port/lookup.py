@@ -36,7 +36,7 @@ from .errors import LegacyInputError
 logger = logging.getLogger("groundhog_port.paths")
 
 #: what has been announced at INFO in this process: (stored folder, folder used, why)
-_announced = set()
+_announced: set[tuple[str, str, str]] = set()
 #: folder -> its candidate text files (any depth), walked once per run (:func:`new_run`)
 _walks: dict = {}
 

@@ -53,9 +53,9 @@ def load_state(path, changes: str | list = "", data_dir=None, strict: bool = Fal
         raise LegacyInputError(path, f"state keys must be strings, found {bad_keys[:5]!r}")
     state = prototype_state()
     state.update(upgrade_state(stored, path))  # an old vintage, converted in memory
-    changes = parse_changes(changes)
-    check_change_keys(changes, state, strict)
-    state.update(changes)
+    parsed = parse_changes(changes)
+    check_change_keys(parsed, state, strict)
+    state.update(parsed)
     return state
 
 

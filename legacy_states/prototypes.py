@@ -286,7 +286,7 @@ def match_prototype(state: dict) -> tuple[str, list[str]]:
     ``prefix`` are ignored.  Fewest differing keys wins; ties go to the more specific
     prototype.  Returns ``(name, sorted differing keys)``.
     """
-    best = None
+    best: tuple[str, list[str]] | None = None
     for name in _TIE_PREFERENCE:
         proto = PROTOTYPES[name]()
         differing = sorted(
@@ -297,4 +297,5 @@ def match_prototype(state: dict) -> tuple[str, list[str]]:
         )
         if best is None or len(differing) < len(best[1]):
             best = (name, differing)
+    assert best is not None  # there are prototypes
     return best

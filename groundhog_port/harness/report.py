@@ -270,6 +270,7 @@ def compare_values(
 def account(row: Row, where: str, res: tolmod.Comparison):
     """Add one judged record to the row's figures."""
     r, p = res.recorded, res.port32
+    assert r is not None and p is not None  # set by every comparison
     row.n += r.size
     fin = res.finite
     if fin.any():

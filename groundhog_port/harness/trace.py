@@ -62,14 +62,14 @@ COMPRESS_ABOVE = 256
 # group kind; the group kinds are the documented path patterns.
 # --------------------------------------------------------------------------------------
 #: a padded batch, time-major: token ids (max len, batch) and their 0/1 masks
-_BATCH = {
+_BATCH: dict[str, tuple[str, tuple[int, ...]]] = {
     "x": ("int64", (2,)),
     "y": ("int64", (2,)),
     "x_mask": ("float32", (2,)),
     "y_mask": ("float32", (2,)),
 }
 #: an n-best list: the hypotheses concatenated, their lengths and their costs
-_NBEST = {
+_NBEST: dict[str, tuple[str, tuple[int, ...]]] = {
     "fin_trans_flat": ("int64", (1,)),
     "fin_trans_lengths": ("int64", (1,)),
     "fin_costs": ("float64", (1,)),
@@ -389,7 +389,7 @@ def split_flat(flat: np.ndarray, lengths: np.ndarray, where: str = "") -> list[n
             f"{where}: fin_trans_lengths sum to {int(lengths.sum())} "
             f"but fin_trans_flat has {len(flat)} entries",
         )
-    bounds = np.cumsum(lengths)[:-1] if lengths.size else []
+    bounds: np.ndarray | list[int] = np.cumsum(lengths)[:-1] if lengths.size else []
     return (
         [np.asarray(p, dtype=np.int64) for p in np.split(np.asarray(flat), bounds)]
         if lengths.size

@@ -128,8 +128,8 @@ class ExportedExperiment(Experiment):
     """An :class:`Experiment` whose vocabularies come from ``config.json`` (``state_path``);
     ``weights_path``: its ``model.safetensors``."""
 
-    stored_vocabularies: dict = None
-    weights_path: Path = None
+    stored_vocabularies: dict | None = None
+    weights_path: Path | None = None
 
     def _vocab(self, key):
         return self.stored_vocabularies[key]

@@ -29,6 +29,7 @@ definitions (``x`` inside the interval, 0 outside).
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -105,7 +106,7 @@ def maxout(x: torch.Tensor, k: int) -> torch.Tensor:
     return x.reshape(*x.shape[:-1], dim // k, k).amax(dim=-1)
 
 
-_ELEMENTWISE = {
+_ELEMENTWISE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "identity": identity,
     "tanh": torch.tanh,
     "sigmoid": theano_sigmoid,
@@ -131,6 +132,7 @@ class Activation:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.name == "maxout":
+            assert self.k is not None  # parse_activation gives every maxout its pieces
             return maxout(x, self.k)
         return _ELEMENTWISE[self.name](x)
 
@@ -139,7 +141,7 @@ class Activation:
 # the parser
 # ---------------------------------------------------------------------------
 
-_NAMED_FUNCTIONS = {
+_NAMED_FUNCTIONS: dict[tuple[str, ...] | None, str] = {
     ("TT", "tanh"): "tanh",
     ("theano", "tensor", "tanh"): "tanh",
     ("TT", "nnet", "sigmoid"): "sigmoid",
@@ -148,9 +150,9 @@ _NAMED_FUNCTIONS = {
 _MAXIMUM = {("TT", "maximum"), ("theano", "tensor", "maximum")}
 
 
-def _dotted(node):
+def _dotted(node: ast.AST) -> tuple[str, ...] | None:
     """``TT.nnet.sigmoid`` -> ``('TT', 'nnet', 'sigmoid')``; None for anything else."""
-    parts = []
+    parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
@@ -160,11 +162,11 @@ def _dotted(node):
     return None
 
 
-def _is_var(node, var):
+def _is_var(node: ast.AST, var: str) -> bool:
     return isinstance(node, ast.Name) and node.id == var
 
 
-def _is_number(node, value):
+def _is_number(node: ast.AST, value: float) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return _is_number(node.operand, -value)
     return (
@@ -172,7 +174,7 @@ def _is_number(node, value):
     )
 
 
-def _compare(node, var):
+def _compare(node: ast.AST, var: str) -> tuple[str, int] | None:
     """``x > c`` / ``x < c`` -> ('>', c) / ('<', c); None otherwise."""
     if (
         isinstance(node, ast.Compare)
@@ -186,13 +188,13 @@ def _compare(node, var):
     return None
 
 
-def _product_factors(node):
+def _product_factors(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         return _product_factors(node.left) + _product_factors(node.right)
     return [node]
 
 
-def _lambda_body(body, var):
+def _lambda_body(body: ast.AST, var: str) -> str | None:
     """Name of the function ``lambda var: body`` computes, or None."""
     if _is_var(body, var):
         return "identity"
@@ -216,7 +218,7 @@ def _lambda_body(body, var):
     }.get(tuple(conditions))
 
 
-def _maxout_pieces(node):
+def _maxout_pieces(node: ast.Call) -> int | None:
     if len(node.args) + len(node.keywords) != 1:
         return None
     if node.keywords:
@@ -225,9 +227,11 @@ def _maxout_pieces(node):
         arg = node.keywords[0].value
     else:
         arg = node.args[0]
-    if not isinstance(arg, ast.Constant) or type(arg.value) not in (int, float):
+    if not isinstance(arg, ast.Constant):
         return None
-    k = arg.value
+    k = arg.value  # a whole or float number only (a bool is an int: refused)
+    if isinstance(k, bool) or not isinstance(k, (int, float)):
+        return None
     # Maxout casts shape / k and k to int64 (encdec.py:549-556): 2. acts as 2, 2.5 breaks
     if isinstance(k, float):
         if not k.is_integer():
@@ -247,7 +251,7 @@ def parse_activation(text: str, key: str | None = None) -> Activation:
     """
     where = key if key is not None else "activation"
 
-    def unknown(reason=""):
+    def unknown(reason: str = "") -> LegacyInputError:
         return LegacyInputError(
             where,
             f"unknown activation {quoted(text)}{reason}; accepted spellings (any spacing, any "

@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from legacy_states import VOCABULARY_KEYS
 
@@ -21,7 +23,7 @@ from .activations import Activation, parse_activation
 
 #: state key -> (predicate telling the value is unsupported, reason).  Each entry
 #: mirrors an ``assert`` or a "WARNING: untested" comment of the original.
-UNSUPPORTED = {
+UNSUPPORTED: dict[str, tuple[Callable[[Any], object], str]] = {
     "encoder_stack": (
         lambda v: v != 1,
         "stacked encoders are marked 'most probably doesn't work' "
@@ -90,7 +92,7 @@ GRCONV_GATES_REASON = (
 )
 
 
-def prefix_lookup(state: dict, prefix: str, key: str) -> object:
+def prefix_lookup(state: dict[str, Any], prefix: str, key: str) -> Any:
     """``state[prefix_key]`` if present, else the un-prefixed default ``state[key]``.
 
     Mirrors ``prefix_lookup`` (encdec.py:560).  The backward encoder's prefix is
@@ -174,7 +176,9 @@ class ModelConfig:
         return "dec_deep_softmax" if self.deep_out else "dec_softmax"
 
     @classmethod
-    def from_state(cls, state: dict, path: str | os.PathLike | None = None) -> ModelConfig:
+    def from_state(
+        cls, state: dict[str, Any], path: str | os.PathLike[str] | None = None
+    ) -> ModelConfig:
         """Build the config, refusing what the original cannot (or must not) run."""
         for key in INT_KEYS:
             if not isinstance(state.get(key), int) or isinstance(state.get(key), bool):
@@ -234,7 +238,7 @@ class ModelConfig:
                     path, f"state[{key!r}] = {quoted(state[key])} is not supported: {reason}"
                 )
 
-        def rec(prefix):
+        def rec(prefix: str) -> RecurrentConfig:
             layer = prefix_lookup(state, prefix, "rec_layer")
             return RecurrentConfig(
                 layer=layer,
@@ -348,7 +352,7 @@ class ModelConfig:
                     f"state['maxout_part'] = {quoted(mp)} (expected a "
                     "positive number: the readout has dim / maxout_part units)",
                 )
-            pieces = unary.k if unary.name == "maxout" else 1
+            pieces = (unary.k or 1) if unary.name == "maxout" else 1
             if cfg.dim % pieces or cfg.dim // pieces != cfg.softmax_in:
                 raise UnsupportedModelError(
                     path,

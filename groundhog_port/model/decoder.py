@@ -24,11 +24,12 @@ import torch
 from torch import nn
 
 from . import attention
+from .config import ModelConfig
 from .layers import IDENTITY, MultiLayer, RecurrentLayer, SoftmaxLayer, _param
 
 
 class Decoder(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
         dim, rank, c_dim, rec = cfg.dim, cfg.rank_n_approx, cfg.c_dim, cfg.dec
@@ -48,8 +49,11 @@ class Decoder(nn.Module):
             self.D = _param(dim, 1)
         # _create_initialization_layers (encdec.py:847): ZeroLayer without bias_code
         self.initializer = MultiLayer(dim, dim, cfg.dec_init_activ) if cfg.bias_code else None
+
         # _create_decoding_layers (encdec.py:861): context -> input / update / reset signals
-        ctx_layer = lambda on: MultiLayer(c_dim, dim, IDENTITY, learn_bias=False) if on else None
+        def ctx_layer(on: bool) -> MultiLayer | None:
+            return MultiLayer(c_dim, dim, IDENTITY, learn_bias=False) if on else None
+
         self.dec_inputter = ctx_layer(cfg.decoding_inputs)
         self.dec_updater = ctx_layer(cfg.decoding_inputs and rec.gating)
         self.dec_reseter = ctx_layer(cfg.decoding_inputs and rec.reseting)
@@ -67,7 +71,8 @@ class Decoder(nn.Module):
         init_c = c[0, :, -self.cfg.dim :]
         if self.initializer is None:
             return torch.zeros_like(init_c)
-        return self.initializer(init_c)
+        s0: torch.Tensor = self.initializer(init_c)
+        return s0
 
     def signals(
         self, y: torch.Tensor
@@ -101,6 +106,7 @@ class Decoder(nn.Module):
         ``PadLayer`` does the same for whole sequences, encdec.py:516).
         """
         if self.cfg.search:
+            assert p_from_c is not None  # the search model's p_from_c
             return attention.align(s_prev, c, p_from_c, self.B, self.D, c_mask, stable, c_rows)
         ctx = c[min(step, c.shape[0] - 1)]
         return ctx.expand(s_prev.shape[0], -1), None
@@ -130,7 +136,7 @@ class Decoder(nn.Module):
         self, s_prev: torch.Tensor, ctx: torch.Tensor, prev_term: torch.Tensor | None
     ) -> torch.Tensor:
         """Output layer input: ``repr(ctx) + hid(s_prev) + prev_term``, then the maxout."""
-        t = self.repr_readout(ctx) + self.hid_readout(s_prev[..., : self.cfg.dim])
+        t: torch.Tensor = self.repr_readout(ctx) + self.hid_readout(s_prev[..., : self.cfg.dim])
         if prev_term is not None:
             t = t + prev_term
         if self.cfg.deep_out:
@@ -146,7 +152,7 @@ class Decoder(nn.Module):
         """
         if self.prev_readout is None:
             return None
-        term = self.prev_readout(emb_prev)
+        term: torch.Tensor = self.prev_readout(emb_prev)
         if self.cfg.check_first_word:
             term = (y_prev > 0).to(term.dtype)[:, None] * term
         return term
@@ -177,8 +183,13 @@ class Decoder(nn.Module):
         s = self.initial_state(c)
         emb, x, x_z, x_r = self.signals(y)
         T = y.shape[0]
-        at = lambda a, t: None if a is None else a[t]
-        states, contexts, alphas = [], [], []
+
+        def at(a: torch.Tensor | None, t: int) -> torch.Tensor | None:
+            return None if a is None else a[t]
+
+        states: list[torch.Tensor] = []
+        contexts: list[torch.Tensor] = []
+        alphas: list[torch.Tensor] = []
         if self.cfg.search:
             p_from_c = self.p_from_c(c)
             # one batch-major copy of c for the contexts of all steps (attention.align)
@@ -194,7 +205,8 @@ class Decoder(nn.Module):
             if self.cfg.search:
                 ctx, alpha = self.context(s, c, p_from_c, t, c_mask, stable, c_rows)
                 contexts.append(ctx)
-                alphas.append(alpha)
+                if alpha is not None:  # always, with search
+                    alphas.append(alpha)
                 signals = self.context_signals(*signals, ctx)
             s = self.transition.step(*signals, s, at(y_mask, t))
         s_prev = torch.stack(states)

@@ -8,14 +8,16 @@ Search sees it only through ``encode`` / ``initial_states`` / ``next_probs`` /
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
+from .config import ModelConfig
 from .decoder import Decoder
-from .encoder import Encoder, annotations
+from .encoder import Encoder
+from .encoder import annotations as compose_annotations  # (the name clashes with __future__'s)
 
 
 @dataclass
@@ -30,17 +32,22 @@ class Scores:
 
     cost: torch.Tensor
     word_probs: torch.Tensor
-    alignment: torch.Tensor
-    token_costs: torch.Tensor = None
+    alignment: torch.Tensor | None
+    token_costs: torch.Tensor | None = None
 
     def cpu(self) -> Scores:
         """The same scores as CPU tensors."""
-        on_cpu = lambda t: None if t is None else t.cpu()
-        return Scores(*(on_cpu(getattr(self, f.name)) for f in fields(self)))
+
+        def on_cpu(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.cpu()
+
+        return Scores(
+            self.cost.cpu(), self.word_probs.cpu(), on_cpu(self.alignment), on_cpu(self.token_costs)
+        )
 
 
 class RNNEncoderDecoder(nn.Module):
-    def __init__(self, cfg, stable_softmax=False):
+    def __init__(self, cfg: ModelConfig, stable_softmax: bool = False) -> None:
         super().__init__()
         self.cfg = cfg
         self.stable = stable_softmax
@@ -108,7 +115,7 @@ class RNNEncoderDecoder(nn.Module):
     def encode(self, seq: Sequence[int] | np.ndarray) -> torch.Tensor:
         """Annotations ``c (S, c_dim)`` of one sentence (``create_representation_computer``)."""
         x = torch.as_tensor(seq, dtype=torch.int64, device=self.device)[:, None]
-        return annotations(self, x)[:, 0]
+        return compose_annotations(self, x)[:, 0]
 
     @torch.no_grad()
     def initial_states(self, c: torch.Tensor) -> torch.Tensor:
@@ -129,7 +136,10 @@ class RNNEncoderDecoder(nn.Module):
         dec = self.decoder
         emb = dec.approx_embedder(y_prev)
         ctx, _ = dec.context(s_prev, c[:, None], p_from_c, step, stable=self.stable)
-        return dec.output_layer(dec.readout(s_prev, ctx, dec.prev_word_term(y_prev, emb)))
+        probs: torch.Tensor = dec.output_layer(
+            dec.readout(s_prev, ctx, dec.prev_word_term(y_prev, emb))
+        )
+        return probs
 
     @torch.no_grad()
     def next_states(
@@ -166,7 +176,7 @@ class RNNEncoderDecoder(nn.Module):
         ``inf * 0 = nan`` poisons the sentence sum exactly as in score.py
         (docs/recordings.md, "Non-finite scores").  ``word_probs = exp(-cost)``, masked to 1 outside.
         """
-        c = annotations(self, x, x_mask)
+        c = compose_annotations(self, x, x_mask)
         readouts, alignment = self.decoder.teacher_forced_readouts(
             c, x_mask, y, y_mask, self.stable
         )

@@ -14,18 +14,23 @@ With ``enc_rec_layer='RecursiveConvolutionalLayer'`` (the grConv of Cho et al. 2
 forward encoder's output is not one state per word but the root of the gated pyramid,
 one vector per sentence (rconv_layers.py:311): ``last_forward`` replicates it over the
 source positions (encdec.py:1339/1375), and ``forward`` alone is that single position.
+
+No ``from __future__ import annotations`` here: that import binds the name ``annotations``,
+which is this module's function (Python 3.10 evaluates these annotations as they are).
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
-from .config import GRCONV
+from .config import GRCONV, ModelConfig, RecurrentConfig
 from .layers import IDENTITY, MultiLayer, RecurrentLayer, RecursiveConvolutionalLayer
+
+if TYPE_CHECKING:
+    from .encdec import RNNEncoderDecoder
 
 
 class Encoder(nn.Module):
@@ -38,7 +43,7 @@ class Encoder(nn.Module):
     itself; the config refuses the gate embedders it would leave unused).
     """
 
-    def __init__(self, cfg, rec, with_approx_embedder):
+    def __init__(self, cfg: ModelConfig, rec: RecurrentConfig, with_approx_embedder: bool) -> None:
         super().__init__()
         if with_approx_embedder:
             self.approx_embedder = MultiLayer(cfg.n_sym_source, cfg.rank_n_approx, cfg.rank_n_activ)
@@ -61,20 +66,22 @@ class Encoder(nn.Module):
         )
 
     def forward(
-        self, approx_embeddings: torch.Tensor, mask: torch.Tensor | None, h0: torch.Tensor | None
+        self, approx_embeddings: torch.Tensor, mask: torch.Tensor | None, h0: torch.Tensor
     ) -> torch.Tensor:
         """Hidden states ``(T, batch, dim)`` of this direction over ``approx_embeddings``,
         or for grConv the roots ``(1, batch, dim)`` (encdec.py:766 passes the mask to both)."""
         x = self.input_embedder(approx_embeddings)
         if self.grconv:
-            return self.transition(x, mask)
+            roots: torch.Tensor = self.transition(x, mask)
+            return roots
+        assert isinstance(self.transition, RecurrentLayer)
         x_z = None if self.update_embedder is None else self.update_embedder(approx_embeddings)
         x_r = None if self.reset_embedder is None else self.reset_embedder(approx_embeddings)
         return self.transition.scan(x, x_z, x_r, h0, mask)
 
 
 def annotations(
-    model: nn.Module, x: torch.Tensor, x_mask: torch.Tensor | None = None
+    model: "RNNEncoderDecoder", x: torch.Tensor, x_mask: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``c`` for a batch ``x`` of word ids ``(T, batch)`` (mask ``(T, batch)`` or None).
 
@@ -89,12 +96,13 @@ def annotations(
     h0 = x.new_zeros((batch, cfg.dim), dtype=model.dtype)
     emb = model.encoder.approx_embedder(x)
     forward = model.encoder(emb, x_mask, h0)
-    parts = []
+    parts: list[torch.Tensor] = []
     if cfg.forward:
         parts.append(forward)
     if cfg.last_forward:
         parts.append(forward[-1:].expand(length, -1, -1))
     if cfg.needs_backward_encoder:
+        assert model.backward_encoder is not None  # built when the config needs it
         x_rev = x.flip(0)
         backward = model.backward_encoder(
             model.encoder.approx_embedder(x_rev), None if x_mask is None else x_mask.flip(0), h0
@@ -107,7 +115,7 @@ def annotations(
 
 
 @torch.no_grad()
-def grconv_gates(model: nn.Module, seq: Sequence[int] | np.ndarray) -> torch.Tensor:
+def grconv_gates(model: "RNNEncoderDecoder", seq: Sequence[int] | np.ndarray) -> torch.Tensor:
     """The gating coefficients of the grConv over one sentence ``seq`` (word ids, ``<eos>``
     included): ``(T - 1, T, 3)`` float32, level ``k`` (1-based, row ``k - 1``) at position
     ``t`` = (w_new, w_left, w_right) of the node summarising words ``t-k .. t``.
@@ -121,6 +129,7 @@ def grconv_gates(model: nn.Module, seq: Sequence[int] | np.ndarray) -> torch.Ten
         raise ValueError(
             "the gating tree exists only for enc_rec_layer='RecursiveConvolutionalLayer'"
         )
+    assert isinstance(enc.transition, RecursiveConvolutionalLayer)
     x = torch.as_tensor(seq, dtype=torch.int64, device=model.device)[:, None]
     h = enc.input_embedder(enc.approx_embedder(x))
     gates = [g[:, 0] for _, g in enc.transition.climb(h)]

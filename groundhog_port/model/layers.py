@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
 
 from .activations import parse_activation
+from .config import RecurrentConfig
 from .numerics import mm, output_blocks
 
 #: ``'lambda x:x'``, the activation of every projection GroundHog builds without one
@@ -39,7 +40,7 @@ def unwritten_parameters() -> Iterator[None]:
         _UNWRITTEN.reset(token)
 
 
-def _param(*shape):
+def _param(*shape: int) -> nn.Parameter:
     make = torch.empty if _UNWRITTEN.get() else torch.zeros
     return nn.Parameter(make(*shape, dtype=torch.float32), requires_grad=False)
 
@@ -64,8 +65,14 @@ class MultiLayer(nn.Module):
     """
 
     def __init__(
-        self, n_in, n_out, activation, rank_n_approx=0, rank_n_activ=None, learn_bias=True
-    ):
+        self,
+        n_in: int,
+        n_out: int,
+        activation: Callable[[torch.Tensor], torch.Tensor],
+        rank_n_approx: int = 0,
+        rank_n_activ: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        learn_bias: bool = True,
+    ) -> None:
         super().__init__()
         self.activation = activation
         self.rank_n_activ = rank_n_activ
@@ -81,6 +88,7 @@ class MultiLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "W1"):
+            assert self.rank_n_activ is not None  # given with rank_n_approx
             emb = mm(self.rank_n_activ(affine_or_lookup(x, self.W1)), self.W2)
         else:
             emb = affine_or_lookup(x, self.W)
@@ -102,7 +110,7 @@ class RecurrentLayer(nn.Module):
     *new* state: ``torch.nn.GRU`` does neither, so it is not used.
     """
 
-    def __init__(self, dim, rec):
+    def __init__(self, dim: int, rec: RecurrentConfig) -> None:
         super().__init__()
         self.rec = rec
         self.W = _param(dim, dim)
@@ -186,7 +194,7 @@ class RecursiveConvolutionalLayer(nn.Module):
     (``W`` multiplies the right child ``h_t``, ``U`` the left one ``h_{t-1}``).
     """
 
-    def __init__(self, dim, rec):
+    def __init__(self, dim: int, rec: RecurrentConfig) -> None:
         super().__init__()
         self.rec = rec
         self.W = _param(dim, dim)
@@ -249,7 +257,7 @@ class SoftmaxLayer(nn.Module):
     exactly 0 as they did in Theano.
     """
 
-    def __init__(self, n_in, n_out, rank_n_approx):
+    def __init__(self, n_in: int, n_out: int, rank_n_approx: int) -> None:
         super().__init__()
         if rank_n_approx:
             self.W1 = _param(n_in, rank_n_approx)

@@ -62,7 +62,7 @@ def mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return out[:, :n].reshape(*lead, n)
 
 
-def _mm_padded(x2, w):
+def _mm_padded(x2: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``torch.mm`` with the rows padded up to a multiple of ROW_BLOCK (zeros)."""
     rows = x2.shape[0]
     pad = -rows % ROW_BLOCK
@@ -117,7 +117,7 @@ def sum_positions(x: torch.Tensor) -> torch.Tensor:
     return _sum_positions_loop(x)
 
 
-def _sum_positions_loop(x):
+def _sum_positions_loop(x: torch.Tensor) -> torch.Tensor:
     acc = x[0].clone()
     for j in range(1, x.shape[0]):
         acc.add_(x[j])

@@ -54,7 +54,7 @@ class BatchedSampler:
             check_call(n_samples, s)
         seqs = [np.asarray(s, dtype=np.int64) for s in seqs]
         order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i]), i))
-        out = [None] * len(seqs)
+        out: list[Draw | None] = [None] * len(seqs)
         with torch.inference_mode():
             try:
                 for g in range(0, len(order), self.batch_size):
@@ -70,7 +70,9 @@ class BatchedSampler:
                         out[i] = d
             finally:
                 self._search.release_buffers()
-        return out
+        done = [d for d in out if d is not None]
+        assert len(done) == len(out)  # every sentence is in a group
+        return done
 
     def _group(self, seqs, n, steps, T, unis):
         model, cfg = self.model, self.model.cfg

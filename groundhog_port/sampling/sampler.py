@@ -105,11 +105,11 @@ class Sampler:
             if mrg_seed is None:
                 mrg_seed = derive_mrg_seed(experiment.state, experiment.cfg, experiment.state_path)
             self.mrg_seed = int(mrg_seed)
-            self.streams = MRGRandomStreams(self.mrg_seed)
+            self.streams: MRGRandomStreams | None = MRGRandomStreams(self.mrg_seed)
             # build() creates two random ops in sampling_step (encdec.py:1228-1229); the
             # scan's draws use the first one, the second is never evaluated
             self.stream = self.streams.new_state_matrix()
-            self.unused_stream = self.streams.new_state_matrix()
+            self.unused_stream: StateMatrix | None = self.streams.new_state_matrix()
         else:
             self.mrg_seed, self.streams, self.unused_stream = mrg_seed, None, None
             self.stream = stream
@@ -149,15 +149,16 @@ class Sampler:
         (:mod:`groundhog_port.sampling.batched`) with the same draws; 1 is the literal loop.
         """
         if batch_size <= 1:
-            out = []
+            literal: list[Samples | SamplingFailed] = []
             for seq in seqs:
                 try:
-                    out.append(self.sample(seq, n_samples, alpha, normalize))
+                    literal.append(self.sample(seq, n_samples, alpha, normalize))
                 except SamplingFailed as err:
-                    out.append(err)
-            return out
+                    literal.append(err)
+            return literal
         T = temperature(alpha)
-        out, todo = [None] * len(seqs), []
+        out: list[Samples | SamplingFailed | None] = [None] * len(seqs)
+        todo = []
         for i, seq in enumerate(seqs):
             steps = n_steps_for(seq)
             try:
@@ -177,7 +178,9 @@ class Sampler:
             )
             for (i, _, _), draw in zip(todo, draws):
                 out[i] = finish(draw, self.exp.trg_idx2word, normalize)
-        return out
+        done = [o for o in out if o is not None]
+        assert len(done) == len(out)  # each sentence got its samples or its failure
+        return done
 
     def skip(self, seq: Sequence[int] | np.ndarray, n_samples: int) -> None:
         """Advance the stream as sampling ``seq`` would, without decoding (``--resume``)."""
@@ -222,6 +225,7 @@ def draw_sentence(
         ctx, _ = dec.context(s, c[:, None], p_from_c, k)
         probs = output_probs(model, dec.readout(s, ctx, dec.prev_word_term(y, emb)), T)
         if forced_ids is None:
+            assert unis is not None and margin is not None  # drawing needs the uniforms
             p = probs.cpu().numpy()
             word = multinomial_from_uniform(p, unis[k])
             margin[k] = boundary_margin(p, unis[k], word)

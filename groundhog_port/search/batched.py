@@ -418,6 +418,7 @@ class BatchedBeamSearch:
         p = self._buffer("att", (big, dim), torch.float32)
         score = torch.empty(N, dtype=torch.float32, device=device)
         off = r0 = 0
+        assert p_from_c is not None  # a search model's
         for b, (n, S) in zip(active, sizes):
             rows = n * S
             pb = p[:rows]

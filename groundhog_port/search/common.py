@@ -34,7 +34,7 @@ class SearchFailed(Exception):
 SCAN_ZERO_STEPS = "We didn't implemented yet the case where scan do 0 iteration"
 
 
-def check_encodable(model: RNNEncoderDecoder, seq: np.ndarray) -> None:
+def check_encodable(model: RNNEncoderDecoder, seq: Sequence[int] | np.ndarray) -> None:
     """Raise :class:`SearchFailed` where the original's encoder crashed on ``seq``."""
     if model.encoder.grconv and len(seq) < 2:
         raise SearchFailed(SCAN_ZERO_STEPS)
@@ -73,7 +73,7 @@ def check_kth(n_samples: int, n_candidates: int) -> None:
         raise SearchFailed(f"kth(={n_samples}) out of bounds ({n_candidates})")
 
 
-def select_cheapest(flat: torch.Tensor, n: Sequence[int]) -> torch.Tensor:
+def select_cheapest(flat: torch.Tensor, n: Sequence[int] | torch.Tensor) -> torch.Tensor:
     """The ``n[b]`` cheapest entries of each row of ``flat (B, L)`` float64.
 
     Replaces ``numpy.argpartition(flat, n)[:n]`` (sample.py:82), whose order is
@@ -86,9 +86,9 @@ def select_cheapest(flat: torch.Tensor, n: Sequence[int]) -> torch.Tensor:
 
     Returns ``idx (B, max(n))`` int64 with ``-1`` past each row's ``n[b]``.
     """
-    n = torch.as_tensor(n, dtype=torch.int64, device=flat.device)
+    counts_n = torch.as_tensor(n, dtype=torch.int64, device=flat.device)
     B, L = flat.shape
-    k = int(n.max()) if n.numel() else 0
+    k = int(counts_n.max()) if counts_n.numel() else 0
     if k == 0 or L == 0:
         return torch.full((B, k), -1, dtype=torch.int64, device=flat.device)
     # total order: numbers (inf included) by (value, index), then NaN by index
@@ -96,7 +96,7 @@ def select_cheapest(flat: torch.Tensor, n: Sequence[int]) -> torch.Tensor:
     key = flat.masked_fill(nan, float("inf"))
     kk = min(k, L)
     smallest = torch.topk(key, kk, dim=1, largest=False, sorted=True).values
-    thr = smallest.gather(1, (n.clamp(1, kk) - 1)[:, None])  # each row's n-th smallest key
+    thr = smallest.gather(1, (counts_n.clamp(1, kk) - 1)[:, None])  # each row's n-th smallest key
     # only entries <= the threshold can be chosen: usually about n of them (more on ties)
     rows, cols = (key <= thr).nonzero(as_tuple=True)  # row-major, index order
     counts = torch.bincount(rows, minlength=B)
@@ -116,5 +116,5 @@ def select_cheapest(flat: torch.Tensor, n: Sequence[int]) -> torch.Tensor:
     if width < k:
         c_idx = torch.cat([c_idx, c_idx.new_full((B, k - width), L)], 1)
     c_idx = c_idx[:, :k]
-    beyond = torch.arange(k, device=flat.device)[None] >= n[:, None]
+    beyond = torch.arange(k, device=flat.device)[None] >= counts_n[:, None]
     return torch.where(beyond | (c_idx >= L), torch.full_like(c_idx, -1), c_idx)

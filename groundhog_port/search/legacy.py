@@ -74,7 +74,7 @@ class BeamSearch:
         p_from_c = model.p_from_c(c)
         states = model.initial_states(c)  # sample.py:49, (1, dim)
         fin_trans, fin_costs = [], []
-        trans = [[]]
+        trans: list[list[int]] = [[]]
         costs = torch.zeros(1, dtype=torch.float64, device=device)
         for k in range(3 * len(seq)):  # sample.py:60, seq incl. EOS
             if n_samples == 0:
@@ -125,9 +125,9 @@ class BeamSearch:
                     fin_trans.append(hyp)
                     fin_costs.append(float(new_costs[i]))
             n_samples = len(kept)
-            kept = torch.tensor(kept, dtype=torch.int64, device=device)
-            costs = new_costs[kept]
-            states = new_states[kept]
+            kept_rows = torch.tensor(kept, dtype=torch.int64, device=device)
+            costs = new_costs[kept_rows]
+            states = new_states[kept_rows]
         if not fin_trans:  # "dirty tricks", sample.py:122
             if ignore_unk:
                 logger.warning("Did not manage without UNK")

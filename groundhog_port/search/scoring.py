@@ -8,6 +8,7 @@ single-sentence ``create_probs_computer`` / ``create_scorer`` do) and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -62,7 +63,11 @@ def parse_pair(
 
 
 def batches_for(
-    exp: Experiment, src: str | None, trg: str | None, allow_unk: bool, n_batches: int = -1
+    exp: Experiment,
+    src: str | os.PathLike[str] | None,
+    trg: str | os.PathLike[str] | None,
+    allow_unk: bool,
+    n_batches: int = -1,
 ) -> Iterator[Batch]:
     """The batches of ``score.py --mode batch`` (score.py:132-160).
 

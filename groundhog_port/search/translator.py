@@ -31,8 +31,8 @@ class Translation:
     """One source line's outcome: every finished hypothesis (raw-cost order) or an error."""
 
     line: str = ""  # the chosen translation, words joined by spaces
-    cost: float = None  # its (normalised) cost; None when the search failed
-    error: str = None  # the original's error message when it failed
+    cost: float | None = None  # its (normalised) cost; None when the search failed
+    error: str | None = None  # the original's error message when it failed
     nbest: list = field(default_factory=list)  # [(sentence, cost)] in sample() order
 
     def record(self) -> str:
@@ -177,7 +177,7 @@ class Translator:
         could not translate (what :meth:`translate_seqs` renders; ``groundhog-port parity``
         compares it with the recordings)."""
         if self.batched is None:
-            results = []
+            results: list[Hypotheses | SearchFailed] = []
             for i, seq in enumerate(seqs):
                 if self.warnings is not None:
                     self.warnings.current = i

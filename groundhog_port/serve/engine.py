@@ -102,7 +102,7 @@ class Job:
     attention: bool = False
     outcome: object = None  # Outcome, set by Engine.decode
     extra: dict = field(default_factory=dict)
-    budget: Budget = None  # the request's, shared by its jobs
+    budget: Budget | None = None  # the request's, shared by its jobs
     abandoned: bool = False  # the client gave up or left: stop decoding it
 
     @property
@@ -116,13 +116,13 @@ class Job:
 class Outcome:
     """A decoded sentence: every finished hypothesis (sample() order) and the chosen one."""
 
-    sentences: list = None  # hypotheses as text, raw-cost order
-    raw_costs: list = None
-    costs: list = None  # raw, or divided by the lengths (EOS counted) with normalize
-    best: int = None
-    trans: list = None  # word ids of the chosen hypothesis, EOS included
-    attention: np.ndarray = None  # (T, S) of the chosen hypothesis, or None
-    error: str = None  # sample.py's message where it fails
+    sentences: list | None = None  # hypotheses as text, raw-cost order
+    raw_costs: list | None = None
+    costs: list | None = None  # raw, or divided by the lengths (EOS counted) with normalize
+    best: int | None = None
+    trans: list | None = None  # word ids of the chosen hypothesis, EOS included
+    attention: np.ndarray | None = None  # (T, S) of the chosen hypothesis, or None
+    error: str | None = None  # sample.py's message where it fails
 
     @property
     def translation(self):

@@ -40,6 +40,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import lookup
 from ..errors import LegacyInputError
@@ -894,11 +895,11 @@ def run(root, out, opts: Options, world=None, progress=None, fresh=False):
         return entries, [mine[i] for i in range(len(entries))]
     import torch.distributed as dist
 
-    gathered = [None] * size if world.is_root else None
+    gathered: list[Any] | None = [None] * size if world.is_root else None
     dist.gather_object(mine, gathered, dst=0)
-    if not world.is_root:
+    if not world.is_root or gathered is None:
         return entries, None
-    merged = {}
+    merged: dict[int, Any] = {}
     for part in gathered:
         merged.update(part)
     return entries, [merged[i] for i in range(len(entries))]

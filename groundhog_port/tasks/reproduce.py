@@ -515,7 +515,12 @@ def reproduce(
         }
         r.update(
             compare_archived(
-                archived[f.path], sources[f.source], out, refs.get(f.reference), max_diffs, tokenize
+                archived[f.path],
+                sources[f.source],
+                out,
+                None if f.reference is None else refs.get(f.reference),
+                max_diffs,
+                tokenize,
             )
         )
         r["archived_total_cost"] = original_total_cost(f.stdout)

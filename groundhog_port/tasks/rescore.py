@@ -450,7 +450,7 @@ def compare_lines(archived: Sequence[str], reproduced: Sequence[str], max_diffs:
     reproduced = list(reproduced)
     n = min(len(archived), len(reproduced))
     identical = 0
-    diffs = []
+    diffs: list[dict[str, object]] = []
     for i in range(max(len(archived), len(reproduced))):
         a = archived[i] if i < len(archived) else None
         r = reproduced[i] if i < len(reproduced) else None

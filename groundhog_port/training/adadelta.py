@@ -69,6 +69,7 @@ def global_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
     for g in grads:
         s = sum_acc64(g * g)
         total = s if total is None else total + s
+    assert total is not None  # a model has parameters
     return sqrt_rn(total)
 
 

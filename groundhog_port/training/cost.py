@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..model.encdec import RNNEncoderDecoder
-from ..model.encoder import annotations
+from ..model.encoder import annotations as compose_annotations  # (__future__'s name)
 
 #: ``numpy.float32(numpy.log(2))``, the ``scale`` of LM_model.py:127-130
 LOG2 = np.float32(np.log(2))
@@ -74,7 +74,7 @@ def training_cost(
 ) -> Cost:
     """The differentiable training cost of a ``(time, batch)`` batch (tensors on the model's
     device; ``x``/``y`` int64, masks in the model's float dtype)."""
-    c = annotations(model, x, x_mask)
+    c = compose_annotations(model, x, x_mask)
     readouts, _ = model.decoder.teacher_forced_readouts(c, x_mask, y, y_mask)
     probs = model.decoder.output_layer(readouts)
     p_target = probs.gather(-1, y[..., None])[..., 0]  # (T, batch)

@@ -27,6 +27,7 @@ import pickle
 import re
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,14 +61,16 @@ def save_checkpoint(
     failed save (which checkpoint is left as it was), ``diverged`` the refusal of a model
     with NaN/Inf weights over a finite one (:func:`refuse_nonfinite_over_finite`).  ``accumulators`` (``--keep-accumulators``,
     a deviation): ``(path, arrays)`` of Adadelta's accumulators, replaced with the others."""
-    arrays, state_bytes = model_arrays(model), dumps_state(state)
+    arrays: dict[str, Any] = model_arrays(model)  # (np.savez's keywords: Any)
+    state_bytes = dumps_state(state)
     refuse_nonfinite_over_finite(model_path, arrays, "the model to be saved", diverged)
     writers = [
         (model_path, lambda f: np.savez(f, **arrays)),
         (state_path, lambda f: f.write(state_bytes)),
     ]
     if accumulators is not None:
-        acc_path, acc = accumulators
+        acc_path = accumulators[0]
+        acc: dict[str, Any] = accumulators[1]
         writers.append((acc_path, lambda f: np.savez(f, **acc)))
     writers.append((timing_path, lambda f: np.savez(f, **timings)))
     write_together(writers, kept)
@@ -152,12 +155,12 @@ class Py2Pickler(pickle._Pickler):
     def save_py2_str(self, obj: str) -> None:
         data = obj.encode("utf-8")
         if len(data) < 256:
-            self.write(pickle.SHORT_BINSTRING + bytes([len(data)]) + data)
+            self.write(pickle.SHORT_BINSTRING + bytes([len(data)]) + data)  # type: ignore[attr-defined]
         else:
-            self.write(pickle.BINSTRING + struct.pack("<i", len(data)) + data)
-        self.memoize(obj)
+            self.write(pickle.BINSTRING + struct.pack("<i", len(data)) + data)  # type: ignore[attr-defined]
+        self.memoize(obj)  # type: ignore[attr-defined]  # (pickle._Pickler's, not in typeshed)
 
-    dispatch[str] = save_py2_str
+    dispatch[str] = save_py2_str  # type: ignore[assignment]
 
 
 def dumps_state(state: dict) -> bytes:

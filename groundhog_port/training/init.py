@@ -290,7 +290,8 @@ def draw(cfg: ModelConfig, state: dict, plan: list[Layer] | None = None) -> Draw
                 f"initialised with {' or '.join(ok)} only",
             )
     d = Draws(state["seed"])
-    params, svd_inputs = {}, {}
+    params: dict[str, np.ndarray] = {}
+    svd_inputs: dict[str, np.ndarray] = {}
     for layer in build_plan(cfg, state) if plan is None else plan:
         d.layer = f"{layer.kind}:{layer.name}"
         if layer.mrg_seed:

@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,7 +74,7 @@ def _positive(state, key):
 def new_timings(state: dict) -> dict:
     """The timing dict of a new run (mainLoop.py:132-148), with the original's keys."""
     n = int(state["loopIters"] // _positive(state, "trainFreq") + 1)
-    t = {"step": 0, "next_offset": -1}
+    t: dict[str, Any] = {"step": 0, "next_offset": -1}
     for name in SGDAdadelta.RETURN_NAMES:
         t[name] = np.zeros((n,), dtype=np.float32)
     n = int(state["loopIters"] // _positive(state, "validFreq") + 1)
@@ -177,7 +178,9 @@ class MainLoop:
         if self.keep_accumulators:
             arrays = self.algo.accumulators()
             arrays["step"] = np.int64(self.timings["step"])
-            acc = (files.accumulators_path(model_path), arrays)
+            acc_path = files.accumulators_path(model_path)
+            assert acc_path is not None  # paths() names the model <prefix>model[N].npz
+            acc = (acc_path, arrays)
         files.save_checkpoint(
             model_path,
             state_path,

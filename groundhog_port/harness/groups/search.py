@@ -74,7 +74,8 @@ def check_steps(ctx: Context, rows: Rows):
         c, c64, cp = (m.encode(ss.seq) for m in (model, model64, probe))
         pfc, pfc64, pfcp = model.p_from_c(c), model64.p_from_c(c64), probe.p_from_c(cp)
         recorded = ss.survivors(eos)
-        beam, prev_costs = [()], np.zeros(1)
+        beam: list[tuple[int, ...]] = [()]
+        prev_costs = np.zeros(1)
         for n, st in enumerate(ss.steps):
             sw = f"{where}/{n:03d}"
             k = int(st["k"])
@@ -337,9 +338,9 @@ class _EachSearchOnce:
                 )
             except SearchFailed as err:
                 self.searches[key] = None, err
-        hyps, err = self.searches[key]
-        if err is not None:
-            raise err
+        hyps, failed = self.searches[key]
+        if failed is not None:
+            raise failed
         return hyps
 
     def path_costs(self, model, seq, trans):

@@ -151,7 +151,7 @@ class _Writer:
                 as_py2_dict(obj).items(),
                 b"s",
                 b"u",
-                lambda kv: (self.save(kv[0]), self.save(kv[1])),
+                self._save_pair,
             )
         elif isinstance(obj, Py2Counter):
             # Counter.__reduce__ -> (Counter, (dict(self),)): dict(self) is a PyDict_Merge copy
@@ -184,6 +184,11 @@ class _Writer:
                 self.save(item)
             w(b"t")
         self.put()
+
+    def _save_pair(self, kv):
+        """A dict item: its key, then its value."""
+        self.save(kv[0])
+        self.save(kv[1])
 
     def _batch(self, items, one, many, save_item) -> None:
         """``batch_list`` / ``batch_dict``: protocol 0 one opcode per item; protocol 2

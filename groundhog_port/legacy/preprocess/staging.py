@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import LegacyInputError
@@ -26,7 +27,7 @@ class Staged:
     """``reads``: ``[(what, path)]``, the files the run reads (never an output)."""
 
     def __init__(self, reads=()):
-        self._files: list[tuple[Path, object]] = []
+        self._files: list[tuple[Path, Callable[[Path], object]]] = []
         self.reads = list(reads)
 
     def add(self, path, write, keep_existing=False, flag="output") -> None:
