@@ -48,7 +48,7 @@ def new_run():
     _walks.clear()
 
 
-class ImplicitDir(type(Path())):
+class ImplicitDir(type(Path())):  # type: ignore[misc]  # the concrete PosixPath/WindowsPath
     """A folder searched without being given with ``--data-dir`` (the ``--case`` folder, its
     ``../data``): messages name it by ``label``, and ``--data-dir i of n`` counts only the
     folders the user gave."""
@@ -253,11 +253,12 @@ def line_count(path) -> int | None:
         return None
     key = (str(path), st.st_size, st.st_mtime_ns)
     if key not in _line_counts:
-        n, last = 0, b"\n"
+        n: int | None = 0
+        last = b"\n"
         try:
             with open(path, "rb") as fh:
                 while chunk := fh.read(1 << 20):
-                    if b"\0" in chunk:
+                    if b"\0" in chunk or n is None:
                         n = None
                         break
                     n += chunk.count(b"\n")
@@ -299,7 +300,7 @@ def files_named(root, name) -> list[Path]:
     """Every file called ``name`` under ``root`` (any depth), sorted (walked once per run)."""
     key = (os.path.abspath(root), "all")
     if key not in _walks:
-        found = {}
+        found: dict[str, list[Path]] = {}
         for top, dirs, names in os.walk(root, followlinks=False):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for n in names:

@@ -190,7 +190,7 @@ class SourceFinder:
             confirm = self._confirm(archived, settings)
             how = f"with {settings.describe()}"
             # a test set chosen for another file of the experiment first: one choice, one line
-            choice = next(
+            reused: lookup.TestSetChoice | None = next(
                 (
                     c
                     for c in self.chosen
@@ -199,8 +199,8 @@ class SourceFinder:
                 ),
                 None,
             )
-            if choice is None:
-                choice = lookup.find_source(
+            if reused is None:
+                reused = lookup.find_source(
                     len(archived),
                     confirm,
                     self.places,
@@ -212,6 +212,7 @@ class SourceFinder:
                     by_name=self.by_name.get(test_set),
                     fix=self.fix,
                 )
+            choice = reused
         self.chosen.setdefault(choice, []).append(path.name)
         return choice
 
