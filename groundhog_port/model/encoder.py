@@ -20,7 +20,7 @@ which is this module's function (Python 3.10 evaluates these annotations as they
 """
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -28,9 +28,6 @@ from torch import nn
 
 from .config import GRCONV, ModelConfig, RecurrentConfig
 from .layers import IDENTITY, MultiLayer, RecurrentLayer, RecursiveConvolutionalLayer
-
-if TYPE_CHECKING:
-    from .encdec import RNNEncoderDecoder
 
 
 class Encoder(nn.Module):
@@ -80,8 +77,24 @@ class Encoder(nn.Module):
         return self.transition.scan(x, x_z, x_r, h0, mask)
 
 
+class Encoders(Protocol):
+    """What the functions below read of an
+    :class:`~groundhog_port.model.encdec.RNNEncoderDecoder` (named here without importing
+    it: encdec imports this module)."""
+
+    cfg: ModelConfig
+    encoder: Encoder
+    backward_encoder: Encoder | None
+
+    @property
+    def dtype(self) -> torch.dtype: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+
 def annotations(
-    model: "RNNEncoderDecoder", x: torch.Tensor, x_mask: torch.Tensor | None = None
+    model: Encoders, x: torch.Tensor, x_mask: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``c`` for a batch ``x`` of word ids ``(T, batch)`` (mask ``(T, batch)`` or None).
 
@@ -115,7 +128,7 @@ def annotations(
 
 
 @torch.no_grad()
-def grconv_gates(model: "RNNEncoderDecoder", seq: Sequence[int] | np.ndarray) -> torch.Tensor:
+def grconv_gates(model: Encoders, seq: Sequence[int] | np.ndarray) -> torch.Tensor:
     """The gating coefficients of the grConv over one sentence ``seq`` (word ids, ``<eos>``
     included): ``(T - 1, T, 3)`` float32, level ``k`` (1-based, row ``k - 1``) at position
     ``t`` = (w_new, w_left, w_right) of the node summarising words ``t-k .. t``.
