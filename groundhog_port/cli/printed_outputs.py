@@ -49,6 +49,7 @@ from ..errors import EXIT_OK, EXIT_PARTIAL
 from ..harness.printed import compare_printed, strip_eof_prompt
 from ..harness.report import Row, Rows
 from ..harness.trace import Tolerance, TraceFile
+from ..legacy.experiment import Experiment
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def recording_dirs(case_dir, given=()) -> list[Path]:
 def discover(dirs, source, target, data_dirs, case_dir, match=None) -> list[Printed]:
     """Every printed-output file in ``dirs`` with its command (module docstring); ``match``:
     only the files whose name matches this glob pattern."""
-    found = []
+    found: list[Printed] = []
     for d in dirs:
         for path in sorted(Path(d).glob(match or "*.txt")):
             p = _printed(path, source, target, data_dirs, case_dir)
@@ -119,7 +120,7 @@ def _model_args(files):
     return ("--state", str(files.state), str(files.model))
 
 
-def _printed(path, source, target, data_dirs, case_dir) -> Printed | None:
+def _printed(path, source, target, data_dirs, case_dir) -> Printed | list[Printed] | None:
     name = path.name
     m = _BEAM.fullmatch(name)
     if m:
@@ -204,7 +205,7 @@ class Runner:
     """Runs commands on the case's experiment with its model replaced (``"float32"``: the
     product; ``"float64"``: the shadow; ``"probe"``: the float32 probe), each once."""
 
-    exp: object
+    exp: Experiment
     files: object
     models: dict = field(default_factory=dict)
     done: dict = field(default_factory=dict)
@@ -296,7 +297,7 @@ def _texts(p: Printed, runs: dict) -> tuple[list, list]:
         ran = runs[variant]
         text = ran.trans if p.what == "trans" else ran.stdout
         text = text or ""
-        if p.command.stdin is not None:
+        if p.command is not None and p.command.stdin is not None:
             text, cut = strip_eof_prompt(text)
             if cut and variant == "float32":
                 notes.append(
@@ -348,7 +349,7 @@ def check_printed(
         if p.command is None:
             row = rows.get("outputs", quantity, tol=Tolerance("n/a"))
             row.covered = False
-            row.notes.append(p.why_not)
+            row.notes.append(str(p.why_not))
             continue
         quantity += f" ({p.command.shown})"
         runs = {v: runner.run(p.command, v) for v in ("float32", "float64", "probe")}
@@ -363,7 +364,12 @@ def check_printed(
         compare_printed(
             rows, quantity, p.command.shown, _read(p.path), *texts, name=p.path.name, notes=notes
         )
-        if tr is not None and p.what == "trans" and p.beam_label not in nbest_done:
+        if (
+            tr is not None
+            and p.what == "trans"
+            and p.beam_label is not None
+            and p.beam_label not in nbest_done
+        ):
             recorded = nbest_text(tr, p.beam_label, exp.trg_idx2word)
             if recorded is not None:
                 nbest_done.add(p.beam_label)

@@ -260,13 +260,13 @@ def _tie_runs(rec: list[Record], port: list[Record], slack) -> tuple[list[Record
         while (
             j < len(rec)
             and rec[j].key is not None
-            and rec[j].key[0] == rec[i].key[0]
+            and rec[j].key[0] == rec[i].key[0]  # type: ignore[index]  # both checked not None
             and rec[j].numbers
             and slack(rec[j - 1], rec[j])
         ):
             j += 1
         if j - i > 1 and j <= len(port):
-            want = [r.key for r in rec[i:j]]
+            want = [r.key for r in rec[i:j] if r.key is not None]  # (all are: see above)
             got = {p.key: p for p in port[i:j] if p.key is not None}
             if (
                 sorted(got, key=repr) == sorted(want, key=repr)
