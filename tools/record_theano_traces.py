@@ -1399,6 +1399,14 @@ class GroundHogProducer(object):
             return batch
 
         train_data.next = recording_next
+        cls = type(train_data)
+        if "__next__" in dir(cls):
+            # a lib2to3 conversion: SGD_adadelta's self.data.next() became next(self.data),
+            # which Python 3 takes from the class (TM_dataset's raw __next__): routed to
+            # next() here, as Python 2 called it
+            train_data.__class__ = type(
+                cls.__name__, (cls,), {"__next__": lambda self: self.next()}
+            )
         algo = SGD_adadelta(lm_model, state, train_data)
         lm_model.load(self.args.model)
         loader["threads"], loader["errors"] = start_watched(train_data.start, 0)

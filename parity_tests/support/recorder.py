@@ -31,7 +31,9 @@ def load_module(name, path):
 #: loader thread that opens ``state['target'][0]`` then ``state['source'][0]`` (here: each
 #: must begin with HDF5's signature, else the thread dies) and puts the batch (the module's
 #: ``_batch(offset)``) on a queue, where ``next()`` waits for it -- forever, when the thread
-#: died, as GroundHog's does.
+#: died, as GroundHog's does.  ``__next__`` is what a lib2to3 conversion leaves (the raw
+#: queue item); the mock's SGD calls ``next(self.data)`` as the converted SGD_adadelta does
+#: (test_recorder_theano.py's calls ``self.data.next()``, as the original).
 MOCK_BATCH_ITERATOR = """
 import threading
 try:
@@ -67,6 +69,9 @@ class _Iterator(object):
         self.gather.start()
     def next(self):
         return self.queue.get()
+    def __next__(self):
+        # what lib2to3 leaves (TM_dataset.py's next renamed): the raw queue item, no batch
+        return ("raw", "queue item")
 
 def get_batch_iterator(state):
     return _Iterator(state)
@@ -145,7 +150,7 @@ class SGD(object):
         zeros = lambda: [_Shared(numpy.zeros_like(p.get_value())) for p in model.params]
         self.gs, self.gnorm2, self.dnorm2 = zeros(), zeros(), zeros()
     def __call__(self):
-        batch = self.data.next()
+        batch = next(self.data)       # SGD_adadelta.py:163 as lib2to3 converts it
         for p, g, gn, dn in zip(self.model.params, self.gs, self.gnorm2, self.dnorm2):
             grad = numpy.full_like(p.get_value(), float(batch["x"].sum()) / 100.0)
             if p.name == "W_b":
