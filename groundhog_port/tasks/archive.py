@@ -512,10 +512,11 @@ def _reproduction(res, root, exp, entry, trans, tests, opts):
         places(root, entry, opts),
         entry.folder,
         by_name={n: lookup.find_named(TEST_SET_NAMES[n][0], entry.folder, dirs) for n in tests},
-        fix=(
-            "; pass --source FILE --ref FILE (every experiment), a line "
-            f"'{_folder_key(root, entry)} SOURCE REFERENCE' in --test-sets FILE, or "
-            "--data-dir DIR (the folder holding it)"
+        fix=lambda name: (
+            "; pass "
+            + ("--source FILE --ref FILE (every experiment), " if name == "test" else "")
+            + f"a line '{_folder_key(root, entry)}{'' if name == 'test' else ':' + name} "
+            "SOURCE REFERENCE' in --test-sets FILE, or --data-dir DIR (the folder holding it)"
         ),
     )
     files, given = [], dict(tests)

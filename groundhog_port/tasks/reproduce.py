@@ -122,7 +122,9 @@ class SourceFinder:
     tried first for the next ones, and each choice is logged once (:meth:`announce`).
 
     ``source``/``reference``: given for the ``test`` set (``--source/--ref``), used as given;
-    ``by_name``: ``{"test": test.en path or None, ...}``, taken unconfirmed as a last resort.
+    ``by_name``: ``{"test": test.en path or None, ...}``, taken unconfirmed as a last resort;
+    ``fix``: what the error of a test set not found ends with (text, or a function of the
+    test set's name: ``--source`` serves the ``test`` set only).
     """
 
     def __init__(self, exp, places, near, source=None, reference=None, by_name=None, fix=""):
@@ -210,7 +212,7 @@ class SourceFinder:
                     self.langs,
                     crashed=error_log.name if error_log else None,
                     by_name=self.by_name.get(test_set),
-                    fix=self.fix,
+                    fix=self.fix(test_set) if callable(self.fix) else self.fix,
                 )
             choice = reused
         self.chosen.setdefault(choice, []).append(path.name)
@@ -266,7 +268,11 @@ def find_case(directory, data_dirs=(), source=None, reference=None, exp=None) ->
             name: lookup.find_named(src, directory, data_dirs)
             for name, (src, _) in TEST_SETS.items()
         },
-        fix="; pass --source FILE (and --ref FILE), or --data-dir DIR (the folder holding it)",
+        fix=lambda test_set: (
+            "; pass --source FILE (and --ref FILE), or --data-dir DIR (the folder holding it)"
+            if test_set == "test"
+            else "; pass --data-dir DIR (the folder holding it)"
+        ),
     )
     files, skipped = [], []
     keyed = []

@@ -261,3 +261,50 @@ def test_print_noise_is_parity_bound(legacy_root):
     mantissa, exponent = archived[0].split("e")
     moved = f"{float(mantissa) + 5e-5:.5f}e{exponent}"
     assert not judge([moved, *archived[1:]])
+
+
+def test_holdout_hints_name_what_serves_a_holdout_set(legacy_root, tmp_path):
+    """A holdout translation whose source is kept elsewhere: the hints say what works for a
+    holdout set (--data-dir; ``FOLDER:holdout`` in --test-sets), not --source (which serves
+    the test set only), and each works."""
+    search = legacy_root / "search"
+    root = tmp_path / "root"
+    case, held = root / "exp", tmp_path / "held"
+    case.mkdir(parents=True)
+    held.mkdir()
+    for name in ("search_state.pkl", "search_model.npz", "trans_beam10.txt", "test.en", "test.fr"):
+        (case / name).symlink_to(search / name)
+    for name in ("vocab.en.pkl", "ivocab.en.pkl", "vocab.fr.pkl", "ivocab.fr.pkl"):
+        (case / name).symlink_to(search / name)
+    # lines 21-30: sample.py translates each line on its own (its first lines are not test.en's)
+    for src, dst in (
+        ("trans_beam10.txt", case / "trans_holdout_beam10.txt"),
+        ("test.en", held / "holdout2014.en"),
+        ("test.fr", held / "holdout2014.fr"),
+    ):
+        dst.write_text("".join(_lines_kept(search / src)[20:30]), encoding="utf-8")
+    r = run_cli("reproduce", "--case", case)
+    [skipped] = [ln for ln in r.stderr.splitlines() if "skipped" in ln]
+    assert r.returncode == 0 and "trans_holdout_beam10.txt: skipped: " in skipped, r.stderr
+    assert skipped.endswith("; pass --data-dir DIR (the folder holding it)")
+    r = run_cli("reproduce", "--case", case, "--data-dir", held, "--json")
+    assert r.returncode == 0, r.stderr
+    files = {f["file"]: f for f in json.loads(r.stdout)["files"]}
+    assert files["trans_holdout_beam10.txt"]["source"] == str(held / "holdout2014.en")
+    assert files["trans_holdout_beam10.txt"]["identical"] == 10
+    out = tmp_path / "r"
+    archive = ("archive", root, "--out", out, "--max-sentences", "2", "--plots", "0")
+    r = run_cli(*archive)
+    [warning] = _not_done_warnings(r.stderr)
+    assert r.returncode == 1 and "trans_holdout_beam10.txt: its test set: " in warning
+    assert (
+        "pass a line 'exp:holdout SOURCE REFERENCE' in --test-sets FILE, or --data-dir" in warning
+    )
+    mapping = tmp_path / "sets.txt"
+    mapping.write_text("exp:holdout held/holdout2014.en held/holdout2014.fr\n", encoding="utf-8")
+    r = run_cli(*archive, "--test-sets", mapping)
+    assert r.returncode == 0 and "2/2 translation files identical" in r.stdout, r.stderr
+
+
+def _lines_kept(path):
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
