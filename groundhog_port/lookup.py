@@ -296,17 +296,63 @@ def _walk(folder, recursive):
     return _walks[key]
 
 
-def files_named(root, name) -> list[Path]:
-    """Every file called ``name`` under ``root`` (any depth), sorted (walked once per run)."""
-    key = (os.path.abspath(root), "all")
+def files_named(root, name, max_entries=None) -> list[Path] | None:
+    """Every file called ``name`` under ``root`` (any depth), sorted (walked once per run);
+    ``None`` when the tree holds more than ``max_entries`` names (not walked to the end)."""
+    key = (os.path.abspath(root), "all", max_entries)
     if key not in _walks:
         found: dict[str, list[Path]] = {}
+        seen, complete = 0, True
         for top, dirs, names in os.walk(root, followlinks=False):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            seen += len(names) + len(dirs)
+            if max_entries is not None and seen > max_entries:
+                complete = False
+                break
             for n in names:
                 found.setdefault(n, []).append(Path(top) / n)
-        _walks[key] = found
+        _walks[key] = found if complete else None
+    if _walks[key] is None:
+        return None
     return sorted(p for p in _walks[key].get(name, []) if p.is_file())
+
+
+#: files of one name compared byte for byte at most (more: never taken)
+MAX_SAME_NAME = 8
+#: the state keys naming the four vocabularies (sample.py:237-247, score.py:129-130)
+VOCABULARY_FILE_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
+#: names walked at most around a ``--case`` folder (a home folder is not searched to its end)
+NEAR_CASE_ENTRIES = 50_000
+
+
+def near_case_dirs(state, case_dir, levels=2) -> tuple:
+    """:func:`unique_file_dirs` of the vocabularies under the folder ``levels`` up from a
+    ``--case`` folder (``wmt14/vocab/`` for ``wmt14/2015-search/run1``), the walk bounded by
+    :data:`NEAR_CASE_ENTRIES`."""
+    up = Path(os.path.abspath(case_dir))
+    for _ in range(levels):
+        up = up.parent
+    label = "under " + "/".join([".."] * levels)
+    return unique_file_dirs(state, VOCABULARY_FILE_KEYS, up, label, NEAR_CASE_ENTRIES)
+
+
+def unique_file_dirs(state, keys, root, label, max_entries=None) -> tuple:
+    """Folders under ``root`` holding the files ``state[key]`` names (vocabularies), where the
+    tree holds exactly one file of that name or all such files are byte-identical: never a
+    guess among different files (those need ``--data-dir``).  Searched after every other
+    place (:func:`find_stored`)."""
+    out = []
+    for key in keys:
+        value = state.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        name = Path(value).name
+        found = files_named(root, name, max_entries) or []
+        if 0 < len(found) <= MAX_SAME_NAME and len({p.read_bytes() for p in found}) == 1:
+            folder = found[0].parent
+            if folder not in out:
+                out.append(implicit_dir(folder, f"{label} (the only {name} there)"))
+    return tuple(out)
 
 
 def text_files(places, near):

@@ -312,6 +312,7 @@ def check_case(
     dirs = lookup.case_data_dirs(case_dir)
     files = find_case(case_dir, data_dirs=dirs)
     exp = open_experiment(files.state, files.model, changes, data_dir=dirs, device=device)
+    exp.data_dirs = tuple(exp.data_dirs) + lookup.near_case_dirs(exp.state, case_dir)
     with TraceFile(files.trace) as tr:
         report = check(
             exp,

@@ -55,7 +55,7 @@ SCORES_NAME = re.compile(
     r"^scores_(?:batch(?:_(?P<set>holdout))?|h5_train(?P<n>[1-9][0-9]*))"
     r"(?:_run(?P<run>[0-9]+))?\.txt$"
 )
-VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
+VOCAB_KEYS = lookup.VOCABULARY_FILE_KEYS
 
 
 @dataclass
@@ -219,27 +219,6 @@ def read_test_sets(path, root) -> dict:
             raise LegacyInputError(path, f"line {number}: {words[0]!r} given twice")
         out[key] = (files[0], files[1] if len(files) > 1 else None)
     return out
-
-
-def vocabulary_dirs(root, entry: Entry, state) -> tuple:
-    """Folders under ROOT holding the vocabularies ``state`` names, where exactly one file of
-    that name lies in the archive or all such files are byte-identical (never a guess among
-    different vocabularies: those need ``--data-dir``)."""
-    out = []
-    for key in VOCAB_KEYS:
-        value = state.get(key)
-        if not isinstance(value, str) or not value:
-            continue
-        found = lookup.files_named(root, Path(value).name)
-        if found and len({p.read_bytes() for p in found[:8]}) == 1 and len(found) <= 8:
-            folder = found[0].parent
-            if folder not in out:
-                out.append(
-                    lookup.implicit_dir(
-                        folder, f"under the archive ROOT (the only {Path(value).name})"
-                    )
-                )
-    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------
@@ -429,7 +408,9 @@ def _redo(res, root, entry, opts, out):
     )
     if exp is None:
         return
-    exp.data_dirs = tuple(dirs) + vocabulary_dirs(root, entry, exp.state)
+    exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
+        exp.state, VOCAB_KEYS, root, "under the archive ROOT"
+    )
     if not _vocabularies(res, exp, entry):
         return
     tests = {}

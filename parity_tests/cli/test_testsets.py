@@ -98,16 +98,18 @@ def test_headline_says_within_print_noise(user_archive):
 
 
 def test_reproduce_case_writes_the_archived_files(user_archive, tmp_path):
-    """``reproduce --case`` on each experiment (the vocabularies through --data-dir): exit 0,
-    and the translations it writes are the archived files (the crashed one: the 35 lines the
-    original wrote)."""
+    """``reproduce --case`` on each experiment, the vocabularies through --data-dir or, for
+    every other one, without (the only vocab.en.pkl two levels up): exit 0, and the
+    translations it writes are the archived files (the crashed one: the 35 lines the original
+    wrote)."""
     root = user_archive["root"]
-    for folder, (_, trans) in user_archive["experiments"].items():
+    for i, (folder, (_, trans)) in enumerate(user_archive["experiments"].items()):
         save = tmp_path / folder
-        r = run_cli(
-            "reproduce", "--case", root / folder, "--data-dir", root / "vocab", "--save-dir", save
-        )
+        given = ("--data-dir", root / "vocab") if i % 2 else ()
+        r = run_cli("reproduce", "--case", root / folder, *given, "--save-dir", save)
         assert r.returncode == 0, r.stderr
+        if not given:
+            assert f"taken from {root / 'vocab'} (under ../.. (the only vocab.en.pkl" in r.stderr
         for name in trans:
             archived = (root / folder / name).read_bytes()
             written = (save / name).read_bytes()

@@ -158,6 +158,7 @@ class _Cases:
             dirs = lookup.case_data_dirs(case_dir, self.data_dirs)
             files = find_case(case_dir, data_dirs=dirs)
             exp = open_experiment(files.state, files.model, data_dir=dirs)
+            exp.data_dirs = tuple(exp.data_dirs) + lookup.near_case_dirs(exp.state, case_dir)
             self.opened[case_dir] = (files, exp, TraceFile(files.trace))
         return self.opened[case_dir]
 

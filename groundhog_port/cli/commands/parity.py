@@ -208,6 +208,8 @@ def run(args):
                 device=args.device,
                 strict=args.strict,
             )
+            if args.case:  # vocabularies kept once beside the cases, after every other place
+                exp.data_dirs = tuple(exp.data_dirs) + lookup.near_case_dirs(exp.state, args.case)
         # the report never replaces what it checks: the trace, the model's files, the test
         # set, anything inside the case folder
         check_outputs(

@@ -126,6 +126,8 @@ def _archived_files(args):
         dirs = lookup.case_data_dirs(args.case, args.data_dir)
         state, model = case_checkpoint(args.case)
         exp = open_from_args(args, model_path=model, state=state, data_dirs=dirs)
+        # vocabularies kept once beside the experiments (wmt14/vocab/), after every other place
+        exp.data_dirs = tuple(exp.data_dirs) + lookup.near_case_dirs(exp.state, args.case)
         case = find_case(args.case, dirs, args.source, args.ref, exp=exp)
         return exp, case.files, case.skipped, str(case.directory), state, model
     model_given = (
