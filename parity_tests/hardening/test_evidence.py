@@ -161,6 +161,8 @@ def test_export_checkpoint_into_itself(exported):
     for fmt in ("onnx", "safetensors"):
         argv = ["export", "--format", fmt, "--checkpoint", exported, exported]
         refused(argv, [exported], "--checkpoint input")
+        argv = ["export", "--format", fmt, "--checkpoint", exported, "--out", exported]
+        refused(argv, [exported], "--checkpoint input")
 
 
 @pytest.mark.parametrize("name, onto", [("model.safetensors", "search_model.npz"),
@@ -386,3 +388,19 @@ def test_fuzz_target_collisions_every_command(tmp_path):
         case = F.Case("collisions", f"{command} {layout}", {"marker.txt": b""}, opts)
         result = F.run_case(fx, case, tmp_path / str(k))
         assert result.outcome == "clean error", (command, layout, result)
+
+
+def test_plot_training_never_replaces_a_timing_file(tmp_path):
+    """``plot-training T --out P`` with ``P`` (a picture name) linked to ``T``: the picture
+    replaced the timing file it plots."""
+    pytest.importorskip("matplotlib")
+    from groundhog_port.training.loop import new_timings
+
+    t = new_timings({"loopIters": 10, "trainFreq": 1, "validFreq": 5})
+    t["step"] = 5
+    t["cost"][:5] = t["log2_p_expl"][:5] = [5.0, 4.0, 3.0, 2.5, 2.0]
+    np.savez(tmp_path / "x_timing.npz", **t)
+    (tmp_path / "curve.png").symlink_to(tmp_path / "x_timing.npz")
+    argv = ["plot-training", tmp_path / "x_timing.npz", "--out", tmp_path / "curve.png"]
+    argv += ["--window", "2"]
+    refused(argv, [tmp_path], "timings input")
