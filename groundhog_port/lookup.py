@@ -452,12 +452,14 @@ def find_source(
     crashed=None,
     by_name=None,
     fix="",
+    allow_longer=True,
 ):
     """The source text file an archived output of ``n_lines`` lines was made from.
 
     Candidates are the text files of ``places`` (:func:`text_files`): first those with exactly
     ``n_lines`` lines, then (the original stopped early: ``crashed`` names its crash log, or
-    nothing of the right length confirmed) longer ones; files ending in the source language
+    nothing of the right length confirmed) longer ones (unless ``allow_longer`` is false: a
+    score file has a line per source line); files ending in the source language
     first.  ``confirm(path)`` decides: ``None`` when the candidate's first lines give the
     archived ones (``how`` says with what), else the first difference as text.  The first
     confirmed candidate wins; ``by_name`` (the standard name, ``test.en``) is taken without
@@ -473,7 +475,8 @@ def find_source(
     longer = [c for c in counts if c[2] is not None and c[2] > n_lines]
     by_lang = lambda cs: sorted(cs, key=lambda c: not c[0].name.endswith("." + src_lang))
     misses, tried = [], 0
-    for group, kind in ((by_lang(exact), "exact"), (by_lang(longer), "longer")):
+    passes = [(by_lang(exact), "exact")] + ([(by_lang(longer), "longer")] if allow_longer else [])
+    for group, kind in passes:
         for path, label, count in group:
             if tried >= MAX_CONFIRMATIONS:
                 break

@@ -332,6 +332,7 @@ class _Result:
             "not_done": [],
         }
         self._causes = {}
+        self.missing = {}  # test set name -> why a score file's test set was not found
 
     def rel(self, path):
         """``path`` relative to ROOT where it lies inside, else as it is."""
@@ -433,7 +434,17 @@ def _redo(res, root, entry, opts, out):
             # no translation file said which test set: by its standard name, unconfirmed
             src_name = TEST_SET_NAMES[name][0]
             found = lookup.find_named(src_name, entry.folder, dirs)
-            if found is not None:
+            if found is None:  # a score file's test set, found by content
+                choice = _test_set_of_scores(res, root, exp, entry, name, opts)
+                if choice is not None:
+                    tests[name] = (choice.source, choice.reference)
+                    res.data["files"][name] = {
+                        "source": res.rel(choice.source),
+                        "reference": res.rel(choice.reference) if choice.reference else None,
+                        "how": _relative_why(res, choice.why),
+                    }
+                    logger.info("%s: %s", entry.id, choice.why)
+            elif found is not None:
                 ref, why = lookup.reference_for(found, *lookup.languages(exp.state))
                 tests[name] = (found, ref)
                 res.data["files"][name] = {
@@ -451,6 +462,61 @@ def _redo(res, root, entry, opts, out):
         _attempt(res, "parity", _parity, res, exp, entry, tests["test"], opts)
     else:
         res.data["parity"] = None
+
+
+def _test_set_of_scores(res, root, exp, entry, name, opts):
+    """The test set of the experiment's ``scores_batch[_holdout]*.txt`` where no translation
+    file told it: a text file of as many lines with its same-stem reference whose first batch
+    scores give the archived first lines within print noise (:class:`PrintNoise`, the rule of
+    parity's ``batch/scores``).  ``None`` when there is no such score file or nothing
+    matches (the score file's "not done" then says why)."""
+    from ..search.scoring import batches_for
+    from .rescore import read_lines
+
+    scores = [
+        p
+        for p in entry.outputs
+        if (m := SCORES_NAME.match(p.name))
+        and not m.group("n")
+        and (m.group("set") or "test") == name
+    ]
+    if not scores:
+        return None
+    archived = read_lines(scores[0])
+    if not archived:
+        return None
+    langs = lookup.languages(exp.state)
+    k = min(lookup.CONFIRM_LINES, len(archived))
+    noise = PrintNoise(exp)
+
+    def confirm(src):
+        ref, why = lookup.reference_for(src, *langs)
+        if ref is None:
+            return f"no reference: {why}"
+        try:
+            batch = next(iter(batches_for(exp, src, ref, True)), None)
+        except LegacyInputError as err:
+            return err.problem
+        if batch is None:
+            return "no sentence to score"
+        noise.restart()
+        noise.add(batch, archived[:k], 0)
+        return None if noise.ok() else "its first scores are not the archived ones"
+
+    try:
+        return lookup.find_source(
+            len(archived),
+            confirm,
+            places(root, entry, opts),
+            entry.folder,
+            scores[0].name,
+            "scored as score.py --mode=batch --allow-unk (within print noise)",
+            langs,
+            allow_longer=False,
+        )
+    except LegacyInputError as err:
+        res.missing[name] = err.problem
+        return None
 
 
 #: test set name -> its standard (source, reference) names, as sample.py's users named them
@@ -613,11 +679,15 @@ def _scores(res, exp, entry, path, tests, opts):
         name = m.group("set") or "test"
         src, ref = tests[name]
         if src is None:
+            key = _folder_key(res.root, entry) + ("" if name == "test" else f":{name}")
             res.not_done(
                 path.name,
-                f"its {name} set: no {TEST_SET_NAMES[name][0]} and no translation file "
-                "telling which it is; pass --source FILE --ref FILE, or a line "
-                f"'{_folder_key(res.root, entry)} SOURCE REFERENCE' in --test-sets FILE",
+                f"its {name} set: "
+                + res.missing.get(name, f"no {TEST_SET_NAMES[name][0]}")
+                + "; pass "
+                + ("--source FILE --ref FILE (every experiment), " if name == "test" else "")
+                + f"a line '{key} SOURCE REFERENCE' in --test-sets FILE, or --data-dir DIR "
+                "(the folder holding it)",
                 cause="test set",
             )
             return
@@ -718,6 +788,12 @@ class PrintNoise:
     def ok(self) -> bool:
         self.row.finish()
         return self.row.passed
+
+    def restart(self):
+        """Judge anew (the float64 shadow and probe of the model are kept)."""
+        from ..harness.report import Rows
+
+        self.row = Rows().get("batch", "batch/scores")
 
 
 def last_digit(a, b):

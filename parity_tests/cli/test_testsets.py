@@ -76,12 +76,17 @@ def test_user_archive_redone_with_nothing_copied(user_archive):
 def test_choice_said_once_per_experiment(user_archive):
     """Which file was taken and why: one line per experiment, naming every file it serves."""
     said = [ln for ln in user_archive["run"].stderr.splitlines() if "source " in ln]
-    assert len(said) == 4, said
+    assert len(said) == 5, said
     search = next(ln for ln in said if "rnnsearch/run3_: " in ln)
     assert "trans_beam1.txt, trans_beam10_normalize.txt: source " in search
     assert "data/newstest2012.en (under the archive ROOT; 40 lines" in search
     assert "its first lines give the archived ones with beam 1" in search
     assert "reference " in search and "newstest2012.fr (the same stem" in search
+    scored = next(ln for ln in said if "rnnencdec_scored/run3_: " in ln)
+    assert (
+        "newstest2012.en (under the archive ROOT; 40 lines, as many as scores_batch.txt" in scored
+    )
+    assert "scored as score.py --mode=batch --allow-unk (within print noise)" in scored
     crashed = next(ln for ln in said if "rnnsearch_big/run3_: " in ln)
     assert "40 lines, trans_beam5.txt 35: the original stopped early" in crashed
     assert "(sample_beam5_error.txt)" in crashed
@@ -89,11 +94,16 @@ def test_choice_said_once_per_experiment(user_archive):
 
 def test_headline_says_within_print_noise(user_archive):
     """score.py's lines differ from the port's as text (37/40 identical as printed) but lie
-    within parity's batch/scores bounds: the headline says so instead of "0/1 identical"."""
+    within parity's batch/scores bounds: the headline says so instead of "0/1 identical".
+    The score file without a translation beside it is re-scored on the test set found by
+    its content."""
     [sc] = user_archive["by_folder"]["rnnsearch"]["scores"]
     assert sc["identical"] < sc["compared"] == 40 and sc["within_print_noise"] is True
+    [sc] = user_archive["by_folder"]["rnnencdec_scored"]["scores"]
+    assert sc["compared"] == 40 and sc["within_print_noise"] is True
+    assert "data/newstest2012.en / data/newstest2012.fr" in sc["how"]
     out = user_archive["run"].stdout
-    assert "1/1 score files within print noise" in out
+    assert "2/2 score files within print noise" in out
     assert "score files identical" not in out
 
 
@@ -104,6 +114,8 @@ def test_reproduce_case_writes_the_archived_files(user_archive, tmp_path):
     wrote)."""
     root = user_archive["root"]
     for i, (folder, (_, trans)) in enumerate(user_archive["experiments"].items()):
+        if not trans:
+            continue
         save = tmp_path / folder
         given = ("--data-dir", root / "vocab") if i % 2 else ()
         r = run_cli("reproduce", "--case", root / folder, *given, "--save-dir", save)

@@ -101,6 +101,8 @@ def build_user_archive(legacy, root, missing_model=False, only=None):
     * ``rnnsearch_big/``: a crashed sample.py run (``search_variant``: 35 lines written of
       the 40, its traceback ``sample_beam5_error.txt``);
     * ``2015-search/run1/``: the phrase case, its test set two levels up;
+    * ``rnnencdec_scored/``: score.py's ``scores_batch.txt`` only (no translation to tell the
+      test set);
     * ``vocab/``: the vocabularies, once for all (the states' stored paths fail);
     * ``data/newstest2012.{en,fr}``: the test set, once for all, renamed, beside
       ``data/dev.{en,fr}``, 40 other lines (the first of the training corpus);
@@ -112,6 +114,7 @@ def build_user_archive(legacy, root, missing_model=False, only=None):
         "rnnencdec": ("encdec", ["trans_beam5.txt", "trans_beam10.txt"]),
         "rnnsearch_big": ("search_variant", ["trans_beam5.txt"]),
         "2015-search/run1": ("phrase", ["trans_beam1.txt"]),
+        "rnnencdec_scored": ("encdec", []),  # score.py's output only
     }
     experiments = {k: v for k, v in experiments.items() if only is None or k in only}
     for folder, (case, trans) in experiments.items():
@@ -121,12 +124,13 @@ def build_user_archive(legacy, root, missing_model=False, only=None):
         _link(src / model, d / "run3_model.npz")
         for name in trans:
             _link(src / name, d / name)
-        stem = trans[-1][len("trans_") : -len(".txt")]
-        for log in (f"sample_{stem}_stdout.txt", f"sample_{stem}_error.txt"):
+        stem = trans[-1][len("trans_") : -len(".txt")] if trans else None
+        for log in (f"sample_{stem}_stdout.txt", f"sample_{stem}_error.txt") if stem else ():
             if (src / log).is_file():
                 _link(src / log, d / log)
-    if "rnnsearch" in experiments:
-        _link(legacy / "search" / "scores_batch.txt", root / "rnnsearch" / "scores_batch.txt")
+    for folder, case in (("rnnsearch", "search"), ("rnnencdec_scored", "encdec")):
+        if folder in experiments:
+            _link(legacy / case / "scores_batch.txt", root / folder / "scores_batch.txt")
     for name in VOCABULARIES:
         _link(legacy / "encdec" / name, root / "vocab" / name)
     for lang in ("en", "fr"):
