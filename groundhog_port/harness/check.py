@@ -273,6 +273,7 @@ def _by_content(trace_path, side, case_dir, data_dirs):
             what,
             "as recorded",
             ("", ""),
+            fix="; pass --source FILE --target FILE, or --data-dir DIR (the folder holding it)",
         )
     except LegacyInputError as err:
         logger.warning("%s", err.problem)

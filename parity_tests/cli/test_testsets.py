@@ -148,6 +148,15 @@ def test_parity_case_finds_a_renamed_test_set(legacy_root, tmp_path):
     r = run_cli("parity", "--case", case, "--only", "batch")
     assert r.returncode == 0, r.stderr
     assert "batch/scores" in r.stdout and "FAIL" not in r.stdout
+    # kept elsewhere: said, with the fix; following it works
+    kept = tmp_path / "kept"
+    data.rename(kept)
+    r = run_cli("parity", "--case", case, "--only", "batch")
+    assert r.returncode == 2, r.stderr
+    assert "cannot find the source of the trace's test sources (40 lines)" in r.stderr
+    assert "pass --source FILE --target FILE, or --data-dir DIR (the folder holding it)" in r.stderr
+    r = run_cli("parity", "--case", case, "--only", "batch", "--data-dir", kept)
+    assert r.returncode == 0, r.stderr
 
 
 def test_missing_model_is_the_only_thing_not_done(legacy_root, tmp_path):
