@@ -292,7 +292,14 @@ def _walk(folder, recursive):
                 found += [Path(top) / n for n in names if _is_candidate_name(n)]
         else:
             found = [p for p in folder.iterdir() if _is_candidate_name(p.name)]
-        _walks[key] = [p for p in found if p.is_file()]
+        # regular files only (os.stat: a FIFO or device is never a candidate), and not
+        # through a link leading outside the folder walked (issue 40: not read unless asked)
+        inside = os.path.realpath(folder) + os.sep
+        _walks[key] = [
+            p
+            for p in found
+            if p.is_file() and (not p.is_symlink() or os.path.realpath(p).startswith(inside))
+        ]
     return _walks[key]
 
 

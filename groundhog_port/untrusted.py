@@ -14,11 +14,32 @@ Two things pass through unchanged: ``MemoryError`` (an allocation the file made 
 is a bug to prevent by checking sizes first -- ``h5guard.check_dataset`` -- not to hide; the
 fuzzer counts it as a memory blow-up) and ``BaseException`` that is not an ``Exception``
 (Ctrl-C, ``SystemExit``).
+
+The bounded readers (issue 40) live here too, so that no reader opens a file the port did
+not write in a way that can block or take unbounded memory:
+
+* :func:`check_special` / :func:`open_input`: FIFOs, character and block devices and sockets
+  are refused *by type* (``os.stat`` does not open, and the one ``open`` is ``O_NONBLOCK``
+  and checked again with ``fstat``), so ``model.safetensors`` as a FIFO, ``--source
+  /dev/zero`` or ``scores_batch.txt -> /dev/urandom`` never reach a read;
+* :func:`read_input`: a whole file, its size checked against the parse budget before
+  anything is read;
+* :func:`iter_lines`: a text file line by line, each line at most :func:`max_line_bytes`
+  (1/4096 of the parse budget: 64 KiB by default, a sentence of some 10,000 words), the
+  lines' memory charged to the budget as they come;
+* :func:`load_json` / :func:`read_json`: JSON under the budget (size and element count
+  estimated before parsing), the nesting depth, the length of each number, no ``NaN`` /
+  ``Infinity``; anything else is one :class:`LegacyInputError`, never a ``RecursionError``
+  or ``ValueError`` traceback.
 """
 
 import contextlib
 import functools
+import json
+import os
+import stat
 
+from . import budget
 from .errors import LegacyInputError
 
 #: longest library message quoted in the error (a damaged file can make it huge)
@@ -57,3 +78,239 @@ def reader_method(what):
         return guarded
 
     return wrap
+
+
+# ----------------------------------------------------------------------------------------
+# bounded readers (issue 40)
+# ----------------------------------------------------------------------------------------
+_SPECIAL = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file of ``st_mode`` ``mode`` is when it is not a regular file or a folder."""
+    return _SPECIAL.get(stat.S_IFMT(mode))
+
+
+def _refusal(path, kind, what):
+    return LegacyInputError(
+        path,
+        f"is {kind}, not a regular file: not read as {what} (reading it could block "
+        "forever or never end)",
+    )
+
+
+def check_special(path, what="an input"):
+    """Refuse ``path`` when it is (or a link leads to) a FIFO, a device or a socket -- by
+    ``os.stat``, which opens nothing; a missing or unreadable path passes (the reader's
+    own open says what is wrong)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    kind = special_kind(st.st_mode)
+    if kind is not None:
+        raise _refusal(path, kind, what)
+    return st
+
+
+def open_input(path, what="an input"):
+    """``path`` opened for reading in binary, only if it is a regular file.
+
+    The open is non-blocking (a FIFO without a writer does not wait) and the opened file is
+    checked again with ``fstat`` (a name swapped for a FIFO after :func:`check_special`).
+    A folder is refused too; a missing file raises :class:`FileNotFoundError` as ``open``
+    does, for the caller's own message."""
+    check_special(path, what)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        kind = special_kind(st.st_mode)
+        if kind is not None:
+            raise _refusal(path, kind, what)
+        if stat.S_ISDIR(st.st_mode):
+            raise LegacyInputError(path, f"is a folder, not a file ({what})")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _os_error(path, err, what):
+    if isinstance(err, FileNotFoundError):
+        return LegacyInputError(path, f"cannot read {what}: file not found")
+    return LegacyInputError(path, f"cannot read {what} ({err.strerror or err})")
+
+
+def read_input(path, what="an input", limit=None):
+    """The bytes of ``path`` (a regular file), its size checked before reading: at most
+    ``limit`` bytes when given, and within the parse budget."""
+    try:
+        with open_input(path, what) as f:
+            size = os.fstat(f.fileno()).st_size
+            if limit is not None and size > limit:
+                raise LegacyInputError(
+                    path, f"{what} of {size} bytes: more than the {limit} accepted"
+                )
+            budget.check(path, f"{what} of {size} bytes", size)
+            data = f.read(size + 1)
+    except OSError as err:
+        raise _os_error(path, err, what) from None
+    if len(data) > size:  # grew while read: still bounded, never read to its end
+        raise LegacyInputError(path, f"{what} is growing while read (a log being written?)")
+    return data
+
+
+def read_tail(path, what="a log", limit=1 << 20):
+    """The last ``limit`` bytes of ``path`` (a regular file; all of it when shorter): what a
+    log's last lines need, whatever its size."""
+    try:
+        with open_input(path, what) as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - limit))
+            return f.read(limit)
+    except OSError as err:
+        raise _os_error(path, err, what) from None
+
+
+#: the line limit is this fraction of the parse budget (64 KiB of the default 256 MiB)
+LINE_FRACTION = 4096
+#: what holding one line costs beyond its bytes: a ``str`` object and a list slot
+LINE_OVERHEAD = 64
+
+
+def max_line_bytes() -> int:
+    """Longest line :func:`iter_lines` accepts: 1/:data:`LINE_FRACTION` of the parse
+    budget (64 KiB by default, some 10,000 words: GroundHog trained on ``seqlen`` = 50)."""
+    return budget.budget_bytes() // LINE_FRACTION
+
+
+def iter_lines(path, what="a text file"):
+    """``(number, line)`` of ``path``, lines ending at ``b"\\n"`` only (the ``\\n``
+    removed, nothing else), one at a time.
+
+    Refused with one line naming the file: a special file (by type, before any open), a
+    file bigger than the parse budget (before anything is read), a line longer than
+    :func:`max_line_bytes` (before it is held whole), and lines whose memory -- bytes plus
+    :data:`LINE_OVERHEAD` each, as a caller keeping them holds them -- passes the budget."""
+    limit = max_line_bytes()
+    try:
+        f = open_input(path, what)
+    except OSError as err:
+        raise _os_error(path, err, what) from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        budget.check(path, f"{what} of {size} bytes", size)
+        held, cap = 0, budget.budget_bytes()
+        number = 0
+        while True:
+            try:
+                line = f.readline(limit + 1)
+            except OSError as err:
+                raise _os_error(path, err, what) from None
+            if not line:
+                return
+            number += 1
+            if line.endswith(b"\n"):
+                line = line[:-1]
+            elif len(line) > limit:
+                raise LegacyInputError(
+                    path,
+                    f"line {number} is longer than {limit} bytes (the line-length limit, "
+                    f"1/{LINE_FRACTION} of the parse budget: not a sentence; for genuinely "
+                    f"long lines raise the budget with {budget.FLAG} N or {budget.ENV}=N)",
+                )
+            held += len(line) + LINE_OVERHEAD
+            if held > cap:
+                raise budget.over_budget(path, f"the lines of {what} (up to line {number})")
+            yield number, line
+
+
+#: deepest JSON nesting accepted by default (GroundHog's config and requests need 4)
+MAX_JSON_DEPTH = 32
+#: longest number accepted in JSON text (int64 needs 20 characters, a float repr 24)
+MAX_JSON_NUMBER = 40
+#: what one JSON element (a ``,`` or ``:`` apart) may cost parsed: a small object (str,
+#: int or float: 28-60 bytes), a list slot or a dict entry (8-100 bytes, with growth)
+JSON_ELEMENT_BYTES = 160
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _number(text, kind):
+    if len(text) > MAX_JSON_NUMBER:
+        raise _Refused(f"a number of {len(text)} characters (at most {MAX_JSON_NUMBER})")
+    value = kind(text)
+    if kind is float and value in (float("inf"), float("-inf")):
+        raise _Refused(f"the number {text} is out of range for a float")
+    return value
+
+
+def _constant(name):
+    raise _Refused(f"{name} is not JSON (a non-finite number)")
+
+
+_DECODER = json.JSONDecoder(
+    parse_int=lambda t: _number(t, int),
+    parse_float=lambda t: _number(t, float),
+    parse_constant=_constant,
+)
+
+
+def json_depth(value, limit):
+    """How deep the containers (objects, arrays) of a parsed JSON value nest (``0`` for a
+    scalar, ``1`` for ``[1, 2]``), or ``limit + 1`` as soon as it passes ``limit``;
+    iterative (no recursion on hostile depth)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, d)
+        if deepest > limit:
+            return deepest
+        stack.extend((x, d + 1) for x in children if isinstance(x, (dict, list)))
+    return deepest
+
+
+def json_estimate(data) -> int:
+    """Bytes a JSON text may take once parsed: twice its size (the text and the decoded
+    strings) plus :data:`JSON_ELEMENT_BYTES` per element; counted with ``bytes.count``
+    before anything is parsed."""
+    sep = (b",", b":") if isinstance(data, bytes) else (",", ":")
+    return 2 * len(data) + JSON_ELEMENT_BYTES * (1 + data.count(sep[0]) + data.count(sep[1]))
+
+
+def load_json(data, path=None, what="JSON", max_depth=MAX_JSON_DEPTH):
+    """``data`` (``bytes`` in UTF-8, or ``str``) parsed as strict JSON under the parse
+    budget; anything else -- not UTF-8, malformed, nested deeper than ``max_depth``, a
+    number longer than :data:`MAX_JSON_NUMBER` characters, ``NaN`` / ``Infinity`` -- is
+    one :class:`LegacyInputError` naming ``path`` and ``what``."""
+    budget.check(path, f"{what} of {len(data)} bytes", json_estimate(data))
+    try:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+        value = _DECODER.decode(text)
+    except _Refused as err:
+        raise LegacyInputError(path, f"{what} is refused: {err}") from None
+    except RecursionError:
+        raise LegacyInputError(
+            path, f"{what} is refused: nested deeper than {max_depth} levels"
+        ) from None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise LegacyInputError(path, f"{what} is not UTF-8 JSON ({describe(err)})") from None
+    if json_depth(value, max_depth) > max_depth:
+        raise LegacyInputError(path, f"{what} is refused: nested deeper than {max_depth} levels")
+    return value
+
+
+def read_json(path, what="a JSON file", max_depth=MAX_JSON_DEPTH, limit=None):
+    """:func:`read_input` then :func:`load_json`."""
+    return load_json(read_input(path, what, limit), path, what, max_depth)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from groundhog_port import lookup
 from groundhog_port.errors import LegacyInputError, quoted
+from groundhog_port.untrusted import open_input
 
 from .changes import check_change_keys, parse_changes
 from .prototypes import DATA_PATH_KEYS, prototype_state
@@ -63,7 +64,7 @@ def load_stored_state(path):
     """What a ``*_state.pkl`` holds (:func:`safe_load_pickle`); a model file given in its
     place (a zip archive, as numpy.savez writes) is named as such."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path, "a state") as f:  # a FIFO or device refused by type
             magic = f.read(4)
     except OSError:
         magic = b""  # safe_load_pickle says what is wrong with the path

@@ -26,7 +26,7 @@ import numpy as np
 
 from groundhog_port import budget
 from groundhog_port.errors import LegacyInputError
-from groundhog_port.untrusted import describe, reading
+from groundhog_port.untrusted import check_special, describe, read_input, reading
 
 from .prescan import MAX_DEPTH, prescan
 
@@ -362,6 +362,7 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
     ``max_bytes`` raise :class:`LegacyInputError` naming the file.
     """
     path = Path(path)
+    check_special(path, "a pickle")  # a FIFO or device by type, before any open
     try:
         size = os.path.getsize(path)
     except OSError as err:
@@ -373,10 +374,7 @@ def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
     if size == 0:
         raise LegacyInputError(path, "file is empty, not a pickle")
     budget.check(path, f"a pickle of {size} bytes", size)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise LegacyInputError(path, f"cannot read: {err.strerror or err}") from None
+    data = read_input(path, "a pickle", max_bytes)
     prescan(data, path)  # depth, hash keys, memo indices and memory, before building
     try:
         with warnings.catch_warnings():  # e.g. invalid escapes in a damaged protocol-0 string

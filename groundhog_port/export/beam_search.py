@@ -46,6 +46,167 @@ class SearchFailed(Exception):
     """A sentence the original sample.py could not translate (it crashed there)."""
 
 
+class DriverError(Exception):
+    """A bad input of this driver: one ``beam_search.py: error: ...`` line, exit 2 (the
+    bounded readers of groundhog-port, ``groundhog_port/untrusted.py``, in small: this file
+    imports nothing of groundhog_port)."""
+
+
+#: what reading config.json may make this process hold (2 x its bytes + 160 bytes per JSON
+#: element, as groundhog_port.untrusted.json_estimate; groundhog-port's default parse budget)
+MAX_CONFIG_MEMORY = 256 << 20
+#: deepest nesting of config.json (written: 3)
+MAX_JSON_DEPTH = 16
+#: longest number in config.json (an int64 needs 20 characters)
+MAX_JSON_NUMBER = 40
+#: longest source line, as groundhog-port's line-length limit (64 KiB: some 10,000 words)
+MAX_LINE_BYTES = 1 << 16
+
+
+def regular_file(path, what):
+    """``os.stat`` of ``path`` if it is a regular file (FIFOs, devices and folders refused by
+    type, before anything is opened)."""
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise DriverError(f"{path}: cannot read {what} ({err.strerror or err})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise DriverError(f"{path}: is a folder, not {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise DriverError(f"{path}: not a regular file (a FIFO or a device?): not read as {what}")
+    return st
+
+
+def _json_number(text, kind):
+    if len(text) > MAX_JSON_NUMBER:
+        raise ValueError(f"a number of {len(text)} characters")
+    value = kind(text)
+    if kind is float and abs(value) == float("inf"):
+        raise ValueError(f"the number {text} is out of range")
+    return value
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth(value, limit):
+    """How deep the objects and arrays of ``value`` nest (iterative), up to ``limit + 1``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack and deepest <= limit:
+        v, d = stack.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if children is not None:
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in children if isinstance(x, (dict, list)))
+    return deepest
+
+
+def read_config(path):
+    """``config.json`` of the export: bounded (size, elements, depth, numbers) and of the
+    layout ``export`` writes (the graphs, the search's ids, the vocabularies)."""
+    size = regular_file(path, "the export's config.json").st_size
+    if 2 * size > MAX_CONFIG_MEMORY:
+        raise DriverError(f"{path}: {size} bytes, more than a config.json can take")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(size + 1)
+        need = 2 * len(data) + 160 * (1 + data.count(b",") + data.count(b":"))
+        if need > MAX_CONFIG_MEMORY:
+            raise DriverError(f"{path}: would take about {need >> 20} MiB parsed: refused")
+        config = json.loads(
+            data.decode("utf-8"),
+            parse_int=lambda t: _json_number(t, int),
+            parse_float=lambda t: _json_number(t, float),
+            parse_constant=_refuse_constant,
+        )
+    except RecursionError:
+        raise DriverError(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except (OSError, ValueError) as err:  # UnicodeDecodeError and JSONDecodeError included
+        raise DriverError(f"{path}: not a readable config.json ({str(err)[:200]})") from None
+    if _depth(config, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise DriverError(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels")
+    missing = _layout_problem(config)
+    if missing:
+        raise DriverError(f"{path}: not a config.json of groundhog-port export: {missing}")
+    return config
+
+
+_SEARCH_IDS = ("null_sym_source", "unk_sym_source", "n_sym_source")
+_TARGET_IDS = ("null_sym_target", "unk_sym_target")
+
+
+def _layout_problem(config):
+    """What ``config`` lacks of the layout ``export --format onnx`` writes, or None."""
+    if not isinstance(config, dict):
+        return "not a JSON object"
+    graphs = config.get("graphs")
+    if not isinstance(graphs, dict) or not {"encoder", "next_probs", "next_states"} <= set(graphs):
+        return '"graphs" must name the encoder, next_probs and next_states files'
+    for name in graphs.values():
+        if (
+            not isinstance(name, str)
+            or not name
+            or "/" in name
+            or "\\" in name
+            or name
+            in (
+                ".",
+                "..",
+            )
+        ):
+            return f'"graphs" must hold file names beside config.json, not {str(name)[:80]!r}'
+    s = config.get("search")
+    if not isinstance(s, dict):
+        return 'no "search" object'
+    for key in (*_SEARCH_IDS, *_TARGET_IDS):
+        if not isinstance(s.get(key), int) or isinstance(s.get(key), bool) or s[key] < 0:
+            return f'"search" has no word id {key}'
+    if not isinstance(s.get("oov"), str):
+        return '"search" has no "oov" word'
+    v = config.get("vocabularies")
+    if not isinstance(v, dict):
+        return 'no "vocabularies" object'
+    for key, kind in (
+        ("source_word2idx", int),
+        ("source_idx2word", str),
+        ("target_idx2word", str),
+    ):
+        table = v.get(key)
+        if not isinstance(table, dict) or not all(isinstance(x, kind) for x in table.values()):
+            return f'"vocabularies" has no {key} object of {kind.__name__} values'
+        if kind is str and not all(k.lstrip("-").isdigit() for k in table):
+            return f'"vocabularies" {key} has keys that are not ids'
+    return None
+
+
+def read_source(path):
+    """The lines of ``--source`` (split at ``\\n`` only, the final newline not starting a
+    line), one at a time, each at most :data:`MAX_LINE_BYTES` and UTF-8."""
+    regular_file(path, "the --source file")
+    lines = []
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+                if raw.endswith(b"\n"):
+                    raw = raw[:-1]
+                elif len(raw) > MAX_LINE_BYTES:
+                    raise DriverError(
+                        f"{path}: line {number} is longer than {MAX_LINE_BYTES} bytes "
+                        "(not a sentence)"
+                    )
+                try:
+                    lines.append(raw.decode("utf-8"))
+                except UnicodeDecodeError as err:
+                    raise DriverError(
+                        f"{path}: line {number}: not valid UTF-8 (byte 0x{raw[err.start]:02x} "
+                        f"at column {err.start + 1})"
+                    ) from None
+    except OSError as err:
+        raise DriverError(f"{path}: cannot read ({err.strerror or err})") from None
+    return lines
+
+
 class OnnxTranslator:
     """The exported graphs (``encoder``, ``next_probs``, ``next_states``) and vocabularies."""
 
@@ -53,7 +214,9 @@ class OnnxTranslator:
         import onnxruntime as ort
 
         self.dir = Path(export_dir)
-        self.config = json.loads((self.dir / "config.json").read_text(encoding="utf-8"))
+        self.config = read_config(self.dir / "config.json")
+        for name in self.config["graphs"].values():
+            regular_file(self.dir / name, "an ONNX graph")
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
@@ -262,18 +425,28 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.beam_size < 1:
         p.error("--beam-size must be at least 1")
+    try:
+        return _run(args)
+    except DriverError as err:
+        print(f"beam_search.py: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # e.g. --trans names a folder
+        name = err.filename if err.filename is not None else "?"
+        print(f"beam_search.py: error: {name}: {err.strerror or err}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    if os.path.isdir(args.trans):
+        raise DriverError(f"{args.trans}: is a folder, not a file to write --trans to")
+    lines = read_source(args.source)
     tr = OnnxTranslator(args.model_dir, args.threads)
     reads = [("--source", args.source), ("config.json", tr.dir / "config.json")]
     reads += [(f"{name} graph", tr.dir / name) for name in tr.config["graphs"].values()]
     reads.append(("driver", Path(__file__)))
     refused = output_collision(args.trans, reads)
     if refused:
-        print(f"{p.prog}: error: {refused}", file=sys.stderr)
-        return 2
-    with open(args.source, encoding="utf-8", newline="\n") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+        raise DriverError(refused)
     out, total, failed = [], 0.0, []
     for n, line in enumerate(lines, 1):
         try:
@@ -291,8 +464,7 @@ def main(argv=None):
     try:
         write_output(args.trans, "".join(out))
     except OSError as err:
-        print(f"{p.prog}: error: {args.trans}: cannot write ({err})", file=sys.stderr)
-        return 2
+        raise DriverError(f"{args.trans}: cannot write ({err})") from None
     print(f"Total cost of the translations: {total}")
     return 3 if failed else 0
 

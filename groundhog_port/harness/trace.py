@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import LegacyInputError
 from ..legacy.h5guard import check_dataset, check_global_heaps, read_attrs
-from ..untrusted import reader_method, reading
+from ..untrusted import check_special, reader_method, reading
 
 try:  # h5py is a hard dependency of the port, but keep the import error readable
     import h5py
@@ -438,6 +438,7 @@ class TraceFile(_OpenTrace):
 
     def __init__(self, path):
         self.path = Path(path)
+        check_special(self.path, "a trace")  # HDF5 would block in open() on a FIFO
         if not self.path.is_file():
             raise LegacyInputError(self.path, "trace file not found")
         with reading(self.path, "not a readable HDF5 trace file"):  # not HDF5, truncated

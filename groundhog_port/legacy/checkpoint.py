@@ -26,7 +26,7 @@ import torch
 
 from ..errors import LegacyInputError
 from ..model.config import GRCONV
-from ..untrusted import reading
+from ..untrusted import open_input, reading
 from . import compat, npzguard
 
 logger = logging.getLogger(__name__)
@@ -373,7 +373,7 @@ def read_npz_arrays(path, kind="model", expected=None, allowance=0):
     ``.npy`` header...) is one error naming the file."""
     with reading(path, f"truncated or corrupt .npz {kind} file"):
         try:
-            with open(path, "rb") as f:
+            with open_input(path, f"an .npz {kind} file") as f:  # FIFOs, devices: by type
                 magic = f.read(16)
             if magic[:4] != b"PK\x03\x04":
                 what = not_a_model_file(path, magic) if kind == "model" else None

@@ -81,14 +81,13 @@ import itertools
 import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from legacy_states import VOCABULARY_KEYS
 
 from ..errors import LegacyInputError, quoted
-from ..untrusted import reading
+from ..untrusted import check_special, iter_lines, reading
 from .h5guard import check_dataset, check_global_heaps
 from .vocab import parse_input
 
@@ -169,17 +168,12 @@ def read_text_lines(path) -> list[str]:
     :class:`LegacyInputError` with the 1-based line number -- the Py2 original looked the raw
     bytes up and got UNK) and stripped of ASCII whitespace only, which also removes the ``\\r``
     of Windows line endings (Py2 ``str.strip()`` on bytes did the same).  No final newline: the
-    last line still counts; a final newline does not start an extra empty line.
+    last line still counts; a final newline does not start an extra empty line.  Read line
+    by line under the line-length limit and the parse budget; a FIFO or device is refused
+    by type (:func:`groundhog_port.untrusted.iter_lines`).
     """
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise LegacyInputError(path, f"cannot read text file ({err.strerror or err})") from None
-    chunks = raw.split(b"\n")
-    if chunks and chunks[-1] == b"":
-        chunks.pop()
     lines = []
-    for number, chunk in enumerate(chunks, start=1):
+    for number, chunk in iter_lines(path, "a text file"):
         try:
             text = chunk.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -350,6 +344,7 @@ def read_h5_bitext(path) -> H5Phrases:
         import h5py
     except ImportError as err:  # pragma: no cover - h5py is a dependency
         raise LegacyInputError(path, f"reading .h5 bitexts needs h5py ({err})") from None
+    check_special(path, "an .h5 bitext")  # HDF5 would block in open() on a FIFO
     # every h5py call on the file runs inside the guard: a damaged file can make h5py raise
     # anything (issue 17: a UnicodeDecodeError for a field name of '/indices')
     with reading(path, "cannot read the data (truncated or damaged file?)"):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from functools import cached_property
 from pathlib import Path
 
@@ -35,10 +36,11 @@ import numpy as np
 
 import legacy_states
 
-from .. import lookup
-from ..errors import LegacyInputError
+from .. import budget, lookup
+from ..errors import LegacyInputError, quoted
 from ..model.config import ModelConfig
 from ..outputs import atomic_write_bytes, atomic_write_text, file_in
+from ..untrusted import load_json, open_input, read_json
 from . import checkpoint, vocab
 from .experiment import Experiment, allocate, auto_threads, resolve_device
 from .export_names import FORMAT_NAME, FORMAT_VERSION, export_table
@@ -61,13 +63,26 @@ def encode_state(value):
     return value
 
 
-def decode_state(value):
+#: what ``{"__float__": ...}`` may hold: the reprs of the non-finite floats
+_FLOAT_TEXTS = frozenset({"inf", "-inf", "nan"})
+
+
+def decode_state(value, path=None):
+    """:func:`encode_state` undone; a ``{"__float__": ...}`` holding anything but ``"inf"``,
+    ``"-inf"`` or ``"nan"`` is one error naming ``path``."""
     if isinstance(value, dict):
         if set(value) == {_FLOAT_TAG}:
-            return float(value[_FLOAT_TAG])
-        return {k: decode_state(v) for k, v in value.items()}
+            text = value[_FLOAT_TAG]
+            if text not in _FLOAT_TEXTS:
+                raise LegacyInputError(
+                    path,
+                    f'"state" holds {{"{_FLOAT_TAG}": {quoted(text)}}}: only "inf", "-inf" '
+                    'and "nan" are written there',
+                )
+            return float(text)
+        return {k: decode_state(v, path) for k, v in value.items()}
     if isinstance(value, list):
-        return [decode_state(v) for v in value]
+        return [decode_state(v, path) for v in value]
     return value
 
 
@@ -151,16 +166,20 @@ class ExportedExperiment(Experiment):
         return vocab.target_idx2word(self.state, self._vocab("target_idx2word"), self.state_path)
 
 
+#: deepest nesting of a ``config.json`` (written: 4 -- vocabularies, state lists)
+CONFIG_DEPTH = 16
+
+
 def _read_config(path):
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    """``config.json`` under the parse budget (:func:`groundhog_port.untrusted.read_json`:
+    size, depth, number length; a FIFO or device refused by type), checked against the
+    layout :func:`write_checkpoint` writes."""
+    if not os.path.lexists(path):
         raise LegacyInputError(
             path.parent,
             f"not an exported checkpoint: no {CONFIG_FILE} (write one with groundhog-port export)",
-        ) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise LegacyInputError(path, f"not valid JSON: {err}") from None
+        )
+    config = read_json(path, CONFIG_FILE, max_depth=CONFIG_DEPTH)
     if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
         raise LegacyInputError(path, f'not a {FORMAT_NAME} config (no "format": "{FORMAT_NAME}")')
     if config.get("format_version") != FORMAT_VERSION:
@@ -172,6 +191,20 @@ def _read_config(path):
     for key in ("state", "architecture", "vocabularies"):
         if not isinstance(config.get(key), dict):
             raise LegacyInputError(path, f'no "{key}" object')
+    weights = config.get("weights", WEIGHTS_FILE)
+    if (
+        not isinstance(weights, str)
+        or not weights
+        or weights in (".", "..")
+        or "/" in weights
+        or "\\" in weights
+        or "\0" in weights
+    ):
+        raise LegacyInputError(
+            path,
+            f'"weights" is {quoted(weights)}: the name of a file beside {CONFIG_FILE} '
+            f"(written: {WEIGHTS_FILE})",
+        )
     return config
 
 
@@ -209,9 +242,68 @@ def _safetensors():
     return safetensors
 
 
+#: a safetensors header parsed takes about 8.6 times its bytes (94 MB of metadata: +805 MiB
+#: through ``safe_open`` and ``load_file``, measured for issue 40); charged at this factor
+HEADER_FACTOR = 10
+#: what one tensor entry of the header costs parsed (1.3 M zero-size tensors: +1.15 GiB)
+TENSOR_ENTRY_BYTES = 1024
+#: the dtype every GroundHog parameter has (float32); anything else is refused by name
+WEIGHTS_DTYPE = "F32"
+
+
+def check_weights_header(path):
+    """The header of a ``model.safetensors`` read and checked *before* the safetensors
+    library parses it: the file a regular one (a FIFO would block its native ``open()``),
+    the header's length within the file, its bytes and tensor entries within the parse
+    budget, strict JSON of the layout safetensors writes, and every tensor of dtype ``F32``
+    (``BF16``, ``F16``, ``F8_*``, ``I32``, ``BOOL``... are refused by name).  Returns the
+    number of tensors."""
+    what = "not a readable safetensors file"
+    try:
+        with open_input(path, "a safetensors file") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            if len(head) < 8:
+                raise LegacyInputError(path, f"{what}: {size} bytes, shorter than its header")
+            n = int.from_bytes(head, "little")
+            if n > size - 8:
+                raise LegacyInputError(
+                    path, f"{what}: declares a header of {n} bytes in a file of {size}"
+                )
+            budget.check(path, f"a safetensors header of {n} bytes", HEADER_FACTOR * n)
+            header = load_json(f.read(n), path, "the safetensors header", max_depth=3)
+    except FileNotFoundError:
+        raise LegacyInputError(path, "no such file") from None
+    except OSError as err:
+        raise LegacyInputError(path, f"{what}: {err.strerror or err}") from None
+    if not isinstance(header, dict):
+        raise LegacyInputError(path, f"{what}: the header is not a JSON object")
+    meta = header.pop("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise LegacyInputError(path, f'{what}: "__metadata__" is not an object of strings')
+    budget.check(
+        path,
+        f"a safetensors header of {len(header)} tensors",
+        HEADER_FACTOR * n + TENSOR_ENTRY_BYTES * len(header),
+    )
+    for name, info in header.items():
+        dtype = info.get("dtype") if isinstance(info, dict) else None
+        if not isinstance(dtype, str):
+            raise LegacyInputError(path, f"{what}: tensor {quoted(name)} has no dtype")
+        if dtype != WEIGHTS_DTYPE:
+            raise LegacyInputError(
+                path,
+                f"tensor {quoted(name)} has dtype {quoted(dtype, 40)}: a GroundHog "
+                f"checkpoint holds float32 ({WEIGHTS_DTYPE}) tensors only",
+            )
+    return len(header)
+
+
 def read_weights(path):
-    """``{export name: float32 array}`` and the metadata of a ``model.safetensors``."""
+    """``{export name: float32 array}`` and the metadata of a ``model.safetensors``
+    (its header checked first: :func:`check_weights_header`)."""
     st = _safetensors()
+    check_weights_header(path)
     SafetensorError, load_file, safe_open = st.SafetensorError, st.numpy.load_file, st.safe_open
     try:
         with safe_open(str(path), framework="numpy") as f:
@@ -242,7 +334,7 @@ def open_checkpoint(
     directory = Path(directory)
     cfg_path = directory if directory.name == CONFIG_FILE else directory / CONFIG_FILE
     config = _read_config(cfg_path)
-    stored = decode_state(config["state"])
+    stored = decode_state(config["state"], cfg_path)
     if architecture(ModelConfig.from_state(stored, cfg_path)) != config["architecture"]:
         raise LegacyInputError(
             cfg_path, '"architecture" does not match the one "state" describes (edited by hand?)'

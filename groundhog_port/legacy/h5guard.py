@@ -13,6 +13,7 @@ for it, external storage, and virtual datasets.
 from contextlib import contextmanager
 
 from ..errors import LegacyInputError
+from ..untrusted import open_input
 
 #: deflate (gzip, the only filter the recordings use) compresses at most ~1032:1
 MAX_EXPANSION = 1100
@@ -171,7 +172,7 @@ def check_global_heaps(path):
     import os
 
     try:
-        with open(path, "rb") as f:
+        with open_input(path, "an HDF5 file") as f:
             if os.fstat(f.fileno()).st_size == 0:
                 return
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:

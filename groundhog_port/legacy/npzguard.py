@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import budget
 from ..errors import LegacyInputError
+from ..untrusted import open_input
 
 #: deflate's own limit is about 1032:1; a higher ratio is a lie about the size
 MAX_RATIO = 1100
@@ -74,7 +75,7 @@ def check_directory(path):
     archive of 100,000 empty members is 56 MB of ZipInfo objects."""
     import struct
 
-    with open(path, "rb") as f:
+    with open_input(path, "an .npz archive") as f:
         f.seek(0, 2)
         size = f.tell()
         f.seek(max(0, size - (1 << 16) - 22))

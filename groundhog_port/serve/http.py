@@ -38,6 +38,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 
+from ..errors import LegacyInputError
+from ..untrusted import load_json
 from . import legacy_api
 from .batcher import Batcher, Busy, ShuttingDown
 from .engine import Budget, Job, RequestError, estimated_steps
@@ -66,6 +68,8 @@ PAGE_HEADERS = {
 }
 #: characters of a sentence quoted in the access log
 LOG_CHARS = 80
+#: deepest JSON body parsed (a request needs 2: {"texts": [...]})
+MAX_BODY_DEPTH = 8
 
 
 def _one_line(text):
@@ -576,10 +580,10 @@ class Handler(BaseHTTPRequestHandler):
         self._received()
         if len(raw) < length:
             raise RequestError(400, f"body ended after {len(raw)} of {length} bytes")
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as err:
-            raise RequestError(400, f"the body is not UTF-8 JSON: {err}") from None
+        try:  # bounded: depth, number length, no NaN (a deep body was a 500 traceback)
+            payload = load_json(raw, None, "the body", max_depth=MAX_BODY_DEPTH)
+        except LegacyInputError as err:
+            raise RequestError(400, str(err)) from None
         bad = _lone_surrogate(payload)
         if bad is not None:
             raise RequestError(

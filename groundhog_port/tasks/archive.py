@@ -25,17 +25,17 @@ sample.py printed, the scores files line by line, attention plots of the first s
 (RNNsearch only), and parity where a ``trace.h5`` lies beside.  What cannot be done is
 listed with the reason, never dropped.
 
-Results are cached per experiment in ``OUT/cache/`` (keyed by the inputs' names, sizes and
-modification times, the options and this module's source), so an interrupted run resumes where it stopped and
-gives the same report as an uninterrupted one (the report holds no timings).  Nothing is
+Results are cached per experiment in ``OUT/cache/`` (keyed by the bytes of the inputs, the
+options and the code; each entry checked before use: :mod:`groundhog_port.tasks.archive_cache`),
+so an interrupted run resumes where it stopped and gives the same report as an
+uninterrupted one (the report holds no timings).  FIFOs, devices and sockets in the tree
+are listed as not done, never opened; a file reached through a link to outside ROOT (and
+the ``--data-dir`` folders) is not read.  Nothing is
 written inside ROOT.  Under ``torchrun`` the experiments are dealt out over the ranks and
 rank 0 writes the report (:mod:`groundhog_port.tasks.archive_report`).
 """
 
-import hashlib
-import json
 import logging
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -44,12 +44,11 @@ from typing import Any
 
 from .. import lookup
 from ..errors import LegacyInputError
-from ..outputs import atomic_write_text, file_in, folder_in
+from ..untrusted import special_kind
+from .archive_cache import cached, safe_name, store
 
 logger = logging.getLogger(__name__)
 
-#: bump when a cached result would no longer match what this code computes
-CACHE_VERSION = 1
 #: ``scores_batch[_holdout][_runK].txt`` / ``scores_h5_trainN[_runK].txt`` (docs/recordings.md, "Files")
 SCORES_NAME = re.compile(
     r"^scores_(?:batch(?:_(?P<set>holdout))?|h5_train(?P<n>[1-9][0-9]*))"
@@ -102,6 +101,36 @@ class Entry:
     outputs: list[Path] = field(default_factory=list)  # trans_*, scores*, *_error.txt
     others: int = 0  # other states in the same folder (outputs then shared)
     root: Path | None = None  # the archive it was found in
+    #: ``[(file name, why)]``: files of the experiment that are not read (:func:`not_read`)
+    refused: list = field(default_factory=list)
+
+
+def not_read(path, allowed):
+    """Why the file at ``path`` is not read, or None: a FIFO, a device or a socket (by
+    type: ``os.stat`` opens nothing, and opening one could block forever or never end), or
+    a link leading outside the folders in ``allowed`` (real paths: ROOT and each
+    ``--data-dir``), whose contents would otherwise be quoted in the report."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None  # missing or a dangling link: the reader says so
+    kind = special_kind(st.st_mode)
+    if kind is not None:
+        return f"is {kind}: never opened (reading it could block or never end)"
+    real = os.path.realpath(path)
+    if not any(real == a or real.startswith(a.rstrip(os.sep) + os.sep) for a in allowed):
+        return (
+            f"leads through a link to {real}, outside the archive: not read (pass its "
+            "folder with --data-dir to have it read)"
+        )
+    return None
+
+
+def allowed_folders(root, data_dirs=()):
+    """The real paths a file of the archive may lead to: ROOT and each ``--data-dir``."""
+    return tuple(os.path.realpath(d) for d in (root, *data_dirs))
 
 
 # ----------------------------------------------------------------------------------------
@@ -124,29 +153,46 @@ def _model_for(state):
     return found[0] if len(found) == 1 else None
 
 
-def discover(root) -> list[Entry]:
-    """Every ``*state.pkl`` under ``root`` (sorted by path) with what lies beside it."""
+def discover(root, data_dirs=()) -> list[Entry]:
+    """Every ``*state.pkl`` under ``root`` (sorted by path) with what lies beside it; the
+    files :func:`not_read` refuses are listed in each entry's ``refused`` instead."""
     root = Path(root)
+    allowed = allowed_folders(root, data_dirs)
     entries = []
     for folder, dirs, names in os.walk(root):
         dirs.sort()
         folder = Path(folder)
         states = sorted(n for n in names if n.endswith("state.pkl"))
-        outputs = sorted(folder / n for n in names if _is_output(n))
+        outputs, refused = [], []
+        for n in sorted(names):
+            if _is_output(n):
+                why = not_read(folder / n, allowed)
+                if why is None:
+                    outputs.append(folder / n)
+                else:
+                    refused.append((n, why))
         for n in states:
             state = folder / n
             rel = state.relative_to(root).as_posix()
             trace = folder / "trace.h5"
+            model = _model_for(state)
+            mine = list(refused)
+            for p in (state, model, trace):
+                why = not_read(p, allowed) if p is not None and os.path.lexists(p) else None
+                if why is not None:
+                    mine.append((p.name, why))
+            unread = {name for name, _ in mine}
             entries.append(
                 Entry(
                     rel[: -len("state.pkl")] or "state",
                     folder,
                     state,
-                    _model_for(state),
-                    trace if trace.is_file() else None,
+                    model,
+                    trace if trace.is_file() and trace.name not in unread else None,
                     outputs,
                     len(states) - 1,
                     root,
+                    mine,
                 )
             )
     return sorted(entries, key=lambda e: e.id)
@@ -222,96 +268,28 @@ def read_test_sets(path, root) -> dict:
 
 
 # ----------------------------------------------------------------------------------------
-# caching
+# caching (groundhog_port.tasks.archive_cache): what a result depends on beyond the folder
 # ----------------------------------------------------------------------------------------
-def _fingerprint(paths):
-    out = []
-    for p in paths:
-        if p is None:
-            continue
-        st = Path(p).stat()
-        out.append([str(p), st.st_size, st.st_mtime_ns])
-    return out
-
-
-def _code_digest():
-    """This module's source: a result cached by other code (another result layout) is
-    redone, never mixed into the report.  ``--fresh`` redoes everything regardless."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-
-
-def cache_key(entry: Entry, opts: Options) -> str:
-    """Digest of the experiment's inputs (names, sizes, mtimes) and the options."""
-    inputs = [entry.state, entry.model, entry.trace, *entry.outputs]
-    for d in (entry.folder, *opts.data_dirs, entry.folder.parent / "data"):
-        if Path(d).is_dir():
-            inputs += sorted(
-                p for p in Path(d).iterdir() if p.is_file() and p.suffix in (".pkl", ".en", ".fr")
-            )
-    # every file a test set may be taken from (found by content: any text file of ROOT and
-    # the data directories), and the given ones
+def key_inputs(entry: Entry, opts: Options) -> list:
+    """The files a test set of ``entry`` may be taken from (found by content: any text file
+    of ROOT and the data directories) and the given ones: part of its cache key."""
+    inputs = []
     if entry.root is not None:
         inputs += [p for p, _ in lookup.text_files(places(entry.root, entry, opts), entry.folder)]
-    inputs += [opts.source, opts.reference, *(p for v in opts.test_sets.values() for p in v)]
-    blob = json.dumps(
-        {
-            "version": CACHE_VERSION,
-            "code": _code_digest(),
-            "inputs": _fingerprint(inputs),
-            "options": opts.key(),
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def safe_name(entry_id):
-    """A file name for an experiment id (``runs/a/search_`` -> ``runs_a_search_-<hash>``)."""
-    digest = hashlib.sha256(entry_id.encode()).hexdigest()[:8]
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", entry_id).strip("_")[:80] + "-" + digest
-
-
-def cached(out, entry, opts):
-    """The cached result of ``entry``, or None when absent or made from other inputs."""
-    path = Path(out) / "cache" / f"{safe_name(entry.id)}.json"
-    if path.is_symlink() or not path.is_file():  # a link in OUT is never followed
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data["result"] if data.get("key") == cache_key(entry, opts) else None
-
-
-def strict_json(value):
-    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``
-    (a NaN score is a genuine GroundHog output; strict JSON has no NaN)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(v) for v in value]
-    return value
-
-
-def store(out, entry, opts, result):
-    """Cache ``result``; returns it as read back (a fresh result and a cached one then give
-    the same report, key order included)."""
-    folder_in(out, "cache")  # a link in OUT is never followed
-    path = file_in(out, "cache", f"{safe_name(entry.id)}.json")
-    text = json.dumps(
-        {"key": cache_key(entry, opts), "result": strict_json(result)},
-        sort_keys=True,
-        allow_nan=False,
-    )
-    atomic_write_text(path, text)
-    return json.loads(text)["result"]
+    return inputs + [opts.source, opts.reference, *(p for v in opts.test_sets.values() for p in v)]
 
 
 # ----------------------------------------------------------------------------------------
 # re-doing one experiment
 # ----------------------------------------------------------------------------------------
+def rel_path(root, path):
+    """``path`` relative to ROOT where it lies inside, else as it is."""
+    try:  # abspath, not resolve: a symlinked file is named where it lies in the archive
+        return Path(os.path.abspath(path)).relative_to(os.path.abspath(root)).as_posix()
+    except ValueError:
+        return str(path)
+
+
 class _Result:
     """The result of one experiment under construction (a JSON-able dict in the end)."""
 
@@ -335,11 +313,7 @@ class _Result:
         self.missing = {}  # test set name -> why a score file's test set was not found
 
     def rel(self, path):
-        """``path`` relative to ROOT where it lies inside, else as it is."""
-        try:  # abspath, not resolve: a symlinked file is named where it lies in the archive
-            return Path(os.path.abspath(path)).relative_to(os.path.abspath(self.root)).as_posix()
-        except ValueError:
-            return str(path)
+        return rel_path(self.root, path)
 
     def not_done(self, what, why, cause=None):
         """Record ``what`` as not done.  One cause, one entry: the same ``why`` (or the same
@@ -382,6 +356,12 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
 
 
 def _redo(res, root, entry, opts, out):
+    for name, why in entry.refused:
+        res.not_done(name, why)
+    unread = {name for name, _ in entry.refused}
+    if entry.state.name in unread or (entry.model is not None and entry.model.name in unread):
+        res.not_done("everything", "the state or the model is not read (above)")
+        return
     if entry.others:
         res.not_done(
             "attributing outputs",
@@ -434,6 +414,8 @@ def _redo(res, root, entry, opts, out):
             # no translation file said which test set: by its standard name, unconfirmed
             src_name = TEST_SET_NAMES[name][0]
             found = lookup.find_named(src_name, entry.folder, dirs)
+            if not_read(found, allowed_folders(root, opts.data_dirs)) is not None:
+                found = None
             if found is None:  # a score file's test set, found by content
                 choice = _test_set_of_scores(res, root, exp, entry, name, opts)
                 if choice is not None:
@@ -578,8 +560,10 @@ def _reproduction(res, root, exp, entry, trans, tests, opts):
             continue
         settings, name, _ = parsed
         stem = p.name[len("trans_") : -len(".txt")]
+        allowed = allowed_folders(root, opts.data_dirs)
         stdout, error = (entry.folder / f"sample_{stem}_{k}.txt" for k in ("stdout", "error"))
-        error = error if error.is_file() else None
+        stdout = stdout if stdout.is_file() and not_read(stdout, allowed) is None else None
+        error = error if error.is_file() and not_read(error, allowed) is None else None
         src, ref = given[name]
         if src is None:  # each file's own test set: found by content, confirmed per file
             try:
@@ -588,6 +572,10 @@ def _reproduction(res, root, exp, entry, trans, tests, opts):
                 res.not_done(p.name, f"its test set: {err.problem}", cause="test set")
                 continue
             src, ref = choice.source, choice.reference
+            why = not_read(src, allowed) or not_read(ref, allowed)
+            if why is not None:
+                res.not_done(p.name, f"its test set {res.rel(src)} / {ref}: {why}")
+                continue
             if tests[name][0] is None:  # the scores, plots and parity take the first one
                 res.data["files"][name] = {
                     "source": res.rel(src),
@@ -595,9 +583,7 @@ def _reproduction(res, root, exp, entry, trans, tests, opts):
                     "how": _relative_why(res, choice.why),
                 }
                 tests[name] = (src, ref)
-        files.append(
-            ArchivedFile(p, settings, src, ref, stdout if stdout.is_file() else None, error)
-        )
+        files.append(ArchivedFile(p, settings, src, ref, stdout, error))
     finder.announce(f"{entry.id}: ")
     if not files:
         return
@@ -934,16 +920,18 @@ def run(root, out, opts: Options, world=None, progress=None, fresh=False):
         raise LegacyInputError(root, "archive folder not found")
     check_out_dir(root, out)
     Path(out).mkdir(parents=True, exist_ok=True)
-    entries = discover(root)
+    entries = discover(root, opts.data_dirs)
     rank, size = (world.rank, world.size) if world else (0, 1)
     mine = {}
     for i, entry in enumerate(entries):
         if i % size != rank:
             continue
-        result = None if fresh else cached(out, entry, opts)
+        extra = key_inputs(entry, opts)
+        rel = lambda p, root=root: rel_path(root, p)  # noqa: E731
+        result = None if fresh else cached(out, entry, opts, rel, extra)
         if result is None:
             logger.info("%s: re-doing", entry.id)
-            result = store(out, entry, opts, redo(root, entry, opts, out))
+            result = store(out, entry, opts, redo(root, entry, opts, out), extra)
         else:
             logger.info("%s: done before (cached in %s/cache)", entry.id, out)
         mine[i] = result

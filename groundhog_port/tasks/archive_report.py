@@ -10,6 +10,7 @@ run writes the same bytes as an uninterrupted one.
 import base64
 import html
 import json
+import re
 from pathlib import Path
 
 from .. import __version__
@@ -241,38 +242,71 @@ def build(root, options, results):
 
 
 # ----------------------------------------------------------------------------------------
+def md_text(x):
+    """Text for report.md, escaped as report.html escapes it: ``&``, ``<``, ``>`` as
+    entities (a Markdown renderer passes raw HTML through: a sentence holding ``<script>``
+    ran in the page), the Markdown that could make a link, an image, code or a table cell
+    of archive text (``[``, ``]``, a backquote, ``|``, ``\\``) backslash-escaped, and line
+    breaks as spaces."""
+    text = html.escape(" ".join(str(x).splitlines()), quote=False)
+    return _MD_SPECIAL.sub(r"\\\g<0>", text)
+
+
+_MD_SPECIAL = re.compile(r"[\\`\[\]|]")
+
+
 def _md_cell(x):
-    return str(x).replace("|", "\\|").replace("\n", " ")
+    return md_text(x)
 
 
 def markdown(report):
     out = [
         f"# {TITLE}",
         "",
-        f"Archive `{report['root']}` ({report['tool']}).",
+        f"Archive {md_text(report['root'])} ({md_text(report['tool'])}).",
         "",
-        summary_text(report["summary"]) + " (Things not done are listed per experiment.)",
+        md_text(summary_text(report["summary"])) + " (Things not done are listed per experiment.)",
         "",
     ]
     for sig in report["bleu_signatures"]:
         out.append(
-            f"BLEU X (multi-bleu Y): X is sacrebleu `{sig}`, Y is Moses' multi-bleu.perl "
+            f"BLEU X (multi-bleu Y): X is sacrebleu {md_text(sig)}, Y is Moses' multi-bleu.perl "
             "on the tokenized text."
         )
     for r in report["experiments"]:
-        out += ["", f"## {r['id']}", ""]
+        out += ["", f"## {md_text(r['id'])}", ""]
         for title, header, rows in tables(r):
             out += [
-                f"### {title}",
+                f"### {md_text(title)}",
                 "",
                 "| " + " | ".join(header) + " |",
                 "|" + "---|" * len(header),
             ]
             out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
             out.append("")
-        for p in r["plots"]:
+        for p in embeddable(report, r):
             out.append(f"![attention, test pair {p['sentence']}]({p['file']})")
     return "\n".join(out) + "\n"
+
+
+def embeddable(report, result, out=None):
+    """The plots of ``result`` the report may show: each one a file this command writes,
+    ``plots/<experiment>/align_NNNN.png`` of its pair, a regular PNG reached through no
+    link (:func:`groundhog_port.tasks.archive_cache.plot_problem`; with ``out=None`` only
+    the name is checked).  Anything else is left out, never read."""
+    from .archive_cache import plot_problem, safe_name
+    from .plots import plot_file_name
+
+    total = report["options"]["plots"]
+    shown = []
+    for i, p in enumerate(result["plots"], start=1):
+        if out is not None:
+            bad = plot_problem(out, result["id"], p, i, total)
+        else:
+            bad = p.get("file") != f"plots/{safe_name(result['id'])}/{plot_file_name(i, total)}"
+        if not bad:
+            shown.append(p)
+    return shown
 
 
 CSS = (
@@ -309,12 +343,13 @@ def html_page(report, out):
                 )
                 + "</table>"
             )
-        for p in r["plots"]:
+        for p in embeddable(report, r, out):
             data = base64.b64encode((Path(out) / p["file"]).read_bytes()).decode("ascii")
+            n = e(str(p["sentence"]))
             body.append(
-                f'<figure><img class="attention" alt="attention, test pair '
-                f'{p["sentence"]}" src="data:image/png;base64,{data}"><figcaption>test '
-                f"pair {p['sentence']}</figcaption></figure>"
+                f'<figure><img class="attention" alt="attention, test pair {n}" '
+                f'src="data:image/png;base64,{data}"><figcaption>test pair {n}</figcaption>'
+                "</figure>"
             )
         body.append("</section>")
     return (

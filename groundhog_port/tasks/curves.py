@@ -51,7 +51,7 @@ class Curve:
 
 def curve(path, y="log2_p_expl", start=0, finish=3000000, window=100, hours=False):
     """The rolling mean of ``y`` over the updates that ran (non-finite values left out)."""
-    tm = load_timings(path)
+    tm = load_timings(path, required=("time_step",) if hours else ())
     if y not in tm:
         keys = ", ".join(k for k in tm if np.ndim(tm[k]) == 1)
         raise LegacyInputError(path, f"no {y!r} in the timing file (keys: {keys})")
@@ -118,7 +118,8 @@ def plot(paths, out, labels=None, y="log2_p_expl", hours=False, fmt=None, dpi=DP
         lines.append(summary(y, c, name, hours))
     ax.set_xlabel("hours" if hours else "iterations (updates)")
     ax.set_ylabel(f"{Y_LABELS.get(y, y)}, rolling mean of {kw.get('window', 100)}")
-    ax.legend(labels, loc="best")
+    for text in ax.legend(labels, loc="best").get_texts():
+        text.set_parse_math(False)  # file names are text: "$\\x$" is no mathtext (issue 40)
     with atomic_output(out, binary=True) as f:  # never a truncated picture
         fig.savefig(f, format=fmt, dpi=dpi)
     return lines

@@ -87,9 +87,10 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
     ax.set_xticks(range(cols))
-    ax.set_xticklabels(src_labels, rotation=90, fontsize=9)
+    # words are text, never mathtext: "$\\fakecmd$" would raise inside savefig (issue 40)
+    ax.set_xticklabels(src_labels, rotation=90, fontsize=9, parse_math=False)
     ax.set_yticks(range(rows))
-    ax.set_yticklabels(trg_labels, fontsize=9)
+    ax.set_yticklabels(trg_labels, fontsize=9, parse_math=False)
     ax.tick_params(length=0)
     ax.set_xlabel("source words", fontsize=9)
     ax.set_ylabel("reference words", fontsize=9)  # both callers score a given target line
@@ -104,7 +105,7 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
     fig.colorbar(image, cax=bar).ax.tick_params(labelsize=7)
     bar.set_ylabel("attention weight", fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=9, y=1 - 0.1 / height, va="top")
+        fig.suptitle(title, fontsize=9, y=1 - 0.1 / height, va="top", parse_math=False)
     return _save(fig, path, fmt, dpi)
 
 
@@ -154,7 +155,7 @@ def plot_grconv_tree(gates, words, path, threshold=0.1, title=None, fmt="png", d
             ax.plot([a[0], b[0]], [a[1], b[1]], color=shade(w), lw=0.6 + 1.6 * w, zorder=1)
 
     for t, word in enumerate(labels):
-        ax.text(t, -0.15, word, ha="center", va="top", rotation=90, fontsize=9)
+        ax.text(t, -0.15, word, ha="center", va="top", rotation=90, fontsize=9, parse_math=False)
     for k in range(1, T):
         for t in range(k, T):
             w_new, w_left, w_right = g[k - 1, t]
@@ -172,7 +173,7 @@ def plot_grconv_tree(gates, words, path, threshold=0.1, title=None, fmt="png", d
     ax.set_ylim(-0.25 - 0.11 * max(map(len, labels)), T - 0.5)
     ax.axis("off")
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=9, parse_math=False)
     return _save(fig, path, fmt, dpi)
 
 

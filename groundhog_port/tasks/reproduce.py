@@ -38,6 +38,7 @@ from ..errors import LegacyInputError
 from ..legacy.data import first_text_lines, read_text_lines
 from ..outputs import atomic_output, file_in
 from ..search.translator import SearchWarnings, Translator, total_cost
+from ..untrusted import read_tail
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
 
 logger = logging.getLogger(__name__)
@@ -327,7 +328,8 @@ def original_total_cost(stdout_path):
     """The "Total cost of the translations" sample.py printed, or ``None``."""
     if stdout_path is None:
         return None
-    m = TOTAL_COST.search(Path(stdout_path).read_text(encoding="utf-8", errors="replace"))
+    # the last MiB: sample.py prints the line last (a FIFO or device is refused by type)
+    m = TOTAL_COST.search(read_tail(stdout_path, "sample.py's output").decode("utf-8", "replace"))
     return float(m.group(1)) if m else None
 
 
@@ -335,10 +337,8 @@ def original_error(error_path):
     """The last line of the original's traceback (``ValueError: kth(=640) ...``), or ``None``."""
     if error_path is None:
         return None
-    lines = [
-        ln.strip()
-        for ln in Path(error_path).read_text(encoding="utf-8", errors="replace").splitlines()
-    ]
+    text = read_tail(error_path, "a crash log").decode("utf-8", "replace")  # the last MiB
+    lines = [ln.strip() for ln in text.splitlines()]
     lines = [ln for ln in lines if ln]
     return lines[-1] if lines else None
 

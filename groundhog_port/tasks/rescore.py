@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import LegacyInputError
+from ..untrusted import iter_lines
 
 log = logging.getLogger(__name__)
 
@@ -96,30 +97,22 @@ def read_lines(path, unescape: bool = False) -> list[str]:
 
     Lines are separated by ``\\n`` only (not by the other characters ``str.splitlines``
     treats as line breaks, e.g. U+2028 or \\x1c, which can occur inside a sentence); a
-    ``\\r`` before the ``\\n`` is dropped.
+    ``\\r`` before the ``\\n`` is dropped.  Read line by line under the line-length limit
+    and the parse budget (:func:`groundhog_port.untrusted.iter_lines`).
     """
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise LegacyInputError(p, "file not found") from None
-    except OSError as err:
-        raise LegacyInputError(p, f"cannot read ({err.strerror or err})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line_no = data[: err.start].count(b"\n") + 1
-        raise LegacyInputError(
-            p, f"line {line_no}: not valid UTF-8 ({err.reason} at byte {err.start})"
-        ) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if text == "":
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the file ended with a newline
-    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    lines, offset = [], 0
+    for number, chunk in iter_lines(p, "a text file"):
+        try:
+            line = chunk.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise LegacyInputError(
+                p, f"line {number}: not valid UTF-8 ({err.reason} at byte {offset + err.start})"
+            ) from None
+        offset += len(chunk) + 1
+        if number == 1 and line.startswith("\ufeff"):
+            line = line[1:]
+        lines.append(line[:-1] if line.endswith("\r") else line)
     if unescape:
         lines = [unescape_moses(ln) for ln in lines]
     return lines

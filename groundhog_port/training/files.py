@@ -22,6 +22,7 @@ saving instead, and wrote the three one after the other).
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import re
@@ -126,9 +127,63 @@ def load_accumulators(
     return read_npz_arrays(path, "adadelta", expected=expected)
 
 
-def load_timings(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """A ``*_timing.npz`` as the dict ``MainLoop.load`` makes of it (mainLoop.py:253)."""
-    return read_npz_arrays(path, "timing")
+def load_timings(
+    path: str | os.PathLike, required: tuple[str, ...] = ("cost",)
+) -> dict[str, np.ndarray]:
+    """A ``*_timing.npz`` as the dict ``MainLoop.load`` makes of it (mainLoop.py:253),
+    checked (:func:`check_timings`) so that a tampered file is one error naming it, not a
+    traceback where a value is used: ``step`` (and ``next_offset``) a whole number,
+    every other member a 1-D array of numbers, the ``required`` ones present."""
+    arrays = read_npz_arrays(path, "timing")
+    check_timings(arrays, path, required)
+    return arrays
+
+
+def _whole_number(arrays, key, path, least):
+    value = arrays[key]
+    kind = getattr(value, "dtype", np.dtype(object)).kind
+    if np.ndim(value) != 0 or kind not in "iuf":
+        raise LegacyInputError(
+            path,
+            f"timing {key!r} is {_described(value)}: a whole number is written there "
+            "(mainLoop.py:136)",
+        )
+    number = float(value)
+    if not (math.isfinite(number) and number == int(number) and number >= least):
+        raise LegacyInputError(
+            path, f"timing {key!r} is {number!r}: a whole number >= {least} is written there"
+        )
+
+
+def _described(value):
+    shape = np.shape(value)
+    kind = getattr(value, "dtype", None)
+    return f"an array of shape {shape}" if shape else f"a {kind} value"
+
+
+def check_timings(arrays: dict, path, required: tuple[str, ...] = ("cost",)) -> None:
+    """Refuse (one error naming ``path``) timings ``MainLoop`` could not have saved."""
+    if "step" not in arrays:
+        raise LegacyInputError(path, "no 'step' in the timing file (mainLoop.py:136 saves it)")
+    _whole_number(arrays, "step", path, 0)
+    if "next_offset" in arrays:
+        _whole_number(arrays, "next_offset", path, -1)
+    for key in required:
+        if key not in arrays:
+            raise LegacyInputError(
+                path,
+                f"no {key!r} in the timing file (keys: {', '.join(sorted(arrays)[:20])})",
+            )
+    for key, value in arrays.items():
+        if key in ("step", "next_offset"):
+            continue
+        kind = getattr(value, "dtype", np.dtype(object)).kind
+        if np.ndim(value) != 1 or kind not in "iuf":
+            raise LegacyInputError(
+                path,
+                f"timing {key!r} is {_described(value)}: a 1-D array of numbers is "
+                "written there (one value per update)",
+            )
 
 
 def plain(value: object, where: str = "state") -> object:

@@ -256,6 +256,19 @@ BAD = [
     ("POST", "/translate", b"{", {}, 400, "not UTF-8 JSON"),
     ("POST", "/translate", b"\xff\xfe", {}, 400, "not UTF-8 JSON"),
     ("POST", "/translate", b"[1]", {}, 400, "JSON object"),
+    # issue 40: a body nested at any depth, or a number of thousands of digits, was a 500
+    # with a traceback in the log (RecursionError / ValueError of int())
+    ("POST", "/translate", b"[" * 30000 + b"]" * 30000, {}, 400, "nested deeper than 8"),
+    ("POST", "/translate", b'{"text": [[[[[[[[["a"]]]]]]]]]}', {}, 400, "nested deeper than 8"),
+    (
+        "POST",
+        "/translate",
+        b'{"text": "a", "n_best": ' + b"9" * 5000 + b"}",
+        {},
+        400,
+        "a number of 5000",
+    ),
+    ("POST", "/translate", b'{"text": "a", "n_best": NaN}', {}, 400, "NaN is not JSON"),
     ("POST", "/translate", {"txt": "a"}, {}, 400, "unknown field"),
     ("POST", "/translate", {"text": "a", "texts": ["b"]}, {}, 400, "either"),
     ("POST", "/translate", {"texts": []}, {}, 400, "non-empty list"),

@@ -32,7 +32,7 @@ from ...model.config import ModelConfig
 from ...model.encdec import RNNEncoderDecoder
 from ...outputs import check_outputs, run_lock
 from ...training import files
-from ...training.adadelta import restart_step
+from ...training.adadelta import SGDAdadelta, restart_step
 from ...training.init import initialize
 from ...training.loop import MainLoop, new_timings
 from .common import (
@@ -161,7 +161,11 @@ def _train(args, state, cfg, device, corpora, prefix):
     if state.get("reload") and own.is_file():
         checkpoint.load_into(model, own)
         timing = Path(prefix + "timing.npz")
-        timings = files.load_timings(timing) if timing.is_file() else new_timings(state)
+        timings = (
+            files.load_timings(timing, SGDAdadelta.RETURN_NAMES)
+            if timing.is_file()
+            else new_timings(state)
+        )
         start = own
         logger.info("resuming from %s at update %d", own, int(timings["step"]))
         _check_not_finished(state, int(timings["step"]), own)

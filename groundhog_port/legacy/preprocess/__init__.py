@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import LegacyInputError
 from ...outputs import Progress, check_outputs
+from ...untrusted import open_input
 from . import corpus as _corpus
 from .h5out import write_bitext_side, write_carray
 from .py2dict import Py2Dict
@@ -227,7 +228,7 @@ def _load_raw(path, what):
         size = Path(path).stat().st_size
         if size > MAX_PICKLE_BYTES:
             raise LegacyInputError(path, f"{size} bytes: larger than any {what}")
-        with open(path, "rb") as f:
+        with open_input(path, what) as f:
             return _Plain(f, encoding="bytes").load()
     except FileNotFoundError:
         raise LegacyInputError(path, "no such file") from None

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import LegacyInputError
+from ...untrusted import check_special, open_input
 from .py2dict import Py2Dict
 
 logger = logging.getLogger("groundhog_port.legacy.preprocess")
@@ -83,6 +84,7 @@ def read_lines(path: str) -> list[bytes]:
     Every line must be UTF-8."""
     ext = os.path.basename(path).split(os.extsep)[-1]
     opener = gzip.open if ext == "gz" else bz2.open if ext == "bz2" else open
+    check_special(path, "a corpus")  # a FIFO or device by type, before any open
     try:
         with opener(path, "rb") as f:
             data = f.read()
@@ -145,7 +147,7 @@ def load_count_file(path: str, order: str):
             raise pickle.UnpicklingError(f"refused to unpickle {module}.{name}")
 
     try:
-        with open(path, "rb") as f:
+        with open_input(path, "a word-count pickle") as f:
             raw = _Loader(f, encoding="bytes").load()
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError) as err:
         raise LegacyInputError(path, f"not a readable word-count pickle ({err})") from None

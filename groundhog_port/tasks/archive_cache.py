@@ -1,0 +1,388 @@
+"""The per-experiment cache of ``groundhog-port archive`` (``OUT/cache/<experiment>.json``).
+
+A cached result is used only when it is this code's result for *these bytes*, and it is
+never trusted whole (issue 40: a tree with the same names, sizes and mtimes but other
+contents reused another tree's results; a crafted entry put a raw ``<script>`` into
+report.html and had the report embed ``/dev/zero`` as base64; one of the wrong type was a
+traceback):
+
+* **the key is content** (:func:`cache_key`): the sha256 of every file the experiment reads
+  -- the state, the model, the trace, the archived outputs and logs of its folder, the
+  vocabularies the state names and the ``.pkl``/``.en``/``.fr`` files of the folders the
+  lookup searches -- the same digests as the resume fingerprint
+  (:func:`groundhog_port.outputs.file_digest`), with the options, :data:`CACHE_VERSION`
+  and the source of this module and of :mod:`groundhog_port.tasks.archive`.  A special
+  file is keyed by its type, never opened;
+* **the entry is checked** (:func:`problem`) before use: read under the parse budget
+  (:func:`groundhog_port.untrusted.read_json`), not through a link, against the schema of
+  what :func:`groundhog_port.tasks.archive.redo` writes (every key, every type: a value
+  the report renders is a string, a number or a flag where the report expects one),
+  naming this experiment (its id, state and model), and every plot it lists an
+  ``OUT/plots/<experiment>/align_NNNN.png`` that is a regular file holding a PNG
+  (:func:`plot_problem`).  Anything else is re-done, with one warning saying why.
+"""
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import stat
+from pathlib import Path
+
+from ..errors import LegacyInputError
+from ..outputs import atomic_write_text, file_digest, file_in, folder_in
+from ..untrusted import read_json, special_kind
+
+logger = logging.getLogger("groundhog_port.tasks.archive")
+
+#: bump when a cached result would no longer match what this code computes
+#: (2: content keys and the schema, issue 40)
+CACHE_VERSION = 2
+#: largest cache entry read (a result is a few KB; the report's first differences are cut)
+MAX_ENTRY_BYTES = 16 << 20
+#: largest plot embedded into report.html (a plot of 100 x 100 words is about 200 KB)
+MAX_PLOT_BYTES = 16 << 20
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
+#: files of an experiment's folder that are part of its key (states, models, traces,
+#: outputs, logs, test sets and vocabularies)
+KEYED_SUFFIXES = (".pkl", ".npz", ".h5", ".txt", ".en", ".fr")
+
+
+def safe_name(entry_id):
+    """A file name for an experiment id (``runs/a/search_`` -> ``runs_a_search_-<hash>``)."""
+    digest = hashlib.sha256(entry_id.encode()).hexdigest()[:8]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", entry_id).strip("_")[:80] + "-" + digest
+
+
+def entry_path(out, entry):
+    return Path(out) / "cache" / f"{safe_name(entry.id)}.json"
+
+
+# ----------------------------------------------------------------------------------------
+# the key
+# ----------------------------------------------------------------------------------------
+def digest(path):
+    """sha256 of a file's bytes (the resume fingerprint's), ``"special:<kind>"`` for a FIFO,
+    device or socket (never opened), ``None`` when absent."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    kind = special_kind(st.st_mode)
+    if kind is not None:
+        return f"special:{kind}"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a file"
+    try:
+        return file_digest(path)
+    except OSError as err:
+        return f"unreadable: {err.strerror or err}"
+
+
+def _vocabularies(entry, dirs):
+    """``{key: (path, digest)}`` of the vocabularies the state names, as the experiment
+    resolves them; the error's text where the state cannot say."""
+    import legacy_states
+
+    try:
+        state = legacy_states.load_state(entry.state, data_dir=dirs)
+        out = {}
+        for key in VOCAB_KEYS:
+            try:
+                path = legacy_states.resolve_path(state, key, entry.state, dirs)
+                out[key] = [str(path), digest(path)]
+            except LegacyInputError as err:
+                out[key] = str(err)
+        return out
+    except LegacyInputError as err:
+        return str(err)
+
+
+def _code_digest():
+    """The source of this module and of the one computing results: a result cached by other
+    code (another result layout) is redone, never mixed into the report."""
+    h = hashlib.sha256()
+    for name in ("archive.py", "archive_cache.py"):
+        h.update(Path(__file__).with_name(name).read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(entry, opts, extra=()) -> str:
+    """Digest of the experiment's inputs (their bytes; ``extra``: more files it may read,
+    such as every candidate test set) and the options."""
+    from .. import lookup
+
+    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    inputs = {entry.state, entry.model, entry.trace, *entry.outputs, *extra}
+    for d in (entry.folder, *opts.data_dirs, entry.folder.parent / "data"):
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        suffixes = KEYED_SUFFIXES if Path(d) == entry.folder else (".pkl", ".en", ".fr")
+        inputs.update(Path(d) / n for n in names if n.endswith(suffixes))
+    blob = json.dumps(
+        {
+            "version": CACHE_VERSION,
+            "code": _code_digest(),
+            "inputs": sorted([str(p), digest(p)] for p in inputs if p is not None),
+            "vocabularies": _vocabularies(entry, dirs),
+            "options": opts.key(),
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------------------
+# the schema of a result (what archive.redo writes; strict_json turns non-finite floats
+# into "nan", "inf", "-inf")
+# ----------------------------------------------------------------------------------------
+class Opt:
+    """A key that may be absent."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+
+INT, NUM = "int", "num"
+TEXT = (str, None)
+BLEU = (None, {"sacrebleu": NUM, "signature": str, "multi_bleu": NUM, "multi_bleu_text": str})
+TRANS_DIFF = {
+    "line": INT,
+    "source": str,
+    "archived": TEXT,
+    "reproduced": TEXT,
+    "port_error": Opt(str),
+}
+SCORE_DIFF = {"line": INT, "archived": TEXT, "reproduced": TEXT}
+REPRODUCTION = {
+    "file": str,
+    "settings": {"beam_size": INT, "normalize": bool, "ignore_unk": bool},
+    "compared": INT,
+    "identical": INT,
+    "all_identical": bool,
+    "first_differences": [TRANS_DIFF],
+    "bleu": {
+        "archived_vs_reference": BLEU,
+        "reproduced_vs_reference": BLEU,
+        "archived_vs_reproduced": BLEU,
+    },
+    "total_cost": NUM,
+    "archived_total_cost": (NUM, None),
+    "original_stopped_after": (INT, None),
+    "source": str,
+    "reference": TEXT,
+    "crash_reproduced": (bool, None),
+    "original_error": TEXT,
+    "limited": Opt(str),
+    "crash_not_rechecked": Opt(str),
+}
+SCORES = {
+    "file": str,
+    "how": str,
+    "compared": INT,
+    "archived_lines": INT,
+    "identical": INT,
+    "all_identical": bool,
+    "beyond_last_digit": INT,
+    "max_rel_diff": NUM,
+    "first_differences": [SCORE_DIFF],
+}
+TEST_SET = {"source": TEXT, "reference": TEXT, "how": str}
+PARITY = (
+    None,
+    {
+        "trace": str,
+        "groups": [str],
+        "ok": bool,
+        "rows": [
+            {
+                "quantity": str,
+                "n": INT,
+                "max_abs": (NUM, None),
+                "max_rel": (NUM, None),
+                "tolerance": str,
+                "status": str,
+            }
+        ],
+    },
+)
+RESULT = {
+    "id": str,
+    "folder": str,
+    "state": str,
+    "model": TEXT,
+    # the vocabularies (a path or None) and the test sets
+    "files": {
+        **{k: Opt(TEXT) for k in VOCAB_KEYS},
+        "test": Opt(TEST_SET),
+        "holdout": Opt(TEST_SET),
+    },
+    "reproduction": [REPRODUCTION],
+    "scores": [SCORES],
+    "crash_logs": [{"file": str, "last_line": TEXT, "trans": TEXT, "status": str}],
+    "parity": PARITY,
+    "plots": [{"sentence": INT, "file": str}],
+    "notes": [str],
+    "not_done": [{"what": str, "why": str}],
+}
+_NON_FINITE = ("nan", "inf", "-inf")
+
+
+def schema_problem(value, spec=RESULT, where="result"):
+    """Where ``value`` departs from ``spec`` (one line), or None."""
+    if isinstance(spec, tuple):
+        problems = [schema_problem(value, s, where) for s in spec]
+        return None if None in problems else problems[-1]
+    if spec is None:
+        ok = value is None
+    elif spec == INT:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif spec == NUM:
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
+            value in _NON_FINITE
+        )
+        ok = ok and not (isinstance(value, float) and not math.isfinite(value))
+    elif isinstance(spec, type):
+        ok = isinstance(value, spec) and not (spec is int and isinstance(value, bool))
+    elif isinstance(spec, list):
+        if not isinstance(value, list):
+            return f"{where} is not a list"
+        for i, item in enumerate(value):
+            bad = schema_problem(item, spec[0], f"{where}[{i}]")
+            if bad:
+                return bad
+        return None
+    else:  # a dict of keys
+        if not isinstance(value, dict):
+            return f"{where} is not an object"
+        unknown = sorted(set(value) - set(spec))
+        if unknown:
+            return f"{where} has an unknown key {unknown[0][:80]!r}"
+        for key, sub in spec.items():
+            if isinstance(sub, Opt):
+                if key not in value:
+                    continue
+                sub = sub.spec
+            elif key not in value:
+                return f"{where} has no {key!r}"
+            bad = schema_problem(value[key], sub, f"{where}[{key!r}]")
+            if bad:
+                return bad
+        return None
+    return None if ok else f"{where} is of the wrong type ({type(value).__name__})"
+
+
+def plot_problem(out, entry_id, plot, number, total):
+    """Why ``plot`` (``{"sentence", "file"}`` of a result) may not be embedded, or None: it
+    must be ``plots/<experiment>/align_NNNN.png`` of pair ``number`` (1-based) under
+    ``out``, a regular file reached through no link, holding a PNG of at most
+    :data:`MAX_PLOT_BYTES`.  Nothing else is ever read into the report."""
+    from .plots import plot_file_name
+
+    expected = f"plots/{safe_name(entry_id)}/{plot_file_name(number, total)}"
+    if plot.get("sentence") != number or plot.get("file") != expected:
+        return f"plot {number} is not {expected}"
+    path = Path(out) / expected
+    for p in (Path(out) / "plots", path.parent, path):  # no link anywhere below OUT
+        try:
+            st = os.lstat(p)
+        except OSError:
+            return f"{expected} is missing"
+        if stat.S_ISLNK(st.st_mode):
+            return f"{p.relative_to(out).as_posix()} is a link"
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PLOT_BYTES:
+        return f"{expected} is not a regular file of at most {MAX_PLOT_BYTES} bytes"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            magic = f.read(len(PNG_MAGIC))
+    except OSError as err:
+        return f"{expected}: {err.strerror or err}"
+    return None if magic == PNG_MAGIC else f"{expected} is not a PNG"
+
+
+def problem(data, key, entry, opts, out, rel):
+    """Why a cache entry ``data`` (parsed) may not stand for ``entry``'s result, or None.
+    ``rel``: how the result names a path of the archive."""
+    if not isinstance(data, dict) or set(data) != {"key", "result"}:
+        return "not a cache entry of groundhog-port archive"
+    if data["key"] != key:
+        return "made from other inputs, options or code"
+    result = data["result"]
+    bad = schema_problem(result)
+    if bad:
+        return bad
+    mine = {
+        "id": entry.id,
+        "folder": rel(entry.folder),
+        "state": rel(entry.state),
+        "model": rel(entry.model) if entry.model else None,
+    }
+    for k, v in mine.items():
+        if result[k] != v:
+            return f"its {k} is {str(result[k])[:80]!r}, not this experiment's {v!r}"
+    if len(result["plots"]) > opts.plots:
+        return f"{len(result['plots'])} plots, more than --plots {opts.plots}"
+    for i, plot in enumerate(result["plots"], start=1):
+        bad = plot_problem(out, entry.id, plot, i, opts.plots)
+        if bad:
+            return bad
+    return None
+
+
+def cached(out, entry, opts, rel, extra=()):
+    """The cached result of ``entry``, or None when absent, made from other inputs, or
+    failing any check of :func:`problem` (then a warning says why, and it is re-done)."""
+    path = entry_path(out, entry)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    why = None
+    if not stat.S_ISREG(st.st_mode) or os.path.islink(path.parent):
+        why = "not a regular file of OUT/cache (a link?)"
+    else:
+        try:
+            data = read_json(path, "a cache entry", limit=MAX_ENTRY_BYTES)
+        except LegacyInputError as err:
+            why = err.problem
+        else:
+            key = cache_key(entry, opts, extra)
+            if isinstance(data, dict) and data.get("key") != key:
+                return None  # an older run's, of other inputs: quietly re-done
+            why = problem(data, key, entry, opts, out, rel)
+    if why is None:
+        return data["result"]
+    logger.warning("%s: the cached result %s is not used (%s); re-doing it", entry.id, path, why)
+    return None
+
+
+def strict_json(value):
+    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``
+    (a NaN score is a genuine GroundHog output; strict JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def store(out, entry, opts, result, extra=()):
+    """Cache ``result``; returns it as read back (a fresh result and a cached one then give
+    the same report, key order included)."""
+    folder_in(out, "cache")  # a link in OUT is never followed
+    path = file_in(out, "cache", f"{safe_name(entry.id)}.json")
+    text = json.dumps(
+        {"key": cache_key(entry, opts, extra), "result": strict_json(result)},
+        sort_keys=True,
+        allow_nan=False,
+    )
+    atomic_write_text(path, text)
+    return json.loads(text)["result"]
