@@ -36,6 +36,7 @@ rank 0 writes the report (:mod:`groundhog_port.tasks.archive_report`).
 """
 
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from typing import Any
 
 from .. import lookup
 from ..errors import LegacyInputError
+from ..outputs import file_in, folder_in
 from ..untrusted import special_kind
 from .archive_cache import cached, safe_name, store
 

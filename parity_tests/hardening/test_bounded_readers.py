@@ -246,18 +246,32 @@ def test_checkpoint_folders_through_the_command(exported, tmp_path, baseline, fi
     d = _copy_export(exported, tmp_path)
     weights, config = d / "model.safetensors", d / "config.json"
     good = weights.read_bytes()
-    vocab = {f"w{i}": i for i in range(1_600_000)}  # 29 MiB of vocabulary-shaped JSON
-    _edit_config(d, lambda c: c["vocabularies"].update(source_word2idx=vocab))
+    # the files are streamed out: ru_maxrss of a forked child counts the RSS of this process
+    # at the fork (before exec), so holding them here would be measured as the command's
+    text = (exported / "config.json").read_text(encoding="utf-8")
+    head, tail = text.split('"source_word2idx": {', 1)
+    with open(config, "w", encoding="utf-8") as f:  # 29 MiB of vocabulary-shaped JSON
+        f.write(head + '"source_word2idx": {')
+        for start in range(0, 1_600_000, 100_000):
+            f.write("".join(f'"w{i}": {i}, ' for i in range(start, start + 100_000)))
+        f.write(tail)
     assert config.stat().st_size > 29 << 20
     before = digest(config)
     assert_refused(_translate_checkpoint(d, tmp_path), baseline, config, "over the parse budget")
     assert digest(config) == before
     shutil.copy(exported / "config.json", config)
     entry = b'{"dtype":"F32","shape":[0],"data_offsets":[0,0]}'
-    zero = b"{" + b",".join(b'"t%d":%s' % (i, entry) for i in range(1_300_000)) + b"}"
-    meta = b'{"__metadata__":{"format":"groundhog-port","x":"' + b"m" * 94_000_000 + b'"}}'
-    for header in (zero, meta):
-        weights.write_bytes(struct.pack("<Q", len(header)) + header)
+    zero = (b'"t%d":%s' % (i, entry) for i in range(1_300_000))  # 1.3 M zero-size tensors
+    meta = [b'"__metadata__":{"format":"groundhog-port","x":"', *[b"m" * 1_000_000] * 94, b'"}']
+    for parts in (zero, meta):
+        with open(weights, "wb") as f:
+            f.write(b"\0" * 8 + b"{")
+            for i, part in enumerate(parts):
+                f.write((b"," if i and parts is zero else b"") + part)
+            f.write(b"}")
+            size = f.tell()
+            f.seek(0)
+            f.write(struct.pack("<Q", size - 8))
         run = _translate_checkpoint(d, tmp_path)
         assert_refused(run, baseline, weights, "safetensors header", "over the parse budget")
     weights.unlink()

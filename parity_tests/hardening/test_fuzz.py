@@ -706,3 +706,25 @@ def test_bitext_regressions(tmp_path):
             edit(f)
         kind, msg = _isolated(lambda p=p: read_h5_bitext(p))
         assert kind == "clean error" and str(p) in msg, f"{name}: {kind}: {msg}"
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 40: checkpoint folders, archive trees (special files, links, caches), timing files
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target, cases", [("checkpoint", 16), ("timing", 16), ("archive", 4)])
+def test_issue40_targets_hold(target, cases, tmp_path):
+    """A few seeded cases of each issue-40 target (``parity_tests/support/fuzzing_trees.py``),
+    as ``tools/fuzz.py --targets T --seed 40`` draws them: none may fail (for ``archive``:
+    no input changed, nothing raw in the report, no hang on its FIFOs)."""
+    for i in range(cases):
+        d = tmp_path / str(i)
+        case = F.seeded_case(FX, 40, i, d, targets=[target])
+        out = F.run_case(FX, case, d)
+        assert out.outcome not in F.FAILURES, (i, case.label, out)
+
+
+def test_targets_before_issue_40_replay_as_before():
+    """Earlier seeds replay with the targets of their time (the new ones come after)."""
+    assert F.TARGETS[: len(F.TARGETS_BEFORE_ISSUE_40)] == F.TARGETS_BEFORE_ISSUE_40
+    new = {"collisions", "checkpoint", "archive", "timing"}
+    assert new == set(F.TARGETS) - set(F.TARGETS_BEFORE_ISSUE_40)

@@ -90,9 +90,11 @@ OUTCOMES = (
     "memory",
     "executed",
     "replaced",
+    "raw",
 )
-#: outcomes that break the guarantee
-FAILURES = ("unclear error", "CRASH", "hang", "memory", "executed", "replaced")
+#: outcomes that break the guarantee ("raw": archive's report quotes a file outside ROOT,
+#: holds a raw <script> or embeds a file that is not one of its plots -- issue 40)
+FAILURES = ("unclear error", "CRASH", "hang", "memory", "executed", "replaced", "raw")
 
 
 # ==============================================================================================
@@ -1121,6 +1123,7 @@ def write_case(case: Case, directory) -> dict:
     paths = {}
     for name, data in case.files.items():
         p = directory / name
+        p.parent.mkdir(parents=True, exist_ok=True)  # "root/exp/x.txt": a tree (issue 40)
         p.write_bytes(data)
         paths[name] = p
     return paths
@@ -1745,10 +1748,24 @@ LOADERS = {
     "hostile": _load_hostile_case,
     "outputs": _run_outputs_case,
     "collisions": _run_collision_case,
+    "checkpoint": lambda fx, paths, opts: _trees().load_checkpoint(fx, paths, opts),
+    "archive": lambda fx, paths, opts: _trees().run_archive(fx, paths, opts),
+    "timing": lambda fx, paths, opts: _trees().load_timing(fx, paths, opts),
 }
 TARGETS = tuple(LOADERS)
-#: the targets before issue 40 added ``collisions`` (cases of earlier seeds replay with these)
+#: the targets before issue 40 added ``collisions``, ``checkpoint``, ``archive`` and
+#: ``timing`` (cases of earlier seeds replay with these)
 TARGETS_BEFORE_ISSUE_40 = TARGETS[: TARGETS.index("collisions")]
+
+
+def _trees():
+    """The issue-40 targets ``checkpoint``, ``archive`` and ``timing``
+    (:mod:`parity_tests.support.fuzzing_trees`, which builds on this module)."""
+    from parity_tests.support import fuzzing_trees
+
+    return fuzzing_trees
+
+
 #: the targets before issue 25 added ``hostile`` and ``outputs``: cases of earlier seeds
 #: replay with these (``tools/fuzz.py --targets state,vocab,model,trace,bitext,text,cli
 #: --seed S --only I``)
@@ -1804,6 +1821,8 @@ def run_case(fx: Fixtures, case: Case, directory) -> Outcome:
             result = _run_outputs_case(fx, paths, case.options)
         elif case.target == "collisions":
             result = _run_collision_case(fx, paths, case.options)
+        elif case.target == "archive":
+            result = _trees().run_archive(fx, paths, case.options)
         elif case.target == "cli" or case.options.get("loader") == "cli":
             result = check_cli(*_load_cli_case(fx, paths, case.options))
         else:
@@ -2260,6 +2279,9 @@ _GENERATORS = {
     "hostile": _gen_hostile,
     "outputs": _gen_outputs,
     "collisions": _gen_collisions,
+    "checkpoint": lambda rng, fx, marker, workdir: _trees().gen_checkpoint(rng, fx, workdir),
+    "archive": lambda rng, fx, marker, workdir: _trees().gen_archive(rng, fx, workdir),
+    "timing": lambda rng, fx, marker, workdir: _trees().gen_timing(rng, fx, workdir),
 }
 
 
@@ -2285,7 +2307,7 @@ def pick_target(rng: random.Random, targets, weights=None):
 
 
 #: tools/fuzz.py's default relative frequency of targets (the others count 1)
-DEFAULT_WEIGHTS = {"trace": 0.7, "cli": 0.5}
+DEFAULT_WEIGHTS = {"trace": 0.7, "cli": 0.5, "archive": 0.3}
 
 
 def seeded_case(fx: Fixtures, seed: int, index: int, workdir, targets=None, weights=None) -> Case:
