@@ -355,11 +355,31 @@ def unique_file_dirs(state, keys, root, label, max_entries=None) -> tuple:
             continue
         name = Path(value).name
         found = files_named(root, name, max_entries) or []
-        if 0 < len(found) <= MAX_SAME_NAME and len({p.read_bytes() for p in found}) == 1:
+        if 0 < len(found) <= MAX_SAME_NAME and _same_bytes(found):
             folder = found[0].parent
             if folder not in out:
                 out.append(implicit_dir(folder, f"{label} (the only {name} there)"))
     return tuple(out)
+
+
+def _same_bytes(paths) -> bool:
+    """Whether the files hold the same bytes: sizes first, then sha256 in 1 MiB chunks (a
+    2 GB sparse file of a vocabulary's name is never held whole, issue 40)."""
+    import hashlib
+
+    try:
+        if len({p.stat().st_size for p in paths}) != 1:
+            return False
+        digests = set()
+        for p in paths:
+            h = hashlib.sha256()
+            with open(p, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+            digests.add(h.hexdigest())
+    except OSError:
+        return False
+    return len(digests) == 1
 
 
 def text_files(places, near):

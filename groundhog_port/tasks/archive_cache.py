@@ -190,6 +190,7 @@ SCORES = {
     "all_identical": bool,
     "beyond_last_digit": INT,
     "max_rel_diff": NUM,
+    "within_print_noise": Opt((bool, None)),
     "first_differences": [SCORE_DIFF],
 }
 TEST_SET = {"source": TEXT, "reference": TEXT, "how": str}
