@@ -1618,6 +1618,8 @@ def record(args, producer, parts=None, done=(), lines=None):
                     "into another --output".format(args.output, key)
                 )
         timings = json.loads(old.get("recorder_timings_json", "{}"))
+        # the earlier run's attributes stay; what it did not write is added
+        writer.set_attrs(writer.f, dict((k, v) for k, v in root.items() if k not in old))
     else:
         writer = TraceLayoutWriter(partial, root)
 

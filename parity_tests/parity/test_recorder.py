@@ -1069,8 +1069,11 @@ def test_resume_rules(rec, workdir, capsys):
     )
     assert rec.main(args + ["--resume", "--parts", "repr"], producer=fake.FakeProducer()) == 0
     assert groups_of(path) == {"pairs", "repr"}
-    assert rec.main(args + ["--resume", "--parts", "beam"], producer=fake.FakeProducer()) == 0
+    extra = ["--resume", "--parts", "beam", "--train-changes", "dim=3"]
+    assert rec.main(args + extra, producer=fake.FakeProducer()) == 0
     assert groups_of(path) == {"pairs", "repr", "beam", "beam/1"}
+    with TraceFile(path) as tr:  # an attribute the first run did not write is added
+        assert json.loads(tr.attrs["state_changes_json"]) == {"dim": 3}
 
 
 def test_a_crash_keeps_every_finished_group(rec, workdir):
