@@ -364,17 +364,17 @@ def main(argv=None):
         f"memory limit {args.memory_mb} MiB, RSS alarm {args.rss_alarm_mb} MiB, {args.jobs} jobs)"
     )
     cols = fuzzing.OUTCOMES
-    print(f"{'loader':8s} {'cases':>6s} " + " ".join(f"{c:>13s}" for c in cols) + "   peak RSS")
+    print(f"{'loader':10s} {'cases':>6s} " + " ".join(f"{c:>13s}" for c in cols) + "   peak RSS")
     total = Counter()
     for t in targets:
         c = counts[t]
         total.update(c)
         print(
-            f"{t:8s} {sum(c.values()):6d} "
+            f"{t:10s} {sum(c.values()):6d} "
             + " ".join(f"{c[o]:13d}" for o in cols)
             + f"   +{peaks[t] // 1024} MiB"
         )
-    print(f"{'all':8s} {sum(total.values()):6d} " + " ".join(f"{total[o]:13d}" for o in cols))
+    print(f"{'all':10s} {sum(total.values()):6d} " + " ".join(f"{total[o]:13d}" for o in cols))
     if args.json:
         Path(args.json).write_text(
             json.dumps(
