@@ -291,7 +291,10 @@ def _walk(folder, recursive):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 found += [Path(top) / n for n in names if _is_candidate_name(n)]
         else:
-            found = [p for p in folder.iterdir() if _is_candidate_name(p.name)]
+            try:  # an unreadable folder holds no candidate (os.walk skips them the same way)
+                found = [p for p in folder.iterdir() if _is_candidate_name(p.name)]
+            except OSError:
+                found = []
         # regular files only (os.stat: a FIFO or device is never a candidate), and not
         # through a link leading outside the folder walked (issue 40: not read unless asked)
         inside = os.path.realpath(folder) + os.sep
