@@ -1,7 +1,7 @@
 """Test sets found by content, and archive's messages (issue 35, item 2 and its frictions).
 
-An archive as people keep them (:func:`parity_tests.support.archive.build_user_archive`, symlinks
-to the shared recordings): states and models renamed ``run3_*``, the vocabularies once in
+An archive as people keep them (:func:`parity_tests.support.archive.build_user_archive`, copies
+of the shared recordings): states and models renamed ``run3_*``, the vocabularies once in
 ``vocab/``, the test set once as ``data/newstest2012.{en,fr}``, a crashed run, a test set two
 levels up.  ``archive ROOT --out DIR`` re-does it with nothing copied and no option, every
 translation file identical to the archived one; ``reproduce --case`` on each experiment
@@ -11,6 +11,7 @@ warning per experiment whose fix, followed, works.
 
 import json
 import re
+import shutil
 
 import pytest
 
@@ -140,9 +141,9 @@ def test_parity_case_finds_a_renamed_test_set(legacy_root, tmp_path):
     data.mkdir()
     for p in (legacy_root / "search").iterdir():
         if p.name not in ("test.en", "test.fr"):
-            (case / p.name).symlink_to(p)
+            shutil.copyfile(p, case / p.name)
     for lang in ("en", "fr"):
-        (data / f"newstest2012.{lang}").symlink_to(legacy_root / "search" / f"test.{lang}")
+        shutil.copyfile(legacy_root / "search" / f"test.{lang}", data / f"newstest2012.{lang}")
     files = parity_find_case(case, data_dirs=lookup.case_data_dirs(case))
     assert (files.source, files.target) == (data / "newstest2012.en", data / "newstest2012.fr")
     r = run_cli("parity", "--case", case, "--only", "batch")
@@ -296,9 +297,9 @@ def test_holdout_hints_name_what_serves_a_holdout_set(legacy_root, tmp_path):
     case.mkdir(parents=True)
     held.mkdir()
     for name in ("search_state.pkl", "search_model.npz", "trans_beam10.txt", "test.en", "test.fr"):
-        (case / name).symlink_to(search / name)
+        shutil.copyfile(search / name, case / name)
     for name in ("vocab.en.pkl", "ivocab.en.pkl", "vocab.fr.pkl", "ivocab.fr.pkl"):
-        (case / name).symlink_to(search / name)
+        shutil.copyfile(search / name, case / name)
     # lines 21-30: sample.py translates each line on its own (its first lines are not test.en's)
     for src, dst in (
         ("trans_beam10.txt", case / "trans_holdout_beam10.txt"),

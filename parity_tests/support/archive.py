@@ -88,12 +88,12 @@ def tree_digest(root):
 
 
 def _link(src, dst):
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    dst.symlink_to(src)
+    """A copy (archive reads no link leading outside ROOT or a --data-dir: issue 40)."""
+    _copy(src, dst)
 
 
 def build_user_archive(legacy, root, missing_model=False, only=None):
-    """An archive as people keep them (issue 35), of symlinks to the shared recordings:
+    """An archive as people keep them (issue 35), of copies of the shared recordings:
 
     * ``rnnsearch/``, ``rnnencdec/``: states and models renamed ``run3_state.pkl`` /
       ``run3_model.npz``, two trans files each (sample.py's stdout beside one), and for
