@@ -747,7 +747,7 @@ class Journal:
     def flush(self):
         """Nothing to do: every line is written through as it comes (kept for callers)."""
 
-    def commit(self):
+    def commit(self) -> None:
         """The output is complete: ``PATH.partial`` becomes ``PATH``, the journal goes.  The
         journal is removed first, so a process that takes the freed name next never loses
         its own journal to this one."""

@@ -23,8 +23,9 @@ from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..legacy.data import read_text_lines
 from ..legacy.longlines import warn_long_lines
 from ..outputs import Journal, Progress, check_outputs
+from ..sampling.draw import SamplingFailed
 from ..sampling.mrg import M2
-from ..sampling.sampler import Sampler, SamplingFailed
+from ..sampling.sampler import Sampler
 from ..search.translator import crashed_lines
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,9 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
 import legacy_states
@@ -61,14 +63,14 @@ class Experiment:
     are looked for when their stored path does not exist, in order)."""
 
     state_path: Path
-    state: dict
+    state: dict[str, Any]
     cfg: ModelConfig
     model: RNNEncoderDecoder
     data_dirs: tuple = ()
     explicit_keys: frozenset = field(default_factory=frozenset)
     _paths: dict = field(default_factory=dict, repr=False)
 
-    def path(self, key):
+    def path(self, key: str) -> Path:
         """The file ``state[key]`` names, resolved (and its resolution logged) once."""
         if key not in self._paths:
             self._paths[key] = legacy_states.resolve_path(
@@ -77,27 +79,27 @@ class Experiment:
         return self._paths[key]
 
     @cached_property
-    def src_word2idx(self):
+    def src_word2idx(self) -> dict[str, int]:
         """``state['word_indx']``: source word -> id (sample.py:237, score.py:129)."""
         return vocab.load_word2idx(self.path("word_indx"))
 
     @cached_property
-    def trg_word2idx(self):
+    def trg_word2idx(self) -> dict[str, int]:
         """``state['word_indx_trgt']``: target word -> id (score.py:130)."""
         return vocab.load_word2idx(self.path("word_indx_trgt"))
 
     @cached_property
-    def src_idx2word(self):
+    def src_idx2word(self) -> dict[int, str]:
         """``state['indx_word']``: source id -> word (sample.py:247)."""
         return vocab.load_idx2word(self.path("indx_word"))
 
     @cached_property
-    def trg_idx2word(self):
+    def trg_idx2word(self) -> dict[int, str]:
         """Target id -> word with ``<eol>``/``UNK`` set as ``LM_Model.load_dict`` does."""
         path = self.path("indx_word_target")
         return vocab.target_idx2word(self.state, vocab.load_idx2word(path), path)
 
-    def parse_source(self, line):
+    def parse_source(self, line: str) -> tuple[np.ndarray, str | list[str]]:
         """``parse_input(state, indx_word, line, idx2word=idict_src)`` (sample.py:264)."""
         return vocab.parse_input(self.state, self.src_word2idx, line, idx2word=self.src_idx2word)
 

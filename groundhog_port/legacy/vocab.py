@@ -10,7 +10,9 @@ sequence = ``null_sym`` = V, and ``ivocab[0]`` is ``'</s>'`` in the recorded fil
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -131,7 +133,15 @@ def split_words(line: str) -> list[str]:
     return [w.decode("utf-8") for w in line.encode("utf-8").split()]
 
 
-def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-1, null_sym=-1):
+def parse_input(
+    state: dict[str, Any],
+    word2idx: dict[str, int],
+    line: str,
+    raise_unk: bool = False,
+    idx2word: dict[int, str] | None = None,
+    unk_sym: int = -1,
+    null_sym: int = -1,
+) -> tuple[np.ndarray, str | list[str]]:
     """Port of ``experiments/nmt/encdec.py:1494-1515`` ``parse_input``.
 
     Returns ``(seq, parsed_in)``: ``seq`` is an int64 array of the word ids followed by
@@ -191,14 +201,16 @@ def parse_input(state, word2idx, line, raise_unk=False, idx2word=None, unk_sym=-
 # ---------------------------------------------------------------------------
 
 
-class WordsById(dict):
+class WordsById(dict[int, str]):
     """An id -> word dictionary that remembers the file it was read from (``path``), so
     that a missing id found later, while rendering a translation, names that file."""
 
-    path = None
+    path: object = None
 
 
-def target_idx2word(state, idx2word, path=None) -> dict[int, str]:
+def target_idx2word(
+    state: dict[str, Any], idx2word: dict[int, str], path: object = None
+) -> dict[int, str]:
     """The output dictionary of ``LM_Model.load_dict`` (LM_model.py:221-225).
 
     A copy of the target ``idx2word`` with ``[null_sym_target] = '<eol>'`` and
@@ -212,7 +224,7 @@ def target_idx2word(state, idx2word, path=None) -> dict[int, str]:
     return out
 
 
-def indices_to_words(idx2word, ids) -> list[str]:
+def indices_to_words(idx2word: dict[int, str], ids: Sequence[int] | np.ndarray) -> list[str]:
     """``sample.py:137-143``: the words of ``ids`` up to (not including) the first id whose
     word is ``'<eol>'``.  Pass the dictionary from :func:`target_idx2word`.
 
@@ -234,7 +246,7 @@ def indices_to_words(idx2word, ids) -> list[str]:
     return words
 
 
-def render_translation(idx2word_target, ids) -> str:
+def render_translation(idx2word_target: dict[int, str], ids: Sequence[int] | np.ndarray) -> str:
     """One line of ``sample.py --trans`` output (sample.py:156-158, 270): the words of the
     chosen hypothesis joined by single spaces, end of sequence dropped.  ``idx2word_target``
     is the dictionary from :func:`target_idx2word`."""

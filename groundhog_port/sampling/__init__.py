@@ -23,8 +23,9 @@ Library use::
     many = sampler.sample_many(seqs, 5, 1.0, batch_size=32)   # continues the same stream
 """
 
+from .draw import Draw, SamplingFailed, multinomial_from_uniform
 from .mrg import MRGRandomStreams, StateMatrix
-from .sampler import Draw, Sampler, Samples, SamplingFailed, multinomial_from_uniform
+from .sampler import Sampler, Samples
 from .seed import derive_mrg_seed
 
 __all__ = [

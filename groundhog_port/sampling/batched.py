@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ..model.encdec import RNNEncoderDecoder
 from ..search.batched import BatchedBeamSearch
 from ..search.common import legacy_log
 from .draw import Draw, check_call, multinomial_from_uniform, output_probs
@@ -31,7 +32,7 @@ class BatchedSampler:
     """``draw_many`` over an :class:`~groundhog_port.model.encdec.RNNEncoderDecoder`:
     ``batch_size`` sentences decoded together."""
 
-    def __init__(self, model, batch_size=32):
+    def __init__(self, model: RNNEncoderDecoder, batch_size: int = 32) -> None:
         self.model = model
         self.batch_size = int(batch_size)
         # the batched search's encoder and attention (same bits as the one-sentence path)
@@ -74,7 +75,14 @@ class BatchedSampler:
         assert len(done) == len(out)  # every sentence is in a group
         return done
 
-    def _group(self, seqs, n, steps, T, unis):
+    def _group(
+        self,
+        seqs: Sequence[Sequence[int] | np.ndarray],
+        n: int,
+        steps: Sequence[int],
+        T: float,
+        unis: Sequence[Sequence[np.ndarray]],
+    ) -> list[Draw]:
         model, cfg = self.model, self.model.cfg
         dec, device = model.decoder, model.device
         B = len(seqs)
@@ -83,9 +91,12 @@ class BatchedSampler:
         c_pad = torch.zeros((int(lens.max()), B, cfg.c_dim), dtype=model.dtype, device=device)
         for b, c in enumerate(cs):
             c_pad[: c.shape[0], b] = c
-        p_from_c = dec.p_from_c(c_pad)
-        if p_from_c is not None:
-            p_from_c = [p_from_c[: c.shape[0], b].contiguous() for b, c in enumerate(cs)]
+        p_pad = dec.p_from_c(c_pad)
+        p_from_c = (
+            None
+            if p_pad is None
+            else [p_pad[: c.shape[0], b].contiguous() for b, c in enumerate(cs)]
+        )
         ids = [np.zeros((s, n), dtype=np.int64) for s in steps]
         nlp = [np.zeros((s, n), dtype=np.float32) for s in steps]
         # rows: sentence b's n samples, sentences in order

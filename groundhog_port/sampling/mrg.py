@@ -42,19 +42,19 @@ A1 = ((0, 1 << 22, (1 << 7) + 1), (1, 0, 0), (0, 1, 0))
 A2 = ((1 << 15, 0, (1 << 15) + 1), (1, 0, 0), (0, 1, 0))
 
 
-def _matmul_mod(a, b, m):
+#: a 3x3 integer matrix as nested tuples (exact Python integers)
+Matrix3 = tuple[tuple[int, ...], ...]
+
+
+def _matmul_mod(a: Matrix3, b: Matrix3, m: int) -> Matrix3:
     return tuple(
         tuple(sum(a[i][k] * b[k][j] for k in range(3)) % m for j in range(3)) for i in range(3)
     )
 
 
-#: a 3x3 integer matrix as nested tuples (exact Python integers)
-Matrix3 = tuple[tuple[int, int, int], ...]
-
-
 def matpow_mod(a: Matrix3, e: int, m: int) -> Matrix3:
     """``a ** e mod m`` for a 3x3 integer matrix (Python integers: exact)."""
-    result = ((1, 0, 0), (0, 1, 0), (0, 0, 1))
+    result: Matrix3 = ((1, 0, 0), (0, 1, 0), (0, 0, 1))
     while e:
         if e & 1:
             result = _matmul_mod(result, a, m)
@@ -92,19 +92,19 @@ def substream_states(rstate: np.ndarray, n_streams: int) -> np.ndarray:
     if not 0 < n_streams < 2**72:
         raise ValueError(f"n_streams must be positive, got {n_streams}")
     rows = np.asarray(rstate, dtype=np.int64).reshape(1, 6)
-    jump = JUMP72
+    jump: tuple[Matrix3, Matrix3] = JUMP72
     while len(rows) < n_streams:
         rows = np.concatenate([rows, apply_jump(jump, rows)])
-        jump = tuple(_matmul_mod(a, a, m) for a, m in zip(jump, (M1, M2)))
+        jump = (_matmul_mod(jump[0], jump[0], M1), _matmul_mod(jump[1], jump[1], M2))
     return rows[:n_streams].astype(np.int32)
 
 
-def _wrap32(x):
+def _wrap32(x: np.ndarray) -> np.ndarray:
     """Two's-complement int32 wrap of int64 values (what the C kernel's additions do)."""
     return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
-def _reduce(y, m):
+def _reduce(y: np.ndarray, m: int) -> np.ndarray:
     """``if (y < 0 || y >= m) y -= m;`` in int32."""
     return np.where((y < 0) | (y >= m), _wrap32(y - m), y)
 
@@ -135,13 +135,14 @@ def next_states(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def to_float32(d: np.ndarray) -> np.ndarray:
     """``d * 4.6566126e-10f`` in float32 (rng_mrg.py:481-488): the int32 is rounded to
     float32 first, then multiplied and rounded again -- never 1.0."""
-    return np.asarray(d).astype(np.float32) * NORM32
+    out: np.ndarray = np.asarray(d).astype(np.float32) * NORM32
+    return out
 
 
 class StateMatrix:
     """One random op's shared state (``(n_streams, 6)`` int32) and its uniform draws."""
 
-    def __init__(self, rows):
+    def __init__(self, rows: np.ndarray) -> None:
         rows = np.array(rows, dtype=np.int32)
         if rows.ndim != 2 or rows.shape[1] != 6 or len(rows) == 0:
             raise ValueError(f"an MRG state matrix has shape (n_streams, 6), got {rows.shape}")
@@ -170,7 +171,7 @@ class StateMatrix:
 class MRGRandomStreams:
     """``MRG_RandomStreams(seed)`` (rng_mrg.py:663): the generator of a layer's ``trng``."""
 
-    def __init__(self, seed):
+    def __init__(self, seed: int) -> None:
         seed = int(seed)
         if seed == 0:
             raise ValueError("MRG_RandomStreams: seed should not be 0 (rng_mrg.py:699)")

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..legacy.data import legacy_argsort
+from ..legacy.experiment import Experiment
 from ..legacy.vocab import indices_to_words
 from ..model.encdec import RNNEncoderDecoder
 from ..search.common import legacy_log
@@ -65,7 +67,7 @@ class Samples:
     """
 
     sentences: list[str]
-    costs: list
+    costs: list[np.float32]
     word_probs: list[np.ndarray]
     draw: Draw
     normalize: bool = False
@@ -85,7 +87,7 @@ class Samples:
         return lines + [""]
 
 
-def legacy_format(x) -> str:
+def legacy_format(x: float | np.floating[Any]) -> str:
     """``"{}".format(x)`` of a numpy float under Python 2 (sample.py:186): ``repr(float(x))``."""
     return repr(float(x))
 
@@ -98,13 +100,18 @@ class Sampler:
     :class:`StateMatrix` to continue instead (e.g. a copy of another sampler's).
     """
 
-    def __init__(self, experiment, mrg_seed=None, stream: StateMatrix | None = None):
+    def __init__(
+        self,
+        experiment: Experiment,
+        mrg_seed: int | None = None,
+        stream: StateMatrix | None = None,
+    ) -> None:
         self.exp = experiment
         self.model = experiment.model
         if stream is None:
             if mrg_seed is None:
                 mrg_seed = derive_mrg_seed(experiment.state, experiment.cfg, experiment.state_path)
-            self.mrg_seed = int(mrg_seed)
+            self.mrg_seed: int | None = int(mrg_seed)
             self.streams: MRGRandomStreams | None = MRGRandomStreams(self.mrg_seed)
             # build() creates two random ops in sampling_step (encdec.py:1228-1229); the
             # scan's draws use the first one, the second is never evaluated

@@ -33,21 +33,22 @@ only their order and sizes are ported; the values are numpy's.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from ..model.config import ModelConfig
+from ..model.config import ModelConfig, RecurrentConfig
 
 #: the exclusive bound of the per-layer stream seeds (``rng.randint(int(1e6))``)
 LAYER_SEED_BOUND = int(1e6)
 
 
-def _draw_seed(rng):
+def _draw_seed(rng: np.random.RandomState) -> int:
     return int(rng.randint(LAYER_SEED_BOUND))
 
 
-def _sample_weights_classic(rng, size_x, size_y):
+def _sample_weights_classic(rng: np.random.RandomState, size_x: int, size_y: int) -> None:
     """The draws of ``sample_weights_classic(size_x, size_y, -1, scale, rng)`` (utils.py:107),
     values discarded (the port loads the trained weights)."""
     for _ in range(int(size_x)):
@@ -55,7 +56,7 @@ def _sample_weights_classic(rng, size_x, size_y):
         rng.normal(loc=0, scale=1.0, size=(int(size_y),))
 
 
-def _encoder_draws(rng, rec):
+def _encoder_draws(rng: np.random.RandomState, rec: RecurrentConfig) -> None:
     _draw_seed(rng)  # approx_embdr
     _draw_seed(rng)  # input_embdr_0
     if rec.gating:
@@ -97,7 +98,7 @@ def draws_before_softmax(rng: np.random.RandomState, cfg: ModelConfig) -> None:
         _draw_seed(rng)  # prev_readout_0
 
 
-def state_seed(state: dict, path: str | os.PathLike | None = None) -> int:
+def state_seed(state: dict[str, Any], path: str | os.PathLike[str] | None = None) -> int:
     """``state['seed']`` as ``numpy.random.RandomState`` accepts it."""
     seed = state.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
@@ -110,7 +111,9 @@ def state_seed(state: dict, path: str | os.PathLike | None = None) -> int:
     return int(seed)
 
 
-def derive_mrg_seed(state: dict, cfg: ModelConfig, path: str | os.PathLike | None = None) -> int:
+def derive_mrg_seed(
+    state: dict[str, Any], cfg: ModelConfig, path: str | os.PathLike[str] | None = None
+) -> int:
     """The ``MRG_RandomStreams`` seed of the decoder's softmax layer (the sampler's stream).
 
     ``cfg`` is the :class:`~groundhog_port.model.config.ModelConfig` of ``state``; it has already

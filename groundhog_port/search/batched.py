@@ -45,11 +45,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..model import attention
+from ..model.encdec import RNNEncoderDecoder
 from ..model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
 from .common import (
     MAX_RETRY_BEAM,
@@ -101,18 +103,20 @@ class BatchedBeamSearch:
     whose beam alone is larger still runs, alone.
     """
 
-    def __init__(self, model, batch_size=64, max_rows=2048):
+    def __init__(
+        self, model: RNNEncoderDecoder, batch_size: int = 64, max_rows: int = 2048
+    ) -> None:
         self.model = model
         self.cfg = model.cfg
         self.eos_id = model.cfg.null_sym_target
         self.unk_id = model.cfg.unk_sym_target
         self.batch_size = int(batch_size)
         self.max_rows = int(max_rows)
-        self._buffers = {}
+        self._buffers: dict[str, torch.Tensor] = {}
         self._blocks = None
-        self._watch = None
+        self._watch: Callable[[int, int], str | None] | None = None
         #: counters of the last call (steps, rows, prefilter fallbacks), for tools
-        self.stats = {}
+        self.stats: dict[str, Any] = {}
 
     # -- public API ---------------------------------------------------------------------
     def search_many(
@@ -253,6 +257,7 @@ class BatchedBeamSearch:
         forward = model.encoder(model.encoder.approx_embedder(x), None, h0)
         backward = None
         if cfg.needs_backward_encoder:
+            assert model.backward_encoder is not None
             # the backward encoder embeds with the forward approx_embedder (encoder.py)
             backward = model.backward_encoder(model.encoder.approx_embedder(x_rev), None, h0)
         out = []

@@ -7,8 +7,9 @@ return exactly what it returns.  Every kept behaviour names its original line.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,11 +35,11 @@ class Hypotheses:
     ``trans[i]`` are word ids ending with end-of-sequence; ``costs`` float64.
     """
 
-    trans: list
+    trans: list[list[int]]
     costs: np.ndarray
 
 
-def sort_finished(fin_trans: list, fin_costs: Sequence[float]) -> Hypotheses:
+def sort_finished(fin_trans: list[list[int]], fin_costs: Sequence[float]) -> Hypotheses:
     """sample.py:133-134 sorts with ``numpy.argsort`` (quicksort).  numpy sorts up
     to 16 items by insertion sort, which is stable; a stable sort is used here for
     every size, so exact-cost ties keep collection order (documented tie rule)."""
@@ -53,7 +54,11 @@ class BeamSearch:
     inputs and outputs (named as in trace.h5 ``/steps``).
     """
 
-    def __init__(self, model, recorder=None):
+    def __init__(
+        self,
+        model: RNNEncoderDecoder,
+        recorder: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.model = model
         self.eos_id = model.cfg.null_sym_target
         self.unk_id = model.cfg.unk_sym_target

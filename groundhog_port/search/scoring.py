@@ -27,7 +27,10 @@ def score_batch(model: RNNEncoderDecoder, batch: Batch) -> Scores:
     The score printed by score.py is ``-cost`` (``create_scorer``, encdec.py:1441).
     """
     dev = model.device
-    t = lambda a: torch.as_tensor(a, device=dev)
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, device=dev)
+
     s = model.score(t(batch.x), t(batch.x_mask), t(batch.y), t(batch.y_mask))
     return s.cpu()
 
@@ -48,17 +51,20 @@ def score_pair(
 
 def parse_pair(
     exp: Experiment, src_line: str, trg_line: str, allow_unk: bool
-) -> tuple[tuple[np.ndarray, str], tuple[np.ndarray, str]]:
+) -> tuple[tuple[np.ndarray, str | list[str]], tuple[np.ndarray, str | list[str]]]:
     """Both sides through ``parse_input`` as score.py's txt/interact modes (score.py:218-223)."""
     st = exp.state
-    side = lambda word2idx, line, name: parse_input(
-        st,
-        word2idx,
-        line,
-        raise_unk=not allow_unk,
-        unk_sym=st[f"unk_sym_{name}"],
-        null_sym=st[f"null_sym_{name}"],
-    )
+
+    def side(word2idx: dict[str, int], line: str, name: str) -> tuple[np.ndarray, str | list[str]]:
+        return parse_input(
+            st,
+            word2idx,
+            line,
+            raise_unk=not allow_unk,
+            unk_sym=st[f"unk_sym_{name}"],
+            null_sym=st[f"null_sym_{name}"],
+        )
+
     return side(exp.src_word2idx, src_line, "source"), side(exp.trg_word2idx, trg_line, "target")
 
 

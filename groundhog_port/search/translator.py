@@ -15,13 +15,18 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..legacy.experiment import Experiment
 from ..legacy.vocab import render_translation
 from ..outputs import Journal, atomic_output
 from .common import SearchFailed
 from .legacy import BeamSearch, Hypotheses, sample
+
+if TYPE_CHECKING:
+    from .batched import BatchedBeamSearch
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +38,7 @@ class Translation:
     line: str = ""  # the chosen translation, words joined by spaces
     cost: float | None = None  # its (normalised) cost; None when the search failed
     error: str | None = None  # the original's error message when it failed
-    nbest: list = field(default_factory=list)  # [(sentence, cost)] in sample() order
+    nbest: list[tuple[str, float]] = field(default_factory=list)  # in sample() order
 
     def record(self) -> str:
         return json.dumps({"cost": self.cost, "error": self.error, "nbest": self.nbest})
@@ -64,12 +69,12 @@ class SearchWarnings(logging.Filter):
 
     LOGGERS = ("groundhog_port.search.legacy", "groundhog_port.search.batched")
 
-    def __init__(self, source=None, summarise=False):
+    def __init__(self, source: object = None, summarise: bool = False) -> None:
         super().__init__()
         self.source, self.summarise = source, summarise
         self.first_line = 1  # line number of sentence 0 of the current batch of sentences
         self.current = 0  # the literal search's sentence (the batched one says it)
-        self.held = {}  # line number -> [messages], in order
+        self.held: dict[int, list[str]] = {}  # line number -> [messages], in order
 
     def filter(self, record: logging.LogRecord) -> bool:
         line = self.first_line + getattr(record, "sentence", self.current)
@@ -81,12 +86,12 @@ class SearchWarnings(logging.Filter):
         record.msg, record.args = f"{where}: {message}", None
         return True
 
-    def __enter__(self):
+    def __enter__(self) -> SearchWarnings:
         for name in self.LOGGERS:
             logging.getLogger(name).addFilter(self)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for name in self.LOGGERS:
             logging.getLogger(name).removeFilter(self)
 
@@ -132,14 +137,20 @@ class Translator:
     """
 
     def __init__(
-        self, experiment, beam_size, ignore_unk=False, normalize=False, batch_size=1, warnings=None
-    ):
+        self,
+        experiment: Experiment,
+        beam_size: int,
+        ignore_unk: bool = False,
+        normalize: bool = False,
+        batch_size: int = 1,
+        warnings: SearchWarnings | None = None,
+    ) -> None:
         self.exp = experiment
         self.beam_size, self.ignore_unk, self.normalize = beam_size, ignore_unk, normalize
         self.batch_size = batch_size
         self.warnings = warnings
         self.literal = BeamSearch(experiment.model)
-        self.batched = None
+        self.batched: BatchedBeamSearch | None = None
         if batch_size > 1:
             from .batched import BatchedBeamSearch
 
@@ -160,7 +171,7 @@ class Translator:
         with self.warnings:
             return self._translate_seqs(seqs)
 
-    def _translate_seqs(self, seqs):
+    def _translate_seqs(self, seqs: Sequence[Sequence[int] | np.ndarray]) -> list[Translation]:
         out = []
         for r in self.search_seqs(seqs):
             if isinstance(r, SearchFailed):
@@ -203,7 +214,7 @@ def total_cost(translations: Sequence[Translation]) -> float:
     return total
 
 
-def write_nbest(path: str | os.PathLike, translations: Sequence[Translation]) -> None:
+def write_nbest(path: str | os.PathLike[str], translations: Sequence[Translation]) -> None:
     """Moses n-best format: ``i ||| hypothesis ||| cost= C ||| -C`` (higher score is better)."""
     with atomic_output(path) as f:  # complete or absent; OutputError when it cannot be written
         for i, t in enumerate(translations):
@@ -212,7 +223,7 @@ def write_nbest(path: str | os.PathLike, translations: Sequence[Translation]) ->
 
 
 def write_nbest_then_commit(
-    path: str | os.PathLike | None, results: Sequence[Translation], journal: Journal
+    path: str | os.PathLike[str] | None, results: Sequence[Translation], journal: Journal
 ) -> None:
     """``--n-best`` before the translations are committed: if it cannot be written, the
     journal keeps every translation and ``--resume`` redoes only the n-best list (the

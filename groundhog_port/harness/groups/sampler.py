@@ -31,8 +31,9 @@ import hashlib
 import numpy as np
 
 from ...legacy.vocab import indices_to_words
+from ...sampling.draw import Draw, temperature
 from ...sampling.mrg import DEFAULT_N_STREAMS, MRGRandomStreams, StateMatrix
-from ...sampling.sampler import Draw, Sampler, draw_sentence, finish, temperature
+from ...sampling.sampler import Sampler, draw_sentence, finish
 from ...sampling.seed import derive_mrg_seed
 from ...search.translator import DEFAULT_BATCH_SIZE
 from ..report import Group, compare_exact, compare_text, compare_values

@@ -390,7 +390,7 @@ def check_beam(ctx: Context, rows: Rows):
                 ctx.exp, run.beam_size, run.ignore_unk, run.normalize, batch_size
             )
             if batch_size == 1:
-                translator.literal = cache
+                translator.literal = cache  # type: ignore[assignment]  # BeamSearch's search()
             results = translator.search_seqs(seqs)
             r_trans = rows.get(
                 "beam", f"beam/{label}/{sub}fin_trans", f"beam/{label}/0/fin_trans_flat"
