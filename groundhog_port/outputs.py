@@ -47,8 +47,10 @@ import signal
 import stat
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import LegacyInputError
 
@@ -484,7 +486,9 @@ def signals_held():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def write_together(writers, kept):
+def write_together(
+    writers: Sequence[tuple[str | os.PathLike[str], Callable[[BinaryIO], object]]], kept: str
+) -> None:
     """Several binary files replaced together (a training checkpoint: model, state, timings).
 
     ``writers``: ``[(path, write)]``, ``write(f)`` writing one file.  Every ``PATH.partial``

@@ -17,15 +17,17 @@ raises.
 """
 
 import logging
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..errors import LegacyInputError
-from ..model.config import GRCONV
+from ..model.config import GRCONV, ModelConfig
 from ..untrusted import open_input, reading
 from . import compat, npzguard
 
@@ -123,10 +125,11 @@ def _encoder(table, unsaved, cfg, prefix, path, rec):
     )
 
 
-def legacy_param_table(cfg):
+def legacy_param_table(cfg: ModelConfig) -> tuple[list[LegacyParam], list[UnsavedTensor]]:
     """``(saved, unsaved)``: every saved parameter of this architecture, and the
     tensors GroundHog names but never saves."""
-    table, unsaved = [], []
+    table: list[LegacyParam] = []
+    unsaved: list[UnsavedTensor] = []
     dim, rank, c_dim = cfg.dim, cfg.rank_n_approx, cfg.c_dim
     _encoder(table, unsaved, cfg, "enc", "encoder", cfg.enc)
     if cfg.needs_backward_encoder:
@@ -362,7 +365,12 @@ def not_a_model_file(path, magic):
     return None
 
 
-def read_npz_arrays(path, kind="model", expected=None, allowance=0):
+def read_npz_arrays(
+    path: str | os.PathLike[str],
+    kind: str = "model",
+    expected: dict[str, tuple[int, ...]] | None = None,
+    allowance: int = 0,
+) -> dict[str, Any]:
     """The arrays of a GroundHog ``*_{kind}.npz`` file (``model``, ``timing``, ``adadelta``),
     never unpickling anything.  Every member's header is checked before any data is
     decompressed (:func:`npzguard.read_members`: declared sizes, compression ratio, the parse

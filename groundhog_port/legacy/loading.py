@@ -14,6 +14,8 @@ From Python (README, "Python API")::
 """
 
 import logging
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import legacy_states
@@ -28,16 +30,16 @@ logger = logging.getLogger(__name__)
 
 
 def open_experiment(
-    state_path,
-    model_path=None,
-    changes="",
-    data_dir=None,
-    device="cpu",
-    lenient=False,
-    allow_nonfinite=False,
-    stable_softmax=False,
-    strict=False,
-):
+    state_path: str | os.PathLike[str],
+    model_path: str | os.PathLike[str] | None = None,
+    changes: str | list[str] | None = "",
+    data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    device: str = "cpu",
+    lenient: bool = False,
+    allow_nonfinite: bool = False,
+    stable_softmax: bool = False,
+    strict: bool = False,
+) -> Experiment:
     """Load state, build the model, load the weights; see the module docstring.
 
     ``changes``: GroundHog's ``"key=value,..."`` (literals only, never evaluated), or a list

@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,7 +90,7 @@ class SGDAdadelta:
     when absent, as SGD_adadelta.py:46-49 sets them; the prototypes hold 0.95/1e-6).
     """
 
-    def __init__(self, model, state):
+    def __init__(self, model: RNNEncoderDecoder, state: dict[str, Any]) -> None:
         self.model = model
         self.state = state
         if "adarho" not in state:
@@ -100,7 +101,10 @@ class SGDAdadelta:
         self.names = [n for n, _ in params]
         self.params = [p for _, p in params]
         dt, dev = self.params[0].dtype, self.params[0].device
-        const = lambda v: torch.tensor(v, dtype=dt, device=dev)
+
+        def const(v: np.float32) -> torch.Tensor:
+            return torch.tensor(v, dtype=dt, device=dev)
+
         self.rho = const(np.float32(state["adarho"]))
         self.one_minus_rho = const(np.float32(1.0 - state["adarho"]))
         self.eps = const(np.float32(state["adaeps"]))
@@ -124,11 +128,11 @@ class SGDAdadelta:
         try:
             with torch.enable_grad():
                 cost = training_cost(self.model, x, x_mask, y, y_mask)
-                grads = torch.autograd.grad(cost.cost, self.params, allow_unused=True)
+                raw = torch.autograd.grad(cost.cost, self.params, allow_unused=True)
         finally:
             for p in self.params:
                 p.requires_grad_(False)
-        grads = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, self.params)]
+        grads = [torch.zeros_like(p) if g is None else g for g, p in zip(raw, self.params)]
         return cost, grads
 
     def clip(
@@ -197,7 +201,9 @@ class SGDAdadelta:
             out["dnorm2_" + n] = dn2.detach().cpu().numpy()
         return out
 
-    def set_accumulators(self, arrays: Mapping[str, np.ndarray], where: str | os.PathLike) -> None:
+    def set_accumulators(
+        self, arrays: Mapping[str, np.ndarray], where: str | os.PathLike[str]
+    ) -> None:
         """Take the accumulators of :meth:`accumulators` back (``where`` names the file)."""
         want = {k: a.shape for k, a in self.accumulators().items()}
         got = {k: np.shape(v) for k, v in arrays.items() if k != "step"}
@@ -222,7 +228,10 @@ class SGDAdadelta:
                     "the file to restart Adadelta from zero",
                 )
         dt, dev = self.params[0].dtype, self.params[0].device
-        t = lambda a: torch.as_tensor(np.asarray(a), dtype=dt, device=dev)
+
+        def t(a: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(a), dtype=dt, device=dev)
+
         self.gnorm2 = [t(arrays["gnorm2_" + n]) for n in self.names]
         self.dnorm2 = [t(arrays["dnorm2_" + n]) for n in self.names]
 
@@ -239,7 +248,7 @@ class SGDAdadelta:
     )
 
 
-def restart_step(state: dict) -> float:
+def restart_step(state: dict[str, Any]) -> float:
     """``sqrt(eps / (1 - rho))``: the size of the first update of every element whose gradient
     is well above it, when Adadelta starts from zero accumulators."""
     return float(np.sqrt(state.get("adaeps", 1e-6) / (1.0 - state.get("adarho", 0.96))))

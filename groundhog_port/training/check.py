@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,9 +42,9 @@ class CheckResult:
 
 def batches_cost(
     model: RNNEncoderDecoder,
-    state: dict,
-    source: str | os.PathLike,
-    target: str | os.PathLike,
+    state: dict[str, Any],
+    source: str | os.PathLike[str],
+    target: str | os.PathLike[str],
     n: int,
 ) -> tuple[float, float]:
     """Summed training cost and word count of the first ``n`` training batches."""
@@ -65,13 +66,13 @@ def batches_cost(
 
 
 def train_and_check(
-    state_path: str | os.PathLike,
-    model_path: str | os.PathLike,
-    data_dir: str | os.PathLike | Sequence[str | os.PathLike] | None,
+    state_path: str | os.PathLike[str],
+    model_path: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None,
     out_prefix: str,
     updates: int,
-    test_src: str | os.PathLike,
-    test_trg: str | os.PathLike,
+    test_src: str | os.PathLike[str],
+    test_trg: str | os.PathLike[str],
 ) -> CheckResult:
     exp = open_experiment(state_path, model_path, f"prefix='{out_prefix}'", data_dir=data_dir)
     source, target = exp.path("source"), exp.path("target")

@@ -47,14 +47,14 @@ def model_arrays(model: RNNEncoderDecoder) -> dict[str, np.ndarray]:
 
 
 def save_checkpoint(
-    model_path: str | os.PathLike,
-    state_path: str | os.PathLike,
-    timing_path: str | os.PathLike,
+    model_path: str | os.PathLike[str],
+    state_path: str | os.PathLike[str],
+    timing_path: str | os.PathLike[str],
     model: RNNEncoderDecoder,
-    state: dict,
-    timings: dict,
+    state: dict[str, Any],
+    timings: dict[str, Any],
     kept: str,
-    accumulators: tuple[str | os.PathLike, dict[str, np.ndarray]] | None = None,
+    accumulators: tuple[str | os.PathLike[str], dict[str, np.ndarray]] | None = None,
     diverged: str = "nothing was saved",
 ) -> None:
     """mainLoop.py:222-239 (``MainLoop.save``): the model, the state and the timings, replaced
@@ -88,7 +88,7 @@ def nonfinite_counts(arrays: dict[str, np.ndarray]) -> dict[str, int]:
 
 
 def refuse_nonfinite_over_finite(
-    model_path: str | os.PathLike, arrays: dict[str, np.ndarray], what: str, kept: str
+    model_path: str | os.PathLike[str], arrays: dict[str, np.ndarray], what: str, kept: str
 ) -> None:
     """A model holding NaN/Inf weights is never written over a finite one (DEVIATION: the
     original saved whatever the parameters held; with its non-finite guard,
@@ -112,7 +112,7 @@ def refuse_nonfinite_over_finite(
     )
 
 
-def accumulators_path(model_path: str | os.PathLike) -> Path | None:
+def accumulators_path(model_path: str | os.PathLike[str]) -> Path | None:
     """``<prefix>adadelta.npz`` beside ``<prefix>model.npz`` (``model3.npz`` ->
     ``adadelta3.npz`` with ``overwrite=0``); None for a model file not named so."""
     m = re.fullmatch(r"(.*)model(\d*)\.npz", Path(model_path).name)
@@ -120,7 +120,7 @@ def accumulators_path(model_path: str | os.PathLike) -> Path | None:
 
 
 def load_accumulators(
-    path: str | os.PathLike, expected: dict[str, tuple[int, ...]] | None = None
+    path: str | os.PathLike[str], expected: dict[str, tuple[int, ...]] | None = None
 ) -> dict[str, np.ndarray]:
     """An accumulators file as written by :func:`save_checkpoint` (plain ``.npz``);
     ``expected``: ``{name: shape}`` of this model's accumulators (nothing else is read)."""
@@ -128,7 +128,7 @@ def load_accumulators(
 
 
 def load_timings(
-    path: str | os.PathLike, required: tuple[str, ...] = ("cost",)
+    path: str | os.PathLike[str], required: tuple[str, ...] = ("cost",)
 ) -> dict[str, np.ndarray]:
     """A ``*_timing.npz`` as the dict ``MainLoop.load`` makes of it (mainLoop.py:253),
     checked (:func:`check_timings`) so that a tampered file is one error naming it, not a
@@ -139,7 +139,7 @@ def load_timings(
     return arrays
 
 
-def _whole_number(arrays, key, path, least):
+def _whole_number(arrays: dict[str, Any], key: str, path: object, least: int) -> None:
     value = arrays[key]
     kind = getattr(value, "dtype", np.dtype(object)).kind
     if np.ndim(value) != 0 or kind not in "iuf":
@@ -155,13 +155,15 @@ def _whole_number(arrays, key, path, least):
         )
 
 
-def _described(value):
+def _described(value: Any) -> str:
     shape = np.shape(value)
     kind = getattr(value, "dtype", None)
     return f"an array of shape {shape}" if shape else f"a {kind} value"
 
 
-def check_timings(arrays: dict, path, required: tuple[str, ...] = ("cost",)) -> None:
+def check_timings(
+    arrays: dict[str, Any], path: object, required: tuple[str, ...] = ("cost",)
+) -> None:
     """Refuse (one error naming ``path``) timings ``MainLoop`` could not have saved."""
     if "step" not in arrays:
         raise LegacyInputError(path, "no 'step' in the timing file (mainLoop.py:136 saves it)")
@@ -218,7 +220,7 @@ class Py2Pickler(pickle._Pickler):
     dispatch[str] = save_py2_str  # type: ignore[assignment]
 
 
-def dumps_state(state: dict) -> bytes:
+def dumps_state(state: dict[str, Any]) -> bytes:
     buf = io.BytesIO()
     Py2Pickler(buf, protocol=2).dump(plain(dict(state)))
     return buf.getvalue()

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -87,10 +88,12 @@ class Layer:
     kind: str
     name: str
     mrg_seed: bool
-    tensors: tuple
+    tensors: tuple[Matrix | Bias, ...]
 
 
-def _multilayer(name, n_in, n_hids, state, bias=0.0):
+def _multilayer(
+    name: str, n_in: int, n_hids: int, state: dict[str, Any], bias: float = 0.0
+) -> Layer:
     """``MultiLayer`` with one level (ff_layers.py:32-220): ``W_0`` then ``b_0``."""
     n_in, n_hids = int(n_in), int(n_hids)
     return Layer(
@@ -110,7 +113,7 @@ def _multilayer(name, n_in, n_hids, state, bias=0.0):
     )
 
 
-def _embedders(prefix, state):
+def _embedders(prefix: str, state: dict[str, Any]) -> list[Layer]:
     """``_create_embedding_layers`` (encdec.py:568-617)."""
     rank, dim = state["rank_n_approx"], state["dim"]
     n_in = state["n_sym_source"] if "enc" in prefix else state["n_sym_target"]
@@ -125,14 +128,19 @@ def _embedders(prefix, state):
     return out
 
 
-def _transition(prefix, state, c_dim):
+def _transition(prefix: str, state: dict[str, Any], c_dim: int | None) -> Layer:
     """``_create_transition_layers`` (encdec.py:640-662) for level 0."""
     name, dim = f"{prefix}_transition_0", state["dim"]
     fn, scale = state["rec_weight_init_fn"], prefix_lookup(state, prefix, "rec_weight_scale")
     kind = prefix_lookup(state, prefix, "rec_layer")
     bias = state["bias"]
-    square = lambda letter: Matrix(f"{letter}_{name}", (dim, dim), fn, scale)
+
+    def square(letter: str) -> Matrix:
+        return Matrix(f"{letter}_{name}", (dim, dim), fn, scale)
+
+    tensors: tuple[Matrix | Bias, ...] | list[Matrix | Bias]
     if kind == "RecurrentLayerWithSearch":  # draws no MRG seed (encdec.py:236-243)
+        assert c_dim is not None  # the decoder's transition
         tensors = (
             square("W"),
             square("G"),
@@ -160,7 +168,7 @@ def _transition(prefix, state, c_dim):
     return Layer(kind, name, True, tuple(tensors))
 
 
-def build_plan(cfg: ModelConfig, state: dict) -> list[Layer]:
+def build_plan(cfg: ModelConfig, state: dict[str, Any]) -> list[Layer]:
     """The layers ``RNNEncoderDecoder.build()`` constructs, in construction order."""
     dim = state["dim"]
     plan = []
@@ -187,11 +195,12 @@ def build_plan(cfg: ModelConfig, state: dict) -> list[Layer]:
     return plan
 
 
-def _softmax(cfg, state):
+def _softmax(cfg: ModelConfig, state: dict[str, Any]) -> Layer:
     """``SoftmaxLayer(rng, n_in, n_sym_target, sparsity=-1, rank_n_approx)`` (encdec.py:941-960,
     cost_layers.py:148-180): sparsity -1 becomes ``n_out``, capped at each matrix's width."""
     sm, n_in, n_out, rank = cfg.softmax_name, cfg.softmax_in, cfg.n_sym_target, cfg.rank_n_approx
     fn, scale = state["weight_init_fn"], state["weight_scale"]
+    mats: tuple[Matrix, ...]
     if rank:
         mats = (
             Matrix(f"W1_{sm}", (n_in, rank), fn, scale, n_out),
@@ -202,16 +211,20 @@ def _softmax(cfg, state):
     return Layer("SoftmaxLayer", sm, True, mats + (Bias(f"b_{sm}", n_out, 0.0),))
 
 
+#: what a logged draw returns
+_T = TypeVar("_T")
+
+
 class Draws:
     """The build's ``RandomState`` with every call logged: ``(method, args, kwargs, layer,
     sha256 of the output bytes)``, the fields of GroundHog's recorded draw log."""
 
-    def __init__(self, seed):
+    def __init__(self, seed: int) -> None:
         self.rng = np.random.RandomState(seed)
         self.layer: str | None = None
-        self.log = []
+        self.log: list[tuple[str, tuple[str, ...], dict[str, str], str | None, str]] = []
 
-    def _note(self, method, args, kwargs, out):
+    def _note(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: _T) -> _T:
         digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()
         self.log.append(
             (
@@ -231,14 +244,14 @@ class Draws:
         return self._note("permutation", (n,), {}, self.rng.permutation(n))
 
     def normal(self, scale: float, size: int) -> np.ndarray:
-        kw = {"loc": 0, "scale": scale, "size": (size,)}
+        kw: dict[str, Any] = {"loc": 0, "scale": scale, "size": (size,)}
         return self._note("normal", (), kw, self.rng.normal(**kw))
 
     def randn(self, *shape: int) -> np.ndarray:
         return self._note("randn", shape, {}, self.rng.randn(*shape))
 
 
-def _sparse_rows(d, shape, sparsity, scale):
+def _sparse_rows(d: Draws, shape: tuple[int, int], sparsity: int, scale: float) -> np.ndarray:
     """The rows of ``sample_weights_classic`` / ``_orth`` (float32, normals rounded once)."""
     size_x, size_y = shape
     sparsity = size_y if sparsity < 0 else min(size_y, sparsity)
@@ -249,11 +262,12 @@ def _sparse_rows(d, shape, sparsity, scale):
     return values
 
 
-def _matrix(d, m, svd_inputs):
+def _matrix(d: Draws, m: Matrix, svd_inputs: dict[str, np.ndarray]) -> np.ndarray:
     if m.fn == "zeros":
         return np.zeros(m.shape, dtype=np.float32)
     if m.fn == "randn":
-        return np.float32(m.scale * d.randn(*m.shape))
+        gates: np.ndarray = np.float32(m.scale * d.randn(*m.shape))
+        return gates
     values = _sparse_rows(d, m.shape, m.sparsity, m.scale)
     if m.fn == "sample_weights_orth":
         if m.shape[0] != m.shape[1]:
@@ -274,13 +288,13 @@ class Drawn:
     ``log`` (every call on the generator, see :class:`Draws`), ``svd_inputs`` (the matrix
     each orthogonal parameter was the SVD of) and the generator's final ``state``."""
 
-    params: dict
-    log: list
-    svd_inputs: dict
+    params: dict[str, Any]
+    log: list[tuple[str, tuple[str, ...], dict[str, str], str | None, str]]
+    svd_inputs: dict[str, Any]
     rng: np.random.RandomState
 
 
-def draw(cfg: ModelConfig, state: dict, plan: list[Layer] | None = None) -> Drawn:
+def draw(cfg: ModelConfig, state: dict[str, Any], plan: list[Layer] | None = None) -> Drawn:
     """Replay GroundHog's build on ``RandomState(state['seed'])``."""
     for key, ok in SUPPORTED.items():
         if state.get(key) not in ok:
@@ -306,7 +320,7 @@ def draw(cfg: ModelConfig, state: dict, plan: list[Layer] | None = None) -> Draw
     return Drawn(params, d.log, svd_inputs, d.rng)
 
 
-def initialize(model: RNNEncoderDecoder, state: dict) -> Drawn:
+def initialize(model: RNNEncoderDecoder, state: dict[str, Any]) -> Drawn:
     """Set ``model``'s parameters to GroundHog's initial values; returns the :class:`Drawn`."""
     drawn = draw(model.cfg, state)
     table, _ = legacy_param_table(model.cfg)

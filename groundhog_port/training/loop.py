@@ -30,18 +30,20 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import torch
 
 from ..errors import LegacyInputError
 from ..legacy.data import Batch, iter_h5_batches, read_h5_bitext
+from ..model.encdec import RNNEncoderDecoder
 from . import files
 from .adadelta import SGDAdadelta
 
@@ -60,7 +62,7 @@ def print_time(secs: float) -> str:
     return "%6.3f h  " % (secs / 3600.0)
 
 
-def _positive(state, key):
+def _positive(state: dict[str, Any], key: str) -> int | float:
     v = state.get(key)
     if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
         raise LegacyInputError(
@@ -71,7 +73,7 @@ def _positive(state, key):
     return v
 
 
-def new_timings(state: dict) -> dict:
+def new_timings(state: dict[str, Any]) -> dict[str, Any]:
     """The timing dict of a new run (mainLoop.py:132-148), with the original's keys."""
     n = int(state["loopIters"] // _positive(state, "trainFreq") + 1)
     t: dict[str, Any] = {"step": 0, "next_offset": -1}
@@ -84,7 +86,7 @@ def new_timings(state: dict) -> dict:
     return t
 
 
-def prepare_state(state: dict) -> None:
+def prepare_state(state: dict[str, Any]) -> None:
     """What MainLoop.__init__ and SGD.__init__ add to the state before the first save."""
     if state.get("reset", -1) != -1:
         raise LegacyInputError(
@@ -103,22 +105,22 @@ class Stop:
     """SIGINT/SIGTERM end the loop after the update in progress (the original caught
     KeyboardInterrupt around ``algo()``); a second signal interrupts at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.requested = False
 
-    def __enter__(self):
+    def __enter__(self) -> Stop:
         self.old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in self.old:
             signal.signal(s, self._handler)
         return self
 
-    def _handler(self, signum, frame):
+    def _handler(self, signum: int, frame: object) -> None:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
         logger.warning("interrupted: stopping after this update and saving")
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for s, h in self.old.items():
             signal.signal(s, h)
 
@@ -129,15 +131,15 @@ class MainLoop:
 
     def __init__(
         self,
-        model,
-        state,
-        timings,
-        source,
-        target,
-        out=None,
-        max_updates=None,
-        keep_accumulators=False,
-    ):
+        model: RNNEncoderDecoder,
+        state: dict[str, Any],
+        timings: dict[str, Any],
+        source: str | os.PathLike[str],
+        target: str | os.PathLike[str],
+        out: TextIO | None = None,
+        max_updates: int | None = None,
+        keep_accumulators: bool = False,
+    ) -> None:
         self.model, self.state, self.timings = model, state, timings
         self.source, self.target = source, target
         self.out = out  # None: sys.stdout at the time of printing (it may be replaced)
@@ -147,7 +149,7 @@ class MainLoop:
         self.algo = SGDAdadelta(model, state)
         self.save_iter = 0
         self.extended = False  # timing arrays grown past their saved size (logged once)
-        self.saved_step = None  # the update of this run's last checkpoint
+        self.saved_step: int | None = None  # the update of this run's last checkpoint
         self.device = next(iter(self.algo.params)).device
 
     # -- files ------------------------------------------------------------------------
@@ -198,7 +200,7 @@ class MainLoop:
             "saved %s, %s, %s (%.2f s)", model_path, timing_path, state_path, time.time() - t0
         )
 
-    def _store(self, name, value):
+    def _store(self, name: str, value: float) -> None:
         arr = self.timings[name]
         if self.step >= arr.shape[0]:  # DEVIATION: grow (to this run's size) instead of IndexError
             size = max(self.step + 1, int(self.state["loopIters"] // self.state["trainFreq"] + 1))
@@ -265,7 +267,10 @@ class MainLoop:
                 if batch is None:
                     logger.info("end of the training data (use_infinite_loop=False)")
                     break
-                t = lambda a, dt=None: torch.as_tensor(a, dtype=dt, device=dev)
+
+                def t(a: np.ndarray, dt: torch.dtype | None = None) -> torch.Tensor:
+                    return torch.as_tensor(a, dtype=dt, device=dev)
+
                 fdt = self.algo.params[0].dtype
                 rvals = self.algo.step(
                     t(batch.x), t(batch.x_mask, fdt), t(batch.y), t(batch.y_mask, fdt)

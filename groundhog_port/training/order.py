@@ -16,11 +16,11 @@ from ..legacy.checkpoint import legacy_param_table
 from ..model.config import ModelConfig
 
 
-def _ml(name, bias=True):
+def _ml(name: str, bias: bool = True) -> list[str]:
     return [f"W_0_{name}"] + ([f"b_0_{name}"] if bias else [])
 
 
-def _encoder_block(prefix, with_approx):
+def _encoder_block(prefix: str, with_approx: bool) -> list[str]:
     rec = [f"W_{prefix}_transition_0", f"G_{prefix}_transition_0", f"R_{prefix}_transition_0"]
     names = rec + _ml(f"{prefix}_input_embdr_0")
     if with_approx:
