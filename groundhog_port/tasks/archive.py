@@ -45,7 +45,7 @@ from typing import Any
 
 from .. import lookup
 from ..errors import LegacyInputError
-from ..outputs import file_in, folder_in
+from ..outputs import check_partial, file_in, folder_in
 from ..untrusted import special_kind
 from .archive_cache import cached, safe_name, store
 
@@ -900,6 +900,7 @@ def check_out_dir(root, out):
     if not Path(out).is_dir():
         return
     for name in REPORT_FILES:
+        check_partial(file_in(out, name + ".partial"))  # a link there would be written through
         file_in(out, name)
     for name in ("cache", "plots"):
         if not os.path.lexists(Path(out) / name):

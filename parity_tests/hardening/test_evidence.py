@@ -118,7 +118,12 @@ def _archive_root(tmp_path):
 
 @pytest.mark.parametrize(
     "link, target",
-    [("report.md", "exp/test.fr"), ("cache", "exp"), ("report.json", "exp/search_state.pkl")],
+    [
+        ("report.md", "exp/test.fr"),
+        ("cache", "exp"),
+        ("report.json", "exp/search_state.pkl"),
+        ("report.html.partial", "exp/test.en"),
+    ],
 )
 def test_archive_never_writes_through_links_in_out(tmp_path, link, target):
     """``OUT/report.md -> ROOT/exp/test.fr`` had the reference replaced by the report,
