@@ -357,13 +357,40 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
     return res.data
 
 
-def _redo(res, root, entry, opts, out):
+#: how :func:`not_read` begins the reason of a link leading outside the archive
+_OUTSIDE = "leads through a link to "
+
+
+def _refused(res, entry):
+    """The files :func:`not_read` refused: one entry per cause -- the links leading outside
+    the archive together, naming the folders they lead to (one ``--data-dir`` each fixes
+    them), each special file on its own."""
+    vital = {entry.state.name, entry.model.name if entry.model is not None else None}
+    then = "; nothing of the experiment is re-done without its state and model"
+    outside = [(n, why) for n, why in entry.refused if why.startswith(_OUTSIDE)]
     for name, why in entry.refused:
-        res.not_done(name, why)
+        if not why.startswith(_OUTSIDE):
+            res.not_done(name, why + (then if name in vital else ""))
+    if outside:
+        folders = dict.fromkeys(
+            str(Path(why[len(_OUTSIDE) :].split(", outside the archive", 1)[0]).parent)
+            for _, why in outside
+        )
+        res.not_done(
+            ", ".join(n for n, _ in outside),
+            f"lead{'s' if len(outside) == 1 else ''} through links into "
+            f"{', '.join(folders)}, outside the archive: not read (pass "
+            + ("that folder" if len(folders) == 1 else "each folder")
+            + " with --data-dir to have it read)"
+            + (then if vital & {n for n, _ in outside} else ""),
+        )
+
+
+def _redo(res, root, entry, opts, out):
+    _refused(res, entry)
     unread = {name for name, _ in entry.refused}
     if entry.state.name in unread or (entry.model is not None and entry.model.name in unread):
-        res.not_done("everything", "the state or the model is not read (above)")
-        return
+        return  # said with its cause (_refused)
     if entry.others:
         res.not_done(
             "attributing outputs",

@@ -332,3 +332,23 @@ def test_holdout_hints_name_what_serves_a_holdout_set(legacy_root, tmp_path):
 
 def _lines_kept(path):
     return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def test_links_outside_the_archive_are_one_warning_whose_fix_works(legacy_root, tmp_path):
+    """An experiment of symlinks into another tree (issue 40 reads none of them unless
+    asked): one warning naming the folder they lead to, not one per file; passing that
+    folder with --data-dir, as it says, re-does it."""
+    root = tmp_path / "linked"
+    d = root / "rnnencdec"
+    d.mkdir(parents=True)
+    case = legacy_root / "encdec"
+    for name in ("encdec_state.pkl", "encdec_model.npz", "trans_beam5.txt", "test.en", "test.fr"):
+        (d / name).symlink_to(case / name)
+    args = ("archive", root, "--out", tmp_path / "r", "--max-sentences", "2", "--plots", "0")
+    r = run_cli(*args)
+    [warning] = _not_done_warnings(r.stderr)
+    assert r.returncode == 1 and "trans_beam5.txt, encdec_state.pkl, encdec_model.npz" in warning
+    assert f"through links into {case}, outside the archive: not read" in warning
+    assert "(pass that folder with --data-dir to have it read); nothing of the" in warning
+    r = run_cli(*args, "--data-dir", case)
+    assert r.returncode == 0 and _not_done_warnings(r.stderr) == [], r.stderr
