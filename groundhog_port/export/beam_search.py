@@ -207,6 +207,15 @@ def read_source(path):
     return lines
 
 
+def length_normalized(costs, trans):
+    """``--normalize`` (sample.py:153-155): ``costs[i] / len(trans[i])`` in float64, the length
+    counting the end-of-sequence.  A copy of groundhog_port.search.common.length_normalized
+    (this file runs without the package); parity_tests/export/test_export_onnx.py checks the
+    two agree bit for bit."""
+    lengths = np.array([len(t) for t in trans], dtype=np.float64)
+    return np.asarray(costs, dtype=np.float64) / lengths
+
+
 class OnnxTranslator:
     """The exported graphs (``encoder``, ``next_probs``, ``next_states``) and vocabularies."""
 
@@ -346,7 +355,7 @@ class OnnxTranslator:
         """``sample()`` with beam search (sample.py:145): hypotheses and their costs."""
         trans, costs = self.search(seq, beam_size, ignore_unk, minlen=len(seq) // 2)
         if normalize:
-            costs = costs / np.array([len(t) for t in trans], dtype=np.float64)
+            costs = length_normalized(costs, trans)
         return trans, costs
 
     def translate_line(self, line, beam_size, ignore_unk=False, normalize=False):

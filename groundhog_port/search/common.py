@@ -67,6 +67,17 @@ def next_costs(
     return costs[:, None] - log_probs.double()
 
 
+def length_normalized(
+    costs: Sequence[float] | np.ndarray, trans: Sequence[Sequence[int]]
+) -> np.ndarray:
+    """``--normalize`` (sample.py:153-155): ``costs[i] / len(trans[i])`` in float64, the length
+    counting the end-of-sequence.  The one definition: both searches, the server and the
+    parity bounds use it; the standalone ONNX driver keeps a copy that a test checks
+    against it (parity_tests/export/test_export_onnx.py)."""
+    lengths = np.array([len(t) for t in trans], dtype=np.float64)
+    return np.asarray(costs, dtype=np.float64) / lengths
+
+
 def check_kth(n_samples: int, n_candidates: int) -> None:
     """The original's crash: ``numpy.argpartition(flat, n)`` needs ``n < flat.size``."""
     if n_samples >= n_candidates:

@@ -21,6 +21,7 @@ from .common import (
     check_encodable,
     check_kth,
     legacy_log,
+    length_normalized,
     next_costs,
     select_cheapest,
 )
@@ -197,8 +198,7 @@ def sample(
 
 
 def normalized(hyps: Hypotheses) -> Hypotheses:
-    """``--normalize`` (sample.py:153-155): ``costs[i] / len(trans[i])``, the length counting
-    the end-of-sequence; the list stays in raw-cost order.  Shared by both searches."""
-    return Hypotheses(
-        hyps.trans, hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)
-    )
+    """``--normalize`` (sample.py:153-155) of a finished list: the costs divided by the
+    lengths (:func:`~groundhog_port.search.common.length_normalized`); the list stays in
+    raw-cost order.  Shared by both searches."""
+    return Hypotheses(hyps.trans, length_normalized(hyps.costs, hyps.trans))

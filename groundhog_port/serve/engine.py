@@ -22,7 +22,7 @@ import numpy as np
 
 from ..legacy.vocab import render_translation, split_words
 from ..search.batched import BatchedBeamSearch
-from ..search.common import SearchFailed
+from ..search.common import SearchFailed, length_normalized
 from ..search.scoring import score_pair
 from . import legacy_api
 from .text import MosesText
@@ -239,7 +239,7 @@ class Engine:
             raw = np.asarray(hyps.costs, dtype=np.float64)
             costs = raw
             if job.normalize:  # sample.py:153-155
-                costs = raw / np.array([len(t) for t in hyps.trans], dtype=np.float64)
+                costs = length_normalized(raw, hyps.trans)
             # the demo shows trans[0]; translate picks numpy.argmin (sample.py:269)
             best = 0 if job.legacy else int(np.argmin(costs))
             o = Outcome(

@@ -7,6 +7,10 @@ driver's translations against the port's, and the files read without groundhog_p
 * translations of the driver ``beam_search.py`` at beam 1, 5 and 10 == the port's (the
   fixture: all 40 sentences; the shared cases: every third sentence and the lines where the
   original crashed), the costs of the chosen hypotheses under the port's derived bound;
+* the driver's search == the literal search (``search/legacy.py``), every hypothesis of every
+  n-best list token for token, in order, and the same crashes, at beam 1, 5 and 10, plain,
+  ``--normalize`` and ``--ignore-unk`` (the fixture and the shared ``phrase`` case, all 40
+  sentences); its copy of the length normalisation == ``search.common.length_normalized``;
 * a fresh interpreter that never imports groundhog_port (nor torch) reads the safetensors
   and ONNX exports with the plain APIs and writes, with the driver, the fixture's recorded
   ``trans_beam10.txt`` byte for byte.
@@ -16,6 +20,7 @@ import functools
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,13 +31,15 @@ from groundhog_port.harness import tolerance as tol
 from groundhog_port.harness.onnx import OnnxRow, check_onnx
 from groundhog_port.harness.trace import TraceFile
 from groundhog_port.legacy.exported import write_checkpoint
-from groundhog_port.search.legacy import path_costs
+from groundhog_port.search.common import SearchFailed, length_normalized
+from groundhog_port.search.legacy import BeamSearch, path_costs, sample
 from groundhog_port.search.translator import Translator
 from parity_tests.support.cases import FIXTURES, case_dirs, case_path_id, pending_case_dirs
 from parity_tests.support.models import exports_per_case, legacy_files, open_case
 
 pytest.importorskip("onnxruntime", reason="the export extra (onnx, onnxruntime) is not installed")
 
+REPO = Path(__file__).resolve().parents[2]
 SHARED = case_dirs() + pending_case_dirs()
 BEAMS = (1, 5, 10)
 
@@ -119,6 +126,81 @@ def test_driver_translations_equal_the_ports(case, onnx_export):
     bad = [(where, res.err.max(), res.allowed.max()) for where, res in pool.results() if not res.ok]
     assert not bad, bad
     assert len(pool) > 0
+
+
+#: the driver's search against the literal one: the fixture (RNNsearch) and the shared
+#: ``phrase`` case (RNNencdec, where --ignore-unk changes lines)
+LITERAL_CASES = [FIXTURES / "search"] + [c for c in SHARED if c.name == "phrase"]
+
+
+@pytest.mark.parametrize("case", LITERAL_CASES, ids=case_path_id)
+def test_driver_search_equals_literal_search(case, onnx_export):
+    """The standalone driver is a third beam search kept by hand: its n-best lists must be
+    the literal search's (sample.py's semantics), every hypothesis token for token and in
+    order, the same crash where it crashes, at beam 1/5/10, plain, --normalize and
+    --ignore-unk; each cost within the port's derived bound of its exact (float64) value."""
+    exp, mod, translator, _ = onnx_export(case)
+    lines = (case / "test.en").read_text(encoding="utf-8").split("\n")[:-1]
+    seqs = [exp.parse_source(line)[0] for line in lines]
+    literal = BeamSearch(exp.model)
+    model64, probe = exp.model.float64_shadow(), exp.model.float32_probe()
+    pool, differences, compared = tol.Pool(tol.TERMS), [], 0
+    for beam in BEAMS:
+        for normalize, ignore_unk in ((False, False), (True, False), (False, True)):
+            for i, seq in enumerate(seqs):
+                where = (beam, normalize, ignore_unk, i)
+                try:
+                    want = sample(literal, seq, beam, ignore_unk=ignore_unk, normalize=normalize)
+                except SearchFailed as err:
+                    want = err
+                try:
+                    trans, costs = translator.sample(seq, beam, ignore_unk, normalize)
+                except mod.SearchFailed as err:
+                    if not isinstance(want, SearchFailed) or str(err) != str(want):
+                        differences.append((where, f"ONNX failed: {err}", str(want)))
+                    continue
+                if isinstance(want, SearchFailed):
+                    differences.append((where, "ONNX did not fail", str(want)))
+                    continue
+                got = [[int(w) for w in t] for t in trans]
+                if got != [[int(w) for w in t] for t in want.trans]:
+                    differences.append((where, got, want.trans))
+                    continue
+                compared += len(got)
+                exact = path_costs(model64, seq, got)
+                noisy = path_costs(probe, seq, got)
+                if normalize:
+                    exact, noisy = length_normalized(exact, got), length_normalized(noisy, got)
+                lengths = np.array([len(t) for t in got])
+                # the literal search's float32 costs stand as the other implementation; the
+                # noise magnitude is the number of terms, 1 once divided by it (as parity)
+                pool.add(
+                    f"{where}",
+                    want.costs,
+                    costs,
+                    exact,
+                    probe=noisy,
+                    magnitude_of=np.ones(len(got)) if normalize else lengths,
+                    n_terms=lengths,
+                )
+    assert not differences, differences[:5]
+    bad = [(where, res.err.max(), res.allowed.max()) for where, res in pool.results() if not res.ok]
+    assert not bad, bad[:5]
+    assert compared > 0
+
+
+def test_driver_length_normalisation_is_the_ports():
+    """The driver's copy of ``--normalize`` (it runs without the package) gives the bits of
+    ``search.common.length_normalized``: random float64 costs, lengths 1-300."""
+    mod = _driver(REPO / "groundhog_port" / "export")
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 10, 500):
+        trans = [list(range(int(k))) for k in rng.integers(1, 300, n)]
+        costs = rng.random(n) * 10.0 ** rng.integers(-3, 4, n)
+        want = length_normalized(costs, trans)
+        got = mod.length_normalized(costs, trans)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
 
 
 @pytest.mark.parametrize(

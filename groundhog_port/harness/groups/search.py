@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ...errors import LegacyInputError
-from ...search.common import SearchFailed, next_costs, select_cheapest
+from ...search.common import SearchFailed, length_normalized, next_costs, select_cheapest
 from ...search.legacy import BeamSearch, path_costs
 from ...search.translator import DEFAULT_BATCH_SIZE, Translator, choose
 from .. import tolerance as tolmod
@@ -414,8 +414,8 @@ def check_beam(ctx: Context, rows: Rows):
                     costs64 = cache.path_costs(ctx.model64, seq, hyps.trans)
                     costsp = cache.path_costs(ctx.probe, seq, hyps.trans)
                     if run.normalize:  # the bound's reference values only
-                        lengths = np.asarray([len(t) for t in hyps.trans], dtype=np.float64)
-                        costs64, costsp = costs64 / lengths, costsp / lengths
+                        costs64 = length_normalized(costs64, hyps.trans)
+                        costsp = length_normalized(costsp, hyps.trans)
                 if sent.error is not None:
                     n_err += 1
                 _compare_outcome(
