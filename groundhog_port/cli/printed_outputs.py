@@ -35,7 +35,7 @@ of input there and stops; the original looped on it forever) is left out.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import copy
 import io
 import logging
 import re
@@ -230,7 +230,8 @@ class Runner:
         from ..legacy import loading
         from . import main as cli
 
-        exp = dataclasses.replace(self.exp, model=self.model(variant))
+        exp = copy.copy(self.exp)  # everything it loaded (an export's vocabularies too)
+        exp.model = self.model(variant)
         real_open = loading.open_experiment
         with tempfile.TemporaryDirectory(prefix="groundhog-printed-") as tmp:
             trans, nbest = Path(tmp) / "trans.txt", Path(tmp) / "nbest.txt"
