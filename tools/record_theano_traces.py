@@ -93,6 +93,9 @@ FORMAT_VERSION = 1
 COMPRESS_ABOVE = 256
 DEFAULT_BEAMS = ["1", "5", "10", "1_normalize", "5_normalize", "10_normalize", "5_ignore_unk"]
 PARTS = ("pairs", "batch", "repr", "steps", "beam", "sampler", "train_step")
+#: the parts recorded with sample.py's BeamSearch compiled (the sampler too: its streams'
+#: states have always been recorded after the random op BeamSearch.compile builds)
+SEARCH_PARTS = ("repr", "steps", "beam", "sampler")
 #: MRG31k3p state arrays are stored in full only for the stream sample_fn uses (the others:
 #: their first rows and a sha256 of the whole array), as in the reference recordings
 FIRST_ROWS = 8
@@ -1141,15 +1144,17 @@ class GroundHogProducer(object):
         self.lm_model.load(args.model)
         self.timings = {"build_load_s": time.time() - t0}
 
-        t0 = time.time()
-        self.searcher = sample_mod.BeamSearch(self.enc_dec)
-        self.searcher.compile()
         self.recorder = StepRecorder()
-        bs = self.searcher
-        bs.comp_next_probs = self.recorder.wrap_next_probs(bs.comp_next_probs)
-        bs.comp_next_states = self.recorder.wrap_next_states(bs.comp_next_states)
-        sample_mod.argpartition = self.recorder.wrap_argpartition(sample_mod.argpartition)
-        self.timings["beam_compile_s"] = time.time() - t0
+        self.searcher = None
+        if set(parts) & set(SEARCH_PARTS):  # else minutes of compilation for nothing
+            t0 = time.time()
+            self.searcher = sample_mod.BeamSearch(self.enc_dec)
+            self.searcher.compile()
+            bs = self.searcher
+            bs.comp_next_probs = self.recorder.wrap_next_probs(bs.comp_next_probs)
+            bs.comp_next_states = self.recorder.wrap_next_states(bs.comp_next_states)
+            sample_mod.argpartition = self.recorder.wrap_argpartition(sample_mod.argpartition)
+            self.timings["beam_compile_s"] = time.time() - t0
         self._probs = None
         self._scorer = None
         self._batch_scorer = None

@@ -680,6 +680,7 @@ def test_groundhog_producer_with_a_mock_groundhog(rec, workdir, tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "beam/1/1: ValueError: kth(=" in run.stderr  # "hello": the doubled beam overflows
+    assert run.stderr.count("mock GroundHog: BeamSearch.compile") == 1
     with TraceFile(workdir / "mock.h5") as tr:
         tr.validate()
         a = tr.attrs
@@ -928,6 +929,8 @@ def test_missing_corpus_stops_before_anything_is_built(tmp_path, recorder_python
         in run.stderr
     )
     assert groups_of(tmp_path / "t.h5") == ALL_GROUPS
+    # only /train_step to add: sample.py's BeamSearch is not compiled for it
+    assert "BeamSearch.compile" not in run.stderr and "mock GroundHog: build" in run.stderr
 
 
 def test_vocabulary_lookup_repeatable_remap_dir_never_the_stored_path(tmp_path):

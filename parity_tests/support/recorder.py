@@ -275,6 +275,8 @@ class BeamSearch(object):
         self.enc_dec = enc_dec
         self.eos = enc_dec.state["null_sym_target"]
     def compile(self):
+        import sys
+        sys.stderr.write("mock GroundHog: BeamSearch.compile\\n")
         e = self.enc_dec
         self.comp_repr = e.create_representation_computer()
         self.comp_init_states = e.create_initializers()
