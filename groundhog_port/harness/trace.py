@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import LegacyInputError
 from ..legacy.h5guard import check_dataset, check_global_heaps, read_attrs
-from ..untrusted import check_special, reader_method, reading
+from ..untrusted import check_special, load_json, reader_method, reading
 
 try:  # h5py is a hard dependency of the port, but keep the import error readable
     import h5py
@@ -722,7 +722,9 @@ class TraceFile(_OpenTrace):
                 k: _plain(v) for k, v in read_attrs(cg, self.path, f"/{where}").items()
             }
             if isinstance(call["attrs"].get("sentences"), str):
-                call["sentences"] = json.loads(call["attrs"]["sentences"])
+                call["sentences"] = load_json(
+                    call["attrs"]["sentences"], self.path, f"/{where} attribute sentences"
+                )
             if "rstate_shared_after_call" in cg:
                 call["rstate_after"] = self._rstates(
                     cg["rstate_shared_after_call"], f"{where}/rstate_shared_after_call"
@@ -771,7 +773,7 @@ class TraceFile(_OpenTrace):
         attrs = {k: _plain(v) for k, v in read_attrs(g, self.path, "/train_step").items()}
         for k in ("changed_params", "param_order"):
             if isinstance(attrs.get(k), str):
-                attrs[k] = json.loads(attrs[k])
+                attrs[k] = load_json(attrs[k], self.path, f"/train_step attribute {k}")
         out["attrs"] = attrs
         for sub in ("params_after", "clipped_grads", "gnorm2_after", "dnorm2_after"):
             sg = self._group(f"train_step/{sub}")
