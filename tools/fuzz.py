@@ -271,6 +271,7 @@ def main(argv=None):
                 dest = Path(args.save) / f"{args.seed}-{r.index}-{r.case.target}"
                 dest.mkdir(parents=True, exist_ok=True)
                 for name, blob in r.case.files.items():
+                    (dest / name).parent.mkdir(parents=True, exist_ok=True)  # "root/exp/x"
                     (dest / name).write_bytes(blob)
                 (dest / "case.json").write_text(
                     json.dumps(

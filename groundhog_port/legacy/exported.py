@@ -73,7 +73,7 @@ def decode_state(value, path=None):
     if isinstance(value, dict):
         if set(value) == {_FLOAT_TAG}:
             text = value[_FLOAT_TAG]
-            if text not in _FLOAT_TEXTS:
+            if not isinstance(text, str) or text not in _FLOAT_TEXTS:  # [] is unhashable
                 raise LegacyInputError(
                     path,
                     f'"state" holds {{"{_FLOAT_TAG}": {quoted(text)}}}: only "inf", "-inf" '

@@ -207,6 +207,8 @@ def test_config_json_bounded_in_process(exported, tmp_path):
     cases = [
         (lambda c: c["state"].update(deep=json.loads("[" * 900 + "]" * 900)), "nested deeper"),
         (lambda c: c["state"].update(x={"__float__": "abc"}), "\"__float__\": 'abc'"),
+        # fuzz seed 3823347203 case 51: a list there was a TypeError (unhashable)
+        (lambda c: c["state"].update(x={"__float__": []}), '"__float__": []'),
         (lambda c: c.update(weights="/dev/zero"), "\"weights\" is '/dev/zero'"),
         (lambda c: c.update(weights="../ckpt/model.safetensors"), "the name of a file beside"),
     ]
