@@ -93,38 +93,63 @@ class Encoders(Protocol):
     def device(self) -> torch.device: ...
 
 
-def annotations(
-    model: Encoders, x: torch.Tensor, x_mask: torch.Tensor | None = None
-) -> torch.Tensor:
-    """``c`` for a batch ``x`` of word ids ``(T, batch)`` (mask ``(T, batch)`` or None).
+def directions(
+    model: Encoders,
+    x: torch.Tensor,
+    x_rev: torch.Tensor,
+    x_mask: torch.Tensor | None = None,
+    x_rev_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The states of both encoders, each in its reading order (encdec.py:1322-1337).
 
-    The backward encoder reads ``x[::-1]`` with ``x_mask[::-1]`` (so in a padded
-    batch it starts on padding and keeps its zero state there), and -- a GroundHog
-    quirk kept here -- embeds it with the FORWARD encoder's ``approx_embedder``
-    (encdec.py:1330): the backward encoder's own approx embedder is created by the
+    ``x (T, batch)`` word ids and ``x_rev`` the same sentences read backward (with their
+    masks, or None): forward ``(T, batch, dim)`` (grConv: the roots ``(1, batch, dim)``) and
+    backward ``(T, batch, dim)`` over ``x_rev``, or None without a backward encoder.  A
+    GroundHog quirk kept here: the backward encoder embeds with the FORWARD encoder's
+    ``approx_embedder`` (encdec.py:1330); its own approx embedder is created by the
     original but plays no part, is never saved, and is not built here.
     """
-    cfg = model.cfg
-    length, batch = x.shape
-    h0 = x.new_zeros((batch, cfg.dim), dtype=model.dtype)
-    emb = model.encoder.approx_embedder(x)
-    forward = model.encoder(emb, x_mask, h0)
+    h0 = x.new_zeros((x.shape[1], model.cfg.dim), dtype=model.dtype)
+    forward = model.encoder(model.encoder.approx_embedder(x), x_mask, h0)
+    if not model.cfg.needs_backward_encoder:
+        return forward, None
+    assert model.backward_encoder is not None  # built when the config needs it
+    backward = model.backward_encoder(model.encoder.approx_embedder(x_rev), x_rev_mask, h0)
+    return forward, backward
+
+
+def compose(
+    cfg: ModelConfig, forward: torch.Tensor, backward: torch.Tensor | None, length: int
+) -> torch.Tensor:
+    """``c (length, batch, c_dim)``: the components the config switches on, concatenated in
+    the order of the module docstring (encdec.py:1339-1381).  ``forward`` and ``backward``
+    (or None) are in SOURCE order: ``backward[j]`` is the backward state at word ``j``."""
     parts: list[torch.Tensor] = []
     if cfg.forward:
         parts.append(forward)
     if cfg.last_forward:
         parts.append(forward[-1:].expand(length, -1, -1))
-    if cfg.needs_backward_encoder:
-        assert model.backward_encoder is not None  # built when the config needs it
-        x_rev = x.flip(0)
-        backward = model.backward_encoder(
-            model.encoder.approx_embedder(x_rev), None if x_mask is None else x_mask.flip(0), h0
-        ).flip(0)
+    if backward is not None:
         if cfg.backward:
             parts.append(backward)
         if cfg.last_backward:
             parts.append(backward[:1].expand_as(backward))
     return torch.cat(parts, dim=-1)
+
+
+def annotations(
+    model: Encoders, x: torch.Tensor, x_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``c`` for a batch ``x`` of word ids ``(T, batch)`` (mask ``(T, batch)`` or None).
+
+    The backward encoder reads ``x[::-1]`` with ``x_mask[::-1]`` (so in a padded batch it
+    starts on padding and keeps its zero state there): :func:`directions`, then
+    :func:`compose`.
+    """
+    forward, backward = directions(
+        model, x, x.flip(0), x_mask, None if x_mask is None else x_mask.flip(0)
+    )
+    return compose(model.cfg, forward, None if backward is None else backward.flip(0), x.shape[0])
 
 
 @torch.no_grad()

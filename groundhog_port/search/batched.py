@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..model import attention
+from ..model import attention, encoder
 from ..model.encdec import RNNEncoderDecoder
 from ..model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
 from .common import (
@@ -253,28 +253,12 @@ class BatchedBeamSearch:
             x[: len(s), b] = t
             x_rev[: len(s), b] = t.flip(0)  # reversed within its own length
         x, x_rev = x.to(device), x_rev.to(device)
-        h0 = torch.zeros((B, cfg.dim), dtype=model.dtype, device=device)
-        forward = model.encoder(model.encoder.approx_embedder(x), None, h0)
-        backward = None
-        if cfg.needs_backward_encoder:
-            assert model.backward_encoder is not None
-            # the backward encoder embeds with the forward approx_embedder (encoder.py)
-            backward = model.backward_encoder(model.encoder.approx_embedder(x_rev), None, h0)
+        # the model's own definitions; the backward states are reversed within each length
+        forward, backward = encoder.directions(model, x, x_rev)
         out = []
         for b, n in enumerate(lens):
-            f = forward[:n, b]
-            parts = []
-            if cfg.forward:
-                parts.append(f)
-            if cfg.last_forward:
-                parts.append(f[-1:].expand_as(f))
-            if backward is not None:
-                bw = backward[:n, b].flip(0)
-                if cfg.backward:
-                    parts.append(bw)
-                if cfg.last_backward:
-                    parts.append(bw[:1].expand_as(bw))
-            out.append(torch.cat(parts, dim=-1).contiguous())
+            bw = None if backward is None else backward[:n, b : b + 1].flip(0)
+            out.append(encoder.compose(cfg, forward[:n, b : b + 1], bw, n)[:, 0].contiguous())
         return out
 
     # -- one group ----------------------------------------------------------------------
