@@ -21,7 +21,10 @@ Together the two decoder graphs are one step of sample.py's beam search (sample.
 :104), which :mod:`groundhog_port.export.beam_search` drives.  ``step`` selects the fixed
 context ``c[min(step, S-1)]`` of RNNencdec (encdec.py:1023) and is unused by RNNsearch.
 
-Each graph is the arithmetic of the port's modules (:mod:`groundhog_port.model.encoder`,
+The GRU step, the readout and the output softmax are not written here: the graph builder
+runs the port's own definitions (:mod:`groundhog_port.model.functional`) on graph values
+(:class:`GraphOps`), so a change there changes the graphs too.  The rest of each graph is
+the arithmetic of the port's modules (:mod:`groundhog_port.model.encoder`,
 :mod:`groundhog_port.model.decoder`, :mod:`groundhog_port.model.attention`,
 :mod:`groundhog_port.model.layers`), legacy quirks included: the attention weights are
 ``exp(e) / sum exp(e)`` WITHOUT subtracting the maximum (overflow to inf/nan as in Theano),
@@ -39,10 +42,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+from torch import nn
 
 from ..errors import LegacyInputError
 from ..legacy.export_names import FORMAT_NAME, FORMAT_VERSION
 from ..legacy.exported import architecture, encode_state, raw_target_idx2word
+from ..model import functional
 from ..model.config import GRCONV
 from ..outputs import atomic_write_bytes, atomic_write_text, file_in
 
@@ -161,29 +166,63 @@ def embed(g, ids, path, act):
     )
 
 
+class GraphOps:
+    """The backend of :mod:`groundhog_port.model.functional` that builds graph ``g``: each
+    operation appends its node (float32 values; the softmax's sum in double)."""
+
+    def __init__(self, g):
+        self.g = g
+
+    def mm(self, x, w):
+        return self.g.op("MatMul", x, w)
+
+    def add(self, a, b):
+        return self.g.op("Add", a, b)
+
+    def sub(self, a, b):
+        return self.g.op("Sub", a, b)
+
+    def mul(self, a, b):
+        return self.g.op("Mul", a, b)
+
+    def one_minus(self, z):
+        return self.g.op("Sub", self.g.const(1.0), z)
+
+    def act(self, act, x):
+        return activation(self.g, act, x)
+
+    def exp(self, x):
+        return self.g.op("Exp", x)
+
+    def row_max(self, x):
+        return self.g.op("ReduceMax", x, axes=[-1], keepdims=1)
+
+    def to_double(self, x):
+        return self.g.op("Cast", x, to=self.g.TensorProto.DOUBLE)
+
+    def row_sum(self, x):
+        return self.g.op("ReduceSum", x, self.g.const([-1], np.int64), keepdims=1)
+
+    def reciprocal(self, x):
+        return self.g.op("Div", self.g.const(1.0, np.float64), x)
+
+    def cast_like(self, x, like):
+        return self.g.op("Cast", x, to=self.g.TensorProto.FLOAT)  # the graphs are float32
+
+
 def softmax_with_bias(g, z):
-    """Theano's ``SoftmaxWithBias`` as :func:`groundhog_port.model.layers.softmax_with_bias`:
-    ``exp(z - max)`` in float32, the row sum and ``1 / sum`` in double."""
-    e = g.op("Exp", g.op("Sub", z, g.op("ReduceMax", z, axes=[-1], keepdims=1)))
-    e64 = g.op("Cast", e, to=g.TensorProto.DOUBLE)
-    total = g.op("ReduceSum", e64, g.const([-1], np.int64), keepdims=1)
-    inv = g.op("Div", g.const(1.0, np.float64), total)
-    return g.op("Cast", g.op("Mul", e64, inv), to=g.TensorProto.FLOAT)
+    """Theano's ``SoftmaxWithBias``: the port's one definition,
+    :func:`groundhog_port.model.functional.softmax_with_bias`, built as graph nodes."""
+    return functional.softmax_with_bias(GraphOps(g), z)
 
 
 def gru_step(g, rec, path, x, x_z, x_r, h):
-    """``RecurrentLayer.step`` (rec_layers.py:839): reset before the product, the update
-    gate on the new state (layers.RecurrentLayer)."""
-    if rec.reseting and x_r is not None:
-        r = activation(g, rec.reseter, g.op("Add", g.op("MatMul", h, g.weight(f"{path}.R")), x_r))
-        hc = g.op("MatMul", g.op("Mul", r, h), g.weight(f"{path}.W"))
-    else:
-        hc = g.op("MatMul", h, g.weight(f"{path}.W"))
-    hc = activation(g, rec.activation, g.op("Add", hc, x))
-    if rec.gating and x_z is not None:
-        z = activation(g, rec.gater, g.op("Add", g.op("MatMul", h, g.weight(f"{path}.G")), x_z))
-        hc = g.op("Add", g.op("Mul", z, hc), g.op("Mul", g.op("Sub", g.const(1.0), z), h))
-    return hc
+    """``RecurrentLayer.step`` (rec_layers.py:839): the port's one definition,
+    :func:`groundhog_port.model.functional.gru_step`, built as graph nodes with the weights
+    of the layer at module ``path``."""
+    return functional.gru_step(
+        GraphOps(g), rec, lambda name: g.weight(f"{path}.{name}"), x, x_z, x_r, h
+    )
 
 
 # -- the encoder ----------------------------------------------------------------------
@@ -364,11 +403,7 @@ def next_probs_graph(model):
     g = _Graph(model, "decoder_next_probs")
     c, p_from_c, step, y_prev, s_prev = _step_inputs(g, cfg, "y_prev")
     ctx = context(g, cfg, c, p_from_c, step, s_prev)
-    t = g.op(
-        "Add",
-        affine(g, ctx, "decoder.repr_readout", bias=False),
-        affine(g, s_prev, "decoder.hid_readout"),
-    )
+    term = None
     if cfg.bigram:
         emb = embed(g, y_prev, "decoder.approx_embedder", cfg.rank_n_activ)
         term = affine(g, emb, "decoder.prev_readout", bias=False)
@@ -377,9 +412,13 @@ def next_probs_graph(model):
                 "Cast", g.op("Greater", y_prev, g.const(0, np.int64)), to=g.TensorProto.FLOAT
             )
             term = g.op("Mul", g.op("Unsqueeze", first, g.const([1], np.int64)), term)
-        t = g.op("Add", t, term)
-    if cfg.deep_out:
-        t = activation(g, cfg.unary_activ, t)
+
+    def layer(name, x):  # the decoder's MultiLayer `name` (a zero unsaved bias left out)
+        module = model.decoder.get_submodule(name)
+        y = affine(g, x, f"decoder.{name}", bias=isinstance(module.b, nn.Parameter))
+        return activation(g, module.activation, y)
+
+    t = functional.readout(GraphOps(g), cfg, layer, ctx, s_prev, term)
     out = "decoder.output_layer"
     if cfg.rank_n_approx:
         z = g.op("MatMul", g.op("MatMul", t, g.weight(f"{out}.W1")), g.weight(f"{out}.W2"))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import attention
+from . import attention, functional
 from .config import ModelConfig
 from .layers import IDENTITY, MultiLayer, RecurrentLayer, SoftmaxLayer, _param
 
@@ -135,13 +135,18 @@ class Decoder(nn.Module):
     def readout(
         self, s_prev: torch.Tensor, ctx: torch.Tensor, prev_term: torch.Tensor | None
     ) -> torch.Tensor:
-        """Output layer input: ``repr(ctx) + hid(s_prev) + prev_term``, then the maxout."""
-        t: torch.Tensor = self.repr_readout(ctx) + self.hid_readout(s_prev[..., : self.cfg.dim])
-        if prev_term is not None:
-            t = t + prev_term
-        if self.cfg.deep_out:
-            t = self.cfg.unary_activ(t)  # UnaryOp(eval(unary_activ)): Maxout(k) groups
+        """Output layer input: ``repr(ctx) + hid(s_prev) + prev_term``, then the maxout
+        (:func:`~groundhog_port.model.functional.readout`, the one definition the ONNX export
+        reads too)."""
+        t: torch.Tensor = functional.readout(
+            functional.TORCH, self.cfg, self._layer, ctx, s_prev[..., : self.cfg.dim], prev_term
+        )
         return t
+
+    def _layer(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """The ``MultiLayer`` ``name`` of this decoder applied to ``x``."""
+        y: torch.Tensor = getattr(self, name)(x)
+        return y
 
     def prev_word_term(self, y_prev: torch.Tensor, emb_prev: torch.Tensor) -> torch.Tensor | None:
         """Bigram term in the one-step modes (encdec.py:1153).

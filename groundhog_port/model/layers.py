@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
+from . import functional
 from .activations import parse_activation
 from .config import RecurrentConfig
 from .numerics import mm, output_blocks
@@ -127,19 +128,19 @@ class RecurrentLayer(nn.Module):
         h_prev: torch.Tensor,
         mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """One step; ``x_z``/``x_r`` are None when there is no such gate."""
-        if self.rec.reseting and x_r is not None:
-            r = self.rec.reseter(mm(h_prev, self.R) + x_r)
-            h = self.rec.activation(mm(r * h_prev, self.W) + x)
-        else:
-            h = self.rec.activation(mm(h_prev, self.W) + x)
-        if self.rec.gating and x_z is not None:
-            z = self.rec.gater(mm(h_prev, self.G) + x_z)
-            h = z * h + (1 - z) * h_prev
+        """One step (:func:`~groundhog_port.model.functional.gru_step`, the one definition
+        the ONNX export reads too); ``x_z``/``x_r`` are None when there is no such gate."""
+        h: torch.Tensor = functional.gru_step(
+            functional.TORCH, self.rec, self._weight, x, x_z, x_r, h_prev
+        )
         if mask is not None:
             mask = mask[:, None]
             h = mask * h + (1 - mask) * h_prev
         return h
+
+    def _weight(self, name: str) -> torch.Tensor:
+        w: torch.Tensor = getattr(self, name)
+        return w
 
     def scan(
         self,
@@ -314,14 +315,7 @@ class SoftmaxLayer(nn.Module):
 
 
 def softmax_with_bias(z: torch.Tensor) -> torch.Tensor:
-    """Theano 1.0.5's ``SoftmaxWithBias`` C kernel on float32 rows ``z``.
-
-    ``e = exp(z - max(z))`` in float32, the row sum accumulated in double, each
-    ``e`` multiplied by the double ``1 / sum`` and rounded back to float32.  The
-    double accumulation matters: probabilities near 1 then round like Theano's,
-    which keeps costs of near-certain words (``-log p`` ~ 1e-7) in agreement.
-    (In a float64 model -- the tolerance model's shadow -- everything stays float64.)
-    """
-    e = torch.exp(z - z.amax(-1, keepdim=True))
-    e64 = e.double()
-    return (e64 * (1.0 / e64.sum(-1, keepdim=True))).to(z.dtype)
+    """Theano 1.0.5's ``SoftmaxWithBias`` C kernel on float32 rows ``z``: the one definition,
+    :func:`groundhog_port.model.functional.softmax_with_bias`, on torch tensors."""
+    p: torch.Tensor = functional.softmax_with_bias(functional.TORCH, z)
+    return p

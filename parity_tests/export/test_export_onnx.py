@@ -454,3 +454,51 @@ def test_graphs_equal_port_on_other_architectures(name, one_thread):
             assert row.ok, (row.line(), row.notes[:3])
             checked += row.n
     assert checked > 0
+
+
+#: an edit of each shared definition (doubling its result), applied through the one place
+EDITS = {
+    "readout": lambda f: lambda ops, *a: (lambda t: ops.add(t, t))(f(ops, *a)),
+    "gru_step": lambda f: lambda ops, *a: (lambda h: ops.add(h, h))(f(ops, *a)),
+    "softmax_with_bias": lambda f: lambda ops, z: f(ops, ops.add(z, z)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_graphs_follow_an_edit_of_the_models_definition(name, monkeypatch, one_thread):
+    """The readout, the GRU step and the output softmax of the graphs are
+    ``model.functional``'s: one edit there changes the port's step functions and the
+    graphs alike (the graphs stay within float32 noise of the edited port)."""
+    import onnxruntime as ort
+
+    from groundhog_port.export.onnx_graphs import encoder_graph, next_probs_graph, next_states_graph
+    from groundhog_port.model import functional
+
+    exp = open_case(FIXTURES / "search")
+    m = exp.model
+    seq = exp.parse_source("the small red cat is sleeping .")[0]
+    s = torch.randn(3, m.cfg.dim, generator=torch.Generator().manual_seed(0)) * 0.1
+    y = torch.tensor([0, 5, 7])
+
+    def both():
+        c = m.encode(seq)
+        port = [m.next_probs(c, m.p_from_c(c), 1, y, s), m.next_states(c, m.p_from_c(c), 1, y, s)]
+        run = lambda proto, feed: ort.InferenceSession(
+            proto.SerializeToString(), providers=["CPUExecutionProvider"]
+        ).run(None, feed)
+        oc, _, opfc = run(encoder_graph(m), {"seq": seq})
+        feed = {"c": oc, "p_from_c": opfc, "s_prev": s.numpy()}
+        onnx = [
+            run(next_probs_graph(m), dict(feed, y_prev=y.numpy()))[0],
+            run(next_states_graph(m), dict(feed, y=y.numpy()))[0],
+        ]
+        return [p.numpy() for p in port], onnx
+
+    before = both()
+    monkeypatch.setattr(functional, name, EDITS[name](getattr(functional, name)))
+    after = both()
+    for port, onnx in (before, after):
+        for p, o in zip(port, onnx):
+            np.testing.assert_allclose(o, p, rtol=1e-4, atol=1e-6)
+    changed = [not np.allclose(a, b, rtol=1e-3) for a, b in zip(before[0], after[0])]
+    assert any(changed), name
