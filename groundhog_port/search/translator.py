@@ -140,6 +140,7 @@ class Translator:
         self,
         experiment: Experiment,
         beam_size: int,
+        *,
         ignore_unk: bool = False,
         normalize: bool = False,
         batch_size: int = 1,

@@ -145,10 +145,10 @@ class SourceFinder:
             translator = Translator(
                 self.exp,
                 settings.beam_size,
-                settings.ignore_unk,
-                settings.normalize,
-                1,
-                SearchWarnings(str(path), summarise=True),
+                ignore_unk=settings.ignore_unk,
+                normalize=settings.normalize,
+                batch_size=1,
+                warnings=SearchWarnings(str(path), summarise=True),
             )
             seqs = [self.exp.parse_source(line)[0] for line in lines]
             self._translations[key] = [
@@ -484,7 +484,14 @@ def reproduce(
         s = f.settings
         # sample.py's per-sentence retry warnings, summarised once per file and message
         warnings = SearchWarnings(f"{f.source} ({s.describe()})", summarise=True)
-        translator = Translator(exp, s.beam_size, s.ignore_unk, s.normalize, batch_size, warnings)
+        translator = Translator(
+            exp,
+            s.beam_size,
+            ignore_unk=s.ignore_unk,
+            normalize=s.normalize,
+            batch_size=batch_size,
+            warnings=warnings,
+        )
         lines = sources[f.source]
         step = batch_size
         out = []

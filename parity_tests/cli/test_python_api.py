@@ -43,3 +43,16 @@ def test_parity_block(legacy_root, monkeypatch, one_thread):
     code = BLOCKS[1].replace('"../shared/legacy_traces/search"', repr(str(legacy_root / "search")))
     printed = _run(code, monkeypatch)
     assert "quantities pass" in printed, printed
+
+
+def test_translator_flags_are_keyword_arguments():
+    """Issue 38: ``Translator(exp, 5, True)`` silently meant ``ignore_unk=True``; the flags and
+    the batch size are keyword-only, so a call names what it switches on."""
+    import inspect
+
+    from groundhog_port.search.translator import Translator
+
+    params = inspect.signature(Translator).parameters
+    keyword_only = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert keyword_only == ["ignore_unk", "normalize", "batch_size", "warnings"]
+    assert list(params)[:2] == ["experiment", "beam_size"]

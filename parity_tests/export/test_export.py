@@ -76,7 +76,9 @@ def test_reloaded_translations_byte_identical(case, exported):
         if not (case / name).is_file():
             continue
         want = _expected_lines(case / name)
-        got = Translator(back, beam, ignore_unk, normalize, batch_size=32).translate_seqs(seqs)
+        got = Translator(
+            back, beam, ignore_unk=ignore_unk, normalize=normalize, batch_size=32
+        ).translate_seqs(seqs)
         text = "".join(t.line + "\n" for t in got[: len(want)])
         assert text.encode("utf-8") == "".join(l + "\n" for l in want).encode("utf-8"), name
         if len(want) < len(lines):  # the original crashed on the next line (docs/recordings.md)

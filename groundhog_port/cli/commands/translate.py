@@ -102,14 +102,21 @@ def run(args):
     )
     if not args.source:
         return interact(
-            exp, Translator(exp, args.beam_size, args.ignore_unk, args.normalize, args.batch_size)
+            exp,
+            Translator(
+                exp,
+                args.beam_size,
+                ignore_unk=args.ignore_unk,
+                normalize=args.normalize,
+                batch_size=args.batch_size,
+            ),
         )
     translator = Translator(
         exp,
         args.beam_size,
-        args.ignore_unk,
-        args.normalize,
-        args.batch_size,
+        ignore_unk=args.ignore_unk,
+        normalize=args.normalize,
+        batch_size=args.batch_size,
         warnings=SearchWarnings(args.source),
     )
     lines = read_text_lines(args.source)

@@ -387,7 +387,11 @@ def check_beam(ctx: Context, rows: Rows):
         seqs = [ctx.source_seq(i) for i in order]
         for sub, batch_size, product in beam_products():
             translator = Translator(
-                ctx.exp, run.beam_size, run.ignore_unk, run.normalize, batch_size
+                ctx.exp,
+                run.beam_size,
+                ignore_unk=run.ignore_unk,
+                normalize=run.normalize,
+                batch_size=batch_size,
             )
             if batch_size == 1:
                 translator.literal = cache  # type: ignore[assignment]  # BeamSearch's search()
