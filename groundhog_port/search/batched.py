@@ -23,9 +23,10 @@ Why the numbers are the same, piece by piece:
   :func:`~groundhog_port.model.numerics.sum_positions` (``acc + 0 == acc``); the context
   of a sentence's hypotheses is :func:`~groundhog_port.model.attention.weighted_context`
   on that sentence's own ``(S, n)`` weights, as in the literal search;
-* the output layer multiplies by column blocks of the output matrix
-  (:func:`output_blocks`: same dot products, twice as fast with MKL); the softmax
-  normaliser is the same float64 ``sum`` over the same contiguous rows;
+* the output layer is the same :func:`~groundhog_port.model.numerics.mm` as the literal
+  search's (column blocks of the output matrix, single-threaded tasks), written into a
+  reused buffer; the softmax normaliser is the same float64 ``sum`` over the same
+  contiguous rows;
 * the attention context of a hypothesis does not depend on its beam, so the context
   computed for ``next_probs`` is reused for ``next_states`` (the literal search
   recomputes it from the gathered states and gets the same bits);
@@ -52,7 +53,7 @@ import torch
 
 from ..model import attention, encoder
 from ..model.encdec import RNNEncoderDecoder
-from ..model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
+from ..model.numerics import ROW_BLOCK, mm, sum_positions
 from .common import (
     MAX_RETRY_BEAM,
     SearchFailed,
@@ -73,6 +74,9 @@ TRANSLATION_FAILED = "Translation failed (attempt to get argmin of an empty sequ
 CHUNK = 128
 CHUNKED_VOCAB = 4096
 
+#: rows of the float64 softmax sum converted at a time (:meth:`BatchedBeamSearch._sum64`)
+SUM64_ROWS = 16
+
 #: torch's CPU reductions split one output's reduction between threads from this many
 #: elements on (at::internal::GRAIN_SIZE); the literal search's softmax sum over a
 #: single row of that size would then not be the per-row sum of a bigger batch
@@ -87,12 +91,6 @@ class _Job:
     n: int
     ignore_unk: bool
     minlen: int
-
-
-def _pad_rows(x):
-    """``x`` with zero rows appended up to a multiple of ROW_BLOCK (numerics.mm's padding)."""
-    pad = -x.shape[0] % ROW_BLOCK
-    return torch.cat([x, x.new_zeros((pad, x.shape[1]))]) if pad else x
 
 
 class BatchedBeamSearch:
@@ -113,7 +111,6 @@ class BatchedBeamSearch:
         self.batch_size = int(batch_size)
         self.max_rows = int(max_rows)
         self._buffers: dict[str, torch.Tensor] = {}
-        self._blocks = None
         self._watch: Callable[[int, int], str | None] | None = None
         #: counters of the last call (steps, rows, prefilter fallbacks), for tools
         self.stats: dict[str, Any] = {}
@@ -162,7 +159,6 @@ class BatchedBeamSearch:
                 return self._run(seqs, jobs)
             finally:
                 self.release_buffers()
-                self._blocks = None
 
     def sample_many(
         self,
@@ -444,25 +440,16 @@ class BatchedBeamSearch:
         Returns ``e (R, V)`` float32 = ``exp(z - max z)``, the maxima of ``z`` per CHUNK
         words (or None), and ``inv (R, 1)`` = ``1 / sum(e)`` summed in float64:
         ``probs = (e.double() * inv).float()`` is
-        :func:`~groundhog_port.model.layers.softmax_with_bias` bit for bit (``torch.sum`` with
-        ``dtype=float64`` adds the float32 values in the order it adds their float64 copies,
-        so no ``(R, V)`` float64 matrix is made: 240 MB at 1,000 rows).
+        :func:`~groundhog_port.model.layers.softmax_with_bias` bit for bit (the sum: see
+        :meth:`_sum64`).
         """
         out = self.model.decoder.output_layer
         R = readout.shape[0]
         V = self.cfg.n_sym_target
         h = mm(readout, out.W1) if hasattr(out, "W1") else readout
         W = out.W2 if hasattr(out, "W2") else out.W
-        if 4 < V < 12:
-            z = mm(h, W)  # numerics.mm widens it
-        else:
-            if self._blocks is None:
-                self._blocks = output_blocks(W)
-            h_pad = _pad_rows(h)
-            z = self._buffer("z", (h_pad.shape[0], V), torch.float32)
-            for j0, j1, Wj in self._blocks:
-                torch.mm(h_pad, Wj, out=z[:, j0:j1])  # == numerics.mm(h, W)[:, j0:j1]
-            z = z[:R]
+        # into a reused buffer: a fresh (rows, V) matrix costs its page faults every step
+        z = mm(h, W, out=self._buffer("z", (R + (-R % ROW_BLOCK), V), h.dtype))
         z.add_(out.b)
         chunk_max = None
         if V > CHUNKED_VOCAB:
@@ -474,7 +461,7 @@ class BatchedBeamSearch:
         else:
             zmax = z.amax(-1, keepdim=True)
         e = z.sub_(zmax).exp_()
-        total = e.sum(-1, keepdim=True, dtype=torch.float64)
+        total = self._sum64(e)
         if (
             single_rows
             and R > 1
@@ -487,6 +474,30 @@ class BatchedBeamSearch:
             for r in single_rows:
                 total[r] = e[r : r + 1].sum(-1, dtype=torch.float64)
         return e, chunk_max, 1.0 / total
+
+    def _sum64(self, e):
+        """``e.double().sum(-1, keepdim=True)`` for ``e (R, V)``, SUM64_ROWS rows at a time
+        through a reused float64 buffer.
+
+        ``torch.sum(e, dtype=float64)`` converts the whole matrix first (a fresh 240 MB at
+        1,000 rows, every step).  Each row is summed whole by one thread, in the same order
+        whatever rows are beside it, as in ``softmax_with_bias``'s multi-row sum; a chunk is
+        never a lone row unless ``R`` is 1 (torch splits a one-row sum of _GRAIN elements or
+        more between threads), and never fewer rows than SUM64_ROWS unless ``R`` is.
+        """
+        R, V = e.shape
+        if R <= 2 * SUM64_ROWS:
+            return e.double().sum(-1, keepdim=True)
+        total = torch.empty((R, 1), dtype=torch.float64, device=e.device)
+        buf = self._buffer("e64", (2 * SUM64_ROWS, V), torch.float64)
+        r0 = 0
+        while r0 < R:
+            r1 = R if R - r0 < 2 * SUM64_ROWS else r0 + SUM64_ROWS
+            chunk = buf[: r1 - r0]
+            chunk.copy_(e[r0:r1])
+            total[r0:r1] = chunk.sum(-1, keepdim=True)
+            r0 = r1
+        return total
 
     def _candidates(self, e, chunk_max, m):
         """``m`` words of largest ``e`` per row: ``(R, m)`` word ids and float32 values,

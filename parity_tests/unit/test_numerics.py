@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from groundhog_port.model import attention
+from groundhog_port.model import attention, numerics
 from groundhog_port.model.numerics import _sum_positions_loop, mm, sum_positions
 
 
@@ -87,5 +87,33 @@ def test_energy_scores_are_row_count_invariant():
         full = attention.energy_scores(t.clone(), D)
         for rows in (1, 4, 36, 100, 300):
             assert torch.equal(attention.energy_scores(t[:rows].clone(), D), full[:rows]), rows
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tasked_products_are_row_count_invariant(threads):
+    """Without gradients ``numerics.mm`` runs single-threaded MKL calls (row tiles of
+    ROW_TILE rows when k > DEEP; at 2 threads, column halves too, on the pool): a row has
+    the same bits in a product of 1-1000 rows, for the shapes of the search's products
+    (k = 620, 1000, 2000; 1000 columns, and 30,001 in column blocks)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(threads)
+        with torch.inference_mode():
+            for k, n, R in (
+                (1000, 1000, 1000),
+                (2000, 1000, 1000),
+                (620, 1000, 300),
+                (620, 30001, 300),
+            ):
+                x = torch.randn(R, k, generator=g)
+                w = torch.randn(k, n, generator=g) / k**0.5
+                full = mm(x, w)
+                for rows in (1, 3, 4, 6, 12, 100, 130, 260):
+                    assert torch.equal(mm(x[:rows], w), full[:rows]), (k, n, rows)
+        if threads > 1 and numerics._LOCAL_THREADS is not None:
+            assert numerics._POOL is not None  # the tasks ran on the pool
     finally:
         torch.set_num_threads(before)
