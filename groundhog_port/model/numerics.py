@@ -85,10 +85,8 @@ def mm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None) -> tor
         y = x2.new_empty((rows, w.shape[1]))
         for r0 in range(0, rows, ROW_CHUNK):
             r1 = min(rows, r0 + ROW_CHUNK)
-            if (r1 - r0) % ROW_BLOCK:
-                y[r0:r1] = _mm_padded(x2[r0:r1], w)
-            else:
-                torch.mm(x2[r0:r1], w, out=y[r0:r1])
+            # assigned, not out=: out= does not record the product for autograd
+            y[r0:r1] = _mm_padded(x2[r0:r1], w)
     else:
         y = _mm_padded(x2, w)
     y = y[:, :n]
@@ -237,7 +235,9 @@ def _run_tasks(
     inference = torch.is_inference_mode_enabled()
 
     def drain():
-        with torch.inference_mode(inference):
+        # grad mode is per thread: a pool thread must not see the caller's parameters as
+        # needing a gradient (mm takes this path only when none is needed)
+        with torch.inference_mode(inference), torch.no_grad():
             for a, b, c in tasks:
                 torch.mm(a, b, out=c)
 

@@ -117,3 +117,25 @@ def test_tasked_products_are_row_count_invariant(threads):
             assert numerics._POOL is not None  # the tasks ran on the pool
     finally:
         torch.set_num_threads(before)
+
+
+def test_parameters_with_and_without_gradients():
+    """Scoring multiplies by parameters (``requires_grad``) under ``no_grad``: the pool's
+    threads, whose grad mode is their own, must not refuse ``out=``; with gradients (training,
+    deep products of more than ROW_CHUNK rows) the product is recorded for autograd.  Both
+    give the same bits."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        g = torch.Generator().manual_seed(5)
+        w = torch.nn.Parameter(torch.randn(1000, 1000, generator=g) / 1000**0.5)
+        x = torch.randn(300, 1000, generator=g)
+        with torch.no_grad():
+            fast = mm(x, w)
+        slow = mm(x, w)
+        slow.sum().backward()
+        assert torch.equal(fast, slow.detach())
+        # d(sum)/dw = column sums of x, whatever order autograd adds them in
+        assert torch.allclose(w.grad, x.sum(0)[:, None].expand(1000, 1000), atol=1e-3)
+    finally:
+        torch.set_num_threads(before)
