@@ -30,6 +30,7 @@ import glob
 import os
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -165,7 +166,7 @@ def _tasks(x2: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None) -> torch
 
 
 # -- single-threaded tasks on torch's threads -------------------------------------------------
-def _mkl_local_threads() -> Callable | None:
+def _mkl_local_threads() -> Callable[[Any], int] | None:
     """MKL's ``mkl_set_num_threads_local`` (the number of threads of MKL calls made by the
     calling thread; 0 restores the global setting), from the MKL linked into torch; None
     where torch has none (its BLAS then threads each call as it does)."""
@@ -234,7 +235,7 @@ def _run_tasks(
     tasks = iter(work)  # a list iterator hands out each task once, whatever the threads
     inference = torch.is_inference_mode_enabled()
 
-    def drain():
+    def drain() -> None:
         # grad mode is per thread: a pool thread must not see the caller's parameters as
         # needing a gradient (mm takes this path only when none is needed)
         with torch.inference_mode(inference), torch.no_grad():

@@ -475,7 +475,7 @@ class BatchedBeamSearch:
                 total[r] = e[r : r + 1].sum(-1, dtype=torch.float64)
         return e, chunk_max, 1.0 / total
 
-    def _sum64(self, e):
+    def _sum64(self, e: torch.Tensor) -> torch.Tensor:
         """``e.double().sum(-1, keepdim=True)`` for ``e (R, V)``, SUM64_ROWS rows at a time
         through a reused float64 buffer.
 
