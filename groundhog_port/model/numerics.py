@@ -30,8 +30,8 @@ import glob
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
@@ -182,7 +182,7 @@ def _mkl_local_threads() -> Callable[[Any], int] | None:
     return None
 
 
-_LOCAL_THREADS = _mkl_local_threads() if torch.backends.mkl.is_available() else None
+_LOCAL_THREADS = _mkl_local_threads()
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
