@@ -20,6 +20,8 @@ huge archives, raise it with ``groundhog-port --parse-budget-mib N`` or the envi
 variable ``GROUNDHOG_PARSE_BUDGET_MIB``.
 """
 
+from __future__ import annotations
+
 import os
 
 from .errors import LegacyInputError
@@ -27,18 +29,18 @@ from .errors import LegacyInputError
 DEFAULT_MIB = 256
 ENV = "GROUNDHOG_PARSE_BUDGET_MIB"
 FLAG = "--parse-budget-mib"
-_chosen_mib = None
+_chosen_mib: int | None = None
 
 
-def set_budget_mib(mib):
+def set_budget_mib(mib: int | str) -> None:
     """``--parse-budget-mib N``: the user's choice, kept for the whole process."""
     global _chosen_mib
     _chosen_mib = _valid(mib, FLAG)
 
 
-def _valid(value, where):
+def _valid(value: object, where: str) -> int:
     try:
-        mib = int(value)
+        mib = int(value)  # type: ignore[call-overload]  # a TypeError is the answer
     except (TypeError, ValueError):
         raise LegacyInputError(
             None, f"{where} must be a whole number of MiB, got {str(value)[:40]!r}"
@@ -48,7 +50,7 @@ def _valid(value, where):
     return mib
 
 
-def budget_mib():
+def budget_mib() -> int:
     """The budget in MiB: the flag, else the environment variable, else the default."""
     if _chosen_mib is not None:
         return _chosen_mib
@@ -57,27 +59,27 @@ def budget_mib():
     return DEFAULT_MIB
 
 
-def budget_bytes():
+def budget_bytes() -> int:
     return budget_mib() << 20
 
 
-def over_budget(path, what, need=None):
+def over_budget(path: object, what: str, need: int | None = None) -> LegacyInputError:
     """The error for a parse of ``path`` that would need ``need`` bytes (more than the
     budget, when not known) for ``what``."""
-    need = f"about {_mib(need)} MiB, over" if need is not None else "more than"
+    size = f"about {_mib(need)} MiB, over" if need is not None else "more than"
     return LegacyInputError(
         path,
-        f"{what} would take {need} the parse budget of {budget_mib()} "
+        f"{what} would take {size} the parse budget of {budget_mib()} "
         f"MiB (hostile or damaged file? for a genuinely huge one raise "
         f"it with {FLAG} N or {ENV}=N)",
     )
 
 
-def _mib(n):
+def _mib(n: int) -> str:
     return f"{n / 2**20:.0f}" if n >= 2**20 else f"{n / 2**20:.2f}"
 
 
-def check(path, what, need):
+def check(path: object, what: str, need: int) -> None:
     """Raise :func:`over_budget` unless ``need`` bytes fit in the budget."""
     if need > budget_bytes():
         raise over_budget(path, what, need)

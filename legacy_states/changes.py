@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import difflib
 import logging
+from collections.abc import Iterable
+from typing import Any
 
 from groundhog_port.errors import LegacyInputError
 
@@ -201,7 +203,9 @@ PREFIXED_KEYS = tuple(
 )
 
 
-def check_change_keys(changes: dict, state_keys, strict: bool = False) -> list:
+def check_change_keys(
+    changes: dict[str, Any], state_keys: Iterable[str], strict: bool = False
+) -> list[str]:
     """Warn about each key of ``changes`` that no GroundHog code reads (a typo such as
     ``loopIter=50`` for ``loopIters``, which the original added to the state unused),
     naming the closest known key; with ``strict`` raise :class:`LegacyInputError` instead.

@@ -16,7 +16,10 @@ used (:mod:`groundhog_port.lookup`, the one lookup every command shares).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from groundhog_port import lookup
 from groundhog_port.errors import LegacyInputError, quoted
@@ -31,7 +34,12 @@ from .vintage import upgrade_state
 LIST_PATH_KEYS = ("source", "target")
 
 
-def load_state(path, changes: str | list = "", data_dir=None, strict: bool = False) -> dict:
+def load_state(
+    path: str | os.PathLike[str],
+    changes: str | list[str] = "",
+    data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
     """``prototype_state()``, updated with the pickled dict, then with ``changes`` (a text or
     a list of texts, :func:`parse_changes`).
 
@@ -60,7 +68,7 @@ def load_state(path, changes: str | list = "", data_dir=None, strict: bool = Fal
     return state
 
 
-def load_stored_state(path):
+def load_stored_state(path: str | os.PathLike[str]) -> Any:
     """What a ``*_state.pkl`` holds (:func:`safe_load_pickle`); a model file given in its
     place (a zip archive, as numpy.savez writes) is named as such."""
     try:
@@ -102,7 +110,13 @@ def _stored_path(state, key, state_path):
     return value
 
 
-def resolve_path(state: dict, key: str, state_path, data_dir=None, explicit: bool = False) -> Path:
+def resolve_path(
+    state: dict[str, Any],
+    key: str,
+    state_path: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    explicit: bool = False,
+) -> Path:
     """The file to use for data-path ``key`` of ``state``, found by
     :func:`groundhog_port.lookup.find_stored`: the stored path, else the same name next to
     ``state_path``, else in each of ``data_dir`` (one folder or a list, in order).

@@ -510,7 +510,7 @@ def _table():
 _TABLE = _table()
 
 
-def prescan(data: bytes, path):
+def prescan(data: bytes, path: object) -> None:
     """Walk ``data`` (a pickle's bytes) as the unpickler will, without building anything;
     raise :class:`LegacyInputError` naming ``path`` for what the module docstring lists."""
     try:

@@ -18,6 +18,8 @@ match the readout; docs/recordings.md, "What did not run").  Refusing it is the 
 
 from __future__ import annotations
 
+from typing import Any
+
 #: keys holding file paths of the training data / vocabularies (machine specific)
 DATA_PATH_KEYS = (
     "source",
@@ -262,7 +264,7 @@ _TIE_PREFERENCE = (
 )
 
 
-def same_value(a, b) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     """Equality that also requires the same type (``2`` != ``2.``, ``True`` != ``1``).
 
     The distinction matters for GroundHog: ``maxout_part=4`` (int) and ``4.`` give different

@@ -21,6 +21,7 @@ import os
 import pickle
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -352,7 +353,7 @@ def _finish(obj, path, trail=(), depth=0, memo=None):
 # ---------------------------------------------------------------------------
 
 
-def safe_load_pickle(path, max_bytes: int = MAX_PICKLE_BYTES):
+def safe_load_pickle(path: str | os.PathLike[str], max_bytes: int = MAX_PICKLE_BYTES) -> Any:
     """Load a (Python-2) pickle holding only plain data; never runs code from it.
 
     Allowed: dict, list, tuple, str/bytes (byte strings decoded as UTF-8), int, float,
