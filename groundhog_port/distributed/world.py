@@ -31,10 +31,14 @@ unless ``--threads`` or ``OMP_NUM_THREADS`` says otherwise), ``nccl`` with
 ``--device cuda`` (each rank on ``cuda:LOCAL_RANK``).
 """
 
+from __future__ import annotations
+
 import logging
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from ..errors import EXIT_OK, LegacyInputError
 
@@ -57,10 +61,14 @@ EXIT_NOTE = (
 )
 
 
+#: what :func:`broadcast` hands on
+_T = TypeVar("_T")
+
+
 class PeerFailed(LegacyInputError):
     """A collective failed because another rank died or was stopped."""
 
-    def __init__(self, problem):
+    def __init__(self, problem: str) -> None:
         super().__init__(None, problem)
 
 
@@ -72,10 +80,10 @@ class World:
     local_size: int
 
     @property
-    def is_root(self):
+    def is_root(self) -> bool:
         return self.rank == 0
 
-    def on_processes(self):
+    def on_processes(self) -> str:
         """What a summary line says of the world: `` on N processes``, nothing for one."""
         return f" on {self.size} processes" if self.size > 1 else ""
 
@@ -84,7 +92,7 @@ class World:
 SINGLE = World(rank=0, size=1, local_rank=0, local_size=1)
 
 
-def exit_with_note(world, code):
+def exit_with_note(world: World | None, code: int) -> tuple[int, str]:
     """``(exit code, note for the summary line)`` of a complete output that one process
     ends with ``code``: ``(code, "")``; a torchrun worker exits 0 and says why (:data:`EXIT_NOTE`)."""
     if world is None or world.size == 1:
@@ -92,7 +100,7 @@ def exit_with_note(world, code):
     return EXIT_OK, EXIT_NOTE.format(code=code)
 
 
-def world_from_env(environ=None):
+def world_from_env(environ: Mapping[str, str] | None = None) -> World | None:
     """The torchrun world this process belongs to, or None for a plain single process."""
     env = os.environ if environ is None else environ
     if "WORLD_SIZE" not in env or "RANK" not in env:
@@ -117,7 +125,7 @@ def world_from_env(environ=None):
     return World(rank, size, local_rank, local_size)
 
 
-def setup(device="cpu", threads=None):
+def setup(device: str = "cpu", threads: int | None = None) -> tuple[World | None, str]:
     """Join the process group when run under torchrun: ``(world, device)``; ``(None,
     device)`` otherwise.
 
@@ -168,18 +176,24 @@ def setup(device="cpu", threads=None):
     return world, device
 
 
-def broadcast(world, value):
+def broadcast(world: World, value: _T) -> _T:
     """Rank 0's ``value`` on every rank."""
     if world.size == 1:
         return value
     import torch.distributed as dist
 
-    box = [value if world.is_root else None]
+    box: list[Any] = [value if world.is_root else None]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
 
-def run_units(world, units, compute, emit, progress=None):
+def run_units(
+    world: World,
+    units: Sequence[Any],
+    compute: Callable[[Any], tuple[Any, Any, int]],
+    emit: Callable[[Any, Any, Any], object],
+    progress: Any = None,
+) -> None:
     """Compute ``units`` (a sequence of keys) across the world, in rounds: in round ``r``
     rank ``i`` computes ``units[r * size + i]``; a world of one computes them in turn.
 
@@ -217,7 +231,7 @@ def _gather(world, mine, round_number):
     return gathered
 
 
-def finish(world):
+def finish(world: World) -> None:
     """Wait until rank 0 has committed the output, then leave the process group."""
     if world.size == 1:
         return
