@@ -556,3 +556,37 @@ def test_hostile_archive_tree(tmp_path, baseline, fifo):
         assert "<script>" not in text and "&lt;script&gt;alert(1)" in text
     assert "[x](javascript" not in md and "\\[x\\](javascript" in md
     assert page.count("data:image/png;base64,") == 1 and "AAAAAAAAAAAAAAAAAAAAAAAA" not in page
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON held in trace attributes
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("attr", ["param_order", "changed_params"])
+@pytest.mark.parametrize(
+    "text, words",
+    [("[" * 100_000 + "]" * 100_000, "nested deeper"), ("[" + "9" * 5000 + "]", "5000 characters")],
+)
+def test_trace_json_attributes_bounded(tmp_path, attr, text, words):
+    """``/train_step``'s JSON attributes: ``param_order`` let a RecursionError through
+    (``json.loads`` caught only TypeError/ValueError)."""
+    h5py = pytest.importorskip("h5py")
+    from groundhog_port.harness.groups.train_step import read_train_step
+    from groundhog_port.harness.trace import TraceFile
+    from parity_tests.support.cases import LEGACY_ROOT
+
+    src = LEGACY_ROOT / "search" / "trace.h5"
+    if not src.is_file():
+        pytest.skip(f"no recorded trace at {src}")
+    path = tmp_path / "trace.h5"
+    with h5py.File(src, "r") as f, h5py.File(path, "w") as g:
+        for k, v in f.attrs.items():
+            g.attrs[k] = v
+        f.copy("train_step", g)
+        g["train_step"].attrs[attr] = text
+    with TraceFile(path) as tr:
+        reader = tr.train_step if attr == "changed_params" else lambda: read_train_step(tr)
+        with pytest.raises(LegacyInputError) as err:
+            reader()
+    assert str(err.value).startswith(str(path)), err.value
+    if attr == "changed_params":
+        assert words in str(err.value), err.value
