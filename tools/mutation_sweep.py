@@ -385,7 +385,8 @@ MUTATIONS = (
                 "return softmax_with_bias(z / torch.as_tensor(T, dtype=z.dtype, device=z.device))",
             )
         ],
-        fast_groups="sampler",
+        # the recorded /sampler runs at alpha 1 only; the transcripts at 0.5 / 2.0 show it
+        fast_groups="outputs --outputs-matching sample_interactive_stdout.txt",
     ),
     # -- training ----------------------------------------------------------------------------
     m(
