@@ -75,9 +75,9 @@ MUTATIONS = (
         "normalisation",
         [
             (
-                S + "legacy.py",
-                "hyps.costs / np.array([len(t) for t in hyps.trans], dtype=np.float64)",
-                "hyps.costs / np.array([len(t) + 1 for t in hyps.trans], dtype=np.float64)",
+                S + "common.py",
+                "lengths = np.array([len(t) for t in trans], dtype=np.float64)",
+                "lengths = np.array([len(t) + 1 for t in trans], dtype=np.float64)",
             )
         ],
         fast_groups="beam --beam-labels 10_normalize",
@@ -123,7 +123,13 @@ MUTATIONS = (
     m(
         "gru_update_gate_swap",
         "GRU gates",
-        [("model/layers.py", "h = z * h + (1 - z) * h_prev", "h = (1 - z) * h + z * h_prev")],
+        [
+            (
+                "model/functional.py",
+                "h = ops.add(ops.mul(z, h), ops.mul(ops.one_minus(z), h_prev))",
+                "h = ops.add(ops.mul(ops.one_minus(z), h), ops.mul(z, h_prev))",
+            )
+        ],
         fast_groups="repr",
     ),
     m(
@@ -131,9 +137,9 @@ MUTATIONS = (
         "reset placement",
         [
             (
-                "model/layers.py",
-                "h = self.rec.activation(mm(r * h_prev, self.W) + x)",
-                "h = self.rec.activation(r * mm(h_prev, self.W) + x)",
+                "model/functional.py",
+                'h = ops.mm(ops.mul(r, h_prev), weight("W"))',
+                'h = ops.mul(r, ops.mm(h_prev, weight("W")))',
             )
         ],
         fast_groups="repr",
@@ -156,7 +162,13 @@ MUTATIONS = (
     m(
         "backward_encoder_not_reversed",
         "backward-encoder reversal",
-        [("model/encoder.py", "x_rev = x.flip(0)", "x_rev = x")],
+        [
+            (
+                "model/encoder.py",
+                "model, x, x.flip(0), x_mask, None if x_mask is None else x_mask.flip(0)",
+                "model, x, x, x_mask, x_mask",
+            )
+        ],
         fast_groups="repr",
     ),
     m(
