@@ -52,10 +52,11 @@ def test_a_patch_that_does_not_apply_stops_the_sweep(monkeypatch, capsys):
 
 def test_scratch_copy_leaves_the_worktree_alone(tmp_path):
     mu = {m.name: m for m in sweep.MUTATIONS}["gru_update_gate_swap"]
-    before = (REPO / "groundhog_port" / "model" / "layers.py").read_text()
+    rel = mu.patches[0][0]
+    before = (REPO / "groundhog_port" / rel).read_text()
     sweep.scratch_copy(tmp_path, mu)
-    assert (REPO / "groundhog_port" / "model" / "layers.py").read_text() == before
-    assert mu.patches[0][2] in (tmp_path / "groundhog_port" / "model" / "layers.py").read_text()
+    assert (REPO / "groundhog_port" / rel).read_text() == before
+    assert mu.patches[0][2] in (tmp_path / "groundhog_port" / rel).read_text()
 
 
 @pytest.mark.parametrize(
