@@ -22,8 +22,9 @@ A run judges nothing unless the machine was quiet, so the run checks it and says
 was at most 0.5 when the run started, the other processes' runnable threads sampled
 during the run averaged at most 0.5 (the load average at the end counts the benchmark's own
 threads, so it is reported but not judged), and the two peaks differ by at most 5%;
-otherwise "not quiet" with the reasons.  Default settings take about 6-8 minutes on a
-quiet 2-core machine (``elapsed_s`` in the JSON).
+otherwise "not quiet" with the reasons.  Default settings should take about 6 minutes on
+a quiet 2-core machine (estimated from issue 37's quiet rates, docs/speed.md; the run
+records its own, ``elapsed_s`` in the JSON).
 
 Targets (issues #28, #37): scoring >= 80% of the peak, beam 1 >= 60%, beams 5 and 10 >= 85%.
 
