@@ -14,14 +14,23 @@ score's batch).
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL, LegacyInputError
+from ..legacy.data import Batch
+from ..legacy.experiment import Experiment
 from ..outputs import Journal, Progress
 from ..search import scoring
-from ..search.translator import Translation, report_failures, total_cost, write_nbest_then_commit
+from ..search.translator import (
+    Translation,
+    Translator,
+    report_failures,
+    total_cost,
+    write_nbest_then_commit,
+)
 from . import world as distributed
 
 logger = logging.getLogger(__name__)
@@ -39,23 +48,23 @@ class Output:
     fingerprint: dict | None = None
     progress: bool = False
 
-    def bar(self, total, unit="sent"):
+    def bar(self, total: int, unit: str = "sent") -> Progress:
         """The progress line over ``total`` ``unit``: shown on a terminal, or always with
         ``progress``."""
         return Progress(total, unit=unit, enabled=True if self.progress else None)
 
 
 def translate(
-    exp,
-    translator,
-    lines,
-    output,
+    exp: Experiment,
+    translator: Translator,
+    lines: Sequence[str],
+    output: Output,
     *,
-    source,
-    world=None,
-    n_best=None,
-    verbose=False,
-):
+    source: str | os.PathLike[str],
+    world: distributed.World | None = None,
+    n_best: str | os.PathLike[str] | None = None,
+    verbose: bool = False,
+) -> int:
     """sample.py:249-281 on ``lines`` (read from ``source``): the chosen translations to
     ``output`` (every hypothesis to ``n_best``), then sample.py's ``Total cost`` line;
     ``verbose``: ``--verbose``; ``world``: the torchrun world (``None``: this process
@@ -114,19 +123,20 @@ def translate(
     code, note = distributed.exit_with_note(world, EXIT_PARTIAL)
     if report_failures(results, note=note):
         return code
+    assert bar is not None  # rank 0's
     logger.info("%d sentences%s, %.1f sentences/s", len(results), world.on_processes(), bar.rate())
     return EXIT_OK
 
 
 def score(
-    exp,
-    output,
-    batches,
+    exp: Experiment,
+    output: Output,
+    batches: Callable[[], Iterator[Batch]],
     *,
-    world=None,
-    print_probs=False,
-    y_noise=None,
-):
+    world: distributed.World | None = None,
+    print_probs: bool = False,
+    y_noise: float | None = None,
+) -> int:
     """score.py:132-188: one ``{:.5e}`` line per sentence pair (the log-probability, or the
     probability with ``print_probs``), in batch order, to ``output``.  ``batches()``:
     score.py's batch iterator (:func:`~groundhog_port.search.scoring.batches_for`), made
@@ -177,6 +187,7 @@ def score(
 
     _run(world, journal, range(first, len(sizes)), compute, emit, bar, lambda: journal.commit())
     if world.is_root:
+        assert bar is not None  # rank 0's
         logger.info(
             "scored %d pairs%s%s, %.1f pairs/s",
             bar.count,
