@@ -88,6 +88,16 @@ def mm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None) -> tor
             r1 = min(rows, r0 + ROW_CHUNK)
             # assigned, not out=: out= does not record the product for autograd
             y[r0:r1] = _mm_padded(x2[r0:r1], w)
+    elif n > SINGLE_BLOCK_VOCAB and not (
+        torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad)
+    ):
+        # the output matrix by its column blocks (twice MKL's speed of one wide call)
+        pad = -rows % ROW_BLOCK
+        xp = torch.cat([x2, x2.new_zeros((pad, x2.shape[1]))]) if pad else x2
+        y = x2.new_empty((xp.shape[0], n))
+        for j0, j1 in column_blocks(n):
+            torch.mm(xp, w[:, j0:j1], out=y[:, j0:j1])
+        y = y[:rows]
     else:
         y = _mm_padded(x2, w)
     y = y[:, :n]
@@ -104,6 +114,9 @@ def _tasked(x2: torch.Tensor, w: torch.Tensor) -> bool:
         and w.device.type == "cpu"
         and x2.dtype == w.dtype == torch.float32
         and not (torch.is_grad_enabled() and (x2.requires_grad or w.requires_grad))
+        # with more threads the pool measured slower than MKL's own threads on a quiet
+        # machine (docs/speed.md): issue 28's calls there
+        and torch.get_num_threads() == 1
     )
 
 
