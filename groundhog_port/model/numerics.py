@@ -7,14 +7,13 @@ hypothesis' numbers may not change with the number of rows it is computed with.
   ~1e-4 at dim 1000).  :func:`mm` pads the rows up to a multiple of 4 with zeros,
   which selects the same kernel for every row count.
 
-Without gradients, a float32 product on the CPU is cut into *tasks* -- a tile of at most
-ROW_TILE rows (inner dimension above DEEP) times a block of columns
-(:func:`column_blocks`) -- and each task is one single-threaded MKL call; with more than
-one torch thread the tasks run on that many threads at once (:func:`_run_tasks`).  A
-single-threaded call splits no dimension between threads, and the tiles and column blocks
-depend on the product's shape and the thread count, never on its rows, so a row gets the
-same bits in a product of any number of rows.  Before (issue 28), each tile of 64 rows
-was one MKL call on all threads; what the change measured is in ``docs/speed.md``.
+With one torch thread, a float32 product without gradients on the CPU is a list of MKL
+calls (:func:`_tasks`): tiles of ROW_TILE rows (inner dimension above DEEP) times the
+column blocks of :func:`column_blocks`; a single-threaded call gave every row the 4-row
+product's bits up to 188 rows.  With more threads, the calls of issue 28: deep products in
+calls of ROW_CHUNK rows on all threads, the output matrix by its column blocks.  (A pool
+running the single-threaded calls on every thread measured slower than MKL's own threads
+on a quiet machine: ``docs/speed.md``.)
 
 (``torch.sigmoid`` is position dependent too -- its vectorised body and scalar
 tail round differently -- which is one more reason the activations use
@@ -65,10 +64,9 @@ def mm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None) -> tor
     a row then gets other bits than in a 4-row product; calls of up to 124 rows (2 threads)
     and 188 rows (one thread), and every call at ``k <= 768``, gave every row the bits of
     the 4-row product (measured for k = 64-2000, up to 4096 rows).  The batched search
-    multiplies up to thousands of rows where the literal one multiplies a beam.  So, without
-    gradients (float32, CPU: :func:`_tasks`), a deep product is computed in tiles of
-    ROW_TILE rows, each a single-threaded call; with gradients (training), in calls of at
-    most ROW_CHUNK rows on all threads, as before.
+    multiplies up to thousands of rows where the literal one multiplies a beam.  So, with
+    one thread and without gradients (float32, CPU: :func:`_tasks`), a deep product is
+    computed in tiles of ROW_TILE rows; otherwise in calls of at most ROW_CHUNK rows.
 
     ``out`` (optional, no gradients): a ``(rows rounded up to ROW_BLOCK, n)`` tensor the
     product is written into (its padding rows get the zero rows' products); the result is
