@@ -5,7 +5,7 @@ model the state describes, fill it from ``*_model.npz`` through the legacy name
 table, and find the vocabularies the state names (legacy absolute paths are looked
 up next to the state file and in each ``--data-dir``: :mod:`groundhog_port.lookup`).
 
-From Python (README, "Python API")::
+From Python (docs/api.md, "Examples")::
 
     exp = open_experiment("search_state.pkl", "search_model.npz", data_dir=["vocab/"])
     exp.model                      # the torch module (eval mode), exp.cfg its architecture

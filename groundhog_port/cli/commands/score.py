@@ -313,13 +313,13 @@ def _output_dir(path):
     return path
 
 
-#: why txt mode prints inf (README, "Scores of inf"); fidelity.md lists both quirks
+#: why txt mode prints inf (docs/archives.md, "Scores of inf"); fidelity.md lists both quirks
 INF_NOTE = (
     "%d of %d pairs score inf, as in the original: a word's float32 probability "
     "underflowed to 0 and score.py prints -sum(log p) (score.py:240).  Usually that word "
     "is UNK, which the model almost never predicts; score.py's parse_input also turns "
     "every target word with an id >= n_sym_source (%d) into UNK (encdec.py:1504).  See "
-    "the README, 'Scores of inf'"
+    "docs/archives.md, 'Scores of inf'"
 )
 
 
