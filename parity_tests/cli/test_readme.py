@@ -2,8 +2,8 @@
 run by tests): its ``sh`` block under "1. Load an old checkpoint and translate", executed by
 bash in a scratch folder that sees the checkout's ``fixtures/`` and this interpreter's
 environment as ``.venv``, must print that the translation is identical to the original's
-(``cmp`` against the fixture's ``trans_beam10.txt``) and exit 0.  Proven: a wrong model file
-name in the block, or ``--beam-size 5``, fails it.  ~10 s (three commands).
+(``cmp`` against the fixture's ``trans_beam10.txt``) and exit 0.  Proven: ``--beam-size 1`` in the block
+fails it (``--beam-size 5`` would not: on the fixture it writes the beam-10 lines).  ~10 s (three commands).
 """
 
 import os
