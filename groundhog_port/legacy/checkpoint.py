@@ -381,6 +381,8 @@ def read_npz_arrays(
     ``.npy`` header...) is one error naming the file."""
     with reading(path, f"truncated or corrupt .npz {kind} file"):
         try:
+            if Path(path).is_dir():  # before open_input's generic refusal: name an export
+                raise IsADirectoryError(path)
             with open_input(path, f"an .npz {kind} file") as f:  # FIFOs, devices: by type
                 magic = f.read(16)
             if magic[:4] != b"PK\x03\x04":
