@@ -247,12 +247,9 @@ def file_in(folder, *parts):
     path = Path(folder)
     for i, part in enumerate(parts):
         path = path / part
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
+        st = _lstat(path)
+        if st is None:
             continue
-        except OSError as err:
-            raise write_failure(path, err) from None
         last = i == len(parts) - 1
         if stat.S_ISLNK(st.st_mode):
             raise OutputError(
@@ -301,16 +298,24 @@ def folder_in(folder, *parts, create=True):
     return path
 
 
+def _lstat(path):
+    """``os.lstat(path)`` (links not followed), ``None`` when nothing is there; any other
+    failure is one :class:`OutputError` line."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise write_failure(path, err) from None
+
+
 def check_partial(partial):
     """A partial file about to be written must be this program's own: not a symbolic link
     (written through, it would replace the link's target), not a hard link of another file,
     not a FIFO or a device.  A leftover regular file is fine (it is cut before use)."""
-    try:
-        st = os.lstat(partial)
-    except FileNotFoundError:
+    st = _lstat(partial)
+    if st is None:
         return
-    except OSError as err:
-        raise write_failure(partial, err) from None
     if stat.S_ISLNK(st.st_mode):
         problem = "is a symbolic link"
     elif not stat.S_ISREG(st.st_mode):
