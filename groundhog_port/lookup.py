@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LegacyInputError
+from .untrusted import COMPRESSED_SUFFIXES, compression_of, iter_raw_lines, strip_compression
 
 logger = logging.getLogger("groundhog_port.paths")
 
@@ -240,7 +241,30 @@ class TestSetChoice:
 
 
 def _is_candidate_name(name):
-    return not _OUTPUT_NAME.match(name) and Path(name).suffix.lower() not in _BINARY_SUFFIXES
+    """A text file's name that may hold a test set: not an output of the original, not a
+    binary format's; ``test.en.gz`` is judged as ``test.en`` (compressed text is read
+    decompressed, :func:`groundhog_port.untrusted.iter_lines`)."""
+    plain = strip_compression(name)
+    return (
+        not _OUTPUT_NAME.match(plain)
+        and Path(plain).suffix.lower() not in _BINARY_SUFFIXES
+        and (plain == name or Path(plain).suffix.lower() not in COMPRESSED_SUFFIXES)
+    )
+
+
+def _compressed_line_count(path) -> int | None:
+    """:func:`line_count` of a gzip, bzip2 or xz file, decompressed under the bounded
+    reader's limits (a stream that passes them cannot be read as a test set either)."""
+    n = 0
+    try:
+        for number, raw in iter_raw_lines(path, "a compressed text file", whole=False):
+            if b"\0" in raw:
+                return None
+            n = number
+    except LegacyInputError as err:
+        logger.debug("%s: not a candidate test set: %s", path, err)
+        return None
+    return n
 
 
 def line_count(path) -> int | None:
@@ -257,6 +281,9 @@ def line_count(path) -> int | None:
         last = b"\n"
         try:
             with open(path, "rb") as fh:
+                if compression_of(fh.peek(8)[:8]) is not None:
+                    _line_counts[key] = _compressed_line_count(path)
+                    return _line_counts[key]
                 while chunk := fh.read(1 << 20):
                     if b"\0" in chunk or n is None:
                         n = None
@@ -449,17 +476,21 @@ def languages(state) -> tuple[str, str]:
 
 def reference_for(source, src_lang, trg_lang):
     """``(reference, why)`` of a source file: the file of the same stem in the target language
-    (``newstest2012.en`` -> ``newstest2012.fr``); ``(None, why not)`` when there is none with
-    as many lines as the source."""
+    (``newstest2012.en`` -> ``newstest2012.fr``; a compressed source's reference may be
+    compressed or not: ``newstest2012.en.gz`` -> ``newstest2012.fr.gz`` or ``.fr``);
+    ``(None, why not)`` when there is none with as many lines as the source."""
     source = Path(source)
-    parts = source.name.split(".")
-    names = []
+    plain = strip_compression(source.name)
+    suffix = source.name[len(plain) :]
+    parts = plain.split(".")
+    stems = []
     if src_lang in parts[1:]:
         i = len(parts) - 1 - parts[::-1].index(src_lang)
-        names.append(".".join(parts[:i] + [trg_lang] + parts[i + 1 :]))
-    names.append(f"{source.name}.{trg_lang}")
+        stems.append(".".join(parts[:i] + [trg_lang] + parts[i + 1 :]))
+    stems.append(f"{plain}.{trg_lang}")
     if len(parts) > 1:
-        names.append(f"{'.'.join(parts[:-1])}.{trg_lang}")
+        stems.append(f"{'.'.join(parts[:-1])}.{trg_lang}")
+    names = [s + x for s in stems for x in dict.fromkeys((suffix, "", *COMPRESSED_SUFFIXES))]
     n = line_count(source)
     for name in dict.fromkeys(names):
         ref = source.with_name(name)
@@ -468,7 +499,8 @@ def reference_for(source, src_lang, trg_lang):
             if m == n:
                 return ref, f"the same stem in the target language .{trg_lang}"
             return None, f"{ref} has {m} lines, its source {n}"
-    return None, f"no {' or '.join(dict.fromkeys(names))} beside it (target language .{trg_lang})"
+    tried = " or ".join(dict.fromkeys(s + suffix for s in stems))
+    return None, f"no {tried} beside it (target language .{trg_lang})"
 
 
 def find_source(
@@ -503,7 +535,9 @@ def find_source(
     counts = [(p, label, line_count(p)) for p, label in files]
     exact = [c for c in counts if c[2] == n_lines]
     longer = [c for c in counts if c[2] is not None and c[2] > n_lines]
-    by_lang = lambda cs: sorted(cs, key=lambda c: not c[0].name.endswith("." + src_lang))
+    by_lang = lambda cs: sorted(
+        cs, key=lambda c: not strip_compression(c[0].name).endswith("." + src_lang)
+    )
     misses, tried = [], 0
     passes = [(by_lang(exact), "exact")] + ([(by_lang(longer), "longer")] if allow_longer else [])
     for group, kind in passes:

@@ -26,7 +26,8 @@ not write in a way that can block or take unbounded memory:
   anything is read;
 * :func:`iter_lines`: a text file line by line, each line at most :func:`max_line_bytes`
   (1/4096 of the parse budget: 64 KiB by default, a sentence of some 10,000 words), the
-  lines' memory charged to the budget as they come;
+  lines' memory charged to the budget as they come; gzip, bzip2 and xz files (told by
+  their magic number) are decompressed as they are read, under the same limits;
 * :func:`load_json` / :func:`read_json`: JSON under the budget (size and element count
   estimated before parsing), the nesting depth, the length of each number, no ``NaN`` /
   ``Infinity``; anything else is one :class:`LegacyInputError`, never a ``RecursionError``
@@ -190,14 +191,60 @@ def max_line_bytes() -> int:
     return budget.budget_bytes() // LINE_FRACTION
 
 
-def iter_lines(path, what="a text file"):
-    """``(number, line)`` of ``path``, lines ending at ``b"\\n"`` only (the ``\\n``
-    removed, nothing else), one at a time.
+#: compressed text, told by its first bytes (never by its name): gzip (RFC 1952), bzip2, xz
+COMPRESSIONS = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"))
+#: the suffixes those formats are kept under (``newstest2012.en.gz``)
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+
+
+def compression_of(head: bytes) -> str | None:
+    """The compression whose magic number ``head`` (a file's first bytes) starts with."""
+    for magic, kind in COMPRESSIONS:
+        if head.startswith(magic):
+            return kind
+    return None
+
+
+def strip_compression(name: str) -> str:
+    """``name`` without its compression suffix (``test.en.gz`` -> ``test.en``)."""
+    for suffix in COMPRESSED_SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _decompressed(f, kind):
+    import bz2
+    import gzip
+    import lzma
+
+    opener = {"gzip": gzip.GzipFile, "bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
+    return opener(fileobj=f) if kind == "gzip" else opener(f)
+
+
+def _decompression_errors():
+    import lzma
+    import zlib
+
+    return (OSError, EOFError, zlib.error, lzma.LZMAError)
+
+
+def iter_raw_lines(path, what="a text file", whole=True):
+    """``(number, raw)``: the lines of ``path`` as bytes, each with its ``b"\\n"`` (a last
+    line without one comes without), one at a time -- the one reader of text files the
+    port did not write.
+
+    A gzip, bzip2 or xz file (told by its magic number) is decompressed as it is read, so
+    ``newstest2012.en.gz`` reads as ``newstest2012.en`` everywhere a text file is read; its
+    decompressed lines are under the same limits as a plain file's, so a decompression bomb
+    stops at the budget, never at the end of its stream.
 
     Refused with one line naming the file: a special file (by type, before any open), a
     file bigger than the parse budget (before anything is read), a line longer than
-    :func:`max_line_bytes` (before it is held whole), and lines whose memory -- bytes plus
-    :data:`LINE_OVERHEAD` each, as a caller keeping them holds them -- passes the budget."""
+    :func:`max_line_bytes` (before it is held whole), lines whose memory -- bytes plus
+    :data:`LINE_OVERHEAD` each, as a caller keeping them holds them -- passes the budget,
+    and a damaged compressed stream.  ``whole=False``: the caller reads only the first lines
+    (the file's size is not held against the budget; its lines still are)."""
     limit = max_line_bytes()
     try:
         f = open_input(path, what)
@@ -205,20 +252,27 @@ def iter_lines(path, what="a text file"):
         raise _os_error(path, err, what) from None
     with f:
         size = os.fstat(f.fileno()).st_size
-        budget.check(path, f"{what} of {size} bytes", size)
+        if whole:
+            budget.check(path, f"{what} of {size} bytes", size)
+        kind = compression_of(f.peek(8)[:8])
+        stream = f if kind is None else _decompressed(f, kind)
+        errors = OSError if kind is None else _decompression_errors()
+        shown = what if kind is None else f"{what} ({kind}-compressed)"
         held, cap = 0, budget.budget_bytes()
         number = 0
         while True:
             try:
-                line = f.readline(limit + 1)
-            except OSError as err:
-                raise _os_error(path, err, what) from None
+                line = stream.readline(limit + 1)
+            except errors as err:
+                if kind is None:
+                    raise _os_error(path, err, what) from None
+                raise LegacyInputError(
+                    path, f"damaged {kind} stream after line {number} ({describe(err)})"
+                ) from None
             if not line:
                 return
             number += 1
-            if line.endswith(b"\n"):
-                line = line[:-1]
-            elif len(line) > limit:
+            if not line.endswith(b"\n") and len(line) > limit:
                 raise LegacyInputError(
                     path,
                     f"line {number} is longer than {limit} bytes (the line-length limit, "
@@ -227,8 +281,16 @@ def iter_lines(path, what="a text file"):
                 )
             held += len(line) + LINE_OVERHEAD
             if held > cap:
-                raise budget.over_budget(path, f"the lines of {what} (up to line {number})")
+                raise budget.over_budget(path, f"the lines of {shown} (up to line {number})")
             yield number, line
+
+
+def iter_lines(path, what="a text file", whole=True):
+    """``(number, line)`` of ``path``, lines ending at ``b"\\n"`` only (the ``\\n``
+    removed, nothing else), one at a time, under the limits of :func:`iter_raw_lines`
+    (compressed files read decompressed)."""
+    for number, line in iter_raw_lines(path, what, whole):
+        yield number, line[:-1] if line.endswith(b"\n") else line
 
 
 #: deepest JSON nesting accepted by default (GroundHog's config and requests need 4)

@@ -170,44 +170,37 @@ def read_text_lines(path) -> list[str]:
     of Windows line endings (Py2 ``str.strip()`` on bytes did the same).  No final newline: the
     last line still counts; a final newline does not start an extra empty line.  Read line
     by line under the line-length limit and the parse budget; a FIFO or device is refused
-    by type (:func:`groundhog_port.untrusted.iter_lines`).
+    by type, and a gzip, bzip2 or xz file read decompressed
+    (:func:`groundhog_port.untrusted.iter_lines`).
     """
-    lines = []
-    for number, chunk in iter_lines(path, "a text file"):
-        try:
-            text = chunk.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise LegacyInputError(
-                path,
-                f"line {number}: not valid UTF-8 (byte 0x{chunk[err.start]:02x} at column "
-                f"{err.start + 1})",
-            ) from None
-        lines.append(text.strip(PY2_WHITESPACE))
-    return lines
+    return [_decoded(path, number, chunk) for number, chunk in iter_lines(path, "a text file")]
 
 
 def first_text_lines(path, n) -> list[str]:
     """The first ``n`` lines of :func:`read_text_lines` without reading the rest of the file
-    (a candidate test set may be a corpus of millions of lines)."""
-    chunks = []
-    try:
-        with open(path, "rb") as fh:
-            for raw in fh:
-                chunks.append(raw)
-                if len(chunks) >= n:
-                    break
-    except OSError as err:
-        raise LegacyInputError(path, f"cannot read text file ({err.strerror or err})") from None
-    lines = []
-    for number, chunk in enumerate(chunks, start=1):
-        try:
-            text = chunk.rstrip(b"\n").decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise LegacyInputError(
-                path, f"line {number}: not valid UTF-8 (byte 0x{chunk[err.start]:02x})"
-            ) from None
-        lines.append(text.strip(PY2_WHITESPACE))
+    (a candidate test set may be a corpus of millions of lines), under the same line-length
+    limit (a 100 MB first line is refused, not read) and decompressed the same way."""
+    lines: list[str] = []
+    if n <= 0:
+        return lines
+    for number, chunk in iter_lines(path, "a text file", whole=False):
+        lines.append(_decoded(path, number, chunk))
+        if len(lines) >= n:
+            break
     return lines
+
+
+def _decoded(path, number, chunk) -> str:
+    """One line of a text file as Python 2's ``line.strip()`` gave it, decoded as UTF-8."""
+    try:
+        text = chunk.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LegacyInputError(
+            path,
+            f"line {number}: not valid UTF-8 (byte 0x{chunk[err.start]:02x} at column "
+            f"{err.start + 1})",
+        ) from None
+    return text.strip(PY2_WHITESPACE)
 
 
 def _pack_text(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:

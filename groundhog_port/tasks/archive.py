@@ -35,10 +35,12 @@ written inside ROOT.  Under ``torchrun`` the experiments are dealt out over the 
 rank 0 writes the report (:mod:`groundhog_port.tasks.archive_report`).
 """
 
+import contextlib
 import logging
 import math
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ from .. import lookup
 from ..errors import LegacyInputError
 from ..outputs import check_partial, file_in, folder_in
 from ..untrusted import special_kind
+from . import packs
 from .archive_cache import cached, safe_name, store
 
 logger = logging.getLogger(__name__)
@@ -131,8 +134,71 @@ def not_read(path, allowed):
 
 
 def allowed_folders(root, data_dirs=()):
-    """The real paths a file of the archive may lead to: ROOT and each ``--data-dir``."""
-    return tuple(os.path.realpath(d) for d in (root, *data_dirs))
+    """The real paths a file of the archive may lead to: ROOT, each ``--data-dir`` and the
+    folders packed experiments were unpacked into (:func:`unpacked`)."""
+    return tuple(os.path.realpath(d) for d in (root, *data_dirs, *_UNPACKED))
+
+
+#: unpacked folder (absolute) -> the pack's path under ROOT, for the run (:func:`unpacked`)
+_UNPACKED: dict[str, str] = {}
+
+
+def _pack_files(root):
+    """Every packed experiment (:func:`groundhog_port.tasks.packs.is_pack`) under ``root``,
+    sorted, links to folders not followed."""
+    found = []
+    for folder, dirs, names in os.walk(root):
+        dirs.sort()
+        found += [Path(folder) / n for n in sorted(names) if packs.is_pack(n)]
+    return found
+
+
+def _pack_entry(root, pack, why):
+    """The entry of a pack that is not re-done: its one "not done" line says why."""
+    rel = rel_path(root, pack)
+    return Entry(rel, pack.parent, pack, None, None, root=Path(root), refused=[(pack.name, why)])
+
+
+@contextlib.contextmanager
+def unpacked(root, data_dirs=()):
+    """The experiments of every pack under ``root`` (``run7.tar.gz``, ``.zip``...), each pack
+    unpacked under the bounds of :mod:`groundhog_port.tasks.packs` into a private temporary
+    folder for the run, removed afterwards.  Their ids, and every path of theirs in the
+    report, read ``run7.tar.gz/...`` (:func:`rel_path`).  A pack refused, holding no state,
+    or holding members not written (links, special files, packs) says so in "Not done"."""
+    folder = packs.private_folder()
+    entries = []
+    try:
+        for i, pack in enumerate(_pack_files(root)):
+            why = not_read(pack, allowed_folders(root, data_dirs))
+            if why is not None:
+                entries.append(_pack_entry(root, pack, why))
+                continue
+            (folder / str(i)).mkdir()
+            try:
+                up = packs.unpack(pack, folder / str(i))
+            except LegacyInputError as err:
+                entries.append(_pack_entry(root, pack, err.problem))
+                continue
+            rel = rel_path(root, pack)
+            _UNPACKED[os.path.abspath(up.folder)] = rel
+            skipped = up.skipped + [
+                (rel_path(up.folder, p), "a pack inside a pack: not unpacked")
+                for p in _pack_files(up.folder)
+            ]
+            found = discover(up.folder, data_dirs)
+            if not found:
+                why = "holds no experiment (*state.pkl): nothing re-done"
+                entries.append(_pack_entry(root, pack, why))
+            for entry in found:
+                entry.id = f"{rel}/{entry.id}"
+                entry.root = Path(root)
+                entry.refused += [(f"{pack.name}: {m}", w) for m, w in skipped]
+                entries.append(entry)
+        yield entries
+    finally:
+        _UNPACKED.clear()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------
@@ -227,7 +293,7 @@ def given_test_set(root, entry: Entry, opts: Options, name="test"):
 
 
 def _folder_key(root, entry):
-    return entry.folder.relative_to(root).as_posix() or "."
+    return rel_path(root, entry.folder)
 
 
 def read_test_sets(path, root) -> dict:
@@ -285,9 +351,14 @@ def key_inputs(entry: Entry, opts: Options) -> list:
 # re-doing one experiment
 # ----------------------------------------------------------------------------------------
 def rel_path(root, path):
-    """``path`` relative to ROOT where it lies inside, else as it is."""
+    """``path`` relative to ROOT where it lies inside (a file of a packed experiment:
+    ``run7.tar.gz/...``, :func:`unpacked`), else as it is."""
+    full = os.path.abspath(path)
+    for folder, pack in _UNPACKED.items():
+        if full == folder or full.startswith(folder + os.sep):
+            return Path(pack, os.path.relpath(full, folder)).as_posix()
     try:  # abspath, not resolve: a symlinked file is named where it lies in the archive
-        return Path(os.path.abspath(path)).relative_to(os.path.abspath(root)).as_posix()
+        return Path(full).relative_to(os.path.abspath(root)).as_posix()
     except ValueError:
         return str(path)
 
@@ -941,16 +1012,16 @@ def check_out_dir(root, out):
                 file_in(out, *rel, f)
 
 
-def run(root, out, opts: Options, world=None, progress=None, fresh=False):
-    """Re-do every experiment under ``root`` (this rank's share under torchrun), caching each
-    result in ``out/cache``; returns ``(entries, results)`` on rank 0 (results in entry
-    order), ``(entries, None)`` elsewhere."""
+def run(root, out, opts: Options, world=None, progress=None, fresh=False, packed=()):
+    """Re-do every experiment under ``root`` and the ``packed`` ones (:func:`unpacked`; this
+    rank's share under torchrun), caching each result in ``out/cache``; returns
+    ``(entries, results)`` on rank 0 (results in entry order), ``(entries, None)`` elsewhere."""
     root = Path(root)
     if not root.is_dir():
         raise LegacyInputError(root, "archive folder not found")
     check_out_dir(root, out)
     Path(out).mkdir(parents=True, exist_ok=True)
-    entries = discover(root, opts.data_dirs)
+    entries = sorted(discover(root, opts.data_dirs) + list(packed), key=lambda e: e.id)
     rank, size = (world.rank, world.size) if world else (0, 1)
     mine = {}
     for i, entry in enumerate(entries):

@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import LegacyInputError
-from ..untrusted import iter_lines
+from ..untrusted import iter_lines, iter_raw_lines
 
 log = logging.getLogger(__name__)
 
@@ -283,25 +283,21 @@ def perl_lines(path, unescape: bool = False) -> list[str]:
 
     Bytes are decoded as latin-1 (one character per byte: nothing is refused, and chop,
     ``split`` and ``lc`` act on bytes as in Perl); every line loses its last byte, which
-    on a final line without a newline is a real character (logged).
+    on a final line without a newline is a real character (logged).  Read line by line
+    under the bounded reader's limits, as the sacrebleu path reads (a compressed file
+    decompressed: :func:`groundhog_port.untrusted.iter_raw_lines`).
     """
     p = Path(path)
-    try:
-        text = p.read_bytes().decode("latin-1")
-    except FileNotFoundError:
-        raise LegacyInputError(p, "file not found") from None
-    except OSError as err:
-        raise LegacyInputError(p, f"cannot read ({err.strerror or err})") from None
-    lines = text.split("\n")
-    last = lines.pop()  # "" when the file ends with a newline
-    if last:
-        log.warning(
-            "%s: last line has no newline; multi-bleu.perl's chop drops its last "
-            "byte %r, and so do we (--multi-bleu)",
-            p,
-            last[-1:].encode("latin-1"),
-        )
-        lines.append(last[:-1])
+    lines = []
+    for _, raw in iter_raw_lines(p, "a text file"):
+        lines.append(raw[:-1].decode("latin-1"))
+        if not raw.endswith(b"\n"):
+            log.warning(
+                "%s: last line has no newline; multi-bleu.perl's chop drops its last "
+                "byte %r, and so do we (--multi-bleu)",
+                p,
+                raw[-1:],
+            )
     if unescape:
         lines = [unescape_moses(ln) for ln in lines]
     return lines

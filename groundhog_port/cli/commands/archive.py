@@ -177,19 +177,24 @@ def run(args):
     world, opts.device = distributed.setup(
         args.device, args.threads
     )  # cuda:LOCAL_RANK under torchrun
-    n = len(archive.discover(args.root)) if not world or world.is_root else 0
-    if n == 0 and (not world or world.is_root):
-        raise LegacyInputError(args.root, "no experiment (*state.pkl) in this folder tree")
-    root_rank = world is None or world.is_root
-    progress = Progress(
-        n if not world else (n + world.size - 1) // world.size,
-        unit="exp",
-        enabled=(True if args.progress else None) if root_rank else False,
-    )
-    try:
-        entries, results = archive.run(args.root, args.out, opts, world, progress, args.fresh)
-    finally:
-        progress.close()
+    with archive.unpacked(args.root, opts.data_dirs) as packed:
+        n = len(archive.discover(args.root)) + len(packed) if not world or world.is_root else 0
+        if n == 0 and (not world or world.is_root):
+            raise LegacyInputError(
+                args.root, "no experiment (*state.pkl, or a packed run) in this folder tree"
+            )
+        root_rank = world is None or world.is_root
+        progress = Progress(
+            n if not world else (n + world.size - 1) // world.size,
+            unit="exp",
+            enabled=(True if args.progress else None) if root_rank else False,
+        )
+        try:
+            entries, results = archive.run(
+                args.root, args.out, opts, world, progress, args.fresh, packed
+            )
+        finally:
+            progress.close()
     if world is not None and not world.is_root:
         distributed.finish(world)
         return EXIT_OK
