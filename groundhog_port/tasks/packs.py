@@ -35,11 +35,11 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from .. import budget
 from ..errors import LegacyInputError
-from ..untrusted import compression_of, open_input
+from ..untrusted import open_input
 
 #: names of packed experiments (by suffix; the content decides the format)
 PACK_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
@@ -149,7 +149,7 @@ def _odd_name(rel: PurePosixPath) -> str | None:
     return None
 
 
-def _write(dest: Path, rel: PurePosixPath, src: BinaryIO, count: _Counter, shown: str) -> None:
+def _write(dest: Path, rel: PurePosixPath, src: IO[bytes], count: _Counter, shown: str) -> None:
     target = dest.joinpath(*rel.parts)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -161,11 +161,9 @@ def _write(dest: Path, rel: PurePosixPath, src: BinaryIO, count: _Counter, shown
 
 def _unpack_tar(pack: Path, f: BinaryIO, size: int, result: Unpacked) -> None:
     count = _Counter(pack, size, result.folder)
-    kind = compression_of(f.peek(8)[:8]) if hasattr(f, "peek") else None
-    mode = {"gzip": "r|gz", "bzip2": "r|bz2", "xz": "r|xz"}.get(kind or "", "r|")
     seen: set[PurePosixPath] = set()
     # streaming mode: one pass, no member list built first (100,000 headers are never held)
-    with tarfile.open(fileobj=f, mode=mode) as tar:
+    with tarfile.open(fileobj=f, mode="r|*") as tar:  # gzip, bzip2, xz or none: by content
         for n, info in enumerate(tar, start=1):
             if n > MAX_MEMBERS:
                 raise LegacyInputError(
