@@ -27,12 +27,14 @@ the member: the pack is then "not done" with that line, and the rest of the arch
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO
@@ -259,3 +261,27 @@ def unpack(pack: Path | str, into: Path | str) -> Unpacked:
 def private_folder() -> Path:
     """A new temporary folder only this user can read (mode 0700), for :func:`unpack`."""
     return Path(tempfile.mkdtemp(prefix="groundhog-port-packs-"))
+
+
+@contextlib.contextmanager
+def case_folder(pack: Path | str) -> Iterator[tuple[Path, Unpacked]]:
+    """``reproduce --case run7.tar.gz``: the pack unpacked into a private folder for the
+    run, and the one folder in it that holds a ``*state.pkl`` (refused, naming them, when
+    it holds none or several)."""
+    pack = Path(pack)
+    into = private_folder()
+    try:
+        up = unpack(pack, into)
+        states = sorted({p.parent for p in up.folder.rglob("*state.pkl") if p.is_file()})
+        if len(states) != 1:
+            found = ", ".join(p.relative_to(up.folder).as_posix() or "." for p in states)
+            raise LegacyInputError(
+                pack,
+                "holds no experiment (*state.pkl)"
+                if not states
+                else f"holds {len(states)} experiments ({found}): use archive on its "
+                "folder, or unpack it and give one with --case",
+            )
+        yield states[0], up
+    finally:
+        shutil.rmtree(into, ignore_errors=True)

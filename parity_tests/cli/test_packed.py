@@ -305,3 +305,28 @@ def _zip_of(files):
         for name, data in files.items():
             zf.writestr(name, data)
     return raw.getvalue()
+
+
+def test_reproduce_case_of_a_pack(legacy_root, tmp_path):
+    """``reproduce --case run7.tar.gz``: the run re-done from the pack, its gzipped test set
+    found beside the pack, the archived file identical; a pack of two runs is one line."""
+    run = _run_folder(legacy_root, tmp_path / "scratch" / "run7")
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    with tarfile.open(lab / "run7.tar.gz", "w:gz") as tf:
+        tf.add(run, "run7")
+    for name in ("test.en", "test.fr"):
+        (lab / f"newstest.{name[-2:]}.gz").write_bytes(
+            gzip.compress(_head(legacy_root / "search" / name))
+        )
+    r = run_cli("reproduce", "--case", lab / "run7.tar.gz", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["case"] == f"{lab / 'run7.tar.gz'}/run7"
+    (row,) = report["files"]
+    assert row["identical"] == row["compared"] == N
+    with tarfile.open(lab / "two.tar", "w") as tf:
+        tf.add(run, "a")
+        tf.add(run, "b")
+    r = run_cli("reproduce", "--case", lab / "two.tar")
+    assert r.returncode == 2 and "holds 2 experiments (a, b)" in r.stderr, r.stderr

@@ -29,6 +29,7 @@ from ...tasks.reproduce import (
     reproduce,
     sentences_to_translate,
 )
+from ...tasks import packs
 from ...tasks.rescore import bleu_tokenizers
 from .common import (
     add_case_argument,
@@ -195,6 +196,20 @@ def check_save_dir(save_dir, files, reads, case):
 
 
 def run(args):
+    case = Path(args.case) if args.case else None
+    if case is not None and case.is_file() and packs.is_pack(case.name):
+        # a run kept as run7.tar.gz: re-done from a private unpacked copy; its test set is
+        # looked for inside the pack, beside it and in each --data-dir
+        with packs.case_folder(case) as (folder, up):
+            for member, why in up.skipped:
+                logger.warning("%s: %s: %s", case, member, why)
+            args.case = str(folder)
+            args.data_dir = [*(args.data_dir or []), str(case.parent)]
+            return _run(args, shown=f"{case}/{folder.relative_to(up.folder).as_posix()}")
+    return _run(args)
+
+
+def _run(args, shown=None):
     model_and_changes(args)
     if args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")
@@ -218,7 +233,7 @@ def run(args):
     progress.close()
     report.update(
         {
-            "case": case,
+            "case": shown or case,
             "state": str(state),
             "model": str(model),
             "skipped": skipped,
