@@ -20,6 +20,7 @@ from ... import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from ...outputs import OutputError, Progress, check_outputs, file_in, lies_inside
 from ...search.translator import DEFAULT_BATCH_SIZE
+from ...tasks import packs
 from ...tasks.reproduce import (
     ArchivedFile,
     Settings,
@@ -29,7 +30,6 @@ from ...tasks.reproduce import (
     reproduce,
     sentences_to_translate,
 )
-from ...tasks import packs
 from ...tasks.rescore import bleu_tokenizers
 from .common import (
     add_case_argument,
