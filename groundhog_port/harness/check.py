@@ -55,8 +55,10 @@ What is compared (groups, selectable with ``groups=``):
 NOT COVERED rows say what a recording cannot discriminate
 (:func:`groundhog_port.harness.groups.search._beam_coverage`: ``ignore_unk`` where no hypothesis of the plain run holds UNK, choosing by normalised cost
 where it never changes the choice; a group the port cannot recompute, none today); they
-never pass or fail, are never dropped, and make ``groundhog-port parity`` exit 1 unless
-``--allow-uncovered``.
+never pass or fail and are never dropped.  The first two are expected (the recording does
+not hold what the row needs: ``Row.recording_gap``; reported, exit 0); a recorded group the
+port cannot recompute should be covered and makes ``groundhog-port parity`` exit 1 unless
+``--allow-uncovered`` (one rule for the command and the pytest plugin: docs/exit-codes.md).
 
 Each group is a :class:`~groundhog_port.harness.report.Group` in :data:`GROUP_TABLE` (its
 module: :mod:`groundhog_port.harness.groups.scoring` for ``repr``/``pairs``/``batch``,

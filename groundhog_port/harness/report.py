@@ -75,6 +75,10 @@ class Row:
     n_bad: int = 0
     worst: str | None = None  # dataset path + index of the worst element
     covered: bool = True
+    #: NOT COVERED because the recording does not hold what the row needs (it cannot tell
+    #: the mechanism apart): expected, reported, exit 0.  A row not covered for any other
+    #: reason (a recorded group the port cannot recompute) is a gap of the port: exit 1.
+    recording_gap: bool = False
     self_check: bool = False
     notes: list[str] = field(default_factory=list)
     product: str = ""  # the user-facing function whose output is compared
@@ -166,6 +170,7 @@ class Row:
             "self_check": self.self_check,
             "status": self.status,
             "passed": self.passed if self.covered else None,
+            "recording_gap": self.recording_gap,
             "n_bad": self.n_bad,
             "worst": self.worst,
             "notes": list(self.notes),
@@ -435,9 +440,16 @@ class Report:
 
     @property
     def uncovered(self) -> list[Row]:
-        """NOT COVERED rows: what the recording cannot tell apart (``parity`` exits 1 on
-        them unless ``--allow-uncovered``)."""
+        """NOT COVERED rows, expected or not (:attr:`unexpected_uncovered`)."""
         return [r for r in self.rows if not r.covered]
+
+    @property
+    def unexpected_uncovered(self) -> list[Row]:
+        """NOT COVERED rows that should have been covered: the recording holds what they
+        need but the port did not compare it (``parity`` exits 1 on them unless
+        ``--allow-uncovered``; docs/exit-codes.md).  Rows the recording cannot tell apart
+        (:attr:`Row.recording_gap`) are expected: reported, and exit 0."""
+        return [r for r in self.rows if not r.covered and not r.recording_gap]
 
     @property
     def inconsistent(self) -> list[Row]:

@@ -131,13 +131,13 @@ def test_cli_export_translate_score_fixture(tmp_path, one_thread):
 
 def test_cli_parity_case_on_reloaded_model(exported):
     """``parity --case DIR --checkpoint EXPORT`` passes (every group) on the search case.
-    ``--allow-uncovered``: the two NOT COVERED rows are facts of the recording (it cannot
-    discriminate normalise / ignore-unk choices), the same with the legacy files."""
+    The two NOT COVERED rows are facts of the recording (it cannot discriminate normalise /
+    ignore-unk choices), expected as with the legacy files: exit 0 without options."""
     case = next((c for c in case_dirs() if c.name == "search"), None)
     if case is None:
         pytest.skip("the shared 'search' recording is not present")
     _, d = exported(case)
-    r = run_cli("parity", "--case", case, "--checkpoint", d, "--allow-uncovered")
+    r = run_cli("parity", "--case", case, "--checkpoint", d)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert re.search(r"^(\d+)/\1 quantities pass", r.stdout, re.M), r.stdout[-500:]
 

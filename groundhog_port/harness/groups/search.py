@@ -447,7 +447,8 @@ def check_beam(ctx: Context, rows: Rows):
 
 
 def _beam_coverage(ctx: Context, rows: Rows, labels):
-    """NOT COVERED rows for mechanisms a recording cannot tell apart (``--allow-uncovered``):
+    """NOT COVERED rows for mechanisms a recording cannot tell apart (expected:
+    :attr:`~groundhog_port.harness.report.Row.recording_gap`, exit 0):
 
     * ``beam/N_ignore_unk/ignore_unk``: no hypothesis of the plain ``beam/N`` run contains
       UNK (or there is no plain run), so searching with or without ``ignore_unk`` gives the
@@ -490,6 +491,7 @@ def _beam_coverage(ctx: Context, rows: Rows, labels):
         if why is not None:
             row = rows.get("beam", quantity, tol=Tolerance("n/a"))
             row.covered = False
+            row.recording_gap = True  # a fact of the recording: expected (exit 0)
             row.notes.append(why)
 
 
