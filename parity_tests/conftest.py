@@ -81,8 +81,17 @@ def browser():
         need_browser_part("selenium")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver_path = shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        need_browser_part("Debian's chromium and chromium-driver")
+    if not chromium or not driver_path:  # name the part that is missing
+        need_browser_part(
+            " and ".join(
+                part
+                for part, there in (
+                    ("Chromium (Debian's chromium)", chromium),
+                    ("its WebDriver (Debian's chromium-driver: chromedriver)", driver_path),
+                )
+                if not there
+            )
+        )
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
     for a in (

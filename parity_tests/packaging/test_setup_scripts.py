@@ -71,6 +71,25 @@ def test_installed_when_asked_and_said(tmp_path, how):
 
 
 @pytest.mark.skipif(not os.path.exists(BASH), reason="needs /bin/bash")
+@pytest.mark.parametrize("present", ["chromium", "chromedriver", None])
+def test_the_missing_part_is_named(tmp_path, present):
+    """Chromium there and its driver missing (or the reverse, or both missing): the message
+    names what is missing, never "Chromium not installed" when it is (issue 43)."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    if present:
+        (stubs / present).write_text("#!/bin/bash\necho stub\n")
+        (stubs / present).chmod(0o755)
+    out, calls = run(tmp_path)
+    assert out.returncode == 0 and calls == []
+    says_chromium = "Chromium (Debian's chromium" in out.stderr
+    says_driver = "WebDriver (Debian's chromium-driver" in out.stderr
+    assert says_chromium == (present != "chromium"), out.stderr
+    assert says_driver == (present != "chromedriver"), out.stderr
+    assert "will skip" in out.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(BASH), reason="needs /bin/bash")
 def test_unknown_argument(tmp_path):
     out, calls = run(tmp_path, "--yes")
     assert out.returncode == 2 and calls == [] and "unknown argument --yes" in out.stderr
