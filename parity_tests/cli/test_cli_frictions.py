@@ -1,0 +1,89 @@
+"""The command-line frictions of issue 43, item 6, each as a user met it: ``plot-training``
+options in any order, a state key that is a flag named with its flag, a misspelt option with
+its suggestion, a FIFO named as a FIFO by every command, ``reproduce`` naming the settings a
+file name implies and the reference beside the source, ``archive --dpi/--format``.
+"""
+
+import shutil
+
+import pytest
+
+from groundhog_port.cli.main import main
+from parity_tests.support.cases import LEGACY_ROOT
+from parity_tests.support.fuzzing import run_cli_inprocess
+
+SEARCH = LEGACY_ROOT / "search"
+
+
+def _run(*argv, cwd=None):
+    return run_cli_inprocess(main, ["--threads", "1", *map(str, argv)], cwd=cwd)
+
+
+def _need(path):
+    if not path.exists():
+        pytest.skip(f"recorded case file {path} not found (set GROUNDHOG_LEGACY_TRACES)")
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# plot-training: options in any order
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def two_timings(tmp_path):
+    timing = _need(SEARCH / "search_timing.npz")
+    pytest.importorskip("matplotlib")
+    a, b = tmp_path / "a_timing.npz", tmp_path / "b_timing.npz"
+    shutil.copy(timing, a)
+    shutil.copy(timing, b)
+    return a, b
+
+
+@pytest.fixture
+def plotted(monkeypatch):
+    """What ``tasks.curves.plot`` was called with (the real plot still runs)."""
+    from groundhog_port.tasks import curves
+
+    calls = []
+    real = curves.plot
+
+    def spy(paths, out, labels=None, **kw):
+        calls.append(([str(p) for p in paths], labels))
+        return real(paths, out, labels=labels, **kw)
+
+    monkeypatch.setattr(curves, "plot", spy)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "--out c.png --labels a b A B",  # the issue's: --labels swallows the files
+        "A B --out c.png --labels a b",  # the documented form
+        "--label a --out c.png A --label b B",  # one --label per file
+    ],
+)
+def test_plot_training_takes_options_in_any_order(tmp_path, two_timings, plotted, form):
+    """``--out c.png --labels a b a.npz b.npz`` said "the following arguments are required:
+    timings" on main; now the four words after --labels are 2 labels then 2 files."""
+    words = {"A": two_timings[0], "B": two_timings[1], "c.png": tmp_path / "c.png"}
+    rc, out, err = _run("plot-training", *(words.get(w, w) for w in form.split()))
+    assert rc == 0, err
+    assert plotted == [([str(two_timings[0]), str(two_timings[1])], ["a", "b"])]
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "form, says",
+    [
+        ("--out c.png --labels a b c A B", "no timing file is left"),
+        ("A --out c.png --labels a b B", "3 labels (a b"),
+        ("A B --out c.png --labels a b --label c", "not both"),
+    ],
+)
+def test_plot_training_ambiguous_labels_are_one_line(tmp_path, two_timings, form, says):
+    words = {"A": two_timings[0], "B": two_timings[1], "c.png": tmp_path / "c.png"}
+    rc, out, err = _run("plot-training", *(words.get(w, w) for w in form.split()))
+    assert rc == 2
+    [line] = err.strip().splitlines()
+    assert says in line and " error: " in line, err
+    assert not (tmp_path / "c.png").exists()
