@@ -285,11 +285,21 @@ def _by_content(trace_path, side, case_dir, data_dirs):
 
 
 def _test_file_names(trace_path):
+    """The trace's ``test_src_file``/``test_trg_file``: names relative to the case folder;
+    an absolute name or one climbing out (``..``) is refused, never joined."""
     with TraceFile(trace_path) as tr:
-        return (
+        names = (
             str(tr.attrs.get("test_src_file") or "test.en"),
             str(tr.attrs.get("test_trg_file") or "test.fr"),
         )
+    for key, name in zip(("test_src_file", "test_trg_file"), names):
+        if Path(name).is_absolute() or ".." in Path(name).parts or "\0" in name:
+            raise LegacyInputError(
+                trace_path,
+                f"attribute {key} = {name[:200]!r}: not a name inside the case folder "
+                "(absolute or climbing out with '..'): refused, nothing read there",
+            )
+    return names
 
 
 def test_files_near(trace_path):

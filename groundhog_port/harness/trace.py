@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import budget
 from ..errors import LegacyInputError
-from ..legacy.h5guard import check_dataset, check_global_heaps, read_attrs
-from ..untrusted import check_special, load_json, reader_method, reading
+from ..legacy.h5guard import check_dataset, check_global_heaps, check_links, read_attrs
+from ..untrusted import check_special, load_json, max_line_bytes, reader_method, reading
 
 try:  # h5py is a hard dependency of the port, but keep the import error readable
     import h5py
@@ -113,6 +114,11 @@ SCHEMA: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
 }
 # /batch has the layout of /batch_all/{b} (it is batch 0 again, plus attribute batch_size)
 SCHEMA["batch"] = SCHEMA["batch_all/{b}"]
+
+#: bytes the harness holds per recorded float beside the file's own: its float64 copy
+HELD_FLOAT_BYTES = 8
+#: recorded id sequences (sentences): never longer than a line of text can make them
+ID_SEQUENCES = frozenset({"seq", "src_ids", "trg_ids"})
 
 STEP_DATASETS = tuple(SCHEMA["steps/{i}/{k:03d}"])
 PAIR_DATASETS = tuple(SCHEMA["pairs/{i}"])
@@ -446,6 +452,7 @@ class TraceFile(_OpenTrace):
         try:
             with reading(self.path, "unreadable trace file"):
                 check_global_heaps(self.path)
+                check_links(self._f, self.path)
                 raw = (
                     read_attrs(self._f, self.path, "/", ["format_version"])["format_version"]
                     if "format_version" in self._f.attrs
@@ -517,7 +524,18 @@ class TraceFile(_OpenTrace):
                 raise self._err(
                     full, f"{ds.ndim}-d, the format says {' or '.join(str(n) for n in ndims)}-d"
                 )
-        check_dataset(ds, self.path, f"/{full}")
+        # the harness holds a float64 copy of every float it compares (and the tolerance
+        # arrays beside it): the ratio rule and the budget charge that, not the file's dtype
+        extra = HELD_FLOAT_BYTES if ds.dtype.kind == "f" else 0
+        check_dataset(ds, self.path, f"/{full}", loader_itemsize=extra)
+        held = int(ds.size or 0) * (int(ds.dtype.itemsize) + extra)
+        budget.check(self.path, f"/{full} ({tuple(ds.shape)} of {ds.dtype}, as compared)", held)
+        if name in ID_SEQUENCES and ds.ndim == 1 and ds.shape[0] > max_line_bytes() + 1:
+            raise self._err(
+                full,
+                f"{ds.shape[0]} ids: longer than any sentence a line can hold "
+                f"({max_line_bytes()} bytes, the line-length limit)",
+            )
         try:
             return ds[()]
         except OSError as err:
@@ -558,6 +576,15 @@ class TraceFile(_OpenTrace):
         out = {n: self._read(g, n, "pairs/{i}", where) for n in PAIR_DATASETS}
         out["src_line"] = self._attr(g, "src_line", where)
         out["trg_line"] = self._attr(g, "trg_line", where)
+        for ids, line in (("src_ids", "src_line"), ("trg_ids", "trg_line")):
+            # a word or a character is at least one byte of its line, and end-of-sentence
+            most = len(str(out[line]).encode("utf-8", "surrogatepass")) + 1
+            if len(out[ids]) > most:
+                raise self._err(
+                    f"{where}/{ids}",
+                    f"{len(out[ids])} ids for a {line} of {most - 1} bytes: more ids than "
+                    "the line has words (damaged or hostile trace)",
+                )
         return out
 
     # -- /batch, /batch_all -------------------------------------------------------------

@@ -88,7 +88,7 @@ from legacy_states import VOCABULARY_KEYS
 
 from ..errors import LegacyInputError, quoted
 from ..untrusted import check_special, iter_lines, reading
-from .h5guard import check_dataset, check_global_heaps
+from .h5guard import check_dataset, check_global_heaps, check_links
 from .vocab import parse_input
 
 __all__ = [
@@ -351,6 +351,7 @@ def read_h5_bitext(path) -> H5Phrases:
             ) from None
         with handle:
             check_global_heaps(path)
+            check_links(handle, path)
             for name in ("phrases", "indices"):
                 if name not in handle or not isinstance(handle[name], h5py.Dataset):
                     raise LegacyInputError(path, f"no dataset '/{name}'; {_H5_LAYOUT}")

@@ -48,6 +48,74 @@ def check_dataset(ds, path, where, loader_itemsize=0):
             f"{where}: a variable-length sequence type; expected numbers "
             "or strings (damaged file?)",
         )
+    _check_storage(ds, path, where)
+    declared = int(ds.size or 0) * (int(ds.dtype.itemsize) + loader_itemsize)
+    stored = int(ds.id.get_storage_size())
+    if declared > MAX_EXPANSION * stored + SLACK_BYTES:
+        held = (
+            f" as the loader holds it, {loader_itemsize} more per element"
+            if loader_itemsize
+            else ""
+        )
+        raise LegacyInputError(
+            path,
+            f"{where}: declares shape {tuple(ds.shape)} of {ds.dtype} "
+            f"({declared} bytes{held}) but the file stores {stored} bytes "
+            f"for it, more than deflate's {MAX_EXPANSION}:1 could give: "
+            "truncated, corrupt or hostile file",
+        )
+
+
+#: objects (groups and datasets) a file the port did not write may hold: a trace holds some
+#: thousands (a group per pair, step and beam run), a GroundHog bitext two
+MAX_OBJECTS = 1_000_000
+
+
+def check_links(f, path):
+    """Refuse an HDF5 file that points elsewhere, before anything in it is read.
+
+    The recordings and GroundHog's bitexts are plain trees of groups and datasets whose
+    data lie inside the file.  h5py follows a soft link or an *external* link
+    (``ExternalLink`` to another file: the data read would not be the file's, and a link to
+    a FIFO blocks for ever) as if it were a group.  This visits every link of ``f`` without
+    following any (HDF5's ``H5Lvisit``: each group once, so a cycle of hard links ends) and
+    refuses, naming the link, a soft or external link or more than :data:`MAX_OBJECTS`
+    links.  Datasets stored externally or virtually are refused where they are read
+    (:func:`check_dataset`)."""
+    import h5py
+
+    seen = {"links": 0, "name": b""}
+
+    def visit(name, info):
+        seen["links"] += 1
+        if info.type != h5py.h5l.TYPE_HARD or seen["links"] > MAX_OBJECTS:
+            seen["name"] = name
+            return info.type  # anything but None stops the visit
+        return None
+
+    kind = f.id.links.visit(visit, info=True)
+    if kind is None:
+        return
+    name = "/" + seen["name"].decode("utf-8", "backslashreplace")
+    if kind == h5py.h5l.TYPE_HARD:
+        raise LegacyInputError(
+            path, f"holds more than {MAX_OBJECTS} objects: not a recording, not read"
+        )
+    link = f.get(name, getlink=True)
+    if isinstance(link, h5py.ExternalLink):
+        raise LegacyInputError(
+            path,
+            f"{name}: an external link to {link.filename!r}:{link.path!r}: refused "
+            "(a case's data lie inside its file; the link is never followed)",
+        )
+    what = f"a soft link to {link.path!r}" if isinstance(link, h5py.SoftLink) else "a link"
+    raise LegacyInputError(
+        path, f"{name}: {what}: refused (the recordings hold no links; it is never followed)"
+    )
+
+
+def _check_storage(ds, path, where):
+    """Refuse a dataset whose data lie outside the file (external storage, virtual)."""
     try:
         external = ds.external
     except (OSError, RuntimeError, ValueError):
@@ -63,21 +131,6 @@ def check_dataset(ds, path, where, loader_itemsize=0):
             path,
             f"{where}: a virtual dataset (data in other files); "
             "expected the data inside the .h5 file",
-        )
-    declared = int(ds.size or 0) * (int(ds.dtype.itemsize) + loader_itemsize)
-    stored = int(ds.id.get_storage_size())
-    if declared > MAX_EXPANSION * stored + SLACK_BYTES:
-        held = (
-            f" as the loader holds it, {loader_itemsize} more per element"
-            if loader_itemsize
-            else ""
-        )
-        raise LegacyInputError(
-            path,
-            f"{where}: declares shape {tuple(ds.shape)} of {ds.dtype} "
-            f"({declared} bytes{held}) but the file stores {stored} bytes "
-            f"for it, more than deflate's {MAX_EXPANSION}:1 could give: "
-            "truncated, corrupt or hostile file",
         )
 
 
