@@ -57,6 +57,20 @@ def quoted(value: object, limit: int = MAX_QUOTED) -> str:
     return text
 
 
+def shown(text: str) -> str:
+    """``text`` (a path, a name) printable anywhere: bytes of a file name that are not UTF-8,
+    which Python keeps as surrogates (``os.fsdecode``), shown as ``\\xff``; a printer or a
+    JSON writer would otherwise raise ``UnicodeEncodeError`` on them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no file name decodes to
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 class LegacyInputError(Exception):
     """A legacy file (or a value in it) that the port refuses to use.
 
@@ -65,9 +79,9 @@ class LegacyInputError(Exception):
     """
 
     def __init__(self, path: object, problem: object) -> None:
-        self.path = cut(str(path), MAX_PATH) if path is not None else None
+        self.path = cut(shown(str(path)), MAX_PATH) if path is not None else None
         # one line whatever the problem quotes (e.g. an exception message holding a newline)
-        problem = str(problem).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+        problem = shown(str(problem)).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
         self.problem = problem = cut(problem, MAX_PROBLEM)
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 

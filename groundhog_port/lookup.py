@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LegacyInputError
+from .errors import LegacyInputError, shown
 from .untrusted import COMPRESSED_SUFFIXES, compression_of, iter_raw_lines, strip_compression
 
 logger = logging.getLogger("groundhog_port.paths")
@@ -40,6 +40,53 @@ logger = logging.getLogger("groundhog_port.paths")
 _announced: set[tuple[str, str, str]] = set()
 #: folder -> its candidate text files (any depth), walked once per run (:func:`new_run`)
 _walks: dict = {}
+
+
+#: deepest folder a walk enters below the folder it starts from (archives nest a few levels;
+#: Python 3.11's os.walk recursed once per level and raised RecursionError near 1,000)
+MAX_WALK_DEPTH = 64
+#: folders already reported as too deep, so a tree walked by several lookups says it once
+_too_deep: set[str] = set()
+
+
+def walk(top, max_depth=MAX_WALK_DEPTH):
+    """``(folder, dirs, names)`` of every folder under ``top`` as ``os.walk(top)`` gives
+    them top-down (``dirs`` may be pruned in place; links to folders are listed in ``dirs``
+    and never entered), each list sorted -- but iteratively, so a tree of any depth is walked
+    without recursion, and not below ``max_depth`` levels: a folder deeper than that is
+    logged once (WARNING) and not entered.  Names are ``str`` as ``os.walk`` gives them
+    (bytes that are not UTF-8 as surrogates: show them with
+    :func:`groundhog_port.errors.shown`)."""
+    stack = [(os.fspath(top), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                found = list(it)
+        except OSError:  # unreadable or vanished: holds nothing (os.walk's own way)
+            continue
+        dirs, names, links = [], [], set()
+        for e in found:
+            try:
+                is_dir = e.is_dir()
+                if is_dir and e.is_symlink():
+                    links.add(e.name)
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else names).append(e.name)
+        dirs.sort()
+        names.sort()
+        yield folder, dirs, names
+        below = [d for d in dirs if d not in links]
+        if below and depth >= max_depth:
+            if folder not in _too_deep:
+                _too_deep.add(folder)
+                logger.warning(
+                    "%s: more than %d folders below %s: its %d folder(s) are not searched",
+                    shown(folder), max_depth, shown(os.fspath(top)), len(below),
+                )  # fmt: skip
+            continue
+        stack.extend((os.path.join(folder, d), depth + 1) for d in reversed(below))
 
 
 def new_run():
@@ -314,7 +361,7 @@ def _walk(folder, recursive):
     if key not in _walks:
         found = []
         if recursive:
-            for top, dirs, names in os.walk(folder, followlinks=False):
+            for top, dirs, names in walk(folder):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 found += [Path(top) / n for n in names if _is_candidate_name(n)]
         else:
@@ -340,7 +387,7 @@ def files_named(root, name, max_entries=None) -> list[Path] | None:
     if key not in _walks:
         found: dict[str, list[Path]] = {}
         seen, complete = 0, True
-        for top, dirs, names in os.walk(root, followlinks=False):
+        for top, dirs, names in walk(root):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             seen += len(names) + len(dirs)
             if max_entries is not None and seen > max_entries:

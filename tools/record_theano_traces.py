@@ -630,7 +630,7 @@ class TraceLayoutWriter(object):
         if append:  # a trace of an earlier run (--resume): its root attributes stay
             self.f = h5py.File(path, "a")
             return
-        self.f = h5py.File(path, "w")
+        self.f = h5py.File(path, "w-")  # a new file: fails on a name taken meanwhile
         self.f.attrs["format_version"] = numpy.int64(FORMAT_VERSION)
         self.set_attrs(self.f, root_attrs)
 
@@ -1487,6 +1487,40 @@ def on_sigterm(signum, frame):
     raise Terminated()
 
 
+def fresh_file_name(path):
+    """Make ``path`` (one of the recorder's own ``--output.partial`` / ``--output.tmp``)
+    free for a new file: a regular file an earlier, killed run left is removed; a link or
+    a special file there is refused (writing would go through it: a stale ``t.h5.tmp ->
+    src.txt`` replaced the linked file), never followed or removed."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    import stat
+
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        what = (
+            "a symbolic link"
+            if stat.S_ISLNK(st.st_mode)
+            else ("a hard link of another file" if stat.S_ISREG(st.st_mode) else "a special file")
+        )
+        raise InputError(
+            "{0} is {1}: the recorder writes its temporary files there and never writes "
+            "through one; remove it (or record into another --output)".format(path, what)
+        )
+    os.remove(path)
+
+
+def copy_new(src, dst):
+    """Copy ``src`` into the new file ``dst`` (created with O_EXCL | O_NOFOLLOW: never
+    through a link, never over a file that appeared meanwhile)."""
+    fresh_file_name(dst)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(dst, flags, 0o644)
+    with io.open(fd, "wb") as out, io.open(src, "rb") as f:
+        shutil.copyfileobj(f, out)
+
+
 def replace_file(src, dst):
     """``os.replace`` (Python 2: ``os.rename``, which replaces on POSIX)."""
     if hasattr(os, "replace"):
@@ -1611,7 +1645,7 @@ def record(args, producer, parts=None, done=(), lines=None):
     timings = {}
     committed = sorted(done)
     if args.resume:
-        shutil.copyfile(args.output, partial)
+        copy_new(args.output, partial)
         writer = TraceLayoutWriter(partial, None, append=True)
         old = dict((to_text(k), attr_plain(v)) for k, v in writer.f.attrs.items())
         for key in RESUME_KEYS:
@@ -1622,10 +1656,23 @@ def record(args, producer, parts=None, done=(), lines=None):
                     "--resume: {0} was recorded with another {1} than this run's; record "
                     "into another --output".format(args.output, key)
                 )
-        timings = json.loads(old.get("recorder_timings_json", "{}"))
+        try:
+            timings = json.loads(old.get("recorder_timings_json", "{}"))
+            if not isinstance(timings, dict):
+                raise ValueError("not an object")
+        except ValueError as err:
+            writer.close()
+            os.remove(partial)
+            raise InputError(
+                "--resume: {0}: its recorder_timings_json attribute is not a JSON object "
+                "({1}): a damaged or edited trace; record into another --output".format(
+                    args.output, str(err)[:100]
+                )
+            )
         # the earlier run's attributes stay; what it did not write is added
         writer.set_attrs(writer.f, dict((k, v) for k, v in root.items() if k not in old))
     else:
+        fresh_file_name(partial)
         writer = TraceLayoutWriter(partial, root)
 
     def commit(group):
@@ -1633,7 +1680,7 @@ def record(args, producer, parts=None, done=(), lines=None):
         writer.set_attrs(writer.f, {"recorder_timings_json": json.dumps(timings, sort_keys=True)})
         writer.close()
         tmp = args.output + ".tmp"
-        shutil.copyfile(partial, tmp)
+        copy_new(partial, tmp)
         replace_file(tmp, args.output)
         writer.reopen()
         committed.append(group)
@@ -1740,7 +1787,7 @@ def record(args, producer, parts=None, done=(), lines=None):
     except BaseException as exc:
         writer.close()
         for path in (partial, args.output + ".tmp"):
-            if os.path.exists(path):
+            if os.path.isfile(path) and not os.path.islink(path):  # ours; a link is refused
                 os.remove(path)
         if committed:
             exc.kept = "{0} holds {1} (every group finished); --resume adds the rest".format(

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import lookup
-from ..errors import LegacyInputError
+from ..errors import LegacyInputError, shown
 from ..outputs import check_partial, file_in, folder_in
 from ..untrusted import special_kind
 from . import packs
@@ -147,8 +147,7 @@ def _pack_files(root):
     """Every packed experiment (:func:`groundhog_port.tasks.packs.is_pack`) under ``root``,
     sorted, links to folders not followed."""
     found = []
-    for folder, dirs, names in os.walk(root):
-        dirs.sort()
+    for folder, _, names in lookup.walk(root):
         found += [Path(folder) / n for n in sorted(names) if packs.is_pack(n)]
     return found
 
@@ -227,8 +226,7 @@ def discover(root, data_dirs=()) -> list[Entry]:
     root = Path(root)
     allowed = allowed_folders(root, data_dirs)
     entries = []
-    for folder, dirs, names in os.walk(root):
-        dirs.sort()
+    for folder, _, names in lookup.walk(root):
         folder = Path(folder)
         states = sorted(n for n in names if n.endswith("state.pkl"))
         outputs, refused = [], []
@@ -241,7 +239,7 @@ def discover(root, data_dirs=()) -> list[Entry]:
                     refused.append((n, why))
         for n in states:
             state = folder / n
-            rel = state.relative_to(root).as_posix()
+            rel = shown(state.relative_to(root).as_posix())
             trace = folder / "trace.h5"
             model = _model_for(state)
             mine = list(refused)
@@ -352,15 +350,16 @@ def key_inputs(entry: Entry, opts: Options) -> list:
 # ----------------------------------------------------------------------------------------
 def rel_path(root, path):
     """``path`` relative to ROOT where it lies inside (a file of a packed experiment:
-    ``run7.tar.gz/...``, :func:`unpacked`), else as it is."""
+    ``run7.tar.gz/...``, :func:`unpacked`), else as it is; for the report and the logs, so
+    bytes of a name that are not UTF-8 are shown escaped (:func:`groundhog_port.errors.shown`)."""
     full = os.path.abspath(path)
     for folder, pack in _UNPACKED.items():
         if full == folder or full.startswith(folder + os.sep):
-            return Path(pack, os.path.relpath(full, folder)).as_posix()
+            return shown(Path(pack, os.path.relpath(full, folder)).as_posix())
     try:  # abspath, not resolve: a symlinked file is named where it lies in the archive
-        return Path(full).relative_to(os.path.abspath(root)).as_posix()
+        return shown(Path(full).relative_to(os.path.abspath(root)).as_posix())
     except ValueError:
-        return str(path)
+        return shown(str(path))
 
 
 class _Result:

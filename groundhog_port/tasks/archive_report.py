@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from .. import __version__
+from ..errors import shown
 from ..outputs import atomic_write_text, file_in
 
 TITLE = "GroundHog archive re-done by groundhog-port"
@@ -230,15 +231,18 @@ def summary_text(s):
 
 
 def build(root, options, results):
-    """The report as one JSON-able dict."""
-    return {
-        "tool": f"groundhog-port {__version__}",
-        "root": str(root),
-        "options": options,
-        "summary": summary(results),
-        "bleu_signatures": signatures(results),
-        "experiments": results,
-    }
+    """The report as one JSON-able dict, every string printable (names of files whose bytes
+    are not UTF-8 quoted in what the lookup said are shown escaped: :func:`shown_all`)."""
+    return shown_all(
+        {
+            "tool": f"groundhog-port {__version__}",
+            "root": str(root),
+            "options": options,
+            "summary": summary(results),
+            "bleu_signatures": signatures(results),
+            "experiments": results,
+        }
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -359,6 +363,18 @@ def html_page(report, out):
         + "\n".join(body)
         + "\n</body></html>\n"
     )
+
+
+def shown_all(value):
+    """``value`` (a JSON-able structure) with every string, key or value, made printable by
+    :func:`groundhog_port.errors.shown`."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {shown_all(k): shown_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [shown_all(v) for v in value]
+    return value
 
 
 #: what :func:`write` writes into ``--out``

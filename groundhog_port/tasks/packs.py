@@ -51,6 +51,8 @@ MAX_MEMBERS = 10_000
 MAX_RATIO = 200
 #: unpacked bytes allowed regardless of the ratio (a pack of a few empty files)
 RATIO_FLOOR = 1 << 20
+#: deepest member path (folders) accepted; an archive search walks no deeper either
+MAX_DEPTH = 64
 #: bytes copied at a time
 CHUNK = 1 << 20
 
@@ -122,6 +124,12 @@ def member_path(pack: Path, name: str) -> PurePosixPath:
         raise LegacyInputError(
             pack,
             f"member {shown_name(name)} has an absolute path: refused (nothing is written outside)",
+        )
+    if len(path.parts) > MAX_DEPTH:
+        raise LegacyInputError(
+            pack,
+            f"member {shown_name(name[:200])}... lies {len(path.parts)} folders deep (more "
+            f"than {MAX_DEPTH}): not an experiment, not unpacked",
         )
     if ".." in path.parts:
         raise LegacyInputError(

@@ -1219,3 +1219,42 @@ def test_walkthrough_as_written(tmp_path):
     with TraceFile(trace) as tr:
         tr.validate()
         assert len(tr.beam_labels()) == 7 and tr.attrs["case"] == "search"
+
+
+@pytest.mark.parametrize("leftover", [".tmp", ".partial"])
+def test_temporary_files_never_written_through_a_link(rec, workdir, capsys, leftover):
+    """A stale ``t.h5.tmp -> src.txt`` (or ``.partial``) left beside the output: the
+    recorder refuses in one line (exit 2) and the linked file keeps its bytes; a stale
+    regular file there is replaced (an earlier, killed run's)."""
+    out = workdir / f"t{leftover}.h5"
+    stale = workdir / (out.name + leftover)
+    before = (workdir / "src.txt").read_bytes()
+    stale.symlink_to(workdir / "src.txt")
+    fake = load_module(f"fake_producer_link{leftover}", workdir / "fake_producer.py")
+    args = recorder_args(workdir, out.name) + ["--parts", "pairs", "--case", "fake"]
+    try:
+        assert rec.main(args, producer=fake.FakeProducer()) == 2
+        err = capsys.readouterr().err
+        assert f"{stale.name} is a symbolic link" in err and "Traceback" not in err
+        assert (workdir / "src.txt").read_bytes() == before
+    finally:
+        stale.unlink()
+    stale.write_bytes(b"left by a killed run")
+    assert rec.main(args, producer=fake.FakeProducer()) == 0
+    assert groups_of(out) == {"pairs"} and not stale.exists()
+
+
+def test_resume_of_a_tampered_trace_is_one_line(rec, workdir, capsys):
+    """--resume on a trace whose ``recorder_timings_json`` was edited into bad JSON: one line
+    naming the attribute, exit 2, no partial file left (was a JSONDecodeError traceback)."""
+    import h5py
+
+    _, path = record_with_fake(rec, workdir, "tampered.h5", ["--parts", "pairs"])
+    with h5py.File(path, "r+") as f:
+        f.attrs["recorder_timings_json"] = "{not json"
+    fake = load_module("fake_producer_tampered", workdir / "fake_producer.py")
+    args = recorder_args(workdir, "tampered.h5") + ["--parts", "repr", "--case", "fake"]
+    assert rec.main(args + ["--resume"], producer=fake.FakeProducer()) == 2
+    err = capsys.readouterr().err
+    assert "recorder_timings_json attribute is not a JSON object" in err
+    assert "Traceback" not in err and not (workdir / "tampered.h5.partial").exists()
