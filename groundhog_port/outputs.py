@@ -171,7 +171,9 @@ def check_outputs(outputs, inputs=(), folders=()):
     ``outputs``/``inputs``: ``[(flag, path)]``; ``folders``: ``[(what, folder)]`` (``None``
     paths skipped).  Files are compared by what they are (symbolic links followed, hard
     links included), not by their names.  A streamed output (``-``, a FIFO, a device) is
-    written in place and never renamed over anything: only its name is checked."""
+    written in place and never renamed over anything: only its name is checked; a regular
+    file streamed to because it is named through ``/proc`` or ``/dev/fd``
+    (``/proc/self/cwd/src.en``) is checked by what it is, like any output."""
     seen = []
     for flag, path in outputs:
         if path is None:
@@ -187,9 +189,11 @@ def check_outputs(outputs, inputs=(), folders=()):
                     path, f"named for both {other_flag} and {flag}: give each output its own file"
                 )
         seen.append((flag, key))
-        if target.stream:
-            continue
-        side = (partial_path(target.path), journal_path(target.path))
+        if target.stream and not _regular_file(target.path):
+            continue  # a pipe, a terminal, a device: nothing of the run's can be there
+        # a stream to a regular file (named through /proc or /dev/fd: /proc/self/cwd/src.en)
+        # writes that very file in place: compared by device and inode like any output
+        side = () if target.stream else (partial_path(target.path), journal_path(target.path))
         for in_flag, in_path in inputs:
             if in_path is None or str(in_path) == "-":
                 continue
@@ -214,6 +218,16 @@ def check_outputs(outputs, inputs=(), folders=()):
                     "written into it (it could replace a recorded file); choose a file "
                     "outside it",
                 )
+
+
+def _regular_file(path):
+    """Whether ``path`` is (or leads to) a regular file; ``-`` is not."""
+    if str(path) == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def journal_path(path):

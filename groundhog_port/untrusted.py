@@ -293,6 +293,24 @@ def iter_lines(path, what="a text file", whole=True):
         yield number, line[:-1] if line.endswith(b"\n") else line
 
 
+def read_text(path, what="a text file") -> str:
+    """The whole of a UTF-8 text file (compressed or not) as one ``str`` with universal
+    newlines (``\\r\\n`` and ``\\r`` read as ``\\n``, as ``Path.read_text`` reads), through
+    :func:`iter_raw_lines` (its line and budget limits); a byte that is not UTF-8 is one
+    :class:`LegacyInputError` naming the file, the line and the byte."""
+    parts = []
+    for number, raw in iter_raw_lines(path, what):
+        try:
+            parts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise LegacyInputError(
+                path,
+                f"line {number}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column "
+                f"{err.start + 1}); {what} must be UTF-8",
+            ) from None
+    return "".join(parts).replace("\r\n", "\n").replace("\r", "\n")
+
+
 #: deepest JSON nesting accepted by default (GroundHog's config and requests need 4)
 MAX_JSON_DEPTH = 32
 #: longest number accepted in JSON text (int64 needs 20 characters, a float repr 24)

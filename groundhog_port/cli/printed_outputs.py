@@ -50,6 +50,7 @@ from ..harness.printed import compare_printed, strip_eof_prompt
 from ..harness.report import Row, Rows
 from ..harness.trace import Tolerance, TraceFile
 from ..legacy.experiment import Experiment
+from ..untrusted import read_text
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ def _printed(path, source, target, data_dirs, case_dir) -> Printed | list[Printe
         if not stdin.is_file():
             return Printed(path, "stdout", None, f"no {STDIN} beside it: the input is unknown")
         opts = ["--normalize"] if m["normalize"] else []
-        text = stdin.read_text(encoding="utf-8")
+        text = read_text(stdin, "the interactive input")
         # translate's default (the batched sampler), and the literal one (--batch-size 1)
         return [
             Printed(
@@ -262,7 +263,7 @@ class Runner:
 # The rows
 # --------------------------------------------------------------------------------------
 def _read(path) -> str:
-    return Path(path).read_text(encoding="utf-8")
+    return read_text(path, "a recorded output")
 
 
 def _first_failure(ran: Ran) -> int | None:

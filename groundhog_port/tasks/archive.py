@@ -48,7 +48,7 @@ from typing import Any
 from .. import lookup
 from ..errors import LegacyInputError, shown
 from ..outputs import check_partial, file_in, folder_in
-from ..untrusted import special_kind
+from ..untrusted import read_text, special_kind
 from . import packs
 from .archive_cache import cached, safe_name, store
 
@@ -304,7 +304,8 @@ def read_test_sets(path, root) -> dict:
     if not lookup.is_file(path):
         raise LegacyInputError(path, "--test-sets: file not found")
     out = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    text = read_text(path, "the --test-sets mapping")  # bounded, non-UTF-8 one line
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue

@@ -739,3 +739,24 @@ def test_fuzz_target_outputs_every_layout(tmp_path):
         )
         result = F.run_case(fx, case, tmp_path / str(k))
         assert result.outcome not in F.FAILURES, (case.label, resume, result)
+
+
+@pytest.mark.parametrize("via", ["/proc/self/root", "/proc/self/cwd"])
+def test_output_named_through_proc_is_compared_by_inode(legacy_root, tmp_path, via):
+    """``--trans /proc/self/root/<the source>`` (or through ``/proc/self/cwd``) reaches the
+    input itself: refused before any work (one line, exit 2), the source keeps its bytes
+    (the name was streamed to unchecked and the input truncated)."""
+    from parity_tests.support.inprocess import run_cli
+
+    case = legacy_root / "search"
+    src = tmp_path / "src.en"
+    src.write_bytes((case / "test.en").read_bytes())
+    before = src.read_bytes()
+    name = f"{via}{src}" if via.endswith("root") else f"{via}/src.en"
+    r = run_cli(
+        "translate", "--beam-search", "--beam-size", "2", "--source", src, "--trans", name,
+        "--state", case / "search_state.pkl", case / "search_model.npz", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "is the --source input of this run" in r.stderr
+    assert src.read_bytes() == before
