@@ -216,6 +216,17 @@ def length_normalized(costs, trans):
     return np.asarray(costs, dtype=np.float64) / lengths
 
 
+def _session(ort, path, opts):
+    """An onnxruntime session of the graph ``path``; whatever onnxruntime refuses (external
+    data outside the folder, an absolute or linked location, a FIFO, a damaged graph) is one
+    :class:`DriverError` line."""
+    try:
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as err:  # noqa: BLE001 -- onnxruntime raises its own types for all of these
+        detail = " ".join(str(err).split())[:300] or type(err).__name__
+        raise DriverError(f"{path}: onnxruntime cannot load this graph ({detail})") from None
+
+
 class OnnxTranslator:
     """The exported graphs (``encoder``, ``next_probs``, ``next_states``) and vocabularies."""
 
@@ -230,10 +241,7 @@ class OnnxTranslator:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         self.sessions = {
-            key: ort.InferenceSession(
-                str(self.dir / name), opts, providers=["CPUExecutionProvider"]
-            )
-            for key, name in self.config["graphs"].items()
+            key: _session(ort, self.dir / name, opts) for key, name in self.config["graphs"].items()
         }
         s = self.config["search"]
         self.eos_id, self.unk_id = s["null_sym_target"], s["unk_sym_target"]
@@ -290,7 +298,12 @@ class OnnxTranslator:
         """The words of ``ids`` up to the first ``<eol>`` (sample.py:137-143)."""
         words = []
         for i in ids:
-            word = self.trg_idx2word[int(i)]
+            word = self.trg_idx2word.get(int(i))
+            if word is None:
+                raise DriverError(
+                    f"{self.dir / 'config.json'}: vocabularies.target_idx2word has no word for "
+                    f"id {int(i)}, which the graphs produced: not this export's config.json?"
+                )
             if word == "<eol>":
                 break
             words.append(word)

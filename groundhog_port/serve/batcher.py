@@ -177,6 +177,7 @@ class Batcher:
             group = [(j, f) for j, f in batch if j.ignore_unk == ignore_unk]
             if not group:
                 continue
+            logger.debug("decoding a batch of %d sentences", len(group))
             try:
                 self.engine.decode([j for j, _ in group], stop=self._stop_if_closing)
             except ShuttingDown as err:

@@ -502,3 +502,63 @@ def test_graphs_follow_an_edit_of_the_models_definition(name, monkeypatch, one_t
             np.testing.assert_allclose(o, p, rtol=1e-4, atol=1e-6)
     changed = [not np.allclose(a, b, rtol=1e-3) for a, b in zip(before[0], after[0])]
     assert any(changed), name
+
+
+def _with_external_data(graph, location):
+    """``graph`` with its largest initializer moved to external data at ``location``."""
+    import onnx
+
+    model = onnx.load(str(graph))
+    init = max(model.graph.initializer, key=lambda t: len(t.raw_data))
+    init.ClearField("raw_data")
+    init.data_location = onnx.TensorProto.EXTERNAL
+    entry = init.external_data.add()
+    entry.key, entry.value = "location", str(location)
+    onnx.save(model, str(graph))
+
+
+@pytest.mark.parametrize("where", ["../outside/w.bin", "/etc/hostname", "fifo.bin", "link.bin"])
+def test_driver_refuses_foreign_external_data_in_one_line(tmp_path, onnx_export, capsys, where):
+    """An exported graph whose weights are external data outside the folder, at an absolute
+    path, in a FIFO or through a link out: one ``beam_search.py: error:`` line, exit 2 (was
+    onnxruntime's traceback); a config.json whose target vocabulary lacks an id the graphs
+    produce is one line too (was ``KeyError: 32``)."""
+    import os
+    import shutil
+
+    _, _, _, out = onnx_export(FIXTURES / "search")
+    d = tmp_path / "export"
+    shutil.copytree(out, d)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "w.bin").write_bytes(bytes(1 << 20))
+    if where == "fifo.bin":
+        os.mkfifo(d / where)
+    elif where == "link.bin":
+        (d / where).symlink_to(tmp_path / "outside" / "w.bin")
+    _with_external_data(d / GRAPH_FILES[0], where)
+    driver = _driver(d)
+    src = tmp_path / "src.en"
+    src.write_text("a b\n", encoding="utf-8")
+    argv = ["--model-dir", str(d), "--beam-size", "2", "--source", str(src)]
+    assert driver.main([*argv, "--trans", str(tmp_path / "o.txt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "onnxruntime cannot load this graph" in err[0], err
+
+
+def test_driver_missing_target_word_is_one_line(tmp_path, onnx_export, capsys):
+    """``target_idx2word`` without the ids the graphs produce: one line naming the id."""
+    import json
+    import shutil
+
+    _, _, _, out = onnx_export(FIXTURES / "search")
+    d = tmp_path / "export"
+    shutil.copytree(out, d)
+    config = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    config["vocabularies"]["target_idx2word"] = {"0": "a"}
+    (d / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    src = tmp_path / "src.en"
+    src.write_bytes((FIXTURES / "search" / "test.en").read_bytes().splitlines(keepends=True)[0])
+    argv = ["--model-dir", str(d), "--beam-size", "2", "--source", str(src)]
+    assert _driver(d).main([*argv, "--trans", str(tmp_path / "o.txt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "target_idx2word has no word for id" in err[0], err

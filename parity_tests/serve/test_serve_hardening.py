@@ -302,3 +302,67 @@ def test_sigterm_under_load_exits_0_after_draining():
     assert len(answers) == 3 and set(answers) <= {200, 503}, answers  # nobody dropped
     assert 503 in answers, answers
     assert "stopped after" in err
+
+
+def test_second_ctrl_c_while_draining_exits_130_at_once():
+    """Ctrl-C while a heavy batch decodes starts the drain (--drain 60 here); a second Ctrl-C
+    during it ends the process at once with exit 130 (it ended in SIGABRT, "terminate
+    called without an active exception", exit -6).  Ordered by events, not by time: the
+    second signal is sent once the server has said it is stopping, and the first only
+    once a client's request is being decoded (the server's own log line)."""
+    import signal
+    import subprocess
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    argv = ["--state", STATE, MODEL, "--drain", "60", "--log-level", "DEBUG"]
+    with loadtest.serve_process(argv, env, cwd=REPO) as (proc, url):
+        said = {"stopping": threading.Event(), "decoding": threading.Event()}
+        lines = []
+
+        def read():
+            for line in proc.stderr:
+                lines.append(line)
+                if "stopping:" in line:
+                    said["stopping"].set()
+                if "decoding a batch of" in line:
+                    said["decoding"].set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        heavy = loadtest.Heavy(requests=1, sentences=32, tokens=100, beam=50)
+        payload = heavy.payload(TEST_EN)
+        client = threading.Thread(
+            target=lambda: _quietly(
+                lambda: request(
+                    url,
+                    "POST",
+                    "/translate",
+                    payload,
+                    {"Content-Type": "application/json"},
+                    timeout=120,
+                )  # fmt: skip
+            ),
+            daemon=True,
+        )
+        client.start()
+        assert said["decoding"].wait(60), "".join(lines)[-2000:]
+        proc.send_signal(signal.SIGINT)
+        assert said["stopping"].wait(60), "".join(lines)[-2000:]
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)  # far less than the 60 s drain: it did not wait for it
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        reader.join(10)
+    err = "".join(lines)
+    assert proc.returncode == 130, err[-2000:]
+    assert "terminate called" not in err and "Traceback" not in err
+    assert "second SIGINT while stopping: exiting now" in err
+
+
+def _quietly(call):
+    try:
+        call()
+    except OSError:
+        pass  # the server left: this client's answer is not what is tested

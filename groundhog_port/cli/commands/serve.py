@@ -1,7 +1,9 @@
 """``groundhog-port serve``: a translation server and page replacing GroundHog's web demo."""
 
 import logging
+import os
 import signal
+import sys
 import threading
 
 from ...errors import EXIT_OK, LegacyInputError
@@ -177,11 +179,27 @@ def run(args):
 
     stopper = []
 
+    def now(signum, frame):
+        # a second Ctrl-C (or SIGTERM) while draining: leave at once.  os._exit, not
+        # SystemExit: the decoding thread is still inside torch, and a normal interpreter
+        # exit under it ended in SIGABRT ("terminate called without an active exception")
+        logger.warning(
+            "second %s while stopping: exiting now, the batch in progress is dropped",
+            signal.Signals(signum).name,
+        )
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
     def stop(signum=None, frame=None):
         # serve_forever must return in its own thread: stop from another one
         if not stopper:
+            for sig in (signal.SIGINT, signal.SIGTERM):  # before the line that announces it
+                signal.signal(sig, now)
             logger.info(
-                "stopping: no new connections; the batch in progress may take %g s", args.drain
+                "stopping: no new connections; the batch in progress may take %g s "
+                "(Ctrl-C again to exit at once)",
+                args.drain,
             )
             stopper.append(
                 threading.Thread(target=server.stop, args=(args.drain,), name="groundhog-stop")
