@@ -14,11 +14,29 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from .. import budget
 from ..errors import LegacyInputError
 from ..legacy.data import Batch, iter_h5_batches, iter_text_batches
 from ..legacy.experiment import Experiment
 from ..legacy.vocab import parse_input
 from ..model.encdec import RNNEncoderDecoder, Scores
+
+#: bytes the teacher-forced attention holds per (target word, source word, pair) cell: the
+#: weights of every step are kept for the alignment (float32), with the copies on their way
+#: out; measured at about 9 per cell (``score`` of one 8,000 x 8,000-word pair took +560 MiB),
+#: charged at 16.  Everything else scoring holds grows with the length, not its square.
+ATTENTION_CELL_BYTES = 16
+
+
+def charge_attention(model: RNNEncoderDecoder, src_len: int, trg_len: int, pairs: int) -> None:
+    """Refuse (one :class:`~groundhog_port.errors.LegacyInputError` line, before any work) a
+    batch whose attention weights -- the only part of scoring quadratic in the length --
+    would pass the parse budget; RNNencdec has none."""
+    if model.cfg.search:
+        need = src_len * trg_len * pairs * ATTENTION_CELL_BYTES
+        budget.check(
+            None, f"the attention weights of {pairs} pair(s) of {trg_len} x {src_len} words", need
+        )
 
 
 def score_batch(model: RNNEncoderDecoder, batch: Batch) -> Scores:
@@ -31,6 +49,7 @@ def score_batch(model: RNNEncoderDecoder, batch: Batch) -> Scores:
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(a, device=dev)
 
+    charge_attention(model, batch.x.shape[0], batch.y.shape[0], batch.x.shape[1])
     s = model.score(t(batch.x), t(batch.x_mask), t(batch.y), t(batch.y_mask))
     return s.cpu()
 
@@ -43,6 +62,7 @@ def score_pair(
     """One unpadded pair (``create_probs_computer(return_alignment=True)``, encdec.py:1476):
     cost ``(1,)``, word probabilities ``(T, 1)``, alignment ``(T, S, 1)`` or None."""
     dev = model.device
+    charge_attention(model, len(src_seq), len(trg_seq), 1)
     x = torch.as_tensor(np.asarray(src_seq), device=dev)[:, None]
     y = torch.as_tensor(np.asarray(trg_seq), device=dev)[:, None]
     s = model.score(x, torch.ones(x.shape, device=dev), y, torch.ones(y.shape, device=dev))

@@ -13,12 +13,15 @@ object-oriented API is used (``Figure`` + the Agg canvas), so the caller's pyplo
 and backend are left alone.
 """
 
+import logging
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import LegacyInputError
 from ..outputs import atomic_output
+
+logger = logging.getLogger(__name__)
 
 #: inches per heatmap cell; per label character (9 pt) and around the labels
 CELL_INCHES = 0.3
@@ -33,6 +36,12 @@ AXIS_TITLE_INCHES = 0.25
 FORMATS = ("png", "pdf", "svg")
 #: words longer than this are shortened in the labels (the heatmap is unchanged)
 MAX_LABEL_CHARS = 20
+#: words drawn per side of a plot: a figure is sized by its words (a 200 x 200 heatmap with
+#: its ticks took some 1.5 GiB in matplotlib); longer sentences are drawn cut, with a warning
+MAX_PLOT_WORDS = 100
+#: words of a grConv tree drawn (its nodes and edges grow with the square: 50 words take
+#: some 8 s to draw on the project's 2-core machine, 2026-12-03)
+MAX_TREE_WORDS = 50
 
 
 def require_matplotlib():
@@ -66,6 +75,14 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
             f"alignment of shape {a.shape} for {len(trg_words)} target and "
             f"{len(src_words)} source words"
         )
+    if max(a.shape) > MAX_PLOT_WORDS:
+        logger.warning(
+            "%s: %d target x %d source words: drawn for the first %d of each side (plots "
+            "are capped at %d words a side)",
+            path, a.shape[0], a.shape[1], MAX_PLOT_WORDS, MAX_PLOT_WORDS,
+        )  # fmt: skip
+        a = a[:MAX_PLOT_WORDS, :MAX_PLOT_WORDS]
+        src_words, trg_words = src_words[:MAX_PLOT_WORDS], trg_words[:MAX_PLOT_WORDS]
     rows, cols = a.shape
     src_labels = [_label(w) for w in src_words]
     trg_labels = [_label(w) for w in trg_words]
@@ -141,6 +158,16 @@ def plot_grconv_tree(gates, words, path, threshold=0.1, title=None, fmt="png", d
     T = len(words)
     if g.shape != (max(T - 1, 0), T, 3):
         raise ValueError(f"gates of shape {g.shape} for {T} words")
+    if T > MAX_TREE_WORDS:
+        logger.warning(
+            "%s: a tree of %d words: drawn for the first %d (trees are capped at %d words)",
+            path, T, MAX_TREE_WORDS, MAX_TREE_WORDS,
+        )  # fmt: skip
+        T, words, g = (
+            MAX_TREE_WORDS,
+            words[:MAX_TREE_WORDS],
+            g[: MAX_TREE_WORDS - 1, :MAX_TREE_WORDS],
+        )
     labels = [_label(w) for w in words]
     width = max(3.0, 0.9 * T + 1.0)
     height = max(2.5, 0.8 * T + 1.0)

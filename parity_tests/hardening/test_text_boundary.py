@@ -53,3 +53,57 @@ def test_read_text_universal_newlines(tmp_path):
     p = tmp_path / "t.txt"
     p.write_bytes(b"a\r\nb\rc\n")
     assert read_text(p) == p.read_text(encoding="utf-8") == "a\nb\nc\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# sizes taken from content: scoring's attention, plots
+# ---------------------------------------------------------------------------------------------
+def test_score_of_a_pair_quadratic_in_its_length_is_refused_first(legacy_root, tmp_path):
+    """One pair of 8,000 x 8,000 one-letter words (32 KB of input, within the line limit)
+    would hold 64 M attention cells (+560 MiB): refused in one line before any work; a pair
+    of ordinary length scores."""
+    from parity_tests.support.inprocess import run_cli
+
+    case = legacy_root / "search"
+    src, trg = tmp_path / "s.en", tmp_path / "t.fr"
+    src.write_text(" ".join(["a"] * 8000) + "\n", encoding="utf-8")
+    trg.write_text(" ".join(["b"] * 8000) + "\n", encoding="utf-8")
+    common = ("--state", case / "search_state.pkl", case / "search_model.npz")
+    r = run_cli("score", "--mode", "batch", "--allow-unk", "--src", src, "--trg", trg, *common)
+    assert r.returncode == 2, r.stderr[-500:]
+    assert "attention weights of 1 pair(s) of 8001 x 8001 words" in r.stderr
+    assert "parse budget" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("score", "--mode", "batch", "--allow-unk", "--src", case / "test.en",
+                "--trg", case / "test.fr", *common)  # fmt: skip
+    assert r.returncode == 0 and len(r.stdout.split()) == 40
+
+
+def test_plots_capped_in_words(tmp_path, caplog, monkeypatch):
+    """A 200 x 200-word attention plot (800 bytes of input; about +1.5 GiB drawn whole) is
+    drawn for the first 100 words a side, with one warning: the image is the size of a
+    100-word plot.  A grConv tree longer than its cap likewise (the cap lowered to 6 here:
+    the tree's drawing time grows with the square of its words)."""
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    import numpy as np
+
+    from groundhog_port.tasks import plots
+
+    words = [f"w{i}" for i in range(200)]
+    big = plots.plot_alignment(np.full((200, 200), 1 / 200), words, words, tmp_path / "b.png")
+    cap = words[: plots.MAX_PLOT_WORDS]
+    capped = np.full((plots.MAX_PLOT_WORDS, plots.MAX_PLOT_WORDS), 1 / 200)
+    ref = plots.plot_alignment(capped, cap, cap, tmp_path / "ref.png")
+    assert _png_size(big) == _png_size(ref)
+    assert caplog.text.count("capped at 100 words a side") == 1
+    monkeypatch.setattr(plots, "MAX_TREE_WORDS", 6)
+    tree = plots.plot_grconv_tree(np.full((11, 12, 3), 1 / 3), words[:12], tmp_path / "t.png")
+    ref = plots.plot_grconv_tree(np.full((5, 6, 3), 1 / 3), words[:6], tmp_path / "r.png")
+    assert _png_size(tree) == _png_size(ref)
+    assert caplog.text.count("trees are capped at 6 words") == 1
+
+
+def _png_size(path):
+    import struct
+
+    data = path.read_bytes()
+    return struct.unpack(">II", data[16:24])
