@@ -107,3 +107,19 @@ def _png_size(path):
 
     data = path.read_bytes()
     return struct.unpack(">II", data[16:24])
+
+
+def test_multi_bleu_bounded_on_one_long_line(tmp_path):
+    """``bleu --multi-bleu`` on one line of 1 M tokens (6.8 MB): refused at the line limit
+    in one line, exit 2, as the sacrebleu path refuses it (it read the whole file and took
+    +675 MiB and a minute)."""
+    from parity_tests.support.inprocess import run_cli
+
+    line = (" ".join(f"w{i % 1000}" for i in range(1_000_000)) + "\n").encode()
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    hyp.write_bytes(line)
+    ref.write_bytes(line)
+    for extra in (["--multi-bleu"], []):
+        r = run_cli("bleu", "--hyp", hyp, "--ref", ref, *extra)
+        assert r.returncode == 2, r.stderr[-300:]
+        assert "line 1 is longer than" in r.stderr and "Traceback" not in r.stderr
