@@ -609,6 +609,32 @@ MUTATIONS = (
             "parity_tests/unit/test_bleu_cli.py::test_bleu_flag_equals_the_sacrebleu_cli[tokenize none]",
         ),
     ),
+    # -- state options no recording uses: derived from the original's formula
+    #    (parity_tests/unit/test_option_derivations.py) --------------------------------
+    m(
+        "cutoff_rescale_length_ignored",
+        "state option",
+        [("training/adadelta.py", "        if self.rescale_length:", "        if False:")],
+        cases=(),
+        tests=(
+            "parity_tests/unit/test_option_derivations.py::test_clipping_with_and_without_cutoff_rescale_length[3.0-1]",
+        ),
+    ),
+    m(
+        "target_oov_hard_coded",
+        "state option",
+        [
+            (
+                "legacy/vocab.py",
+                '    out[state["unk_sym_target"]] = state["oov"]',
+                '    out[state["unk_sym_target"]] = "UNK"',
+            )
+        ],
+        cases=(),
+        tests=(
+            "parity_tests/unit/test_option_derivations.py::test_target_oov_word_is_the_states[<unk>]",
+        ),
+    ),
 )
 
 

@@ -1,0 +1,106 @@
+"""State options no recording exercises, checked against the original's formula (issue 44,
+item 1): each computed here in numpy from the cited lines of GroundHog 4d2433b, on the
+shared ``search`` model, and compared with what the port does under the option.
+
+* ``cutoff_rescale_length`` (``groundhog/trainer/SGD_adadelta.py:103-116``): the clipping
+  threshold is ``float32(cutoff) * float32(x.shape[0])`` -- the *source* length in steps --
+  and every gradient is scaled by ``c / norm`` when ``norm >= c``; non-finite norms give
+  ``0.1 * p``.
+* ``oov`` (``groundhog/models/LM_model.py:221-225``, ``experiments/nmt/sample.py:157``):
+  the target dictionary maps ``unk_sym_target`` to ``state['oov']`` and
+  ``null_sym_target`` to ``'<eol>'``; a translation holding the unknown id prints the
+  ``oov`` word, and stops at ``<eol>``.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.legacy.vocab import indices_to_words
+from groundhog_port.training.adadelta import SGDAdadelta
+
+
+@pytest.fixture(scope="module")
+def search_exp(legacy_root):
+    case = legacy_root / "search"
+    return open_experiment(case / "search_state.pkl", case / "search_model.npz", data_dir=case)
+
+
+def _numpy_clip(grads, params, cutoff, rescale, n_steps_x):
+    """SGD_adadelta.py:101-116 in numpy float32 (the sums of squares in float64, added in
+    float32 in parameter order, as Theano's Sum of float32 and Python's sum() do)."""
+    norm = np.float32(0)
+    for g in grads:
+        norm = np.float32(norm + np.float32(np.sum(g.astype(np.float64) ** 2)))
+    norm = np.float32(np.sqrt(norm))
+    c = np.float32(cutoff)
+    if rescale:
+        c = np.float32(c * np.float32(n_steps_x))
+    if not np.isfinite(norm):
+        return norm, [np.float32(0.1) * p for p in params]
+    if norm >= c:
+        return norm, [g * c / norm for g in grads]
+    return norm, list(grads)
+
+
+@pytest.mark.parametrize("rescale", [0, 1])
+@pytest.mark.parametrize("scale", [0.5, 3.0, 30.0])
+def test_clipping_with_and_without_cutoff_rescale_length(search_exp, rescale, scale):
+    """Gradients of norm ``scale * cutoff`` for a batch of 7 source steps: with the option
+    the threshold is ``7 * cutoff`` (a norm of 3 x cutoff is left alone, 30 x is scaled to
+    7 x cutoff), without it ``cutoff`` (both scaled to it).  The port's clipped gradients
+    equal the formula's to float32 rounding of the one division."""
+    state = dict(search_exp.state, cutoff=1.0, cutoff_rescale_length=rescale)
+    trainer = SGDAdadelta(search_exp.model, state)
+    rng = np.random.default_rng(7)
+    raw = [rng.standard_normal(tuple(p.shape)).astype(np.float32) for p in trainer.params]
+    total = np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in raw))
+    raw = [(g * np.float32(scale / total)).astype(np.float32) for g in raw]
+    norm, clipped = trainer.clip([torch.from_numpy(g) for g in raw], n_steps_x=7)
+    params = [p.detach().numpy() for p in trainer.params]
+    want_norm, want = _numpy_clip(raw, params, 1.0, rescale, 7)
+    assert float(norm) == pytest.approx(float(want_norm), rel=1e-6)
+    threshold = 7.0 if rescale else 1.0
+    expected_norm = min(scale, threshold)
+    got_norm = np.sqrt(sum(float(np.sum(g.numpy().astype(np.float64) ** 2)) for g in clipped))
+    assert got_norm == pytest.approx(expected_norm, rel=1e-5)
+    for g, w in zip(clipped, want):
+        np.testing.assert_allclose(g.numpy(), w, rtol=2e-7, atol=0)
+
+
+def test_clipping_non_finite_norm_gives_a_tenth_of_the_parameters(search_exp):
+    """A NaN gradient: every gradient becomes ``0.1 * p`` (SGD_adadelta.py:114), rescaled
+    threshold or not."""
+    state = dict(search_exp.state, cutoff=1.0, cutoff_rescale_length=1)
+    trainer = SGDAdadelta(search_exp.model, state)
+    grads = [torch.zeros_like(p) for p in trainer.params]
+    grads[0][0] = float("nan")
+    _, clipped = trainer.clip(grads, n_steps_x=5)
+    for g, p in zip(clipped, trainer.params):
+        np.testing.assert_array_equal(g.numpy(), np.float32(0.1) * p.detach().numpy())
+
+
+@pytest.mark.parametrize("oov", ["UNK", "<unk>", "##"])
+def test_target_oov_word_is_the_states(search_exp, legacy_root, oov):
+    """The target dictionary (LM_model.py:221-225) is the raw id -> word pickle with
+    ``[unk_sym_target] = state['oov']`` and ``[null_sym_target] = '<eol>'``: built here from
+    the pickle and compared whole with the port's under ``--changes "oov='...'"``; ids
+    holding the unknown id print the ``oov`` word and stop at ``<eol>`` (sample.py:137-143)."""
+    import pickle
+
+    case = legacy_root / "search"
+    exp = open_experiment(case / "search_state.pkl", case / "search_model.npz",
+                          changes=f"oov={oov!r}", data_dir=case)  # fmt: skip
+    with open(case / "ivocab.fr.pkl", "rb") as f:  # the recorded pickle, Python 2 protocol
+        expected = {int(k): (v.decode() if isinstance(v, bytes) else v)
+                    for k, v in pickle.load(f, encoding="bytes").items()}  # fmt: skip
+    unk, eol = exp.state["unk_sym_target"], exp.state["null_sym_target"]
+    expected[eol] = "<eol>"
+    expected[unk] = oov
+    assert dict(exp.trg_idx2word) == expected
+    assert indices_to_words(exp.trg_idx2word, [5, unk, 7, eol, 9]) == [
+        expected[5],
+        oov,
+        expected[7],
+    ]
