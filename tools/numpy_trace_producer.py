@@ -61,7 +61,7 @@ class NumpySearch:
     def _w(self, name):
         return self.p[name]
 
-    # encoder (encdec.py:705 build_encoder; rec_layers.py:839 step_fprop)
+    # encoder (encdec.py:705 build_encoder; rec_layers.py:1018 step_fprop)
     def _gru(self, prefix, x, x_z, x_r, h):
         r = sigmoid(h @ self._w(f"R_{prefix}_transition_0") + x_r)
         cand = np.tanh((r * h) @ self._w(f"W_{prefix}_transition_0") + x)

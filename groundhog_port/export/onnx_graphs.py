@@ -217,7 +217,7 @@ def softmax_with_bias(g, z):
 
 
 def gru_step(g, rec, path, x, x_z, x_r, h):
-    """``RecurrentLayer.step`` (rec_layers.py:839): the port's one definition,
+    """``RecurrentLayer.step_fprop`` (rec_layers.py:1018): the port's one definition,
     :func:`groundhog_port.model.functional.gru_step`, built as graph nodes with the weights
     of the layer at module ``path``."""
     return functional.gru_step(

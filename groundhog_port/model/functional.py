@@ -97,7 +97,7 @@ def gru_step(
     x_r: Value | None,
     h_prev: Value,
 ) -> Value:
-    """``RecurrentLayer.step_fprop`` (rec_layers.py:839), without the mask::
+    """``RecurrentLayer.step_fprop`` (rec_layers.py:1018), without the mask::
 
         r   = reseter(h_prev @ R + x_r)
         h~  = activation((r * h_prev) @ W + x)

@@ -97,7 +97,7 @@ class MultiLayer(nn.Module):
 
 
 class RecurrentLayer(nn.Module):
-    """GroundHog's gated recurrent layer (rec_layers.py:839, step_fprop).
+    """GroundHog's gated recurrent layer (rec_layers.py:839; its step_fprop at rec_layers.py:1018).
 
     With reset gate ``r`` and update gate ``z``::
 
@@ -246,7 +246,7 @@ TARGET_BLOCK_ROWS = 128
 
 
 class SoftmaxLayer(nn.Module):
-    """Output layer (groundhog/layers/cost_layers.py:878, fprop).
+    """Output layer (groundhog/layers/cost_layers.py:878; its fprop at cost_layers.py:961).
 
     ``p = softmax(rank_n_activ(x @ W1) @ W2 + b)`` (``rank_n_activ`` is the
     CostLayer default ``lambda x: x``; the decoder never passes another).

@@ -130,3 +130,71 @@ def test_every_citation_of_the_original_points_inside_the_file():
         pytest.fail(f"the repository's sources were not found under {ROOT}")
     texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in files}
     assert wrong_citations(texts, LINES, {p.name for p in files}) == []
+
+
+#: ``NAME`` (file:N ...) / ``A.NAME()`` (file:N ...), or file:N NAME / (file:N, NAME): a
+#: citation that names what stands at the cited line
+_NAMED_BEFORE = re.compile(r"``(?:\w+\.)*(\w+)(?:\(\))?``\s*\(\s*$")
+_NAMED_AFTER = re.compile(r"^,?\s+(\w+)\s*[),;]")
+
+
+def misnamed_citations(texts, names, lines) -> list[str]:
+    """Citations whose neighbouring name is a ``def``/``class`` of the cited file that does
+    not open at (or within 3 lines of, or anywhere in a cited range) nor enclose the cited
+    line (``names``: citation_names.json)."""
+    by_name: dict[str, list[str]] = {}
+    for path in lines:
+        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    found = []
+    for where, text in texts.items():
+        for m in CITATION.finditer(text):
+            prefix, name, spans = m.groups()
+            paths = [p for p in by_name.get(name, []) if p.endswith(prefix + name)]
+            if len(paths) != 1 or paths[0] not in names["files"]:
+                continue
+            path = paths[0]
+            span = re.match(r"(\d+)(?:-(\d+))?", spans)
+            first, last = int(span.group(1)), int(span.group(2) or span.group(1))
+            before = _NAMED_BEFORE.search(text[max(0, m.start() - 120) : m.start()])
+            after = _NAMED_AFTER.match(text[m.end() : m.end() + 60])
+            for cited in {g.group(1) for g in (before, after) if g}:
+                if cited not in names["files"][path]:
+                    continue  # not a name defined in that file (a variable, a word)
+                at_line = names["lines"].get(f"{path}:{first}")
+                line = text.count(chr(10), 0, m.start()) + 1
+                opens = names["files"][path][cited]
+                if any(first - 3 <= n <= last + 3 for n in opens):
+                    continue  # it opens within the cited lines (a range: anywhere in it)
+                if at_line is None:
+                    found.append(f"{where}:{line}: {path}:{first}: not in citation_names.json "
+                                 "(run tools/citation_names.py)")  # fmt: skip
+                elif cited not in at_line:
+                    found.append(f"{where}:{line}: {cited} is not at {path}:{first} "
+                                 f"({', '.join(at_line) or 'no def there'})")  # fmt: skip
+    return found
+
+
+def _names():
+    import json
+
+    return json.loads((Path(__file__).parent / "citation_names.json").read_text(encoding="utf-8"))
+
+
+def test_the_name_check_catches_a_wrong_line():
+    """``RecurrentLayer.step_fprop`` cited at the class's line (839) fails, at 1018 passes."""
+    names = _names()
+    lines = {"groundhog/layers/rec_layers.py": 1542}
+    bad = {"a.py": "``RecurrentLayer.step_fprop`` (rec_layers.py:839), without the mask"}
+    good = {"a.py": "``RecurrentLayer.step_fprop`` (rec_layers.py:1018), without the mask"}
+    after = {"a.py": "(rec_layers.py:839, step_fprop)"}
+    assert misnamed_citations(good, names, lines) == []
+    assert misnamed_citations(bad, names, lines) == [
+        "a.py:1: step_fprop is not at groundhog/layers/rec_layers.py:839 (RecurrentLayer)"
+    ]
+    assert len(misnamed_citations(after, names, lines)) == 1
+
+
+def test_every_named_citation_names_what_stands_there():
+    files = text_files(ROOT)
+    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in files}
+    assert misnamed_citations(texts, _names(), LINES) == []
