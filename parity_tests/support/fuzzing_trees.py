@@ -378,13 +378,85 @@ def gen_archive(rng: random.Random, fx, workdir: Path) -> F.Case:
     cache = rng.choice(CACHE_EDITS) if rng.random() < 0.6 else None
     if cache:
         labels.append(f"cache: {cache}")
+    extras = rng.sample(TREE_EXTRAS, rng.choice([0, 0, 1, 2]))
+    labels += [f"tree: {e}" for e in extras]
     opts = {
         "special": specials,
         "cache": cache,
         "cache_seed": rng.randrange(2**32),
         "plots": rng.choice([0, 1]),
+        "extras": extras,
     }
     return F.Case("archive", "; ".join(labels) or "plain tree", files, opts)
+
+
+#: what a lab tree may hold beside its experiments (issue 47): folders deeper than the walk
+#: goes (70 levels: past its 64, within what the fuzzer's own clean-up can remove), names
+#: that are not UTF-8, hostile packs, compressed text
+TREE_EXTRAS = (
+    "deep folder",
+    "latin-1 names",
+    "pack: ../x",
+    "pack: /abs",
+    "pack: link out",
+    "pack: 1 GiB declared",
+    "pack: damaged",
+    "gzip bomb as a text file",
+    "gzip test set",
+)
+
+
+def make_extra(root: Path, extra: str, secret: Path) -> None:
+    """Lay ``extra`` (one of :data:`TREE_EXTRAS`) out under the archive ``root``."""
+    import gzip
+    import tarfile
+
+    def tar(name, add):
+        with tarfile.open(root / name, "w:gz") as tf:
+            add(tf)
+
+    def member(tf, name, data=b"x", **attrs):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        for k, v in attrs.items():
+            setattr(info, k, v)
+        tf.addfile(info, io.BytesIO(data) if info.isfile() else None)
+
+    if extra == "deep folder":
+        path = os.fsencode(root / "scratch")
+        for _ in range(70):
+            path = os.path.join(path, b"d")
+        os.makedirs(path)
+    elif extra == "latin-1 names":
+        folder = os.path.join(os.fsencode(root), b"r\xe9sultats")
+        os.makedirs(folder)
+        with open(os.path.join(folder, b"caf\xe9.txt"), "wb") as f:
+            f.write(b"une ligne\n")
+    elif extra == "pack: ../x":
+        tar("dotdot.tar.gz", lambda tf: member(tf, "run/../../x"))
+    elif extra == "pack: /abs":
+        tar("abs.tar.gz", lambda tf: member(tf, "/tmp/groundhog-fuzz-abs"))
+    elif extra == "pack: link out":
+        tar(
+            "link.tar.gz",
+            lambda tf: member(tf, "run/s", type=tarfile.SYMTYPE, linkname=str(secret)),
+        )
+    elif extra == "pack: 1 GiB declared":
+        info = tarfile.TarInfo("run/model.npz")
+        info.size = 1 << 30
+        (root / "liar.tar.gz").write_bytes(gzip.compress(info.tobuf() + bytes(1024)))
+    elif extra == "pack: damaged":
+        (root / "damaged.tgz").write_bytes(b"\x1f\x8b\x08 not a stream")
+    elif extra == "gzip bomb as a text file":
+        one = gzip.compress(b"\n" * (1 << 20), compresslevel=9)
+        (root / "exp" / "bomb.en.gz").write_bytes(one * 64)
+    elif extra == "gzip test set":
+        src = root / "exp" / "test.en"
+        if src.is_file():
+            (root / "shared").mkdir(exist_ok=True)
+            (root / "shared" / "newstest.en.gz").write_bytes(gzip.compress(src.read_bytes()))
+    else:
+        raise ValueError(extra)
 
 
 def _edit_result(result: dict, edit: str, rng: random.Random, plot_name: str):
@@ -483,6 +555,8 @@ def run_archive(fx, paths, opts) -> F.Outcome:
         _write_cache(root, out, command._options(args), opts["cache"], opts["cache_seed"])
     for name, kind in opts["special"]:
         make_special(d / name, kind, secret)
+    for extra in opts.get("extras", ()):
+        make_extra(root, extra, secret)
     before, secret_before = tree_state(root), secret.read_bytes()
     rc, o, err = F.run_cli_inprocess(main, ["--log-level", "ERROR", *argv], cwd=d)
     if "Traceback" in err:
