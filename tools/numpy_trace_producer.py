@@ -307,12 +307,15 @@ def produce(
     steps_beam=5,
     seed=1234,
     log=print,
+    words=(4, 12),
 ):
-    """Build the case in ``out`` and record ``out/trace.h5`` with :class:`NumpySearch`."""
+    """Build the case in ``out`` and record ``out/trace.h5`` with :class:`NumpySearch`;
+    ``words``: the fewest and most words of a test sentence (long sentences: sums of 64+
+    terms, docs/trace_format.md)."""
     from groundhog_port.harness.trace import TraceWriter, parse_beam_label
 
     t0 = time.perf_counter()
-    state, params, src, trg = make_case(Path(out), dim, rank, vocab, sentences, seed)
+    state, params, src, trg = make_case(Path(out), dim, rank, vocab, sentences, seed, *words)
     m = NumpySearch(params, dim, eos=vocab - 1, unk=1)
     w2i_s = {f"s{i}": i for i in range(2, vocab - 1)}
     w2i_t = {f"t{i}": i for i in range(2, vocab - 1)}
@@ -396,7 +399,12 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, help="words per side incl. end-of-sequence")
     ap.add_argument("--sentences", type=int, default=6)
     ap.add_argument("--steps", type=int, default=2, help="instrumented searches (/steps)")
-    ap.add_argument("--labels", nargs="+", default=["1", "5", "10_normalize", "5_ignore_unk"])
+    ap.add_argument(
+        "--labels", nargs="*", default=["1", "5", "10_normalize", "5_ignore_unk"],
+        help="beam labels for /beam (none: no /beam group)",
+    )  # fmt: skip
+    ap.add_argument("--min-words", type=int, default=4, help="fewest words of a test sentence")
+    ap.add_argument("--max-words", type=int, default=12, help="most words of a test sentence")
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
     size = dict(SIZES[args.size]) if args.size else {}
@@ -417,6 +425,7 @@ def main(argv=None):
         args.steps,
         seed=args.seed,
         log=lambda s: print(s, file=sys.stderr),
+        words=(args.min_words, args.max_words),
     )
     print(path)
     return 0

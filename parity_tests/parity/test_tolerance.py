@@ -210,3 +210,36 @@ def test_ci_fails_without_the_recordings(tmp_path, ci, expect_rc):
     assert out.returncode == expect_rc, out.stdout + out.stderr
     if ci:
         assert "recorded traces are required but missing" in out.stdout + out.stderr
+
+
+@pytest.fixture(scope="module")
+def long_numpy_case(tmp_path_factory):
+    """The numpy float32 stand-in on long sentences (64-120 words: sums of 64+ terms, the
+    risk docs/trace_format.md names), /repr, /pairs and one greedy search (beam 1)."""
+    import torch
+
+    sys.path.insert(0, str(REPO / "tools"))
+    from numpy_trace_producer import produce
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    d = tmp_path_factory.mktemp("numpy_long")
+    produce(d, dim=48, rank=32, vocab=301, sentences=3, labels=("1",), n_steps=0, seed=11,
+            log=lambda s: None, words=(64, 120))  # fmt: skip
+    yield d
+    torch.set_num_threads(threads)
+
+
+def test_long_sentences_within_the_derived_bounds(long_numpy_case):
+    """Sentences of 64-120 words: every quantity within its derived bound (the sums over
+    positions and steps are longer than any recording's); the worst ratio is printed."""
+    from groundhog_port.harness.check import check_case
+
+    text = (long_numpy_case / "test.en").read_text(encoding="utf-8").splitlines()
+    assert min(len(s.split()) for s in text) >= 64
+    report = check_case(long_numpy_case)
+    assert report.ok, report.table()
+    ratios = {r.quantity: r.max_ratio for r in report.rows if r.max_ratio is not None}
+    assert ratios and max(ratios.values()) <= 1.0
+    worst = max(ratios, key=ratios.get)
+    print(f"worst error/bound on 64-120 words: {ratios[worst]:.3f} ({worst})")
