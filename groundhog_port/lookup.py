@@ -461,7 +461,16 @@ def _same_bytes(paths) -> bool:
 
 def text_files(places, near):
     """``[(path, label)]``: the candidate text files of ``places`` in order (a place's files by
-    their distance from folder ``near``, then path); each file once (its first place)."""
+    their distance from folder ``near``, then path); each file once (its first place).
+    Worked out once per run for each (places, folder) (:func:`new_run` forgets them): every
+    archived output of an experiment asks the same."""
+    key = ("text_files", tuple((str(p.folder), p.label, p.recursive) for p in places), str(near))
+    if key not in _walks:
+        _walks[key] = _text_files(places, near)
+    return list(_walks[key])
+
+
+def _text_files(places, near):
     out, seen = [], set()
     for place in places:
         folder = Path(place.folder)

@@ -50,7 +50,7 @@ from ..errors import LegacyInputError, shown
 from ..outputs import check_partial, file_in, folder_in
 from ..untrusted import read_text, special_kind
 from . import packs
-from .archive_cache import cached, safe_name, store
+from .archive_cache import cached, forget_digests, safe_name, store
 
 logger = logging.getLogger(__name__)
 
@@ -1021,6 +1021,7 @@ def run(root, out, opts: Options, world=None, progress=None, fresh=False, packed
         raise LegacyInputError(root, "archive folder not found")
     check_out_dir(root, out)
     Path(out).mkdir(parents=True, exist_ok=True)
+    forget_digests()
     entries = sorted(discover(root, opts.data_dirs) + list(packed), key=lambda e: e.id)
     rank, size = (world.rank, world.size) if world else (0, 1)
     mine = {}

@@ -64,9 +64,22 @@ def entry_path(out, entry):
 # ----------------------------------------------------------------------------------------
 # the key
 # ----------------------------------------------------------------------------------------
+#: (device, inode, size, mtime_ns, ctime_ns) -> digest: a file's bytes are hashed once per
+#: run (:func:`forget_digests`), not once per experiment whose key lists it (a corpus under
+#: ROOT is in every key); any write changes ctime, which no utime can set back
+_digests: dict[tuple[int, int, int, int, int], str] = {}
+
+
+def forget_digests() -> None:
+    """A new run hashes every file again."""
+    _digests.clear()
+
+
 def digest(path):
     """sha256 of a file's bytes (the resume fingerprint's), ``"special:<kind>"`` for a FIFO,
-    device or socket (never opened), ``None`` when absent."""
+    device or socket (never opened), ``None`` when absent.  Remembered for the run by what
+    the file is (device, inode, size, modification and change times): a file written since
+    is hashed again."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -76,10 +89,13 @@ def digest(path):
         return f"special:{kind}"
     if not stat.S_ISREG(st.st_mode):
         return "not a file"
-    try:
-        return file_digest(path)
-    except OSError as err:
-        return f"unreadable: {err.strerror or err}"
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _digests:
+        try:
+            _digests[key] = file_digest(path)
+        except OSError as err:
+            return f"unreadable: {err.strerror or err}"
+    return _digests[key]
 
 
 def _vocabularies(entry, dirs):
