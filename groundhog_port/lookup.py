@@ -459,11 +459,24 @@ def _same_bytes(paths) -> bool:
     return len(digests) == 1
 
 
+def _other_experiment(folder, near) -> bool:
+    """Whether ``folder`` is another experiment's (it holds a ``*state.pkl``) than the one in
+    ``near``: at the same distance a shared folder (``data/``) is nearer to the experiment than
+    a sibling experiment's own files (issue 43)."""
+    if os.path.abspath(folder) == os.path.abspath(near):
+        return False
+    try:
+        return any(n.endswith("state.pkl") for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
 def text_files(places, near):
     """``[(path, label)]``: the candidate text files of ``places`` in order (a place's files by
-    their distance from folder ``near``, then path); each file once (its first place).
-    Worked out once per run for each (places, folder) (:func:`new_run` forgets them): every
-    archived output of an experiment asks the same."""
+    their distance from folder ``near``, a folder of another experiment after any other at
+    the same distance, then path); each file once (its first place).  Worked out once per
+    run for each (places, folder) (:func:`new_run` forgets them): every archived output of
+    an experiment asks the same."""
     key = ("text_files", tuple((str(p.folder), p.label, p.recursive) for p in places), str(near))
     if key not in _walks:
         _walks[key] = _text_files(places, near)
@@ -477,7 +490,9 @@ def _text_files(places, near):
         if not folder.is_dir():
             continue
         found = list(_walk(folder, place.recursive))
-        found.sort(key=lambda p: (_distance(near, p.parent), str(p)))
+        found.sort(
+            key=lambda p: (_distance(near, p.parent), _other_experiment(p.parent, near), str(p))
+        )
         for p in found:
             key = os.path.abspath(p)
             if key not in seen:
@@ -486,10 +501,12 @@ def _text_files(places, near):
     return out
 
 
-def case_places(directory, data_dirs=(), levels=3):
+def case_places(directory, data_dirs=(), levels=2):
     """Where ``reproduce --case DIR`` looks for test sets: ``DIR`` (any depth), each
-    ``--data-dir`` (any depth), then up to ``levels`` folders up, each one's own files and its
-    ``data/`` folder (``ROOT/data/test.en`` for ``ROOT/2015-search/run1``)."""
+    ``--data-dir`` (any depth), then the ``data/`` folder of each of the ``levels`` folders up
+    (``ROOT/data/test.en`` for ``ROOT/2015-search/run1``).  Nothing else above ``DIR`` is
+    read: the folders up hold whatever else their owner keeps (issue 43: scratch files three
+    folders up were read as candidate test sets)."""
     directory = Path(directory)
     places = [Place(directory, "in the experiment folder")]
     given = [d for d in data_dirs if not isinstance(d, ImplicitDir)]
@@ -502,7 +519,6 @@ def case_places(directory, data_dirs=(), levels=3):
             break
         up = up.parent
         rel = "/".join([".."] * level)
-        places.append(Place(up, f"in {rel}", recursive=False))
         places.append(Place(up / "data", f"in {rel}/data"))
     return places
 

@@ -51,6 +51,7 @@ from ..outputs import check_partial, file_in, folder_in
 from ..untrusted import read_text, special_kind
 from . import packs
 from .archive_cache import cached, forget_digests, safe_name, store
+from .rescore import read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +78,15 @@ class Options:
     source: Path | None = None  # --source: the test set of every experiment
     reference: Path | None = None  # --ref
     test_sets: dict = field(default_factory=dict)  # --test-sets FILE: key -> (source, ref)
+    changes: tuple = ()  # --changes: state changes of every experiment
+    snapshot: str = "auto"  # --snapshot latest|all|N; auto: each output's first lines pick
+    plan: dict | None = None  # --plan FILE (tasks.plan.read): experiment id -> entry
 
     def key(self) -> dict:
         return {
+            "changes": list(self.changes),
+            "snapshot": self.snapshot,
+            "plan": self.plan,
             "data_dirs": [str(d) for d in self.data_dirs],
             "source": str(self.source) if self.source else None,
             "reference": str(self.reference) if self.reference else None,
@@ -108,6 +115,9 @@ class Entry:
     root: Path | None = None  # the archive it was found in
     #: ``[(file name, why)]``: files of the experiment that are not read (:func:`not_read`)
     refused: list = field(default_factory=list)
+    #: GroundHog's snapshots ``prefix + model%d.npz`` (mainLoop.py:233-234), oldest first
+    snapshots: list = field(default_factory=list)
+    model_why: str = ""
 
 
 def not_read(path, allowed):
@@ -204,20 +214,44 @@ def unpacked(root, data_dirs=()):
 # finding the experiments
 # ----------------------------------------------------------------------------------------
 def _is_output(name):
+    """What sample.py / score.py may have written: ``trans*.txt`` or any ``.txt`` whose name
+    holds ``trans`` (``dev_trans.txt``: sample.py ``--trans`` takes any name), ``scores*.txt``,
+    ``*_error.txt``."""
     return (
-        (name.startswith("trans") and name.endswith(".txt"))
+        ("trans" in name and name.endswith(".txt") and not name.startswith("sample_"))
         or (name.startswith("scores") and name.endswith(".txt"))
         or name.endswith("_error.txt")
     )
 
 
+def snapshots_of(state) -> list[Path]:
+    """GroundHog's snapshots of ``state``: ``prefix + 'model%d.npz' % save_iter`` beside it
+    (``MainLoop.save`` with ``overwrite=False``, groundhog/mainLoop.py:233-234; the port's
+    ``train`` names them so too: ``search_model1.npz``), oldest first."""
+    prefix = Path(state).name[: -len("state.pkl")]
+    pattern = re.compile(re.escape(prefix) + r"model([0-9]+)\.npz$")
+    try:
+        names = os.listdir(Path(state).parent)
+    except OSError:
+        return []
+    found = [(int(m.group(1)), n) for n in names if (m := pattern.match(n))]
+    return [Path(state).parent / n for _, n in sorted(found)]
+
+
 def _model_for(state):
+    """``(model, why, snapshots)`` of a state: its ``prefix + model.npz``, else the only
+    ``*model.npz`` beside it, else its newest snapshot (:func:`snapshots_of`)."""
     prefix = state.name[: -len("state.pkl")]
+    snaps = snapshots_of(state)
     same = state.parent / f"{prefix}model.npz"
     if same.is_file():
-        return same
+        return same, "the *model.npz of the state's prefix", snaps
     found = sorted(state.parent.glob("*model.npz"))
-    return found[0] if len(found) == 1 else None
+    if len(found) == 1:
+        return found[0], "the only *model.npz beside the state", snaps
+    if snaps:
+        return snaps[-1], "the newest snapshot (each output is checked against every one)", snaps
+    return None, "", snaps
 
 
 def discover(root, data_dirs=()) -> list[Entry]:
@@ -241,7 +275,7 @@ def discover(root, data_dirs=()) -> list[Entry]:
             state = folder / n
             rel = shown(state.relative_to(root).as_posix())
             trace = folder / "trace.h5"
-            model = _model_for(state)
+            model, model_why, snaps = _model_for(state)
             mine = list(refused)
             for p in (state, model, trace):
                 why = not_read(p, allowed) if p is not None and os.path.lexists(p) else None
@@ -259,6 +293,8 @@ def discover(root, data_dirs=()) -> list[Entry]:
                     len(states) - 1,
                     root,
                     mine,
+                    snaps,
+                    model_why,
                 )
             )
     return sorted(entries, key=lambda e: e.id)
@@ -340,9 +376,15 @@ def read_test_sets(path, root) -> dict:
 def key_inputs(entry: Entry, opts: Options) -> list:
     """The files a test set of ``entry`` may be taken from (found by content: any text file
     of ROOT and the data directories) and the given ones: part of its cache key."""
+    from ..legacy.vocab_match import pickles
+
     inputs = []
     if entry.root is not None:
         inputs += [p for p, _ in lookup.text_files(places(entry.root, entry, opts), entry.folder)]
+        # vocabularies may be found by content anywhere there (issue 43)
+        given = [d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir)]
+        inputs += pickles([entry.root, *given])
+    inputs += entry.snapshots
     return inputs + [opts.source, opts.reference, *(p for v in opts.test_sets.values() for p in v)]
 
 
@@ -421,8 +463,9 @@ def redo(root, entry: Entry, opts: Options, out) -> dict:
     """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment, as a dict.
     What cannot be done is logged once per cause (:meth:`_Result.flush`)."""
     res = _Result(root, entry)
+    plan = opts.plan.get(entry.id) if opts.plan is not None else None
     try:
-        _redo(res, root, entry, opts, out)
+        _redo(res, root, entry, opts, out, plan)
     finally:
         res.flush()
     return res.data
@@ -457,7 +500,384 @@ def _refused(res, entry):
         )
 
 
-def _redo(res, root, entry, opts, out):
+def _abs(root, text):
+    """A plan's path (relative to ROOT, or absolute) as a path; ``None`` for ``""``."""
+    if not text:
+        return None
+    p = Path(text)
+    return p if p.is_absolute() else Path(root) / p
+
+
+def _open(entry, model, changes, dirs, opts, opened):
+    """The experiment of ``entry`` with ``model`` and ``changes``, opened once per run of
+    :func:`redo` (``opened``: the ones opened so far)."""
+    from ..legacy.loading import open_experiment
+
+    key = (str(model), tuple(changes))
+    if key not in opened:
+        opened[key] = open_experiment(entry.state, model, list(changes), dirs, opts.device)
+    return opened[key]
+
+
+def _output_kind(name):
+    if name.endswith("_error.txt"):
+        return "crash log"
+    if name.startswith("scores"):
+        return "scores"
+    return "trans"
+
+
+#: the sample.py settings an output whose name says none is matched against (issue 43):
+#: the beams people used, each without and with --normalize / --ignore-unk
+INFER_BEAMS = (1, 5, 10, 12, 20)
+
+
+def inferable_settings():
+    """Every setting :func:`plan_experiment` tries for an output of any name, in order."""
+    from .reproduce import Settings
+
+    return [Settings(b, n, u) for b in INFER_BEAMS for n in (False, True) for u in (False, True)]
+
+
+def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
+    """The plan entry of one experiment (:mod:`groundhog_port.tasks.plan`): the files it
+    takes and why, each output with the settings it stands for and its test set, what is
+    missing with the line to add.  Test sets and settings are found by content (first lines
+    re-translated, :class:`~groundhog_port.tasks.reproduce.SourceFinder`)."""
+    root = Path(root)
+    opened = {} if opened is None else opened
+    res = _Result(root, entry)  # scratch: paths relative to ROOT, the test sets' misses
+    rel = lambda p: res.rel(p) if p else ""  # noqa: E731
+    e: dict = {
+        "id": entry.id,
+        "folder": _folder_key(root, entry),
+        "state": rel(entry.state),
+        "state_why": "a *state.pkl under ROOT: one experiment",
+        "model": rel(entry.model),
+        "model_why": entry.model_why,
+        "snapshots": [rel(s) for s in entry.snapshots],
+        "snapshots_why": SNAPSHOTS_WHY if entry.snapshots else "",
+        "changes": list(opts.changes),
+        "missing": [],
+        "output": [],
+    }
+    outputs = [{"file": rel(p), "kind": _output_kind(p.name)} for p in entry.outputs]
+    e["output"] = outputs
+    unread = {name for name, _ in entry.refused}
+    if entry.model is None or entry.state.name in unread or entry.model.name in unread:
+        if entry.model is None:
+            e["missing"].append('model = "PATH"  (no *model.npz beside the state)')
+        return e
+    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    try:
+        exp = _open(entry, entry.model, e["changes"], dirs, opts, opened)
+    except LegacyInputError as err:
+        e["missing"].append(f"opening the experiment: {err.problem}")
+        return e
+    exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
+        exp.state, VOCAB_KEYS, root, "under the archive ROOT"
+    )
+    missing = []
+    for key in VOCAB_KEYS:
+        try:
+            e[key], e[key + "_why"] = rel(exp.path(key)), "the file the state names (lookup)"
+        except LegacyInputError:
+            missing.append(key)
+    if missing:
+        from ..legacy import vocab_match
+
+        found = vocab_match.find_by_content(
+            exp.state,
+            missing,
+            [root, *(d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir))],
+            lookup.languages(exp.state),
+        )
+        for key in missing:
+            if key in found:
+                e[key], e[key + "_why"] = rel(found[key].path), found[key].why
+            else:
+                e[key] = ""
+                e[key + "_why"] = (
+                    f"not found: no file named {Path(str(exp.state.get(key))).name} and no "
+                    "pickle whose words and ids fit the state under ROOT or a --data-dir"
+                )
+                e["missing"].append(f'{key} = "PATH"  (the state\'s {key})')
+        if set(found) != set(missing):
+            return e
+        try:
+            exp = _open(entry, entry.model, _changes(root, e), dirs, opts, opened)
+        except LegacyInputError as err:
+            e["missing"].append(f"opening the experiment: {err.problem}")
+            return e
+        exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
+            exp.state, VOCAB_KEYS, root, "under the archive ROOT"
+        )
+    snaps = _snapshot_exps(entry, e, dirs, opts, opened, root)
+    tests: dict = {}
+    for name in TEST_SET_NAMES:
+        src, ref, how = given_test_set(root, entry, opts, name)
+        if src is not None and ref is None:
+            ref, why = lookup.reference_for(src, *lookup.languages(exp.state))
+            how += f"; reference: {why}"
+        tests[name] = (src, ref, how)
+    _plan_trans(res, root, entry, e, exp, snaps, tests, opts)
+    chosen = [o["snapshot"] for o in e["output"] if o.get("snapshot")]
+    if chosen:  # the scores, plots and parity: the snapshot that reproduces most outputs
+        best = max(dict.fromkeys(chosen), key=chosen.count)
+        if best != e["model"]:
+            e["model"] = best
+            e["model_why"] = (
+                "the snapshot whose re-translations reproduce the archived outputs "
+                f"({chosen.count(best)} of {len(chosen)}): the scores, plots and parity use it"
+            )
+            exp = dict(snaps)[_abs(root, best)]
+    for name, key in (("test", "test"), ("holdout", "holdout")):
+        src, ref, how = tests[name]
+        e[f"{key}_source"], e[f"{key}_reference"] = rel(src), rel(ref)
+        e[f"{key}_source_why"] = _relative_why(res, how) if how else ""
+    _plan_scores(res, root, entry, e, exp, tests, opts, dirs)
+    return e
+
+
+#: why snapshots are listed (groundhog/mainLoop.py:233-234 at 4d2433b)
+SNAPSHOTS_WHY = (
+    "prefix + model%d.npz: GroundHog's MainLoop.save with overwrite=False "
+    "(groundhog/mainLoop.py:233-234); forks also write timing%d.npz, algo%d.npz"
+)
+
+
+def _changes(root, e) -> list:
+    """The state changes a plan entry runs with: its ``changes``, then each vocabulary it
+    names (``word_indx='...'``, the path made absolute)."""
+    out = list(e.get("changes", []))
+    for key in VOCAB_KEYS:
+        p = _abs(root, e.get(key, ""))
+        if p is not None:
+            out.append(f"{key}={str(os.path.abspath(p))!r}")
+    return out
+
+
+def _snapshot_exps(entry, e, dirs, opts, opened, root):
+    """``[(path, experiment)]`` of the snapshots to check, newest first (``--snapshot``:
+    ``latest`` the newest only, ``N`` model N only, else all); ``[]`` without snapshots."""
+    snaps = [_abs(root, s) for s in e.get("snapshots", [])]
+    snaps = [s for s in snaps if s is not None][::-1]
+    if not snaps:
+        return []
+    if opts.snapshot == "latest":
+        snaps = snaps[:1]
+    elif opts.snapshot not in ("auto", "all"):
+        snaps = [s for s in snaps if _snapshot_number(s) == int(opts.snapshot)]
+    out = []
+    for s in snaps:
+        try:
+            out.append((s, _open(entry, s, _changes(root, e), dirs, opts, opened)))
+        except LegacyInputError as err:
+            e["missing"].append(f"snapshot {s.name}: {err.problem}")
+    return out
+
+
+def _snapshot_number(path) -> int | None:
+    m = re.search(r"model([0-9]+)\.npz$", Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
+    """Each translation output's settings (its name, else by content), test set and snapshot."""
+    from .reproduce import SourceFinder, parse_trans_name
+
+    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    allowed = allowed_folders(root, opts.data_dirs)
+    by_name = {n: lookup.find_named(TEST_SET_NAMES[n][0], entry.folder, dirs) for n in tests}
+
+    def fix(name):
+        return (
+            "; pass "
+            + ("--source FILE --ref FILE (every experiment), " if name == "test" else "")
+            + f"a line '{_folder_key(root, entry)}{'' if name == 'test' else ':' + name} "
+            "SOURCE REFERENCE' in --test-sets FILE, --data-dir DIR (the folder holding it), "
+            'or source = "PATH" in the plan'
+        )
+
+    models = snaps or [(entry.model, exp)]
+    finders = [
+        SourceFinder(m_exp, places(root, entry, opts), entry.folder, by_name=by_name, fix=fix)
+        for _, m_exp in models
+    ]
+    trans = [(p, o) for p, o in zip(entry.outputs, e["output"]) if o["kind"] == "trans"]
+    named = [(p, o, parse_trans_name(p.name)) for p, o in trans]
+    # outputs whose names say their settings first: their test sets are tried first for
+    # the others (SourceFinder reuses a choice)
+    named.sort(key=lambda t: t[2] is None)
+    for p, o, parsed in named:
+        stem = p.name[len("trans_") : -len(".txt")] if p.name.startswith("trans_") else None
+        error = entry.folder / f"sample_{stem}_error.txt" if stem else None
+        error = error if error is not None and error.is_file() else None
+        if parsed is not None:
+            settings, name, _ = parsed
+            candidates = [settings]
+            o["settings_why"] = "read from the file name"
+        else:
+            name, candidates = "test", inferable_settings()
+        o["test_set"] = name
+        given = tests[name]
+        choice, settings, model, why_not = None, None, None, []
+        # an output of any name: the test sets chosen for the others first, every setting
+        for reuse_only in (True, False) if parsed is None else (False,):
+            for s in candidates:
+                for (m_path, _), finder in zip(models, finders):
+                    try:
+                        if given[0] is not None:
+                            if finder._confirm(read_lines(p), s)(given[0]) is not None:
+                                continue
+                            c = lookup.TestSetChoice(given[0], given[1], given[2])
+                        else:
+                            c = finder.find(
+                                p, s, name, error, by_name=parsed is not None, reuse_only=reuse_only
+                            )
+                    except LegacyInputError as err:
+                        if not reuse_only:
+                            why_not.append(err.problem)
+                        continue
+                    if not c.confirmed and len(models) > 1 and m_path != models[-1][0]:
+                        continue  # by name, unconfirmed: only once no snapshot confirms
+                    choice, settings, model = c, s, m_path
+                    break
+                if choice is not None:
+                    break
+            if choice is not None:
+                break
+        if choice is None and given[0] is not None and parsed is not None:
+            choice = lookup.TestSetChoice(given[0], given[1], given[2], confirmed=False)
+            settings, model = candidates[0], models[0][0]
+        if choice is None:
+            o["source"] = o["reference"] = ""
+            if parsed is None:
+                o["why"] = (
+                    "the file name does not say the sample.py settings and no setting "
+                    f"tried (beams {', '.join(map(str, INFER_BEAMS))}, with and without "
+                    "--normalize / --ignore-unk) gives its first lines from any test set "
+                    'found; add beam_size = N (normalize, ignore_unk) and source = "PATH"'
+                )
+            else:
+                o["why"] = f"its test set: {why_not[0] if why_not else 'not found'}"
+            e["missing"].append(f'{o["file"]}: source = "PATH"  ({o["why"][:200]})')
+            continue
+        why = not_read(choice.source, allowed) or not_read(choice.reference, allowed)
+        if why is not None:
+            o["source"] = o["reference"] = ""
+            o["why"] = f"its test set {res.rel(choice.source)}: {why}"
+            continue
+        o.update(beam_size=settings.beam_size, normalize=settings.normalize)
+        o["ignore_unk"] = settings.ignore_unk
+        if parsed is None:
+            finder = finders[[m for m, _ in models].index(model)]
+            settings, agree, also = _disambiguate(finder, read_lines(p), choice.source, settings)
+            o.update(beam_size=settings.beam_size, normalize=settings.normalize)
+            o["ignore_unk"] = settings.ignore_unk
+            o["settings_why"] = (
+                f"by content: {agree} re-translated with {settings.describe()} are the "
+                "archived ones (settings tried in order: beams 1, 5, 10, 12, 20, each without "
+                "and with --normalize / --ignore-unk; where several give the first lines, more "
+                "lines decide)"
+                + (
+                    f"; so are they with {'; '.join(also)} (the first of these is taken)"
+                    if also
+                    else ""
+                )
+            )
+        o["source"], o["reference"] = (
+            res.rel(choice.source),
+            res.rel(choice.reference) if choice.reference else "",
+        )
+        o["why"] = _relative_why(res, choice.why)
+        if snaps:
+            o["snapshot"] = res.rel(model)
+            o["snapshot_why"] = _snapshot_why(p, settings, choice.source, model, models, finders)
+        if tests[name][0] is None and (
+            parsed is not None or not any(x[2] is not None for x in named)
+        ):
+            tests[name] = (choice.source, choice.reference, choice.why)
+
+
+def _disambiguate(finder, archived, source, first):
+    """``(settings, what agrees)`` of an output of any name: of the settings whose first
+    lines give the archived ones (``first`` is the first found), the one that agrees
+    longest -- the lines checked doubling from :data:`~groundhog_port.lookup.CONFIRM_LINES`
+    until one setting is left or the output ends (the earliest in order on a tie)."""
+    k = min(lookup.CONFIRM_LINES, len(archived))
+    alive = [s for s in inferable_settings() if finder._confirm(archived, s)(source) is None]
+    if first not in alive:
+        alive.insert(0, first)
+    n = k
+    while len(alive) > 1 and n < len(archived):
+        n = min(2 * n, len(archived))
+        keep = [s for s in alive if finder._first_translations(source, s, n) == archived[:n]]
+        if not keep:
+            break
+        alive = keep
+    others = [s.describe() for s in alive[1:]]
+    text = f"its first {n} of {len(archived)} lines" if n < len(archived) else f"all {n} lines"
+    return alive[0], text, others
+
+
+def _snapshot_why(path, settings, source, chosen, models, finders):
+    """What the first-lines check says of each snapshot for one output."""
+    parts = []
+    for (m_path, _), finder in zip(models, finders):
+        difference = finder._confirm(read_lines(path), settings)(source)
+        n = min(lookup.CONFIRM_LINES, len(read_lines(path)))
+        if difference is None:
+            parts.append(f"{m_path.name}: its first {n} lines are the archived ones")
+        else:
+            parts.append(f"{m_path.name}: first-lines check only, {difference}")
+    return f"{chosen.name}, the newest snapshot whose first lines reproduce it; " + "; ".join(parts)
+
+
+def _plan_scores(res, root, entry, e, exp, tests, opts, dirs):
+    """Each score file's test set: the translations', else by name, else by content."""
+    for p, o in zip(entry.outputs, e["output"]):
+        if o["kind"] != "scores":
+            continue
+        m = SCORES_NAME.match(p.name)
+        if m is None or m.group("n"):
+            continue
+        name = m.group("set") or "test"
+        o["test_set"] = name
+        src, ref, how = tests[name]
+        if src is None:
+            found = lookup.find_named(TEST_SET_NAMES[name][0], entry.folder, dirs)
+            if not_read(found, allowed_folders(root, opts.data_dirs)) is not None:
+                found = None
+            if found is not None:
+                ref, _ = lookup.reference_for(found, *lookup.languages(exp.state))
+                src, how = (
+                    found,
+                    f"{TEST_SET_NAMES[name][0]} by its name (no translation file to confirm it)",
+                )
+            else:
+                choice = _test_set_of_scores(res, root, exp, entry, name, opts)
+                if choice is not None:
+                    src, ref, how = choice.source, choice.reference, choice.why
+                    logger.info("%s: %s", entry.id, choice.why)
+            if src is not None:
+                tests[name] = (src, ref, how)
+                e[f"{name}_source"], e[f"{name}_reference"] = (
+                    res.rel(src),
+                    res.rel(ref) if ref else "",
+                )
+                e[f"{name}_source_why"] = _relative_why(res, how)
+        o["source"] = res.rel(src) if src else ""
+        o["reference"] = res.rel(ref) if ref else ""
+        o["why"] = (
+            _relative_why(res, how)
+            if src
+            else res.missing.get(name, f"no {TEST_SET_NAMES[name][0]}")
+        )
+
+
+def _redo(res, root, entry, opts, out, plan=None):
+    """Run plan entry ``plan`` of ``entry`` (discovered here when ``None``)."""
     _refused(res, entry)
     unread = {name for name, _ in entry.refused}
     if entry.state.name in unread or (entry.model is not None and entry.model.name in unread):
@@ -468,25 +888,24 @@ def _redo(res, root, entry, opts, out):
             f"the folder holds {entry.others + 1} states: its "
             "outputs are checked against each of them",
         )
-    if entry.model is None:
+    opened: dict = {}
+    if plan is None:
+        res.data["origin"] = "discovered"
+        plan = plan_experiment(root, entry, opts, opened)
+    else:
+        res.data["origin"] = "from the plan"
+    model = _abs(root, plan.get("model", ""))
+    if model is None:
         res.not_done(
             "everything",
-            "no *model.npz beside the state (or several, none with the state's prefix)",
+            "no *model.npz beside the state (or several, none with the state's prefix, and no "
+            'GroundHog snapshot prefix + model%d.npz); add model = "PATH" in the plan',
         )
         return
-    from ..legacy.loading import open_experiment
-
+    res.data["model"] = res.rel(model)
     dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
-    exp = _attempt(
-        res,
-        "opening the experiment",
-        open_experiment,
-        entry.state,
-        entry.model,
-        "",
-        dirs,
-        opts.device,
-    )
+    changes = _changes(root, plan)
+    exp = _attempt(res, "opening the experiment", _open, entry, model, changes, dirs, opts, opened)
     if exp is None:
         return
     exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
@@ -496,47 +915,28 @@ def _redo(res, root, entry, opts, out):
         return
     tests = {}
     for name in TEST_SET_NAMES:
-        src, ref, how = given_test_set(root, entry, opts, name)
+        src, ref = (
+            _abs(root, plan.get(f"{name}_source", "")),
+            _abs(root, plan.get(f"{name}_reference", "")),
+        )
         if src is not None:
-            if ref is None:
-                ref, why = lookup.reference_for(src, *lookup.languages(exp.state))
-                how += f"; reference: {why}"
             res.data["files"][name] = {
                 "source": res.rel(src),
                 "reference": res.rel(ref) if ref else None,
-                "how": how,
+                "how": plan.get(f"{name}_source_why", "") or "given in the plan",
             }
         tests[name] = (src, ref)
-    trans = [p for p in entry.outputs if p.name.startswith("trans")]
-    _attempt(res, "reproduction", _reproduction, res, root, exp, entry, trans, tests, opts)
-    for name, (src, ref) in list(tests.items()):
-        if src is None and name not in res.data["files"]:
-            # no translation file said which test set: by its standard name, unconfirmed
-            src_name = TEST_SET_NAMES[name][0]
-            found = lookup.find_named(src_name, entry.folder, dirs)
-            if not_read(found, allowed_folders(root, opts.data_dirs)) is not None:
-                found = None
-            if found is None:  # a score file's test set, found by content
-                choice = _test_set_of_scores(res, root, exp, entry, name, opts)
-                if choice is not None:
-                    tests[name] = (choice.source, choice.reference)
-                    res.data["files"][name] = {
-                        "source": res.rel(choice.source),
-                        "reference": res.rel(choice.reference) if choice.reference else None,
-                        "how": _relative_why(res, choice.why),
-                    }
-                    logger.info("%s: %s", entry.id, choice.why)
-            elif found is not None:
-                ref, why = lookup.reference_for(found, *lookup.languages(exp.state))
-                tests[name] = (found, ref)
-                res.data["files"][name] = {
-                    "source": res.rel(found),
-                    "reference": res.rel(ref) if ref else None,
-                    "how": f"{src_name} by its name (no translation file to confirm it)",
-                }
-    for p in entry.outputs:
-        if p.name.startswith("scores"):
-            _attempt(res, p.name, _scores, res, exp, entry, p, tests, opts)
+    outputs = _plan_outputs(root, entry, plan)
+    _attempt(
+        res, "reproduction", _reproduction, res, root, exp, entry, plan, outputs, opts, opened, dirs
+    )
+    for p, o in outputs:
+        if o["kind"] == "scores":
+            src, ref = _abs(root, o.get("source", "")), _abs(root, o.get("reference", ""))
+            name = o.get("test_set", "test")
+            if src is not None:
+                tests[name] = (src, ref)
+            _attempt(res, p.name, _scores, res, exp, entry, p, tests, opts, o.get("why", ""))
     _crash_logs(res, entry)
     if opts.plots > 0:
         _attempt(res, "attention plots", _plots, res, exp, entry, tests["test"], opts, out)
@@ -544,6 +944,174 @@ def _redo(res, root, entry, opts, out):
         _attempt(res, "parity", _parity, res, exp, entry, tests["test"], opts)
     else:
         res.data["parity"] = None
+
+
+def _plan_outputs(root, entry, plan):
+    """``[(path, output entry)]`` of a plan entry, in the plan's order."""
+    return [(_abs(root, o["file"]), o) for o in plan.get("output", [])]
+
+
+#: test set name -> its standard (source, reference) names, as sample.py's users named them
+TEST_SET_NAMES = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "holdout.fr")}
+
+
+def _vocabularies(res, exp, entry):
+    """Find the four vocabularies; when some are missing, one "not done" naming them all and
+    where they were looked for (nothing else can be done without them)."""
+    missing = []
+    for key in VOCAB_KEYS:
+        try:
+            res.data["files"][key] = res.rel(exp.path(key))
+        except LegacyInputError:
+            res.data["files"][key] = None
+            missing.append(key)
+    if not missing:
+        return True
+    names = [Path(str(exp.state.get(k))).name for k in missing]
+    stored = sorted({str(Path(str(exp.state.get(k))).parent) for k in missing})
+    looked = [*stored] + [
+        f"{Path(c).parent} ({where})"
+        for c, where in lookup.candidates(names[0], entry.state, exp.data_dirs)
+    ]
+    res.not_done(
+        "everything (translations, scores, plots, parity)",
+        f"vocabularies not found: {', '.join(dict.fromkeys(names))} (looked in "
+        f"{', '.join(dict.fromkeys(looked))}, for a single file of each name under the "
+        "archive ROOT, and for a pickle whose words and ids fit the state); pass --data-dir "
+        "DIR, the folder holding them, --changes \"word_indx='FILE'\", or "
+        f'{missing[0]} = "PATH" in the plan',
+    )
+    return False
+
+
+def _reproduction(res, root, exp, entry, plan, outputs, opts, opened, dirs):
+    from .reproduce import ArchivedFile, Settings, reproduce
+
+    allowed = allowed_folders(root, opts.data_dirs)
+    groups: dict = {}  # snapshot (or the model) -> [(ArchivedFile, output entry)]
+    snaps = [_abs(root, s) for s in plan.get("snapshots", [])]
+    for p, o in outputs:
+        if o["kind"] != "trans":
+            continue
+        src = _abs(root, o.get("source", ""))
+        if src is None or "beam_size" not in o:
+            res.not_done(p.name, o.get("why", "no test set in the plan"), cause="test set")
+            continue
+        ref = _abs(root, o.get("reference", ""))
+        stem = p.name[len("trans_") : -len(".txt")] if p.name.startswith("trans_") else None
+        stdout = error = None
+        if stem is not None:
+            stdout, error = (entry.folder / f"sample_{stem}_{k}.txt" for k in ("stdout", "error"))
+            stdout = stdout if stdout.is_file() and not_read(stdout, allowed) is None else None
+            error = error if error.is_file() and not_read(error, allowed) is None else None
+        settings = Settings(o["beam_size"], bool(o.get("normalize")), bool(o.get("ignore_unk")))
+        f = ArchivedFile(p, settings, src, ref, stdout, error)
+        model = _abs(root, o.get("snapshot", "")) or _abs(root, plan.get("model", ""))
+        groups.setdefault(model, []).append((f, o))
+    rows = {}
+    for model, items in groups.items():
+        m_exp = (
+            exp
+            if model == _abs(root, plan.get("model", ""))
+            else _open(entry, model, _changes(root, plan), dirs, opts, opened)
+        )
+        m_exp.data_dirs = exp.data_dirs
+        report = reproduce(
+            m_exp,
+            [f for f, _ in items],
+            batch_size=opts.batch_size,
+            max_diffs=opts.max_diffs,
+            tokenize=opts.tokenize,
+            max_lines=opts.max_sentences,
+        )
+        for (f, o), r in zip(items, report["files"]):
+            row = _row(res, f, r)
+            if o.get("settings_why"):
+                row["settings_why"] = o["settings_why"]
+            if snaps and o.get("snapshot"):
+                row["snapshot"] = res.rel(model)
+                row["snapshots"] = _other_snapshots(
+                    res, root, entry, plan, f, o, model, snaps, opts, opened, dirs, exp
+                )
+            rows[str(f.path)] = row
+    for p, _ in outputs:
+        if str(p) in rows:
+            res.data["reproduction"].append(rows[str(p)])
+
+
+def _other_snapshots(res, root, entry, plan, f, o, model, snaps, opts, opened, dirs, exp):
+    """What each snapshot says of output ``f``: the chosen one reproduces it (the row);
+    with ``--snapshot all`` every other one is re-translated in full ("N lines differ"),
+    else the plan's first-lines check is quoted as it is."""
+    from .reproduce import reproduce
+
+    out = []
+    for s in snaps:
+        if s == model:
+            out.append({"model": res.rel(s), "status": "this row"})
+            continue
+        if opts.snapshot == "all":
+            s_exp = _open(entry, s, _changes(root, plan), dirs, opts, opened)
+            s_exp.data_dirs = exp.data_dirs
+            r = reproduce(s_exp, [f], batch_size=opts.batch_size, max_lines=opts.max_sentences)
+            r = r["files"][0]
+            status = (
+                "reproduces it too"
+                if r["all_identical"]
+                else f"does not reproduce: {r['compared'] - r['identical']} of {r['compared']} lines differ"
+            )
+        else:
+            said = [
+                part
+                for part in o.get("snapshot_why", "").split("; ")
+                if part.startswith(s.name + ": ")
+            ]
+            status = (
+                said[0][len(s.name) + 2 :].replace(
+                    "first-lines check only, ", "does not reproduce (first-lines check only): "
+                )
+                if said
+                else "not checked (--snapshot)"
+            )
+        out.append({"model": res.rel(s), "status": status})
+    return out
+
+
+def _row(res, f, r):
+    from ..legacy.data import read_text_lines
+
+    row = {
+        k: r[k]
+        for k in (
+            "file",
+            "settings",
+            "compared",
+            "identical",
+            "all_identical",
+            "first_differences",
+            "bleu",
+            "total_cost",
+            "archived_total_cost",
+            "original_stopped_after",
+        )
+    }
+    row.update(
+        source=res.rel(f.source),
+        reference=res.rel(f.reference) if f.reference else None,
+        crash_reproduced=r.get("crash_reproduced"),
+        original_error=r.get("original_error"),
+    )
+    archived_lines = len(read_text_lines(f.path))
+    source_lines = len(read_text_lines(f.source))
+    if archived_lines > row["compared"]:
+        row["limited"] = f"first {row['compared']} of {archived_lines} lines (--max-sentences)"
+        if archived_lines < source_lines:
+            row["crash_not_rechecked"] = (
+                f"the original stopped after {archived_lines} "
+                f"lines; not re-checked within the first "
+                f"{row['compared']}"
+            )
+    return row
 
 
 def _test_set_of_scores(res, root, exp, entry, name, opts):
@@ -601,144 +1169,13 @@ def _test_set_of_scores(res, root, exp, entry, name, opts):
         return None
 
 
-#: test set name -> its standard (source, reference) names, as sample.py's users named them
-TEST_SET_NAMES = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "holdout.fr")}
-
-
-def _vocabularies(res, exp, entry):
-    """Find the four vocabularies; when some are missing, one "not done" naming them all and
-    where they were looked for (nothing else can be done without them)."""
-    missing = []
-    for key in VOCAB_KEYS:
-        try:
-            res.data["files"][key] = res.rel(exp.path(key))
-        except LegacyInputError:
-            res.data["files"][key] = None
-            missing.append(key)
-    if not missing:
-        return True
-    names = [Path(str(exp.state.get(k))).name for k in missing]
-    stored = sorted({str(Path(str(exp.state.get(k))).parent) for k in missing})
-    looked = [*stored] + [
-        f"{Path(c).parent} ({where})"
-        for c, where in lookup.candidates(names[0], entry.state, exp.data_dirs)
-    ]
-    res.not_done(
-        "everything (translations, scores, plots, parity)",
-        f"vocabularies not found: {', '.join(dict.fromkeys(names))} (looked in "
-        f"{', '.join(dict.fromkeys(looked))}, and for a single file of each name under the "
-        "archive ROOT); pass --data-dir DIR, the folder holding them",
-    )
-    return False
-
-
-def _reproduction(res, root, exp, entry, trans, tests, opts):
-    from .reproduce import ArchivedFile, SourceFinder, parse_trans_name, reproduce
-
-    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
-    finder = SourceFinder(
-        exp,
-        places(root, entry, opts),
-        entry.folder,
-        by_name={n: lookup.find_named(TEST_SET_NAMES[n][0], entry.folder, dirs) for n in tests},
-        fix=lambda name: (
-            "; pass "
-            + ("--source FILE --ref FILE (every experiment), " if name == "test" else "")
-            + f"a line '{_folder_key(root, entry)}{'' if name == 'test' else ':' + name} "
-            "SOURCE REFERENCE' in --test-sets FILE, or --data-dir DIR (the folder holding it)"
-        ),
-    )
-    files, given = [], dict(tests)
-    for p in trans:
-        parsed = parse_trans_name(p.name)
-        if parsed is None:
-            res.not_done(
-                p.name,
-                "the file name does not say the sample.py settings (expected "
-                "trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt)",
-            )
-            continue
-        settings, name, _ = parsed
-        stem = p.name[len("trans_") : -len(".txt")]
-        allowed = allowed_folders(root, opts.data_dirs)
-        stdout, error = (entry.folder / f"sample_{stem}_{k}.txt" for k in ("stdout", "error"))
-        stdout = stdout if stdout.is_file() and not_read(stdout, allowed) is None else None
-        error = error if error.is_file() and not_read(error, allowed) is None else None
-        src, ref = given[name]
-        if src is None:  # each file's own test set: found by content, confirmed per file
-            try:
-                choice = finder.find(p, settings, name, error)
-            except LegacyInputError as err:
-                res.not_done(p.name, f"its test set: {err.problem}", cause="test set")
-                continue
-            src, ref = choice.source, choice.reference
-            why = not_read(src, allowed) or not_read(ref, allowed)
-            if why is not None:
-                res.not_done(p.name, f"its test set {res.rel(src)} / {ref}: {why}")
-                continue
-            if tests[name][0] is None:  # the scores, plots and parity take the first one
-                res.data["files"][name] = {
-                    "source": res.rel(src),
-                    "reference": res.rel(ref) if ref else None,
-                    "how": _relative_why(res, choice.why),
-                }
-                tests[name] = (src, ref)
-        files.append(ArchivedFile(p, settings, src, ref, stdout, error))
-    finder.announce(f"{entry.id}: ")
-    if not files:
-        return
-    report = reproduce(
-        exp,
-        files,
-        batch_size=opts.batch_size,
-        max_diffs=opts.max_diffs,
-        tokenize=opts.tokenize,
-        max_lines=opts.max_sentences,
-    )
-    from ..legacy.data import read_text_lines
-
-    for f, r in zip(files, report["files"]):
-        row = {
-            k: r[k]
-            for k in (
-                "file",
-                "settings",
-                "compared",
-                "identical",
-                "all_identical",
-                "first_differences",
-                "bleu",
-                "total_cost",
-                "archived_total_cost",
-                "original_stopped_after",
-            )
-        }
-        row.update(
-            source=res.rel(f.source),
-            reference=res.rel(f.reference) if f.reference else None,
-            crash_reproduced=r.get("crash_reproduced"),
-            original_error=r.get("original_error"),
-        )
-        archived_lines = len(read_text_lines(f.path))
-        source_lines = len(read_text_lines(f.source))
-        if archived_lines > row["compared"]:
-            row["limited"] = f"first {row['compared']} of {archived_lines} lines (--max-sentences)"
-            if archived_lines < source_lines:
-                row["crash_not_rechecked"] = (
-                    f"the original stopped after {archived_lines} "
-                    f"lines; not re-checked within the first "
-                    f"{row['compared']}"
-                )
-        res.data["reproduction"].append(row)
-
-
 def _relative_why(res, why):
     """A choice's reason with the archive's paths relative to ROOT (the report's paths)."""
     root = os.path.abspath(res.root) + os.sep
     return why.replace(root, "")
 
 
-def _scores(res, exp, entry, path, tests, opts):
+def _scores(res, exp, entry, path, tests, opts, why=""):
     """A ``scores*.txt`` of score.py, re-scored and compared line by line (the ``{:.5e}``
     text, and the largest relative difference of the numbers)."""
     import numpy as np
@@ -769,7 +1206,7 @@ def _scores(res, exp, entry, path, tests, opts):
             res.not_done(
                 path.name,
                 f"its {name} set: "
-                + res.missing.get(name, f"no {TEST_SET_NAMES[name][0]}")
+                + (why or res.missing.get(name, f"no {TEST_SET_NAMES[name][0]}"))
                 + "; pass "
                 + ("--source FILE --ref FILE (every experiment), " if name == "test" else "")
                 + f"a line '{key} SOURCE REFERENCE' in --test-sets FILE, or --data-dir DIR "
@@ -1010,6 +1447,36 @@ def check_out_dir(root, out):
                 folder_in(out, *rel, d, create=False)
             for f in files:
                 file_in(out, *rel, f)
+
+
+def write_plan(root, out, opts: Options) -> Path:
+    """``archive ROOT --plan-only``: the discovered plan of every experiment in
+    ``OUT/plan.toml`` (:mod:`groundhog_port.tasks.plan`); nothing is re-done."""
+    from ..outputs import atomic_write_text
+    from . import plan as planmod
+
+    root = Path(root)
+    check_out_dir(root, out)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    entries = [plan_experiment(root, e, opts) for e in discover(root, opts.data_dirs)]
+    path = file_in(out, "plan.toml")
+    atomic_write_text(path, planmod.dumps({"root": str(root), "experiment": entries}))
+    return path
+
+
+def check_plan(root, plan: dict, path) -> None:
+    """Every experiment of a ``--plan`` is one of ROOT's (else one line naming the closest)."""
+    import difflib
+
+    ids = [e.id for e in discover(root)]
+    for pid in plan:
+        if pid not in ids:
+            close = difflib.get_close_matches(pid, ids, n=1)
+            raise LegacyInputError(
+                path,
+                f"experiment {pid!r} is not under {root}"
+                + (f" (did you mean {close[0]!r}?)" if close else ""),
+            )
 
 
 def run(root, out, opts: Options, world=None, progress=None, fresh=False, packed=()):

@@ -38,8 +38,8 @@ from ..untrusted import read_json, special_kind
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
 #: bump when a cached result would no longer match what this code computes
-#: (2: content keys and the schema, issue 40)
-CACHE_VERSION = 2
+#: (2: content keys and the schema, issue 40; 3: the plan, snapshots, issue 43)
+CACHE_VERSION = 3
 #: largest cache entry read (a result is a few KB; the report's first differences are cut)
 MAX_ENTRY_BYTES = 16 << 20
 #: largest plot embedded into report.html (a plot of 100 x 100 words is about 200 KB)
@@ -121,7 +121,7 @@ def _code_digest():
     """The source of this module and of the one computing results: a result cached by other
     code (another result layout) is redone, never mixed into the report."""
     h = hashlib.sha256()
-    for name in ("archive.py", "archive_cache.py"):
+    for name in ("archive.py", "archive_cache.py", "plan.py", "reproduce.py"):
         h.update(Path(__file__).with_name(name).read_bytes())
     return h.hexdigest()
 
@@ -196,6 +196,9 @@ REPRODUCTION = {
     "original_error": TEXT,
     "limited": Opt(str),
     "crash_not_rechecked": Opt(str),
+    "settings_why": Opt(str),
+    "snapshot": Opt(str),
+    "snapshots": Opt([{"model": str, "status": str}]),
 }
 SCORES = {
     "file": str,
@@ -246,6 +249,7 @@ RESULT = {
     "plots": [{"sentence": INT, "file": str}],
     "notes": [str],
     "not_done": [{"what": str, "why": str}],
+    "origin": Opt(str),
 }
 _NON_FINITE = ("nan", "inf", "-inf")
 

@@ -140,8 +140,9 @@ class SourceFinder:
 
     def _first_translations(self, path, settings, n):
         key = (str(path), settings)
-        if key not in self._translations or len(self._translations[key]) < n:
-            lines = first_text_lines(path, n)
+        have = self._translations.get(key, [])
+        if len(have) < n:
+            lines = first_text_lines(path, n)[len(have) :]
             translator = Translator(
                 self.exp,
                 settings.beam_size,
@@ -151,7 +152,7 @@ class SourceFinder:
                 warnings=SearchWarnings(str(path), summarise=True),
             )
             seqs = [self.exp.parse_source(line)[0] for line in lines]
-            self._translations[key] = [
+            self._translations[key] = have + [
                 None if t.error is not None else t.line for t in translator.translate_seqs(seqs)
             ]
         return self._translations[key][:n]
@@ -160,8 +161,10 @@ class SourceFinder:
         n = min(lookup.CONFIRM_LINES, len(archived))
 
         def confirm(path):
-            try:
-                got = self._first_translations(path, settings, n)
+            try:  # the first line alone first: most candidates differ there
+                got = self._first_translations(path, settings, 1)
+                if got[:1] == archived[:1]:
+                    got = self._first_translations(path, settings, n)
             except LegacyInputError as err:
                 return err.problem
             for i, (a, b) in enumerate(zip(archived[:n], got + [None] * n)):
@@ -171,8 +174,12 @@ class SourceFinder:
 
         return confirm
 
-    def find(self, path, settings, test_set, error_log=None) -> "lookup.TestSetChoice":
-        """The test set of archived file ``path`` (its settings, its test set's name)."""
+    def find(
+        self, path, settings, test_set, error_log=None, by_name=True, reuse_only=False
+    ) -> "lookup.TestSetChoice":
+        """The test set of archived file ``path`` (its settings, its test set's name).
+        ``by_name``: take the standard name unconfirmed when nothing confirms;
+        ``reuse_only``: try only the test sets chosen before (a cheap first pass)."""
         path = Path(path)
         if test_set == "test" and self.source is not None:
             ref, why = (
@@ -202,6 +209,8 @@ class SourceFinder:
                 ),
                 None,
             )
+            if reused is None and reuse_only:
+                raise LegacyInputError(path, "no test set chosen before gives its first lines")
             if reused is None:
                 reused = lookup.find_source(
                     len(archived),
@@ -212,7 +221,7 @@ class SourceFinder:
                     how,
                     self.langs,
                     crashed=error_log.name if error_log else None,
-                    by_name=self.by_name.get(test_set),
+                    by_name=self.by_name.get(test_set) if by_name else None,
                     fix=self.fix(test_set) if callable(self.fix) else self.fix,
                 )
             choice = reused

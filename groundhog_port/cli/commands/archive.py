@@ -71,6 +71,35 @@ def add_arguments(p):
         "# comments)",
     )
     p.add_argument(
+        "--changes",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="state changes of every experiment, as GroundHog's key=value "
+        "(\"word_indx='dicts/en.vocab.pkl'\"; repeatable; per experiment: changes in the plan)",
+    )
+    p.add_argument(
+        "--snapshot",
+        default="auto",
+        metavar="latest|all|N",
+        help="GroundHog's snapshots prefix + model%%d.npz: by default each output is re-done "
+        "with the newest one whose first lines reproduce it (the others get a first-lines "
+        "check); latest: the newest only; all: every snapshot re-translates every output; "
+        "N: model N only",
+    )
+    p.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="write what would be re-done, every file chosen and why, to DIR/plan.toml and "
+        "stop (edit a line, then run it with --plan)",
+    )
+    p.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="run exactly this plan (a plan.toml of --plan-only, edited or not); "
+        "experiments not in it are discovered",
+    )
+    p.add_argument(
         "--max-sentences",
         type=int,
         metavar="N",
@@ -148,7 +177,24 @@ def _options(args):
         from ...tasks.archive import read_test_sets
 
         test_sets = read_test_sets(args.test_sets, args.root)
+    snapshot = args.snapshot
+    if snapshot not in ("auto", "latest", "all") and not (snapshot.isdigit()):
+        raise LegacyInputError(
+            None, f"--snapshot {snapshot}: latest, all or a number N (modelN.npz)"
+        )
+    if args.plan and args.plan_only:
+        raise LegacyInputError(None, "--plan-only writes a plan, --plan runs one: give one of them")
+    plan = None
+    if args.plan:
+        from ...tasks import plan as planmod
+        from ...tasks.archive import check_plan
+
+        plan = planmod.read(args.plan)["entries"]
+        check_plan(args.root, plan, args.plan)
     return Options(
+        changes=tuple(args.changes),
+        snapshot=snapshot,
+        plan=plan,
         data_dirs=lookup.data_dirs(args.data_dir),
         source=Path(args.source) if args.source else None,
         reference=Path(args.ref) if args.ref else None,
@@ -174,6 +220,12 @@ def run(args):
         )
     opts = _options(args)
     archive.check_out_dir(args.root, args.out)
+    if args.plan_only:
+        if not archive.discover(args.root):
+            raise LegacyInputError(args.root, "no experiment (*state.pkl) in this folder tree")
+        path = archive.write_plan(args.root, args.out, opts)
+        print(f"Plan: {path} (run it with --plan {path})")
+        return EXIT_OK
     world, opts.device = distributed.setup(
         args.device, args.threads
     )  # cuda:LOCAL_RANK under torchrun

@@ -1,0 +1,250 @@
+"""The plan of ``groundhog-port archive``: what it re-does, written as ``plan.toml`` (issue 43).
+
+Discovery (:func:`groundhog_port.tasks.archive.plan_experiment`) writes one plan entry per
+experiment: every file it chose and, beside each, why; ``archive ROOT --plan-only`` writes
+them to ``OUT/plan.toml`` and stops; ``archive ROOT --plan FILE`` runs exactly that plan (a
+user fixes a guess by editing one line); with neither, the discovered plan is run.  The
+format (docs/archives.md, "The plan"), version :data:`VERSION`::
+
+    version = 1
+
+    [[experiment]]
+    id = "search/run_"              # the state's path under ROOT, without "state.pkl"
+    state = "search/run_state.pkl"
+    model = "search/run_model1.npz"
+    snapshots = ["search/run_model0.npz", "search/run_model1.npz"]
+    changes = []                    # state changes, as --changes takes them
+    word_indx = "dicts/en.vocab.pkl"
+    word_indx_why = "by content: ..."
+    ...
+
+    [[experiment.output]]
+    file = "search/trans.txt"
+    kind = "trans"                  # trans | scores | crash log
+    beam_size = 10
+    normalize = true
+    ignore_unk = false
+    source = "data/newstest2012.en"
+    reference = "data/newstest2012.fr"
+    snapshot = "search/run_model0.npz"
+    why = "..."
+
+Paths are relative to ROOT (or absolute); ``""`` means none (a missing file: the ``missing``
+list says the line to add).  Unknown keys are refused with the closest known one.  The
+reader takes TOML with :mod:`tomllib` (``tomli`` on Python 3.10); the writer is the small
+one below (the plan is tables of strings, integers, booleans and arrays of strings).
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import LegacyInputError
+
+VERSION = 1
+#: the keys of an experiment entry (``<key>_why`` beside a file says why it was chosen)
+VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
+FILE_KEYS = ("state", "model", *VOCAB_KEYS, "test_source", "test_reference")
+HOLDOUT_KEYS = ("holdout_source", "holdout_reference")
+EXPERIMENT_KEYS = frozenset(
+    {"id", "folder", "snapshots", "snapshots_why", "changes", "missing", "output"}
+    | set(FILE_KEYS + HOLDOUT_KEYS)
+    | {k + "_why" for k in FILE_KEYS + HOLDOUT_KEYS}
+)
+OUTPUT_KEYS = frozenset(
+    {
+        "file",
+        "kind",
+        "test_set",
+        "beam_size",
+        "normalize",
+        "ignore_unk",
+        "settings_why",
+        "source",
+        "reference",
+        "why",
+        "snapshot",
+        "snapshot_why",
+    }
+)
+KINDS = ("trans", "scores", "crash log")
+TOP_KEYS = frozenset({"version", "root", "experiment"})
+#: the largest plan read (an entry is about 2 KB)
+MAX_PLAN_BYTES = 64 << 20
+
+
+# ----------------------------------------------------------------------------------------
+# writing
+# ----------------------------------------------------------------------------------------
+def _toml_string(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return _toml_string(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"a plan holds strings, integers, booleans and arrays, not {type(v)}")
+
+
+def _table(lines: list[str], header: str, table: dict) -> None:
+    lines.append(header)
+    for k, v in table.items():
+        if (
+            v is None
+            or isinstance(v, dict)
+            or (isinstance(v, list) and v and isinstance(v[0], dict))
+        ):
+            continue
+        lines.append(f"{k} = {_toml_value(v)}")
+
+
+def dumps(plan: dict) -> str:
+    """``plan`` (``{"version", "root", "experiment": [entry]}``) as TOML text."""
+    lines = [
+        "# groundhog-port archive plan (docs/archives.md, 'The plan'): edit a line, then",
+        "# groundhog-port archive ROOT --out DIR --plan THIS_FILE",
+        f"version = {VERSION}",
+        f"root = {_toml_string(str(plan.get('root', '')))}",
+    ]
+    for e in plan["experiment"]:
+        lines.append("")
+        for m in e.get("missing", []):
+            lines.append(f"# missing: {m}")
+        _table(lines, "[[experiment]]", e)
+        for o in e.get("output", []):
+            lines.append("")
+            _table(lines, "[[experiment.output]]", o)
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------
+# reading
+# ----------------------------------------------------------------------------------------
+def _toml():
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    import tomli  # the tomli>=1.1 dependency on Python 3.10
+
+    return tomli
+
+
+def _unknown(path, where: str, keys, known) -> None:
+    for k in keys:
+        if k not in known:
+            close = difflib.get_close_matches(k, sorted(known), n=1)
+            raise LegacyInputError(
+                path,
+                f"{where}: unknown key {k!r}"
+                + (
+                    f" (did you mean {close[0]!r}?)"
+                    if close
+                    else f"; known: {', '.join(sorted(known))}"
+                ),
+            )
+
+
+def _typed(path, where, value, kinds, key) -> None:
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise LegacyInputError(path, f"{where}: {key} must be {names}, not {value!r}")
+
+
+def loads(text: str, path=None) -> dict:
+    """A plan read from TOML text and checked: the version, every key known (else the
+    closest known one is named), every value of its type.  Raises
+    :class:`LegacyInputError` (one line) on anything else."""
+    try:
+        data = _toml().loads(text)
+    except Exception as err:  # noqa: BLE001 -- tomllib.TOMLDecodeError / tomli's
+        raise LegacyInputError(path, f"not a TOML plan: {err}") from None
+    _unknown(path, "the plan", data, TOP_KEYS)
+    if data.get("version") != VERSION:
+        raise LegacyInputError(
+            path,
+            f"plan version {data.get('version')!r}: this groundhog-port reads version {VERSION}",
+        )
+    seen = set()
+    for i, e in enumerate(data.get("experiment", []), start=1):
+        where = f"experiment {i}"
+        if not isinstance(e, dict):
+            raise LegacyInputError(path, f"{where} is not a table")
+        _unknown(path, where, e, EXPERIMENT_KEYS)
+        if not isinstance(e.get("id"), str) or not e["id"]:
+            raise LegacyInputError(path, f"{where}: no id (the state's path without state.pkl)")
+        if e["id"] in seen:
+            raise LegacyInputError(path, f"{where}: id {e['id']!r} given twice")
+        seen.add(e["id"])
+        for k in e:
+            if k in ("snapshots", "changes", "missing"):
+                _typed(path, where, e[k], (list,), k)
+                for x in e[k]:
+                    _typed(path, where, x, (str,), k + " item")
+            elif k != "output":
+                _typed(path, where, e[k], (str,), k)
+        for j, o in enumerate(e.get("output", []), start=1):
+            w = f"{where} ({e['id']}), output {j}"
+            _unknown(path, w, o, OUTPUT_KEYS)
+            for k in ("file", "kind"):
+                if k not in o:
+                    raise LegacyInputError(path, f"{w}: no {k}")
+            if o["kind"] not in KINDS:
+                close = difflib.get_close_matches(str(o["kind"]), KINDS, n=1)
+                raise LegacyInputError(
+                    path,
+                    f"{w}: kind {o['kind']!r} is not one of {', '.join(KINDS)}"
+                    + (f" (did you mean {close[0]!r}?)" if close else ""),
+                )
+            for k, v in o.items():
+                if k == "beam_size":
+                    _typed(path, w, v, (int,), k)
+                    if v < 1:
+                        raise LegacyInputError(path, f"{w}: beam_size must be at least 1")
+                elif k in ("normalize", "ignore_unk"):
+                    _typed(path, w, v, (bool,), k)
+                else:
+                    _typed(path, w, v, (str,), k)
+            if o["kind"] == "trans" and "beam_size" not in o:
+                raise LegacyInputError(path, f"{w}: a trans output needs beam_size")
+    data.setdefault("experiment", [])
+    return data
+
+
+def read(path) -> dict:
+    """The plan in file ``path`` (:func:`loads`), keyed ``{"entries": {id: entry}, ...}``."""
+    from ..untrusted import read_input
+
+    p = Path(path)
+    if not p.is_file():
+        raise LegacyInputError(p, "--plan: file not found")
+    raw = read_input(p, "a plan", limit=MAX_PLAN_BYTES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LegacyInputError(p, f"a plan is UTF-8 text (byte {err.start})") from None
+    data = loads(text, p)
+    data["entries"] = {e["id"]: e for e in data["experiment"]}
+    return data
