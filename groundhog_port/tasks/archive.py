@@ -1362,11 +1362,11 @@ def _plots(res, exp, entry, test, opts, out):
     from . import plots
 
     src, ref = test
+    if not exp.cfg.search:  # nothing left undone: there is nothing to plot (said first)
+        res.data["notes"].append("no attention plots: an RNNencdec model has no attention")
+        return
     if src is None or ref is None:
         res.not_done("attention plots", "no test set with references")
-        return
-    if not exp.cfg.search:  # nothing left undone: there is nothing to plot
-        res.data["notes"].append("no attention plots: an RNNencdec model has no attention")
         return
     plots.require_matplotlib()
     from ..legacy.data import read_text_lines

@@ -48,6 +48,51 @@ def _cost(r):
     return text
 
 
+def _snapshot_note(r):
+    """Which snapshot reproduces the output, and what the others gave."""
+    if not r.get("snapshot"):
+        return None
+    others = [
+        f"{x['model']}: {x['status']}" for x in r.get("snapshots", []) if x["status"] != "this row"
+    ]
+    return f"re-done with snapshot {r['snapshot']}" + (f" ({'; '.join(others)})" if others else "")
+
+
+def overview(report):
+    """One row per experiment: outputs re-done, identical, BLEU, parity, not done."""
+    rows = []
+    for r in report["experiments"]:
+        rep = r["reproduction"]
+        bleu = [row["bleu"]["reproduced_vs_reference"] for row in rep]
+        bleu = [b for b in bleu if b]
+        rows.append(
+            [
+                r["id"],
+                f"{len(rep) + len(r['scores'])}",
+                f"{sum(x['all_identical'] for x in rep)}/{len(rep)} translations, "
+                f"{sum(bool(x.get('within_print_noise')) for x in r['scores'])}/{len(r['scores'])}"
+                " score files within print noise",
+                _bleu(bleu[0]) if bleu else "-",
+                "-" if r["parity"] is None else ("PASS" if r["parity"]["ok"] else "FAIL"),
+                str(len(r["not_done"])),
+                r.get("origin", "discovered"),
+            ]
+        )
+    return (
+        "Overview",
+        [
+            "experiment",
+            "outputs re-done",
+            "identical",
+            "BLEU (first file, reproduced-ref)",
+            "parity",
+            "not done",
+            "entry",
+        ],
+        rows,
+    )
+
+
 def _first_diff(rows):
     if not rows:
         return "-"
@@ -64,7 +109,11 @@ def tables(result):
     """``[(title, header, rows)]`` of one experiment: the tables both renderings show."""
     out = []
     files = result["files"]
-    rows = [["state", result["state"]], ["model", result["model"] or "-"]]
+    rows = [
+        ["entry", result.get("origin", "discovered")],
+        ["state", result["state"]],
+        ["model", result["model"] or "-"],
+    ]
     rows += [[k, v or "-"] for k, v in files.items() if not isinstance(v, dict)]
     for name in ("test", "holdout"):
         t = files.get(name)
@@ -96,7 +145,18 @@ def tables(result):
                         _bleu(r["bleu"]["archived_vs_reference"]),
                         _bleu(r["bleu"]["reproduced_vs_reference"]),
                         _cost(r),
-                        "; ".join(x for x in (r.get("limited"), r.get("crash_not_rechecked")) if x)
+                        "; ".join(
+                            x
+                            for x in (
+                                r.get("limited"),
+                                r.get("crash_not_rechecked"),
+                                _snapshot_note(r),
+                                r.get("settings_why")
+                                if r.get("settings_why", "").startswith("by content")
+                                else None,
+                            )
+                            if x
+                        )
                         or "-",
                     ]
                     for r in result["reproduction"]
@@ -224,7 +284,8 @@ def summary_text(s):
         )
     )
     return (
-        f"{s['experiments']} experiments: {s['trans_files_identical']}/{s['trans_files']} "
+        f"{s['experiments']} experiment{'' if s['experiments'] == 1 else 's'}: "
+        f"{s['trans_files_identical']}/{s['trans_files']} "
         f"translation files identical; {scores}; parity {s['parity_passed']}/"
         f"{s['parity_checked']}; {s['plots']} attention plots; {s['not_done']} not done."
     )
@@ -277,6 +338,9 @@ def markdown(report):
             f"BLEU X (multi-bleu Y): X is sacrebleu {md_text(sig)}, Y is Moses' multi-bleu.perl "
             "on the tokenized text."
         )
+    title, header, rows = overview(report)
+    out += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
     for r in report["experiments"]:
         out += ["", f"## {md_text(r['id'])}", ""]
         for title, header, rows in tables(r):
@@ -329,6 +393,14 @@ def html_page(report, out):
         f"<p>Archive <code>{e(report['root'])}</code> ({e(report['tool'])}). "
         f"{e(summary_text(report['summary']))}</p>",
     ]
+    title, header, rows = overview(report)
+    body.append(
+        f'<h2>{e(title)}</h2><table class="overview"><tr>'
+        + "".join(f"<th>{e(h)}</th>" for h in header)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+        + "</table>"
+    )
     for sig in report["bleu_signatures"]:
         body.append(
             f"<p>BLEU X (multi-bleu Y): X is sacrebleu <code>{e(sig)}</code>, Y is "

@@ -27,6 +27,7 @@ SearchFailed` with the original's message).
 
 import importlib
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -242,28 +243,83 @@ def _find_one(directory, pattern, what):
     return found[0]
 
 
-def case_checkpoint(directory) -> tuple[Path, Path]:
-    """``(state, model)`` of an experiment folder: its one ``*state.pkl`` and the
-    ``*model.npz`` of the same prefix, else the only one."""
+def snapshots_of(state) -> list[Path]:
+    """GroundHog's snapshots of ``state``: ``prefix + 'model%d.npz' % save_iter`` beside it
+    (``MainLoop.save`` with ``overwrite=False``, groundhog/mainLoop.py:233-234; the port's
+    ``train`` names them so too: ``search_model1.npz``), oldest first."""
+    prefix = Path(state).name[: -len("state.pkl")]
+    pattern = re.compile(re.escape(prefix) + r"model([0-9]+)\.npz$")
+    try:
+        names = os.listdir(Path(state).parent)
+    except OSError:
+        return []
+    found = [(int(m.group(1)), n) for n in names if (m := pattern.match(n))]
+    return [Path(state).parent / n for _, n in sorted(found)]
+
+
+def case_checkpoint(directory, model=None) -> tuple[Path, Path]:
+    """``(state, model)`` of an experiment folder: its one ``*state.pkl`` and ``model``
+    when given (a name is looked for in the folder), else the ``*model.npz`` of the same
+    prefix, else the only one, else the newest snapshot ``prefix + model%d.npz``
+    (:func:`snapshots_of`)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise LegacyInputError(directory, "not a directory")
     state = _find_one(directory, "*state.pkl", "state file")
-    model = directory / (state.name[: -len("state.pkl")] + "model.npz")
-    if not model.is_file():
-        model = _find_one(directory, "*model.npz", "model file")
-    return state, model
+    if model is not None:
+        given = Path(model)
+        if not given.is_file() and (directory / given).is_file():
+            given = directory / given
+        if not given.is_file():
+            raise LegacyInputError(given, "--model: file not found (nor in the --case folder)")
+        return state, given
+    path = directory / (state.name[: -len("state.pkl")] + "model.npz")
+    if path.is_file():
+        return state, path
+    found = sorted(directory.glob("*model.npz"))
+    if len(found) == 1:
+        return state, found[0]
+    snaps = snapshots_of(state)
+    if snaps and not found:
+        logger.info(
+            "%s: the newest of %d snapshots (%s; --model NAME takes another)",
+            snaps[-1],
+            len(snaps),
+            ", ".join(p.name for p in snaps),
+        )
+        return state, snaps[-1]
+    return state, _find_one(directory, "*model.npz", "model file")
 
 
-def find_case(directory, data_dirs=(), source=None, reference=None, exp=None) -> Case:
+#: the sample.py settings an output whose name says none is matched against (issue 43):
+#: the beams people used, each without and with --normalize / --ignore-unk
+INFER_BEAMS = (1, 5, 10, 12, 20)
+
+
+def inferable_settings() -> list[Settings]:
+    """Every setting tried for an output of any name, in order."""
+    return [Settings(b, n, u) for b in INFER_BEAMS for n in (False, True) for u in (False, True)]
+
+
+def is_translation_name(name: str) -> bool:
+    """An output sample.py ``--trans`` may have written: a ``.txt`` whose name holds
+    ``trans`` (``trans.txt``, ``dev_trans.txt``, ``trans_beam10.txt``)."""
+    return "trans" in name and name.endswith(".txt") and not name.startswith("sample_")
+
+
+def find_case(
+    directory, data_dirs=(), source=None, reference=None, exp=None, settings=None, model=None
+) -> Case:
     """The state, model and archived translation files of an experiment folder, each file
     with its test set found by content (:class:`SourceFinder`, places: :func:`case_places`).
 
     ``source``/``reference`` replace the test set of the ``trans_beamN*`` files (not the
-    holdout ones); ``exp``: the opened experiment (opened here when not given).
+    holdout ones); ``exp``: the opened experiment (opened here when not given); ``settings``:
+    those of the files whose names say none (``--beam-size`` ...; else they are matched by
+    content, :func:`inferable_settings`); ``model``: ``--model`` (a snapshot).
     """
     directory = Path(directory)
-    state, model = case_checkpoint(directory)
+    state, model = case_checkpoint(directory, model)
     if exp is None:
         from ..legacy.loading import open_experiment
 
@@ -286,16 +342,20 @@ def find_case(directory, data_dirs=(), source=None, reference=None, exp=None) ->
     )
     files, skipped = [], []
     keyed = []
-    for path in sorted(directory.glob("trans*.txt")):
+    names = sorted(p for p in directory.iterdir() if is_translation_name(p.name))
+    names.sort(key=lambda p: parse_trans_name(p.name) is None)  # named ones first
+    given_settings = settings
+    for path in names:
         parsed = parse_trans_name(path.name)
         if parsed is None:
-            skipped.append(
-                {
-                    "file": path.name,
-                    "reason": "file name does not say the settings "
-                    "(expected trans_[holdout_]beamN[_normalize][_ignore_unk][_runK].txt)",
-                }
-            )
+            inferred = _infer(finder, path, given_settings)
+            if isinstance(inferred, str):
+                skipped.append({"file": path.name, "reason": inferred})
+                continue
+            settings, choice = inferred
+            logger.info("%s: %s (by content)", path.name, settings.describe())
+            files.append(ArchivedFile(path, settings, choice.source, choice.reference))
+            keyed.append((True, settings.beam_size, settings.normalize, settings.ignore_unk, 1))
             continue
         settings, test_set, run = parsed
         stem = path.name[len("trans_") : -len(".txt")]
@@ -331,6 +391,29 @@ def find_case(directory, data_dirs=(), source=None, reference=None, exp=None) ->
             + (f" ({len(skipped)} skipped, said above)" if skipped else ""),
         )
     return Case(directory, state, model, files, skipped)
+
+
+def _infer(finder, path, given=None):
+    """``(settings, test set choice)`` of an output whose name says no settings: ``given``
+    (``--beam-size`` ...), else the first of :func:`inferable_settings` whose first lines
+    give the archived ones (the test sets chosen before tried first); else why not (text)."""
+    tried = [given] if given is not None else inferable_settings()
+    for reuse_only in (True, False):
+        for s in tried:
+            try:
+                return s, finder.find(path, s, "test", by_name=False, reuse_only=reuse_only)
+            except LegacyInputError:
+                continue
+    said = (
+        f"with {given.describe()} (the flags)"
+        if given is not None
+        else f"with any of beams {', '.join(map(str, INFER_BEAMS))}, with and without "
+        "--normalize / --ignore-unk"
+    )
+    return (
+        f"the name does not say the sample.py settings and no test set's first lines give "
+        f"its first lines {said}; pass --beam-size N (--normalize, --ignore-unk) and --source FILE"
+    )
 
 
 def original_total_cost(stdout_path):

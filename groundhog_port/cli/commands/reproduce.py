@@ -110,26 +110,35 @@ def _archived_files(args):
             name
             for name, v in (
                 ("--state", args.state),
-                ("--model", args.model),
                 ("--archived-trans", args.archived_trans),
-                ("--beam-size", args.beam_size),
-                ("--normalize", args.normalize),
-                ("--ignore-unk", args.ignore_unk),
             )
             if v
         ]
         if explicit:
             raise LegacyInputError(
                 None,
-                "--case reads the state, model and settings from the "
-                "folder; leave out " + ", ".join(explicit),
+                "--case reads the state and the outputs from the folder; leave out "
+                + ", ".join(explicit),
             )
+        if (args.normalize or args.ignore_unk) and args.beam_size is None:
+            raise LegacyInputError(
+                None, "--normalize / --ignore-unk with --case need --beam-size N too"
+            )
+        given = (
+            Settings(args.beam_size, args.normalize, args.ignore_unk)
+            if args.beam_size is not None
+            else None
+        )
         dirs = lookup.case_data_dirs(args.case, args.data_dir)
-        state, model = case_checkpoint(args.case)
+        state, model = case_checkpoint(args.case, args.model)
+        args.model = args.model_path = None
         exp = open_from_args(args, model_path=model, state=state, data_dirs=dirs)
         # vocabularies kept once beside the experiments (wmt14/vocab/), after every other place
         exp.data_dirs = tuple(exp.data_dirs) + lookup.near_case_dirs(exp.state, args.case)
-        case = find_case(args.case, dirs, args.source, args.ref, exp=exp)
+        _check_vocabularies(exp, args.case)
+        case = find_case(
+            args.case, dirs, args.source, args.ref, exp=exp, settings=given, model=model
+        )
         return exp, case.files, case.skipped, str(case.directory), state, model
     model_given = (
         (("--checkpoint", args.checkpoint),)
@@ -166,6 +175,39 @@ def _archived_files(args):
         data_dirs=lookup.data_dirs(args.data_dir),
     )
     return exp, files, [], None, args.state and Path(args.state), args.model and Path(args.model)
+
+
+def _check_vocabularies(exp, case):
+    """The four vocabularies the state names, before any test set is looked for: one missing
+    is said as such (issue 43: it was "cannot find the source of trans_beam10.txt"), with
+    the pickles of the case and each --data-dir whose words and ids fit the state."""
+    from ...legacy import vocab_match
+
+    missing = []
+    for key in lookup.VOCABULARY_FILE_KEYS:
+        try:
+            exp.path(key)
+        except LegacyInputError as err:
+            missing.append((key, err))
+    if not missing:
+        return
+    folders = [case, *(d for d in exp.data_dirs if not isinstance(d, lookup.ImplicitDir))]
+    fits = vocab_match.find_by_content(
+        exp.state, [k for k, _ in missing], folders, lookup.languages(exp.state)
+    )
+    key, err = missing[0]
+    names = ", ".join(f"{k} ({Path(str(exp.state.get(k))).name})" for k, _ in missing)
+    hint = (
+        "; files whose words and ids fit: "
+        + ", ".join(f"{k}='{f.path}'" for k, f in fits.items())
+        + " (give them as changes)"
+        if fits
+        else "; pass --data-dir DIR (the folder holding them, also when renamed: a pickle "
+        "whose words and ids fit the state is named here) or the changes word_indx='FILE' ..."
+    )
+    raise LegacyInputError(
+        err.path, f"vocabularies not found: {names}; {err.problem.split(': looked at')[0]}{hint}"
+    )
 
 
 def check_save_dir(save_dir, files, reads, case):
