@@ -439,6 +439,16 @@ def unique_file_dirs(state, keys, root, label, max_entries=None) -> tuple:
     return tuple(out)
 
 
+def folder_distance(a, b) -> int:
+    """Folder hops from folder ``a`` to folder ``b`` (:func:`_distance`)."""
+    return _distance(a, b)
+
+
+def same_bytes(paths) -> bool:
+    """Whether the files hold the same bytes (:func:`_same_bytes`)."""
+    return _same_bytes(paths)
+
+
 def _same_bytes(paths) -> bool:
     """Whether the files hold the same bytes: sizes first, then sha256 in 1 MiB chunks (a
     2 GB sparse file of a vocabulary's name is never held whole, issue 40)."""

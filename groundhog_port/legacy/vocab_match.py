@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import lookup
 from ..errors import LegacyInputError
 from . import vocab
 
@@ -81,9 +82,11 @@ def _says_language(path: Path, lang: str) -> bool:
     return lang in path.name.split(".")[:-1] or lang in path.name.replace("-", "_").split("_")
 
 
-def find_by_content(state: Any, keys, folders, langs=("en", "fr")) -> dict[str, Found]:
+def find_by_content(state: Any, keys, folders, langs=("en", "fr"), near=None) -> dict[str, Found]:
     """The files of ``folders`` (any depth) fitting the vocabulary ``keys`` of ``state``
-    (module docstring); keys no file fits, or two fit equally, are left out."""
+    (module docstring); keys no file fits, or two different files fit equally, are left
+    out (copies of one file: the nearest to folder ``near``)."""
+    near = near if near is not None else folders[0]
     sizes = {}
     for side in ("source", "target"):
         null = state.get(f"null_sym_{side}")
@@ -114,6 +117,8 @@ def find_by_content(state: Any, keys, folders, langs=("en", "fr")) -> dict[str, 
             fits.append(p)
         if len(fits) > 1 and sizes["source"] == sizes["target"]:
             fits = [p for p in fits if _says_language(p, lang[side])]
+        if len(fits) > 1 and lookup.same_bytes(fits):  # copies of one file: the nearest
+            fits = sorted(fits, key=lambda p: (lookup.folder_distance(near, p.parent), str(p)))[:1]
         if len(fits) != 1:
             continue
         what = "an id -> word" if inverted else "a word -> id"

@@ -591,6 +591,7 @@ def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
             missing,
             [root, *(d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir))],
             lookup.languages(exp.state),
+            near=entry.folder,
         )
         for key in missing:
             if key in found:
@@ -798,6 +799,8 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
             parsed is not None or not any(x[2] is not None for x in named)
         ):
             tests[name] = (choice.source, choice.reference, choice.why)
+    for finder in finders:  # which test set serves which files, and why: once
+        finder.announce(f"{entry.id}: ")
 
 
 def _disambiguate(finder, archived, source, first):
