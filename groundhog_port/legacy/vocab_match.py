@@ -111,7 +111,9 @@ def find_by_content(state: Any, keys, folders, langs=("en", "fr"), near=None) ->
                 if partner is not None:
                     w2i_partner = read[partner.path][0] or {}
                     if any(
-                        i2w.get(i) != w for w, i in w2i_partner.items() if w not in ("<s>", "</s>")
+                        (i2w or {}).get(i) != w
+                        for w, i in w2i_partner.items()
+                        if w not in ("<s>", "</s>")
                     ):
                         continue
             fits.append(p)

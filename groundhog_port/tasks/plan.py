@@ -147,7 +147,7 @@ def _toml():
         import tomllib
 
         return tomllib
-    import tomli  # the tomli>=1.1 dependency on Python 3.10
+    import tomli  # type: ignore[import-not-found]  # the tomli>=1.1 dependency on 3.10
 
     return tomli
 

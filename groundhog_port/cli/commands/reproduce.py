@@ -195,7 +195,7 @@ def _check_vocabularies(exp, case):
     fits = vocab_match.find_by_content(
         exp.state, [k for k, _ in missing], folders, lookup.languages(exp.state)
     )
-    key, err = missing[0]
+    key, first = missing[0]
     names = ", ".join(f"{k} ({Path(str(exp.state.get(k))).name})" for k, _ in missing)
     hint = (
         "; files whose words and ids fit: "
@@ -206,7 +206,8 @@ def _check_vocabularies(exp, case):
         "whose words and ids fit the state is named here) or the changes word_indx='FILE' ..."
     )
     raise LegacyInputError(
-        err.path, f"vocabularies not found: {names}; {err.problem.split(': looked at')[0]}{hint}"
+        first.path,
+        f"vocabularies not found: {names}; {first.problem.split(': looked at')[0]}{hint}",
     )
 
 
