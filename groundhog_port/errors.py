@@ -71,6 +71,15 @@ def shown(text: str) -> str:
     return text
 
 
+def unshown(text: str) -> str:
+    """:func:`shown` undone: ``\\xNN`` (NN from 80 to ff) back to the byte a file name holds
+    (Python's surrogate for it).  A name that really holds a backslash, ``x`` and two hex
+    digits reads differently: callers try the name as written first."""
+    import re
+
+    return re.sub(r"\\x([89a-f][0-9a-f])", lambda m: chr(0xDC00 + int(m.group(1), 16)), text)
+
+
 class LegacyInputError(Exception):
     """A legacy file (or a value in it) that the port refuses to use.
 

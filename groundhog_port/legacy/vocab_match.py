@@ -17,7 +17,6 @@ equally are never guessed between.
 from __future__ import annotations
 
 import numbers
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,12 +50,14 @@ class Found:
 def pickles(folders) -> list[Path]:
     """The ``.pkl`` files (not states) of ``folders``, any depth, links not followed."""
     out: list[Path] = []
+    seen: set[Path] = set()
     for folder in folders:
-        for top, dirs, names in os.walk(folder, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for n in sorted(names):
+        for top, dirs, names in lookup.walk(folder):  # iterative, bounded in depth
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for n in names:
                 p = Path(top) / n
-                if n.endswith(".pkl") and not n.endswith("state.pkl") and p not in out:
+                if n.endswith(".pkl") and not n.endswith("state.pkl") and p not in seen:
+                    seen.add(p)
                     try:
                         if p.is_file() and not p.is_symlink() and p.stat().st_size <= MAX_BYTES:
                             out.append(p)

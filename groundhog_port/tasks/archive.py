@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import lookup
-from ..errors import LegacyInputError, shown
+from ..errors import LegacyInputError, shown, unshown
 from ..outputs import check_partial, file_in, folder_in
 from ..untrusted import read_text, special_kind
 from . import packs
@@ -501,11 +501,22 @@ def _refused(res, entry):
 
 
 def _abs(root, text):
-    """A plan's path (relative to ROOT, or absolute) as a path; ``None`` for ``""``."""
+    """A plan's path (relative to ROOT, or absolute) as a path; ``None`` for ``""``.  The
+    inverse of :func:`rel_path`: ``run7.tar.gz/...`` is the file in the folder the pack was
+    unpacked into (:func:`unpacked`), and a name shown escaped (bytes that are not UTF-8,
+    ``r\\xe9sultats``) is the file of those bytes when no file has the name as written."""
     if not text:
         return None
+    for folder, pack in _UNPACKED.items():
+        if text == pack or text.startswith(pack + "/"):
+            return Path(folder, text[len(pack) :].lstrip("/"))
     p = Path(text)
-    return p if p.is_absolute() else Path(root) / p
+    p = p if p.is_absolute() else Path(root) / p
+    if "\\x" in text and not os.path.lexists(p):
+        raw = Path(unshown(str(p)))
+        if os.path.lexists(raw):
+            return raw
+    return p
 
 
 def _open(entry, model, changes, dirs, opts, opened):
@@ -688,6 +699,9 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
     from .reproduce import SourceFinder, parse_trans_name
 
     dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    # the files the user named (--source/--ref, --test-sets, the plan) are read where they
+    # are; a file found by content must lie in ROOT or a --data-dir (not_read)
+    named_by_user = {str(f) for pair in tests.values() for f in pair[:2] if f is not None}
     allowed = allowed_folders(root, opts.data_dirs)
     by_name = {n: lookup.find_named(TEST_SET_NAMES[n][0], entry.folder, dirs) for n in tests}
 
@@ -732,6 +746,7 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
                             if finder._confirm(read_lines(p), s)(given[0]) is not None:
                                 continue
                             c = lookup.TestSetChoice(given[0], given[1], given[2])
+                            finder.note(c, p.name)
                         else:
                             c = finder.find(
                                 p, s, name, error, by_name=parsed is not None, reuse_only=reuse_only
@@ -764,7 +779,9 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
                 o["why"] = f"its test set: {why_not[0] if why_not else 'not found'}"
             e["missing"].append(f'{o["file"]}: source = "PATH"  ({o["why"][:200]})')
             continue
-        why = not_read(choice.source, allowed) or not_read(choice.reference, allowed)
+        why = None
+        if str(choice.source) not in named_by_user:
+            why = not_read(choice.source, allowed) or not_read(choice.reference, allowed)
         if why is not None:
             o["source"] = o["reference"] = ""
             o["why"] = f"its test set {res.rel(choice.source)}: {why}"
@@ -981,8 +998,11 @@ def _vocabularies(res, exp, entry):
         f"vocabularies not found: {', '.join(dict.fromkeys(names))} (looked in "
         f"{', '.join(dict.fromkeys(looked))}, for a single file of each name under the "
         "archive ROOT, and for a pickle whose words and ids fit the state); pass --data-dir "
-        "DIR, the folder holding them, --changes \"word_indx='FILE'\", or "
-        f'{missing[0]} = "PATH" in the plan',
+        'DIR, the folder holding them, --changes "'
+        + ",".join(f"{k}='FILE'" for k in missing)
+        + '", or '
+        + ", ".join(f'{k} = "PATH"' for k in missing)
+        + " in the plan",
     )
     return False
 

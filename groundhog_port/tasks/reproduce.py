@@ -137,7 +137,7 @@ class SourceFinder:
         self.fix = fix
         self.langs = lookup.languages(exp.state) if exp is not None else ("en", "fr")
         self._translations = {}
-        self.chosen = {}  # (source, reference, why) -> [archived file names]
+        self.chosen: dict = {}  # (source, reference) -> (first choice, [archived file names])
 
     def _first_translations(self, path, settings, n):
         key = (str(path), settings)
@@ -204,7 +204,7 @@ class SourceFinder:
             reused: lookup.TestSetChoice | None = next(
                 (
                     c
-                    for c in self.chosen
+                    for c, _ in self.chosen.values()
                     if (lookup.line_count(c.source) or 0) >= len(archived)
                     and confirm(c.source) is None
                 ),
@@ -226,13 +226,20 @@ class SourceFinder:
                     fix=self.fix(test_set) if callable(self.fix) else self.fix,
                 )
             choice = reused
-        self.chosen.setdefault(choice, []).append(path.name)
+        self.note(choice, path.name)
         return choice
 
+    def note(self, choice, name):
+        """``choice`` serves the archived file ``name`` (said by :meth:`announce`)."""
+        _, names = self.chosen.setdefault((choice.source, choice.reference), (choice, []))
+        if name not in names:
+            names.append(name)
+
     def announce(self, prefix=""):
-        """One INFO line per chosen test set, naming the files it serves and why."""
-        for choice, names in self.chosen.items():
-            logger.info("%s%s: %s", prefix, ", ".join(names), choice.why)
+        """One INFO line per chosen test set, naming the files it serves and why (the why of
+        the first file it was confirmed for)."""
+        for first, names in self.chosen.values():
+            logger.info("%s%s: %s", prefix, ", ".join(names), first.why)
 
 
 def _find_one(directory, pattern, what):

@@ -277,8 +277,10 @@ def test_holdout_file_uses_holdout_source(legacy_root, tmp_path):
 def test_bad_input_exit_2(legacy_root, tmp_path, capsys):
     rc, _, err = _run(["--case", str(tmp_path / "missing")], capsys)
     assert rc == 2 and "not a directory" in err
-    rc, _, err = _run(["--case", str(legacy_root / "search"), "--beam-size", "3"], capsys)
-    assert rc == 2 and "--case reads the state, model and settings" in err
+    # --beam-size etc. serve the outputs whose names say no settings (issue 43); the state
+    # and the outputs still come from the folder
+    rc, _, err = _run(["--case", str(legacy_root / "search"), "--state", "x.pkl"], capsys)
+    assert rc == 2 and "--case reads the state and the outputs from the folder" in err
     rc, _, err = _run(["--beam-size", "3"], capsys)
     assert rc == 2 and "missing: --state, --model, --source, --archived-trans" in err
     d = legacy_root / "search"

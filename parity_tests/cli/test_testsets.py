@@ -187,7 +187,10 @@ def test_one_warning_per_cause_and_each_hint_works(legacy_root, tmp_path):
     assert r.returncode == 1 and len(warnings) == 2, r.stderr
     for w in warnings:
         assert "vocabularies not found: vocab.en.pkl, ivocab.en.pkl, vocab.fr.pkl" in w
-        assert w.endswith("pass --data-dir DIR, the folder holding them")
+        # the three ways to say where: a folder, the state's keys, the plan's lines
+        assert "pass --data-dir DIR, the folder holding them, --changes \"word_indx='FILE'," in w
+        assert w.endswith('word_indx = "PATH", indx_word = "PATH", word_indx_trgt = "PATH", '
+                          'indx_word_target = "PATH" in the plan')  # fmt: skip
     vocab = ("--data-dir", top / "vocab")
     r = run(*vocab)
     warnings = _not_done_warnings(r.stderr)
@@ -322,7 +325,8 @@ def test_holdout_hints_name_what_serves_a_holdout_set(legacy_root, tmp_path):
     [warning] = _not_done_warnings(r.stderr)
     assert r.returncode == 1 and "trans_holdout_beam10.txt: its test set: " in warning
     assert (
-        "pass a line 'exp:holdout SOURCE REFERENCE' in --test-sets FILE, or --data-dir" in warning
+        "pass a line 'exp:holdout SOURCE REFERENCE' in --test-sets FILE, --data-dir DIR (the "
+        'folder holding it), or source = "PATH" in the plan' in warning
     )
     mapping = tmp_path / "sets.txt"
     mapping.write_text("exp:holdout held/holdout2014.en held/holdout2014.fr\n", encoding="utf-8")
