@@ -538,18 +538,6 @@ def _output_kind(name):
     return "trans"
 
 
-#: the sample.py settings an output whose name says none is matched against (issue 43):
-#: the beams people used, each without and with --normalize / --ignore-unk
-INFER_BEAMS = (1, 5, 10, 12, 20)
-
-
-def inferable_settings():
-    """Every setting :func:`plan_experiment` tries for an output of any name, in order."""
-    from .reproduce import Settings
-
-    return [Settings(b, n, u) for b in INFER_BEAMS for n in (False, True) for u in (False, True)]
-
-
 def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
     """The plan entry of one experiment (:mod:`groundhog_port.tasks.plan`): the files it
     takes and why, each output with the settings it stands for and its test set, what is
@@ -696,7 +684,13 @@ def _snapshot_number(path) -> int | None:
 
 def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
     """Each translation output's settings (its name, else by content), test set and snapshot."""
-    from .reproduce import SourceFinder, parse_trans_name
+    from .reproduce import (
+        INFER_BEAMS,
+        SourceFinder,
+        disambiguate,
+        inferable_settings,
+        parse_trans_name,
+    )
 
     dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
     # the files the user named (--source/--ref, --test-sets, the plan) are read where they
@@ -742,12 +736,12 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
             for s in candidates:
                 for (m_path, _), finder in zip(models, finders):
                     try:
-                        if given[0] is not None:
+                        if given[0] is not None and str(given[0]) in named_by_user:
                             if finder._confirm(read_lines(p), s)(given[0]) is not None:
                                 continue
                             c = lookup.TestSetChoice(given[0], given[1], given[2])
                             finder.note(c, p.name)
-                        else:
+                        else:  # found by content (a test set chosen before is tried first)
                             c = finder.find(
                                 p, s, name, error, by_name=parsed is not None, reuse_only=reuse_only
                             )
@@ -790,7 +784,7 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
         o["ignore_unk"] = settings.ignore_unk
         if parsed is None:
             finder = finders[[m for m, _ in models].index(model)]
-            settings, agree, also = _disambiguate(finder, read_lines(p), choice.source, settings)
+            settings, agree, also = disambiguate(finder, read_lines(p), choice.source, settings)
             o.update(beam_size=settings.beam_size, normalize=settings.normalize)
             o["ignore_unk"] = settings.ignore_unk
             o["settings_why"] = (
@@ -818,27 +812,6 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
             tests[name] = (choice.source, choice.reference, choice.why)
     for finder in finders:  # which test set serves which files, and why: once
         finder.announce(f"{entry.id}: ")
-
-
-def _disambiguate(finder, archived, source, first):
-    """``(settings, what agrees)`` of an output of any name: of the settings whose first
-    lines give the archived ones (``first`` is the first found), the one that agrees
-    longest -- the lines checked doubling from :data:`~groundhog_port.lookup.CONFIRM_LINES`
-    until one setting is left or the output ends (the earliest in order on a tie)."""
-    k = min(lookup.CONFIRM_LINES, len(archived))
-    alive = [s for s in inferable_settings() if finder._confirm(archived, s)(source) is None]
-    if first not in alive:
-        alive.insert(0, first)
-    n = k
-    while len(alive) > 1 and n < len(archived):
-        n = min(2 * n, len(archived))
-        keep = [s for s in alive if finder._first_translations(source, s, n) == archived[:n]]
-        if not keep:
-            break
-        alive = keep
-    others = [s.describe() for s in alive[1:]]
-    text = f"its first {n} of {len(archived)} lines" if n < len(archived) else f"all {n} lines"
-    return alive[0], text, others
 
 
 def _snapshot_why(path, settings, source, chosen, models, finders):
@@ -1481,7 +1454,9 @@ def write_plan(root, out, opts: Options) -> Path:
     root = Path(root)
     check_out_dir(root, out)
     Path(out).mkdir(parents=True, exist_ok=True)
-    entries = [plan_experiment(root, e, opts) for e in discover(root, opts.data_dirs)]
+    with unpacked(root, opts.data_dirs) as packed:
+        found = sorted(discover(root, opts.data_dirs) + packed, key=lambda e: e.id)
+        entries = [plan_experiment(root, e, opts) for e in found]
     path = file_in(out, "plan.toml")
     atomic_write_text(path, planmod.dumps({"root": str(root), "experiment": entries}))
     return path
@@ -1492,8 +1467,9 @@ def check_plan(root, plan: dict, path) -> None:
     import difflib
 
     ids = [e.id for e in discover(root)]
+    packs_in = [rel_path(root, p) + "/" for p in _pack_files(root)]  # checked once unpacked
     for pid in plan:
-        if pid not in ids:
+        if pid not in ids and not any(pid.startswith(p) for p in packs_in):
             close = difflib.get_close_matches(pid, ids, n=1)
             raise LegacyInputError(
                 path,

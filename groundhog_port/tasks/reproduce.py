@@ -38,6 +38,7 @@ from .. import lookup
 from ..errors import LegacyInputError
 from ..legacy.data import first_text_lines, read_text_lines
 from ..outputs import atomic_output, file_in
+from ..search.common import MAX_RETRY_BEAM
 from ..search.translator import SearchWarnings, Translator, total_cost
 from ..untrusted import read_tail
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
@@ -102,14 +103,32 @@ class Case:
     skipped: list[dict] = field(default_factory=list)  # [{"file", "reason"}]
 
 
+#: the largest beam a file name is believed: sample.py doubles a failing beam while it is
+#: below 500 (:data:`groundhog_port.search.common.MAX_RETRY_BEAM`), so no run of it searched
+#: wider; a name saying more (``trans_beam7000.txt``: some 2 GiB to search) is matched by
+#: content like a name that says nothing
+MAX_NAMED_BEAM = MAX_RETRY_BEAM
+_warned_beams: set[str] = set()
+
+
 def parse_trans_name(name):
-    """``(settings, test_set, run)`` from a trans file name, or ``None`` if it is not one.
+    """``(settings, test_set, run)`` from a trans file name, or ``None`` if it is not one
+    (or says a beam over :data:`MAX_NAMED_BEAM`: warned once).
 
     >>> parse_trans_name("trans_beam10_normalize.txt")
     (Settings(beam_size=10, normalize=True, ignore_unk=False), 'test', 1)
     """
     m = TRANS_NAME.match(name)
     if not m:
+        return None
+    if int(m.group("beam")) > MAX_NAMED_BEAM:
+        if name not in _warned_beams:
+            _warned_beams.add(name)
+            logger.warning(
+                "%s: its name says beam %s, more than the %d sample.py ever searched with: "
+                "not believed (its settings are matched by content)",
+                name, m.group("beam"), MAX_NAMED_BEAM,
+            )  # fmt: skip
         return None
     flags = m.group("flags")
     settings = Settings(int(m.group("beam")), "_normalize" in flags, "_ignore_unk" in flags)
@@ -400,6 +419,27 @@ def find_case(
     return Case(directory, state, model, files, skipped)
 
 
+def disambiguate(finder, archived, source, first):
+    """``(settings, what agrees)`` of an output of any name: of the settings whose first
+    lines give the archived ones (``first`` is the first found), the one that agrees
+    longest -- the lines checked doubling from :data:`~groundhog_port.lookup.CONFIRM_LINES`
+    until one setting is left or the output ends (the earliest in order on a tie)."""
+    k = min(lookup.CONFIRM_LINES, len(archived))
+    alive = [s for s in inferable_settings() if finder._confirm(archived, s)(source) is None]
+    if first not in alive:
+        alive.insert(0, first)
+    n = k
+    while len(alive) > 1 and n < len(archived):
+        n = min(2 * n, len(archived))
+        keep = [s for s in alive if finder._first_translations(source, s, n) == archived[:n]]
+        if not keep:
+            break
+        alive = keep
+    others = [s.describe() for s in alive[1:]]
+    text = f"its first {n} of {len(archived)} lines" if n < len(archived) else f"all {n} lines"
+    return alive[0], text, others
+
+
 def _infer(finder, path, given=None):
     """``(settings, test set choice)`` of an output whose name says no settings: ``given``
     (``--beam-size`` ...), else the first of :func:`inferable_settings` whose first lines
@@ -408,9 +448,12 @@ def _infer(finder, path, given=None):
     for reuse_only in (True, False):
         for s in tried:
             try:
-                return s, finder.find(path, s, "test", by_name=False, reuse_only=reuse_only)
+                choice = finder.find(path, s, "test", by_name=False, reuse_only=reuse_only)
             except LegacyInputError:
                 continue
+            if given is None:  # several settings may give the first lines: more lines decide
+                s = disambiguate(finder, read_lines(path), choice.source, s)[0]
+            return s, choice
     said = (
         f"with {given.describe()} (the flags)"
         if given is not None

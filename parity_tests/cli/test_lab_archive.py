@@ -6,16 +6,24 @@
   says no settings), ``trans_beam1.txt`` (``dev_trans.txt``, lines 21-40 of the
   recorded ``trans_beam5.txt``: a second test set ``dev.en``, is left out: not matched yet, see the issue report), the vocabularies renamed in
   ``dicts/`` (``en.vocab.pkl``...), the test set in ``data/`` with CRLF line ends;
-* ``encdec/``: an RNNencdec run, its vocabularies in ``dicts/`` as well.
+* ``encdec/``: an RNNencdec run, its vocabularies in ``dicts/`` as well;
+* ``search/dev_trans.txt``: the output of a second test set (``data/dev.en``), its name
+  saying nothing;
+* ``runs/2015/run7.tar.gz``: a finished ``phrase`` run kept packed, its test set gzipped in
+  ``shared/corpora/`` (two levels above the run's folder in the pack).
 
 ``archive ROOT --out DIR`` with no option re-does every output identically and names the
 snapshot that reproduces each; ``--plan-only`` then ``--plan`` gives the same report; an
 edited plan line changes exactly that entry.
 """
 
+import gzip
 import json
 import re
 import shutil
+import tarfile
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,9 +77,31 @@ def build_lab(legacy, root):
     edicts.mkdir()
     for old, new in VOCABS.items():
         shutil.copyfile(e / old, edicts / new)
+    # a second test set's output under a name that says nothing: lines 21-40 (dev.en) of
+    # the recorded beam-5 run (sample.py translates each line on its own)
+    beam5 = (s / "trans_beam5.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    (d.parent / "search" / "dev_trans.txt").write_text("".join(beam5[20:]), encoding="utf-8")
+    # a finished run kept as runs/2015/run7.tar.gz, its test set gzipped in shared/corpora/
+    # (packed from a scratch folder elsewhere, removed: nothing of it lies near the lab)
+    scratch = Path(tempfile.mkdtemp(prefix="lab_scratch_"))
+    p, run = legacy / "phrase", scratch / "run7"
+    run.mkdir(parents=True)
+    for name in ("phrase_state.pkl", "phrase_model.npz", *VOCABS):
+        shutil.copyfile(p / name, run / name)
+    head = lambda path: "".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[:30])
+    (run / "trans_beam10.txt").write_text(head(p / "trans_beam10.txt"), encoding="utf-8")
+    (root / "runs" / "2015").mkdir(parents=True)
+    with tarfile.open(root / "runs" / "2015" / "run7.tar.gz", "w:gz") as tf:
+        tf.add(run, "run7")
+    shutil.rmtree(scratch)
+    shared = root / "shared" / "corpora"
+    shared.mkdir(parents=True)
+    for name in ("test.en", "test.fr"):
+        (shared / f"wmt12.{name[-2:]}.gz").write_bytes(gzip.compress(head(p / name).encode()))
     return {
-        "search": ["trans.txt", "trans_beam1.txt"],
+        "search": ["dev_trans.txt", "trans.txt", "trans_beam1.txt"],
         "encdec": ["trans_beam5.txt"],
+        "runs/2015/run7.tar.gz/run7": ["trans_beam10.txt"],
     }
 
 
@@ -98,8 +128,8 @@ def test_lab_redone_identically_naming_the_snapshot(lab):
         assert e["not_done"] == [], e["not_done"]
         assert sorted(row["file"] for row in e["reproduction"]) == names
         for row in e["reproduction"]:
-            archived = _lines(lab["root"] / folder / row["file"])
-            assert row["identical"] == row["compared"] == len(archived), (folder, row["file"])
+            # every line compared (no "limited") and identical
+            assert row["identical"] == row["compared"] > 0 and "limited" not in row, (folder, row)
     search = by["search"]
     assert search["files"]["word_indx"] == "dicts/en.vocab.pkl"
     assert search["files"]["indx_word_target"] == "dicts/fr.ivocab.pkl"
@@ -115,7 +145,12 @@ def test_lab_redone_identically_naming_the_snapshot(lab):
     assert by["encdec"]["notes"] == ["no attention plots: an RNNencdec model has no attention"]
     html = (lab["out"] / "report.html").read_text(encoding="utf-8")
     assert html.index('<table class="overview">') < html.index('<section class="experiment"')
-    assert "2 experiments:" in r.stdout
+    assert "3 experiments:" in r.stdout
+    dev = rows["dev_trans.txt"]  # a second test set, matched by content
+    assert dev["source"] == "data/dev.en" and dev["settings"]["beam_size"] == 5
+    packed = by["runs/2015/run7.tar.gz/run7"]  # a run kept packed; its test set gzipped
+    assert packed["state"] == "runs/2015/run7.tar.gz/run7/phrase_state.pkl"
+    assert packed["reproduction"][0]["source"] == "shared/corpora/wmt12.en.gz"
 
 
 def _strip(report):
@@ -160,7 +195,8 @@ def test_plan_only_then_plan_gives_the_same_report(lab, tmp_path):
             k: v for k, v in b.items() if k != "reproduction"
         }
     assert diffs == [("search/run_", "trans_beam1.txt")]
-    [row] = [x for x in changed[1]["reproduction"] if x["file"] == "trans_beam1.txt"]
+    [search] = [e for e in changed if e["id"] == "search/run_"]
+    [row] = [x for x in search["reproduction"] if x["file"] == "trans_beam1.txt"]
     assert row["settings"]["beam_size"] == 5 and row["identical"] < row["compared"]
 
 

@@ -3,6 +3,7 @@ unchecked -- ``interactive_stdin.txt`` beside a recorded transcript, ``archive -
 FILE`` -- go through the bounded line reader: a byte that is not UTF-8 is one line naming
 the file and the byte, a line over the limit is refused before it is held."""
 
+import json
 import shutil
 
 import pytest
@@ -123,3 +124,26 @@ def test_multi_bleu_bounded_on_one_long_line(tmp_path):
         r = run_cli("bleu", "--hyp", hyp, "--ref", ref, *extra)
         assert r.returncode == 2, r.stderr[-300:]
         assert "line 1 is longer than" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_beam_from_a_file_name_is_capped(legacy_root, tmp_path, caplog):
+    """``trans_beam7000.txt`` (a beam no sample.py run reached: some 2 GiB to search) is not
+    believed: one warning, and its settings are matched by content (the recorded beam-10
+    lines, which beam 5 gives too on this model: the earliest is taken) instead of
+    searching at beam 7000."""
+    from groundhog_port.tasks.reproduce import MAX_NAMED_BEAM, parse_trans_name
+    from parity_tests.support.inprocess import run_cli
+
+    assert MAX_NAMED_BEAM == 500 and parse_trans_name("trans_beam500.txt")[0].beam_size == 500
+    case = tmp_path / "exp"
+    case.mkdir()
+    s = legacy_root / "search"
+    for name in ("search_state.pkl", "search_model.npz", "vocab.en.pkl", "ivocab.en.pkl",
+                 "vocab.fr.pkl", "ivocab.fr.pkl", "test.en", "test.fr"):  # fmt: skip
+        (case / name).write_bytes((s / name).read_bytes())
+    lines = (s / "trans_beam10.txt").read_bytes().splitlines(keepends=True)
+    (case / "trans_beam7000.txt").write_bytes(b"".join(lines))
+    r = run_cli("reproduce", "--case", case, "--json")
+    assert "its name says beam 7000, more than the 500" in r.stderr
+    (row,) = json.loads(r.stdout)["files"]
+    assert row["settings"]["beam_size"] in (5, 10) and row["identical"] == row["compared"] == 40
