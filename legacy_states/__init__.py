@@ -11,7 +11,7 @@ It imports nothing of ``groundhog_port`` above the foundation (``errors``, ``bud
 ``untrusted``, ``lookup``): the import-linter contract in ``pyproject.toml``.
 """
 
-from .changes import check_change_keys, parse_changes
+from .changes import check_change_keys, known_keys, parse_changes
 from .load import LIST_PATH_KEYS, load_state, load_stored_state, resolve_path
 from .prototypes import (
     DATA_PATH_KEYS,
@@ -35,6 +35,7 @@ __all__ = [
     "LIST_PATH_KEYS",
     "check_change_keys",
     "corpus_paths",
+    "known_keys",
     "MATCH_IGNORED_KEYS",
     "MAX_PICKLE_BYTES",
     "PROTOTYPES",

@@ -203,6 +203,16 @@ PREFIXED_KEYS = tuple(
 )
 
 
+def known_keys(state_keys: Iterable[str] = ()) -> set[str]:
+    """The state keys GroundHog code reads: ``state_keys`` (a stored state's), every
+    prototype's, :data:`KEYS_BEYOND_PROTOTYPES` and :data:`PREFIXED_KEYS`."""
+    from .prototypes import PROTOTYPES
+
+    return set(state_keys).union(
+        KEYS_BEYOND_PROTOTYPES, PREFIXED_KEYS, *(proto() for proto in PROTOTYPES.values())
+    )
+
+
 def check_change_keys(
     changes: dict[str, Any], state_keys: Iterable[str], strict: bool = False
 ) -> list[str]:
@@ -213,11 +223,7 @@ def check_change_keys(
     Known keys: ``state_keys`` (the prototype and the stored state), every prototype's,
     :data:`KEYS_BEYOND_PROTOTYPES` and :data:`PREFIXED_KEYS`.  Returns the messages.
     """
-    from .prototypes import PROTOTYPES
-
-    known = set(state_keys).union(
-        KEYS_BEYOND_PROTOTYPES, PREFIXED_KEYS, *(proto() for proto in PROTOTYPES.values())
-    )
+    known = known_keys(state_keys)
     messages = []
     for key in changes:
         if key in known:

@@ -11,9 +11,11 @@ reads each module's ``HELP`` from its source without running it (:func:`command_
 
 import argparse
 import ast
+import difflib
 import importlib
 import importlib.util
 import logging
+import re
 import signal
 import sys
 
@@ -124,7 +126,23 @@ def _global_options(parser, suppress=False):
 
 class Parser(argparse.ArgumentParser):
     """argparse, also taking GroundHog's underscore spelling of an option (``--beam_size``
-    for ``--beam-size``)."""
+    for ``--beam-size``), and suggesting the closest option for a misspelt one (``--beamsize``:
+    "did you mean --beam-size?", the idea of Python 3.14's ``suggest_on_error``, with
+    :func:`difflib.get_close_matches` on every Python)."""
+
+    def error(self, message):
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            words = message[len(prefix) :].split(" ")
+            message = prefix + " ".join(self._with_suggestion(w) for w in words)
+        super().error(message)
+
+    def _with_suggestion(self, word):
+        if not word.startswith("--"):
+            return word
+        options = sorted(o for o in self._option_string_actions if o.startswith("--"))
+        close = difflib.get_close_matches(word.partition("=")[0], options, n=1, cutoff=0.7)
+        return f"{word} (did you mean {close[0]}?)" if close else word
 
     def parse_known_args(self, args=None, namespace=None):
         args = sys.argv[1:] if args is None else list(args)
@@ -199,6 +217,43 @@ def build_parser(commands=COMMANDS):
     return parser
 
 
+_CHANGE_KEY = re.compile(r"(?:^|[,(\s])([A-Za-z_][\w-]*)\s*=(?!=)\s*([^,\s]*)")
+
+
+def _flags_in_changes(parser, args):
+    """A change whose key is no state key but an option of this command (``beam_size=5``,
+    ``beam-size=5``, ``normalize=True`` given to ``translate``): GroundHog would add it to the
+    state and never read it, so the run would go on at the option's default.  One line naming
+    the option to use, exit 2."""
+    if not args.changes:
+        return
+    import legacy_states
+
+    command = next(a for a in parser._actions if a.dest == "command").choices[args.command]
+    flags = command._option_string_actions
+    known = legacy_states.known_keys()
+    for text in args.changes:
+        try:
+            pairs = list(legacy_states.parse_changes(text).items())
+        except LegacyInputError:  # "beam-size=5" does not parse: its keys, as written
+            pairs = [(k, v or None) for k, v in _CHANGE_KEY.findall(text) if "-" in k]
+        for key, value in pairs:
+            flag = "--" + key.replace("_", "-")
+            if key in known or flag not in flags:
+                continue
+            action = flags[flag]
+            if action.nargs == 0:  # a switch
+                use = f"leave out {flag}" if value in (False, "False") else f"give {flag}"
+            else:
+                use = f"give {flag} {'VALUE' if value is None else value}"
+            raise LegacyInputError(
+                None,
+                f"changes: {key!r} is not a state key but the option {flag} of "
+                f"{args.command}: {use} (as a change it would be added to the state and "
+                "never read)",
+            )
+
+
 def configure_logging(level, log_time):
     logging.basicConfig(
         level=getattr(logging, level),
@@ -235,6 +290,7 @@ def main(argv=None):
             from .commands.common import model_and_changes
 
             model_and_changes(args)
+            _flags_in_changes(parser, args)
         configure_logging(args.log_level, args.log_time)
         from ..distributed.world import SHARDED_COMMANDS, world_from_env
         from ..lookup import new_run

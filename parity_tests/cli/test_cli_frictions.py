@@ -87,3 +87,67 @@ def test_plot_training_ambiguous_labels_are_one_line(tmp_path, two_timings, form
     [line] = err.strip().splitlines()
     assert says in line and " error: " in line, err
     assert not (tmp_path / "c.png").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# a state key that is an option, a misspelt option
+# ---------------------------------------------------------------------------------------
+def _translate(tmp_path, *extra):
+    _need(SEARCH / "trace.h5")
+    source = tmp_path / "t.en"
+    source.write_text("".join((SEARCH / "test.en").read_text().splitlines(True)[:2]))
+    return _run(
+        "translate",
+        "--state",
+        SEARCH / "search_state.pkl",
+        SEARCH / "search_model.npz",
+        "--source",
+        source,
+        "--trans",
+        tmp_path / "out.txt",
+        "--beam-search",
+        "--beam-size",
+        "10",
+        *extra,
+    )
+
+
+@pytest.mark.parametrize(
+    "change, use",
+    [
+        ("beam_size=5", "give --beam-size 5"),
+        ("beam-size=5", "give --beam-size 5"),
+        ("normalize=True", "give --normalize"),
+        ("--changes=seqlen=50,ignore_unk=True", "give --ignore-unk"),
+    ],
+)
+def test_a_state_key_that_is_an_option_names_the_option(tmp_path, change, use):
+    """``beam_size=5`` among the changes warned "no known key is close" and ran at beam 10;
+    now one line naming the option to give, exit 2, nothing written."""
+    rc, out, err = _translate(tmp_path, change)
+    assert rc == 2, err
+    [line] = err.strip().splitlines()
+    assert use in line and "is not a state key but the option" in line, line
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_state_keys_are_still_changes(tmp_path):
+    """A real state key is no option: it is applied, and the run goes on."""
+    rc, out, err = _translate(tmp_path, "seqlen=50")
+    assert rc == 0, err
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    "command, words, suggested",
+    [
+        ("translate", ["--beamsize", "5"], "--beam-size"),
+        ("translate", ["--normalise"], "--normalize"),
+        ("reproduce", ["--archive-trans=x"], "--archived-trans"),
+        ("plot-training", ["a.npz", "--out", "c.png", "--window-size", "3"], "--window"),
+    ],
+)
+def test_a_misspelt_option_gets_the_closest_one(command, words, suggested):
+    rc, out, err = _run(command, *words)
+    assert rc == 2
+    assert f"(did you mean {suggested}?)" in err and "unrecognized arguments" in err, err
