@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from groundhog_port.cli.main import main
-from parity_tests.support.cases import LEGACY_ROOT
+from parity_tests.support.cases import FIXTURES, LEGACY_ROOT
 from parity_tests.support.fuzzing import run_cli_inprocess
 
 SEARCH = LEGACY_ROOT / "search"
@@ -151,3 +151,37 @@ def test_a_misspelt_option_gets_the_closest_one(command, words, suggested):
     rc, out, err = _run(command, *words)
     assert rc == 2
     assert f"(did you mean {suggested}?)" in err and "unrecognized arguments" in err, err
+
+
+def _single_file_reproduce(source, archived, *flags):
+    from parity_tests.support.inprocess import run_cli
+
+    fx = FIXTURES / "search"
+    return run_cli(
+        "reproduce", "--state", fx / "search_state.pkl", "--model", fx / "search_model.npz",
+        "--source", source, "--archived-trans", archived, *flags,
+    )  # fmt: skip
+
+
+def test_reproduce_names_a_pipe_as_a_pipe(tmp_path):
+    """``reproduce --source <(zcat x.gz)`` (a FIFO) says it is one and what to do, instead
+    of "file not found"."""
+    import os
+
+    fifo = tmp_path / "fd63"
+    os.mkfifo(fifo)
+    r = _single_file_reproduce(fifo, FIXTURES / "search" / "trans_beam10.txt", "--beam-size", "10")
+    assert r.returncode == 2 and "is a FIFO (named pipe)" in r.stderr
+    assert "pass the .gz file itself" in r.stderr and "file not found" not in r.stderr
+
+
+def test_reproduce_single_file_takes_the_same_stem_reference_and_names_flag_mismatch():
+    """Without --ref the reference is ``test.fr`` beside ``test.en`` (BLEU against it is
+    printed, not "archived-ref -"); ``trans_beam10.txt`` reproduced with --beam-size 5
+    --normalize is said: its name says beam 10."""
+    r = _single_file_reproduce(
+        FIXTURES / "search" / "test.en", FIXTURES / "search" / "trans_beam10.txt", "--beam-size", "5",
+        "--normalize",
+    )  # fmt: skip
+    assert "archived-ref -" not in r.stdout and "archived-ref 33.30" in r.stdout, r.stdout
+    assert "trans_beam10.txt: its name says beam 10, the flags beam 5, normalize" in r.stderr

@@ -27,10 +27,12 @@ from ...tasks.reproduce import (
     case_checkpoint,
     find_case,
     format_report,
+    parse_trans_name,
     reproduce,
     sentences_to_translate,
 )
 from ...tasks.rescore import bleu_tokenizers
+from ...untrusted import check_special
 from .common import (
     add_case_argument,
     add_model_arguments,
@@ -103,6 +105,10 @@ def add_arguments(p):
 
 def _archived_files(args):
     for path in [args.source, args.ref, *(args.archived_trans or [])]:
+        # a pipe (--source <(zcat x.gz)) is named as one, with what to do instead
+        if path:
+            check_special(path, "a test set or an archived output (pass the .gz file itself: "
+                          "it is read decompressed)")  # fmt: skip
         if path and not Path(path).is_file():
             raise LegacyInputError(path, "file not found")
     if args.case:
@@ -164,16 +170,24 @@ def _archived_files(args):
     if args.beam_size < 1:
         raise LegacyInputError(None, "--beam-size must be at least 1")
     settings = Settings(args.beam_size, args.normalize, args.ignore_unk)
-    files = [
-        ArchivedFile(Path(f), settings, Path(args.source), Path(args.ref) if args.ref else None)
-        for f in args.archived_trans
-    ]
+    for f in args.archived_trans:  # a name that says other settings than the flags: said
+        named = parse_trans_name(Path(f).name)
+        if named is not None and named[0] != settings:
+            logger.warning(
+                "%s: its name says %s, the flags %s: the flags are used",
+                f, named[0].describe(), settings.describe(),
+            )  # fmt: skip
     exp = open_from_args(
         args,
         model_path=args.model and Path(args.model),
         state=args.state and Path(args.state),
         data_dirs=lookup.data_dirs(args.data_dir),
     )
+    ref = Path(args.ref) if args.ref else None
+    if ref is None:  # the same stem in the target language, as --case takes it
+        ref, why = lookup.reference_for(args.source, *lookup.languages(exp.state))
+        logger.info("%s: reference %s", args.source, ref if ref else f"none ({why})")
+    files = [ArchivedFile(Path(f), settings, Path(args.source), ref) for f in args.archived_trans]
     return exp, files, [], None, args.state and Path(args.state), args.model and Path(args.model)
 
 
