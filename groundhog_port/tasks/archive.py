@@ -70,6 +70,7 @@ class Options:
     data_dirs: tuple = ()
     max_sentences: int | None = None  # per test set; None: all
     plots: int = 3  # attention plots per experiment
+    plot_dpi: int = 100  # --dpi: their resolution (PNG, embedded in report.html)
     parity_groups: tuple | None = None  # None: every group of the trace
     batch_size: int = 1
     tokenize: str = "13a"
@@ -93,6 +94,7 @@ class Options:
             "test_sets": {k: [str(p) if p else None for p in v] for k, v in self.test_sets.items()},
             "max_sentences": self.max_sentences,
             "plots": self.plots,
+            "plot_dpi": self.plot_dpi,
             "parity_groups": list(self.parity_groups) if self.parity_groups else None,
             "batch_size": self.batch_size,
             "tokenize": self.tokenize,
@@ -1380,6 +1382,7 @@ def _plots(res, exp, entry, test, opts, out):
             trg_words + ["<eos>"],
             path,
             title=f"{entry.id}: test pair {i + 1}",
+            dpi=opts.plot_dpi,
         )
         res.data["plots"].append({"sentence": i + 1, "file": path.relative_to(out).as_posix()})
 

@@ -185,3 +185,26 @@ def test_reproduce_single_file_takes_the_same_stem_reference_and_names_flag_mism
     )  # fmt: skip
     assert "archived-ref -" not in r.stdout and "archived-ref 33.30" in r.stdout, r.stdout
     assert "trans_beam10.txt: its name says beam 10, the flags beam 5, normalize" in r.stderr
+
+
+def test_archive_dpi_sets_the_plots_resolution(tmp_path):
+    """``archive --dpi 200`` draws its attention plots at twice the pixels of ``--dpi 100``."""
+    import struct
+
+    from parity_tests.support.inprocess import run_cli
+
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    root = tmp_path / "root" / "exp"
+    root.mkdir(parents=True)
+    for p in (FIXTURES / "search").iterdir():
+        shutil.copyfile(p, root / p.name)
+    sizes = []
+    for dpi in ("100", "200"):
+        out = tmp_path / f"out{dpi}"
+        r = run_cli("archive", root.parent, "--out", out, "--plots", "1", "--max-sentences",
+                    "2", "--dpi", dpi)  # fmt: skip
+        assert r.returncode in (0, 1), r.stderr[-1500:]
+        (png,) = (out / "plots").rglob("*.png")
+        sizes.append(struct.unpack(">II", png.read_bytes()[16:24]))
+    (w1, h1), (w2, h2) = sizes
+    assert abs(w2 - 2 * w1) <= 2 and abs(h2 - 2 * h1) <= 2, sizes

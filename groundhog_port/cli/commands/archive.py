@@ -114,6 +114,13 @@ def add_arguments(p):
         "0: none; needs matplotlib)",
     )
     p.add_argument(
+        "--dpi",
+        type=int,
+        default=100,
+        metavar="N",
+        help="resolution of the attention plots (PNG, embedded in report.html; default 100)",
+    )
+    p.add_argument(
         "--parity-groups",
         metavar="G[,G]",
         help="trace groups to compare where a trace.h5 exists (default: all)",
@@ -142,6 +149,7 @@ def _options(args):
     for flag, value, least in (
         ("--max-sentences", args.max_sentences, 1),
         ("--plots", args.plots, 0),
+        ("--dpi", args.dpi, 10),
         ("--batch-size", args.batch_size, 1),
     ):
         if value is not None and value < least:
@@ -201,6 +209,7 @@ def _options(args):
         test_sets=test_sets,
         max_sentences=args.max_sentences,
         plots=plots,
+        plot_dpi=args.dpi,
         parity_groups=groups,
         batch_size=args.batch_size,
         tokenize=args.tokenize,
