@@ -47,7 +47,7 @@ from typing import Any
 
 from .. import lookup
 from ..errors import LegacyInputError, shown, unshown
-from ..outputs import check_partial, file_in, folder_in
+from ..outputs import check_partial, file_in, folder_in, lies_inside
 from ..untrusted import read_text, special_kind
 from . import packs
 from .archive_cache import cached, forget_digests, safe_name, store
@@ -138,6 +138,11 @@ def not_read(path, allowed):
         return f"is {kind}: never opened (reading it could block or never end)"
     real = os.path.realpath(path)
     if not any(real == a or real.startswith(a.rstrip(os.sep) + os.sep) for a in allowed):
+        if os.path.abspath(path) == real:  # no link on the way: the file itself is outside
+            return (
+                "lies outside the archive (ROOT and the --data-dir folders): not read "
+                "(pass its folder with --data-dir to have it read)"
+            )
         return (
             f"leads through a link to {real}, outside the archive: not read (pass its "
             "folder with --data-dir to have it read)"
@@ -302,17 +307,33 @@ def discover(root, data_dirs=()) -> list[Entry]:
     return sorted(entries, key=lambda e: e.id)
 
 
+def experiment_dirs(entry: Entry, opts: Options) -> tuple:
+    """The data directories an experiment's files are looked for in: each ``--data-dir``,
+    then its folder and its ``../data`` (:func:`groundhog_port.lookup.case_data_dirs`) --
+    those two only inside ROOT or the pack it came from: nothing above ROOT is read."""
+    inside = [entry.root or entry.folder, *_UNPACKED]
+    return tuple(
+        d
+        for d in lookup.case_data_dirs(entry.folder, opts.data_dirs)
+        if not isinstance(d, lookup.ImplicitDir) or any(lies_inside(d, f) for f in inside)
+    )
+
+
 def places(root, entry: Entry, opts: Options):
     """Where the test sets of ``entry`` are looked for, in order: its folder (not below: the
     folders below are other experiments), each ``--data-dir``, the whole archive, and the
-    folder's ``../data`` where it lies outside."""
+    folder's ``../data`` (searched before the rest of ROOT) where it lies inside ROOT or the
+    pack the experiment was unpacked from: nothing above ROOT is read."""
     out = [lookup.Place(entry.folder, "in the experiment folder", recursive=False)]
     given = [d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir)]
     for i, d in enumerate(given):
         label = "--data-dir" + (f" {i + 1} of {len(given)}" if len(given) > 1 else "")
         out.append(lookup.Place(Path(d), label))
     out.append(lookup.Place(Path(root), "under the archive ROOT"))
-    out.append(lookup.Place(entry.folder.parent / "data", "in the experiment folder's ../data"))
+    up = entry.folder.parent / "data"
+    inside = [entry.root or root, *_UNPACKED]
+    if any(lies_inside(up, f) for f in inside):  # never above ROOT: ROOT/../data is not its
+        out.append(lookup.Place(up, "in the experiment folder's ../data"))
     return out
 
 
@@ -569,7 +590,7 @@ def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
         if entry.model is None:
             e["missing"].append('model = "PATH"  (no *model.npz beside the state)')
         return e
-    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    dirs = experiment_dirs(entry, opts)
     try:
         exp = _open(entry, entry.model, e["changes"], dirs, opts, opened)
     except LegacyInputError as err:
@@ -694,7 +715,7 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
         parse_trans_name,
     )
 
-    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    dirs = experiment_dirs(entry, opts)
     # the files the user named (--source/--ref, --test-sets, the plan) are read where they
     # are; a file found by content must lie in ROOT or a --data-dir (not_read)
     named_by_user = {str(f) for pair in tests.values() for f in pair[:2] if f is not None}
@@ -898,7 +919,7 @@ def _redo(res, root, entry, opts, out, plan=None):
         )
         return
     res.data["model"] = res.rel(model)
-    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    dirs = experiment_dirs(entry, opts)
     changes = _changes(root, plan)
     exp = _attempt(res, "opening the experiment", _open, entry, model, changes, dirs, opts, opened)
     if exp is None:

@@ -32,7 +32,7 @@ import stat
 from pathlib import Path
 
 from ..errors import LegacyInputError
-from ..outputs import atomic_write_text, file_digest, file_in, folder_in
+from ..outputs import atomic_write_text, file_digest, file_in, folder_in, lies_inside
 from ..untrusted import read_json, special_kind
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
@@ -131,9 +131,16 @@ def cache_key(entry, opts, extra=()) -> str:
     such as every candidate test set) and the options."""
     from .. import lookup
 
-    dirs = lookup.case_data_dirs(entry.folder, opts.data_dirs)
+    # the folders the experiment reads (archive.experiment_dirs; its packs' folders aside)
+    dirs = tuple(
+        d
+        for d in lookup.case_data_dirs(entry.folder, opts.data_dirs)
+        if not isinstance(d, lookup.ImplicitDir) or entry.root is None or lies_inside(d, entry.root)
+    )
     inputs = {entry.state, entry.model, entry.trace, *entry.outputs, *extra}
-    for d in (entry.folder, *opts.data_dirs, entry.folder.parent / "data"):
+    up = entry.folder.parent / "data"
+    above = entry.root is not None and not lies_inside(up, entry.root)  # not read: not keyed
+    for d in (entry.folder, *opts.data_dirs, *(() if above else (up,))):
         try:
             names = sorted(os.listdir(d))
         except OSError:

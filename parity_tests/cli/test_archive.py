@@ -210,12 +210,17 @@ def test_page_in_headless_chromium(made, browser):
     assert [s.get_attribute("data-id") for s in sections] == [
         e["id"] for e in made["report"]["experiments"]
     ]
+    from groundhog_port.tasks.archive_report import overview
+
+    # the overview table first ((title, header, rows): one row per experiment), then each
+    # experiment's own
     expected = sum(len(archive_report_tables(e)) for e in made["report"]["experiments"])
     tables = browser.find_elements(By.TAG_NAME, "table")
-    assert len(tables) == expected and all(t.is_displayed() for t in tables)
+    assert len(tables) == expected + 1 and all(t.is_displayed() for t in tables)
+    assert tables[0].get_attribute("class") == "overview"
     # every row of every table is there (the files table of each experiment included)
     rows = sum(len(t.find_elements(By.TAG_NAME, "tr")) - 1 for t in tables)
-    assert rows == sum(
+    assert rows == len(overview(made["report"])[2]) + sum(
         len(r) for e in made["report"]["experiments"] for _, _, r in archive_report_tables(e)
     )
     imgs = browser.find_elements(By.CSS_SELECTOR, "img.attention")

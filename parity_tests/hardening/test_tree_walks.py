@@ -92,3 +92,31 @@ def test_archive_with_names_that_are_not_utf8(legacy_root, tmp_path):
     assert [(row["identical"], row["compared"]) for row in e["reproduction"]] == [(N, N)]
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "r\\xe9sultats" in html and "\udce9" not in html
+
+
+def test_nothing_above_root_or_through_a_folder_link_is_read(legacy_root, tmp_path):
+    """An experiment at ROOT's top whose test set lies only in ROOT/../data, or only in a
+    folder that a link under ROOT leads to: neither is read, translated or scored (the
+    experiment is "not done", saying where it looked); the same tree with the test set
+    inside ROOT is re-done."""
+    outside = tmp_path / "data"
+    linked = tmp_path / "elsewhere"
+    root = tmp_path / "root"
+    _experiment(legacy_root, root)
+    for name in ("test.en", "test.fr"):
+        for folder in (outside, linked):
+            folder.mkdir(exist_ok=True)
+            (folder / name).write_bytes((root / name).read_bytes())
+        (root / name).unlink()
+    (root / "corpora").symlink_to(linked, target_is_directory=True)
+    out = tmp_path / "out"
+    r = run_cli("archive", root, "--out", out, "--plots", "0")
+    assert r.returncode == 1, r.stderr[-2000:]
+    (e,) = _report(out)["experiments"]
+    assert e["reproduction"] == [] and e["not_done"], e
+    text = json.dumps(e)
+    assert str(outside) not in text and "elsewhere" not in text
+    (root / "corpora").unlink()
+    shutil.copytree(linked, root / "corpora")
+    r = run_cli("archive", root, "--out", tmp_path / "out2", "--plots", "0")
+    assert r.returncode == 0, r.stderr[-2000:]
