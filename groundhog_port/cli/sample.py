@@ -22,11 +22,7 @@ import sys
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..legacy.data import read_text_lines
 from ..legacy.longlines import warn_long_lines
-from ..outputs import Journal, Progress, check_outputs
-from ..sampling.draw import SamplingFailed
-from ..sampling.mrg import M2
-from ..sampling.sampler import Sampler
-from ..search.translator import crashed_lines
+from ..outputs import Journal, Progress, check_outputs, signals_held
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +50,9 @@ def add_arguments(p):
 
 
 def run(args):
+    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
+        from ..sampling.mrg import M2
+        from ..sampling.sampler import Sampler
     for attr, flag in BEAM_ONLY:
         if getattr(args, attr, None):
             raise LegacyInputError(None, f"{flag} only applies with --beam-search")
@@ -97,6 +96,8 @@ def run(args):
 def interact(exp, sampler, normalize, batch_size=1):
     """sample.py:283-300 with a sampler: ``batch_size`` 1 the literal ``Sampler.sample``, more
     the batched sampler (``Sampler.sample_many``: the same draws, translate's default)."""
+    from ..sampling.draw import SamplingFailed
+
     while True:
         try:
             seqin = input("Input Sequence: ")
@@ -155,6 +156,9 @@ def batch_fingerprint(args, exp, lines, mrg_seed):
 
 
 def batch(exp, sampler, args):
+    from ..sampling.draw import SamplingFailed
+    from ..search.translator import crashed_lines
+
     n, alpha = args.n_samples, 1.0 if args.alpha is None else args.alpha
     lines = read_text_lines(args.source)
     warn_long_lines(args.source, lines, exp.state)

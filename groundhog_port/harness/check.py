@@ -92,6 +92,7 @@ from .groups.sampler import SAMPLER
 from .groups.scoring import BATCH, PAIRS, REPR
 from .groups.search import BEAM, STEPS
 from .groups.train_step import TRAIN_STEP
+from .names import GROUP_NAMES
 from .report import Context, Report, Rows
 from .trace import Tolerance, TraceFile
 
@@ -100,6 +101,8 @@ logger = logging.getLogger(__name__)
 #: the groups :func:`check` compares, by name, in report order
 GROUP_TABLE = {g.name: g for g in (REPR, PAIRS, BATCH, STEPS, SAMPLER, TRAIN_STEP, BEAM)}
 GROUPS = tuple(GROUP_TABLE)
+if GROUPS != GROUP_NAMES:  # the names --help shows without torch (names.py)
+    raise ImportError(f"harness.names.GROUP_NAMES {GROUP_NAMES} != the groups {GROUPS}")
 #: recorded groups the port cannot recompute yet (reported as NOT COVERED rows): none today
 NOT_COVERED: dict[str, str] = {}
 

@@ -22,6 +22,7 @@ import numpy as np
 from ..legacy.experiment import Experiment
 from ..legacy.vocab import render_translation
 from ..outputs import Journal, atomic_output
+from . import defaults
 from .common import SearchFailed
 from .legacy import BeamSearch, Hypotheses, sample
 
@@ -119,10 +120,8 @@ class SearchWarnings(logging.Filter):
         )
 
 
-#: sentences decoded together by default (``translate``, ``reproduce``, parity's batched
-#: rows): the batched search returns exactly what the literal one returns
-#: (parity_tests/unit/test_batched_search.py), and this is its sweet spot
-DEFAULT_BATCH_SIZE = 32
+#: sentences decoded together by default: :mod:`.defaults` (read by ``--help`` without torch)
+DEFAULT_BATCH_SIZE = defaults.DEFAULT_BATCH_SIZE
 
 
 class Translator:

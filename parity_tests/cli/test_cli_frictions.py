@@ -4,15 +4,20 @@ its suggestion, a FIFO named as a FIFO by every command, ``reproduce`` naming th
 file name implies and the reference beside the source, ``archive --dpi/--format``.
 """
 
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from groundhog_port.cli.main import main
+from groundhog_port.cli.main import COMMANDS, main
 from parity_tests.support.cases import FIXTURES, LEGACY_ROOT
 from parity_tests.support.fuzzing import run_cli_inprocess
 
 SEARCH = LEGACY_ROOT / "search"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*argv, cwd=None):
@@ -208,3 +213,34 @@ def test_archive_dpi_sets_the_plots_resolution(tmp_path):
         sizes.append(struct.unpack(">II", png.read_bytes()[16:24]))
     (w1, h1), (w2, h2) = sizes
     assert abs(w2 - 2 * w1) <= 2 and abs(h2 - 2 * h1) <= 2, sizes
+
+
+# ---------------------------------------------------------------------------------------
+# --help imports no torch (speed: tools/bench_startup.py; no timed test)
+# ---------------------------------------------------------------------------------------
+HELP_IMPORTS = """
+import sys
+from groundhog_port.cli.main import main
+try:
+    main([{argv}])
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+print(sorted(m for m in ("torch", "matplotlib", "safetensors", "onnx") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_imports_no_torch(command):
+    """``translate/inspect/parity/reproduce/train/convert --help`` imported torch for a
+    help text (14-19 s under load); now no command's --help, nor building its parser, loads
+    torch (or matplotlib).  A fresh interpreter: this one has torch loaded."""
+    argv = ", ".join(repr(w) for w in ([command] if command else []) + ["--help"])
+    run = subprocess.run(
+        [sys.executable, "-c", HELP_IMPORTS.format(argv=argv)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "[]", run.stdout[-500:]

@@ -8,11 +8,11 @@ import numpy as np
 import legacy_states
 
 from ...errors import EXIT_OK, LegacyInputError
-from ...legacy import checkpoint, compat
+from ...legacy import compat
 from ...legacy.preprocess.py2dict import Py2Dict
 from ...legacy.preprocess.py2pickle import dumps
 from ...legacy.preprocess.staging import Staged
-from ...outputs import check_outputs
+from ...outputs import check_outputs, signals_held
 
 NAME = "convert"
 HELP = (
@@ -90,6 +90,8 @@ def _savez(arrays):
 
 
 def run(args):
+    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
+        from ...legacy import checkpoint
     src = Path(args.input)
     if args.in_place == bool(args.output):
         raise LegacyInputError(None, "give an OUTPUT file, or --in-place to replace the input")

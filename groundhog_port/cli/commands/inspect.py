@@ -7,9 +7,7 @@ import legacy_states
 
 from ... import lookup
 from ...errors import EXIT_INPUT, EXIT_OK, LegacyInputError
-from ...legacy import checkpoint
-from ...legacy.experiment import Experiment
-from ...model.config import GRCONV, ModelConfig
+from ...outputs import signals_held
 from .common import add_data_dir_argument, add_model_and_changes, model_and_changes
 
 NAME = "inspect"
@@ -28,6 +26,10 @@ def add_arguments(p):
 
 def report(state_path, model_path=None, changes="", data_dir=None, strict=False):
     """The inspection as a dict (what ``--json`` prints)."""
+    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
+        from ...legacy import checkpoint
+        from ...legacy.experiment import Experiment
+        from ...model.config import GRCONV, ModelConfig
     state = legacy_states.load_state(state_path, changes, data_dir, strict)
     cfg = ModelConfig.from_state(state, state_path)
     prototype, differing = legacy_states.match_prototype(state)

@@ -27,12 +27,9 @@ import time
 
 from ... import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
-from ...harness.check import GROUPS, check, count_work, find_case, test_files_near
-from ...harness.groups import continued
+from ...harness.names import GROUP_NAMES as GROUPS
 from ...harness.trace import TraceFile
-from ...legacy.loading import open_experiment
-from ...outputs import Progress, check_outputs
-from .. import printed_outputs
+from ...outputs import Progress, check_outputs, signals_held
 from .common import (
     add_case_argument,
     add_data_dir_argument,
@@ -158,6 +155,11 @@ def _groups(only):
 
 
 def run(args):
+    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
+        from ...harness.check import check, count_work, find_case, test_files_near
+        from ...harness.groups import continued
+        from ...legacy.loading import open_experiment
+        from .. import printed_outputs
     model_and_changes(args)
     groups = _groups(args.only)
     if args.case:

@@ -18,19 +18,9 @@ from pathlib import Path
 
 from ... import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
-from ...outputs import OutputError, Progress, check_outputs, file_in, lies_inside
-from ...search.translator import DEFAULT_BATCH_SIZE
+from ...outputs import OutputError, Progress, check_outputs, file_in, lies_inside, signals_held
+from ...search.defaults import DEFAULT_BATCH_SIZE
 from ...tasks import packs
-from ...tasks.reproduce import (
-    ArchivedFile,
-    Settings,
-    case_checkpoint,
-    find_case,
-    format_report,
-    parse_trans_name,
-    reproduce,
-    sentences_to_translate,
-)
 from ...tasks.rescore import bleu_tokenizers
 from ...untrusted import check_special
 from .common import (
@@ -104,6 +94,14 @@ def add_arguments(p):
 
 
 def _archived_files(args):
+    from ...tasks.reproduce import (
+        ArchivedFile,
+        Settings,
+        case_checkpoint,
+        find_case,
+        parse_trans_name,
+    )
+
     for path in [args.source, args.ref, *(args.archived_trans or [])]:
         # a pipe (--source <(zcat x.gz)) is named as one, with what to do instead
         if path:
@@ -267,6 +265,8 @@ def run(args):
 
 
 def _run(args, shown=None):
+    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
+        from ...tasks.reproduce import format_report, reproduce, sentences_to_translate
     model_and_changes(args)
     if args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")

@@ -26,15 +26,7 @@ import legacy_states
 
 from ... import lookup
 from ...errors import EXIT_OK, LegacyInputError
-from ...legacy import checkpoint
-from ...legacy.experiment import auto_threads, resolve_device
-from ...model.config import ModelConfig
-from ...model.encdec import RNNEncoderDecoder
-from ...outputs import check_outputs, run_lock
-from ...training import files
-from ...training.adadelta import SGDAdadelta, restart_step
-from ...training.init import initialize
-from ...training.loop import MainLoop, new_timings
+from ...outputs import check_outputs, run_lock, signals_held
 from .common import (
     add_data_dir_argument,
     add_device_argument,
@@ -97,6 +89,9 @@ def build_state(args):
 
 
 def run(args):
+    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
+        from ...legacy.experiment import auto_threads, resolve_device
+        from ...model.config import ModelConfig
     model_and_changes(args)
     state, explicit = build_state(args)
     cfg = ModelConfig.from_state(state, args.state)
@@ -136,6 +131,8 @@ def check_prefix_outputs(args, prefix, lock, corpora):
     are none of the files training reads -- the corpora, and ``--model`` unless it is this
     prefix's own model (continuing one's own checkpoint, and the state it was saved with,
     is what ``reload`` does)."""
+    from ...training import files
+
     own = Path(prefix + "model.npz")
     reads = [("source corpus", corpora[0]), ("target corpus", corpora[1])]
     if args.model and not (own.exists() and os.path.samefile(own, args.model)):
@@ -153,6 +150,13 @@ def check_prefix_outputs(args, prefix, lock, corpora):
 
 
 def _train(args, state, cfg, device, corpora, prefix):
+    from ...legacy import checkpoint
+    from ...model.encdec import RNNEncoderDecoder
+    from ...training import files
+    from ...training.adadelta import SGDAdadelta
+    from ...training.init import initialize
+    from ...training.loop import MainLoop, new_timings
+
     if args.max_updates is not None and args.max_updates < 0:
         raise LegacyInputError(None, "--max-updates must be >= 0")
     model = RNNEncoderDecoder(cfg)
@@ -222,6 +226,9 @@ def _restart_or_carry(loop, start, step, keep, resumed):
     ``resumed``, else ``--model``): take the accumulators saved beside it
     (``--keep-accumulators``) or say loudly that Adadelta restarts from zero, as in GroundHog
     (not for a checkpoint saved before any update: its accumulators were zero)."""
+    from ...training import files
+    from ...training.adadelta import restart_step
+
     acc = files.accumulators_path(start)
     if keep and acc is not None and acc.is_file():
         expected = {k: tuple(a.shape) for k, a in loop.algo.accumulators().items()}

@@ -3,13 +3,12 @@
 import logging
 import sys
 
-from ...distributed import runner
 from ...distributed import world as distributed
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
-from ...outputs import check_outputs
-from ...search.translator import DEFAULT_BATCH_SIZE, SearchWarnings, Translator
+from ...outputs import check_outputs, signals_held
+from ...search.defaults import DEFAULT_BATCH_SIZE
 from .. import sample as sampling_cli
 from .common import (
     add_model_arguments,
@@ -65,6 +64,9 @@ def add_arguments(p):
 
 
 def run(args):
+    with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
+        from ...distributed import runner
+        from ...search.translator import SearchWarnings, Translator
     if not args.beam_search:
         return sampling_cli.run(args)
     for flag, value in (

@@ -1,0 +1,8 @@
+"""Defaults of the search that the command line shows in ``--help`` without importing torch."""
+
+from __future__ import annotations
+
+#: sentences decoded together by default (``translate``, ``reproduce``, parity's batched
+#: rows): the batched search returns exactly what the literal one returns
+#: (parity_tests/unit/test_batched_search.py), and this is its sweet spot
+DEFAULT_BATCH_SIZE = 32
