@@ -89,6 +89,20 @@ def walk(top, max_depth=MAX_WALK_DEPTH):
         stack.extend((os.path.join(folder, d), depth + 1) for d in reversed(below))
 
 
+def snapshots_of(state) -> list[Path]:
+    """GroundHog's snapshots of ``state``: ``prefix + 'model%d.npz' % save_iter`` beside it
+    (``MainLoop.save`` with ``overwrite=False``, groundhog/mainLoop.py:233-234; the port's
+    ``train`` names them so too: ``search_model1.npz``), oldest first."""
+    prefix = Path(state).name[: -len("state.pkl")]
+    pattern = re.compile(re.escape(prefix) + r"model([0-9]+)\.npz$")
+    try:
+        names = os.listdir(Path(state).parent)
+    except OSError:
+        return []
+    found = [(int(m.group(1)), n) for n in names if (m := pattern.match(n))]
+    return [Path(state).parent / n for _, n in sorted(found)]
+
+
 def new_run():
     """Forget what was announced: the next choices are logged again (a new command run);
     folders are walked again."""

@@ -231,25 +231,11 @@ def _is_output(name):
     )
 
 
-def snapshots_of(state) -> list[Path]:
-    """GroundHog's snapshots of ``state``: ``prefix + 'model%d.npz' % save_iter`` beside it
-    (``MainLoop.save`` with ``overwrite=False``, groundhog/mainLoop.py:233-234; the port's
-    ``train`` names them so too: ``search_model1.npz``), oldest first."""
-    prefix = Path(state).name[: -len("state.pkl")]
-    pattern = re.compile(re.escape(prefix) + r"model([0-9]+)\.npz$")
-    try:
-        names = os.listdir(Path(state).parent)
-    except OSError:
-        return []
-    found = [(int(m.group(1)), n) for n in names if (m := pattern.match(n))]
-    return [Path(state).parent / n for _, n in sorted(found)]
-
-
 def _model_for(state):
     """``(model, why, snapshots)`` of a state: its ``prefix + model.npz``, else the only
-    ``*model.npz`` beside it, else its newest snapshot (:func:`snapshots_of`)."""
+    ``*model.npz`` beside it, else its newest snapshot (:func:`groundhog_port.lookup.snapshots_of`)."""
     prefix = state.name[: -len("state.pkl")]
-    snaps = snapshots_of(state)
+    snaps = lookup.snapshots_of(state)
     same = state.parent / f"{prefix}model.npz"
     if same.is_file():
         return same, "the *model.npz of the state's prefix", snaps

@@ -27,7 +27,6 @@ SearchFailed` with the original's message).
 
 import importlib
 import logging
-import os
 import re
 import time
 from collections.abc import Callable
@@ -269,25 +268,11 @@ def _find_one(directory, pattern, what):
     return found[0]
 
 
-def snapshots_of(state) -> list[Path]:
-    """GroundHog's snapshots of ``state``: ``prefix + 'model%d.npz' % save_iter`` beside it
-    (``MainLoop.save`` with ``overwrite=False``, groundhog/mainLoop.py:233-234; the port's
-    ``train`` names them so too: ``search_model1.npz``), oldest first."""
-    prefix = Path(state).name[: -len("state.pkl")]
-    pattern = re.compile(re.escape(prefix) + r"model([0-9]+)\.npz$")
-    try:
-        names = os.listdir(Path(state).parent)
-    except OSError:
-        return []
-    found = [(int(m.group(1)), n) for n in names if (m := pattern.match(n))]
-    return [Path(state).parent / n for _, n in sorted(found)]
-
-
 def case_checkpoint(directory, model=None) -> tuple[Path, Path]:
     """``(state, model)`` of an experiment folder: its one ``*state.pkl`` and ``model``
     when given (a name is looked for in the folder), else the ``*model.npz`` of the same
     prefix, else the only one, else the newest snapshot ``prefix + model%d.npz``
-    (:func:`snapshots_of`)."""
+    (:func:`groundhog_port.lookup.snapshots_of`)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise LegacyInputError(directory, "not a directory")
@@ -305,7 +290,7 @@ def case_checkpoint(directory, model=None) -> tuple[Path, Path]:
     found = sorted(directory.glob("*model.npz"))
     if len(found) == 1:
         return state, found[0]
-    snaps = snapshots_of(state)
+    snaps = lookup.snapshots_of(state)
     if snaps and not found:
         logger.info(
             "%s: the newest of %d snapshots (%s; --model NAME takes another)",
