@@ -228,20 +228,21 @@ def prototype_keys() -> dict[str, dict[str, object]]:
 
 
 def port_reads(known) -> dict[str, str]:
-    """key -> the first ``file:line`` of the port that names it (see the module docstring)."""
+    """key -> the first file of the port that names it (see the module docstring; a file,
+    not a line: the table stays true while the code around a read moves)."""
     out: dict[str, str] = {}
     files = sorted((REPO / "groundhog_port").rglob("*.py")) + sorted(
         p for p in (REPO / "legacy_states").rglob("*.py") if p.name != "prototypes.py"
     )
     for path in files:
         rel = path.relative_to(REPO).as_posix()
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for line in path.read_text(encoding="utf-8").splitlines():
             names = set(_READ.findall(line)) | {n for n in _LITERAL.findall(line) if n in known}
             for name in sorted(names):
-                out.setdefault(name, f"{rel}:{number}")
+                out.setdefault(name, rel)
             for name in _PORT_PREFIXED.findall(line):  # model/config.py's prefix_lookup
                 for p in PREFIXES:
-                    out.setdefault(f"{p}_{name}", f"{rel}:{number} (prefixed)")
+                    out.setdefault(f"{p}_{name}", f"{rel} (prefixed)")
     return out
 
 
