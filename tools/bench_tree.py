@@ -7,7 +7,7 @@ lengths: each is walked, counted and hashed into the cache key).  Each size runs
 ``groundhog-port archive ROOT --out OUT --plots 0`` once in a fresh process; the figure is
 its wall time and the time per 1,000 files.  Linear means the per-file time stays flat as N
 grows (every file's facts -- stat, line count, digest -- are worked out once per run and
-shared by the experiments, ``lookup.text_files`` and ``archive_cache.digest``).
+shared by the experiments, ``lookup.text_files`` and ``archive.cache.digest``).
 
     python tools/bench_tree.py [--sizes 1000 10000 100000] [--json F]
 """

@@ -1,7 +1,6 @@
 """What the commands do, as library functions with explicit parameters: reproducing and rescoring archived outputs, whole archives, plots and training curves.
 
 * :mod:`.archive` -- Re-doing a whole tree of old GroundHog experiments: ``groundhog-port archive ROOT``.
-* :mod:`.archive_report` -- The report of ``groundhog-port archive``: ``report.json``, ``report.md`` and a self-contained ``report.html`` (one section per experiment with its tables, the attention plots inline as ``data:`` URIs, and what could not be done and why).
 * :mod:`.curves` -- Training curves from ``*_timing.npz``, as ``experiments/nmt/analysis.py`` drew them.
 * :mod:`.plots` -- Attention heatmaps as Figure 3 of Bahdanau et al. (2015).
 * :mod:`.reproduce` -- Re-translating an archived experiment and comparing with what the original wrote.

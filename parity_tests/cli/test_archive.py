@@ -18,6 +18,7 @@ import re
 
 import pytest
 
+from groundhog_port.harness.print_noise import last_digit
 from groundhog_port.tasks import archive
 from parity_tests.support.archive import MAX_SENTENCES, build_archive, tree_digest
 from parity_tests.support.distributed import finish, torchrun
@@ -168,7 +169,7 @@ def test_markdown_and_html_show_every_table(made):
 
 
 def archive_report_tables(result):
-    from groundhog_port.tasks.archive_report import tables
+    from groundhog_port.tasks.archive.report import tables
 
     return tables(result)
 
@@ -183,10 +184,10 @@ def test_interrupted_and_resumed_gives_the_same_report(made, tmp_path, monkeypat
         calls.append(entry.id)
         return real(root, entry, opts, o)
 
-    monkeypatch.setattr(archive, "redo", redo_then_stop)
+    monkeypatch.setattr(archive.pipeline, "redo", redo_then_stop)
     r = run_cli(*_args(made["root"], out, made["vocab"]))
     assert r.returncode == 130 and not (out / "report.json").exists()
-    monkeypatch.setattr(archive, "redo", real)
+    monkeypatch.setattr(archive.pipeline, "redo", real)
     r = run_cli(*_args(made["root"], out, made["vocab"], "--progress"))
     assert r.returncode == 1, r.stderr
     assert re.search(r"5/5 \[[^]]* exp", r.stderr), r.stderr  # the bar counts experiments
@@ -210,7 +211,7 @@ def test_page_in_headless_chromium(made, browser):
     assert [s.get_attribute("data-id") for s in sections] == [
         e["id"] for e in made["report"]["experiments"]
     ]
-    from groundhog_port.tasks.archive_report import overview
+    from groundhog_port.tasks.archive.report import overview
 
     # the overview table first ((title, header, rows): one row per experiment), then each
     # experiment's own
@@ -254,4 +255,4 @@ def test_two_torchrun_processes_same_report(made, tmp_path):
 )
 def test_last_digit(a, b, agree):
     """One unit of the last digit of score.py's ``{:.5e}`` numbers."""
-    assert (abs(float(a) - float(b)) <= archive.last_digit(a, b)) == agree
+    assert (abs(float(a) - float(b)) <= last_digit(a, b)) == agree

@@ -269,7 +269,7 @@ def test_print_noise_is_parity_bound(legacy_root):
     """The archive's "within print noise" is parity's batch/scores bound plus half a unit of
     the printed digit: score.py's own file passes, a line moved by 5 units of its last printed
     digit (far beyond float32 noise on 10-word sentences) does not."""
-    from groundhog_port.tasks.archive import PrintNoise
+    from groundhog_port.harness.print_noise import PrintNoise
 
     case = legacy_root / "search"
     exp = open_experiment(case / "search_state.pkl", case / "search_model.npz", data_dir=case)

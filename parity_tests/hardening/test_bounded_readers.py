@@ -411,7 +411,7 @@ def test_cache_key_is_the_content(tmp_path):
     """A tree of the same names, sizes and modification times but other bytes reused the
     results of the one before ("1/1 identical" where a fresh run says 0/1)."""
     from groundhog_port.tasks import archive
-    from groundhog_port.tasks.archive_cache import cache_key
+    from groundhog_port.tasks.archive.cache import cache_key
 
     root = tmp_path / "root"
     e = _experiment(root / "exp")
@@ -432,7 +432,7 @@ def test_cache_key_is_the_content(tmp_path):
 
 def _redone(out, entry, opts):
     from groundhog_port.tasks.archive import redo
-    from groundhog_port.tasks.archive_cache import strict_json
+    from groundhog_port.tasks.archive.cache import strict_json
 
     return strict_json(redo(entry.folder.parent, entry, opts, out))
 
@@ -443,7 +443,7 @@ def _crafted(out, entry, opts, result, result_edit):
     import copy
 
     from groundhog_port.tasks import archive
-    from groundhog_port.tasks.archive_cache import cache_key, entry_path, problem
+    from groundhog_port.tasks.archive.cache import cache_key, entry_path, problem
 
     result = copy.deepcopy(result)
     result_edit(result)
@@ -462,7 +462,7 @@ def test_crafted_cache_entries_are_redone(tmp_path):
     experiment's id, a plot outside OUT/plots (``/dev/zero`` reached 3.2 GB as base64), a plot
     through a link, are each re-done with a warning, never used."""
     from groundhog_port.tasks import archive
-    from groundhog_port.tasks.archive_cache import cached
+    from groundhog_port.tasks.archive.cache import cached, safe_name
 
     root = tmp_path / "root"
     _experiment(root / "exp")
@@ -486,8 +486,8 @@ def test_crafted_cache_entries_are_redone(tmp_path):
         assert (cached(out, entry, opts, rel) is None) == (why is not None)
     _, opts = _options(root, out)  # --plots 1
     result = _redone(out, entry, opts)
-    plot_dir = out / "plots" / archive.safe_name(entry.id)
-    wanted = {"sentence": 1, "file": f"plots/{archive.safe_name(entry.id)}/align_0001.png"}
+    plot_dir = out / "plots" / safe_name(entry.id)
+    wanted = {"sentence": 1, "file": f"plots/{safe_name(entry.id)}/align_0001.png"}
     assert result["plots"] == [wanted]
     for target, why in [
         (None, "is missing"),

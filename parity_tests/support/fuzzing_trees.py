@@ -517,12 +517,12 @@ def _edit_result(result: dict, edit: str, rng: random.Random, plot_name: str):
 
 def _write_cache(root: Path, out: Path, opts, edit: str, seed: int):
     from groundhog_port.tasks import archive
-    from groundhog_port.tasks.archive_cache import cache_key, entry_path, strict_json
+    from groundhog_port.tasks.archive.cache import cache_key, entry_path, safe_name, strict_json
 
     rng = random.Random(seed)
     (entry,) = archive.discover(root, opts.data_dirs)
     result = strict_json(archive.redo(root, entry, opts, out))
-    plot_name = f"plots/{archive.safe_name(entry.id)}/align_0001.png"
+    plot_name = f"plots/{safe_name(entry.id)}/align_0001.png"
     if edit == "plot-link":
         png = out / plot_name
         make_special(

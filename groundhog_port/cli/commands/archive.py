@@ -194,8 +194,8 @@ def _options(args):
         raise LegacyInputError(None, "--plan-only writes a plan, --plan runs one: give one of them")
     plan = None
     if args.plan:
-        from ...tasks import plan as planmod
         from ...tasks.archive import check_plan
+        from ...tasks.archive import plan_file as planmod
 
         plan = planmod.read(args.plan)["entries"]
         check_plan(args.root, plan, args.plan)
@@ -220,7 +220,8 @@ def _options(args):
 def run(args):
     from ...distributed import world as distributed
     from ...outputs import Progress
-    from ...tasks import archive, archive_report
+    from ...tasks import archive
+    from ...tasks.archive import report as archive_report
 
     root = Path(args.root)
     if not root.is_dir():
@@ -264,7 +265,7 @@ def run(args):
     if world is not None:
         distributed.finish(world)
     s = report["summary"]
-    # score files: judged by parity's batch/scores bounds (tasks.archive.PrintNoise)
+    # score files: judged by parity's batch/scores bounds (harness.print_noise.PrintNoise)
     good = (
         s["trans_files_identical"] == s["trans_files"]
         and s["not_done"] == 0

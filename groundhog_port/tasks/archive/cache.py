@@ -31,9 +31,10 @@ import re
 import stat
 from pathlib import Path
 
-from ..errors import LegacyInputError
-from ..outputs import atomic_write_text, file_digest, file_in, folder_in, lies_inside
-from ..untrusted import read_json, special_kind
+from ...errors import LegacyInputError
+from ...file_names import VOCABULARY_KEYS
+from ...outputs import atomic_write_text, file_digest, file_in, folder_in, lies_inside
+from ...untrusted import read_json, special_kind
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
@@ -45,7 +46,6 @@ MAX_ENTRY_BYTES = 16 << 20
 #: largest plot embedded into report.html (a plot of 100 x 100 words is about 200 KB)
 MAX_PLOT_BYTES = 16 << 20
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
 #: files of an experiment's folder that are part of its key (states, models, traces,
 #: outputs, logs, test sets and vocabularies)
 KEYED_SUFFIXES = (".pkl", ".npz", ".h5", ".txt", ".en", ".fr")
@@ -106,7 +106,7 @@ def _vocabularies(entry, dirs):
     try:
         state = legacy_states.load_state(entry.state, data_dir=dirs)
         out = {}
-        for key in VOCAB_KEYS:
+        for key in VOCABULARY_KEYS:
             try:
                 path = legacy_states.resolve_path(state, key, entry.state, dirs)
                 out[key] = [str(path), digest(path)]
@@ -118,18 +118,24 @@ def _vocabularies(entry, dirs):
 
 
 def _code_digest():
-    """The source of this module and of the one computing results: a result cached by other
-    code (another result layout) is redone, never mixed into the report."""
+    """The source of the archive pipeline (this package), of the reproduction it calls and of
+    the file-name rules: a result cached by other code (another result layout) is redone,
+    never mixed into the report."""
+    here = Path(__file__).parent
     h = hashlib.sha256()
-    for name in ("archive.py", "archive_cache.py", "plan.py", "reproduce.py"):
-        h.update(Path(__file__).with_name(name).read_bytes())
+    for path in (
+        *sorted(here.glob("*.py")),
+        here.parent / "reproduce.py",
+        here.parent.parent / "file_names.py",
+    ):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
 def cache_key(entry, opts, extra=()) -> str:
     """Digest of the experiment's inputs (their bytes; ``extra``: more files it may read,
     such as every candidate test set) and the options."""
-    from .. import lookup
+    from ... import lookup
 
     # the folders the experiment reads (archive.experiment_dirs; its packs' folders aside)
     dirs = tuple(
@@ -245,7 +251,7 @@ RESULT = {
     "model": TEXT,
     # the vocabularies (a path or None) and the test sets
     "files": {
-        **{k: Opt(TEXT) for k in VOCAB_KEYS},
+        **{k: Opt(TEXT) for k in VOCABULARY_KEYS},
         "test": Opt(TEST_SET),
         "holdout": Opt(TEST_SET),
     },
@@ -310,7 +316,7 @@ def plot_problem(out, entry_id, plot, number, total):
     must be ``plots/<experiment>/align_NNNN.png`` of pair ``number`` (1-based) under
     ``out``, a regular file reached through no link, holding a PNG of at most
     :data:`MAX_PLOT_BYTES`.  Nothing else is ever read into the report."""
-    from .plots import plot_file_name
+    from ..plots import plot_file_name
 
     expected = f"plots/{safe_name(entry_id)}/{plot_file_name(number, total)}"
     if plot.get("sentence") != number or plot.get("file") != expected:

@@ -13,9 +13,9 @@ import json
 import re
 from pathlib import Path
 
-from .. import __version__
-from ..errors import shown
-from ..outputs import atomic_write_text, file_in
+from ... import __version__
+from ...errors import shown
+from ...outputs import atomic_write_text, file_in
 
 TITLE = "GroundHog archive re-done by groundhog-port"
 
@@ -360,10 +360,10 @@ def markdown(report):
 def embeddable(report, result, out=None):
     """The plots of ``result`` the report may show: each one a file this command writes,
     ``plots/<experiment>/align_NNNN.png`` of its pair, a regular PNG reached through no
-    link (:func:`groundhog_port.tasks.archive_cache.plot_problem`; with ``out=None`` only
+    link (:func:`groundhog_port.tasks.archive.cache.plot_problem`; with ``out=None`` only
     the name is checked).  Anything else is left out, never read."""
-    from .archive_cache import plot_problem, safe_name
-    from .plots import plot_file_name
+    from ..plots import plot_file_name
+    from .cache import plot_problem, safe_name
 
     total = report["options"]["plots"]
     shown = []

@@ -42,7 +42,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import LegacyInputError
+from ...errors import LegacyInputError
 
 VERSION = 1
 #: the keys of an experiment entry (``<key>_why`` beside a file says why it was chosen)
@@ -235,7 +235,7 @@ def loads(text: str, path=None) -> dict:
 
 def read(path) -> dict:
     """The plan in file ``path`` (:func:`loads`), keyed ``{"entries": {id: entry}, ...}``."""
-    from ..untrusted import read_input
+    from ...untrusted import read_input
 
     p = Path(path)
     if not p.is_file():

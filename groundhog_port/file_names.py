@@ -1,0 +1,50 @@
+"""GroundHog's file names: what ``sample.py``, ``score.py`` and ``train.py`` called the files
+they wrote, and the state keys naming vocabularies.  Names only ever order candidates or
+say what a file was meant to be; what a file is, is read from its content
+(:mod:`groundhog_port.tasks.archive`).
+"""
+
+import re
+from pathlib import Path
+
+#: the state keys of the four vocabularies (sample.py:237-247): word -> id and id -> word,
+#: source then target
+VOCABULARY_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
+
+
+#: ``scores_batch[_holdout][_runK].txt`` / ``scores_h5_trainN[_runK].txt`` (docs/recordings.md, "Files")
+SCORES_NAME = re.compile(
+    r"^scores_(?:batch(?:_(?P<set>holdout))?|h5_train(?P<n>[1-9][0-9]*))"
+    r"(?:_run(?P<run>[0-9]+))?\.txt$"
+)
+
+
+#: test set name -> its standard (source, reference) names, as sample.py's users named them
+TEST_SET_NAMES = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "holdout.fr")}
+
+
+# ----------------------------------------------------------------------------------------
+# finding the experiments
+# ----------------------------------------------------------------------------------------
+def is_output(name):
+    """What sample.py / score.py may have written: ``trans*.txt`` or any ``.txt`` whose name
+    holds ``trans`` (``dev_trans.txt``: sample.py ``--trans`` takes any name), ``scores*.txt``,
+    ``*_error.txt``."""
+    return (
+        ("trans" in name and name.endswith(".txt") and not name.startswith("sample_"))
+        or (name.startswith("scores") and name.endswith(".txt"))
+        or name.endswith("_error.txt")
+    )
+
+
+def output_kind(name):
+    if name.endswith("_error.txt"):
+        return "crash log"
+    if name.startswith("scores"):
+        return "scores"
+    return "trans"
+
+
+def snapshot_number(path) -> int | None:
+    m = re.search(r"model([0-9]+)\.npz$", Path(path).name)
+    return int(m.group(1)) if m else None

@@ -1,0 +1,186 @@
+"""The checks of one experiment beside its translations: score files re-scored line by
+line, crash logs re-checked, attention plots, parity against a ``trace.h5``."""
+
+import math
+
+from ...file_names import SCORES_NAME, TEST_SET_NAMES
+from ...harness.print_noise import PrintNoise, last_digit
+from ...outputs import file_in, folder_in
+from .cache import safe_name
+from .inputs import folder_key
+
+
+def check_scores(res, exp, entry, path, tests, opts, why=""):
+    """A ``scores*.txt`` of score.py, re-scored and compared line by line (the ``{:.5e}``
+    text, and the largest relative difference of the numbers)."""
+    import numpy as np
+
+    from ...search.scoring import batches_for, score_batch
+    from ..rescore import read_lines
+
+    m = SCORES_NAME.match(path.name)
+    if m is None:
+        res.not_done(
+            path.name,
+            "the file name does not say how score.py was run (expected "
+            "scores_batch[_holdout][_runK].txt or scores_h5_trainN[_runK].txt)",
+        )
+        return
+    archived = read_lines(path)
+    limit = len(archived) if opts.max_sentences is None else min(len(archived), opts.max_sentences)
+    if m.group("n"):
+        batches, how = (
+            batches_for(exp, None, None, True, int(m.group("n"))),
+            f"score.py --mode=batch on the training corpora, {m.group('n')} batches",
+        )
+    else:
+        name = m.group("set") or "test"
+        src, ref = tests[name]
+        if src is None:
+            key = folder_key(res.root, entry) + ("" if name == "test" else f":{name}")
+            res.not_done(
+                path.name,
+                f"its {name} set: "
+                + (why or res.missing.get(name, f"no {TEST_SET_NAMES[name][0]}"))
+                + "; pass "
+                + ("--source FILE --ref FILE (every experiment), " if name == "test" else "")
+                + f"a line '{key} SOURCE REFERENCE' in --test-sets FILE, or --data-dir DIR "
+                "(the folder holding it)",
+                cause="test set",
+            )
+            return
+        if ref is None:
+            res.not_done(
+                path.name,
+                f"its {name} set has no reference ({res.data['files'][name]['how']}); "
+                f"pass --ref FILE, or a line '{folder_key(res.root, entry)} "
+                f"{res.data['files'][name]['source']} REFERENCE' in --test-sets FILE",
+            )
+            return
+        batches, how = (
+            batches_for(exp, src, ref, True),
+            f"score.py --mode=batch --allow-unk on {res.rel(src)} / {res.rel(ref)}",
+        )
+    lines, bound = [], PrintNoise(exp)
+    for batch in batches:  # whole batches: score.py's padding decides the numbers
+        if len(lines) >= limit:
+            break
+        cost = -score_batch(exp.model, batch).cost.numpy()
+        first = len(lines)
+        lines += [f"{float(s):.5e}" for s in cost]
+        bound.add(batch, archived[first:limit], first)
+    lines = lines[:limit]
+    worst, off = 0.0, 0
+    for a, b in zip(archived, lines):
+        x, y = float(a), float(b)
+        if math.isfinite(x) and math.isfinite(y):
+            worst = max(worst, abs(x - y) / abs(x) if x else abs(y))
+            off += abs(x - y) > last_digit(a, b)
+        elif not (x == y or (np.isnan(x) and np.isnan(y))):
+            worst, off = math.inf, off + 1
+    identical = sum(a == b for a, b in zip(archived, lines))
+    res.data["scores"].append(
+        {
+            "file": path.name,
+            "how": how,
+            "compared": len(lines),
+            "archived_lines": len(archived),
+            "identical": identical,
+            "all_identical": len(lines) == limit == identical,
+            "beyond_last_digit": off,
+            "max_rel_diff": worst,
+            "within_print_noise": bound.ok(),
+            "first_differences": [
+                {"line": i + 1, "archived": a, "reproduced": b}
+                for i, (a, b) in enumerate(zip(archived, lines))
+                if a != b
+            ][: opts.max_diffs],
+        }
+    )
+
+
+def crash_logs(res, entry):
+    from ..reproduce import original_error
+
+    rows = {r["file"]: r for r in res.data["reproduction"]}
+    for p in entry.outputs:
+        if not p.name.endswith("_error.txt"):
+            continue
+        stem = p.name[: -len("_error.txt")]
+        trans = "trans_" + stem[len("sample_") :] + ".txt" if stem.startswith("sample_") else None
+        row = rows.get(trans)
+        if row is None:
+            status = "no trans file of this run was re-done"
+        elif row.get("crash_not_rechecked"):
+            status = row["crash_not_rechecked"]
+        elif row.get("crash_reproduced"):
+            status = f"reproduced: the port fails on line {row['original_stopped_after'] + 1} too"
+        else:
+            status = "NOT reproduced"
+        res.data["crash_logs"].append(
+            {
+                "file": p.name,
+                "last_line": original_error(p),
+                "trans": trans if row else None,
+                "status": status,
+            }
+        )
+
+
+def attention_plots(res, exp, entry, test, opts, out):
+    """Attention of the first ``opts.plots`` test pairs (source, archived/reference target)."""
+    from ...search.scoring import parse_pair, score_pair
+    from .. import plots
+
+    src, ref = test
+    if not exp.cfg.search:  # nothing left undone: there is nothing to plot (said first)
+        res.data["notes"].append("no attention plots: an RNNencdec model has no attention")
+        return
+    if src is None or ref is None:
+        res.not_done("attention plots", "no test set with references")
+        return
+    plots.require_matplotlib()
+    from ...legacy.data import read_text_lines
+
+    folder = folder_in(out, "plots", safe_name(entry.id))  # no link in OUT followed
+    for i, (s, t) in enumerate(
+        zip(read_text_lines(src)[: opts.plots], read_text_lines(ref)[: opts.plots])
+    ):
+        (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, s, t, True)
+        a = score_pair(exp.model, src_seq, trg_seq).alignment.numpy()[:, :, 0]
+        path = file_in(folder, plots.plot_file_name(i + 1, opts.plots))
+        plots.plot_alignment(
+            a,
+            src_words + ["<eos>"],
+            trg_words + ["<eos>"],
+            path,
+            title=f"{entry.id}: test pair {i + 1}",
+            dpi=opts.plot_dpi,
+        )
+        res.data["plots"].append({"sentence": i + 1, "file": path.relative_to(out).as_posix()})
+
+
+def parity_check(res, exp, entry, test, opts):
+    from ...harness.check import GROUPS, check
+    from ...harness.trace import TraceFile
+
+    groups = opts.parity_groups or GROUPS
+    with TraceFile(entry.trace) as tr:
+        groups = tuple(g for g in groups if tr.has(g) or (g == "batch" and tr.has("batch_all")))
+        report = check(exp, tr, groups=groups, source=test[0], target=test[1])
+    res.data["parity"] = {
+        "trace": res.rel(entry.trace),
+        "groups": list(groups),
+        "ok": report.ok,
+        "rows": [
+            {
+                "quantity": r.quantity,
+                "n": r.n,
+                "max_abs": r.max_abs,
+                "max_rel": r.max_rel,
+                "tolerance": r.tolerance_text,
+                "status": r.status,
+            }
+            for r in report.rows
+        ],
+    }

@@ -1,0 +1,128 @@
+"""What one ``archive`` run is given and where its files lie: the options (part of every
+cache key), the folders a file may be read from, and the paths as the report shows them
+(relative to ROOT; a packed experiment's as ``run7.tar.gz/...``)."""
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...errors import shown, unshown
+from ...untrusted import special_kind
+
+
+@dataclass
+class Options:
+    """What ``archive`` re-does and how much of it (part of each cache key)."""
+
+    data_dirs: tuple = ()
+    max_sentences: int | None = None  # per test set; None: all
+    plots: int = 3  # attention plots per experiment
+    plot_dpi: int = 100  # --dpi: their resolution (PNG, embedded in report.html)
+    parity_groups: tuple | None = None  # None: every group of the trace
+    batch_size: int = 1
+    tokenize: str = "13a"
+    max_diffs: int = 3
+    device: str = "cpu"
+    source: Path | None = None  # --source: the test set of every experiment
+    reference: Path | None = None  # --ref
+    test_sets: dict = field(default_factory=dict)  # --test-sets FILE: key -> (source, ref)
+    changes: tuple = ()  # --changes: state changes of every experiment
+    snapshot: str = "auto"  # --snapshot latest|all|N; auto: each output's first lines pick
+    plan: dict | None = None  # --plan FILE (tasks.plan.read): experiment id -> entry
+
+    def key(self) -> dict:
+        return {
+            "changes": list(self.changes),
+            "snapshot": self.snapshot,
+            "plan": self.plan,
+            "data_dirs": [str(d) for d in self.data_dirs],
+            "source": str(self.source) if self.source else None,
+            "reference": str(self.reference) if self.reference else None,
+            "test_sets": {k: [str(p) if p else None for p in v] for k, v in self.test_sets.items()},
+            "max_sentences": self.max_sentences,
+            "plots": self.plots,
+            "plot_dpi": self.plot_dpi,
+            "parity_groups": list(self.parity_groups) if self.parity_groups else None,
+            "batch_size": self.batch_size,
+            "tokenize": self.tokenize,
+            "max_diffs": self.max_diffs,
+            "device": self.device,
+        }
+
+
+def not_read(path, allowed):
+    """Why the file at ``path`` is not read, or None: a FIFO, a device or a socket (by
+    type: ``os.stat`` opens nothing, and opening one could block forever or never end), or
+    a link leading outside the folders in ``allowed`` (real paths: ROOT and each
+    ``--data-dir``), whose contents would otherwise be quoted in the report."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None  # missing or a dangling link: the reader says so
+    kind = special_kind(st.st_mode)
+    if kind is not None:
+        return f"is {kind}: never opened (reading it could block or never end)"
+    real = os.path.realpath(path)
+    if not any(real == a or real.startswith(a.rstrip(os.sep) + os.sep) for a in allowed):
+        if os.path.abspath(path) == real:  # no link on the way: the file itself is outside
+            return (
+                "lies outside the archive (ROOT and the --data-dir folders): not read "
+                "(pass its folder with --data-dir to have it read)"
+            )
+        return (
+            f"leads through a link to {real}, outside the archive: not read (pass its "
+            "folder with --data-dir to have it read)"
+        )
+    return None
+
+
+def allowed_folders(root, data_dirs=()):
+    """The real paths a file of the archive may lead to: ROOT, each ``--data-dir`` and the
+    folders packed experiments were unpacked into (:func:`unpacked`)."""
+    return tuple(os.path.realpath(d) for d in (root, *data_dirs, *UNPACKED))
+
+
+#: unpacked folder (absolute) -> the pack's path under ROOT, for the run (:func:`unpacked`)
+UNPACKED: dict[str, str] = {}
+
+
+# ----------------------------------------------------------------------------------------
+# re-doing one experiment
+# ----------------------------------------------------------------------------------------
+def rel_path(root, path):
+    """``path`` relative to ROOT where it lies inside (a file of a packed experiment:
+    ``run7.tar.gz/...``, :func:`unpacked`), else as it is; for the report and the logs, so
+    bytes of a name that are not UTF-8 are shown escaped (:func:`groundhog_port.errors.shown`)."""
+    full = os.path.abspath(path)
+    for folder, pack in UNPACKED.items():
+        if full == folder or full.startswith(folder + os.sep):
+            return shown(Path(pack, os.path.relpath(full, folder)).as_posix())
+    try:  # abspath, not resolve: a symlinked file is named where it lies in the archive
+        return shown(Path(full).relative_to(os.path.abspath(root)).as_posix())
+    except ValueError:
+        return shown(str(path))
+
+
+#: how :func:`not_read` begins the reason of a link leading outside the archive
+OUTSIDE = "leads through a link to "
+
+
+def abs_path(root, text):
+    """A plan's path (relative to ROOT, or absolute) as a path; ``None`` for ``""``.  The
+    inverse of :func:`rel_path`: ``run7.tar.gz/...`` is the file in the folder the pack was
+    unpacked into (:func:`unpacked`), and a name shown escaped (bytes that are not UTF-8,
+    ``r\\xe9sultats``) is the file of those bytes when no file has the name as written."""
+    if not text:
+        return None
+    for folder, pack in UNPACKED.items():
+        if text == pack or text.startswith(pack + "/"):
+            return Path(folder, text[len(pack) :].lstrip("/"))
+    p = Path(text)
+    p = p if p.is_absolute() else Path(root) / p
+    if "\\x" in text and not os.path.lexists(p):
+        raw = Path(unshown(str(p)))
+        if os.path.lexists(raw):
+            return raw
+    return p

@@ -1,0 +1,127 @@
+"""Where an experiment's inputs are looked for (its data directories, the places of its
+test sets), the test sets the user chose (``--source/--ref``, ``--test-sets FILE``), the
+files its cache key depends on, and its model opened once per run."""
+
+from pathlib import Path
+
+from ... import lookup
+from ...errors import LegacyInputError
+from ...outputs import lies_inside
+from ...untrusted import read_text
+from .context import UNPACKED, Options, rel_path
+from .discover import Entry
+
+
+def experiment_dirs(entry: Entry, opts: Options) -> tuple:
+    """The data directories an experiment's files are looked for in: each ``--data-dir``,
+    then its folder and its ``../data`` (:func:`groundhog_port.lookup.case_data_dirs`) --
+    those two only inside ROOT or the pack it came from: nothing above ROOT is read."""
+    inside = [entry.root or entry.folder, *UNPACKED]
+    return tuple(
+        d
+        for d in lookup.case_data_dirs(entry.folder, opts.data_dirs)
+        if not isinstance(d, lookup.ImplicitDir) or any(lies_inside(d, f) for f in inside)
+    )
+
+
+def places(root, entry: Entry, opts: Options):
+    """Where the test sets of ``entry`` are looked for, in order: its folder (not below: the
+    folders below are other experiments), each ``--data-dir``, the whole archive, and the
+    folder's ``../data`` (searched before the rest of ROOT) where it lies inside ROOT or the
+    pack the experiment was unpacked from: nothing above ROOT is read."""
+    out = [lookup.Place(entry.folder, "in the experiment folder", recursive=False)]
+    given = [d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir)]
+    for i, d in enumerate(given):
+        label = "--data-dir" + (f" {i + 1} of {len(given)}" if len(given) > 1 else "")
+        out.append(lookup.Place(Path(d), label))
+    out.append(lookup.Place(Path(root), "under the archive ROOT"))
+    up = entry.folder.parent / "data"
+    inside = [entry.root or root, *UNPACKED]
+    if any(lies_inside(up, f) for f in inside):  # never above ROOT: ROOT/../data is not its
+        out.append(lookup.Place(up, "in the experiment folder's ../data"))
+    return out
+
+
+def given_test_set(root, entry: Entry, opts: Options, name="test"):
+    """``(source, reference, how)`` chosen by the user for ``entry``'s ``name`` test set: a
+    line of ``--test-sets FILE`` for the experiment's folder, else (``test``) ``--source/--ref``;
+    ``(None, None, None)`` when none."""
+    key = folder_key(root, entry) + ("" if name == "test" else f":{name}")
+    if key in opts.test_sets:
+        return (*opts.test_sets[key], f"given (--test-sets, line {key!r})")
+    if name == "test" and opts.source is not None:
+        return opts.source, opts.reference, "given (--source/--ref)"
+    return None, None, None
+
+
+def folder_key(root, entry):
+    return rel_path(root, entry.folder)
+
+
+def read_test_sets(path, root) -> dict:
+    """The ``--test-sets FILE`` mapping (docs/archives.md, "Choosing test sets yourself"): one line
+    per experiment, ``FOLDER SOURCE [REFERENCE]`` separated by whitespace, ``#`` starting a
+    comment; ``FOLDER`` is the experiment's folder relative to ROOT (``.`` for ROOT itself;
+    ``FOLDER:holdout`` for its holdout set); ``SOURCE``/``REFERENCE`` are relative to the
+    mapping file's folder (or absolute).  Every folder and file must exist."""
+    path, root = Path(path), Path(root)
+    if not lookup.is_file(path):
+        raise LegacyInputError(path, "--test-sets: file not found")
+    out = {}
+    text = read_text(path, "the --test-sets mapping")  # bounded, non-UTF-8 one line
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        if len(words) not in (2, 3):
+            raise LegacyInputError(
+                path,
+                f"line {number}: expected FOLDER SOURCE [REFERENCE] (whitespace-separated), "
+                f"got {len(words)} words",
+            )
+        folder, _, name = words[0].partition(":")
+        if name not in ("", "holdout"):
+            raise LegacyInputError(
+                path, f"line {number}: {words[0]!r}: only FOLDER or FOLDER:holdout"
+            )
+        if not (root / folder).is_dir():
+            raise LegacyInputError(path, f"line {number}: no folder {folder!r} under {root}")
+        files = [p if p.is_absolute() else path.parent / p for p in map(Path, words[1:])]
+        for f in files:
+            if not lookup.is_file(f):
+                raise LegacyInputError(path, f"line {number}: {f}: file not found")
+        key = Path(folder).as_posix() + (f":{name}" if name else "")
+        if key in out:
+            raise LegacyInputError(path, f"line {number}: {words[0]!r} given twice")
+        out[key] = (files[0], files[1] if len(files) > 1 else None)
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# caching (groundhog_port.tasks.archive.cache): what a result depends on beyond the folder
+# ----------------------------------------------------------------------------------------
+def key_inputs(entry: Entry, opts: Options) -> list:
+    """The files a test set of ``entry`` may be taken from (found by content: any text file
+    of ROOT and the data directories) and the given ones: part of its cache key."""
+    from ...legacy.vocab_match import pickles
+
+    inputs = []
+    if entry.root is not None:
+        inputs += [p for p, _ in lookup.text_files(places(entry.root, entry, opts), entry.folder)]
+        # vocabularies may be found by content anywhere there (issue 43)
+        given = [d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir)]
+        inputs += pickles([entry.root, *given])
+    inputs += entry.snapshots
+    return inputs + [opts.source, opts.reference, *(p for v in opts.test_sets.values() for p in v)]
+
+
+def open_model(entry, model, changes, dirs, opts, opened):
+    """The experiment of ``entry`` with ``model`` and ``changes``, opened once per run of
+    :func:`redo` (``opened``: the ones opened so far)."""
+    from ...legacy.loading import open_experiment
+
+    key = (str(model), tuple(changes))
+    if key not in opened:
+        opened[key] = open_experiment(entry.state, model, list(changes), dirs, opts.device)
+    return opened[key]

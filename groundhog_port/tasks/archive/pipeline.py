@@ -1,0 +1,127 @@
+"""The whole archive: the output folder checked, every experiment re-done (or taken from
+the cache), dealt out over the ranks under ``torchrun``."""
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ...errors import LegacyInputError
+from ...outputs import check_partial, file_in, folder_in
+from .cache import cached, forget_digests, store
+from .context import Options, rel_path
+from .discover import discover, pack_files, unpacked
+from .inputs import key_inputs
+from .plan import plan_experiment
+from .redo import redo
+
+logger = logging.getLogger("groundhog_port.tasks.archive")
+
+
+# ----------------------------------------------------------------------------------------
+# the whole archive
+# ----------------------------------------------------------------------------------------
+def check_out_dir(root, out):
+    """``out`` must not lie inside ``root``: nothing is written into the archive.  Nor is
+    anything written through a link inside ``out`` (``OUT/report.md -> ROOT/exp/test.fr``,
+    ``OUT/cache -> ROOT/exp``): every name archive writes there, and everything already
+    under ``OUT/cache`` and ``OUT/plots``, must be a real file or folder (checked before any
+    work; the writes check again, :func:`groundhog_port.outputs.file_in`)."""
+    from .report import REPORT_FILES
+
+    r, o = Path(root).resolve(), Path(out).resolve()
+    if o == r or r in o.parents:
+        raise LegacyInputError(
+            out,
+            f"the output folder lies inside the archive {root}; give "
+            "one outside it (nothing is written into the archive)",
+        )
+    if not Path(out).is_dir():
+        return
+    for name in REPORT_FILES:
+        check_partial(file_in(out, name + ".partial"))  # a link there would be written through
+        file_in(out, name)
+    for name in ("cache", "plots"):
+        if not os.path.lexists(Path(out) / name):
+            continue
+        folder_in(out, name, create=False)
+        for folder, dirs, files in os.walk(Path(out) / name):  # links not followed
+            rel = Path(folder).relative_to(out).parts
+            for d in dirs:
+                folder_in(out, *rel, d, create=False)
+            for f in files:
+                file_in(out, *rel, f)
+
+
+def write_plan(root, out, opts: Options) -> Path:
+    """``archive ROOT --plan-only``: the discovered plan of every experiment in
+    ``OUT/plan.toml`` (:mod:`groundhog_port.tasks.archive.plan_file`); nothing is re-done."""
+    from ...outputs import atomic_write_text
+    from . import plan_file as planmod
+
+    root = Path(root)
+    check_out_dir(root, out)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with unpacked(root, opts.data_dirs) as packed:
+        found = sorted(discover(root, opts.data_dirs) + packed, key=lambda e: e.id)
+        entries = [plan_experiment(root, e, opts) for e in found]
+    path = file_in(out, "plan.toml")
+    atomic_write_text(path, planmod.dumps({"root": str(root), "experiment": entries}))
+    return path
+
+
+def check_plan(root, plan: dict, path) -> None:
+    """Every experiment of a ``--plan`` is one of ROOT's (else one line naming the closest)."""
+    import difflib
+
+    ids = [e.id for e in discover(root)]
+    packs_in = [rel_path(root, p) + "/" for p in pack_files(root)]  # checked once unpacked
+    for pid in plan:
+        if pid not in ids and not any(pid.startswith(p) for p in packs_in):
+            close = difflib.get_close_matches(pid, ids, n=1)
+            raise LegacyInputError(
+                path,
+                f"experiment {pid!r} is not under {root}"
+                + (f" (did you mean {close[0]!r}?)" if close else ""),
+            )
+
+
+def run(root, out, opts: Options, world=None, progress=None, fresh=False, packed=()):
+    """Re-do every experiment under ``root`` and the ``packed`` ones (:func:`unpacked`; this
+    rank's share under torchrun), caching each result in ``out/cache``; returns
+    ``(entries, results)`` on rank 0 (results in entry order), ``(entries, None)`` elsewhere."""
+    root = Path(root)
+    if not root.is_dir():
+        raise LegacyInputError(root, "archive folder not found")
+    check_out_dir(root, out)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    forget_digests()
+    entries = sorted(discover(root, opts.data_dirs) + list(packed), key=lambda e: e.id)
+    rank, size = (world.rank, world.size) if world else (0, 1)
+    mine = {}
+    for i, entry in enumerate(entries):
+        if i % size != rank:
+            continue
+        extra = key_inputs(entry, opts)
+        rel = lambda p, root=root: rel_path(root, p)  # noqa: E731
+        result = None if fresh else cached(out, entry, opts, rel, extra)
+        if result is None:
+            logger.info("%s: re-doing", entry.id)
+            result = store(out, entry, opts, redo(root, entry, opts, out), extra)
+        else:
+            logger.info("%s: done before (cached in %s/cache)", entry.id, out)
+        mine[i] = result
+        if progress is not None:
+            progress.update(1)
+    if world is None:
+        return entries, [mine[i] for i in range(len(entries))]
+    import torch.distributed as dist
+
+    gathered: list[Any] | None = [None] * size if world.is_root else None
+    dist.gather_object(mine, gathered, dst=0)
+    if not world.is_root or gathered is None:
+        return entries, None
+    merged: dict[int, Any] = {}
+    for part in gathered:
+        merged.update(part)
+    return entries, [merged[i] for i in range(len(entries))]

@@ -1,0 +1,406 @@
+"""The plan of each experiment (:mod:`.plan_file` writes and reads it): the files it takes
+and why, each output's settings and test set found by content, what is missing with the
+line to add."""
+
+import logging
+import os
+from pathlib import Path
+
+from ... import lookup
+from ...errors import LegacyInputError
+from ...file_names import SCORES_NAME, TEST_SET_NAMES, VOCABULARY_KEYS, output_kind, snapshot_number
+from ...harness.print_noise import PrintNoise
+from ..rescore import read_lines
+from .context import Options, abs_path, allowed_folders, not_read
+from .discover import Entry
+from .inputs import experiment_dirs, folder_key, given_test_set, open_model, places
+from .result import Result
+
+logger = logging.getLogger("groundhog_port.tasks.archive")
+
+
+def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
+    """The plan entry of one experiment (:mod:`groundhog_port.tasks.archive.plan_file`): the files it
+    takes and why, each output with the settings it stands for and its test set, what is
+    missing with the line to add.  Test sets and settings are found by content (first lines
+    re-translated, :class:`~groundhog_port.tasks.reproduce.SourceFinder`)."""
+    root = Path(root)
+    opened = {} if opened is None else opened
+    res = Result(root, entry)  # scratch: paths relative to ROOT, the test sets' misses
+    rel = lambda p: res.rel(p) if p else ""  # noqa: E731
+    e: dict = {
+        "id": entry.id,
+        "folder": folder_key(root, entry),
+        "state": rel(entry.state),
+        "state_why": "a *state.pkl under ROOT: one experiment",
+        "model": rel(entry.model),
+        "model_why": entry.model_why,
+        "snapshots": [rel(s) for s in entry.snapshots],
+        "snapshots_why": SNAPSHOTS_WHY if entry.snapshots else "",
+        "changes": list(opts.changes),
+        "missing": [],
+        "output": [],
+    }
+    outputs = [{"file": rel(p), "kind": output_kind(p.name)} for p in entry.outputs]
+    e["output"] = outputs
+    unread = {name for name, _ in entry.refused}
+    if entry.model is None or entry.state.name in unread or entry.model.name in unread:
+        if entry.model is None:
+            e["missing"].append('model = "PATH"  (no *model.npz beside the state)')
+        return e
+    dirs = experiment_dirs(entry, opts)
+    try:
+        exp = open_model(entry, entry.model, e["changes"], dirs, opts, opened)
+    except LegacyInputError as err:
+        e["missing"].append(f"opening the experiment: {err.problem}")
+        return e
+    exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
+        exp.state, VOCABULARY_KEYS, root, "under the archive ROOT"
+    )
+    missing = []
+    for key in VOCABULARY_KEYS:
+        try:
+            e[key], e[key + "_why"] = rel(exp.path(key)), "the file the state names (lookup)"
+        except LegacyInputError:
+            missing.append(key)
+    if missing:
+        from ...legacy import vocab_match
+
+        found = vocab_match.find_by_content(
+            exp.state,
+            missing,
+            [root, *(d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir))],
+            lookup.languages(exp.state),
+            near=entry.folder,
+        )
+        for key in missing:
+            if key in found:
+                e[key], e[key + "_why"] = rel(found[key].path), found[key].why
+            else:
+                e[key] = ""
+                e[key + "_why"] = (
+                    f"not found: no file named {Path(str(exp.state.get(key))).name} and no "
+                    "pickle whose words and ids fit the state under ROOT or a --data-dir"
+                )
+                e["missing"].append(f'{key} = "PATH"  (the state\'s {key})')
+        if set(found) != set(missing):
+            return e
+        try:
+            exp = open_model(entry, entry.model, plan_changes(root, e), dirs, opts, opened)
+        except LegacyInputError as err:
+            e["missing"].append(f"opening the experiment: {err.problem}")
+            return e
+        exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
+            exp.state, VOCABULARY_KEYS, root, "under the archive ROOT"
+        )
+    snaps = _snapshot_exps(entry, e, dirs, opts, opened, root)
+    tests: dict = {}
+    for name in TEST_SET_NAMES:
+        src, ref, how = given_test_set(root, entry, opts, name)
+        if src is not None and ref is None:
+            ref, why = lookup.reference_for(src, *lookup.languages(exp.state))
+            how += f"; reference: {why}"
+        tests[name] = (src, ref, how)
+    _plan_trans(res, root, entry, e, exp, snaps, tests, opts)
+    chosen = [o["snapshot"] for o in e["output"] if o.get("snapshot")]
+    if chosen:  # the scores, plots and parity: the snapshot that reproduces most outputs
+        best = max(dict.fromkeys(chosen), key=chosen.count)
+        if best != e["model"]:
+            e["model"] = best
+            e["model_why"] = (
+                "the snapshot whose re-translations reproduce the archived outputs "
+                f"({chosen.count(best)} of {len(chosen)}): the scores, plots and parity use it"
+            )
+            exp = dict(snaps)[abs_path(root, best)]
+    for name, key in (("test", "test"), ("holdout", "holdout")):
+        src, ref, how = tests[name]
+        e[f"{key}_source"], e[f"{key}_reference"] = rel(src), rel(ref)
+        e[f"{key}_source_why"] = relative_why(res, how) if how else ""
+    _plan_scores(res, root, entry, e, exp, tests, opts, dirs)
+    return e
+
+
+#: why snapshots are listed (groundhog/mainLoop.py:233-234 at 4d2433b)
+SNAPSHOTS_WHY = (
+    "prefix + model%d.npz: GroundHog's MainLoop.save with overwrite=False "
+    "(groundhog/mainLoop.py:233-234); forks also write timing%d.npz, algo%d.npz"
+)
+
+
+def plan_changes(root, e) -> list:
+    """The state changes a plan entry runs with: its ``changes``, then each vocabulary it
+    names (``word_indx='...'``, the path made absolute)."""
+    out = list(e.get("changes", []))
+    for key in VOCABULARY_KEYS:
+        p = abs_path(root, e.get(key, ""))
+        if p is not None:
+            out.append(f"{key}={str(os.path.abspath(p))!r}")
+    return out
+
+
+def _snapshot_exps(entry, e, dirs, opts, opened, root):
+    """``[(path, experiment)]`` of the snapshots to check, newest first (``--snapshot``:
+    ``latest`` the newest only, ``N`` model N only, else all); ``[]`` without snapshots."""
+    snaps = [abs_path(root, s) for s in e.get("snapshots", [])]
+    snaps = [s for s in snaps if s is not None][::-1]
+    if not snaps:
+        return []
+    if opts.snapshot == "latest":
+        snaps = snaps[:1]
+    elif opts.snapshot not in ("auto", "all"):
+        snaps = [s for s in snaps if snapshot_number(s) == int(opts.snapshot)]
+    out = []
+    for s in snaps:
+        try:
+            out.append((s, open_model(entry, s, plan_changes(root, e), dirs, opts, opened)))
+        except LegacyInputError as err:
+            e["missing"].append(f"snapshot {s.name}: {err.problem}")
+    return out
+
+
+def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
+    """Each translation output's settings (its name, else by content), test set and snapshot."""
+    from ..reproduce import (
+        INFER_BEAMS,
+        SourceFinder,
+        disambiguate,
+        inferable_settings,
+        parse_trans_name,
+    )
+
+    dirs = experiment_dirs(entry, opts)
+    # the files the user named (--source/--ref, --test-sets, the plan) are read where they
+    # are; a file found by content must lie in ROOT or a --data-dir (not_read)
+    named_by_user = {str(f) for pair in tests.values() for f in pair[:2] if f is not None}
+    allowed = allowed_folders(root, opts.data_dirs)
+    by_name = {n: lookup.find_named(TEST_SET_NAMES[n][0], entry.folder, dirs) for n in tests}
+
+    def fix(name):
+        return (
+            "; pass "
+            + ("--source FILE --ref FILE (every experiment), " if name == "test" else "")
+            + f"a line '{folder_key(root, entry)}{'' if name == 'test' else ':' + name} "
+            "SOURCE REFERENCE' in --test-sets FILE, --data-dir DIR (the folder holding it), "
+            'or source = "PATH" in the plan'
+        )
+
+    models = snaps or [(entry.model, exp)]
+    finders = [
+        SourceFinder(m_exp, places(root, entry, opts), entry.folder, by_name=by_name, fix=fix)
+        for _, m_exp in models
+    ]
+    trans = [(p, o) for p, o in zip(entry.outputs, e["output"]) if o["kind"] == "trans"]
+    named = [(p, o, parse_trans_name(p.name)) for p, o in trans]
+    # outputs whose names say their settings first: their test sets are tried first for
+    # the others (SourceFinder reuses a choice)
+    named.sort(key=lambda t: t[2] is None)
+    for p, o, parsed in named:
+        stem = p.name[len("trans_") : -len(".txt")] if p.name.startswith("trans_") else None
+        error = entry.folder / f"sample_{stem}_error.txt" if stem else None
+        error = error if error is not None and error.is_file() else None
+        if parsed is not None:
+            settings, name, _ = parsed
+            candidates = [settings]
+            o["settings_why"] = "read from the file name"
+        else:
+            name, candidates = "test", inferable_settings()
+        o["test_set"] = name
+        given = tests[name]
+        choice, settings, model, why_not = None, None, None, []
+        # an output of any name: the test sets chosen for the others first, every setting
+        for reuse_only in (True, False) if parsed is None else (False,):
+            for s in candidates:
+                for (m_path, _), finder in zip(models, finders):
+                    try:
+                        if given[0] is not None and str(given[0]) in named_by_user:
+                            if finder._confirm(read_lines(p), s)(given[0]) is not None:
+                                continue
+                            c = lookup.TestSetChoice(given[0], given[1], given[2])
+                            finder.note(c, p.name)
+                        else:  # found by content (a test set chosen before is tried first)
+                            c = finder.find(
+                                p, s, name, error, by_name=parsed is not None, reuse_only=reuse_only
+                            )
+                    except LegacyInputError as err:
+                        if not reuse_only:
+                            why_not.append(err.problem)
+                        continue
+                    if not c.confirmed and len(models) > 1 and m_path != models[-1][0]:
+                        continue  # by name, unconfirmed: only once no snapshot confirms
+                    choice, settings, model = c, s, m_path
+                    break
+                if choice is not None:
+                    break
+            if choice is not None:
+                break
+        if choice is None and given[0] is not None and parsed is not None:
+            choice = lookup.TestSetChoice(given[0], given[1], given[2], confirmed=False)
+            settings, model = candidates[0], models[0][0]
+        if choice is None:
+            o["source"] = o["reference"] = ""
+            if parsed is None:
+                o["why"] = (
+                    "the file name does not say the sample.py settings and no setting "
+                    f"tried (beams {', '.join(map(str, INFER_BEAMS))}, with and without "
+                    "--normalize / --ignore-unk) gives its first lines from any test set "
+                    'found; add beam_size = N (normalize, ignore_unk) and source = "PATH"'
+                )
+            else:
+                o["why"] = f"its test set: {why_not[0] if why_not else 'not found'}"
+            e["missing"].append(f'{o["file"]}: source = "PATH"  ({o["why"][:200]})')
+            continue
+        why = None
+        if str(choice.source) not in named_by_user:
+            why = not_read(choice.source, allowed) or not_read(choice.reference, allowed)
+        if why is not None:
+            o["source"] = o["reference"] = ""
+            o["why"] = f"its test set {res.rel(choice.source)}: {why}"
+            continue
+        o.update(beam_size=settings.beam_size, normalize=settings.normalize)
+        o["ignore_unk"] = settings.ignore_unk
+        if parsed is None:
+            finder = finders[[m for m, _ in models].index(model)]
+            settings, agree, also = disambiguate(finder, read_lines(p), choice.source, settings)
+            o.update(beam_size=settings.beam_size, normalize=settings.normalize)
+            o["ignore_unk"] = settings.ignore_unk
+            o["settings_why"] = (
+                f"by content: {agree} re-translated with {settings.describe()} are the "
+                "archived ones (settings tried in order: beams 1, 5, 10, 12, 20, each without "
+                "and with --normalize / --ignore-unk; where several give the first lines, more "
+                "lines decide)"
+                + (
+                    f"; so are they with {'; '.join(also)} (the first of these is taken)"
+                    if also
+                    else ""
+                )
+            )
+        o["source"], o["reference"] = (
+            res.rel(choice.source),
+            res.rel(choice.reference) if choice.reference else "",
+        )
+        o["why"] = relative_why(res, choice.why)
+        if snaps:
+            o["snapshot"] = res.rel(model)
+            o["snapshot_why"] = _snapshot_why(p, settings, choice.source, model, models, finders)
+        if tests[name][0] is None and (
+            parsed is not None or not any(x[2] is not None for x in named)
+        ):
+            tests[name] = (choice.source, choice.reference, choice.why)
+    for finder in finders:  # which test set serves which files, and why: once
+        finder.announce(f"{entry.id}: ")
+
+
+def _snapshot_why(path, settings, source, chosen, models, finders):
+    """What the first-lines check says of each snapshot for one output."""
+    parts = []
+    for (m_path, _), finder in zip(models, finders):
+        difference = finder._confirm(read_lines(path), settings)(source)
+        n = min(lookup.CONFIRM_LINES, len(read_lines(path)))
+        if difference is None:
+            parts.append(f"{m_path.name}: its first {n} lines are the archived ones")
+        else:
+            parts.append(f"{m_path.name}: first-lines check only, {difference}")
+    return f"{chosen.name}, the newest snapshot whose first lines reproduce it; " + "; ".join(parts)
+
+
+def _plan_scores(res, root, entry, e, exp, tests, opts, dirs):
+    """Each score file's test set: the translations', else by name, else by content."""
+    for p, o in zip(entry.outputs, e["output"]):
+        if o["kind"] != "scores":
+            continue
+        m = SCORES_NAME.match(p.name)
+        if m is None or m.group("n"):
+            continue
+        name = m.group("set") or "test"
+        o["test_set"] = name
+        src, ref, how = tests[name]
+        if src is None:
+            found = lookup.find_named(TEST_SET_NAMES[name][0], entry.folder, dirs)
+            if not_read(found, allowed_folders(root, opts.data_dirs)) is not None:
+                found = None
+            if found is not None:
+                ref, _ = lookup.reference_for(found, *lookup.languages(exp.state))
+                src, how = (
+                    found,
+                    f"{TEST_SET_NAMES[name][0]} by its name (no translation file to confirm it)",
+                )
+            else:
+                choice = test_set_of_scores(res, root, exp, entry, name, opts)
+                if choice is not None:
+                    src, ref, how = choice.source, choice.reference, choice.why
+                    logger.info("%s: %s", entry.id, choice.why)
+            if src is not None:
+                tests[name] = (src, ref, how)
+                e[f"{name}_source"], e[f"{name}_reference"] = (
+                    res.rel(src),
+                    res.rel(ref) if ref else "",
+                )
+                e[f"{name}_source_why"] = relative_why(res, how)
+        o["source"] = res.rel(src) if src else ""
+        o["reference"] = res.rel(ref) if ref else ""
+        o["why"] = (
+            relative_why(res, how)
+            if src
+            else res.missing.get(name, f"no {TEST_SET_NAMES[name][0]}")
+        )
+
+
+def test_set_of_scores(res, root, exp, entry, name, opts):
+    """The test set of the experiment's ``scores_batch[_holdout]*.txt`` where no translation
+    file told it: a text file of as many lines with its same-stem reference whose first batch
+    scores give the archived first lines within print noise (:class:`PrintNoise`, the rule of
+    parity's ``batch/scores``).  ``None`` when there is no such score file or nothing
+    matches (the score file's "not done" then says why)."""
+    from ...search.scoring import batches_for
+    from ..rescore import read_lines
+
+    scores = [
+        p
+        for p in entry.outputs
+        if (m := SCORES_NAME.match(p.name))
+        and not m.group("n")
+        and (m.group("set") or "test") == name
+    ]
+    if not scores:
+        return None
+    archived = read_lines(scores[0])
+    if not archived:
+        return None
+    langs = lookup.languages(exp.state)
+    k = min(lookup.CONFIRM_LINES, len(archived))
+    noise = PrintNoise(exp)
+
+    def confirm(src):
+        ref, why = lookup.reference_for(src, *langs)
+        if ref is None:
+            return f"no reference: {why}"
+        try:
+            batch = next(iter(batches_for(exp, src, ref, True)), None)
+        except LegacyInputError as err:
+            return err.problem
+        if batch is None:
+            return "no sentence to score"
+        noise.restart()
+        noise.add(batch, archived[:k], 0)
+        return None if noise.ok() else "its first scores are not the archived ones"
+
+    try:
+        return lookup.find_source(
+            len(archived),
+            confirm,
+            places(root, entry, opts),
+            entry.folder,
+            scores[0].name,
+            "scored as score.py --mode=batch --allow-unk (within print noise)",
+            langs,
+            allow_longer=False,
+        )
+    except LegacyInputError as err:
+        res.missing[name] = err.problem
+        return None
+
+
+def relative_why(res, why):
+    """A choice's reason with the archive's paths relative to ROOT (the report's paths)."""
+    root = os.path.abspath(res.root) + os.sep
+    return why.replace(root, "")
