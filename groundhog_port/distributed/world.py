@@ -22,7 +22,7 @@ order.  So:
   ``gather_object``, ``torchrun`` ends the whole job (its elastic agent stops the other
   workers when one fails), and the output stays ``FILE.partial`` for ``--resume``.
 
-``archive`` deals out whole experiments instead (:func:`groundhog_port.tasks.archive.run`): rank
+``archive`` deals out whole experiments instead (:func:`groundhog_port.tasks.archive.redo_tree`): rank
 ``i`` re-does experiments ``i, i + WORLD_SIZE, ...`` and rank 0 gathers the results and
 writes the report.
 

@@ -424,22 +424,22 @@ def test_cache_key_is_the_content(tmp_path):
         data[-2] ^= 1  # the same size
         path.write_bytes(bytes(data))
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-        (entry,) = archive.discover(root)
+        (entry,) = archive.discover(archive.Run(root))
         keys.append(cache_key(entry, opts))
-    (entry,) = archive.discover(root)
+    (entry,) = archive.discover(archive.Run(root))
     assert len(set(keys)) == 3 and cache_key(entry, opts) == keys[-1]
 
 
 def _redone(out, entry, opts):
-    from groundhog_port.tasks.archive import redo
+    from groundhog_port.tasks.archive import Run, redo
     from groundhog_port.tasks.archive.cache import strict_json
 
-    return strict_json(redo(entry.folder.parent, entry, opts, out))
+    return strict_json(redo(Run(entry.folder.parent), entry, opts, out))
 
 
 def _crafted(out, entry, opts, result, result_edit):
     """A cache entry of ``entry`` with the right key holding ``result`` edited; returns
-    :func:`archive_cache.problem`'s reason to refuse it."""
+    :func:`archive.cache.problem`'s reason to refuse it."""
     import copy
 
     from groundhog_port.tasks import archive
@@ -452,9 +452,7 @@ def _crafted(out, entry, opts, result, result_edit):
     key = cache_key(entry, opts)
     path.write_text(json.dumps({"key": key, "result": result}))
     root = entry.folder.parent
-    return problem(
-        json.loads(path.read_text()), key, entry, opts, out, lambda p: archive.rel_path(root, p)
-    )
+    return problem(json.loads(path.read_text()), key, entry, opts, out, archive.Run(root).rel)
 
 
 def test_crafted_cache_entries_are_redone(tmp_path):
@@ -468,8 +466,8 @@ def test_crafted_cache_entries_are_redone(tmp_path):
     _experiment(root / "exp")
     out = tmp_path / "out"
     _, opts = _options(root, out, "--plots", "0")
-    (entry,) = archive.discover(root)
-    rel = lambda p: archive.rel_path(root, p)
+    (entry,) = archive.discover(archive.Run(root))
+    rel = archive.Run(root).rel
     edits = [
         (lambda r: None, None),
         (lambda r: r.update(reproduction="<script>"), "result['reproduction'] is not a list"),
@@ -526,7 +524,7 @@ def test_hostile_archive_tree(tmp_path, baseline, fifo):
     first = trans.read_text(encoding="utf-8").splitlines()[0]
     trans.write_text(f"{first}\n<script>alert(1)</script> [x](javascript:alert(1)) | `y`\n")
     argv, opts = _options(root, out)
-    (entry,) = archive.discover(root, opts.data_dirs)
+    (entry,) = archive.discover(archive.Run(root, opts.data_dirs))
     _crafted(
         out,
         entry,

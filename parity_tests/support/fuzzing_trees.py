@@ -520,8 +520,9 @@ def _write_cache(root: Path, out: Path, opts, edit: str, seed: int):
     from groundhog_port.tasks.archive.cache import cache_key, entry_path, safe_name, strict_json
 
     rng = random.Random(seed)
-    (entry,) = archive.discover(root, opts.data_dirs)
-    result = strict_json(archive.redo(root, entry, opts, out))
+    run = archive.Run(root, opts.data_dirs)
+    (entry,) = archive.discover(run)
+    result = strict_json(archive.redo(run, entry, opts, out))
     plot_name = f"plots/{safe_name(entry.id)}/align_0001.png"
     if edit == "plot-link":
         png = out / plot_name

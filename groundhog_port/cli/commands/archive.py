@@ -194,11 +194,11 @@ def _options(args):
         raise LegacyInputError(None, "--plan-only writes a plan, --plan runs one: give one of them")
     plan = None
     if args.plan:
-        from ...tasks.archive import check_plan
+        from ...tasks.archive import Run, check_plan
         from ...tasks.archive import plan_file as planmod
 
         plan = planmod.read(args.plan)["entries"]
-        check_plan(args.root, plan, args.plan)
+        check_plan(Run(Path(args.root), lookup.data_dirs(args.data_dir)), plan, args.plan)
     return Options(
         changes=tuple(args.changes),
         snapshot=snapshot,
@@ -230,17 +230,18 @@ def run(args):
         )
     opts = _options(args)
     archive.check_out_dir(args.root, args.out)
+    tree = archive.Run(root, opts.data_dirs)
     if args.plan_only:
-        if not archive.discover(args.root):
+        if not archive.discover(tree):
             raise LegacyInputError(args.root, "no experiment (*state.pkl) in this folder tree")
-        path = archive.write_plan(args.root, args.out, opts)
+        path = archive.write_plan(tree, args.out, opts)
         print(f"Plan: {path} (run it with --plan {path})")
         return EXIT_OK
     world, opts.device = distributed.setup(
         args.device, args.threads
     )  # cuda:LOCAL_RANK under torchrun
-    with archive.unpacked(args.root, opts.data_dirs) as packed:
-        n = len(archive.discover(args.root)) + len(packed) if not world or world.is_root else 0
+    with archive.unpacked(tree) as packed:
+        n = len(archive.discover(tree)) + len(packed) if not world or world.is_root else 0
         if n == 0 and (not world or world.is_root):
             raise LegacyInputError(
                 args.root, "no experiment (*state.pkl, or a packed run) in this folder tree"
@@ -252,8 +253,8 @@ def run(args):
             enabled=(True if args.progress else None) if root_rank else False,
         )
         try:
-            entries, results = archive.run(
-                args.root, args.out, opts, world, progress, args.fresh, packed
+            entries, results = archive.redo_tree(
+                tree, args.out, opts, world, progress, args.fresh, packed
             )
         finally:
             progress.close()

@@ -44,10 +44,10 @@ holds the options and the paths as the report shows them, :mod:`.inputs` where a
 experiment's inputs are looked for.
 """
 
-from .context import Options, rel_path
+from .context import Options, Run
 from .discover import Entry, discover, unpacked
 from .inputs import read_test_sets
-from .pipeline import check_out_dir, check_plan, run, write_plan
+from .pipeline import check_out_dir, check_plan, redo_tree, write_plan
 from .plan import plan_experiment
 from .redo import redo
 
@@ -60,8 +60,8 @@ __all__ = [
     "plan_experiment",
     "read_test_sets",
     "redo",
-    "rel_path",
-    "run",
+    "Run",
+    "redo_tree",
     "unpacked",
     "write_plan",
 ]

@@ -64,22 +64,14 @@ def entry_path(out, entry):
 # ----------------------------------------------------------------------------------------
 # the key
 # ----------------------------------------------------------------------------------------
-#: (device, inode, size, mtime_ns, ctime_ns) -> digest: a file's bytes are hashed once per
-#: run (:func:`forget_digests`), not once per experiment whose key lists it (a corpus under
-#: ROOT is in every key); any write changes ctime, which no utime can set back
-_digests: dict[tuple[int, int, int, int, int], str] = {}
-
-
-def forget_digests() -> None:
-    """A new run hashes every file again."""
-    _digests.clear()
-
-
-def digest(path):
+def digest(path, memo=None):
     """sha256 of a file's bytes (the resume fingerprint's), ``"special:<kind>"`` for a FIFO,
-    device or socket (never opened), ``None`` when absent.  Remembered for the run by what
-    the file is (device, inode, size, modification and change times): a file written since
-    is hashed again."""
+    device or socket (never opened), ``None`` when absent.  ``memo`` (the run's
+    :attr:`~groundhog_port.tasks.archive.context.Run.digests`) remembers it for the run by
+    what the file is -- (device, inode, size, mtime_ns, ctime_ns) -> digest -- so a corpus
+    under ROOT, in every experiment's key, is hashed once per run, while a file written
+    since is hashed again (any write changes ctime, which no utime can set back)."""
+    memo = {} if memo is None else memo
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -90,15 +82,15 @@ def digest(path):
     if not stat.S_ISREG(st.st_mode):
         return "not a file"
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if key not in _digests:
+    if key not in memo:
         try:
-            _digests[key] = file_digest(path)
+            memo[key] = file_digest(path)
         except OSError as err:
             return f"unreadable: {err.strerror or err}"
-    return _digests[key]
+    return memo[key]
 
 
-def _vocabularies(entry, dirs):
+def _vocabularies(entry, dirs, memo):
     """``{key: (path, digest)}`` of the vocabularies the state names, as the experiment
     resolves them; the error's text where the state cannot say."""
     import legacy_states
@@ -109,7 +101,7 @@ def _vocabularies(entry, dirs):
         for key in VOCABULARY_KEYS:
             try:
                 path = legacy_states.resolve_path(state, key, entry.state, dirs)
-                out[key] = [str(path), digest(path)]
+                out[key] = [str(path), digest(path, memo)]
             except LegacyInputError as err:
                 out[key] = str(err)
         return out
@@ -132,9 +124,9 @@ def _code_digest():
     return h.hexdigest()
 
 
-def cache_key(entry, opts, extra=()) -> str:
+def cache_key(entry, opts, extra=(), memo=None) -> str:
     """Digest of the experiment's inputs (their bytes; ``extra``: more files it may read,
-    such as every candidate test set) and the options."""
+    such as every candidate test set) and the options (``memo``: :func:`digest`'s)."""
     from ... import lookup
 
     # the folders the experiment reads (archive.experiment_dirs; its packs' folders aside)
@@ -157,8 +149,8 @@ def cache_key(entry, opts, extra=()) -> str:
         {
             "version": CACHE_VERSION,
             "code": _code_digest(),
-            "inputs": sorted([str(p), digest(p)] for p in inputs if p is not None),
-            "vocabularies": _vocabularies(entry, dirs),
+            "inputs": sorted([str(p), digest(p, memo)] for p in inputs if p is not None),
+            "vocabularies": _vocabularies(entry, dirs, memo),
             "options": opts.key(),
         },
         sort_keys=True,
@@ -369,7 +361,7 @@ def problem(data, key, entry, opts, out, rel):
     return None
 
 
-def cached(out, entry, opts, rel, extra=()):
+def cached(out, entry, opts, rel, extra=(), memo=None):
     """The cached result of ``entry``, or None when absent, made from other inputs, or
     failing any check of :func:`problem` (then a warning says why, and it is re-done)."""
     path = entry_path(out, entry)
@@ -386,7 +378,7 @@ def cached(out, entry, opts, rel, extra=()):
         except LegacyInputError as err:
             why = err.problem
         else:
-            key = cache_key(entry, opts, extra)
+            key = cache_key(entry, opts, extra, memo)
             if isinstance(data, dict) and data.get("key") != key:
                 return None  # an older run's, of other inputs: quietly re-done
             why = problem(data, key, entry, opts, out, rel)
@@ -408,13 +400,13 @@ def strict_json(value):
     return value
 
 
-def store(out, entry, opts, result, extra=()):
+def store(out, entry, opts, result, extra=(), memo=None):
     """Cache ``result``; returns it as read back (a fresh result and a cached one then give
     the same report, key order included)."""
     folder_in(out, "cache")  # a link in OUT is never followed
     path = file_in(out, "cache", f"{safe_name(entry.id)}.json")
     text = json.dumps(
-        {"key": cache_key(entry, opts, extra), "result": strict_json(result)},
+        {"key": cache_key(entry, opts, extra, memo), "result": strict_json(result)},
         sort_keys=True,
         allow_nan=False,
     )

@@ -37,7 +37,7 @@ def check_scores(res, exp, entry, path, tests, opts, why=""):
         name = m.group("set") or "test"
         src, ref = tests[name]
         if src is None:
-            key = folder_key(res.root, entry) + ("" if name == "test" else f":{name}")
+            key = folder_key(res.run, entry) + ("" if name == "test" else f":{name}")
             res.not_done(
                 path.name,
                 f"its {name} set: "
@@ -53,7 +53,7 @@ def check_scores(res, exp, entry, path, tests, opts, why=""):
             res.not_done(
                 path.name,
                 f"its {name} set has no reference ({res.data['files'][name]['how']}); "
-                f"pass --ref FILE, or a line '{folder_key(res.root, entry)} "
+                f"pass --ref FILE, or a line '{folder_key(res.run, entry)} "
                 f"{res.data['files'][name]['source']} REFERENCE' in --test-sets FILE",
             )
             return

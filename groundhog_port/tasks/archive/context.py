@@ -78,27 +78,66 @@ def not_read(path, allowed):
     return None
 
 
-def allowed_folders(root, data_dirs=()):
-    """The real paths a file of the archive may lead to: ROOT, each ``--data-dir`` and the
-    folders packed experiments were unpacked into (:func:`unpacked`)."""
-    return tuple(os.path.realpath(d) for d in (root, *data_dirs, *UNPACKED))
+@dataclass
+class Run:
+    """One ``archive`` run: ROOT, the ``--data-dir`` folders, the packs unpacked for it
+    (:func:`groundhog_port.tasks.archive.discover.unpacked` fills ``packs``) and what it has
+    learnt of each file (``digests``: a file's bytes hashed once per run, keyed by device,
+    inode, size, mtime and ctime so that any write is seen).  Every stage is given the run;
+    nothing of it outlives the run."""
+
+    root: Path
+    data_dirs: tuple = ()
+    #: unpacked folder (absolute) -> the pack's path under ROOT (``runs/run7.tar.gz``)
+    packs: dict[str, str] = field(default_factory=dict)
+    digests: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.root = Path(self.root)
+
+    def allowed(self) -> tuple:
+        """The real paths a file of the archive may lead to: ROOT, each ``--data-dir`` and
+        the folders packs were unpacked into."""
+        return tuple(os.path.realpath(d) for d in (self.root, *self.data_dirs, *self.packs))
+
+    def inside(self) -> list:
+        """The folders an experiment's implicit data folders (``../data``) must lie in:
+        ROOT and the unpacked packs (nothing above ROOT is read)."""
+        return [self.root, *self.packs]
+
+    def rel(self, path) -> str:
+        """``path`` relative to ROOT where it lies inside (a file of a packed experiment:
+        ``run7.tar.gz/...``), else as it is; for the report and the logs, so bytes of a
+        name that are not UTF-8 are shown escaped (:func:`groundhog_port.errors.shown`)."""
+        full = os.path.abspath(path)
+        for folder, pack in self.packs.items():
+            if full == folder or full.startswith(folder + os.sep):
+                return shown(Path(pack, os.path.relpath(full, folder)).as_posix())
+        return relative(self.root, path)
+
+    def abs(self, text) -> Path | None:
+        """A plan's path (relative to ROOT, or absolute) as a path; ``None`` for ``""``.
+        The inverse of :meth:`rel`: ``run7.tar.gz/...`` is the file in the folder the pack
+        was unpacked into, and a name shown escaped (bytes that are not UTF-8,
+        ``r\\xe9sultats``) is the file of those bytes when no file has the name as written."""
+        if not text:
+            return None
+        for folder, pack in self.packs.items():
+            if text == pack or text.startswith(pack + "/"):
+                return Path(folder, text[len(pack) :].lstrip("/"))
+        p = Path(text)
+        p = p if p.is_absolute() else self.root / p
+        if "\\x" in text and not os.path.lexists(p):
+            raw = Path(unshown(str(p)))
+            if os.path.lexists(raw):
+                return raw
+        return p
 
 
-#: unpacked folder (absolute) -> the pack's path under ROOT, for the run (:func:`unpacked`)
-UNPACKED: dict[str, str] = {}
-
-
-# ----------------------------------------------------------------------------------------
-# re-doing one experiment
-# ----------------------------------------------------------------------------------------
-def rel_path(root, path):
-    """``path`` relative to ROOT where it lies inside (a file of a packed experiment:
-    ``run7.tar.gz/...``, :func:`unpacked`), else as it is; for the report and the logs, so
-    bytes of a name that are not UTF-8 are shown escaped (:func:`groundhog_port.errors.shown`)."""
+def relative(root, path) -> str:
+    """``path`` relative to folder ``root`` where it lies inside, else as it is, shown
+    escaped (:func:`groundhog_port.errors.shown`)."""
     full = os.path.abspath(path)
-    for folder, pack in UNPACKED.items():
-        if full == folder or full.startswith(folder + os.sep):
-            return shown(Path(pack, os.path.relpath(full, folder)).as_posix())
     try:  # abspath, not resolve: a symlinked file is named where it lies in the archive
         return shown(Path(full).relative_to(os.path.abspath(root)).as_posix())
     except ValueError:
@@ -107,22 +146,3 @@ def rel_path(root, path):
 
 #: how :func:`not_read` begins the reason of a link leading outside the archive
 OUTSIDE = "leads through a link to "
-
-
-def abs_path(root, text):
-    """A plan's path (relative to ROOT, or absolute) as a path; ``None`` for ``""``.  The
-    inverse of :func:`rel_path`: ``run7.tar.gz/...`` is the file in the folder the pack was
-    unpacked into (:func:`unpacked`), and a name shown escaped (bytes that are not UTF-8,
-    ``r\\xe9sultats``) is the file of those bytes when no file has the name as written."""
-    if not text:
-        return None
-    for folder, pack in UNPACKED.items():
-        if text == pack or text.startswith(pack + "/"):
-            return Path(folder, text[len(pack) :].lstrip("/"))
-    p = Path(text)
-    p = p if p.is_absolute() else Path(root) / p
-    if "\\x" in text and not os.path.lexists(p):
-        raw = Path(unshown(str(p)))
-        if os.path.lexists(raw):
-            return raw
-    return p

@@ -11,7 +11,7 @@ from ... import lookup
 from ...errors import LegacyInputError, shown
 from ...file_names import is_output
 from .. import packs
-from .context import UNPACKED, allowed_folders, not_read, rel_path
+from .context import Run, not_read, relative
 
 
 @dataclass
@@ -42,51 +42,52 @@ def pack_files(root):
     return found
 
 
-def _pack_entry(root, pack, why):
+def _pack_entry(run: Run, pack, why):
     """The entry of a pack that is not re-done: its one "not done" line says why."""
-    rel = rel_path(root, pack)
-    return Entry(rel, pack.parent, pack, None, None, root=Path(root), refused=[(pack.name, why)])
+    rel = run.rel(pack)
+    return Entry(rel, pack.parent, pack, None, None, root=run.root, refused=[(pack.name, why)])
 
 
 @contextlib.contextmanager
-def unpacked(root, data_dirs=()):
-    """The experiments of every pack under ``root`` (``run7.tar.gz``, ``.zip``...), each pack
+def unpacked(run: Run):
+    """The experiments of every pack under ROOT (``run7.tar.gz``, ``.zip``...), each pack
     unpacked under the bounds of :mod:`groundhog_port.tasks.packs` into a private temporary
-    folder for the run, removed afterwards.  Their ids, and every path of theirs in the
-    report, read ``run7.tar.gz/...`` (:func:`rel_path`).  A pack refused, holding no state,
+    folder for the run, removed afterwards (``run.packs`` says where each lies meanwhile).
+    Their ids, and every path of theirs in the report, read ``run7.tar.gz/...``
+    (:meth:`~groundhog_port.tasks.archive.context.Run.rel`).  A pack refused, holding no state,
     or holding members not written (links, special files, packs) says so in "Not done"."""
     folder = packs.private_folder()
     entries = []
     try:
-        for i, pack in enumerate(pack_files(root)):
-            why = not_read(pack, allowed_folders(root, data_dirs))
+        for i, pack in enumerate(pack_files(run.root)):
+            why = not_read(pack, run.allowed())
             if why is not None:
-                entries.append(_pack_entry(root, pack, why))
+                entries.append(_pack_entry(run, pack, why))
                 continue
             (folder / str(i)).mkdir()
             try:
                 up = packs.unpack(pack, folder / str(i))
             except LegacyInputError as err:
-                entries.append(_pack_entry(root, pack, err.problem))
+                entries.append(_pack_entry(run, pack, err.problem))
                 continue
-            rel = rel_path(root, pack)
-            UNPACKED[os.path.abspath(up.folder)] = rel
+            rel = run.rel(pack)
+            run.packs[os.path.abspath(up.folder)] = rel
             skipped = up.skipped + [
-                (rel_path(up.folder, p), "a pack inside a pack: not unpacked")
+                (relative(up.folder, p), "a pack inside a pack: not unpacked")
                 for p in pack_files(up.folder)
             ]
-            found = discover(up.folder, data_dirs)
+            found = discover(run, up.folder)
             if not found:
                 why = "holds no experiment (*state.pkl): nothing re-done"
-                entries.append(_pack_entry(root, pack, why))
+                entries.append(_pack_entry(run, pack, why))
             for entry in found:
                 entry.id = f"{rel}/{entry.id}"
-                entry.root = Path(root)
+                entry.root = run.root
                 entry.refused += [(f"{pack.name}: {m}", w) for m, w in skipped]
                 entries.append(entry)
         yield entries
     finally:
-        UNPACKED.clear()
+        run.packs.clear()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -106,11 +107,12 @@ def _model_for(state):
     return None, "", snaps
 
 
-def discover(root, data_dirs=()) -> list[Entry]:
-    """Every ``*state.pkl`` under ``root`` (sorted by path) with what lies beside it; the
-    files :func:`not_read` refuses are listed in each entry's ``refused`` instead."""
-    root = Path(root)
-    allowed = allowed_folders(root, data_dirs)
+def discover(run: Run, top=None) -> list[Entry]:
+    """Every ``*state.pkl`` under folder ``top`` (ROOT by default; an unpacked pack), sorted
+    by path, with what lies beside it; the files :func:`not_read` refuses are listed in each
+    entry's ``refused`` instead."""
+    root = Path(top) if top is not None else run.root
+    allowed = run.allowed()
     entries = []
     for folder, _, names in lookup.walk(root):
         folder = Path(folder)

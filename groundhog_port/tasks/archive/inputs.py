@@ -8,15 +8,15 @@ from ... import lookup
 from ...errors import LegacyInputError
 from ...outputs import lies_inside
 from ...untrusted import read_text
-from .context import UNPACKED, Options, rel_path
+from .context import Options, Run
 from .discover import Entry
 
 
-def experiment_dirs(entry: Entry, opts: Options) -> tuple:
+def experiment_dirs(run: Run, entry: Entry, opts: Options) -> tuple:
     """The data directories an experiment's files are looked for in: each ``--data-dir``,
     then its folder and its ``../data`` (:func:`groundhog_port.lookup.case_data_dirs`) --
     those two only inside ROOT or the pack it came from: nothing above ROOT is read."""
-    inside = [entry.root or entry.folder, *UNPACKED]
+    inside = run.inside()
     return tuple(
         d
         for d in lookup.case_data_dirs(entry.folder, opts.data_dirs)
@@ -24,7 +24,7 @@ def experiment_dirs(entry: Entry, opts: Options) -> tuple:
     )
 
 
-def places(root, entry: Entry, opts: Options):
+def places(run: Run, entry: Entry, opts: Options):
     """Where the test sets of ``entry`` are looked for, in order: its folder (not below: the
     folders below are other experiments), each ``--data-dir``, the whole archive, and the
     folder's ``../data`` (searched before the rest of ROOT) where it lies inside ROOT or the
@@ -34,19 +34,19 @@ def places(root, entry: Entry, opts: Options):
     for i, d in enumerate(given):
         label = "--data-dir" + (f" {i + 1} of {len(given)}" if len(given) > 1 else "")
         out.append(lookup.Place(Path(d), label))
-    out.append(lookup.Place(Path(root), "under the archive ROOT"))
+    out.append(lookup.Place(run.root, "under the archive ROOT"))
     up = entry.folder.parent / "data"
-    inside = [entry.root or root, *UNPACKED]
+    inside = run.inside()
     if any(lies_inside(up, f) for f in inside):  # never above ROOT: ROOT/../data is not its
         out.append(lookup.Place(up, "in the experiment folder's ../data"))
     return out
 
 
-def given_test_set(root, entry: Entry, opts: Options, name="test"):
+def given_test_set(run: Run, entry: Entry, opts: Options, name="test"):
     """``(source, reference, how)`` chosen by the user for ``entry``'s ``name`` test set: a
     line of ``--test-sets FILE`` for the experiment's folder, else (``test``) ``--source/--ref``;
     ``(None, None, None)`` when none."""
-    key = folder_key(root, entry) + ("" if name == "test" else f":{name}")
+    key = folder_key(run, entry) + ("" if name == "test" else f":{name}")
     if key in opts.test_sets:
         return (*opts.test_sets[key], f"given (--test-sets, line {key!r})")
     if name == "test" and opts.source is not None:
@@ -54,8 +54,8 @@ def given_test_set(root, entry: Entry, opts: Options, name="test"):
     return None, None, None
 
 
-def folder_key(root, entry):
-    return rel_path(root, entry.folder)
+def folder_key(run: Run, entry):
+    return run.rel(entry.folder)
 
 
 def read_test_sets(path, root) -> dict:
@@ -101,17 +101,16 @@ def read_test_sets(path, root) -> dict:
 # ----------------------------------------------------------------------------------------
 # caching (groundhog_port.tasks.archive.cache): what a result depends on beyond the folder
 # ----------------------------------------------------------------------------------------
-def key_inputs(entry: Entry, opts: Options) -> list:
+def key_inputs(run: Run, entry: Entry, opts: Options) -> list:
     """The files a test set of ``entry`` may be taken from (found by content: any text file
     of ROOT and the data directories) and the given ones: part of its cache key."""
     from ...legacy.vocab_match import pickles
 
     inputs = []
-    if entry.root is not None:
-        inputs += [p for p, _ in lookup.text_files(places(entry.root, entry, opts), entry.folder)]
-        # vocabularies may be found by content anywhere there (issue 43)
-        given = [d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir)]
-        inputs += pickles([entry.root, *given])
+    inputs += [p for p, _ in lookup.text_files(places(run, entry, opts), entry.folder)]
+    # vocabularies may be found by content anywhere there (issue 43)
+    given = [d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir)]
+    inputs += pickles([run.root, *given])
     inputs += entry.snapshots
     return inputs + [opts.source, opts.reference, *(p for v in opts.test_sets.values() for p in v)]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from ...errors import LegacyInputError
 from ...outputs import check_partial, file_in, folder_in
-from .cache import cached, forget_digests, store
-from .context import Options, rel_path
+from .cache import cached, store
+from .context import Options, Run
 from .discover import discover, pack_files, unpacked
 from .inputs import key_inputs
 from .plan import plan_experiment
@@ -53,61 +53,58 @@ def check_out_dir(root, out):
                 file_in(out, *rel, f)
 
 
-def write_plan(root, out, opts: Options) -> Path:
+def write_plan(run: Run, out, opts: Options) -> Path:
     """``archive ROOT --plan-only``: the discovered plan of every experiment in
     ``OUT/plan.toml`` (:mod:`groundhog_port.tasks.archive.plan_file`); nothing is re-done."""
     from ...outputs import atomic_write_text
     from . import plan_file as planmod
 
-    root = Path(root)
-    check_out_dir(root, out)
+    check_out_dir(run.root, out)
     Path(out).mkdir(parents=True, exist_ok=True)
-    with unpacked(root, opts.data_dirs) as packed:
-        found = sorted(discover(root, opts.data_dirs) + packed, key=lambda e: e.id)
-        entries = [plan_experiment(root, e, opts) for e in found]
+    with unpacked(run) as packed:
+        found = sorted(discover(run) + packed, key=lambda e: e.id)
+        entries = [plan_experiment(run, e, opts) for e in found]
     path = file_in(out, "plan.toml")
-    atomic_write_text(path, planmod.dumps({"root": str(root), "experiment": entries}))
+    atomic_write_text(path, planmod.dumps({"root": str(run.root), "experiment": entries}))
     return path
 
 
-def check_plan(root, plan: dict, path) -> None:
+def check_plan(run: Run, plan: dict, path) -> None:
     """Every experiment of a ``--plan`` is one of ROOT's (else one line naming the closest)."""
     import difflib
 
-    ids = [e.id for e in discover(root)]
-    packs_in = [rel_path(root, p) + "/" for p in pack_files(root)]  # checked once unpacked
+    ids = [e.id for e in discover(run)]
+    packs_in = [run.rel(p) + "/" for p in pack_files(run.root)]  # checked once unpacked
     for pid in plan:
         if pid not in ids and not any(pid.startswith(p) for p in packs_in):
             close = difflib.get_close_matches(pid, ids, n=1)
             raise LegacyInputError(
                 path,
-                f"experiment {pid!r} is not under {root}"
+                f"experiment {pid!r} is not under {run.root}"
                 + (f" (did you mean {close[0]!r}?)" if close else ""),
             )
 
 
-def run(root, out, opts: Options, world=None, progress=None, fresh=False, packed=()):
-    """Re-do every experiment under ``root`` and the ``packed`` ones (:func:`unpacked`; this
+def redo_tree(run: Run, out, opts: Options, world=None, progress=None, fresh=False, packed=()):
+    """Re-do every experiment under ROOT and the ``packed`` ones (:func:`unpacked`; this
     rank's share under torchrun), caching each result in ``out/cache``; returns
     ``(entries, results)`` on rank 0 (results in entry order), ``(entries, None)`` elsewhere."""
-    root = Path(root)
-    if not root.is_dir():
-        raise LegacyInputError(root, "archive folder not found")
-    check_out_dir(root, out)
+    if not run.root.is_dir():
+        raise LegacyInputError(run.root, "archive folder not found")
+    check_out_dir(run.root, out)
     Path(out).mkdir(parents=True, exist_ok=True)
-    forget_digests()
-    entries = sorted(discover(root, opts.data_dirs) + list(packed), key=lambda e: e.id)
+    entries = sorted(discover(run) + list(packed), key=lambda e: e.id)
     rank, size = (world.rank, world.size) if world else (0, 1)
     mine = {}
     for i, entry in enumerate(entries):
         if i % size != rank:
             continue
-        extra = key_inputs(entry, opts)
-        rel = lambda p, root=root: rel_path(root, p)  # noqa: E731
-        result = None if fresh else cached(out, entry, opts, rel, extra)
+        extra = key_inputs(run, entry, opts)
+        result = None if fresh else cached(out, entry, opts, run.rel, extra, run.digests)
         if result is None:
             logger.info("%s: re-doing", entry.id)
-            result = store(out, entry, opts, redo(root, entry, opts, out), extra)
+            result = redo(run, entry, opts, out)
+            result = store(out, entry, opts, result, extra, run.digests)
         else:
             logger.info("%s: done before (cached in %s/cache)", entry.id, out)
         mine[i] = result

@@ -11,7 +11,7 @@ from ...errors import LegacyInputError
 from ...file_names import SCORES_NAME, TEST_SET_NAMES, VOCABULARY_KEYS, output_kind, snapshot_number
 from ...harness.print_noise import PrintNoise
 from ..rescore import read_lines
-from .context import Options, abs_path, allowed_folders, not_read
+from .context import Options, Run, not_read
 from .discover import Entry
 from .inputs import experiment_dirs, folder_key, given_test_set, open_model, places
 from .result import Result
@@ -19,18 +19,17 @@ from .result import Result
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
 
-def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
+def plan_experiment(run: Run, entry: Entry, opts: Options, opened=None) -> dict:
     """The plan entry of one experiment (:mod:`groundhog_port.tasks.archive.plan_file`): the files it
     takes and why, each output with the settings it stands for and its test set, what is
     missing with the line to add.  Test sets and settings are found by content (first lines
     re-translated, :class:`~groundhog_port.tasks.reproduce.SourceFinder`)."""
-    root = Path(root)
     opened = {} if opened is None else opened
-    res = Result(root, entry)  # scratch: paths relative to ROOT, the test sets' misses
+    res = Result(run, entry)  # scratch: paths relative to ROOT, the test sets' misses
     rel = lambda p: res.rel(p) if p else ""  # noqa: E731
     e: dict = {
         "id": entry.id,
-        "folder": folder_key(root, entry),
+        "folder": folder_key(run, entry),
         "state": rel(entry.state),
         "state_why": "a *state.pkl under ROOT: one experiment",
         "model": rel(entry.model),
@@ -48,14 +47,14 @@ def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
         if entry.model is None:
             e["missing"].append('model = "PATH"  (no *model.npz beside the state)')
         return e
-    dirs = experiment_dirs(entry, opts)
+    dirs = experiment_dirs(run, entry, opts)
     try:
         exp = open_model(entry, entry.model, e["changes"], dirs, opts, opened)
     except LegacyInputError as err:
         e["missing"].append(f"opening the experiment: {err.problem}")
         return e
     exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
-        exp.state, VOCABULARY_KEYS, root, "under the archive ROOT"
+        exp.state, VOCABULARY_KEYS, run.root, "under the archive ROOT"
     )
     missing = []
     for key in VOCABULARY_KEYS:
@@ -69,7 +68,7 @@ def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
         found = vocab_match.find_by_content(
             exp.state,
             missing,
-            [root, *(d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir))],
+            [run.root, *(d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir))],
             lookup.languages(exp.state),
             near=entry.folder,
         )
@@ -86,22 +85,22 @@ def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
         if set(found) != set(missing):
             return e
         try:
-            exp = open_model(entry, entry.model, plan_changes(root, e), dirs, opts, opened)
+            exp = open_model(entry, entry.model, plan_changes(run, e), dirs, opts, opened)
         except LegacyInputError as err:
             e["missing"].append(f"opening the experiment: {err.problem}")
             return e
         exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
-            exp.state, VOCABULARY_KEYS, root, "under the archive ROOT"
+            exp.state, VOCABULARY_KEYS, run.root, "under the archive ROOT"
         )
-    snaps = _snapshot_exps(entry, e, dirs, opts, opened, root)
+    snaps = _snapshot_exps(entry, e, dirs, opts, opened, run)
     tests: dict = {}
     for name in TEST_SET_NAMES:
-        src, ref, how = given_test_set(root, entry, opts, name)
+        src, ref, how = given_test_set(run, entry, opts, name)
         if src is not None and ref is None:
             ref, why = lookup.reference_for(src, *lookup.languages(exp.state))
             how += f"; reference: {why}"
         tests[name] = (src, ref, how)
-    _plan_trans(res, root, entry, e, exp, snaps, tests, opts)
+    _plan_trans(res, run, entry, e, exp, snaps, tests, opts)
     chosen = [o["snapshot"] for o in e["output"] if o.get("snapshot")]
     if chosen:  # the scores, plots and parity: the snapshot that reproduces most outputs
         best = max(dict.fromkeys(chosen), key=chosen.count)
@@ -111,12 +110,12 @@ def plan_experiment(root, entry: Entry, opts: Options, opened=None) -> dict:
                 "the snapshot whose re-translations reproduce the archived outputs "
                 f"({chosen.count(best)} of {len(chosen)}): the scores, plots and parity use it"
             )
-            exp = dict(snaps)[abs_path(root, best)]
+            exp = dict(snaps)[run.abs(best)]
     for name, key in (("test", "test"), ("holdout", "holdout")):
         src, ref, how = tests[name]
         e[f"{key}_source"], e[f"{key}_reference"] = rel(src), rel(ref)
         e[f"{key}_source_why"] = relative_why(res, how) if how else ""
-    _plan_scores(res, root, entry, e, exp, tests, opts, dirs)
+    _plan_scores(res, run, entry, e, exp, tests, opts, dirs)
     return e
 
 
@@ -127,21 +126,21 @@ SNAPSHOTS_WHY = (
 )
 
 
-def plan_changes(root, e) -> list:
+def plan_changes(run: Run, e) -> list:
     """The state changes a plan entry runs with: its ``changes``, then each vocabulary it
     names (``word_indx='...'``, the path made absolute)."""
     out = list(e.get("changes", []))
     for key in VOCABULARY_KEYS:
-        p = abs_path(root, e.get(key, ""))
+        p = run.abs(e.get(key, ""))
         if p is not None:
             out.append(f"{key}={str(os.path.abspath(p))!r}")
     return out
 
 
-def _snapshot_exps(entry, e, dirs, opts, opened, root):
+def _snapshot_exps(entry, e, dirs, opts, opened, run):
     """``[(path, experiment)]`` of the snapshots to check, newest first (``--snapshot``:
     ``latest`` the newest only, ``N`` model N only, else all); ``[]`` without snapshots."""
-    snaps = [abs_path(root, s) for s in e.get("snapshots", [])]
+    snaps = [run.abs(s) for s in e.get("snapshots", [])]
     snaps = [s for s in snaps if s is not None][::-1]
     if not snaps:
         return []
@@ -152,13 +151,13 @@ def _snapshot_exps(entry, e, dirs, opts, opened, root):
     out = []
     for s in snaps:
         try:
-            out.append((s, open_model(entry, s, plan_changes(root, e), dirs, opts, opened)))
+            out.append((s, open_model(entry, s, plan_changes(run, e), dirs, opts, opened)))
         except LegacyInputError as err:
             e["missing"].append(f"snapshot {s.name}: {err.problem}")
     return out
 
 
-def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
+def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
     """Each translation output's settings (its name, else by content), test set and snapshot."""
     from ..reproduce import (
         INFER_BEAMS,
@@ -168,25 +167,25 @@ def _plan_trans(res, root, entry, e, exp, snaps, tests, opts):
         parse_trans_name,
     )
 
-    dirs = experiment_dirs(entry, opts)
+    dirs = experiment_dirs(run, entry, opts)
     # the files the user named (--source/--ref, --test-sets, the plan) are read where they
     # are; a file found by content must lie in ROOT or a --data-dir (not_read)
     named_by_user = {str(f) for pair in tests.values() for f in pair[:2] if f is not None}
-    allowed = allowed_folders(root, opts.data_dirs)
+    allowed = run.allowed()
     by_name = {n: lookup.find_named(TEST_SET_NAMES[n][0], entry.folder, dirs) for n in tests}
 
     def fix(name):
         return (
             "; pass "
             + ("--source FILE --ref FILE (every experiment), " if name == "test" else "")
-            + f"a line '{folder_key(root, entry)}{'' if name == 'test' else ':' + name} "
+            + f"a line '{folder_key(run, entry)}{'' if name == 'test' else ':' + name} "
             "SOURCE REFERENCE' in --test-sets FILE, --data-dir DIR (the folder holding it), "
             'or source = "PATH" in the plan'
         )
 
     models = snaps or [(entry.model, exp)]
     finders = [
-        SourceFinder(m_exp, places(root, entry, opts), entry.folder, by_name=by_name, fix=fix)
+        SourceFinder(m_exp, places(run, entry, opts), entry.folder, by_name=by_name, fix=fix)
         for _, m_exp in models
     ]
     trans = [(p, o) for p, o in zip(entry.outputs, e["output"]) if o["kind"] == "trans"]
@@ -303,7 +302,7 @@ def _snapshot_why(path, settings, source, chosen, models, finders):
     return f"{chosen.name}, the newest snapshot whose first lines reproduce it; " + "; ".join(parts)
 
 
-def _plan_scores(res, root, entry, e, exp, tests, opts, dirs):
+def _plan_scores(res, run, entry, e, exp, tests, opts, dirs):
     """Each score file's test set: the translations', else by name, else by content."""
     for p, o in zip(entry.outputs, e["output"]):
         if o["kind"] != "scores":
@@ -316,7 +315,7 @@ def _plan_scores(res, root, entry, e, exp, tests, opts, dirs):
         src, ref, how = tests[name]
         if src is None:
             found = lookup.find_named(TEST_SET_NAMES[name][0], entry.folder, dirs)
-            if not_read(found, allowed_folders(root, opts.data_dirs)) is not None:
+            if not_read(found, run.allowed()) is not None:
                 found = None
             if found is not None:
                 ref, _ = lookup.reference_for(found, *lookup.languages(exp.state))
@@ -325,7 +324,7 @@ def _plan_scores(res, root, entry, e, exp, tests, opts, dirs):
                     f"{TEST_SET_NAMES[name][0]} by its name (no translation file to confirm it)",
                 )
             else:
-                choice = test_set_of_scores(res, root, exp, entry, name, opts)
+                choice = test_set_of_scores(res, run, exp, entry, name, opts)
                 if choice is not None:
                     src, ref, how = choice.source, choice.reference, choice.why
                     logger.info("%s: %s", entry.id, choice.why)
@@ -345,7 +344,7 @@ def _plan_scores(res, root, entry, e, exp, tests, opts, dirs):
         )
 
 
-def test_set_of_scores(res, root, exp, entry, name, opts):
+def test_set_of_scores(res, run, exp, entry, name, opts):
     """The test set of the experiment's ``scores_batch[_holdout]*.txt`` where no translation
     file told it: a text file of as many lines with its same-stem reference whose first batch
     scores give the archived first lines within print noise (:class:`PrintNoise`, the rule of
@@ -388,7 +387,7 @@ def test_set_of_scores(res, root, exp, entry, name, opts):
         return lookup.find_source(
             len(archived),
             confirm,
-            places(root, entry, opts),
+            places(run, entry, opts),
             entry.folder,
             scores[0].name,
             "scored as score.py --mode=batch --allow-unk (within print noise)",
@@ -402,5 +401,5 @@ def test_set_of_scores(res, root, exp, entry, name, opts):
 
 def relative_why(res, why):
     """A choice's reason with the archive's paths relative to ROOT (the report's paths)."""
-    root = os.path.abspath(res.root) + os.sep
+    root = os.path.abspath(res.run.root) + os.sep
     return why.replace(root, "")

@@ -7,20 +7,20 @@ from ... import lookup
 from ...errors import LegacyInputError
 from ...file_names import TEST_SET_NAMES, VOCABULARY_KEYS
 from .checks import attention_plots, check_scores, crash_logs, parity_check
-from .context import OUTSIDE, Options, abs_path, allowed_folders, not_read
+from .context import OUTSIDE, Options, Run, not_read
 from .discover import Entry
 from .inputs import experiment_dirs, open_model
 from .plan import plan_changes, plan_experiment
 from .result import Result, attempt
 
 
-def redo(root, entry: Entry, opts: Options, out) -> dict:
+def redo(run: Run, entry: Entry, opts: Options, out) -> dict:
     """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment, as a dict.
     What cannot be done is logged once per cause (:meth:`Result.flush`)."""
-    res = Result(root, entry)
+    res = Result(run, entry)
     plan = opts.plan.get(entry.id) if opts.plan is not None else None
     try:
-        _redo(res, root, entry, opts, out, plan)
+        _redo(res, run, entry, opts, out, plan)
     finally:
         res.flush()
     return res.data
@@ -51,7 +51,7 @@ def _refused(res, entry):
         )
 
 
-def _redo(res, root, entry, opts, out, plan=None):
+def _redo(res, run, entry, opts, out, plan=None):
     """Run plan entry ``plan`` of ``entry`` (discovered here when ``None``)."""
     _refused(res, entry)
     unread = {name for name, _ in entry.refused}
@@ -66,10 +66,10 @@ def _redo(res, root, entry, opts, out, plan=None):
     opened: dict = {}
     if plan is None:
         res.data["origin"] = "discovered"
-        plan = plan_experiment(root, entry, opts, opened)
+        plan = plan_experiment(run, entry, opts, opened)
     else:
         res.data["origin"] = "from the plan"
-    model = abs_path(root, plan.get("model", ""))
+    model = run.abs(plan.get("model", ""))
     if model is None:
         res.not_done(
             "everything",
@@ -78,23 +78,23 @@ def _redo(res, root, entry, opts, out, plan=None):
         )
         return
     res.data["model"] = res.rel(model)
-    dirs = experiment_dirs(entry, opts)
-    changes = plan_changes(root, plan)
+    dirs = experiment_dirs(run, entry, opts)
+    changes = plan_changes(run, plan)
     exp = attempt(
         res, "opening the experiment", open_model, entry, model, changes, dirs, opts, opened
     )
     if exp is None:
         return
     exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
-        exp.state, VOCABULARY_KEYS, root, "under the archive ROOT"
+        exp.state, VOCABULARY_KEYS, run.root, "under the archive ROOT"
     )
     if not _vocabularies(res, exp, entry):
         return
     tests = {}
     for name in TEST_SET_NAMES:
         src, ref = (
-            abs_path(root, plan.get(f"{name}_source", "")),
-            abs_path(root, plan.get(f"{name}_reference", "")),
+            run.abs(plan.get(f"{name}_source", "")),
+            run.abs(plan.get(f"{name}_reference", "")),
         )
         if src is not None:
             res.data["files"][name] = {
@@ -103,13 +103,13 @@ def _redo(res, root, entry, opts, out, plan=None):
                 "how": plan.get(f"{name}_source_why", "") or "given in the plan",
             }
         tests[name] = (src, ref)
-    outputs = _plan_outputs(root, entry, plan)
+    outputs = _plan_outputs(run, entry, plan)
     attempt(
-        res, "reproduction", _reproduction, res, root, exp, entry, plan, outputs, opts, opened, dirs
+        res, "reproduction", _reproduction, res, run, exp, entry, plan, outputs, opts, opened, dirs
     )
     for p, o in outputs:
         if o["kind"] == "scores":
-            src, ref = abs_path(root, o.get("source", "")), abs_path(root, o.get("reference", ""))
+            src, ref = run.abs(o.get("source", "")), run.abs(o.get("reference", ""))
             name = o.get("test_set", "test")
             if src is not None:
                 tests[name] = (src, ref)
@@ -123,9 +123,9 @@ def _redo(res, root, entry, opts, out, plan=None):
         res.data["parity"] = None
 
 
-def _plan_outputs(root, entry, plan):
+def _plan_outputs(run, entry, plan):
     """``[(path, output entry)]`` of a plan entry, in the plan's order."""
-    return [(abs_path(root, o["file"]), o) for o in plan.get("output", [])]
+    return [(run.abs(o["file"]), o) for o in plan.get("output", [])]
 
 
 def _vocabularies(res, exp, entry):
@@ -160,20 +160,20 @@ def _vocabularies(res, exp, entry):
     return False
 
 
-def _reproduction(res, root, exp, entry, plan, outputs, opts, opened, dirs):
+def _reproduction(res, run, exp, entry, plan, outputs, opts, opened, dirs):
     from ..reproduce import ArchivedFile, Settings, reproduce
 
-    allowed = allowed_folders(root, opts.data_dirs)
+    allowed = run.allowed()
     groups: dict = {}  # snapshot (or the model) -> [(ArchivedFile, output entry)]
-    snaps = [abs_path(root, s) for s in plan.get("snapshots", [])]
+    snaps = [run.abs(s) for s in plan.get("snapshots", [])]
     for p, o in outputs:
         if o["kind"] != "trans":
             continue
-        src = abs_path(root, o.get("source", ""))
+        src = run.abs(o.get("source", ""))
         if src is None or "beam_size" not in o:
             res.not_done(p.name, o.get("why", "no test set in the plan"), cause="test set")
             continue
-        ref = abs_path(root, o.get("reference", ""))
+        ref = run.abs(o.get("reference", ""))
         stem = p.name[len("trans_") : -len(".txt")] if p.name.startswith("trans_") else None
         stdout = error = None
         if stem is not None:
@@ -182,14 +182,14 @@ def _reproduction(res, root, exp, entry, plan, outputs, opts, opened, dirs):
             error = error if error.is_file() and not_read(error, allowed) is None else None
         settings = Settings(o["beam_size"], bool(o.get("normalize")), bool(o.get("ignore_unk")))
         f = ArchivedFile(p, settings, src, ref, stdout, error)
-        model = abs_path(root, o.get("snapshot", "")) or abs_path(root, plan.get("model", ""))
+        model = run.abs(o.get("snapshot", "")) or run.abs(plan.get("model", ""))
         groups.setdefault(model, []).append((f, o))
     rows = {}
     for model, items in groups.items():
         m_exp = (
             exp
-            if model == abs_path(root, plan.get("model", ""))
-            else open_model(entry, model, plan_changes(root, plan), dirs, opts, opened)
+            if model == run.abs(plan.get("model", ""))
+            else open_model(entry, model, plan_changes(run, plan), dirs, opts, opened)
         )
         m_exp.data_dirs = exp.data_dirs
         report = reproduce(
@@ -207,7 +207,7 @@ def _reproduction(res, root, exp, entry, plan, outputs, opts, opened, dirs):
             if snaps and o.get("snapshot"):
                 row["snapshot"] = res.rel(model)
                 row["snapshots"] = _other_snapshots(
-                    res, root, entry, plan, f, o, model, snaps, opts, opened, dirs, exp
+                    res, run, entry, plan, f, o, model, snaps, opts, opened, dirs, exp
                 )
             rows[str(f.path)] = row
     for p, _ in outputs:
@@ -215,7 +215,7 @@ def _reproduction(res, root, exp, entry, plan, outputs, opts, opened, dirs):
             res.data["reproduction"].append(rows[str(p)])
 
 
-def _other_snapshots(res, root, entry, plan, f, o, model, snaps, opts, opened, dirs, exp):
+def _other_snapshots(res, run, entry, plan, f, o, model, snaps, opts, opened, dirs, exp):
     """What each snapshot says of output ``f``: the chosen one reproduces it (the row);
     with ``--snapshot all`` every other one is re-translated in full ("N lines differ"),
     else the plan's first-lines check is quoted as it is."""
@@ -227,7 +227,7 @@ def _other_snapshots(res, root, entry, plan, f, o, model, snaps, opts, opened, d
             out.append({"model": res.rel(s), "status": "this row"})
             continue
         if opts.snapshot == "all":
-            s_exp = open_model(entry, s, plan_changes(root, plan), dirs, opts, opened)
+            s_exp = open_model(entry, s, plan_changes(run, plan), dirs, opts, opened)
             s_exp.data_dirs = exp.data_dirs
             r = reproduce(s_exp, [f], batch_size=opts.batch_size, max_lines=opts.max_sentences)
             r = r["files"][0]

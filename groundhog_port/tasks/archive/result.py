@@ -2,10 +2,9 @@
 checked against :data:`groundhog_port.tasks.archive.cache.RESULT` before it is cached)."""
 
 import logging
-from pathlib import Path
 
 from ...errors import LegacyInputError
-from .context import rel_path
+from .context import Run
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
@@ -13,8 +12,8 @@ logger = logging.getLogger("groundhog_port.tasks.archive")
 class Result:
     """The result of one experiment under construction (a JSON-able dict in the end)."""
 
-    def __init__(self, root, entry):
-        self.root = Path(root)
+    def __init__(self, run: Run, entry):
+        self.run = run
         self.data = {
             "id": entry.id,
             "folder": self.rel(entry.folder),
@@ -29,11 +28,11 @@ class Result:
             "notes": [],
             "not_done": [],
         }
-        self._causes = {}
-        self.missing = {}  # test set name -> why a score file's test set was not found
+        self._causes: dict = {}
+        self.missing: dict = {}  # test set name -> why a score file's test set was not found
 
     def rel(self, path):
-        return rel_path(self.root, path)
+        return self.run.rel(path)
 
     def not_done(self, what, why, cause=None):
         """Record ``what`` as not done.  One cause, one entry: the same ``why`` (or the same
