@@ -292,3 +292,76 @@ def test_nearest_test_set_is_named(legacy_root, tmp_path):
     by = _by_folder(json.loads((out / "report.json").read_text(encoding="utf-8")))
     assert by["b_search"]["files"]["test"]["source"] == "data/test.en"
     assert by["a_search"]["files"]["test"]["source"] == "a_search/test.en"
+
+
+def _encdec_tree(lab, root):
+    """The lab's RNNencdec run and its test sets alone (a small tree for plan runs)."""
+    shutil.copytree(lab["root"] / "encdec", root / "encdec")
+    shutil.copytree(lab["root"] / "data", root / "data")
+    return root
+
+
+def test_plan_round_trips_where_an_output_matches_no_setting(lab, tmp_path):
+    """An output whose lines no setting gives is written with its settings "by content"; the
+    unedited plan runs (it said "a trans output needs beam_size", exit 2) and gives the
+    discovered report; an output added by hand with only ``file`` gets its settings and
+    test set by content."""
+    root = _encdec_tree(lab, tmp_path / "lab")
+    lines = _lines(root / "encdec" / "trans_beam5.txt")
+    (root / "encdec" / "trans_odd.txt").write_text(
+        "".join(ln + "\n" for ln in lines[1:] + lines[:1]), encoding="utf-8"
+    )
+    found = tmp_path / "found"
+    r = run_cli("archive", root, "--out", found, "--plots", "0")
+    assert r.returncode == 1, r.stderr[-2000:]
+    # the headline counts what was re-done and what was not (issue 50 item 6)
+    assert "1 output re-done (1 identical or within print noise, 0 differ), 1 not done" in r.stdout
+    discovered = json.loads((found / "report.json").read_text(encoding="utf-8"))
+    planned = tmp_path / "planned"
+    r = run_cli("archive", root, "--out", planned, "--plan-only", "--plots", "0")
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = (planned / "plan.toml").read_text(encoding="utf-8")
+    assert 'beam_size = "by content"' in text
+    out = tmp_path / "run"
+    r = run_cli("archive", root, "--out", out, "--plan", planned / "plan.toml", "--plots", "0")
+    assert r.returncode == 1, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert _strip(report) == _strip(discovered)
+    [e] = report["experiments"]
+    assert [row["file"] for row in e["reproduction"]] == ["trans_beam5.txt"]
+    assert any("trans_odd.txt" in x["what"] for x in e["not_done"]), e["not_done"]
+    # an output added by hand, under a name discovery does not take for one
+    shutil.copyfile(root / "encdec" / "trans_beam5.txt", root / "encdec" / "newstest.hyp")
+    added = text + '\n[[experiment.output]]\nfile = "encdec/newstest.hyp"\nkind = "trans"\n'
+    (tmp_path / "added.toml").write_text(added, encoding="utf-8")
+    out2 = tmp_path / "added"
+    r = run_cli("archive", root, "--out", out2, "--plan", tmp_path / "added.toml", "--plots", "0")
+    [e] = json.loads((out2 / "report.json").read_text(encoding="utf-8"))["experiments"]
+    rows = {row["file"]: row for row in e["reproduction"]}
+    assert rows["newstest.hyp"]["settings"]["beam_size"] == 5, e
+    assert rows["newstest.hyp"]["identical"] == rows["newstest.hyp"]["compared"] == 40
+
+
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        ('beam_size = "5"', "line 7: experiment 1 (search/run_), output 1: beam_size must be"),
+        ('beam_size = "5"', "(as beam_size = 5)"),
+        ("normalize = 1", "(as normalize = true)"),
+        ('kind = "tran"', "line 6: experiment 1 (search/run_), output 1: kind 'tran'"),
+        ("beamsize = 5", "line 7: experiment 1 (search/run_), output 1: unknown key 'beamsize'"),
+    ],
+)
+def test_a_plan_refusal_names_its_line_and_the_valid_form(line, said):
+    from groundhog_port.errors import LegacyInputError
+    from groundhog_port.tasks.archive.plan_file import loads
+
+    text = (
+        'version = 1\n[[experiment]]\nid = "search/run_"\n\n[[experiment.output]]\n'
+        f'kind = "trans"\n{line}\nfile = "search/trans.txt"\n'
+    )
+    if line.startswith("kind"):
+        text = text.replace('kind = "trans"\n', "")
+    with pytest.raises(LegacyInputError) as err:
+        loads(text, "plan.toml")
+    assert said in str(err.value), str(err.value)

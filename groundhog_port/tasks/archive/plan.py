@@ -4,6 +4,7 @@ line to add."""
 
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from ... import lookup
@@ -14,6 +15,7 @@ from ..rescore import read_lines
 from .context import Options, Run, not_read
 from .discover import Entry
 from .inputs import experiment_dirs, folder_key, given_test_set, open_model, places
+from .plan_file import BY_CONTENT
 from .result import Result
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
@@ -124,6 +126,40 @@ SNAPSHOTS_WHY = (
     "prefix + model%d.npz: GroundHog's MainLoop.save with overwrite=False "
     "(groundhog/mainLoop.py:233-234); forks also write timing%d.npz, algo%d.npz"
 )
+
+
+#: an output's settings: each a value or :data:`~.plan_file.BY_CONTENT`
+SETTING_KEYS = ("beam_size", "normalize", "ignore_unk")
+
+
+def by_content(o) -> bool:
+    """Whether a plan's trans output leaves its settings or test set to be found."""
+    return not o.get("source") or any(o.get(k, BY_CONTENT) == BY_CONTENT for k in SETTING_KEYS)
+
+
+def complete(run: Run, entry: Entry, opts: Options, plan: dict, opened) -> list:
+    """A plan's outputs whose settings or test set are ``"by content"`` (or left out),
+    found as discovery finds them, the plan's other choices kept: an unedited
+    ``--plan-only`` plan runs as discovered, and an output added by hand needs only its
+    ``file``.  Returns the plan's outputs, completed."""
+    outputs = [dict(o) for o in plan.get("output", [])]
+    wanted = [o for o in outputs if o["kind"] == "trans" and by_content(o)]
+    if not wanted:
+        return outputs
+    files = [run.abs(o["file"]) for o in outputs]
+    extra = [p for p in files if p is not None and p not in entry.outputs]
+    found = plan_experiment(run, replace(entry, outputs=[*entry.outputs, *extra]), opts, opened)
+    by_file = {o["file"]: o for o in found["output"]}
+    for o in wanted:
+        d = by_file.get(o["file"], {})
+        for k in (*SETTING_KEYS, "settings_why"):
+            if o.get(k, BY_CONTENT) in (BY_CONTENT, "") and k in d:
+                o[k] = d[k]
+        if not o.get("source"):
+            for k in ("source", "reference", "why", "snapshot", "snapshot_why", "test_set"):
+                if k in d:
+                    o[k] = d[k]
+    return outputs
 
 
 def plan_changes(run: Run, e) -> list:
@@ -237,6 +273,11 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
             settings, model = candidates[0], models[0][0]
         if choice is None:
             o["source"] = o["reference"] = ""
+            if parsed is not None:  # what the name says, though no test set confirms it
+                o.update(beam_size=candidates[0].beam_size, normalize=candidates[0].normalize)
+                o["ignore_unk"] = candidates[0].ignore_unk
+            for k in SETTING_KEYS:  # written so; a --plan run searches again
+                o.setdefault(k, BY_CONTENT)
             if parsed is None:
                 o["why"] = (
                     "the file name does not say the sample.py settings and no setting "

@@ -21,8 +21,8 @@ format (docs/archives.md, "The plan"), version :data:`VERSION`::
     [[experiment.output]]
     file = "search/trans.txt"
     kind = "trans"                  # trans | scores | crash log
-    beam_size = 10
-    normalize = true
+    beam_size = 10                  # or "by content": found by re-translating first lines
+    normalize = true                # likewise (a name or a README only orders the guesses)
     ignore_unk = false
     source = "data/newstest2012.en"
     reference = "data/newstest2012.fr"
@@ -30,7 +30,10 @@ format (docs/archives.md, "The plan"), version :data:`VERSION`::
     why = "..."
 
 Paths are relative to ROOT (or absolute); ``""`` means none (a missing file: the ``missing``
-list says the line to add).  Unknown keys are refused with the closest known one.  The
+list says the line to add).  An output's settings left out, or ``"by content"``, are found
+as discovery finds them, so a plan written by ``--plan-only`` always runs unedited.  A
+refusal names the plan's line and the closest valid form (an unknown key: the closest
+known one).  The
 reader takes TOML with :mod:`tomllib` (``tomli`` on Python 3.10); the writer is the small
 one below (the plan is tables of strings, integers, booleans and arrays of strings).
 """
@@ -71,6 +74,8 @@ OUTPUT_KEYS = frozenset(
     }
 )
 KINDS = ("trans", "scores", "crash log")
+#: an output setting to be found by re-translating its first lines, as discovery does
+BY_CONTENT = "by content"
 TOP_KEYS = frozenset({"version", "root", "experiment"})
 #: the largest plan read (an entry is about 2 KB)
 MAX_PLAN_BYTES = 64 << 20
@@ -152,6 +157,45 @@ def _toml():
     return tomli
 
 
+class _Lines:
+    """Where each table and key of a plan's text stands, so that a refusal names its line
+    (tomllib gives values, not places): the i-th ``[[experiment]]`` header, the j-th
+    ``[[experiment.output]]`` after it, and the first ``key =`` line of that table."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+
+    def _headers(self, name: str, start: int = 0, stop: int | None = None) -> list[int]:
+        stop = len(self.lines) if stop is None else stop
+        return [
+            n for n in range(start, stop) if self.lines[n].strip().replace(" ", "") == f"[[{name}]]"
+        ]
+
+    def of(self, i: int | None = None, j: int | None = None, key: str | None = None) -> str:
+        """``"line N: "`` of experiment ``i`` (1-based), its output ``j``, key ``key``;
+        ``""`` where the text does not say (an inline table, say)."""
+        start, stop = 0, len(self.lines)
+        if i is not None:
+            heads = self._headers("experiment")
+            if len(heads) < i:
+                return ""
+            start = heads[i - 1]
+            stop = heads[i] if len(heads) > i else len(self.lines)
+            if j is not None:
+                outs = self._headers("experiment.output", start, stop)
+                if len(outs) < j:
+                    return ""
+                start, stop = outs[j - 1], (outs[j] if len(outs) > j else stop)
+            elif key is not None:  # the experiment's own keys stand before its first output
+                outs = self._headers("experiment.output", start, stop)
+                stop = outs[0] if outs else stop
+        if key is not None:
+            for n in range(start, stop):
+                if self.lines[n].split("=", 1)[0].strip().strip('"') == key:
+                    return f"line {n + 1}: "
+        return f"line {start + 1}: " if i is not None else ""
+
+
 def _unknown(path, where: str, keys, known) -> None:
     for k in keys:
         if k not in known:
@@ -175,62 +219,108 @@ def _typed(path, where, value, kinds, key) -> None:
 
 def loads(text: str, path=None) -> dict:
     """A plan read from TOML text and checked: the version, every key known (else the
-    closest known one is named), every value of its type.  Raises
-    :class:`LegacyInputError` (one line) on anything else."""
+    closest known one is named), every value of its type; an output's settings may be
+    left out or ``"by content"``.  Raises :class:`LegacyInputError` (one line naming the
+    plan's line and the valid form) on anything else."""
     try:
         data = _toml().loads(text)
     except Exception as err:  # noqa: BLE001 -- tomllib.TOMLDecodeError / tomli's
         raise LegacyInputError(path, f"not a TOML plan: {err}") from None
-    _unknown(path, "the plan", data, TOP_KEYS)
+    at = _Lines(text)
+    for k in data:
+        if k not in TOP_KEYS:
+            _unknown(path, at.of(key=k) + "the plan", [k], TOP_KEYS)
     if data.get("version") != VERSION:
         raise LegacyInputError(
             path,
-            f"plan version {data.get('version')!r}: this groundhog-port reads version {VERSION}",
+            at.of(key="version")
+            + f"plan version {data.get('version')!r}: this groundhog-port reads version "
+            f"{VERSION} (write version = {VERSION})",
         )
     seen = set()
     for i, e in enumerate(data.get("experiment", []), start=1):
         where = f"experiment {i}"
         if not isinstance(e, dict):
             raise LegacyInputError(path, f"{where} is not a table")
-        _unknown(path, where, e, EXPERIMENT_KEYS)
+        for k in e:
+            if k not in EXPERIMENT_KEYS:
+                _unknown(path, at.of(i, key=k) + where, [k], EXPERIMENT_KEYS)
         if not isinstance(e.get("id"), str) or not e["id"]:
-            raise LegacyInputError(path, f"{where}: no id (the state's path without state.pkl)")
+            raise LegacyInputError(
+                path,
+                at.of(i) + f"{where}: no id (the state's path without state.pkl, as "
+                'id = "search/run_" for search/run_state.pkl)',
+            )
         if e["id"] in seen:
-            raise LegacyInputError(path, f"{where}: id {e['id']!r} given twice")
+            raise LegacyInputError(
+                path, at.of(i, key="id") + f"{where}: id {e['id']!r} given twice"
+            )
         seen.add(e["id"])
         for k in e:
+            w = at.of(i, key=k) + where
             if k in ("snapshots", "changes", "missing"):
-                _typed(path, where, e[k], (list,), k)
+                _typed(path, w, e[k], (list,), k)
                 for x in e[k]:
-                    _typed(path, where, x, (str,), k + " item")
+                    _typed(path, w, x, (str,), k + " item")
             elif k != "output":
-                _typed(path, where, e[k], (str,), k)
+                _typed(path, w, e[k], (str,), k)
         for j, o in enumerate(e.get("output", []), start=1):
             w = f"{where} ({e['id']}), output {j}"
-            _unknown(path, w, o, OUTPUT_KEYS)
+            if not isinstance(o, dict):
+                raise LegacyInputError(path, at.of(i, j) + f"{w} is not a table")
+            for k in o:
+                if k not in OUTPUT_KEYS:
+                    _unknown(path, at.of(i, j, k) + w, [k], OUTPUT_KEYS)
             for k in ("file", "kind"):
                 if k not in o:
-                    raise LegacyInputError(path, f"{w}: no {k}")
+                    raise LegacyInputError(
+                        path,
+                        at.of(i, j)
+                        + f"{w}: no {k} (as "
+                        + ('file = "PATH"' if k == "file" else 'kind = "trans"')
+                        + ")",
+                    )
             if o["kind"] not in KINDS:
                 close = difflib.get_close_matches(str(o["kind"]), KINDS, n=1)
                 raise LegacyInputError(
                     path,
-                    f"{w}: kind {o['kind']!r} is not one of {', '.join(KINDS)}"
+                    at.of(i, j, "kind")
+                    + f"{w}: kind {o['kind']!r} is not one of {', '.join(KINDS)}"
                     + (f" (did you mean {close[0]!r}?)" if close else ""),
                 )
             for k, v in o.items():
-                if k == "beam_size":
-                    _typed(path, w, v, (int,), k)
-                    if v < 1:
-                        raise LegacyInputError(path, f"{w}: beam_size must be at least 1")
-                elif k in ("normalize", "ignore_unk"):
-                    _typed(path, w, v, (bool,), k)
-                else:
-                    _typed(path, w, v, (str,), k)
-            if o["kind"] == "trans" and "beam_size" not in o:
-                raise LegacyInputError(path, f"{w}: a trans output needs beam_size")
+                _setting(path, at.of(i, j, k) + w, k, v)
     data.setdefault("experiment", [])
     return data
+
+
+def _setting(path, where, key, value) -> None:
+    """An output's value of ``key``: a beam of at least 1 and two flags, each or
+    ``"by content"``; every other key a string.  A refusal says the valid forms."""
+    if key in ("beam_size", "normalize", "ignore_unk") and value == BY_CONTENT:
+        return
+    if key == "beam_size":
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return
+        hint = (
+            f"beam_size = {value}"
+            if isinstance(value, str) and value.isdigit()
+            else "beam_size = 5"
+        )
+        raise LegacyInputError(
+            path,
+            f'{where}: beam_size must be a number of at least 1 or "{BY_CONTENT}", not '
+            f"{value!r} (as {hint})",
+        )
+    if key in ("normalize", "ignore_unk"):
+        if isinstance(value, bool):
+            return
+        raise LegacyInputError(
+            path,
+            f'{where}: {key} must be true, false or "{BY_CONTENT}", not {value!r} (as '
+            f"{key} = {'true' if str(value).lower() in ('1', 'yes', 'true') else 'false'})",
+        )
+    _typed(path, where, value, (str,), key)
 
 
 def read(path) -> dict:

@@ -10,7 +10,7 @@ from .checks import attention_plots, check_scores, crash_logs, parity_check
 from .context import OUTSIDE, Options, Run, not_read
 from .discover import Entry
 from .inputs import experiment_dirs, open_model
-from .plan import plan_changes, plan_experiment
+from .plan import by_content, complete, plan_changes, plan_experiment
 from .result import Result, attempt
 
 
@@ -103,6 +103,8 @@ def _redo(res, run, entry, opts, out, plan=None):
                 "how": plan.get(f"{name}_source_why", "") or "given in the plan",
             }
         tests[name] = (src, ref)
+    if res.data["origin"] == "from the plan":  # "by content" settings found as discovery does
+        plan = {**plan, "output": complete(run, entry, opts, plan, opened)}
     outputs = _plan_outputs(run, entry, plan)
     attempt(
         res, "reproduction", _reproduction, res, run, exp, entry, plan, outputs, opts, opened, dirs
@@ -170,7 +172,7 @@ def _reproduction(res, run, exp, entry, plan, outputs, opts, opened, dirs):
         if o["kind"] != "trans":
             continue
         src = run.abs(o.get("source", ""))
-        if src is None or "beam_size" not in o:
+        if src is None or by_content(o):
             res.not_done(p.name, o.get("why", "no test set in the plan"), cause="test set")
             continue
         ref = run.abs(o.get("reference", ""))

@@ -268,7 +268,9 @@ def _magnitude(x):
 
 
 def summary_text(s):
-    """The report's verdict in one sentence (also what ``archive`` prints)."""
+    """The report's verdict in one sentence (also what ``archive`` prints): first the
+    outputs re-done, identical and differing, and what was not done (never "all identical"
+    while something was left undone), then the translations, score files and parity."""
     n, within = s["scores_files"], s["scores_files_within_noise"]
     scores = (
         "no score files"
@@ -283,9 +285,13 @@ def summary_text(s):
             "score.py printed float32 sums with 6 digits, judged by parity's batch/scores bounds)"
         )
     )
+    redone = s["trans_files"] + n
+    same = s["trans_files_identical"] + within
     return (
         f"{s['experiments']} experiment{'' if s['experiments'] == 1 else 's'}: "
-        f"{s['trans_files_identical']}/{s['trans_files']} "
+        f"{redone} output{'' if redone == 1 else 's'} re-done ({same} identical or within "
+        f"print noise, {redone - same} differ{'s' if redone - same == 1 else ''}), "
+        f"{s['not_done']} not done; {s['trans_files_identical']}/{s['trans_files']} "
         f"translation files identical; {scores}; parity {s['parity_passed']}/"
         f"{s['parity_checked']}; {s['plots']} attention plots; {s['not_done']} not done."
     )
