@@ -156,7 +156,7 @@ def _classify(path: Path, size: int, limits: Limits) -> Row:
             return _stream_row(path, size, kind, _inflate(f, kind, _bound(limits)), limits)
         if _is_tar(head):
             return Row(path, Kind.PACK, size, facts=PackFacts("tar"))
-        return _stream_row(path, size, None, _plain(head, f), limits)
+        return _stream_row(path, size, None, _plain(head, f, limits.prefix_bytes), limits)
 
 
 def _bound(limits: Limits) -> int:
@@ -176,8 +176,9 @@ class _Stopped(Exception):
     """Raised by :func:`_inflate` at the decompression bound (not an error)."""
 
 
-def _plain(first: bytes, f: BinaryIO) -> Iterator[bytes]:
-    yield first
+def _plain(first: bytes, f: BinaryIO, prefix: int) -> Iterator[bytes]:
+    """The file's bytes: the prefix in one piece (one read for a small file), then chunks."""
+    yield first + f.read(max(0, prefix - len(first)))
     while chunk := f.read(CHUNK):
         yield chunk
 
@@ -209,14 +210,11 @@ def _inflate(f: BinaryIO, kind: str, bound: int) -> Iterator[bytes]:
         if room <= 0:
             raise _Stopped
         started = True
-        if kind == "gzip":
-            piece = d.decompress(data, min(room, CHUNK))
-            data = d.unconsumed_tail
-        else:
-            piece = d.decompress(data, min(room, CHUNK))
-            data = b""
-        if d.eof:  # the next member, if any
-            data = d.unused_data + data
+        piece = d.decompress(data, min(room, CHUNK))
+        # zlib keeps the input its output limit left over; bz2/lzma buffer it themselves
+        data = d.unconsumed_tail if kind == "gzip" else b""
+        if d.eof:  # the next member, if any: everything after this one's end
+            data = d.unused_data
             if not data.strip(b"\0"):  # tape padding after the last member
                 data = b""
             d, started = _decompressor(kind), False
@@ -248,24 +246,30 @@ _SGML_START = re.compile(
 )
 _SEG = re.compile(rb"<seg[\s>]", re.I)
 _SET_KINDS = {b"srcset": "src", b"refset": "ref", b"tstset": "tst", b"dataset": "dataset"}
-_CONTROL = bytes(range(0, 9)) + bytes(range(14, 27)) + bytes(range(28, 32)) + b"\x7f"
+_CONTROL = tuple(bytes([b]) for b in (*range(0, 9), *range(14, 27), *range(28, 32), 127))
 
 
 def _stream_row(
     path: Path, size: int, compression: str | None, chunks: Iterator[bytes], limits: Limits
 ) -> Row:
     """One pass over ``chunks``: the prefix first (what the file is), then the count."""
-    head, rest = b"", b""
+    pieces: list[bytes] = []
+    got = 0
     try:
         for chunk in chunks:
-            head += chunk
-            if len(head) >= limits.prefix_bytes:
-                head, rest = head[: limits.prefix_bytes], head[limits.prefix_bytes :]
+            pieces.append(chunk)
+            got += len(chunk)
+            if got >= limits.prefix_bytes:
                 break
     except _Stopped:
         pass
     except (EOFError, OSError, ValueError) as err:
-        raise _damaged(path, compression, len(head), err) from None
+        raise _damaged(path, compression, got, err) from None
+    head = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    del pieces
+    rest = b""
+    if len(head) > limits.prefix_bytes:
+        head, rest = head[: limits.prefix_bytes], head[limits.prefix_bytes :]
     inner = _inner_kind(head, compression)
     if inner is not None:
         return inner(path, size, compression)
@@ -297,7 +301,7 @@ def _damaged(path: Path, compression: str | None, at: int, err: Exception) -> Le
 
 def _mostly_control(head: bytes) -> bool:
     """More than a tenth control bytes (other than tab, newline, CR, form feed, escape)."""
-    return len(head) - len(head.translate(None, _CONTROL)) > len(head) // 10
+    return sum(head.count(b) for b in _CONTROL) > len(head) // 10
 
 
 def _inner_kind(head: bytes, compression: str | None) -> Any:
@@ -352,7 +356,7 @@ def _count(
         c.lines += chunk.count(b"\n")
         c.total += len(chunk)
         c.ends_with_newline = chunk.endswith(b"\n")
-        c.tail = (c.tail + chunk)[-limits.tail_bytes :]
+        c.tail = (c.tail + chunk[-limits.tail_bytes :])[-limits.tail_bytes :]
         if sgml:  # a tag cut between chunks: the last 4 bytes carried over
             c.segments += len(_SEG.findall(carry + chunk))
             carry = chunk[-4:]
@@ -382,11 +386,20 @@ def _attr(attrs: str, name: str) -> str | None:
 
 
 def _sample(head: bytes, limits: Limits) -> list[str]:
-    """The first :attr:`Limits.sample_lines` lines of the prefix (each cut at 300 characters)."""
-    parts = head.split(b"\n", limits.sample_lines)
-    if len(parts) <= limits.sample_lines and parts[-1] == b"":
-        parts = parts[:-1]  # the newline ending the last line
-    return [p.rstrip(b"\r").decode("utf-8", "replace")[:300] for p in parts[: limits.sample_lines]]
+    """The first :attr:`Limits.sample_lines` lines of the prefix (each cut at 300 characters
+    when shown; words are counted on the whole line by :func:`_text_facts`)."""
+    return [line.rstrip(b"\r").decode("utf-8", "replace")[:300] for line in _lines(head, limits)]
+
+
+def _lines(head: bytes, limits: Limits) -> list[bytes]:
+    out: list[bytes] = []
+    at = 0
+    while len(out) < limits.sample_lines and at < len(head):
+        end = head.find(b"\n", at)
+        end = len(head) if end < 0 else end
+        out.append(head[at:end])
+        at = end + 1
+    return out
 
 
 def _log_facts(head: bytes, tail: bytes, limits: Limits) -> LogFacts | None:
@@ -417,15 +430,13 @@ def _exception_line(after_marker: str) -> str | None:
 
 
 def _text_facts(head: bytes, counts: _Counts, limits: Limits) -> TextFacts:
-    decoded, used = codecs.utf_8_decode(head, "replace", False)
     bad = None
-    try:
-        codecs.utf_8_decode(head, "strict", False)  # a character cut at the prefix's end waits
+    try:  # the decoded text is dropped at once; a character cut at the prefix's end waits
+        codecs.utf_8_decode(head, "strict", False)
     except UnicodeDecodeError as err:
         bad = head.count(b"\n", 0, err.start) + 1
-    del decoded, used
     sample = _sample(head, limits)
-    words = [len(line.split()) for line in sample]
+    words = [len(line.split()) for line in _lines(head, limits)]
     numeric = bool(sample) and all(_NUMBER.match(line) for line in sample if line.strip())
     return TextFacts(
         lines=counts.lines,
