@@ -80,8 +80,9 @@ def _explain(shape: tuple[int, ...], sizes: list[Any]) -> str:
     said = []
     for n in shape:
         for key, value in sizes:
-            if value == n and f"{key}={value}" not in said:
-                said.append(f"{key}={value}")
+            if value == n:
+                if f"{key}={value}" not in said:
+                    said.append(f"{key}={value}")
                 break
     return ", ".join(said)
 

@@ -459,3 +459,17 @@ def test_vocabulary_share_tells_source_from_target(legacy_root):
     assert vocabulary_share(lines, en) == pytest.approx(sum(t in en for t in tokens) / len(tokens))
     assert vocabulary_share(lines, en) > 0.8 > vocabulary_share(lines, fr)
     assert vocabulary_share([], en) == 0.0
+
+
+def test_a_model_of_other_sizes_is_refused_on_a_shape(legacy_root):
+    # the phrase model holds the same names as the search encoder's, of other sizes
+    with np.load(legacy_root / "phrase" / "phrase_model.npz") as z:
+        phrase = {k: z[k].shape for k in z.files}
+    with np.load(legacy_root / "search" / "search_model.npz") as z:
+        search = {k: z[k].shape for k in z.files}
+    differing = {k for k in phrase.keys() & search.keys() if phrase[k] != search[k]}
+    assert differing
+    state = classify(legacy_root / "search" / "search_state.pkl").facts
+    why = model_fits_state(state, classify(legacy_root / "phrase" / "phrase_model.npz").facts)
+    name = why.split()[0]
+    assert name in differing and f"is {phrase[name]}, the state says {search[name]}" in why, why
