@@ -593,7 +593,7 @@ def reproduce(
             )
         archived[f.path] = lines
         if f.reference is not None and f.reference not in refs:
-            refs[f.reference] = read_lines(f.reference)[:max_lines]
+            refs[f.reference] = read_lines(f.reference, part="ref")[:max_lines]
             if len(refs[f.reference]) != len(sources[f.source]):
                 raise LegacyInputError(
                     f.reference,
