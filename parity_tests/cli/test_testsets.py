@@ -312,7 +312,9 @@ def test_holdout_hints_name_what_serves_a_holdout_set(legacy_root, tmp_path):
         dst.write_text("".join(_lines_kept(search / src)[20:30]), encoding="utf-8")
     r = run_cli("reproduce", "--case", case)
     [skipped] = [ln for ln in r.stderr.splitlines() if "skipped" in ln]
-    assert r.returncode == 0 and "trans_holdout_beam10.txt: skipped: " in skipped, r.stderr
+    # an output not done exits 1, as archive does (issue 50, item 6)
+    assert r.returncode == 1 and "trans_holdout_beam10.txt: skipped: " in skipped, r.stderr
+    assert r.stdout.splitlines()[-1].startswith("NOT ALL DONE: 1/2 outputs re-done"), r.stdout
     assert skipped.endswith("; pass --data-dir DIR (the folder holding it)")
     r = run_cli("reproduce", "--case", case, "--data-dir", held, "--json")
     assert r.returncode == 0, r.stderr
