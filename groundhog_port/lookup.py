@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LegacyInputError, shown
-from .untrusted import COMPRESSED_SUFFIXES, compression_of, iter_raw_lines, strip_compression
+from .untrusted import (
+    COMPRESSED_SUFFIXES,
+    compression_of,
+    iter_sentences,
+    markup_kind,
+    strip_compression,
+)
 
 logger = logging.getLogger("groundhog_port.paths")
 
@@ -313,15 +319,17 @@ def _is_candidate_name(name):
     )
 
 
-def _compressed_line_count(path) -> int | None:
-    """:func:`line_count` of a gzip, bzip2 or xz file, decompressed under the bounded
-    reader's limits (a stream that passes them cannot be read as a test set either)."""
+def _sentence_count(path) -> int | None:
+    """:func:`line_count` of a gzip, bzip2 or xz file (decompressed) or of a WMT SGML / XML
+    test set (its segments), read by :func:`groundhog_port.untrusted.iter_sentences` under
+    the bounded reader's limits (a file that passes them, or a malformed SGML file, cannot
+    be read as a test set either)."""
     n = 0
     try:
-        for number, raw in iter_raw_lines(path, "a compressed text file", whole=False):
+        for _, raw in iter_sentences(path, "a text file", whole=False):
             if b"\0" in raw:
                 return None
-            n = number
+            n += 1
     except LegacyInputError as err:
         logger.debug("%s: not a candidate test set: %s", path, err)
         return None
@@ -330,8 +338,9 @@ def _compressed_line_count(path) -> int | None:
 
 def line_count(path) -> int | None:
     """The number of lines of a text file as :func:`~groundhog_port.legacy.data.read_text_lines`
-    counts them (a last line without newline counts); ``None`` when it is not a text file
-    (a NUL byte) or cannot be read.  Cached per (path, size, modification time)."""
+    counts them (a last line without newline counts; a WMT SGML / XML test set: its
+    segments); ``None`` when it is not a text file (a NUL byte) or cannot be read.  Cached
+    per (path, size, modification time)."""
     try:
         st = Path(path).stat()
     except OSError:
@@ -342,8 +351,9 @@ def line_count(path) -> int | None:
         last = b"\n"
         try:
             with open(path, "rb") as fh:
-                if compression_of(fh.peek(8)[:8]) is not None:
-                    _line_counts[key] = _compressed_line_count(path)
+                head = fh.peek(8)[:8]
+                if compression_of(head) is not None or _may_be_markup(fh):
+                    _line_counts[key] = _sentence_count(path)
                     return _line_counts[key]
                 while chunk := fh.read(1 << 20):
                     if b"\0" in chunk or n is None:
@@ -357,6 +367,19 @@ def line_count(path) -> int | None:
             n += 1
         _line_counts[key] = n
     return _line_counts[key]
+
+
+def _may_be_markup(fh) -> bool:
+    """Whether the file ``fh`` (opened, at its start) may be a WMT SGML / XML test set: its
+    first non-blank lines (in its first 64 KiB) are told by
+    :func:`groundhog_port.untrusted.markup_kind`; read whole by :func:`_sentence_count`
+    then.  Leaves ``fh`` at its start."""
+    head = fh.read(1 << 16)
+    fh.seek(0)
+    lines = [ln for ln in head.splitlines() if ln.strip()][:2]
+    if not lines:
+        return False
+    return markup_kind(*lines) is not None
 
 
 def _distance(a, b):
@@ -570,15 +593,34 @@ def languages(state) -> tuple[str, str]:
     )
 
 
+#: WMT's SGML test set names: ``newstest2012-src.en.sgm`` (its reference ``-ref.fr.sgm``)
+_WMT_SGML_SOURCE = re.compile(r"^(.+)-src\.([A-Za-z]{2,3})(\.sgm|\.xml)$")
+
+
 def reference_for(source, src_lang, trg_lang):
     """``(reference, why)`` of a source file: the file of the same stem in the target language
     (``newstest2012.en`` -> ``newstest2012.fr``; a compressed source's reference may be
-    compressed or not: ``newstest2012.en.gz`` -> ``newstest2012.fr.gz`` or ``.fr``);
-    ``(None, why not)`` when there is none with as many lines as the source."""
+    compressed or not: ``newstest2012.en.gz`` -> ``newstest2012.fr.gz`` or ``.fr``; WMT's
+    SGML names: ``newstest2012-src.en.sgm`` -> ``newstest2012-ref.fr.sgm``, and
+    ``newstest2014-fren-src.en.sgm`` -> ``newstest2014-fren-ref.fr.sgm``); ``(None, why
+    not)`` when there is none with as many lines (segments) as the source.  The name only
+    pairs files: a reference of another count is never taken."""
     source = Path(source)
     plain = strip_compression(source.name)
     suffix = source.name[len(plain) :]
     parts = plain.split(".")
+    n = line_count(source)
+    wmt = _WMT_SGML_SOURCE.match(plain)
+    other = None  # a file of WMT's name but another count: said when nothing else is found
+    if wmt is not None and wmt.group(2) == src_lang:  # tried first; another count: not taken
+        stem = f"{wmt.group(1)}-ref.{trg_lang}{wmt.group(3)}"
+        for x in dict.fromkeys((suffix, "", *COMPRESSED_SUFFIXES)):
+            ref = source.with_name(stem + x)
+            if is_file(ref):
+                m = line_count(ref)
+                if m == n:
+                    return ref, f"WMT's naming -src.{src_lang} -> -ref.{trg_lang}, {n} segments"
+                other = other or f"{ref} has {m} segments, its source {n}"
     stems = []
     if src_lang in parts[1:]:
         i = len(parts) - 1 - parts[::-1].index(src_lang)
@@ -587,7 +629,6 @@ def reference_for(source, src_lang, trg_lang):
     if len(parts) > 1:
         stems.append(f"{'.'.join(parts[:-1])}.{trg_lang}")
     names = [s + x for s in stems for x in dict.fromkeys((suffix, "", *COMPRESSED_SUFFIXES))]
-    n = line_count(source)
     for name in dict.fromkeys(names):
         ref = source.with_name(name)
         if is_file(ref):
@@ -595,6 +636,8 @@ def reference_for(source, src_lang, trg_lang):
             if m == n:
                 return ref, f"the same stem in the target language .{trg_lang}"
             return None, f"{ref} has {m} lines, its source {n}"
+    if other is not None:
+        return None, other
     tried = " or ".join(dict.fromkeys(s + suffix for s in stems))
     return None, f"no {tried} beside it (target language .{trg_lang})"
 

@@ -36,8 +36,10 @@ not write in a way that can block or take unbounded memory:
 
 import contextlib
 import functools
+import itertools
 import json
 import os
+import re
 import stat
 
 from . import budget
@@ -394,3 +396,264 @@ def load_json(data, path=None, what="JSON", max_depth=MAX_JSON_DEPTH):
 def read_json(path, what="a JSON file", max_depth=MAX_JSON_DEPTH, limit=None):
     """:func:`read_input` then :func:`load_json`."""
     return load_json(read_input(path, what, limit), path, what, max_depth)
+
+
+# ----------------------------------------------------------------------------------------
+# WMT SGML / XML test sets: their segments are the sentences (issue 50 item 4)
+# ----------------------------------------------------------------------------------------
+#: the outermost elements of a WMT test set file: mteval's SGML (``srcset``, ``refset``,
+#: ``tstset``, mteval-v14's ``mteval``) and the WMT21+ XML form (``dataset``)
+MARKUP_ROOTS = ("srcset", "refset", "tstset", "mteval", "dataset")
+#: the elements accepted around the segments (anything else outside a ``<seg>`` is refused)
+MARKUP_ELEMENTS = frozenset(MARKUP_ROOTS + ("collection", "doc", "p", "hl", "src", "ref", "hyp"))
+#: the parts of a WMT XML ``<dataset>`` (one file holds the source, references, outputs)
+MARKUP_PARTS = ("src", "ref", "hyp")
+_ROOT = re.compile(rb"<(" + b"|".join(r.encode() for r in MARKUP_ROOTS) + rb")[\s>/]")
+_XML_DECL = re.compile(rb"<\?xml\b[^>]*\?>")
+_TAG = re.compile(r"<(/?)([A-Za-z_][-A-Za-z0-9_.:]*)([^<>]*?)(/?)>")
+_SEG_OPEN = re.compile(r"<seg(?:\s[^<>]*)?>")
+_XML_ENTITY = re.compile(r"&(?:#([0-9]{1,7})|#x([0-9A-Fa-f]{1,6})|(amp|lt|gt|quot|apos));")
+_XML_PREDEFINED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+#: sacrebleu's ``Dataset._clean``: strip, and any run of whitespace as one space
+_CLEAN = re.compile(r"\s+")
+
+
+def markup_kind(first: bytes, second: bytes = b"") -> str | None:
+    """``"sgml"`` or ``"xml"`` when a file whose first non-blank line is ``first`` (the next
+    non-blank one ``second``) is a WMT test set, else ``None`` (a plain text file).
+
+    Told by content, never by name: the first non-blank bytes open a ``<srcset``,
+    ``<refset``, ``<tstset``, ``<mteval`` or ``<dataset`` element (``"sgml"``; ``dataset``
+    is ``"xml"``), or an XML declaration ``<?xml ...?>`` followed by one (``"xml"``)."""
+    head = first.lstrip(b"\xef\xbb\xbf").strip()
+    decl = _XML_DECL.match(head)
+    if decl is not None:
+        rest = head[decl.end() :].strip() or second.strip()
+        return "xml" if _ROOT.match(rest) else None
+    m = _ROOT.match(head)
+    if m is None:
+        return None
+    return "xml" if m.group(1) == b"dataset" else "sgml"
+
+
+def _unescape_xml(text, path, number):
+    """XML's five predefined entities and character references replaced; any other ``&``
+    is refused (an entity only a DTD defines is never expanded: no entity bombs)."""
+
+    def one(m):
+        code = m.group(1) or m.group(2)
+        if code is None:
+            return _XML_PREDEFINED[m.group(3)]
+        value = int(code, 10 if m.group(1) else 16)
+        if not 0 < value <= 0x10FFFF or 0xD800 <= value <= 0xDFFF:
+            raise LegacyInputError(path, f"line {number}: {m.group(0)} is no character")
+        return chr(value)
+
+    out = _XML_ENTITY.sub(one, text)
+    if "&" in _XML_ENTITY.sub("", text):
+        bad = _XML_ENTITY.sub("", text)
+        at = bad.index("&")
+        raise LegacyInputError(
+            path,
+            f"line {number}: {bad[at : at + 12]!r} in a <seg> is not one of XML's entities "
+            "(&amp; &lt; &gt; &quot; &apos; &#N;): entities a DTD defines are not expanded",
+        )
+    return out
+
+
+class _Markup:
+    """The state of reading one WMT SGML / XML file line by line (:func:`iter_sentences`)."""
+
+    def __init__(self, path, kind, part):
+        self.path, self.kind, self.part = path, kind, part
+        self.root: str | None = None  # the outermost element, once opened
+        self.closed = False  # its closing tag seen
+        self.parts: list[str] = []  # the open <src>/<ref>/<hyp> of a <dataset>
+        self.names: dict[str, set] = {p: set() for p in MARKUP_PARTS}
+
+    def fail(self, number, problem):
+        return LegacyInputError(
+            self.path, f"line {number}: {problem} ({self.kind.upper()} test set)"
+        )
+
+    def segments(self, number, raw):
+        """The segments of one line of the file, in order (markup checked, none kept)."""
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise self.fail(
+                number, f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
+            ) from None
+        if number == 1:
+            line = line.lstrip("\ufeff")
+        out, pos = [], 0
+        while True:
+            lt = line.find("<", pos)
+            text = line[pos:] if lt < 0 else line[pos:lt]
+            if text.strip():
+                where = f"after </{self.root}>" if self.closed else "outside a <seg>"
+                raise self.fail(number, f"text {text.strip()[:40]!r} {where}")
+            if lt < 0:
+                return out
+            pos = self._markup(number, line, lt, out)
+
+    def _markup(self, number, line, lt, out):
+        """Read the markup at ``line[lt]``; returns where the text after it starts."""
+        if line.startswith("<!--", lt):
+            end = line.find("-->", lt + 4)
+            if end < 0:
+                raise self.fail(number, "a comment not closed on its line")
+            return end + 3
+        if line.startswith("<?", lt) or line.startswith("<!DOCTYPE", lt):
+            end = line.find(">", lt)
+            if end < 0 or "[" in line[lt:end]:
+                raise self.fail(number, "a declaration not closed on its line, or a DTD (not read)")
+            return end + 1
+        seg = _SEG_OPEN.match(line, lt)
+        if seg is not None:
+            if self.root is None or self.closed:
+                raise self.fail(number, f"a <seg> outside <{self.root or 'srcset'}>")
+            close = line.find("</seg>", seg.end())
+            inner = line[seg.end() : close if close >= 0 else len(line)]
+            if _SEG_OPEN.search(inner) or "<seg>" in inner:
+                raise self.fail(number, "a <seg> inside a <seg>")
+            if close < 0:
+                raise self.fail(number, "a <seg> not closed on its line (no </seg>)")
+            self._keep(number, inner, out)
+            return close + len("</seg>")
+        tag = _TAG.match(line, lt)
+        if tag is None:
+            raise self.fail(number, f"{line[lt : lt + 40]!r}: not markup of a test set")
+        closing, name, rest, empty = tag.groups()
+        low = name.lower()
+        if low == "seg":
+            raise self.fail(number, "a </seg> without its <seg>")
+        if low not in MARKUP_ELEMENTS:
+            raise self.fail(
+                number, f"<{closing}{name}> outside a <seg>: not an element of a WMT test set"
+            )
+        if self.closed:
+            raise self.fail(number, f"<{closing}{name}> after </{self.root}>")
+        if self.root is None:
+            if closing or low not in MARKUP_ROOTS:
+                raise self.fail(number, f"<{closing}{name}> before the test set's element")
+            self.root = low
+        elif closing and low == self.root:
+            self.closed = True
+        if low in MARKUP_PARTS and not empty:
+            if closing:
+                if not self.parts or self.parts[-1] != low:
+                    raise self.fail(number, f"</{name}> without its <{name}>")
+                self.parts.pop()
+            else:
+                self.parts.append(low)
+                attrs = dict(re.findall(r'([\w:-]+)\s*=\s*"([^"]*)"', rest))
+                self.names[low].add(attrs.get("translator") or attrs.get("system") or "")
+        return tag.end()
+
+    def _keep(self, number, inner, out):
+        if self.kind == "xml":
+            if "<" in inner:
+                raise self.fail(number, "markup inside a <seg>")
+            if self.root == "dataset":
+                if not self.parts:
+                    raise self.fail(number, "a <seg> outside <src>, <ref> or <hyp>")
+                if self.parts[-1] != self.part:
+                    return
+            text = _unescape_xml(inner, self.path, number)
+            if "\n" in text or "\r" in text:
+                raise self.fail(number, "a line break inside a <seg> (&#10; or &#13;)")
+            out.append(text)
+        else:
+            out.append(_CLEAN.sub(" ", inner.strip()))
+
+    def finish(self, number):
+        if not self.closed:
+            raise self.fail(
+                number, f"the file ends before </{self.root}> (truncated?): not read partly"
+            )
+        several = sorted(n for n in self.names[self.part] if n)
+        if len(several) > 1:
+            raise LegacyInputError(
+                self.path,
+                f"holds <{self.part}> of {len(several)} translators or systems "
+                f"({', '.join(several[:4])}): give one of them as its own file",
+            )
+
+
+def _sniff(lines):
+    """``(kind, held)``: :func:`markup_kind` of the file whose :func:`iter_raw_lines` are
+    ``lines``, and the lines read to tell (its blank lines, its first non-blank one and,
+    after an XML declaration, up to the next non-blank one)."""
+    held = []
+    for number, raw in lines:
+        held.append((number, raw))
+        first = raw.lstrip(b"\xef\xbb\xbf").strip()
+        if not first:
+            continue
+        following = b""
+        decl = _XML_DECL.match(first)
+        if decl is not None and not first[decl.end() :].strip():
+            for number2, raw2 in lines:  # the root may be on the next non-blank line
+                held.append((number2, raw2))
+                if raw2.strip():
+                    following = raw2
+                    break
+        return markup_kind(raw, following), held
+    return None, held
+
+
+def iter_sentences(path, what="a text file", whole=True, part="src"):
+    """``(number, raw)``: the sentences of a text file as bytes, each ending in ``b"\\n"``
+    (a plain file's last line without one comes without) -- the one reader of test sets,
+    references and translations.
+
+    A plain text file's sentences are its lines (:func:`iter_raw_lines`, whose limits hold
+    for every file).  A WMT test set in SGML or XML (:func:`markup_kind`: by its content,
+    never its name; compressed or not) gives its ``<seg>`` contents in document order,
+    ``number`` being the line of the file the segment is on; a ``<dataset>`` (WMT21+ XML,
+    source, references and outputs in one file) gives those of its ``part``: ``"src"``,
+    ``"ref"`` or ``"hyp"``.  The rules are sacrebleu's (2.x, ``sacrebleu.dataset``), so the
+    port reads the same sentences as sacrebleu from the same file:
+
+    * SGML (``<srcset>``, ``<refset>``, ``<tstset>``, ``<mteval>`` without an XML
+      declaration: WMT up to 2020): the text between ``<seg ...>`` and ``</seg>`` is taken
+      as it is -- entities such as ``&amp;`` are *not* unescaped (sacrebleu's
+      ``FakeSGMLDataset`` and Moses' ``input-from-sgm.perl`` do not; WMT's .sgm files hold
+      ``&`` and ``"`` raw, and tokenized text holds Moses' own ``&apos;`` escapes) -- then
+      stripped, each run of whitespace one space (sacrebleu's ``Dataset._clean``);
+    * XML (an ``<?xml`` declaration, or ``<dataset>``): what an XML parser gives
+      (sacrebleu's ``WMTXMLDataset`` reads it with lxml): ``&amp; &lt; &gt; &quot; &apos;``
+      and ``&#N;`` unescaped, whitespace kept; any other entity is refused, never expanded
+      (no DTD is read: no entity-expansion bomb), as is markup inside a ``<seg>``.
+
+    The file is read line by line (the standard library's XML parsers are not used), and
+    each of its lines is a line of :func:`iter_raw_lines`.  A malformed file is one
+    :class:`LegacyInputError` naming the file and the line -- a ``<seg>`` not closed on
+    its line, a ``<seg>`` inside a ``<seg>``, text or an unknown element outside a
+    ``<seg>``, the file ending before its outermost element is closed (a truncated file is
+    never read in part) -- as is a segment that is not UTF-8.  ``whole=False``: the caller
+    stops after the first sentences (:func:`iter_raw_lines`)."""
+    lines = iter_raw_lines(path, what, whole)
+    kind, held = _sniff(lines)
+    if kind is None:
+        yield from held
+        yield from lines
+        return
+    if part not in MARKUP_PARTS:
+        raise ValueError(f"part {part!r} is none of {MARKUP_PARTS}")
+    reader = _Markup(path, kind, part)
+    number = 0
+    for number, raw in itertools.chain(held, lines):
+        for segment in reader.segments(number, raw):
+            yield number, segment.encode("utf-8") + b"\n"
+    reader.finish(number)
+
+
+def markup_of(path) -> str | None:
+    """:func:`markup_kind` of the file ``path`` (``"sgml"``, ``"xml"`` or ``None``), reading
+    only its first non-blank lines (decompressed); ``None`` also when it cannot be read."""
+    try:
+        return _sniff(iter_raw_lines(path, "a text file", whole=False))[0]
+    except (LegacyInputError, OSError):
+        return None

@@ -87,7 +87,7 @@ import numpy as np
 from legacy_states import VOCABULARY_KEYS
 
 from ..errors import LegacyInputError, quoted
-from ..untrusted import check_special, iter_lines, reading
+from ..untrusted import check_special, iter_sentences, reading
 from .h5guard import check_dataset, check_global_heaps, check_links
 from .vocab import parse_input
 
@@ -161,7 +161,7 @@ def _state_value(state, key):
 # ----------------------------------------------------------------------------------------------
 
 
-def read_text_lines(path) -> list[str]:
+def read_text_lines(path, part="src") -> list[str]:
     """The lines of a text file as Python 2's ``for line in open(path)`` + ``.strip()`` gave them.
 
     Lines end at ``b'\\n'`` only; each is decoded as UTF-8 (non-UTF-8 bytes raise
@@ -171,20 +171,23 @@ def read_text_lines(path) -> list[str]:
     last line still counts; a final newline does not start an extra empty line.  Read line
     by line under the line-length limit and the parse budget; a FIFO or device is refused
     by type, and a gzip, bzip2 or xz file read decompressed
-    (:func:`groundhog_port.untrusted.iter_lines`).
+    (:func:`groundhog_port.untrusted.iter_lines`).  A WMT SGML / XML test set (told by its
+    content) gives its segments, of ``part`` in a ``<dataset>`` (``"src"``, ``"ref"``), as
+    sacrebleu reads them (:func:`groundhog_port.untrusted.iter_sentences`): its markup is
+    never a sentence.
     """
-    return [_decoded(path, number, chunk) for number, chunk in iter_lines(path, "a text file")]
+    return [_decoded(path, number, raw) for number, raw in iter_sentences(path, part=part)]
 
 
-def first_text_lines(path, n) -> list[str]:
+def first_text_lines(path, n, part="src") -> list[str]:
     """The first ``n`` lines of :func:`read_text_lines` without reading the rest of the file
     (a candidate test set may be a corpus of millions of lines), under the same line-length
     limit (a 100 MB first line is refused, not read) and decompressed the same way."""
     lines: list[str] = []
     if n <= 0:
         return lines
-    for number, chunk in iter_lines(path, "a text file", whole=False):
-        lines.append(_decoded(path, number, chunk))
+    for number, raw in iter_sentences(path, "a text file", whole=False, part=part):
+        lines.append(_decoded(path, number, raw))
         if len(lines) >= n:
             break
     return lines
@@ -258,7 +261,7 @@ def iter_text_batches(
     if batch_size < 1:
         raise LegacyInputError(None, f"batch size must be positive, got {batch_size}")
     src_lines = read_text_lines(src_path)
-    trg_lines = read_text_lines(trg_path)
+    trg_lines = read_text_lines(trg_path, part="ref")
     if len(src_lines) != len(trg_lines):
         raise LegacyInputError(
             src_path,

@@ -593,7 +593,7 @@ def reproduce(
             )
         archived[f.path] = lines
         if f.reference is not None and f.reference not in refs:
-            refs[f.reference] = read_lines(f.reference)[:max_lines]
+            refs[f.reference] = read_lines(f.reference, part="ref")[:max_lines]
             if len(refs[f.reference]) != len(sources[f.source]):
                 raise LegacyInputError(
                     f.reference,
@@ -791,16 +791,31 @@ def format_report(report) -> str:
     )
     if signature:
         out.append(BLEU_NOTE.format(signature=signature))
-    for s in report.get("skipped", []):
-        out.append(f"skipped {s['file']}: {s['reason']}")
-    n_files = len(report["files"])
-    same = sum(r["all_identical"] for r in report["files"])
-    lines = sum(r["compared"] for r in report["files"])
-    ident = sum(r["identical"] for r in report["files"])
-    verdict = "all identical" if report["all_identical"] else "DIFFERENCES"
-    out.append(
-        f"{verdict}: {same}/{n_files} files, {ident}/{lines} compared lines identical; "
-        f"{report['sentences']} sentences translated in {report['seconds']:.1f} s "
-        f"({report['sentences_per_second']:.1f} sentences/s)"
-    )
+    out.append(headline(report))
     return "\n".join(out)
+
+
+def headline(report) -> str:
+    """The last line of :func:`format_report`: the outputs re-done, identical, differing and
+    not done (each not done one above it with why: ``not done FILE: why``), the lines.  It
+    says "all identical" only when every output found was re-done and is identical; an
+    output not done says "NOT ALL DONE" (issue 50: one skipped output and one identical
+    said "all identical: 1/1 files")."""
+    skipped = report.get("skipped", [])
+    lines = [f"not done {s['file']}: {s['reason']}" for s in skipped]
+    redone = len(report["files"])
+    same = sum(bool(r["all_identical"]) for r in report["files"])
+    differ = redone - same
+    compared = sum(r["compared"] for r in report["files"])
+    ident = sum(r["identical"] for r in report["files"])
+    verdicts = (["DIFFERENCES"] if differ else []) + (["NOT ALL DONE"] if skipped else [])
+    not_done = f"{len(skipped)} not done" + (
+        f" ({', '.join(s['file'] for s in skipped)}: why above)" if skipped else ""
+    )
+    lines.append(
+        f"{', '.join(verdicts) or 'all identical'}: {redone}/{redone + len(skipped)} outputs "
+        f"re-done, {same} identical, {differ} differing, {not_done}; {ident}/{compared} "
+        f"compared lines identical; {report['sentences']} sentences translated in "
+        f"{report['seconds']:.1f} s ({report['sentences_per_second']:.1f} sentences/s)"
+    )
+    return "\n".join(lines)

@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import LegacyInputError
-from ..untrusted import iter_lines, iter_raw_lines
+from ..untrusted import iter_sentences
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +92,20 @@ def unescape_moses(line: str) -> str:
     return line
 
 
-def read_lines(path, unescape: bool = False) -> list[str]:
+def read_lines(path, unescape: bool = False, part: str = "src") -> list[str]:
     """The lines of a UTF-8 text file, without their line terminators.
 
     Lines are separated by ``\\n`` only (not by the other characters ``str.splitlines``
     treats as line breaks, e.g. U+2028 or \\x1c, which can occur inside a sentence); a
     ``\\r`` before the ``\\n`` is dropped.  Read line by line under the line-length limit
-    and the parse budget (:func:`groundhog_port.untrusted.iter_lines`).
+    and the parse budget; a WMT SGML / XML test set's lines are its segments (of ``part`` in
+    a ``<dataset>``: ``"src"``, ``"ref"`` or ``"hyp"``), as sacrebleu reads them
+    (:func:`groundhog_port.untrusted.iter_sentences`).
     """
     p = Path(path)
     lines, offset = [], 0
-    for number, chunk in iter_lines(p, "a text file"):
+    for number, raw in iter_sentences(p, "a text file", part=part):
+        chunk = raw[:-1] if raw.endswith(b"\n") else raw
         try:
             line = chunk.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -124,10 +127,10 @@ def read_parallel(
     """Read a hypothesis file and its reference files; all must have the same line count."""
     if not ref_paths:
         raise LegacyInputError(None, "at least one reference file (--ref) is needed")
-    hyps = read_lines(hyp_path, unescape=unescape)
+    hyps = read_lines(hyp_path, unescape=unescape, part="hyp")
     refs = []
     for rp in ref_paths:
-        lines = read_lines(rp, unescape=unescape)
+        lines = read_lines(rp, unescape=unescape, part="ref")
         if len(lines) != len(hyps):
             raise LegacyInputError(
                 rp,
@@ -278,18 +281,19 @@ DIES_ON_EMPTY_HYPOTHESIS = (
 )
 
 
-def perl_lines(path, unescape: bool = False) -> list[str]:
+def perl_lines(path, unescape: bool = False, part: str = "src") -> list[str]:
     """The lines of ``path`` as multi-bleu.perl sees them after ``chop``.
 
     Bytes are decoded as latin-1 (one character per byte: nothing is refused, and chop,
     ``split`` and ``lc`` act on bytes as in Perl); every line loses its last byte, which
     on a final line without a newline is a real character (logged).  Read line by line
     under the bounded reader's limits, as the sacrebleu path reads (a compressed file
-    decompressed: :func:`groundhog_port.untrusted.iter_raw_lines`).
+    decompressed; a WMT SGML / XML file's lines are its segments of ``part``, each with its
+    newline: :func:`groundhog_port.untrusted.iter_sentences`).
     """
     p = Path(path)
     lines = []
-    for _, raw in iter_raw_lines(p, "a text file"):
+    for _, raw in iter_sentences(p, "a text file", part=part):
         lines.append(raw[:-1].decode("latin-1"))
         if not raw.endswith(b"\n"):
             log.warning(
@@ -312,8 +316,8 @@ def multi_bleu_files(
     """
     if not ref_paths:
         raise LegacyInputError(None, "at least one reference file (--ref) is needed")
-    hyps = perl_lines(hyp_path, unescape=unescape)
-    refs = [perl_lines(rp, unescape=unescape) for rp in ref_paths]
+    hyps = perl_lines(hyp_path, unescape=unescape, part="hyp")
+    refs = [perl_lines(rp, unescape=unescape, part="ref") for rp in ref_paths]
     for rp, r in zip(ref_paths, refs):
         if len(r) < len(hyps):
             log.warning(

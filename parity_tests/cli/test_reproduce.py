@@ -12,6 +12,7 @@ models are tiny and two threads competing for this machine's two cores are much 
 
 import io
 import json
+import random
 import re
 import sys
 
@@ -103,7 +104,8 @@ def test_search_every_file_identical(search_text, legacy_root):
     assert "archived-reproduced 100.00 (multi-bleu 100.00)" in out
     assert "the original printed" in out  # its "Total cost" line
     assert re.search(
-        r"all identical: 6/6 files, 240/240 compared lines identical; "
+        r"all identical: 6/6 outputs re-done, 6 identical, 0 differing, 0 not done; "
+        r"240/240 compared lines identical; "
         r"200 sentences translated",
         out,
     )  # run2 reuses beam 10
@@ -209,7 +211,9 @@ def test_changed_line_exit_1_side_by_side(legacy_root, tmp_path, capsys):
     assert "39/40 lines identical (97.5%)" in out
     row = next(x for x in out.splitlines() if x.strip().startswith("line 7:"))
     assert re.search(rf"line 7: le chat mange une pomme \. +\| {re.escape(original)}$", row), row
-    assert out.splitlines()[-1].startswith("DIFFERENCES: 0/1 files, 39/40")
+    assert out.splitlines()[-1].startswith(
+        "DIFFERENCES: 1/1 outputs re-done, 0 identical, 1 differing, 0 not done; 39/40"
+    )
     rc, out, _ = _run(argv + ["--json"], capsys)
     assert rc == 1
     [r] = json.loads(out)["files"]
@@ -263,6 +267,37 @@ def test_find_case_skips_what_it_cannot_run(legacy_root, tmp_path):
     assert [f.name for f in case.files] == ["trans_beam10.txt"]
     assert case.files[0].stdout is not None and case.files[0].reference is not None
     assert {s["file"] for s in case.skipped} == {"trans_holdout_beam10.txt", "trans_something.txt"}
+
+
+def test_an_output_not_done_is_never_all_identical(legacy_root, tmp_path, capsys):
+    """Issue 50, item 6: a case whose one output is re-done identical and whose other output
+    (``trans.txt``: the lines of ``trans_beam1.txt`` shuffled, so that no setting gives its
+    first lines) cannot be matched says NOT ALL DONE with the counts and why, exit 1 (it
+    said "all identical: 1/1 files", exit 0)."""
+    src, d = legacy_root / "search", tmp_path / "case"
+    d.mkdir()
+    for name in ("search_state.pkl", "search_model.npz", "vocab.en.pkl", "vocab.fr.pkl",
+                 "ivocab.en.pkl", "ivocab.fr.pkl", "test.en", "test.fr", "trans_beam1.txt"):  # fmt: skip
+        (d / name).write_bytes((src / name).read_bytes())
+    lines = (src / "trans_beam1.txt").read_text(encoding="utf-8").splitlines()
+    shuffled = lines[:]
+    random.Random(50).shuffle(shuffled)
+    assert shuffled[:3] != lines[:3]
+    (d / "trans.txt").write_text("".join(x + "\n" for x in shuffled), encoding="utf-8")
+    rc, out, err = _run(["--case", str(d), "--json"], capsys)
+    assert rc == 1, err
+    report = json.loads(out)
+    assert [r["file"] for r in report["files"]] == ["trans_beam1.txt"]
+    assert report["files"][0]["identical"] == 40
+    assert [s["file"] for s in report["skipped"]] == ["trans.txt"]
+    assert (report["outputs"], report["not_done"], report["all_identical"]) == (2, 1, False)
+    text = format_report(report).splitlines()
+    assert text[-1].startswith(
+        "NOT ALL DONE: 1/2 outputs re-done, 1 identical, 0 differing, 1 not done "
+        "(trans.txt: why above); 40/40 compared lines identical"
+    ), text[-1]
+    assert text[-2].startswith("not done trans.txt: the name does not say the sample.py settings")
+    assert not any("all identical" in line for line in text)
 
 
 def test_holdout_file_uses_holdout_source(legacy_root, tmp_path):

@@ -10,6 +10,7 @@ warning per experiment whose fix, followed, works.
 """
 
 import json
+import os
 import re
 import shutil
 
@@ -312,7 +313,9 @@ def test_holdout_hints_name_what_serves_a_holdout_set(legacy_root, tmp_path):
         dst.write_text("".join(_lines_kept(search / src)[20:30]), encoding="utf-8")
     r = run_cli("reproduce", "--case", case)
     [skipped] = [ln for ln in r.stderr.splitlines() if "skipped" in ln]
-    assert r.returncode == 0 and "trans_holdout_beam10.txt: skipped: " in skipped, r.stderr
+    # an output not done exits 1, as archive does (issue 50, item 6)
+    assert r.returncode == 1 and "trans_holdout_beam10.txt: skipped: " in skipped, r.stderr
+    assert r.stdout.splitlines()[-1].startswith("NOT ALL DONE: 1/2 outputs re-done"), r.stdout
     assert skipped.endswith("; pass --data-dir DIR (the folder holding it)")
     r = run_cli("reproduce", "--case", case, "--data-dir", held, "--json")
     assert r.returncode == 0, r.stderr
@@ -338,21 +341,34 @@ def _lines_kept(path):
     return path.read_text(encoding="utf-8").splitlines(keepends=True)
 
 
-def test_links_outside_the_archive_are_one_warning_whose_fix_works(legacy_root, tmp_path):
+@pytest.mark.parametrize("through", ["the folder", "a link to it"])
+def test_links_outside_the_archive_are_one_warning_whose_fix_works(legacy_root, tmp_path, through):
     """An experiment of symlinks into another tree (issue 40 reads none of them unless
     asked): one warning naming the folder they lead to, not one per file; passing that
-    folder with --data-dir, as it says, re-does it."""
+    folder with --data-dir, as it says, re-does it, as does the folder as the links name it.
+
+    The folder named is where the links really lead (``os.path.realpath``: what the archive
+    compares with ROOT and each --data-dir), whatever links lie on the way -- also when the
+    shared recordings are themselves reached through a link (issue 50, item 8: the test
+    expected the path as the links spell it and failed when ``../shared`` was a link)."""
+    shared = legacy_root
+    if through == "a link to it":  # the recordings reached through a link, as ../shared may be
+        shared = tmp_path / "shared_link"
+        shared.symlink_to(legacy_root.resolve(), target_is_directory=True)
     root = tmp_path / "linked"
     d = root / "rnnencdec"
     d.mkdir(parents=True)
-    case = legacy_root / "encdec"
+    case = shared / "encdec"
     for name in ("encdec_state.pkl", "encdec_model.npz", "trans_beam5.txt", "test.en", "test.fr"):
         (d / name).symlink_to(case / name)
     args = ("archive", root, "--out", tmp_path / "r", "--max-sentences", "2", "--plots", "0")
     r = run_cli(*args)
     [warning] = _not_done_warnings(r.stderr)
     assert r.returncode == 1 and "trans_beam5.txt, encdec_state.pkl, encdec_model.npz" in warning
-    assert f"through links into {case}, outside the archive: not read" in warning
+    real = os.path.realpath(case)
+    assert f"through links into {real}, outside the archive: not read" in warning
     assert "(pass that folder with --data-dir to have it read); nothing of the" in warning
-    r = run_cli(*args, "--data-dir", case)
-    assert r.returncode == 0 and _not_done_warnings(r.stderr) == [], r.stderr
+    named = re.search(r"through links into (.+?), outside the archive", warning).group(1)
+    for data_dir in dict.fromkeys((named, str(case))):  # the fix as said, and as linked
+        r = run_cli(*args, "--data-dir", data_dir)
+        assert r.returncode == 0 and _not_done_warnings(r.stderr) == [], (data_dir, r.stderr)

@@ -9,7 +9,8 @@ Examples::
     groundhog-port reproduce --state s_state.pkl --model s_model.npz --source test.en \\
         --ref test.fr --archived-trans trans_beam10_normalize.txt --beam-size 10 --normalize
 
-Exit codes: 0 every compared line identical, 1 some differ, 2 bad input.
+Exit codes: 0 every output re-done and every compared line identical, 1 some differ or an
+output was not done (said in the report), 2 bad input.
 """
 
 import json
@@ -295,6 +296,11 @@ def _run(args, shown=None):
             "model": str(model),
             "skipped": skipped,
             "tokenize": args.tokenize,
+            # every output found: re-done and identical, or not; an output not done (its
+            # test set or settings not found) is never "all identical" (issue 50, item 6)
+            "outputs": len(files) + len(skipped),
+            "not_done": len(skipped),
+            "all_identical": report["all_identical"] and not skipped,
         }
     )
     logger.info(

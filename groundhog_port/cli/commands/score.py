@@ -175,8 +175,9 @@ def batch_mode(exp, args, world=None):
     if args.resume and not args.scores:
         raise LegacyInputError(None, "--resume needs --scores FILE")
     if args.src and not (str(args.src).endswith(".h5") and str(args.trg).endswith(".h5")):
-        for path in (args.src, args.trg):  # text: GroundHog's .h5 path skips long pairs itself
-            warn_long_lines(path, read_text_lines(path), exp.state, "scoring it", "score.py")
+        for path, part in ((args.src, "src"), (args.trg, "ref")):  # text: the .h5 path skips
+            lines = read_text_lines(path, part)  # long pairs itself
+            warn_long_lines(path, lines, exp.state, "scoring it", "score.py")
     from ...distributed import runner
     from ...search.scoring import batches_for
 
@@ -210,7 +211,7 @@ def txt_mode(exp, args):
 
     if not (args.src and args.trg):
         raise LegacyInputError(None, "--mode txt needs --src and --trg")
-    src_lines, trg_lines = read_text_lines(args.src), read_text_lines(args.trg)
+    src_lines, trg_lines = read_text_lines(args.src), read_text_lines(args.trg, "ref")
     warn_long_lines(args.src, src_lines, exp.state, "scoring it", "score.py")
     warn_long_lines(args.trg, trg_lines, exp.state, "scoring it", "score.py")
     if len(src_lines) != len(trg_lines):
