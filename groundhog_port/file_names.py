@@ -48,3 +48,18 @@ def output_kind(name):
 def snapshot_number(path) -> int | None:
     m = re.search(r"model([0-9]+)\.npz$", Path(path).name)
     return int(m.group(1)) if m else None
+
+
+#: ``beam12``, ``beam-12``, ``beam_12``, ``b12`` as a word of a file name
+_BEAM_WORD = re.compile(r"(?:^|[^a-z])(?:beam|b)[_.-]?([1-9][0-9]{0,3})(?![0-9])", re.IGNORECASE)
+
+
+def name_hint(name) -> tuple | None:
+    """``(beam, normalize, ignore_unk)`` a file name suggests (``hyp.beam12``,
+    ``out_beam5_norm.txt``), or ``None``: a hint that orders the settings tried, never
+    believed over the file's content."""
+    m = _BEAM_WORD.search(name)
+    if m is None:
+        return None
+    low = name.lower()
+    return int(m.group(1)), "norm" in low, "ignore_unk" in low or "ignoreunk" in low

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from parity_tests.support.archive import tree_size
 from parity_tests.support.inprocess import run_cli
 
 VOCABS = {
@@ -151,6 +152,18 @@ def test_lab_redone_identically_naming_the_snapshot(lab):
     packed = by["runs/2015/run7.tar.gz/run7"]  # a run kept packed; its test set gzipped
     assert packed["state"] == "runs/2015/run7.tar.gz/run7/phrase_state.pkl"
     assert packed["reproduction"][0]["source"] == "shared/corpora/wmt12.en.gz"
+
+
+def test_every_file_and_member_has_one_row(lab):
+    """The inventory (issue 50 item 1): as many rows as files and pack members, each once."""
+    inv = lab["report"]["inventory"]
+    assert len(inv) == tree_size(lab["root"]) and len({a["file"] for a in inv}) == len(inv)
+    roles = {a["file"]: a["role"] for a in inv}
+    assert roles["dicts/en.vocab.pkl"] == "word_indx of experiment search/run_"
+    assert roles["runs/2015/run7.tar.gz/run7/trans_beam10.txt"].startswith(
+        "an output of experiment runs/2015/run7.tar.gz/run7/phrase_, re-done: identical"
+    )
+    assert roles["search/run_model1.npz"].startswith("a snapshot of experiment search/run_")
 
 
 def _strip(report):

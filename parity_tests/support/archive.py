@@ -6,6 +6,8 @@ lines of its output are its output for the first lines of the test set)."""
 import hashlib
 import os
 import shutil
+import tarfile
+import zipfile
 from pathlib import Path
 
 MAX_SENTENCES = 4
@@ -140,3 +142,20 @@ def build_user_archive(legacy, root, missing_model=False, only=None):
     if missing_model:
         _link(legacy / "phrase" / "phrase_state.pkl", root / "missing" / "run1_state.pkl")
     return experiments
+
+
+def tree_size(root):
+    """Files under ``root`` plus the members of each pack (what the inventory accounts for),
+    counted with the standard library's own readers."""
+    n = 0
+    for p in root.rglob("*"):
+        if not p.is_file():
+            continue
+        n += 1
+        if p.suffix == ".zip":
+            with zipfile.ZipFile(p) as zf:
+                n += sum(not i.is_dir() for i in zf.infolist())
+        elif ".tar" in p.name or p.name.endswith(".tgz"):
+            with tarfile.open(p) as tf:
+                n += sum(m.isfile() for m in tf.getmembers())
+    return n

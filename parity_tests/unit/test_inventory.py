@@ -1,4 +1,4 @@
-"""groundhog_port.tasks.inventory: every file classified by content, within bounds.
+"""groundhog_port.tasks.archive.inventory: every file classified by content, within bounds.
 
 Expectations come from outside the code under test: the recordings' own naming convention
 (``*_state.pkl`` is a state...) for the shared cases -- while the classifier sees the same
@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 from groundhog_port import budget
-from groundhog_port.tasks import inventory
-from groundhog_port.tasks.inventory import (
+from groundhog_port.tasks.archive import inventory
+from groundhog_port.tasks.archive.inventory import (
     Kind,
     Limits,
     classify,
@@ -358,7 +358,7 @@ def test_a_gzip_bomb_is_not_decompressed_past_the_bound(tmp_path, monkeypatch):
 
 def test_classify_imports_no_torch(legacy_root):
     code = (
-        "import sys; from groundhog_port.tasks.inventory import classify\n"
+        "import sys; from groundhog_port.tasks.archive.inventory import classify\n"
         f"for p in {[str(p) for p in recorded_files(legacy_root)]!r}: classify(p)\n"
         "print('torch' in sys.modules)"
     )

@@ -258,10 +258,12 @@ def run(args):
             )
         finally:
             progress.close()
+        if results is not None:  # every file and pack member, with its role
+            inventory = [a.as_dict() for a in archive.account(tree, results, tree.skipped)]
     if world is not None and not world.is_root:
         distributed.finish(world)
         return EXIT_OK
-    report = archive_report.build(args.root, opts.key(), results)
+    report = archive_report.build(args.root, opts.key(), results, inventory)
     paths = archive_report.write(report, args.out)
     if world is not None:
         distributed.finish(world)

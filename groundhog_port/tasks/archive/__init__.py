@@ -44,6 +44,7 @@ holds the options and the paths as the report shows them, :mod:`.inputs` where a
 experiment's inputs are looked for.
 """
 
+from .accounting import account
 from .context import Options, Run
 from .discover import Entry, discover, unpacked
 from .inputs import read_test_sets
@@ -53,6 +54,7 @@ from .redo import redo
 
 __all__ = [
     "Entry",
+    "account",
     "Options",
     "check_out_dir",
     "check_plan",

@@ -39,8 +39,9 @@ from ...untrusted import read_json, special_kind
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
 #: bump when a cached result would no longer match what this code computes
-#: (2: content keys and the schema, issue 40; 3: the plan, snapshots, issue 43)
-CACHE_VERSION = 3
+#: (2: content keys and the schema, issue 40; 3: the plan, snapshots, issue 43; 4: outputs
+#: by content, issue 50)
+CACHE_VERSION = 4
 #: largest cache entry read (a result is a few KB; the report's first differences are cut)
 MAX_ENTRY_BYTES = 16 << 20
 #: largest plot embedded into report.html (a plot of 100 x 100 words is about 200 KB)
@@ -135,7 +136,7 @@ def cache_key(entry, opts, extra=(), memo=None) -> str:
         for d in lookup.case_data_dirs(entry.folder, opts.data_dirs)
         if not isinstance(d, lookup.ImplicitDir) or entry.root is None or lies_inside(d, entry.root)
     )
-    inputs = {entry.state, entry.model, entry.trace, *entry.outputs, *extra}
+    inputs = {entry.state, entry.model, entry.trace, *entry.outputs, *entry.candidates, *extra}
     up = entry.folder.parent / "data"
     above = entry.root is not None and not lies_inside(up, entry.root)  # not read: not keyed
     for d in (entry.folder, *opts.data_dirs, *(() if above else (up,))):
@@ -204,6 +205,7 @@ REPRODUCTION = {
     "settings_why": Opt(str),
     "snapshot": Opt(str),
     "snapshots": Opt([{"model": str, "status": str}]),
+    "status": Opt(str),
 }
 SCORES = {
     "file": str,
@@ -255,6 +257,7 @@ RESULT = {
     "notes": [str],
     "not_done": [{"what": str, "why": str}],
     "origin": Opt(str),
+    "not_outputs": Opt([str]),
 }
 _NON_FINITE = ("nan", "inf", "-inf")
 

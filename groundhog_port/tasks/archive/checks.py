@@ -3,7 +3,7 @@ line, crash logs re-checked, attention plots, parity against a ``trace.h5``."""
 
 import math
 
-from ...file_names import SCORES_NAME, TEST_SET_NAMES
+from ...file_names import SCORES_NAME, TEST_SET_NAMES, output_kind
 from ...harness.print_noise import PrintNoise, last_digit
 from ...outputs import file_in, folder_in
 from .cache import safe_name
@@ -104,11 +104,17 @@ def crash_logs(res, entry):
 
     rows = {r["file"]: r for r in res.data["reproduction"]}
     for p in entry.outputs:
-        if not p.name.endswith("_error.txt"):
+        if (entry.kinds.get(p) or output_kind(p.name)) != "crash log":
             continue
-        stem = p.name[: -len("_error.txt")]
-        trans = "trans_" + stem[len("sample_") :] + ".txt" if stem.startswith("sample_") else None
+        stem = p.name[: -len("_error.txt")] if p.name.endswith("_error.txt") else p.stem
+        # its output: sample_<stem>_error.txt is trans_<stem>.txt's; <stem>_error.txt <stem>'s
+        names = [f"{stem}.txt", stem]
+        if stem.startswith("sample_"):
+            names.insert(0, f"trans_{stem[len('sample_') :]}.txt")
+        trans = next((n for n in names if n in rows), names[0])
         row = rows.get(trans)
+        if row is None and entry.others:
+            continue  # a folder of several states: the crash of another state's output
         if row is None:
             status = "no trans file of this run was re-done"
         elif row.get("crash_not_rechecked"):

@@ -91,9 +91,23 @@ class Run:
     #: unpacked folder (absolute) -> the pack's path under ROOT (``runs/run7.tar.gz``)
     packs: dict[str, str] = field(default_factory=dict)
     digests: dict = field(default_factory=dict)
+    #: absolute path -> its inventory row (:func:`groundhog_port.tasks.archive.inventory.classify`),
+    #: every file classified once per run
+    rows: dict = field(default_factory=dict)
+    #: ``[(member as the report names it, why)]``: pack members not written (links, devices)
+    skipped: list = field(default_factory=list)
 
     def __post_init__(self):
         self.root = Path(self.root)
+
+    def row(self, path):
+        """The inventory row of file ``path`` (what it holds, by content), read once."""
+        from .inventory import classify
+
+        key = os.path.abspath(path)
+        if key not in self.rows:
+            self.rows[key] = classify(path)
+        return self.rows[key]
 
     def allowed(self) -> tuple:
         """The real paths a file of the archive may lead to: ROOT, each ``--data-dir`` and

@@ -1,5 +1,8 @@
-"""Finding the experiments of an archive: every state with its model, snapshots, trace and
-what ``sample.py`` / ``score.py`` left beside it, in ROOT and in every pack under it."""
+"""Finding the experiments of an archive by content: every file of ROOT and of every pack
+under it classified by what it holds (:func:`groundhog_port.tasks.archive.inventory.classify`);
+every GroundHog state, whatever its name, is one experiment, with the models beside it whose
+parameters fit it (:func:`~groundhog_port.tasks.archive.inventory.pair_models`), its trace and what
+``sample.py`` / ``score.py`` left beside it.  Names only order and break ties."""
 
 import contextlib
 import os
@@ -12,6 +15,7 @@ from ...errors import LegacyInputError, shown
 from ...file_names import is_output
 from .. import packs
 from .context import Run, not_read, relative
+from .inventory import Kind, Pairing, Row, pair_models
 
 
 @dataclass
@@ -24,13 +28,21 @@ class Entry:
     model: Path | None
     trace: Path | None
     outputs: list[Path] = field(default_factory=list)  # trans_*, scores*, *_error.txt
-    others: int = 0  # other states in the same folder (outputs then shared)
+    others: int = 0  # other states in the same folder (each output then found by content)
     root: Path | None = None  # the archive it was found in
     #: ``[(file name, why)]``: files of the experiment that are not read (:func:`not_read`)
     refused: list = field(default_factory=list)
     #: GroundHog's snapshots ``prefix + model%d.npz`` (mainLoop.py:233-234), oldest first
     snapshots: list = field(default_factory=list)
     model_why: str = ""
+    state_why: str = ""
+    #: text files of any name beside the state that may be its outputs: kept where its
+    #: model's re-translations confirm them (issue 50 item 3), every output's in a folder of
+    #: several states (each belongs to the state whose model gives its first lines)
+    candidates: list = field(default_factory=list)
+    #: output -> ``trans`` / ``scores`` / ``crash log`` where the content says (a traceback
+    #: of any name); else the name's (:func:`groundhog_port.file_names.output_kind`)
+    kinds: dict = field(default_factory=dict)
 
 
 def pack_files(root):
@@ -72,6 +84,7 @@ def unpacked(run: Run):
                 continue
             rel = run.rel(pack)
             run.packs[os.path.abspath(up.folder)] = rel
+            run.skipped += [(f"{rel}/{m}", w) for m, w in up.skipped]
             skipped = up.skipped + [
                 (relative(up.folder, p), "a pack inside a pack: not unpacked")
                 for p in pack_files(up.folder)
@@ -88,67 +101,171 @@ def unpacked(run: Run):
         yield entries
     finally:
         run.packs.clear()
+        run.skipped.clear()
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _model_for(state):
-    """``(model, why, snapshots)`` of a state: its ``prefix + model.npz``, else the only
-    ``*model.npz`` beside it, else its newest snapshot (:func:`groundhog_port.lookup.snapshots_of`)."""
-    prefix = state.name[: -len("state.pkl")]
-    snaps = lookup.snapshots_of(state)
-    same = state.parent / f"{prefix}model.npz"
-    if same.is_file():
-        return same, "the *model.npz of the state's prefix", snaps
-    found = sorted(state.parent.glob("*model.npz"))
-    if len(found) == 1:
-        return found[0], "the only *model.npz beside the state", snaps
-    if snaps:
-        return snaps[-1], "the newest snapshot (each output is checked against every one)", snaps
-    return None, "", snaps
+def _experiment_id(rel: str) -> str:
+    """An experiment's id: its state's path under ROOT without ``state.pkl`` (GroundHog's
+    ``prefix + 'state.pkl'``, mainLoop.py:226), or without ``.pkl`` for another name."""
+    if rel.endswith("state.pkl"):
+        return rel[: -len("state.pkl")] or "state"
+    return rel[: -len(".pkl")] if rel.endswith(".pkl") else rel
+
+
+def _models_of(state: Row, pairings: list[Pairing], models: list[Row]):
+    """``(model, why, alternatives)`` of a state from the models of its folder whose
+    parameters fit it: ``prefix + model.npz`` (what sample.py was given by habit), else the
+    only one, else the newest snapshot ``prefix + model%d.npz`` (mainLoop.py:233-234), else
+    the first by name; ``alternatives`` are every fitting model but that one when there are
+    several, oldest snapshot first (each output is checked against every one).  With none
+    fitting, the reason names each model seen and why it does not fit."""
+    mine = [p for p in pairings if p.state == state.path]
+    if not mine:
+        seen = [p for p in pairings]
+        if not seen:
+            return None, "no model (.npz of GroundHog parameters) beside the state", []
+        return (
+            None,
+            "no model beside the state fits it: "
+            + "; ".join(f"{p.model.name}: {p.why}" for p in seen)[:600],
+            [],
+        )
+    prefix = state.path.name[: -len("state.pkl")] if state.path.name.endswith("state.pkl") else None
+    named = [p for p in mine if prefix is not None and p.model.name == f"{prefix}model.npz"]
+    snaps = sorted((p for p in mine if p.snapshot is not None), key=lambda p: p.snapshot or 0)
+    others = sorted(
+        (p for p in mine if p.snapshot is None and p not in named), key=lambda p: p.model.name
+    )
+    fit = "its parameters' names and shapes fit the state"
+    if len(mine) == 1:
+        p = mine[0]
+        why = (
+            f"the *model.npz of the state's prefix; {fit}"
+            if named
+            else f"the only model beside the state that fits it ({p.model.name}: {fit})"
+        )
+        return p.model, why, [p.model] if p.snapshot is not None else []
+    alternatives = [p.model for p in (*snaps, *others)]
+    if named:
+        model, why = named[0].model, f"the *model.npz of the state's prefix; {fit}"
+        alternatives = alternatives if snaps else [model, *alternatives]
+    elif snaps:
+        model, why = (
+            snaps[-1].model,
+            "the newest snapshot (each output is checked against every one)",
+        )
+    else:
+        model = others[0].model
+        why = (
+            f"{len(others)} models beside the state fit it ({', '.join(p.model.name for p in others)}): "
+            "each output is checked against every one"
+        )
+    return model, why, alternatives
+
+
+def _rows(run: Run, folder: Path, names, allowed):
+    """``({name: row}, [(name, why)])``: each readable regular file of ``folder`` classified
+    (once per run: :meth:`Run.row`), and the files :func:`not_read` refuses."""
+    rows, refused = {}, []
+    for n in sorted(names):
+        p = folder / n
+        why = not_read(p, allowed)
+        if why is not None:
+            refused.append((n, why))
+            continue
+        if os.path.isfile(p):
+            rows[n] = run.row(p)
+    return rows, refused
+
+
+#: the kinds a text of any name beside a state may be an output of (by content)
+_TEXTS = (Kind.TEXT,)
 
 
 def discover(run: Run, top=None) -> list[Entry]:
-    """Every ``*state.pkl`` under folder ``top`` (ROOT by default; an unpacked pack), sorted
-    by path, with what lies beside it; the files :func:`not_read` refuses are listed in each
-    entry's ``refused`` instead."""
+    """Every GroundHog state under folder ``top`` (ROOT by default; an unpacked pack),
+    whatever its name, sorted by path, with what lies beside it; the files :func:`not_read`
+    refuses are listed in each entry's ``refused`` instead."""
     root = Path(top) if top is not None else run.root
     allowed = run.allowed()
     entries = []
     for folder, _, names in lookup.walk(root):
         folder = Path(folder)
-        states = sorted(n for n in names if n.endswith("state.pkl"))
-        outputs, refused = [], []
-        for n in sorted(names):
-            if is_output(n):
-                why = not_read(folder / n, allowed)
-                if why is None:
-                    outputs.append(folder / n)
-                else:
-                    refused.append((n, why))
-        for n in states:
-            state = folder / n
-            rel = shown(state.relative_to(root).as_posix())
-            trace = folder / "trace.h5"
-            model, model_why, snaps = _model_for(state)
-            mine = list(refused)
-            for p in (state, model, trace):
-                why = not_read(p, allowed) if p is not None and os.path.lexists(p) else None
-                if why is not None:
-                    mine.append((p.name, why))
-            unread = {name for name, _ in mine}
+        rows, refused = _rows(run, folder, names, allowed)
+        states = [r for r in rows.values() if r.kind is Kind.STATE]
+        # a state that may not be read (a link out of the archive) is known by its name
+        # alone: its experiment is one "not done" line saying why (nothing else is read)
+        unread = [n for n, _ in refused if n.endswith("state.pkl")]
+        if not states and not unread:
+            continue
+        refused.sort(
+            key=lambda x: (
+                0
+                if is_output(x[0])
+                else 1
+                if x[0].endswith("state.pkl")
+                else 2
+                if x[0].endswith("model.npz")
+                else 3
+            )
+        )
+        for n in unread:
+            model = folder / f"{n[: -len('state.pkl')]}model.npz"
             entries.append(
                 Entry(
-                    rel[: -len("state.pkl")] or "state",
+                    _experiment_id(shown((folder / n).relative_to(root).as_posix())),
                     folder,
-                    state,
+                    folder / n,
+                    model if os.path.lexists(model) else None,
+                    None,
+                    [folder / x for x in sorted(names) if is_output(x)],
+                    len(states) + len(unread) - 1,
+                    run.root,
+                    list(refused),
+                    state_why="named *state.pkl (it may not be read: its content is not known)",
+                )
+            )
+        if not states:
+            continue
+        models = [r for r in rows.values() if r.kind is Kind.MODEL]
+        pairings = pair_models(states, models)
+        named = [folder / n for n in sorted(names) if is_output(n) and n in rows]
+        kinds = {folder / n: "crash log" for n, r in rows.items() if r.kind is Kind.CRASH_LOG}
+        crashes = [p for p in kinds if p not in named]
+        texts = [
+            folder / n
+            for n, r in rows.items()
+            if r.kind in _TEXTS
+            and folder / n not in named
+            and not getattr(r.facts, "numeric", False)
+        ]
+        for state in states:
+            rel = shown(state.path.relative_to(root).as_posix())
+            trace = folder / "trace.h5"
+            model, model_why, alternatives = _models_of(state, pairings, models)
+            mine = list(refused)
+            refused_names = {name for name, _ in mine}
+            entries.append(
+                Entry(
+                    _experiment_id(rel),
+                    folder,
+                    state.path,
                     model,
-                    trace if trace.is_file() and trace.name not in unread else None,
-                    outputs,
+                    trace
+                    if "trace.h5" in rows
+                    and rows["trace.h5"].kind is Kind.HDF5
+                    and trace.name not in refused_names
+                    else None,
+                    [*named, *crashes],
                     len(states) - 1,
-                    root,
+                    run.root,
                     mine,
-                    snaps,
+                    alternatives,
                     model_why,
+                    "its content is a GroundHog state (a pickled dict of state.py's keys)",
+                    texts,
+                    kinds,
                 )
             )
     return sorted(entries, key=lambda e: e.id)

@@ -15,6 +15,7 @@ from ..rescore import read_lines
 from .context import Options, Run, not_read
 from .discover import Entry
 from .inputs import experiment_dirs, folder_key, given_test_set, open_model, places
+from .outputs import disambiguate, language_of, post_processed, readme_hints, settings_order
 from .plan_file import BY_CONTENT
 from .result import Result
 
@@ -33,16 +34,19 @@ def plan_experiment(run: Run, entry: Entry, opts: Options, opened=None) -> dict:
         "id": entry.id,
         "folder": folder_key(run, entry),
         "state": rel(entry.state),
-        "state_why": "a *state.pkl under ROOT: one experiment",
+        "state_why": entry.state_why or "a GroundHog state under ROOT: one experiment",
         "model": rel(entry.model),
         "model_why": entry.model_why,
         "snapshots": [rel(s) for s in entry.snapshots],
         "snapshots_why": SNAPSHOTS_WHY if entry.snapshots else "",
         "changes": list(opts.changes),
         "missing": [],
+        "not_outputs": [],
         "output": [],
     }
-    outputs = [{"file": rel(p), "kind": output_kind(p.name)} for p in entry.outputs]
+    outputs = [
+        {"file": rel(p), "kind": entry.kinds.get(p) or output_kind(p.name)} for p in entry.outputs
+    ]
     e["output"] = outputs
     unread = {name for name, _ in entry.refused}
     if entry.model is None or entry.state.name in unread or entry.model.name in unread:
@@ -194,14 +198,11 @@ def _snapshot_exps(entry, e, dirs, opts, opened, run):
 
 
 def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
-    """Each translation output's settings (its name, else by content), test set and snapshot."""
-    from ..reproduce import (
-        INFER_BEAMS,
-        SourceFinder,
-        disambiguate,
-        inferable_settings,
-        parse_trans_name,
-    )
+    """Each translation output's settings, test set and model, found by content
+    (:mod:`.outputs`): the outputs sample.py's names mark, then the texts of any name beside
+    the state (``entry.candidates``; in a folder of several states every output is one), a
+    candidate kept only where some setting confirms it or it was post-processed."""
+    from ..reproduce import Settings, SourceFinder, inferable_settings, parse_trans_name
 
     dirs = experiment_dirs(run, entry, opts)
     # the files the user named (--source/--ref, --test-sets, the plan) are read where they
@@ -224,27 +225,38 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
         SourceFinder(m_exp, places(run, entry, opts), entry.folder, by_name=by_name, fix=fix)
         for _, m_exp in models
     ]
-    trans = [(p, o) for p, o in zip(entry.outputs, e["output"]) if o["kind"] == "trans"]
-    named = [(p, o, parse_trans_name(p.name)) for p, o in trans]
+    hints = readme_hints(entry.candidates, run.row)
+    shared = entry.others > 0  # several states: each output is the one whose model gives it
+    items = [
+        (run.abs(o["file"]), o, parse_trans_name(Path(o["file"]).name), shared)
+        for o in e["output"]
+        if o["kind"] == "trans"
+    ]
+    for p in entry.candidates:
+        why = language_of(exp, p)
+        if why is not None:
+            e["not_outputs"].append(f"{res.rel(p)}: {why}")
+            continue
+        o = {"file": res.rel(p), "kind": "trans"}
+        e["output"].append(o)
+        items.append((p, o, None, True))
     # outputs whose names say their settings first: their test sets are tried first for
     # the others (SourceFinder reuses a choice)
-    named.sort(key=lambda t: t[2] is None)
-    for p, o, parsed in named:
-        stem = p.name[len("trans_") : -len(".txt")] if p.name.startswith("trans_") else None
-        error = entry.folder / f"sample_{stem}_error.txt" if stem else None
-        error = error if error is not None and error.is_file() else None
+    items.sort(key=lambda t: t[2] is None)
+    for p, o, parsed, candidate in items:
+        error = error_log(entry, p)
+        name = parsed[1] if parsed is not None else "test"
         if parsed is not None:
-            settings, name, _ = parsed
-            candidates = [settings]
-            o["settings_why"] = "read from the file name"
+            order = [parsed[0], *(s for s in inferable_settings() if s != parsed[0])]
+            hint, hint_from = parsed[0], "its name"
         else:
-            name, candidates = "test", inferable_settings()
+            order, hint, hint_from = settings_order(p.name, hints, Settings, inferable_settings())
         o["test_set"] = name
         given = tests[name]
         choice, settings, model, why_not = None, None, None, []
-        # an output of any name: the test sets chosen for the others first, every setting
-        for reuse_only in (True, False) if parsed is None else (False,):
-            for s in candidates:
+        # the test sets chosen for the others first, every setting, every model
+        for reuse_only in (True, False):
+            for s in order:
                 for (m_path, _), finder in zip(models, finders):
                     try:
                         if given[0] is not None and str(given[0]) in named_by_user:
@@ -253,40 +265,58 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
                             c = lookup.TestSetChoice(given[0], given[1], given[2])
                             finder.note(c, p.name)
                         else:  # found by content (a test set chosen before is tried first)
-                            c = finder.find(
-                                p, s, name, error, by_name=parsed is not None, reuse_only=reuse_only
-                            )
+                            c = finder.find(p, s, name, error, by_name=False, reuse_only=reuse_only)
                     except LegacyInputError as err:
                         if not reuse_only:
                             why_not.append(err.problem)
                         continue
-                    if not c.confirmed and len(models) > 1 and m_path != models[-1][0]:
-                        continue  # by name, unconfirmed: only once no snapshot confirms
                     choice, settings, model = c, s, m_path
                     break
                 if choice is not None:
                     break
             if choice is not None:
                 break
-        if choice is None and given[0] is not None and parsed is not None:
-            choice = lookup.TestSetChoice(given[0], given[1], given[2], confirmed=False)
-            settings, model = candidates[0], models[0][0]
+        if choice is None:
+            found = post_processed(
+                finders[0], read_lines(p), order, places(run, entry, opts), entry.folder,
+                p.name, finders[0].langs,
+            )  # fmt: skip
+            if found is not None:
+                choice, settings, how = found
+                model = models[0][0]
+                o["post_processed"] = how
+        if choice is None and parsed is not None and not candidate:
+            # the name's settings, the test set by its standard name, unconfirmed: a model
+            # that no longer reproduces its outputs is a result, not a missing input
+            try:
+                choice = finders[-1].find(p, parsed[0], name, error, by_name=True)
+                settings, model = parsed[0], models[-1][0]
+            except LegacyInputError as err:
+                why_not.append(err.problem)
+            if choice is None and given[0] is not None:
+                choice = lookup.TestSetChoice(given[0], given[1], given[2], confirmed=False)
+                settings, model = parsed[0], models[0][0]
+        if choice is None and candidate:
+            o["_drop"] = True
+            e["not_outputs"].append(
+                f"{o['file']}: no setting gives its first lines from any test set found "
+                "(tried " + ", ".join(x.describe() for x in order[:4]) + ", ...)"
+            )
+            continue
         if choice is None:
             o["source"] = o["reference"] = ""
             if parsed is not None:  # what the name says, though no test set confirms it
-                o.update(beam_size=candidates[0].beam_size, normalize=candidates[0].normalize)
-                o["ignore_unk"] = candidates[0].ignore_unk
+                o.update(beam_size=parsed[0].beam_size, normalize=parsed[0].normalize)
+                o["ignore_unk"] = parsed[0].ignore_unk
             for k in SETTING_KEYS:  # written so; a --plan run searches again
                 o.setdefault(k, BY_CONTENT)
-            if parsed is None:
-                o["why"] = (
-                    "the file name does not say the sample.py settings and no setting "
-                    f"tried (beams {', '.join(map(str, INFER_BEAMS))}, with and without "
-                    "--normalize / --ignore-unk) gives its first lines from any test set "
-                    'found; add beam_size = N (normalize, ignore_unk) and source = "PATH"'
-                )
-            else:
-                o["why"] = f"its test set: {why_not[0] if why_not else 'not found'}"
+            o["why"] = (
+                f"its test set: {why_not[0]}"
+                if parsed is not None and why_not
+                else "no setting tried (beams 1, 5, 10, 12, 20, with and without --normalize "
+                "/ --ignore-unk) gives its first lines from any test set found; add "
+                'beam_size = N (normalize, ignore_unk) and source = "PATH"'
+            )
             e["missing"].append(f'{o["file"]}: source = "PATH"  ({o["why"][:200]})')
             continue
         why = None
@@ -296,24 +326,30 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
             o["source"] = o["reference"] = ""
             o["why"] = f"its test set {res.rel(choice.source)}: {why}"
             continue
-        o.update(beam_size=settings.beam_size, normalize=settings.normalize)
-        o["ignore_unk"] = settings.ignore_unk
-        if parsed is None:
+        if choice.confirmed and "post_processed" not in o:
             finder = finders[[m for m, _ in models].index(model)]
-            settings, agree, also = disambiguate(finder, read_lines(p), choice.source, settings)
-            o.update(beam_size=settings.beam_size, normalize=settings.normalize)
-            o["ignore_unk"] = settings.ignore_unk
+            settings, agree, also = disambiguate(finder, read_lines(p), choice.source, order)
             o["settings_why"] = (
                 f"by content: {agree} re-translated with {settings.describe()} are the "
-                "archived ones (settings tried in order: beams 1, 5, 10, 12, 20, each without "
-                "and with --normalize / --ignore-unk; where several give the first lines, more "
-                "lines decide)"
-                + (
-                    f"; so are they with {'; '.join(also)} (the first of these is taken)"
-                    if also
-                    else ""
-                )
+                "archived ones (settings tried: "
+                + (f"{hint_from}'s first, then " if hint is not None else "")
+                + "beams 1, 5, 10, 12, 20, each without and with --normalize / --ignore-unk; "
+                "where several give the first lines, more lines decide)"
+                + (f"; so are they with {'; '.join(also)} (the first is taken)" if also else "")
             )
+        elif "post_processed" in o:
+            o["settings_why"] = (
+                f"by content: its first lines are the re-translation with "
+                f"{settings.describe()} {o['post_processed']} by hand"
+            )
+        else:
+            o["settings_why"] = "read from the file name (no test set confirms it)"
+        if hint is not None and settings != hint:
+            said = f"{hint_from} says {hint.describe()}, its lines say {settings.describe()}"
+            o["settings_why"] += f"; {said}"
+            logger.warning("%s: %s: %s (the lines are believed)", entry.id, o["file"], said)
+        o.update(beam_size=settings.beam_size, normalize=settings.normalize)
+        o["ignore_unk"] = settings.ignore_unk
         o["source"], o["reference"] = (
             res.rel(choice.source),
             res.rel(choice.reference) if choice.reference else "",
@@ -322,12 +358,24 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
         if snaps:
             o["snapshot"] = res.rel(model)
             o["snapshot_why"] = _snapshot_why(p, settings, choice.source, model, models, finders)
-        if tests[name][0] is None and (
-            parsed is not None or not any(x[2] is not None for x in named)
-        ):
+        if tests[name][0] is None and (choice.confirmed or parsed) and "post_processed" not in o:
             tests[name] = (choice.source, choice.reference, choice.why)
+    e["output"] = [o for o in e["output"] if not o.get("_drop")]
     for finder in finders:  # which test set serves which files, and why: once
         finder.announce(f"{entry.id}: ")
+
+
+def error_log(entry, path):
+    """The crash log sample.py's run of output ``path`` left: ``sample_<stem>_error.txt``
+    for ``trans_<stem>.txt`` (the recordings' names), else ``<stem>_error.txt``."""
+    stem = path.name[: -len(".txt")] if path.name.endswith(".txt") else path.name
+    for name in (
+        f"sample_{stem[len('trans_') :]}_error.txt" if stem.startswith("trans_") else None,
+        f"{stem}_error.txt",
+    ):
+        if name and (entry.folder / name).is_file():
+            return entry.folder / name
+    return None
 
 
 def _snapshot_why(path, settings, source, chosen, models, finders):
@@ -345,9 +393,10 @@ def _snapshot_why(path, settings, source, chosen, models, finders):
 
 def _plan_scores(res, run, entry, e, exp, tests, opts, dirs):
     """Each score file's test set: the translations', else by name, else by content."""
-    for p, o in zip(entry.outputs, e["output"]):
+    for o in e["output"]:
         if o["kind"] != "scores":
             continue
+        p = run.abs(o["file"])
         m = SCORES_NAME.match(p.name)
         if m is None or m.group("n"):
             continue

@@ -53,7 +53,7 @@ VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
 FILE_KEYS = ("state", "model", *VOCAB_KEYS, "test_source", "test_reference")
 HOLDOUT_KEYS = ("holdout_source", "holdout_reference")
 EXPERIMENT_KEYS = frozenset(
-    {"id", "folder", "snapshots", "snapshots_why", "changes", "missing", "output"}
+    {"id", "folder", "snapshots", "snapshots_why", "changes", "missing", "not_outputs", "output"}
     | set(FILE_KEYS + HOLDOUT_KEYS)
     | {k + "_why" for k in FILE_KEYS + HOLDOUT_KEYS}
 )
@@ -71,6 +71,7 @@ OUTPUT_KEYS = frozenset(
         "why",
         "snapshot",
         "snapshot_why",
+        "post_processed",
     }
 )
 KINDS = ("trans", "scores", "crash log")
@@ -258,7 +259,7 @@ def loads(text: str, path=None) -> dict:
         seen.add(e["id"])
         for k in e:
             w = at.of(i, key=k) + where
-            if k in ("snapshots", "changes", "missing"):
+            if k in ("snapshots", "changes", "missing", "not_outputs"):
                 _typed(path, w, e[k], (list,), k)
                 for x in e[k]:
                     _typed(path, w, x, (str,), k + " item")

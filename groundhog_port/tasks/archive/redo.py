@@ -10,7 +10,7 @@ from .checks import attention_plots, check_scores, crash_logs, parity_check
 from .context import OUTSIDE, Options, Run, not_read
 from .discover import Entry
 from .inputs import experiment_dirs, open_model
-from .plan import by_content, complete, plan_changes, plan_experiment
+from .plan import by_content, complete, error_log, plan_changes, plan_experiment
 from .result import Result, attempt
 
 
@@ -57,18 +57,13 @@ def _redo(res, run, entry, opts, out, plan=None):
     unread = {name for name, _ in entry.refused}
     if entry.state.name in unread or (entry.model is not None and entry.model.name in unread):
         return  # said with its cause (_refused)
-    if entry.others:
-        res.not_done(
-            "attributing outputs",
-            f"the folder holds {entry.others + 1} states: its "
-            "outputs are checked against each of them",
-        )
     opened: dict = {}
     if plan is None:
         res.data["origin"] = "discovered"
         plan = plan_experiment(run, entry, opts, opened)
     else:
         res.data["origin"] = "from the plan"
+    res.data["not_outputs"] = list(plan.get("not_outputs", []))
     model = run.abs(plan.get("model", ""))
     if model is None:
         res.not_done(
@@ -177,11 +172,12 @@ def _reproduction(res, run, exp, entry, plan, outputs, opts, opened, dirs):
             continue
         ref = run.abs(o.get("reference", ""))
         stem = p.name[len("trans_") : -len(".txt")] if p.name.startswith("trans_") else None
-        stdout = error = None
-        if stem is not None:
-            stdout, error = (entry.folder / f"sample_{stem}_{k}.txt" for k in ("stdout", "error"))
-            stdout = stdout if stdout.is_file() and not_read(stdout, allowed) is None else None
-            error = error if error.is_file() and not_read(error, allowed) is None else None
+        stdout = entry.folder / f"sample_{stem}_stdout.txt" if stem is not None else None
+        stdout = (
+            stdout if stdout and stdout.is_file() and not_read(stdout, allowed) is None else None
+        )
+        error = error_log(entry, p)
+        error = error if error is not None and not_read(error, allowed) is None else None
         settings = Settings(o["beam_size"], bool(o.get("normalize")), bool(o.get("ignore_unk")))
         f = ArchivedFile(p, settings, src, ref, stdout, error)
         model = run.abs(o.get("snapshot", "")) or run.abs(plan.get("model", ""))
@@ -206,6 +202,8 @@ def _reproduction(res, run, exp, entry, plan, outputs, opts, opened, dirs):
             row = _row(res, f, r)
             if o.get("settings_why"):
                 row["settings_why"] = o["settings_why"]
+            if o.get("post_processed"):
+                row["status"] = f"differs: post-processed ({o['post_processed']})"
             if snaps and o.get("snapshot"):
                 row["snapshot"] = res.rel(model)
                 row["snapshots"] = _other_snapshots(

@@ -297,19 +297,30 @@ def summary_text(s):
     )
 
 
-def build(root, options, results):
+def build(root, options, results, inventory=()):
     """The report as one JSON-able dict, every string printable (names of files whose bytes
-    are not UTF-8 quoted in what the lookup said are shown escaped: :func:`shown_all`)."""
+    are not UTF-8 quoted in what the lookup said are shown escaped: :func:`shown_all`);
+    ``inventory``: every file and pack member with its role (:mod:`.accounting`)."""
+    s = summary(results)
+    s["files"] = len(inventory)
+    s["files_used"] = sum(not a["role"].startswith(("not used", "not read")) for a in inventory)
     return shown_all(
         {
             "tool": f"groundhog-port {__version__}",
             "root": str(root),
             "options": options,
-            "summary": summary(results),
+            "summary": s,
             "bleu_signatures": signatures(results),
             "experiments": results,
+            "inventory": list(inventory),
         }
     )
+
+
+def inventory_table(report):
+    """Every file of the archive, one row each: what it holds and its role."""
+    rows = [[a["file"], a["kind"], a["role"]] for a in report.get("inventory", [])]
+    return "Inventory: every file and pack member", ["file", "holds", "role"], rows
 
 
 # ----------------------------------------------------------------------------------------
@@ -360,6 +371,9 @@ def markdown(report):
             out.append("")
         for p in embeddable(report, r):
             out.append(f"![attention, test pair {p['sentence']}]({p['file']})")
+    title, header, rows = inventory_table(report)
+    out += ["", f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(out) + "\n"
 
 
@@ -434,6 +448,14 @@ def html_page(report, out):
                 "</figure>"
             )
         body.append("</section>")
+    title, header, rows = inventory_table(report)
+    body.append(
+        f'<h2>{e(title)}</h2><table class="inventory"><tr>'
+        + "".join(f"<th>{e(h)}</th>" for h in header)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+        + "</table>"
+    )
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
         + e(TITLE)

@@ -12,7 +12,7 @@ decoder projections stacked on their shapes as ``convert_model.py`` stacks the a
 ``overwrite=False``: groundhog/mainLoop.py:233-234 at 4d2433b).
 
 The model table imports torch; it is imported here inside the functions, so
-:func:`groundhog_port.tasks.inventory.classify` never loads it.
+:func:`groundhog_port.tasks.archive.inventory.classify` never loads it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import LegacyInputError
-from .inventory_kinds import Kind, ModelFacts, Pairing, Row, StateFacts
+from ...errors import LegacyInputError
+from .kinds import Kind, ModelFacts, Pairing, Row, StateFacts
 
 _SNAPSHOT = re.compile(r"model([0-9]+)\.npz$")
 
@@ -41,8 +41,8 @@ def _expected(stored: Mapping[str, Any]) -> tuple[dict[str, tuple[int, ...]], li
     from legacy_states import prototype_state
     from legacy_states.vintage import upgrade_state
 
-    from ..legacy.checkpoint import legacy_param_table
-    from ..model.config import ModelConfig
+    from ...legacy.checkpoint import legacy_param_table
+    from ...model.config import ModelConfig
 
     state = prototype_state()
     state.update(upgrade_state(dict(stored)))
@@ -65,7 +65,7 @@ def _model_shapes(model: ModelFacts) -> dict[str, tuple[int, ...]]:
     """Shapes after ``convert_model.py``'s ``merge_state_projections``: each ``W_0_dec_back_X``
     stacked under ``W_0_dec_X`` (rows added), as :func:`groundhog_port.legacy.compat.upgrade_model`
     does on the arrays."""
-    from ..legacy.compat import BACK_PROJECTIONS
+    from ...legacy.compat import BACK_PROJECTIONS
 
     shapes = dict(model.shapes)
     for merged, back in BACK_PROJECTIONS:

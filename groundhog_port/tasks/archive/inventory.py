@@ -28,7 +28,7 @@ caller's business (the archive walk); one given anyway is read through
 then :attr:`Kind.UNREADABLE`).  No exception escapes :func:`classify`: a damaged file is
 UNREADABLE with a one-line reason.  Cost: a ``stat`` and one read of at most
 :attr:`Limits.prefix_bytes` for most small files; torch is never imported here (the pairing
-functions of :mod:`.inventory_pairing` import the model table lazily).
+functions of :mod:`.pairing` import the model table lazily).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO
 
-from .. import budget
-from ..errors import LegacyInputError
-from ..untrusted import compression_of, describe, open_input
-from .inventory_kinds import (
+from ... import budget
+from ...errors import LegacyInputError
+from ...untrusted import compression_of, describe, open_input
+from .kinds import (
     Facts,
     Hdf5Facts,
     Kind,
@@ -60,7 +60,7 @@ from .inventory_kinds import (
     TextFacts,
     VocabularyFacts,
 )
-from .inventory_pairing import model_fits_state, pair_models, snapshot_number, vocabulary_share
+from .pairing import model_fits_state, pair_models, snapshot_number, vocabulary_share
 
 __all__ = [
     "Hdf5Facts",
@@ -470,7 +470,7 @@ _OPTIMIZER_NAME = re.compile(r"^(?:gnorm2|dnorm2)_")
 def _zip_row(path: Path, size: int, f: BinaryIO) -> Row:
     import zipfile
 
-    from ..legacy.npzguard import check_directory, read_members
+    from ...legacy.npzguard import check_directory, read_members
 
     check_directory(path)  # the directory zipfile parses whole, charged to the budget
     f.seek(0)
@@ -507,8 +507,8 @@ TRACE_GROUPS = frozenset(("pairs", "beam", "steps", "batch", "batch_all", "sampl
 def _hdf5_row(path: Path, size: int) -> Row:
     import h5py
 
-    from ..legacy.h5guard import check_links
-    from ..untrusted import reading
+    from ...legacy.h5guard import check_links
+    from ...untrusted import reading
 
     with reading(path, "damaged HDF5 file"), h5py.File(path, "r") as f:
         check_links(f, path)  # every link visited, none followed: soft/external refused

@@ -1,4 +1,4 @@
-"""The records of the inventory stage (:mod:`groundhog_port.tasks.inventory`): what kind of
+"""The records of the inventory stage (:mod:`groundhog_port.tasks.archive.inventory`): what kind of
 file each file of an archive is, and the facts read from it to say so.
 
 Every record is a frozen dataclass; the facts of each kind are their own small record (never
@@ -19,7 +19,7 @@ class Kind(enum.Enum):
     """What a file holds, decided from its content only (never from its name).
 
     A snapshot ``prefix + model%d.npz`` is a :attr:`MODEL`: its number is a fact of its name,
-    not of its content (see :func:`groundhog_port.tasks.inventory.snapshot_number`).
+    not of its content (see :func:`groundhog_port.tasks.archive.inventory.snapshot_number`).
     """
 
     #: a GroundHog state: a pickled dict holding several of ``prototype_state``'s keys
@@ -63,7 +63,7 @@ class StateFacts:
     """The model-shape and data-path keys of a GroundHog state (``experiments/nmt/state.py``
     names them), as stored in the pickle (``None`` where the pickle does not hold the key:
     ``prototype_state``'s default applies then).  ``stored``: the whole pickled dict, read
-    only (a state is a few KB), for :func:`~groundhog_port.tasks.inventory.model_fits_state`."""
+    only (a state is a few KB), for :func:`~groundhog_port.tasks.archive.inventory.model_fits_state`."""
 
     n_sym_source: int | None
     n_sym_target: int | None
@@ -217,7 +217,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Pairing:
-    """A model file and the state it belongs to (:func:`~groundhog_port.tasks.inventory.pair_models`)."""
+    """A model file and the state it belongs to (:func:`~groundhog_port.tasks.archive.inventory.pair_models`)."""
 
     model: Path
     #: the state it was paired with, None when it fits none (or cannot be told apart)

@@ -1,0 +1,154 @@
+"""Each translation output of an experiment: its ``sample.py`` settings, test set and model,
+found by content (issue 50 items 2-3).
+
+An output is confirmed when its first lines are what the model, with some settings, makes of
+some test set's first lines (:class:`~groundhog_port.tasks.reproduce.SourceFinder`).  A
+file's name (``trans_beam10_normalize.txt``, ``hyp.beam12``) or a ``README`` holding the
+``sample.py`` command only orders the settings tried (:func:`settings_order`); where the
+content says other settings than the name, both are said.  A text of any name beside the
+state is a candidate output when its words are mostly in the target vocabulary
+(:func:`language_of`); a candidate no setting confirms is not an output, unless its lines are
+the re-translation's once case and spaces are ignored: it was post-processed by hand
+(:func:`post_processed`), and is reported so, never as a missing input.
+"""
+
+import logging
+import re
+import shlex
+
+from ... import lookup
+from ...errors import LegacyInputError
+from ...file_names import name_hint
+from ...legacy.data import first_text_lines
+from .inventory import vocabulary_share
+
+logger = logging.getLogger("groundhog_port.tasks.archive")
+
+#: the share of a candidate's sampled words that must lie in the target vocabulary
+TARGET_SHARE = 0.5
+#: lines of a candidate sampled for its language
+SAMPLE_LINES = 20
+
+
+def language_of(exp, path) -> str | None:
+    """``None`` when the text at ``path`` reads as the target language (most of its sampled
+    words in the target vocabulary, more than in the source one); else why it is no output."""
+    lines = first_text_lines(path, SAMPLE_LINES)
+    if not lines:
+        return "empty"
+    trg = vocabulary_share(lines, exp.trg_word2idx)
+    src = vocabulary_share(lines, exp.src_word2idx)
+    if trg >= TARGET_SHARE and trg >= src:
+        return None
+    if src >= TARGET_SHARE:
+        return f"a source-language text ({src:.0%} of its words in the source vocabulary)"
+    return f"a text in neither vocabulary ({trg:.0%} of its words in the target one)"
+
+
+_SAMPLE_PY = re.compile(r"\bsample\.py\b")
+
+
+def readme_hints(texts, row_of) -> dict:
+    """``{output name: (beam, normalize, ignore_unk)}`` from ``sample.py`` commands written
+    in the texts of the folder (a ``README.txt``: ``python sample.py --beam-search
+    --beam-size 10 ... --trans output``); only what orders the settings tried."""
+    out = {}
+    for p in texts:
+        facts = getattr(row_of(p), "facts", None)
+        for line in getattr(facts, "sample", ()):
+            if not _SAMPLE_PY.search(line):
+                continue
+            try:
+                words = shlex.split(line)
+            except ValueError:
+                continue
+            trans = _flag(words, "--trans")
+            if trans is None:
+                continue
+            beam = _flag(words, "--beam-size")
+            out[trans.rsplit("/", 1)[-1]] = (
+                int(beam) if beam and beam.isdigit() else None,
+                "--normalize" in words,
+                "--ignore-unk" in words,
+            )
+    return out
+
+
+def _flag(words, name):
+    for i, w in enumerate(words):
+        if w == name and i + 1 < len(words):
+            return words[i + 1]
+        if w.startswith(name + "="):
+            return w.split("=", 1)[1]
+    return None
+
+
+def settings_order(name, hints, settings_type, all_settings):
+    """``(settings in the order tried, the hint's settings or None, where the hint is
+    from)``: what the file's name (:func:`groundhog_port.file_names.name_hint`) or a
+    README's command says first, then every other setting."""
+    hint, where = hints.get(name), "a README's sample.py command"
+    if hint is None:
+        hint, where = name_hint(name), "its name"
+    if hint is None or hint[0] is None:
+        return list(all_settings), None, ""
+    first = settings_type(*hint)
+    return [first, *(s for s in all_settings if s != first)], first, where
+
+
+def disambiguate(finder, archived, source, order):
+    """``(settings, what agrees, the others that agree)``: of the settings in ``order``
+    whose first lines give the archived ones, the one that agrees longest -- the lines
+    checked doubling from :data:`~groundhog_port.lookup.CONFIRM_LINES` until one is left or
+    the output ends; the earliest in ``order`` on a tie (a name's settings first)."""
+    k = min(lookup.CONFIRM_LINES, len(archived))
+    alive = [s for s in order if finder._confirm(archived, s)(source) is None]
+    n = k
+    while len(alive) > 1 and n < len(archived):
+        n = min(2 * n, len(archived))
+        keep = [s for s in alive if finder._first_translations(source, s, n) == archived[:n]]
+        if not keep:
+            break
+        alive = keep
+    text = f"its first {n} of {len(archived)} lines" if n < len(archived) else f"all {n} lines"
+    return alive[0], text, [s.describe() for s in alive[1:]]
+
+
+def _bare(line):
+    return "".join(line.lower().split())
+
+
+def post_processed(finder, archived, order, places, near, name, langs):
+    """``(choice, settings, how)`` where the archived lines are the re-translation's with
+    case and spaces changed by hand (detokenized, lower-cased), else ``None``."""
+    n = min(lookup.CONFIRM_LINES, len(archived))
+    if n == 0:
+        return None
+    for s in order:
+
+        def confirm(path, s=s):
+            try:
+                got = finder._first_translations(path, s, n)
+            except LegacyInputError as err:
+                return err.problem
+            for i, (a, b) in enumerate(zip(archived[:n], got + [None] * n)):
+                if b is None or _bare(a) != _bare(b):
+                    return f"line {i + 1} differs beyond case and spaces"
+            return None
+
+        try:
+            choice = lookup.find_source(
+                len(archived), confirm, places, near, name, f"with {s.describe()}", langs
+            )
+        except LegacyInputError:
+            continue
+        got = finder._first_translations(choice.source, s, n)
+        how = []
+        if any("".join(a.split()) != "".join(b.split()) for a, b in zip(archived, got)):
+            how.append("lower-cased")
+        if any(a.split() != b.split() for a, b in zip(archived, got)) and any(
+            a.lower().split() != b.lower().split() for a, b in zip(archived, got)
+        ):
+            how.insert(0, "detokenized")
+        return choice, s, " and ".join(how) or "re-spaced"
+    return None
