@@ -260,46 +260,71 @@ class SourceFinder:
             logger.info("%s%s: %s", prefix, ", ".join(names), first.why)
 
 
-def _find_one(directory, pattern, what):
-    found = sorted(directory.glob(pattern))
-    if len(found) != 1:
-        names = ", ".join(p.name for p in found) or "none"
-        raise LegacyInputError(directory, f"expected exactly one {what} ({pattern}), found {names}")
-    return found[0]
+def case_checkpoint(directory, model=None, state=None) -> tuple[Path, Path]:
+    """``(state, model)`` of an experiment folder, by content (issue 50): its GroundHog
+    state, whatever its name (``config.pkl``), or ``state`` (a name in the folder, or a
+    path) where the folder holds several; ``model`` when given (a name is looked for in the
+    folder), else the model beside it whose parameters fit the state
+    (:func:`groundhog_port.tasks.archive.pairing.pair_models`): ``prefix + model.npz``, else
+    the only one, else the newest snapshot ``prefix + model%d.npz``."""
+    from .archive.inventory import Kind, classify
+    from .archive.pairing import pair_models
 
-
-def case_checkpoint(directory, model=None) -> tuple[Path, Path]:
-    """``(state, model)`` of an experiment folder: its one ``*state.pkl`` and ``model``
-    when given (a name is looked for in the folder), else the ``*model.npz`` of the same
-    prefix, else the only one, else the newest snapshot ``prefix + model%d.npz``
-    (:func:`groundhog_port.lookup.snapshots_of`)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise LegacyInputError(directory, "not a directory")
-    state = _find_one(directory, "*state.pkl", "state file")
+    rows = [classify(p) for p in sorted(directory.iterdir()) if p.is_file()]
+    states = [r for r in rows if r.kind is Kind.STATE]
+    if state is not None:
+        given = Path(state) if Path(state).is_file() else directory / state
+        if not given.is_file():
+            raise LegacyInputError(given, "--state: file not found (nor in the --case folder)")
+        chosen = classify(given)
+        if chosen.kind is not Kind.STATE:
+            raise LegacyInputError(given, f"--state: not a GroundHog state ({chosen.kind.value})")
+        states = [chosen]
+    if len(states) != 1:
+        names = ", ".join(r.path.name for r in states)
+        raise LegacyInputError(
+            directory,
+            f"several GroundHog states ({names}): give --state NAME, one of them"
+            if states
+            else "no GroundHog state (a pickle of state.py's keys) in this folder",
+        )
+    found = states[0].path
     if model is not None:
         given = Path(model)
         if not given.is_file() and (directory / given).is_file():
             given = directory / given
         if not given.is_file():
             raise LegacyInputError(given, "--model: file not found (nor in the --case folder)")
-        return state, given
-    path = directory / (state.name[: -len("state.pkl")] + "model.npz")
-    if path.is_file():
-        return state, path
-    found = sorted(directory.glob("*model.npz"))
-    if len(found) == 1:
-        return state, found[0]
-    snaps = lookup.snapshots_of(state)
-    if snaps and not found:
+        return found, given
+    all_states = [r for r in rows if r.kind is Kind.STATE] or states
+    pairings = pair_models(all_states, [r for r in rows if r.kind is Kind.MODEL])
+    mine = [p for p in pairings if p.state == found]
+    if not mine:
+        seen = "; ".join(f"{p.model.name}: {p.why}" for p in pairings) or "none"
+        raise LegacyInputError(
+            directory, f"no model beside {found.name} fits it ({seen[:500]}); give --model NAME"
+        )
+    prefix = found.name[: -len("state.pkl")] if found.name.endswith("state.pkl") else None
+    named = [p for p in mine if prefix is not None and p.model.name == f"{prefix}model.npz"]
+    if named:
+        return found, named[0].model
+    if len(mine) == 1:
+        return found, mine[0].model
+    snaps = sorted((p for p in mine if p.snapshot is not None), key=lambda p: p.snapshot or 0)
+    if snaps:
         logger.info(
             "%s: the newest of %d snapshots (%s; --model NAME takes another)",
-            snaps[-1],
-            len(snaps),
-            ", ".join(p.name for p in snaps),
-        )
-        return state, snaps[-1]
-    return state, _find_one(directory, "*model.npz", "model file")
+            snaps[-1].model, len(snaps), ", ".join(p.model.name for p in snaps),
+        )  # fmt: skip
+        return found, snaps[-1].model
+    raise LegacyInputError(
+        directory,
+        f"several models fit {found.name} ({', '.join(p.model.name for p in mine)}): "
+        "give --model NAME",
+    )
 
 
 #: the sample.py settings an output whose name says none is matched against (issue 43):
@@ -319,7 +344,14 @@ def is_translation_name(name: str) -> bool:
 
 
 def find_case(
-    directory, data_dirs=(), source=None, reference=None, exp=None, settings=None, model=None
+    directory,
+    data_dirs=(),
+    source=None,
+    reference=None,
+    exp=None,
+    settings=None,
+    model=None,
+    state=None,
 ) -> Case:
     """The state, model and archived translation files of an experiment folder, each file
     with its test set found by content (:class:`SourceFinder`, places: :func:`case_places`).
@@ -327,10 +359,16 @@ def find_case(
     ``source``/``reference`` replace the test set of the ``trans_beamN*`` files (not the
     holdout ones); ``exp``: the opened experiment (opened here when not given); ``settings``:
     those of the files whose names say none (``--beam-size`` ...; else they are matched by
-    content, :func:`inferable_settings`); ``model``: ``--model`` (a snapshot).
+    content, :func:`inferable_settings`); ``model``: ``--model`` (a snapshot); ``state``:
+    ``--state`` (a folder of several states).  Besides the ``trans*`` files, every text of
+    any name in the folder whose words are in the target vocabulary is a candidate output,
+    kept where some setting gives its first lines (issue 50; else it is not this state's).
     """
+    from .archive.inventory import Kind, classify
+    from .archive.outputs import language_of
+
     directory = Path(directory)
-    state, model = case_checkpoint(directory, model)
+    state, model = case_checkpoint(directory, model, state)
     if exp is None:
         from ..legacy.loading import open_experiment
 
@@ -355,11 +393,25 @@ def find_case(
     keyed = []
     names = sorted(p for p in directory.iterdir() if is_translation_name(p.name))
     names.sort(key=lambda p: parse_trans_name(p.name) is None)  # named ones first
+    candidates = []
+    for p in sorted(directory.iterdir()):
+        if p in names or not p.is_file():
+            continue
+        row = classify(p)
+        if row.kind is Kind.TEXT and not getattr(row.facts, "numeric", False):
+            try:
+                if language_of(exp, p) is None:
+                    candidates.append(p)
+            except LegacyInputError:  # no vocabulary to tell: said where it is needed
+                break
     given_settings = settings
-    for path in names:
+    for path in [*names, *candidates]:
         parsed = parse_trans_name(path.name)
         if parsed is None:
             inferred = _infer(finder, path, given_settings)
+            if isinstance(inferred, str) and path in candidates:
+                logger.info("%s: not an output of %s (%s)", path, state.name, inferred)
+                continue
             if isinstance(inferred, str):
                 skipped.append({"file": path.name, "reason": inferred})
                 continue

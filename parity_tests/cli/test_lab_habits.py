@@ -225,3 +225,33 @@ def test_names_only_order_what_the_content_decides(lab):
         "8 outputs re-done (7 identical or within print noise, 1 differs), 0 not done"
         in lab["run"].stdout
     )
+
+
+@pytest.mark.parametrize(
+    "folder, extra, output",
+    [
+        ("encdec-config", (), "trans_beam5.txt"),  # a state named config.pkl
+        ("bleu", (), "trans_beam10.txt"),  # a model named search_model_bleu21.npz
+        ("pair", ("--state", "search_state.pkl"), "search_beam5.txt"),  # two states
+        ("pair", ("--state", "search_variant_state.pkl"), "variant_beam1.txt"),
+    ],
+)
+def test_reproduce_case_finds_state_model_and_outputs_by_content(lab, folder, extra, output):
+    """``reproduce --case`` takes a state of any name, the model that fits it, ``--state``
+    where the folder holds two, and an output of any name (it said "found none", "expected
+    exactly one state file", and refused --state)."""
+    root = lab["root"]
+    args = ("reproduce", "--case", root / folder, "--data-dir", root / "wmt", "--json", *extra)
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    [f] = json.loads(r.stdout)["files"]
+    assert f["file"] == output and f["identical"] == f["compared"] > 0
+
+
+def test_reproduce_case_asks_which_of_two_states(lab):
+    r = run_cli("reproduce", "--case", lab["root"] / "pair", "--data-dir", lab["root"] / "wmt")
+    assert r.returncode == 2
+    assert (
+        "several GroundHog states (search_state.pkl, search_variant_state.pkl): give --state"
+        in r.stderr
+    )

@@ -314,8 +314,9 @@ def test_bad_input_exit_2(legacy_root, tmp_path, capsys):
     assert rc == 2 and "not a directory" in err
     # --beam-size etc. serve the outputs whose names say no settings (issue 43); the state
     # and the outputs still come from the folder
+    # --state picks one of several states of the folder (issue 50): a name not there says so
     rc, _, err = _run(["--case", str(legacy_root / "search"), "--state", "x.pkl"], capsys)
-    assert rc == 2 and "--case reads the state and the outputs from the folder" in err
+    assert rc == 2 and "--state: file not found (nor in the --case folder)" in err
     rc, _, err = _run(["--beam-size", "3"], capsys)
     assert rc == 2 and "missing: --state, --model, --source, --archived-trans" in err
     d = legacy_root / "search"

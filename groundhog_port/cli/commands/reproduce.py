@@ -111,19 +111,11 @@ def _archived_files(args):
         if path and not Path(path).is_file():
             raise LegacyInputError(path, "file not found")
     if args.case:
-        explicit = [
-            name
-            for name, v in (
-                ("--state", args.state),
-                ("--archived-trans", args.archived_trans),
-            )
-            if v
-        ]
+        explicit = [name for name, v in (("--archived-trans", args.archived_trans),) if v]
         if explicit:
             raise LegacyInputError(
                 None,
-                "--case reads the state and the outputs from the folder; leave out "
-                + ", ".join(explicit),
+                "--case reads the outputs from the folder; leave out " + ", ".join(explicit),
             )
         if (args.normalize or args.ignore_unk) and args.beam_size is None:
             raise LegacyInputError(
@@ -135,15 +127,16 @@ def _archived_files(args):
             else None
         )
         dirs = lookup.case_data_dirs(args.case, args.data_dir)
-        state, model = case_checkpoint(args.case, args.model)
+        state, model = case_checkpoint(args.case, args.model, args.state)
         args.model = args.model_path = None
         exp = open_from_args(args, model_path=model, state=state, data_dirs=dirs)
         # vocabularies kept once beside the experiments (wmt14/vocab/), after every other place
         exp.data_dirs = tuple(exp.data_dirs) + lookup.near_case_dirs(exp.state, args.case)
         _check_vocabularies(exp, args.case)
         case = find_case(
-            args.case, dirs, args.source, args.ref, exp=exp, settings=given, model=model
-        )
+            args.case, dirs, args.source, args.ref, exp=exp, settings=given, model=model,
+            state=state,
+        )  # fmt: skip
         return exp, case.files, case.skipped, str(case.directory), state, model
     model_given = (
         (("--checkpoint", args.checkpoint),)

@@ -20,6 +20,7 @@ from ... import lookup
 from ...errors import LegacyInputError
 from ...file_names import name_hint
 from ...legacy.data import first_text_lines
+from ...untrusted import strip_compression
 from .inventory import vocabulary_share
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
@@ -31,8 +32,17 @@ SAMPLE_LINES = 20
 
 
 def language_of(exp, path) -> str | None:
-    """``None`` when the text at ``path`` reads as the target language (most of its sampled
-    words in the target vocabulary, more than in the source one); else why it is no output."""
+    """``None`` when the text at ``path`` may be an output: it reads as the target language
+    (most of its sampled words in the target vocabulary, more than in the source one) and is
+    not the reference of a test set beside it (``newstest2012.fr`` beside
+    ``newstest2012.en``); else why it is no output."""
+    src_lang, trg_lang = lookup.languages(exp.state)
+    name = strip_compression(path.name)
+    if name.endswith("." + trg_lang):
+        stem = name[: -len(trg_lang) - 1]
+        beside = [p for p in path.parent.glob(f"{stem}.{src_lang}*") if p.is_file()]
+        if beside:
+            return f"the reference of {beside[0].name} beside it"
     lines = first_text_lines(path, SAMPLE_LINES)
     if not lines:
         return "empty"
