@@ -9,7 +9,7 @@ from pathlib import Path
 
 #: the state keys of the four vocabularies (sample.py:237-247): word -> id and id -> word,
 #: source then target
-VOCABULARY_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
+VOCABULARY_FILE_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
 
 
 #: ``scores_batch[_holdout][_runK].txt`` / ``scores_h5_trainN[_runK].txt`` (docs/recordings.md, "Files")

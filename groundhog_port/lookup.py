@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import LegacyInputError, shown
+from .file_names import VOCABULARY_FILE_KEYS
 from .untrusted import (
     COMPRESSED_SUFFIXES,
     compression_of,
@@ -441,7 +442,6 @@ def files_named(root, name, max_entries=None) -> list[Path] | None:
 #: files of one name compared byte for byte at most (more: never taken)
 MAX_SAME_NAME = 8
 #: the state keys naming the four vocabularies (sample.py:237-247, score.py:129-130)
-VOCABULARY_FILE_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
 #: names walked at most around a ``--case`` folder (a home folder is not searched to its end)
 NEAR_CASE_ENTRIES = 50_000
 

@@ -456,31 +456,12 @@ def find_case(
     return Case(directory, state, model, files, skipped)
 
 
-def disambiguate(finder, archived, source, first):
-    """``(settings, what agrees)`` of an output of any name: of the settings whose first
-    lines give the archived ones (``first`` is the first found), the one that agrees
-    longest -- the lines checked doubling from :data:`~groundhog_port.lookup.CONFIRM_LINES`
-    until one setting is left or the output ends (the earliest in order on a tie)."""
-    k = min(lookup.CONFIRM_LINES, len(archived))
-    alive = [s for s in inferable_settings() if finder._confirm(archived, s)(source) is None]
-    if first not in alive:
-        alive.insert(0, first)
-    n = k
-    while len(alive) > 1 and n < len(archived):
-        n = min(2 * n, len(archived))
-        keep = [s for s in alive if finder._first_translations(source, s, n) == archived[:n]]
-        if not keep:
-            break
-        alive = keep
-    others = [s.describe() for s in alive[1:]]
-    text = f"its first {n} of {len(archived)} lines" if n < len(archived) else f"all {n} lines"
-    return alive[0], text, others
-
-
 def _infer(finder, path, given=None):
     """``(settings, test set choice)`` of an output whose name says no settings: ``given``
     (``--beam-size`` ...), else the first of :func:`inferable_settings` whose first lines
     give the archived ones (the test sets chosen before tried first); else why not (text)."""
+    from .archive.outputs import disambiguate
+
     tried = [given] if given is not None else inferable_settings()
     for reuse_only in (True, False):
         for s in tried:
@@ -489,7 +470,8 @@ def _infer(finder, path, given=None):
             except LegacyInputError:
                 continue
             if given is None:  # several settings may give the first lines: more lines decide
-                s = disambiguate(finder, read_lines(path), choice.source, s)[0]
+                order = [s, *(x for x in inferable_settings() if x != s)]
+                s = disambiguate(finder, read_lines(path), choice.source, order)[0]
             return s, choice
     said = (
         f"with {given.describe()} (the flags)"

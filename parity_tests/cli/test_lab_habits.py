@@ -255,3 +255,22 @@ def test_reproduce_case_asks_which_of_two_states(lab):
         "several GroundHog states (search_state.pkl, search_variant_state.pkl): give --state"
         in r.stderr
     )
+
+
+def test_messages_name_pack_members_as_the_report_does(legacy_root, tmp_path):
+    """A packed run whose test set is nowhere: the reason names the pack's files as
+    ``run.tar.gz/run/...`` (it named the temporary folder the pack was unpacked into, gone
+    after the run)."""
+    root = tmp_path / "lab"
+    root.mkdir()
+    d = legacy_root / "encdec"
+    with tarfile.open(root / "run.tar.gz", "w:gz") as tf:
+        for name in ("encdec_state.pkl", "encdec_model.npz", *VOCABS, "trans_beam5.txt"):
+            tf.add(d / name, f"run/{name}")
+    r = run_cli("archive", root, "--out", tmp_path / "out", "--plots", "0")
+    assert r.returncode == 1, r.stderr[-2000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
+    [e] = report["experiments"]
+    text = json.dumps(e["not_done"])
+    # packs.private_folder's temporary folders are named so
+    assert "run.tar.gz/run" in text and "groundhog-port-packs-" not in text, text

@@ -11,6 +11,7 @@ file) is taken as changes: ``inspect --state S "k=v"``.
 from pathlib import Path
 
 from ...errors import LegacyInputError
+from ...file_names import VOCABULARY_FILE_KEYS
 
 CHANGES_HELP = (
     "changes to the state, GroundHog syntax: \"key=value,key2='x'\" (one or several "
@@ -234,7 +235,6 @@ def source_fingerprint(args, exp, command, lines, **settings):
 
 
 #: the vocabularies a state names (every one a command may read)
-VOCABULARY_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
 
 
 def experiment_reads(exp, state=None, model=None):
@@ -246,7 +246,7 @@ def experiment_reads(exp, state=None, model=None):
         out = [("--checkpoint", exp.state_path), ("--checkpoint", exp.weights_path)]
     else:
         out = [("--state", state or exp.state_path), ("model", model)]
-        for key in VOCABULARY_KEYS:
+        for key in VOCABULARY_FILE_KEYS:
             try:
                 out.append((f"{key} vocabulary", exp.path(key)))
             except LegacyInputError:

@@ -32,7 +32,7 @@ import stat
 from pathlib import Path
 
 from ...errors import LegacyInputError
-from ...file_names import VOCABULARY_KEYS
+from ...file_names import VOCABULARY_FILE_KEYS
 from ...outputs import atomic_write_text, file_digest, file_in, folder_in, lies_inside
 from ...untrusted import read_json, special_kind
 
@@ -99,7 +99,7 @@ def _vocabularies(entry, dirs, memo):
     try:
         state = legacy_states.load_state(entry.state, data_dir=dirs)
         out = {}
-        for key in VOCABULARY_KEYS:
+        for key in VOCABULARY_FILE_KEYS:
             try:
                 path = legacy_states.resolve_path(state, key, entry.state, dirs)
                 out[key] = [str(path), digest(path, memo)]
@@ -245,7 +245,7 @@ RESULT = {
     "model": TEXT,
     # the vocabularies (a path or None) and the test sets
     "files": {
-        **{k: Opt(TEXT) for k in VOCABULARY_KEYS},
+        **{k: Opt(TEXT) for k in VOCABULARY_FILE_KEYS},
         "test": Opt(TEST_SET),
         "holdout": Opt(TEST_SET),
     },

@@ -129,6 +129,14 @@ class Run:
                 return shown(Path(pack, os.path.relpath(full, folder)).as_posix())
         return relative(self.root, path)
 
+    def said(self, text: str) -> str:
+        """``text`` (a reason, a lookup's message) with every path inside an unpacked pack
+        named as the report names it (``runs.tar.xz/runs/data/test.en``), never by the
+        temporary folder it was unpacked into, which is gone when the run ends."""
+        for folder, pack in self.packs.items():
+            text = text.replace(folder + os.sep, pack + "/").replace(folder, pack)
+        return text
+
     def abs(self, text) -> Path | None:
         """A plan's path (relative to ROOT, or absolute) as a path; ``None`` for ``""``.
         The inverse of :meth:`rel`: ``run7.tar.gz/...`` is the file in the folder the pack

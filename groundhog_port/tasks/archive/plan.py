@@ -9,7 +9,13 @@ from pathlib import Path
 
 from ... import lookup
 from ...errors import LegacyInputError
-from ...file_names import SCORES_NAME, TEST_SET_NAMES, VOCABULARY_KEYS, output_kind, snapshot_number
+from ...file_names import (
+    SCORES_NAME,
+    TEST_SET_NAMES,
+    VOCABULARY_FILE_KEYS,
+    output_kind,
+    snapshot_number,
+)
 from ...harness.print_noise import PrintNoise
 from ..rescore import read_lines
 from .context import Options, Run, not_read
@@ -60,10 +66,10 @@ def plan_experiment(run: Run, entry: Entry, opts: Options, opened=None) -> dict:
         e["missing"].append(f"opening the experiment: {err.problem}")
         return e
     exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
-        exp.state, VOCABULARY_KEYS, run.root, "under the archive ROOT"
+        exp.state, VOCABULARY_FILE_KEYS, run.root, "under the archive ROOT"
     )
     missing = []
-    for key in VOCABULARY_KEYS:
+    for key in VOCABULARY_FILE_KEYS:
         try:
             e[key], e[key + "_why"] = rel(exp.path(key)), "the file the state names (lookup)"
         except LegacyInputError:
@@ -96,7 +102,7 @@ def plan_experiment(run: Run, entry: Entry, opts: Options, opened=None) -> dict:
             e["missing"].append(f"opening the experiment: {err.problem}")
             return e
         exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
-            exp.state, VOCABULARY_KEYS, run.root, "under the archive ROOT"
+            exp.state, VOCABULARY_FILE_KEYS, run.root, "under the archive ROOT"
         )
     snaps = _snapshot_exps(entry, e, dirs, opts, opened, run)
     tests: dict = {}
@@ -170,7 +176,7 @@ def plan_changes(run: Run, e) -> list:
     """The state changes a plan entry runs with: its ``changes``, then each vocabulary it
     names (``word_indx='...'``, the path made absolute)."""
     out = list(e.get("changes", []))
-    for key in VOCABULARY_KEYS:
+    for key in VOCABULARY_FILE_KEYS:
         p = run.abs(e.get(key, ""))
         if p is not None:
             out.append(f"{key}={str(os.path.abspath(p))!r}")
@@ -310,12 +316,12 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
                 o["ignore_unk"] = parsed[0].ignore_unk
             for k in SETTING_KEYS:  # written so; a --plan run searches again
                 o.setdefault(k, BY_CONTENT)
-            o["why"] = (
+            o["why"] = res.run.said(
                 f"its test set: {why_not[0]}"
                 if parsed is not None and why_not
                 else "no setting tried (beams 1, 5, 10, 12, 20, with and without --normalize "
                 "/ --ignore-unk) gives its first lines from any test set found; add "
-                'beam_size = N (normalize, ignore_unk) and source = "PATH"'
+                'beam_size = N (normalize, ignore_unk) and source = "PATH"',
             )
             e["missing"].append(f'{o["file"]}: source = "PATH"  ({o["why"][:200]})')
             continue
@@ -492,4 +498,4 @@ def test_set_of_scores(res, run, exp, entry, name, opts):
 def relative_why(res, why):
     """A choice's reason with the archive's paths relative to ROOT (the report's paths)."""
     root = os.path.abspath(res.run.root) + os.sep
-    return why.replace(root, "")
+    return res.run.said(why).replace(root, "")

@@ -46,11 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import LegacyInputError
+from ...file_names import VOCABULARY_FILE_KEYS
 
 VERSION = 1
 #: the keys of an experiment entry (``<key>_why`` beside a file says why it was chosen)
-VOCAB_KEYS = ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target")
-FILE_KEYS = ("state", "model", *VOCAB_KEYS, "test_source", "test_reference")
+FILE_KEYS = ("state", "model", *VOCABULARY_FILE_KEYS, "test_source", "test_reference")
 HOLDOUT_KEYS = ("holdout_source", "holdout_reference")
 EXPERIMENT_KEYS = frozenset(
     {"id", "folder", "snapshots", "snapshots_why", "changes", "missing", "not_outputs", "output"}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ... import lookup
 from ...errors import LegacyInputError
-from ...file_names import TEST_SET_NAMES, VOCABULARY_KEYS
+from ...file_names import TEST_SET_NAMES, VOCABULARY_FILE_KEYS
 from .checks import attention_plots, check_scores, crash_logs, parity_check
 from .context import OUTSIDE, Options, Run, not_read
 from .discover import Entry
@@ -81,7 +81,7 @@ def _redo(res, run, entry, opts, out, plan=None):
     if exp is None:
         return
     exp.data_dirs = tuple(dirs) + lookup.unique_file_dirs(
-        exp.state, VOCABULARY_KEYS, run.root, "under the archive ROOT"
+        exp.state, VOCABULARY_FILE_KEYS, run.root, "under the archive ROOT"
     )
     if not _vocabularies(res, exp, entry):
         return
@@ -129,7 +129,7 @@ def _vocabularies(res, exp, entry):
     """Find the four vocabularies; when some are missing, one "not done" naming them all and
     where they were looked for (nothing else can be done without them)."""
     missing = []
-    for key in VOCABULARY_KEYS:
+    for key in VOCABULARY_FILE_KEYS:
         try:
             res.data["files"][key] = res.rel(exp.path(key))
         except LegacyInputError:

@@ -405,6 +405,18 @@ CSS = (
 )
 
 
+def _html_table(title, header, rows, cls):
+    """A whole-report table (the overview, the inventory) under its ``<h2>`` title."""
+    e = html.escape
+    return (
+        f'<h2>{e(title)}</h2><table class="{cls}"><tr>'
+        + "".join(f"<th>{e(h)}</th>" for h in header)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+        + "</table>"
+    )
+
+
 def html_page(report, out):
     """The self-contained page: the plots are read from ``out`` and inlined."""
     e = html.escape
@@ -413,14 +425,7 @@ def html_page(report, out):
         f"<p>Archive <code>{e(report['root'])}</code> ({e(report['tool'])}). "
         f"{e(summary_text(report['summary']))}</p>",
     ]
-    title, header, rows = overview(report)
-    body.append(
-        f'<h2>{e(title)}</h2><table class="overview"><tr>'
-        + "".join(f"<th>{e(h)}</th>" for h in header)
-        + "</tr>"
-        + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-        + "</table>"
-    )
+    body.append(_html_table(*overview(report), "overview"))
     for sig in report["bleu_signatures"]:
         body.append(
             f"<p>BLEU X (multi-bleu Y): X is sacrebleu <code>{e(sig)}</code>, Y is "
@@ -448,14 +453,7 @@ def html_page(report, out):
                 "</figure>"
             )
         body.append("</section>")
-    title, header, rows = inventory_table(report)
-    body.append(
-        f'<h2>{e(title)}</h2><table class="inventory"><tr>'
-        + "".join(f"<th>{e(h)}</th>" for h in header)
-        + "</tr>"
-        + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-        + "</table>"
-    )
+    body.append(_html_table(*inventory_table(report), "inventory"))
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
         + e(TITLE)

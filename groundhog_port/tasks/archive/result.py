@@ -37,6 +37,7 @@ class Result:
     def not_done(self, what, why, cause=None):
         """Record ``what`` as not done.  One cause, one entry: the same ``why`` (or the same
         ``cause``, for reasons worded per file) given again adds its ``what`` to the first."""
+        why = self.run.said(why)
         for entry in self.data["not_done"]:
             if entry["why"] == why or (cause is not None and self._causes.get(id(entry)) == cause):
                 entry["what"] += f", {what}"
