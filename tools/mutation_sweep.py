@@ -58,7 +58,7 @@ EXIT_OK, EXIT_MISSED, EXIT_USAGE = 0, 1, 2
 #: the mistakes no recording can show to parity (run on the scratch copy with its own tests)
 Mutation = collections.namedtuple("Mutation", "name kind patches cases fast_groups tests")
 
-S, D = "search/", "sampling/"
+S, D, A = "search/", "sampling/", "tasks/archive/"
 SEARCH_CASES = ("search",)
 
 
@@ -633,6 +633,105 @@ MUTATIONS = (
         cases=(),
         tests=(
             "parity_tests/unit/test_option_derivations.py::test_target_oov_word_is_the_states[<unk>]",
+        ),
+    ),
+    # -- the archive by content (issue 50): what no recording shows, the labs built by the
+    #    tests (test_lab_habits, test_lab_archive) and the inventory's unit tests ----------
+    m(
+        "archive_models_paired_by_name",
+        "archive by content",
+        [
+            (
+                A + "pairing.py",
+                "fits = [s for s, r in zip(states, reasons) if r is None]",
+                "fits = list(states)",
+            )
+        ],
+        cases=(),
+        tests=(
+            "parity_tests/unit/test_inventory.py::test_renamed_states_and_models_pair_by_content",
+            "parity_tests/unit/test_inventory.py::test_an_encdec_model_does_not_fit_a_search_state",
+        ),
+    ),
+    m(
+        "archive_name_believed_over_content",
+        "archive by content",
+        [
+            (
+                A + "outputs.py",
+                "alive = [s for s in order if finder._confirm(archived, s)(source) is None]",
+                "alive = [s for s in order if finder._confirm(archived, s)(source) is None][:1]",
+            )
+        ],
+        cases=(),
+        tests=(
+            "parity_tests/cli/test_lab_habits.py::test_every_output_is_redone_with_no_option_but_out",
+            "parity_tests/cli/test_lab_habits.py::test_names_only_order_what_the_content_decides",
+        ),
+    ),
+    m(
+        "archive_candidates_any_language",
+        "archive by content",
+        [(A + "outputs.py", "    lines = first_text_lines(path, SAMPLE_LINES)", "    return None")],
+        cases=(),
+        tests=(
+            "parity_tests/unit/test_inventory.py::test_only_a_target_language_text_is_a_candidate_output",
+            "parity_tests/cli/test_lab_habits.py::test_every_file_and_member_has_one_row",
+        ),
+    ),
+    m(
+        "archive_post_processing_ignored",
+        "archive by content",
+        [(A + "outputs.py", "    if n == 0:", "    if True:")],
+        cases=(),
+        tests=(
+            "parity_tests/cli/test_lab_habits.py::test_every_output_is_redone_with_no_option_but_out",
+            "parity_tests/cli/test_lab_habits.py::test_every_file_and_member_has_one_row",
+            "parity_tests/cli/test_lab_habits.py::test_names_only_order_what_the_content_decides",
+        ),
+    ),
+    m(
+        "archive_skipped_members_unaccounted",
+        "archive by content",
+        [
+            (
+                A + "accounting.py",
+                '    rows += [Account(name, "-", f"not used: {why}") for name, why in skipped]',
+                "    rows += []",
+            )
+        ],
+        cases=(),
+        tests=(
+            "parity_tests/cli/test_packed.py::test_members_not_written_have_their_inventory_rows",
+        ),
+    ),
+    m(
+        "archive_crash_log_any_state",
+        "archive by content",
+        [
+            (
+                A + "checks.py",
+                "        if row is None and entry.others:\n"
+                "            continue  # a folder of several states: the crash of another state's output\n",
+                "",
+            )
+        ],
+        cases=(),
+        tests=("parity_tests/cli/test_lab_habits.py::test_every_file_and_member_has_one_row",),
+    ),
+    m(
+        "archive_by_content_plan_not_completed",
+        "archive by content",
+        [
+            (
+                A + "plan.py",
+                '    wanted = [o for o in outputs if o["kind"] == "trans" and by_content(o)]',
+                "    return outputs",
+            )
+        ],
+        cases=(),
+        tests=(
+            "parity_tests/cli/test_lab_archive.py::test_plan_round_trips_where_an_output_matches_no_setting",
         ),
     ),
 )

@@ -186,7 +186,10 @@ def test_every_file_and_member_has_one_row(lab):
     roles = {a["file"]: a["role"] for a in inv}
     assert roles["encdec-config/config.pkl"] == "the state of experiment encdec-config/config"
     assert roles["bleu/search_model_bleu21.npz"] == "the model of experiment bleu/search_"
-    assert roles["runs.tar.xz/runs/phrase/README.txt"].startswith("not an output of experiment")
+    readme = roles["runs.tar.xz/runs/phrase/README.txt"]
+    # no candidate output: its words are in neither vocabulary (never re-translated)
+    assert readme.startswith("not an output of experiment"), readme
+    assert "a text in neither vocabulary" in readme, readme
     assert "test set of experiment" in roles["runs.tar.xz/runs/data/test.en"]
     assert "test set of experiment" in roles["wmt/newstest2012-src.en.sgm"]
     assert roles["detok/trans_beam10.txt"].endswith("differs: post-processed (detokenized)")

@@ -14,6 +14,7 @@ import io
 import json
 import lzma
 import shutil
+import stat
 import tarfile
 import zipfile
 
@@ -23,6 +24,7 @@ from groundhog_port.errors import LegacyInputError
 from groundhog_port.legacy.data import first_text_lines, read_text_lines
 from groundhog_port.tasks import packs
 from groundhog_port.tasks.rescore import perl_lines, read_lines
+from parity_tests.support.archive import tree_size
 from parity_tests.support.inprocess import run_cli
 
 N = 4  # sentences: sample.py translates each line alone, so its first lines are its output
@@ -276,6 +278,39 @@ def test_links_and_special_members_listed_not_written(legacy_root, tmp_path):
     assert "a link in the pack" in listed and "a pack inside a pack" in listed
     assert r.returncode == 1  # something not done
     assert not (tmp_path / "etc").exists()
+
+
+def test_members_not_written_have_their_inventory_rows(tmp_path):
+    """Every pack member has its row in the report's inventory (issue 50 item 1), the ones
+    unpacking does not write too: a symbolic and a hard link and a FIFO in a ``.tar.gz``, a
+    symbolic link in a ``.zip``, each "not used" saying why (the packs hold no experiment:
+    each is one "not done" line, and the inventory is still written)."""
+    root = tmp_path / "lab"
+    root.mkdir()
+
+    def add(tf):
+        _member(tf, "run/notes.txt", b"notes\n")
+        _member(tf, "run/model.npz", type=tarfile.SYMTYPE, linkname="/elsewhere/model.npz")
+        _member(tf, "run/hard", type=tarfile.LNKTYPE, linkname="run/notes.txt")
+        _member(tf, "run/fifo", type=tarfile.FIFOTYPE)
+
+    _tar_with(root, "run.tar.gz", add)
+    with zipfile.ZipFile(root / "run2.zip", "w") as zf:
+        zf.writestr("run2/notes.txt", "notes\n")
+        link = zipfile.ZipInfo("run2/state.pkl")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, "/elsewhere/state.pkl")
+    out = tmp_path / "report"
+    r = run_cli("archive", root, "--out", out, "--plots", "0", "--max-sentences", "2")
+    assert r.returncode == 1, r.stderr[-2000:]
+    inv = json.loads((out / "report.json").read_text(encoding="utf-8"))["inventory"]
+    assert len(inv) == tree_size(root) == 2 + 4 + 2
+    roles = {a["file"]: a["role"] for a in inv}
+    for member in ("run.tar.gz/run/model.npz", "run.tar.gz/run/hard", "run2.zip/run2/state.pkl"):
+        assert roles[member].startswith("not used: a link in the pack"), roles
+    assert (
+        roles["run.tar.gz/run/fifo"] == "not used: a special member (device, FIFO...): not written"
+    )
 
 
 def test_refused_pack_is_in_the_report(legacy_root, tmp_path):

@@ -146,7 +146,8 @@ def build_user_archive(legacy, root, missing_model=False, only=None):
 
 def tree_size(root):
     """Files under ``root`` plus the members of each pack (what the inventory accounts for),
-    counted with the standard library's own readers."""
+    counted with the standard library's own readers: every member but a folder, the ones
+    unpacking does not write (a link, a FIFO) included, since each has its row saying so."""
     n = 0
     for p in root.rglob("*"):
         if not p.is_file():
@@ -157,5 +158,5 @@ def tree_size(root):
                 n += sum(not i.is_dir() for i in zf.infolist())
         elif ".tar" in p.name or p.name.endswith(".tgz"):
             with tarfile.open(p) as tf:
-                n += sum(m.isfile() for m in tf.getmembers())
+                n += sum(not m.isdir() for m in tf.getmembers())
     return n

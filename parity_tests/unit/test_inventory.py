@@ -21,6 +21,7 @@ import tarfile
 import tracemalloc
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import h5py
 import numpy as np
@@ -36,6 +37,7 @@ from groundhog_port.tasks.archive.inventory import (
     pair_models,
     vocabulary_share,
 )
+from groundhog_port.tasks.archive.outputs import language_of
 
 CASES = ("search", "encdec", "phrase", "search_variant", "encdec_variant")
 
@@ -459,6 +461,31 @@ def test_vocabulary_share_tells_source_from_target(legacy_root):
     assert vocabulary_share(lines, en) == pytest.approx(sum(t in en for t in tokens) / len(tokens))
     assert vocabulary_share(lines, en) > 0.8 > vocabulary_share(lines, fr)
     assert vocabulary_share([], en) == 0.0
+
+
+def test_only_a_target_language_text_is_a_candidate_output(legacy_root, tmp_path):
+    """A text of any name beside a state is a candidate output only when most of its words
+    are in the target vocabulary (issue 50 item 3): the recorded test set's source side is a
+    source-language text, a README holding the sample.py command is in neither vocabulary,
+    the reference and sample.py's output are candidates."""
+    case = legacy_root / "search"
+
+    def vocab(name):
+        with open(case / name, "rb") as f:
+            return pickle.load(f, encoding="utf-8")
+
+    exp = SimpleNamespace(src_word2idx=vocab("vocab.en.pkl"), trg_word2idx=vocab("vocab.fr.pkl"))
+    assert language_of(exp, case / "test.fr") is None
+    assert language_of(exp, case / "trans_beam5.txt") is None
+    assert language_of(exp, case / "test.en").startswith("a source-language text")
+    readme = tmp_path / "README.txt"
+    readme.write_text(
+        "translated with\n  THEANO_FLAGS=device=cpu python sample.py --beam-search "
+        "--beam-size 10 --state phrase_state.pkl --source ../data/test.en --trans output "
+        "phrase_model.npz\n",
+        encoding="utf-8",
+    )
+    assert language_of(exp, readme).startswith("a text in neither vocabulary")
 
 
 def test_a_model_of_other_sizes_is_refused_on_a_shape(legacy_root):
