@@ -311,6 +311,8 @@ def test_members_not_written_have_their_inventory_rows(tmp_path):
     assert (
         roles["run.tar.gz/run/fifo"] == "not used: a special member (device, FIFO...): not written"
     )
+    # a pack is a pack, whatever its not-done line (it was "the state of experiment ...")
+    assert roles["run.tar.gz"] == "a pack, unpacked: its members are rows of their own"
 
 
 def test_refused_pack_is_in_the_report(legacy_root, tmp_path):

@@ -130,7 +130,7 @@ def account(run: Run, results, skipped=()) -> list[Account]:
                     continue
                 kind = run.row(p).kind
                 role = roles.get(shown)
-                if role is None and kind is Kind.PACK:
+                if kind is Kind.PACK:  # (a pack's own "experiment" is its not-done line)
                     role = (
                         "a pack, unpacked: its members are rows of their own"
                         if shown in unpacked
