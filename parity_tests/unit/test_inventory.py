@@ -467,15 +467,22 @@ def test_only_a_target_language_text_is_a_candidate_output(legacy_root, tmp_path
     """A text of any name beside a state is a candidate output only when most of its words
     are in the target vocabulary (issue 50 item 3): the recorded test set's source side is a
     source-language text, a README holding the sample.py command is in neither vocabulary,
-    the reference and sample.py's output are candidates."""
+    sample.py's output and a target-language text alone are candidates, the reference
+    beside its source is not."""
     case = legacy_root / "search"
 
     def vocab(name):
         with open(case / name, "rb") as f:
             return pickle.load(f, encoding="utf-8")
 
-    exp = SimpleNamespace(src_word2idx=vocab("vocab.en.pkl"), trg_word2idx=vocab("vocab.fr.pkl"))
-    assert language_of(exp, case / "test.fr") is None
+    exp = SimpleNamespace(
+        state={}, src_word2idx=vocab("vocab.en.pkl"), trg_word2idx=vocab("vocab.fr.pkl")
+    )
+    # the reference beside its source is no candidate; alone, a target-language text is
+    assert language_of(exp, case / "test.fr") == "the reference of test.en beside it"
+    alone = tmp_path / "newstest.fr"
+    alone.write_bytes((case / "test.fr").read_bytes())
+    assert language_of(exp, alone) is None
     assert language_of(exp, case / "trans_beam5.txt") is None
     assert language_of(exp, case / "test.en").startswith("a source-language text")
     readme = tmp_path / "README.txt"
