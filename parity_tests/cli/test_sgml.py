@@ -310,3 +310,24 @@ def test_malformed_sgml_is_one_line(search, tmp_path, kind):
     assert str(bad) in errors[0] and where in errors[0], errors[0]
     assert not (tmp_path / "t.txt").exists()
     assert lookup.line_count(bad) is None  # never a candidate test set either
+
+
+def test_a_file_of_blank_lines_is_not_held_to_tell_its_kind(tmp_path):
+    """Telling SGML from plain text reads at most ``MAX_SNIFF_LINES`` blank lines: a gzip of
+    a million empty lines (the fuzzer's "gzip bomb as a text file") was held whole before its
+    kind was decided (+412 MiB for 64 MiB of them)."""
+    import gzip
+    import tracemalloc
+
+    from groundhog_port import lookup
+
+    path = tmp_path / "blank.en.gz"
+    path.write_bytes(gzip.compress(b"\n" * (1 << 20), compresslevel=9))
+    tracemalloc.start()
+    try:
+        n = lookup.line_count(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert n == 1 << 20
+    assert peak < 16 << 20, f"{peak / 2**20:.0f} MiB held"

@@ -181,6 +181,21 @@ def _rows(run: Run, folder: Path, names, allowed):
 
 #: the kinds a text of any name beside a state may be an output of (by content)
 _TEXTS = (Kind.TEXT,)
+#: the largest text of any name taken for a candidate output (its lines are read whole to be
+#: compared): a test set's translation is a few hundred KB (WMT's 3,003 sentences: ~400 KB);
+#: a bigger text, or one whose count stopped at the decompression bound, is no output
+MAX_CANDIDATE_BYTES = 64 << 20
+
+
+def _candidate(row: Row) -> bool:
+    """Whether a text of any name may be an output: complete, not too big, not numbers."""
+    facts = row.facts
+    return (
+        row.kind in _TEXTS
+        and getattr(facts, "complete", False)
+        and getattr(facts, "bytes_counted", 0) <= MAX_CANDIDATE_BYTES
+        and not getattr(facts, "numeric", False)
+    )
 
 
 def discover(run: Run, top=None) -> list[Entry]:
@@ -233,13 +248,7 @@ def discover(run: Run, top=None) -> list[Entry]:
         named = [folder / n for n in sorted(names) if is_output(n) and n in rows]
         kinds = {folder / n: "crash log" for n, r in rows.items() if r.kind is Kind.CRASH_LOG}
         crashes = [p for p in kinds if p not in named]
-        texts = [
-            folder / n
-            for n, r in rows.items()
-            if r.kind in _TEXTS
-            and folder / n not in named
-            and not getattr(r.facts, "numeric", False)
-        ]
+        texts = [folder / n for n, r in rows.items() if _candidate(r) and folder / n not in named]
         for state in states:
             rel = shown(state.path.relative_to(root).as_posix())
             trace = folder / "trace.h5"
