@@ -277,3 +277,29 @@ def test_messages_name_pack_members_as_the_report_does(legacy_root, tmp_path):
     text = json.dumps(e["not_done"])
     # packs.private_folder's temporary folders are named so
     assert "run.tar.gz/run" in text and "groundhog-port-packs-" not in text, text
+
+
+def test_an_unreadable_text_is_one_line_never_the_end_of_the_run(legacy_root, tmp_path):
+    """A text with a 70,000-byte line beside a state (of any name: a candidate output; or a
+    named one) is one line of its experiment, the rest re-done (the whole archive stopped
+    with exit 2: "line 1 is longer than 65536 bytes", found by fuzzing)."""
+    root = tmp_path / "lab"
+    for exp in ("a", "b"):
+        d = root / exp
+        d.mkdir(parents=True)
+        for name in ("encdec_state.pkl", "encdec_model.npz", *VOCABS, "test.en", "test.fr"):
+            shutil.copyfile(legacy_root / "encdec" / name, d / name)
+        shutil.copyfile(legacy_root / "encdec" / "trans_beam5.txt", d / "trans_beam5.txt")
+    (root / "a" / "notes.txt").write_text("x" * 70_000 + "\n", encoding="utf-8")
+    (root / "b" / "trans_beam1.txt").write_text("y" * 70_000 + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    r = run_cli("archive", root, "--out", out, "--plots", "0")
+    assert r.returncode == 1, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    by = {e["folder"]: e for e in report["experiments"]}
+    for exp in ("a", "b"):
+        [row] = by[exp]["reproduction"]
+        assert row["file"] == "trans_beam5.txt" and row["identical"] == row["compared"] == 40
+    assert "trans_beam1.txt" in json.dumps(by["b"]["not_done"])
+    roles = {a["file"]: a["role"] for a in report["inventory"]}
+    assert roles["a/notes.txt"].startswith("not an output of experiment a/encdec_: unreadable")

@@ -239,7 +239,10 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
         if o["kind"] == "trans"
     ]
     for p in entry.candidates:
-        why = language_of(exp, p)
+        try:
+            why = language_of(exp, p)
+        except LegacyInputError as err:
+            why = f"unreadable: {res.run.said(err.problem)}"
         if why is not None:
             e["not_outputs"].append(f"{res.rel(p)}: {why}")
             continue
@@ -249,7 +252,8 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
     # outputs whose names say their settings first: their test sets are tried first for
     # the others (SourceFinder reuses a choice)
     items.sort(key=lambda t: t[2] is None)
-    for p, o, parsed, candidate in items:
+
+    def one(p, o, parsed, candidate):
         error = error_log(entry, p)
         name = parsed[1] if parsed is not None else "test"
         if parsed is not None:
@@ -308,7 +312,7 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
                 f"{o['file']}: no setting gives its first lines from any test set found "
                 "(tried " + ", ".join(x.describe() for x in order[:4]) + ", ...)"
             )
-            continue
+            return
         if choice is None:
             o["source"] = o["reference"] = ""
             if parsed is not None:  # what the name says, though no test set confirms it
@@ -324,14 +328,14 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
                 'beam_size = N (normalize, ignore_unk) and source = "PATH"',
             )
             e["missing"].append(f'{o["file"]}: source = "PATH"  ({o["why"][:200]})')
-            continue
+            return
         why = None
         if str(choice.source) not in named_by_user:
             why = not_read(choice.source, allowed) or not_read(choice.reference, allowed)
         if why is not None:
             o["source"] = o["reference"] = ""
             o["why"] = f"its test set {res.rel(choice.source)}: {why}"
-            continue
+            return
         if choice.confirmed and "post_processed" not in o:
             finder = finders[[m for m, _ in models].index(model)]
             settings, agree, also = disambiguate(finder, read_lines(p), choice.source, order)
@@ -366,6 +370,21 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
             o["snapshot_why"] = _snapshot_why(p, settings, choice.source, model, models, finders)
         if tests[name][0] is None and (choice.confirmed or parsed) and "post_processed" not in o:
             tests[name] = (choice.source, choice.reference, choice.why)
+
+    for p, o, parsed, candidate in items:
+        try:
+            one(p, o, parsed, candidate)
+        except LegacyInputError as err:  # an unreadable output is one line, never the run's end
+            why = res.run.said(err.problem)
+            if candidate:
+                o["_drop"] = True
+                e["not_outputs"].append(f"{o['file']}: {why}")
+                continue
+            o["source"] = o["reference"] = ""
+            for k in SETTING_KEYS:
+                o.setdefault(k, BY_CONTENT)
+            o["why"] = why
+            e["missing"].append(f"{o['file']}: {why[:200]}")
     e["output"] = [o for o in e["output"] if not o.get("_drop")]
     for finder in finders:  # which test set serves which files, and why: once
         finder.announce(f"{entry.id}: ")

@@ -60,7 +60,9 @@ def _redo(res, run, entry, opts, out, plan=None):
     opened: dict = {}
     if plan is None:
         res.data["origin"] = "discovered"
-        plan = plan_experiment(run, entry, opts, opened)
+        plan = attempt(res, "everything", plan_experiment, run, entry, opts, opened)
+        if plan is None:
+            return
     else:
         res.data["origin"] = "from the plan"
     res.data["not_outputs"] = list(plan.get("not_outputs", []))
@@ -99,7 +101,8 @@ def _redo(res, run, entry, opts, out, plan=None):
             }
         tests[name] = (src, ref)
     if res.data["origin"] == "from the plan":  # "by content" settings found as discovery does
-        plan = {**plan, "output": complete(run, entry, opts, plan, opened)}
+        found = attempt(res, "outputs by content", complete, run, entry, opts, plan, opened)
+        plan = {**plan, "output": found if found is not None else plan.get("output", [])}
     outputs = _plan_outputs(run, entry, plan)
     attempt(
         res, "reproduction", _reproduction, res, run, exp, entry, plan, outputs, opts, opened, dirs
