@@ -217,11 +217,13 @@ def test_page_in_headless_chromium(made, browser):
     # experiment's own
     expected = sum(len(archive_report_tables(e)) for e in made["report"]["experiments"])
     tables = browser.find_elements(By.TAG_NAME, "table")
-    assert len(tables) == expected + 1 and all(t.is_displayed() for t in tables)
+    # ... and the inventory last (issue 50: every file of the archive, one row each)
+    assert len(tables) == expected + 2 and all(t.is_displayed() for t in tables)
     assert tables[0].get_attribute("class") == "overview"
+    assert tables[-1].get_attribute("class") == "inventory"
     # every row of every table is there (the files table of each experiment included)
     rows = sum(len(t.find_elements(By.TAG_NAME, "tr")) - 1 for t in tables)
-    assert rows == len(overview(made["report"])[2]) + sum(
+    assert rows == len(overview(made["report"])[2]) + len(made["report"]["inventory"]) + sum(
         len(r) for e in made["report"]["experiments"] for _, _, r in archive_report_tables(e)
     )
     imgs = browser.find_elements(By.CSS_SELECTOR, "img.attention")
