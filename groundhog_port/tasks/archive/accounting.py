@@ -42,7 +42,7 @@ UNUSED = {
     Kind.TEXT: "a text no experiment took as a test set, reference or output",
     Kind.SGML: "a WMT SGML file no experiment took as a test set or reference",
     Kind.CRASH_LOG: "a traceback of no re-done output",
-    Kind.LOG: "a log (sample.py's printed output, timings): read where its output is re-done",
+    Kind.LOG: "a log (a training log, timings, sample.py's printed output) no re-done output's total cost was read from",
     Kind.HDF5: "an HDF5 file: a binarized corpus or a trace no experiment took",
     Kind.PACK: "a pack",
     Kind.PICKLE_OTHER: "a pickle that is neither a state nor a vocabulary (never run)",

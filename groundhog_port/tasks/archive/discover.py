@@ -122,13 +122,12 @@ def _models_of(state: Row, pairings: list[Pairing], models: list[Row]):
     fitting, the reason names each model seen and why it does not fit."""
     mine = [p for p in pairings if p.state == state.path]
     if not mine:
-        seen = [p for p in pairings]
-        if not seen:
+        if not pairings:
             return None, "no model (.npz of GroundHog parameters) beside the state", []
         return (
             None,
             "no model beside the state fits it: "
-            + "; ".join(f"{p.model.name}: {p.why}" for p in seen)[:600],
+            + "; ".join(f"{p.model.name}: {p.why}" for p in pairings)[:600],
             [],
         )
     prefix = state.path.name[: -len("state.pkl")] if state.path.name.endswith("state.pkl") else None
