@@ -24,7 +24,7 @@ from ..legacy.vocab import render_translation
 from ..outputs import Journal, atomic_output
 from . import defaults
 from .common import SearchFailed
-from .legacy import BeamSearch, Hypotheses, sample
+from .legacy import BeamSearch, Hypotheses, normalized, sample
 
 if TYPE_CHECKING:
     from .batched import BatchedBeamSearch
@@ -56,6 +56,17 @@ def choose(hyps: Hypotheses, idx2word: dict[int, str]) -> Translation:
     sentences = [render_translation(idx2word, t) for t in hyps.trans]
     nbest = [(s, float(c)) for s, c in zip(sentences, hyps.costs)]
     return Translation(sentences[best], float(hyps.costs[best]), None, nbest)
+
+
+def render(
+    result: Hypotheses | SearchFailed, idx2word: dict[int, str], normalize: bool = False
+) -> Translation:
+    """The :class:`Translation` of one search result; ``normalize``: apply ``--normalize``
+    to a search made without it (the search is the same: sample.py's flag only rescales
+    the finished list's costs, sample.py:153-155)."""
+    if isinstance(result, SearchFailed):
+        return Translation("", None, str(result))
+    return choose(normalized(result) if normalize else result, idx2word)
 
 
 class SearchWarnings(logging.Filter):
@@ -172,13 +183,18 @@ class Translator:
             return self._translate_seqs(seqs)
 
     def _translate_seqs(self, seqs: Sequence[Sequence[int] | np.ndarray]) -> list[Translation]:
-        out = []
-        for r in self.search_seqs(seqs):
-            if isinstance(r, SearchFailed):
-                out.append(Translation("", None, str(r)))
-            else:
-                out.append(choose(r, self.exp.trg_idx2word))
-        return out
+        return [render(r, self.exp.trg_idx2word) for r in self.search_seqs(seqs)]
+
+    def searches(
+        self, seqs: Sequence[Sequence[int] | np.ndarray], first_line: int = 1
+    ) -> list[Hypotheses | SearchFailed]:
+        """:meth:`search_seqs` with the search's messages naming the line (as
+        :meth:`translate_seqs`)."""
+        if self.warnings is None:
+            return self.search_seqs(seqs)
+        self.warnings.first_line = first_line
+        with self.warnings:
+            return self.search_seqs(seqs)
 
     def search_seqs(
         self, seqs: Sequence[Sequence[int] | np.ndarray]

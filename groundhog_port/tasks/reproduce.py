@@ -38,7 +38,7 @@ from ..errors import LegacyInputError
 from ..legacy.data import first_text_lines, read_text_lines
 from ..outputs import atomic_output, file_in
 from ..search.common import MAX_RETRY_BEAM
-from ..search.translator import SearchWarnings, Translator, total_cost
+from ..search.translator import SearchWarnings, Translator, render, total_cost
 from ..untrusted import read_tail
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
 
@@ -154,27 +154,29 @@ class SourceFinder:
         self.by_name = by_name or {}
         self.fix = fix
         self.langs = lookup.languages(exp.state) if exp is not None else ("en", "fr")
-        self._translations = {}
+        self._searches: dict = {}  # (path, beam, ignore_unk) -> search results, in order
         self.chosen: dict = {}  # (source, reference) -> (first choice, [archived file names])
 
     def _first_translations(self, path, settings, n):
-        key = (str(path), settings)
-        have = self._translations.get(key, [])
+        """The translations of the first ``n`` lines of ``path`` with ``settings`` (``None``
+        where the search failed).  One search serves ``--normalize`` and not: the flag only
+        rescales the finished list (sample.py:153-155), so settings that differ in it alone
+        share the searches, which halves the cost of trying every setting."""
+        key = (str(path), settings.beam_size, settings.ignore_unk)
+        have = self._searches.get(key, [])
         if len(have) < n:
-            lines = first_text_lines(path, n)[len(have) :]
             translator = Translator(
                 self.exp,
                 settings.beam_size,
                 ignore_unk=settings.ignore_unk,
-                normalize=settings.normalize,
                 batch_size=1,
                 warnings=SearchWarnings(str(path), summarise=True),
             )
+            lines = first_text_lines(path, n)[len(have) :]
             seqs = [self.exp.parse_source(line)[0] for line in lines]
-            self._translations[key] = have + [
-                None if t.error is not None else t.line for t in translator.translate_seqs(seqs)
-            ]
-        return self._translations[key][:n]
+            have = self._searches[key] = have + translator.searches(seqs, len(have) + 1)
+        out = [render(r, self.exp.trg_idx2word, settings.normalize) for r in have[:n]]
+        return [None if t.error is not None else t.line for t in out]
 
     def _confirm(self, archived, settings):
         n = min(lookup.CONFIRM_LINES, len(archived))

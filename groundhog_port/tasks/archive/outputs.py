@@ -106,22 +106,46 @@ def settings_order(name, hints, settings_type, all_settings):
     return [first, *(s for s in all_settings if s != first)], first, where
 
 
-def disambiguate(finder, archived, source, order):
-    """``(settings, what agrees, the others that agree)``: of the settings in ``order``
-    whose first lines give the archived ones, the one that agrees longest -- the lines
-    checked doubling from :data:`~groundhog_port.lookup.CONFIRM_LINES` until one is left or
-    the output ends; the earliest in ``order`` on a tie (a name's settings first)."""
+def disambiguate(finder, archived, source, order, redone=None):
+    """``(settings, what agrees, the others that give the first lines)``: of the settings
+    in ``order`` whose first :data:`~groundhog_port.lookup.CONFIRM_LINES` lines give the
+    archived ones, the earliest that gives every line re-done, else the one that agrees
+    longest (the earliest on a tie: a name's settings come first, so names only break ties).
+
+    Each is checked doubling its lines until one differs, and the next is tried only when
+    it does: the common case, the first one right, costs one translation of the output (the
+    others are named as agreeing on the first lines, not checked further).  ``redone``: the
+    lines the run re-does (``--max-sentences``), or ``None`` for all: no more are checked,
+    since settings agreeing on every line re-done give the same verdict."""
+    end = len(archived) if redone is None else min(len(archived), max(redone, 1))
     k = min(lookup.CONFIRM_LINES, len(archived))
     alive = [s for s in order if finder._confirm(archived, s)(source) is None]
-    n = k
-    while len(alive) > 1 and n < len(archived):
-        n = min(2 * n, len(archived))
-        keep = [s for s in alive if finder._first_translations(source, s, n) == archived[:n]]
-        if not keep:
+
+    def agreement(s):
+        n = k
+        while n < end:
+            m = min(2 * n, end)
+            got = finder._first_translations(source, s, m) + [None] * m
+            differs = next((i for i in range(n, m) if got[i] != archived[i]), None)
+            if differs is not None:
+                return differs  # the lines before it agree
+            n = m
+        return n
+
+    best, best_n = alive[0], -1
+    for s in alive:
+        n = agreement(s)
+        if n > best_n:
+            best, best_n = s, n
+        if n >= end:
             break
-        alive = keep
-    text = f"its first {n} of {len(archived)} lines" if n < len(archived) else f"all {n} lines"
-    return alive[0], text, [s.describe() for s in alive[1:]]
+    if best_n < len(archived):
+        text = f"its first {best_n} of {len(archived)} lines"
+        if best_n == end:
+            text += f" (--max-sentences {redone}: no more lines checked)"
+    else:
+        text = f"all {best_n} lines"
+    return best, text, [s.describe() for s in alive if s != best]
 
 
 def _bare(line):

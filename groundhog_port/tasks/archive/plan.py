@@ -338,14 +338,21 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
             return
         if choice.confirmed and "post_processed" not in o:
             finder = finders[[m for m, _ in models].index(model)]
-            settings, agree, also = disambiguate(finder, read_lines(p), choice.source, order)
+            settings, agree, also = disambiguate(
+                finder, read_lines(p), choice.source, order, opts.max_sentences
+            )
             o["settings_why"] = (
                 f"by content: {agree} re-translated with {settings.describe()} are the "
                 "archived ones (settings tried: "
                 + (f"{hint_from}'s first, then " if hint is not None else "")
                 + "beams 1, 5, 10, 12, 20, each without and with --normalize / --ignore-unk; "
-                "where several give the first lines, more lines decide)"
-                + (f"; so are they with {'; '.join(also)} (the first is taken)" if also else "")
+                "where several give the first lines, the first giving every line is taken)"
+                + (
+                    f"; the first {min(lookup.CONFIRM_LINES, len(read_lines(p)))} lines are "
+                    f"also those of {'; '.join(also)} (not checked further)"
+                    if also
+                    else ""
+                )
             )
         elif "post_processed" in o:
             o["settings_why"] = (
