@@ -18,17 +18,19 @@ data directories.  Renamed test sets kept anywhere are found by content
 (:func:`find_source`, docs/archives.md): ``archive``, ``reproduce --case``, ``parity --case``
 and the pytest plugin share it.
 
-Each choice is logged once per run (:func:`new_run`) on logger ``groundhog_port.paths``: one INFO line
+Each choice is logged once per run (:class:`Memo`) on logger ``groundhog_port.paths``: one INFO line
 per (stored folder, folder used) -- three vocabularies found in one ``--data-dir`` give
 one line, not three -- and the single files at DEBUG.  When nothing is found,
 :class:`~groundhog_port.errors.LegacyInputError` lists every place looked at and says to
 pass ``--data-dir``.
 """
 
+import contextlib
+import contextvars
 import logging
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import LegacyInputError, shown
@@ -43,17 +45,55 @@ from .untrusted import (
 
 logger = logging.getLogger("groundhog_port.paths")
 
-#: what has been announced at INFO in this process: (stored folder, folder used, why)
-_announced: set[tuple[str, str, str]] = set()
-#: folder -> its candidate text files (any depth), walked once per run (:func:`new_run`)
-_walks: dict = {}
+
+@dataclass
+class Memo:
+    """What one command run has learnt about the files, so it is worked out and said once:
+    the choices announced at INFO, the folders walked, the folders said too deep, the line
+    counts of texts (per path, size and modification time), other warnings said once
+    (:func:`say_once`).  A run opens one with :func:`remembering` (``main()`` per command,
+    ``archive`` per tree); outside any, nothing is remembered and everything is said."""
+
+    announced: set = field(default_factory=set)  # (stored folder, folder used, why)
+    walks: dict = field(default_factory=dict)  # folder (and how) -> its candidate files
+    too_deep: set = field(default_factory=set)
+    line_counts: dict = field(default_factory=dict)  # (path, size, mtime_ns) -> count
+    said: set = field(default_factory=set)
+
+
+_memo: contextvars.ContextVar[Memo | None] = contextvars.ContextVar("lookup_memo", default=None)
+
+
+@contextlib.contextmanager
+def remembering(memo: Memo | None = None):
+    """Within the block, lookups remember what they found in ``memo`` (a new one if
+    ``None``); yields it."""
+    memo = Memo() if memo is None else memo
+    token = _memo.set(memo)
+    try:
+        yield memo
+    finally:
+        _memo.reset(token)
+
+
+def _current() -> Memo:
+    """The run's memo, or a fresh one that is dropped after the call (no run open)."""
+    memo = _memo.get()
+    return Memo() if memo is None else memo
+
+
+def say_once(key) -> bool:
+    """True the first time ``key`` is seen in this run (always outside one)."""
+    said = _current().said
+    if key in said:
+        return False
+    said.add(key)
+    return True
 
 
 #: deepest folder a walk enters below the folder it starts from (archives nest a few levels;
 #: Python 3.11's os.walk recursed once per level and raised RecursionError near 1,000)
 MAX_WALK_DEPTH = 64
-#: folders already reported as too deep, so a tree walked by several lookups says it once
-_too_deep: set[str] = set()
 
 
 def walk(top, max_depth=MAX_WALK_DEPTH):
@@ -86,8 +126,7 @@ def walk(top, max_depth=MAX_WALK_DEPTH):
         yield folder, dirs, names
         below = [d for d in dirs if d not in links]
         if below and depth >= max_depth:
-            if folder not in _too_deep:
-                _too_deep.add(folder)
+            if say_once(("too deep", folder)):
                 logger.warning(
                     "%s: more than %d folders below %s: its %d folder(s) are not searched",
                     shown(folder), max_depth, shown(os.fspath(top)), len(below),
@@ -108,13 +147,6 @@ def snapshots_of(state) -> list[Path]:
         return []
     found = [(int(m.group(1)), n) for n in names if (m := pattern.match(n))]
     return [Path(state).parent / n for _, n in sorted(found)]
-
-
-def new_run():
-    """Forget what was announced: the next choices are logged again (a new command run);
-    folders are walked again."""
-    _announced.clear()
-    _walks.clear()
 
 
 class ImplicitDir(type(Path())):  # type: ignore[misc]  # the concrete PosixPath/WindowsPath
@@ -176,10 +208,11 @@ def is_file(path) -> bool:
 
 def _announce(what, stored, chosen, where):
     key = (str(Path(stored).parent), str(chosen.parent), where)
-    if key in _announced:
+    announced = _current().announced
+    if key in announced:
         logger.debug("%s: using %s (%s)", what, chosen, where)
         return
-    _announced.add(key)
+    announced.add(key)
     if str(stored) == str(chosen):
         logger.info("%s: using %s (%s)", what, chosen, where)
     else:
@@ -282,8 +315,6 @@ _BINARY_SUFFIXES = frozenset(
 CONFIRM_LINES = 3
 #: candidates confirmed at most per lookup (each costs CONFIRM_LINES translations)
 MAX_CONFIRMATIONS = 40
-#: ``(path, size, mtime_ns) -> line count`` (None: not a text file), for the whole process
-_line_counts: dict = {}
 #: not name parts that say a language
 _NOT_LANGUAGES = frozenset("h5 pkl npz txt gz tok bpe raw sgm xml src trg ref out in".split())
 
@@ -347,27 +378,28 @@ def line_count(path) -> int | None:
     except OSError:
         return None
     key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _line_counts:
-        n: int | None = 0
-        last = b"\n"
-        try:
-            with open(path, "rb") as fh:
-                head = fh.peek(8)[:8]
-                if compression_of(head) is not None or _may_be_markup(fh):
-                    _line_counts[key] = _sentence_count(path)
-                    return _line_counts[key]
-                while chunk := fh.read(1 << 20):
-                    if b"\0" in chunk or n is None:
-                        n = None
-                        break
-                    n += chunk.count(b"\n")
-                    last = chunk[-1:]
-        except OSError:
-            n = None
-        if n is not None and last != b"\n":
-            n += 1
-        _line_counts[key] = n
-    return _line_counts[key]
+    counts = _current().line_counts
+    if key not in counts:
+        counts[key] = _line_count(path)
+    return counts[key]
+
+
+def _line_count(path) -> int | None:
+    n = 0
+    last = b"\n"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.peek(8)[:8]
+            if compression_of(head) is not None or _may_be_markup(fh):
+                return _sentence_count(path)
+            while chunk := fh.read(1 << 20):
+                if b"\0" in chunk:
+                    return None
+                n += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError:
+        return None
+    return n + 1 if last != b"\n" else n
 
 
 def _may_be_markup(fh) -> bool:
@@ -396,7 +428,8 @@ def _distance(a, b):
 
 def _walk(folder, recursive):
     key = (os.path.abspath(folder), recursive)
-    if key not in _walks:
+    walks = _current().walks
+    if key not in walks:
         found = []
         if recursive:
             for top, dirs, names in walk(folder):
@@ -410,19 +443,20 @@ def _walk(folder, recursive):
         # regular files only (os.stat: a FIFO or device is never a candidate), and not
         # through a link leading outside the folder walked (issue 40: not read unless asked)
         inside = os.path.realpath(folder) + os.sep
-        _walks[key] = [
+        walks[key] = [
             p
             for p in found
             if p.is_file() and (not p.is_symlink() or os.path.realpath(p).startswith(inside))
         ]
-    return _walks[key]
+    return walks[key]
 
 
 def files_named(root, name, max_entries=None) -> list[Path] | None:
-    """Every file called ``name`` under ``root`` (any depth), sorted (walked once per run);
+    """Every file called ``name`` under ``root`` (any depth), sorted (walked once per run, :class:`Memo`);
     ``None`` when the tree holds more than ``max_entries`` names (not walked to the end)."""
     key = (os.path.abspath(root), "all", max_entries)
-    if key not in _walks:
+    walks = _current().walks
+    if key not in walks:
         found: dict[str, list[Path]] = {}
         seen, complete = 0, True
         for top, dirs, names in walk(root):
@@ -433,10 +467,10 @@ def files_named(root, name, max_entries=None) -> list[Path] | None:
                 break
             for n in names:
                 found.setdefault(n, []).append(Path(top) / n)
-        _walks[key] = found if complete else None
-    if _walks[key] is None:
+        walks[key] = found if complete else None
+    if walks[key] is None:
         return None
-    return sorted(p for p in _walks[key].get(name, []) if p.is_file())
+    return sorted(p for p in walks[key].get(name, []) if p.is_file())
 
 
 #: files of one name compared byte for byte at most (more: never taken)
@@ -522,12 +556,13 @@ def text_files(places, near):
     """``[(path, label)]``: the candidate text files of ``places`` in order (a place's files by
     their distance from folder ``near``, a folder of another experiment after any other at
     the same distance, then path); each file once (its first place).  Worked out once per
-    run for each (places, folder) (:func:`new_run` forgets them): every archived output of
+    run for each (places, folder) (:class:`Memo`): every archived output of
     an experiment asks the same."""
     key = ("text_files", tuple((str(p.folder), p.label, p.recursive) for p in places), str(near))
-    if key not in _walks:
-        _walks[key] = _text_files(places, near)
-    return list(_walks[key])
+    walks = _current().walks
+    if key not in walks:
+        walks[key] = _text_files(places, near)
+    return list(walks[key])
 
 
 def _text_files(places, near):

@@ -293,9 +293,8 @@ def main(argv=None):
             _flags_in_changes(parser, args)
         configure_logging(args.log_level, args.log_time)
         from ..distributed.world import SHARDED_COMMANDS, world_from_env
-        from ..lookup import new_run
+        from ..lookup import remembering
 
-        new_run()  # file choices are logged once per run, also when main() runs again in-process
         if args.threads is not None:
             from ..legacy.experiment import set_threads
 
@@ -310,7 +309,8 @@ def main(argv=None):
                 f"'{args.command}' does not run under torchrun; only "
                 f"{', '.join(SHARDED_COMMANDS)} are sharded",
             )
-        return args._run(args)
+        with remembering():  # file choices said once per run, also when main() runs again
+            return args._run(args)
     except LegacyInputError as err:
         print(f"{name}: error: {err}", file=sys.stderr)
         return EXIT_INPUT

@@ -107,12 +107,11 @@ class Case:
 #: wider; a name saying more (``trans_beam7000.txt``: some 2 GiB to search) is matched by
 #: content like a name that says nothing
 MAX_NAMED_BEAM = MAX_RETRY_BEAM
-_warned_beams: set[str] = set()
 
 
 def parse_trans_name(name):
     """``(settings, test_set, run)`` from a trans file name, or ``None`` if it is not one
-    (or says a beam over :data:`MAX_NAMED_BEAM`: warned once).
+    (or says a beam over :data:`MAX_NAMED_BEAM`: warned once per run).
 
     >>> parse_trans_name("trans_beam10_normalize.txt")
     (Settings(beam_size=10, normalize=True, ignore_unk=False), 'test', 1)
@@ -121,8 +120,7 @@ def parse_trans_name(name):
     if not m:
         return None
     if int(m.group("beam")) > MAX_NAMED_BEAM:
-        if name not in _warned_beams:
-            _warned_beams.add(name)
+        if lookup.say_once(("named beam", name)):
             logger.warning(
                 "%s: its name says beam %s, more than the %d sample.py ever searched with: "
                 "not believed (its settings are matched by content)",

@@ -109,17 +109,52 @@ def test_missing_file_names_data_dir(tmp_path):
         lookup.data_dirs([a, tmp_path / "nope"])
 
 
-def test_each_choice_logged_once_per_process(tmp_path, caplog):
+def test_each_choice_logged_once_per_run(tmp_path, caplog):
+    """Said once per run (``lookup.remembering``: ``main()`` opens one per command, the
+    archive one per tree), and again in the next run: nothing is kept in the process."""
+    from groundhog_port import lookup
+
     exp, a, b = _split_archive(tmp_path)
     caplog.set_level(logging.INFO, logger="groundhog_port.paths")
-    for _ in range(2):  # a command opening the experiment twice (reproduce, archive)
-        e = open_experiment(exp / "search_state.pkl", exp / "search_model.npz", data_dir=[a, b])
-        for key in ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target"):
-            e.path(key)
-    infos = [
-        r for r in caplog.records if r.name == "groundhog_port.paths" and r.levelno == logging.INFO
-    ]
-    assert len(infos) == 2, [r.getMessage() for r in infos]
+
+    def infos():
+        return [
+            r
+            for r in caplog.records
+            if r.name == "groundhog_port.paths" and r.levelno == logging.INFO
+        ]
+
+    for run in range(2):
+        with lookup.remembering():
+            for _ in range(2):  # a command opening the experiment twice (reproduce, archive)
+                e = open_experiment(
+                    exp / "search_state.pkl", exp / "search_model.npz", data_dir=[a, b]
+                )
+                for key in ("word_indx", "indx_word", "word_indx_trgt", "indx_word_target"):
+                    e.path(key)
+        assert len(infos()) == 2 * (run + 1), [r.getMessage() for r in infos()]
+
+
+def test_said_once_per_run_and_walked_once_per_run(tmp_path, caplog):
+    """A name over the largest beam sample.py searched is warned once per run; a folder's
+    walk is remembered within a run (a file added later is not seen) and forgotten after."""
+    from groundhog_port import lookup
+    from groundhog_port.tasks.reproduce import parse_trans_name
+
+    caplog.set_level(logging.WARNING)
+    for run in range(2):
+        with lookup.remembering():
+            assert parse_trans_name("trans_beam7000.txt") is None
+            assert parse_trans_name("trans_beam7000.txt") is None
+        said = [r for r in caplog.records if "more than the" in r.getMessage()]
+        assert len(said) == run + 1
+    (tmp_path / "a.txt").write_text("a\n")
+    with lookup.remembering() as memo:
+        assert lookup.files_named(tmp_path, "b.txt") == []
+        (tmp_path / "b.txt").write_text("b\n")
+        assert lookup.files_named(tmp_path, "b.txt") == []  # walked once per run
+        assert memo.walks
+    assert lookup.files_named(tmp_path, "b.txt") == [tmp_path / "b.txt"]
 
 
 def test_reproduce_case_takes_source_and_ref(tmp_path):

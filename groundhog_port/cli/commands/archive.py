@@ -218,10 +218,8 @@ def _options(args):
 
 
 def run(args):
-    from ...distributed import world as distributed
-    from ...outputs import Progress
+    from ... import lookup
     from ...tasks import archive
-    from ...tasks.archive import report as archive_report
 
     root = Path(args.root)
     if not root.is_dir():
@@ -231,6 +229,16 @@ def run(args):
     opts = _options(args)
     archive.check_out_dir(args.root, args.out)
     tree = archive.Run(root, opts.data_dirs)
+    with lookup.remembering(tree.memo):  # the run's walks, line counts, what was said
+        return _run(args, opts, tree)
+
+
+def _run(args, opts, tree):
+    from ...distributed import world as distributed
+    from ...outputs import Progress
+    from ...tasks import archive
+    from ...tasks.archive import report as archive_report
+
     if args.plan_only:
         if not archive.discover(tree):
             raise LegacyInputError(args.root, "no experiment (*state.pkl) in this folder tree")

@@ -14,9 +14,11 @@ traceback):
   and the source of this module and of :mod:`groundhog_port.tasks.archive`.  A special
   file is keyed by its type, never opened;
 * **the entry is checked** (:func:`problem`) before use: read under the parse budget
-  (:func:`groundhog_port.untrusted.read_json`), not through a link, against the schema of
-  what :func:`groundhog_port.tasks.archive.redo` writes (every key, every type: a value
-  the report renders is a string, a number or a flag where the report expects one),
+  (:func:`groundhog_port.untrusted.read_json`), not through a link, against the one definition
+  of what :func:`groundhog_port.tasks.archive.redo` writes,
+  :class:`~groundhog_port.tasks.archive.result.ResultRecord` (:mod:`.records`: every key,
+  every type; a value the report renders is a string, a number or a flag where the report
+  expects one),
   naming this experiment (its id, state and model), and every plot it lists an
   ``OUT/plots/<experiment>/align_NNNN.png`` that is a regular file holding a PNG
   (:func:`plot_problem`).  Anything else is re-done, with one warning saying why.
@@ -35,6 +37,8 @@ from ...errors import LegacyInputError
 from ...file_names import VOCABULARY_FILE_KEYS
 from ...outputs import atomic_write_text, file_digest, file_in, folder_in, lies_inside
 from ...untrusted import read_json, special_kind
+from . import records
+from .result import ResultRecord
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
@@ -159,153 +163,6 @@ def cache_key(entry, opts, extra=(), memo=None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-# ----------------------------------------------------------------------------------------
-# the schema of a result (what archive.redo writes; strict_json turns non-finite floats
-# into "nan", "inf", "-inf")
-# ----------------------------------------------------------------------------------------
-class Opt:
-    """A key that may be absent."""
-
-    def __init__(self, spec):
-        self.spec = spec
-
-
-INT, NUM = "int", "num"
-TEXT = (str, None)
-BLEU = (None, {"sacrebleu": NUM, "signature": str, "multi_bleu": NUM, "multi_bleu_text": str})
-TRANS_DIFF = {
-    "line": INT,
-    "source": str,
-    "archived": TEXT,
-    "reproduced": TEXT,
-    "port_error": Opt(str),
-}
-SCORE_DIFF = {"line": INT, "archived": TEXT, "reproduced": TEXT}
-REPRODUCTION = {
-    "file": str,
-    "settings": {"beam_size": INT, "normalize": bool, "ignore_unk": bool},
-    "compared": INT,
-    "identical": INT,
-    "all_identical": bool,
-    "first_differences": [TRANS_DIFF],
-    "bleu": {
-        "archived_vs_reference": BLEU,
-        "reproduced_vs_reference": BLEU,
-        "archived_vs_reproduced": BLEU,
-    },
-    "total_cost": NUM,
-    "archived_total_cost": (NUM, None),
-    "original_stopped_after": (INT, None),
-    "source": str,
-    "reference": TEXT,
-    "crash_reproduced": (bool, None),
-    "original_error": TEXT,
-    "limited": Opt(str),
-    "crash_not_rechecked": Opt(str),
-    "settings_why": Opt(str),
-    "snapshot": Opt(str),
-    "snapshots": Opt([{"model": str, "status": str}]),
-    "status": Opt(str),
-}
-SCORES = {
-    "file": str,
-    "how": str,
-    "compared": INT,
-    "archived_lines": INT,
-    "identical": INT,
-    "all_identical": bool,
-    "beyond_last_digit": INT,
-    "max_rel_diff": NUM,
-    "within_print_noise": Opt((bool, None)),
-    "first_differences": [SCORE_DIFF],
-}
-TEST_SET = {"source": TEXT, "reference": TEXT, "how": str}
-PARITY = (
-    None,
-    {
-        "trace": str,
-        "groups": [str],
-        "ok": bool,
-        "rows": [
-            {
-                "quantity": str,
-                "n": INT,
-                "max_abs": (NUM, None),
-                "max_rel": (NUM, None),
-                "tolerance": str,
-                "status": str,
-            }
-        ],
-    },
-)
-RESULT = {
-    "id": str,
-    "folder": str,
-    "state": str,
-    "model": TEXT,
-    # the vocabularies (a path or None) and the test sets
-    "files": {
-        **{k: Opt(TEXT) for k in VOCABULARY_FILE_KEYS},
-        "test": Opt(TEST_SET),
-        "holdout": Opt(TEST_SET),
-    },
-    "reproduction": [REPRODUCTION],
-    "scores": [SCORES],
-    "crash_logs": [{"file": str, "last_line": TEXT, "trans": TEXT, "status": str}],
-    "parity": PARITY,
-    "plots": [{"sentence": INT, "file": str}],
-    "notes": [str],
-    "not_done": [{"what": str, "why": str}],
-    "origin": Opt(str),
-    "not_outputs": Opt([str]),
-}
-_NON_FINITE = ("nan", "inf", "-inf")
-
-
-def schema_problem(value, spec=RESULT, where="result"):
-    """Where ``value`` departs from ``spec`` (one line), or None."""
-    if isinstance(spec, tuple):
-        problems = [schema_problem(value, s, where) for s in spec]
-        return None if None in problems else problems[-1]
-    if spec is None:
-        ok = value is None
-    elif spec == INT:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif spec == NUM:
-        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
-            value in _NON_FINITE
-        )
-        ok = ok and not (isinstance(value, float) and not math.isfinite(value))
-    elif isinstance(spec, type):
-        ok = isinstance(value, spec) and not (spec is int and isinstance(value, bool))
-    elif isinstance(spec, list):
-        if not isinstance(value, list):
-            return f"{where} is not a list"
-        for i, item in enumerate(value):
-            bad = schema_problem(item, spec[0], f"{where}[{i}]")
-            if bad:
-                return bad
-        return None
-    else:  # a dict of keys
-        if not isinstance(value, dict):
-            return f"{where} is not an object"
-        unknown = sorted(set(value) - set(spec))
-        if unknown:
-            return f"{where} has an unknown key {unknown[0][:80]!r}"
-        for key, sub in spec.items():
-            if isinstance(sub, Opt):
-                if key not in value:
-                    continue
-                sub = sub.spec
-            elif key not in value:
-                return f"{where} has no {key!r}"
-            bad = schema_problem(value[key], sub, f"{where}[{key!r}]")
-            if bad:
-                return bad
-        return None
-    return None if ok else f"{where} is of the wrong type ({type(value).__name__})"
-
-
 def plot_problem(out, entry_id, plot, number, total):
     """Why ``plot`` (``{"sentence", "file"}`` of a result) may not be embedded, or None: it
     must be ``plots/<experiment>/align_NNNN.png`` of pair ``number`` (1-based) under
@@ -343,7 +200,7 @@ def problem(data, key, entry, opts, out, rel):
     if data["key"] != key:
         return "made from other inputs, options or code"
     result = data["result"]
-    bad = schema_problem(result)
+    bad = records.problem(result, ResultRecord)
     if bad:
         return bad
     mine = {

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import lookup
 from ...errors import shown, unshown
 from ...untrusted import special_kind
 
@@ -96,6 +97,9 @@ class Run:
     rows: dict = field(default_factory=dict)
     #: ``[(member as the report names it, why)]``: pack members not written (links, devices)
     skipped: list = field(default_factory=list)
+    #: the lookups' memo (folders walked, line counts, choices said): opened with
+    #: ``lookup.remembering(run.memo)`` by the command for the whole run
+    memo: lookup.Memo = field(default_factory=lookup.Memo)
 
     def __post_init__(self):
         self.root = Path(self.root)

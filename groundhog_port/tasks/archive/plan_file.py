@@ -43,37 +43,79 @@ from __future__ import annotations
 import difflib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ...errors import LegacyInputError
 from ...file_names import VOCABULARY_FILE_KEYS
+from . import records
 
 VERSION = 1
 #: the keys of an experiment entry (``<key>_why`` beside a file says why it was chosen)
 FILE_KEYS = ("state", "model", *VOCABULARY_FILE_KEYS, "test_source", "test_reference")
 HOLDOUT_KEYS = ("holdout_source", "holdout_reference")
-EXPERIMENT_KEYS = frozenset(
-    {"id", "folder", "snapshots", "snapshots_why", "changes", "missing", "not_outputs", "output"}
-    | set(FILE_KEYS + HOLDOUT_KEYS)
-    | {k + "_why" for k in FILE_KEYS + HOLDOUT_KEYS}
-)
-OUTPUT_KEYS = frozenset(
-    {
-        "file",
-        "kind",
-        "test_set",
-        "beam_size",
-        "normalize",
-        "ignore_unk",
-        "settings_why",
-        "source",
-        "reference",
-        "why",
-        "snapshot",
-        "snapshot_why",
-        "post_processed",
-    }
-)
+
+
+class _PlanOutput(TypedDict):
+    file: str
+    kind: str  # one of KINDS
+
+
+class PlanOutput(_PlanOutput, total=False):
+    """One archived output of a plan entry; a setting may be :data:`BY_CONTENT`."""
+
+    test_set: str
+    beam_size: int | str
+    normalize: bool | str
+    ignore_unk: bool | str
+    settings_why: str
+    source: str
+    reference: str
+    why: str
+    snapshot: str
+    snapshot_why: str
+    post_processed: str
+
+
+class _PlanEntry(TypedDict):
+    id: str
+
+
+class PlanEntry(_PlanEntry, total=False):
+    """One experiment of a plan (:func:`groundhog_port.tasks.archive.plan.plan_experiment`
+    makes it): each file of :data:`FILE_KEYS` and :data:`HOLDOUT_KEYS` (a path under ROOT)
+    with ``<key>_why``."""
+
+    folder: str
+    state: str
+    state_why: str
+    model: str
+    model_why: str
+    word_indx: str
+    word_indx_why: str
+    indx_word: str
+    indx_word_why: str
+    word_indx_trgt: str
+    word_indx_trgt_why: str
+    indx_word_target: str
+    indx_word_target_why: str
+    test_source: str
+    test_source_why: str
+    test_reference: str
+    test_reference_why: str
+    holdout_source: str
+    holdout_source_why: str
+    holdout_reference: str
+    holdout_reference_why: str
+    snapshots: list[str]
+    snapshots_why: str
+    changes: list[str]
+    missing: list[str]
+    not_outputs: list[str]
+    output: list[PlanOutput]
+
+
+EXPERIMENT_KEYS = records.keys(PlanEntry)
+OUTPUT_KEYS = records.keys(PlanOutput)
 KINDS = ("trans", "scores", "crash log")
 #: an output setting to be found by re-translating its first lines, as discovery does
 BY_CONTENT = "by content"
@@ -291,6 +333,9 @@ def loads(text: str, path=None) -> dict:
                 )
             for k, v in o.items():
                 _setting(path, at.of(i, j, k) + w, k, v)
+        bad = records.problem(e, PlanEntry, where)  # the record's definition, whole
+        if bad:
+            raise LegacyInputError(path, at.of(i) + bad)
     data.setdefault("experiment", [])
     return data
 

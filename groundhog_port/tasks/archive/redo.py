@@ -11,11 +11,11 @@ from .context import OUTSIDE, Options, Run, not_read
 from .discover import Entry
 from .inputs import experiment_dirs, open_model
 from .plan import by_content, complete, error_log, plan_changes, plan_experiment
-from .result import Result, attempt
+from .result import Result, ResultRecord, attempt
 
 
-def redo(run: Run, entry: Entry, opts: Options, out) -> dict:
-    """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment, as a dict.
+def redo(run: Run, entry: Entry, opts: Options, out) -> ResultRecord:
+    """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment.
     What cannot be done is logged once per cause (:meth:`Result.flush`)."""
     res = Result(run, entry)
     plan = opts.plan.get(entry.id) if opts.plan is not None else None

@@ -1,7 +1,11 @@
-"""The result of one experiment as ``archive`` builds it (a JSON-able dict in the end,
-checked against :data:`groundhog_port.tasks.archive.cache.RESULT` before it is cached)."""
+"""The result of one experiment as ``archive`` builds it: a :class:`ResultRecord` (JSON in
+the end), the one definition the cache checks an entry against before it is used
+(:func:`groundhog_port.tasks.archive.records.problem`)."""
+
+from __future__ import annotations
 
 import logging
+from typing import TypedDict
 
 from ...errors import LegacyInputError
 from .context import Run
@@ -9,12 +13,175 @@ from .context import Run
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
 
+# ----------------------------------------------------------------------------------------
+# the record (records.py: ``float`` is a number or "nan"/"inf"/"-inf"; total=False: keys
+# that may be absent)
+# ----------------------------------------------------------------------------------------
+class Settings(TypedDict):
+    beam_size: int
+    normalize: bool
+    ignore_unk: bool
+
+
+class Bleu(TypedDict):
+    sacrebleu: float
+    signature: str
+    multi_bleu: float
+    multi_bleu_text: str
+
+
+class Bleus(TypedDict):
+    archived_vs_reference: Bleu | None
+    reproduced_vs_reference: Bleu | None
+    archived_vs_reproduced: Bleu | None
+
+
+class _TransDiff(TypedDict):
+    line: int
+    source: str
+    archived: str | None
+    reproduced: str | None
+
+
+class TransDiff(_TransDiff, total=False):
+    port_error: str
+
+
+class SnapshotRow(TypedDict):
+    model: str
+    status: str
+
+
+class _Reproduction(TypedDict):
+    file: str
+    settings: Settings
+    compared: int
+    identical: int
+    all_identical: bool
+    first_differences: list[TransDiff]
+    bleu: Bleus
+    total_cost: float
+    archived_total_cost: float | None
+    original_stopped_after: int | None
+    source: str
+    reference: str | None
+    crash_reproduced: bool | None
+    original_error: str | None
+
+
+class Reproduction(_Reproduction, total=False):
+    """One translation output re-done (:func:`groundhog_port.tasks.reproduce.reproduce`)."""
+
+    limited: str
+    crash_not_rechecked: str
+    settings_why: str
+    snapshot: str
+    snapshots: list[SnapshotRow]
+    status: str
+
+
+class ScoreDiff(TypedDict):
+    line: int
+    archived: str | None
+    reproduced: str | None
+
+
+class _Scores(TypedDict):
+    file: str
+    how: str
+    compared: int
+    archived_lines: int
+    identical: int
+    all_identical: bool
+    beyond_last_digit: int
+    max_rel_diff: float
+    first_differences: list[ScoreDiff]
+
+
+class Scores(_Scores, total=False):
+    """One score.py output re-scored (:mod:`.checks`)."""
+
+    within_print_noise: bool | None
+
+
+class TestSet(TypedDict):
+    source: str | None
+    reference: str | None
+    how: str
+
+
+class Files(TypedDict, total=False):
+    """The vocabularies (``groundhog_port.file_names.VOCABULARY_FILE_KEYS``) and test sets."""
+
+    word_indx: str | None
+    indx_word: str | None
+    word_indx_trgt: str | None
+    indx_word_target: str | None
+    test: TestSet
+    holdout: TestSet
+
+
+class CrashLog(TypedDict):
+    file: str
+    last_line: str | None
+    trans: str | None
+    status: str
+
+
+class ParityRow(TypedDict):
+    quantity: str
+    n: int
+    max_abs: float | None
+    max_rel: float | None
+    tolerance: str
+    status: str
+
+
+class Parity(TypedDict):
+    trace: str
+    groups: list[str]
+    ok: bool
+    rows: list[ParityRow]
+
+
+class Plot(TypedDict):
+    sentence: int
+    file: str
+
+
+class NotDone(TypedDict):
+    what: str
+    why: str
+
+
+class _ResultRecord(TypedDict):
+    id: str
+    folder: str
+    state: str
+    model: str | None
+    files: Files
+    reproduction: list[Reproduction]
+    scores: list[Scores]
+    crash_logs: list[CrashLog]
+    parity: Parity | None
+    plots: list[Plot]
+    notes: list[str]
+    not_done: list[NotDone]
+
+
+class ResultRecord(_ResultRecord, total=False):
+    """One experiment's result: what the report renders and the cache keeps."""
+
+    origin: str
+    not_outputs: list[str]
+
+
 class Result:
     """The result of one experiment under construction (a JSON-able dict in the end)."""
 
     def __init__(self, run: Run, entry):
         self.run = run
-        self.data = {
+        self.data: ResultRecord = {
             "id": entry.id,
             "folder": self.rel(entry.folder),
             "state": self.rel(entry.state),
