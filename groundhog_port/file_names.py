@@ -19,22 +19,48 @@ SCORES_NAME = re.compile(
 )
 
 
+#: ``trans_[holdout_]beam<N>[_normalize][_ignore_unk][_run<K>].txt``: the recordings' names
+#: for sample.py's outputs, saying their settings (docs/recordings.md, "Files")
+TRANS_NAME = re.compile(
+    r"^trans_(?:(?P<set>holdout)_)?beam(?P<beam>[1-9][0-9]*)"
+    r"(?P<flags>(?:_normalize|_ignore_unk)*)(?:_run(?P<run>[0-9]+))?\.txt$"
+)
+
+
 #: test set name -> its standard (source, reference) names, as sample.py's users named them
 TEST_SET_NAMES = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "holdout.fr")}
 
 
 # ----------------------------------------------------------------------------------------
-# finding the experiments
+# what a name says a file was written as (the one rule; content decides what it is)
 # ----------------------------------------------------------------------------------------
+def is_translation_name(name):
+    """An output sample.py ``--trans`` may have written: a ``.txt`` whose name holds
+    ``trans`` (``trans.txt``, ``dev_trans.txt``, ``trans_beam10.txt``), not its printed
+    output (``sample_<stem>_stdout.txt``)."""
+    return "trans" in name and name.endswith(".txt") and not name.startswith("sample_")
+
+
 def is_output(name):
-    """What sample.py / score.py may have written: ``trans*.txt`` or any ``.txt`` whose name
-    holds ``trans`` (``dev_trans.txt``: sample.py ``--trans`` takes any name), ``scores*.txt``,
-    ``*_error.txt``."""
+    """What sample.py / score.py may have written: a translation
+    (:func:`is_translation_name`), ``scores*.txt``, a crash log ``*_error.txt``."""
     return (
-        ("trans" in name and name.endswith(".txt") and not name.startswith("sample_"))
+        is_translation_name(name)
         or (name.startswith("scores") and name.endswith(".txt"))
         or name.endswith("_error.txt")
     )
+
+
+def is_log_name(name):
+    """What the recordings kept beside the outputs: sample.py's printed output
+    (``sample_<stem>_stdout.txt``) and MainLoop's ``timings.txt``."""
+    return (name.startswith("sample_") and name.endswith("_stdout.txt")) or name == "timings.txt"
+
+
+def never_a_test_set(name):
+    """A name no test set has: an output or a log of the original (:func:`is_output`,
+    :func:`is_log_name`)."""
+    return is_output(name) or is_log_name(name)
 
 
 def output_kind(name):

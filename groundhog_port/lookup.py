@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import LegacyInputError, shown
-from .file_names import VOCABULARY_FILE_KEYS
+from .file_names import VOCABULARY_FILE_KEYS, never_a_test_set
 from .untrusted import (
     COMPRESSED_SUFFIXES,
     compression_of,
@@ -302,11 +302,9 @@ def places(name, folder, dirs=()):
 # ----------------------------------------------------------------------------------------
 # test sets found by content (archive, reproduce --case, parity --case, the pytest plugin)
 # ----------------------------------------------------------------------------------------
-#: files that are never a test set: what sample.py / score.py / train.py / the recorder wrote,
-#: and binary formats (a text file is also checked for NUL bytes)
-_OUTPUT_NAME = re.compile(
-    r"^(trans.*\.txt|scores.*\.txt|sample_.*_(stdout|error)\.txt|.*_error\.txt|timings\.txt)$"
-)
+#: files that are never a test set: what sample.py / score.py / train.py / the recorder wrote
+#: (:func:`groundhog_port.file_names.never_a_test_set`), and binary formats (a text file is
+#: also checked for NUL bytes)
 _BINARY_SUFFIXES = frozenset(
     ".pkl .npz .npy .h5 .hdf5 .gz .bz2 .xz .zip .tar .png .jpg .pdf .pyc .so .json .html .md "
     ".partial".split()
@@ -345,7 +343,7 @@ def _is_candidate_name(name):
     decompressed, :func:`groundhog_port.untrusted.iter_lines`)."""
     plain = strip_compression(name)
     return (
-        not _OUTPUT_NAME.match(plain)
+        not never_a_test_set(plain)
         and Path(plain).suffix.lower() not in _BINARY_SUFFIXES
         and (plain == name or Path(plain).suffix.lower() not in COMPRESSED_SUFFIXES)
     )

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .. import lookup
 from ..errors import LegacyInputError
+from ..file_names import TEST_SET_NAMES, TRANS_NAME, is_translation_name
 from ..legacy.data import first_text_lines, read_text_lines
 from ..outputs import atomic_output, file_in
 from ..search.common import MAX_RETRY_BEAM
@@ -44,15 +45,8 @@ from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
 
 logger = logging.getLogger(__name__)
 
-#: ``trans_[holdout_]beam<N>[_normalize][_ignore_unk][_run<K>].txt`` (docs/recordings.md, "Files")
-TRANS_NAME = re.compile(
-    r"^trans_(?:(?P<set>holdout)_)?beam(?P<beam>[1-9][0-9]*)"
-    r"(?P<flags>(?:_normalize|_ignore_unk)*)(?:_run(?P<run>[0-9]+))?\.txt$"
-)
 #: sample.py:276 ``print "Total cost of the translations: {}".format(total_cost)``
 TOTAL_COST = re.compile(r"Total cost of the translations: (\S+)")
-#: test set name in a trans file name -> (source, reference) file names
-TEST_SETS = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "holdout.fr")}
 
 
 @dataclass(frozen=True)
@@ -337,12 +331,6 @@ def inferable_settings() -> list[Settings]:
     return [Settings(b, n, u) for b in INFER_BEAMS for n in (False, True) for u in (False, True)]
 
 
-def is_translation_name(name: str) -> bool:
-    """An output sample.py ``--trans`` may have written: a ``.txt`` whose name holds
-    ``trans`` (``trans.txt``, ``dev_trans.txt``, ``trans_beam10.txt``)."""
-    return "trans" in name and name.endswith(".txt") and not name.startswith("sample_")
-
-
 def find_case(
     directory,
     data_dirs=(),
@@ -381,7 +369,7 @@ def find_case(
         reference,
         {
             name: lookup.find_named(src, directory, data_dirs)
-            for name, (src, _) in TEST_SETS.items()
+            for name, (src, _) in TEST_SET_NAMES.items()
         },
         fix=lambda test_set: (
             "; pass --source FILE (and --ref FILE), or --data-dir DIR (the folder holding it)"
