@@ -96,12 +96,13 @@ def say_once(key) -> bool:
 MAX_WALK_DEPTH = 64
 
 
-def walk(top, max_depth=MAX_WALK_DEPTH):
+def walk(top, max_depth=MAX_WALK_DEPTH, not_entered=None):
     """``(folder, dirs, names)`` of every folder under ``top`` as ``os.walk(top)`` gives
     them top-down (``dirs`` may be pruned in place; links to folders are listed in ``dirs``
     and never entered), each list sorted -- but iteratively, so a tree of any depth is walked
     without recursion, and not below ``max_depth`` levels: a folder deeper than that is
-    logged once (WARNING) and not entered.  Names are ``str`` as ``os.walk`` gives them
+    logged once (WARNING) and not entered (appended to list ``not_entered`` when given,
+    for a caller that accounts for every file).  Names are ``str`` as ``os.walk`` gives them
     (bytes that are not UTF-8 as surrogates: show them with
     :func:`groundhog_port.errors.shown`)."""
     stack = [(os.fspath(top), 0)]
@@ -126,6 +127,8 @@ def walk(top, max_depth=MAX_WALK_DEPTH):
         yield folder, dirs, names
         below = [d for d in dirs if d not in links]
         if below and depth >= max_depth:
+            if not_entered is not None:
+                not_entered += [os.path.join(folder, d) for d in below]
             if say_once(("too deep", folder)):
                 logger.warning(
                     "%s: more than %d folders below %s: its %d folder(s) are not searched",

@@ -73,8 +73,12 @@ def test_archive_with_a_deep_folder(legacy_root, tmp_path, deep):
     r = run_cli("archive", root, "--out", out, "--plots", "0")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "not searched" in r.stderr and "RecursionError" not in r.stderr
-    (e,) = _report(out)["experiments"]
+    report = _report(out)
+    (e,) = report["experiments"]
     assert [(row["identical"], row["compared"]) for row in e["reproduction"]] == [(N, N)]
+    # the folder not entered is a row of the inventory, never left out in silence
+    [row] = [x for x in report["inventory"] if x["role"].startswith("not walked: more than")]
+    assert row["file"].startswith("scratch/") and row["file"].count("/") == lookup.MAX_WALK_DEPTH
 
 
 def test_archive_with_names_that_are_not_utf8(legacy_root, tmp_path):

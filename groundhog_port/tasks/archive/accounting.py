@@ -112,7 +112,8 @@ def account(run: Run, results, skipped=()) -> list[Account]:
     rows = []
     unpacked = {v: k for k, v in run.packs.items()}  # pack path under ROOT -> its folder
     for top in (run.root, *run.packs):
-        for folder, dirs, names in lookup.walk(top):
+        deep: list = []
+        for folder, dirs, names in lookup.walk(top, not_entered=deep):
             for d in dirs:  # a link to a folder is listed, never entered
                 if os.path.islink(Path(folder) / d):
                     rows.append(
@@ -137,5 +138,14 @@ def account(run: Run, results, skipped=()) -> list[Account]:
                         else "a pack, not unpacked: see the experiments' Not done"
                     )
                 rows.append(Account(shown, kind.value, role or f"not used: {UNUSED[kind]}"))
+        rows += [
+            Account(
+                run.rel(d),
+                "-",
+                f"not walked: more than {lookup.MAX_WALK_DEPTH} folders deep (what it holds "
+                "is not read, and not counted)",
+            )
+            for d in deep
+        ]
     rows += [Account(name, "-", f"not used: {why}") for name, why in skipped]
     return sorted(rows, key=lambda a: a.file)
