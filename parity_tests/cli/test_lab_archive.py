@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from parity_tests.support.archive import tree_size
+from parity_tests.support.archive import tree_size, without_origin
 from parity_tests.support.inprocess import run_cli
 
 VOCABS = {
@@ -166,12 +166,6 @@ def test_every_file_and_member_has_one_row(lab):
     assert roles["search/run_model1.npz"].startswith("a snapshot of experiment search/run_")
 
 
-def _strip(report):
-    """The report without what says where an entry came from."""
-    text = json.dumps(report["experiments"], sort_keys=True)
-    return json.loads(text.replace('"from the plan"', '"discovered"'))
-
-
 def test_plan_only_then_plan_gives_the_same_report(lab, tmp_path):
     planned = tmp_path / "planned"
     r = run_cli("archive", lab["root"], "--out", planned, "--plan-only", "--plots", "1")
@@ -186,7 +180,7 @@ def test_plan_only_then_plan_gives_the_same_report(lab, tmp_path):
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert {e["origin"] for e in report["experiments"]} == {"from the plan"}
     assert {e["origin"] for e in lab["report"]["experiments"]} == {"discovered"}
-    ours, theirs = _strip(report), _strip(lab["report"])
+    ours, theirs = without_origin(report), without_origin(lab["report"])
     assert ours == theirs
     # one line edited: the beam of trans_beam1.txt -> 5: that entry alone changes
     edited = tmp_path / "edited.toml"
@@ -198,7 +192,7 @@ def test_plan_only_then_plan_gives_the_same_report(lab, tmp_path):
     out2 = tmp_path / "edited"
     r = run_cli("archive", lab["root"], "--out", out2, "--plan", edited, "--plots", "1")
     assert r.returncode == 1, r.stderr[-2000:]
-    changed = _strip(json.loads((out2 / "report.json").read_text(encoding="utf-8")))
+    changed = without_origin(json.loads((out2 / "report.json").read_text(encoding="utf-8")))
     diffs = []
     for a, b in zip(theirs, changed):
         for x, y in zip(a["reproduction"], b["reproduction"]):
@@ -339,7 +333,7 @@ def test_plan_round_trips_where_an_output_matches_no_setting(lab, tmp_path):
     r = run_cli("archive", root, "--out", out, "--plan", planned / "plan.toml", "--plots", "0")
     assert r.returncode == 1, r.stderr[-2000:]
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    assert _strip(report) == _strip(discovered)
+    assert without_origin(report) == without_origin(discovered)
     [e] = report["experiments"]
     assert [row["file"] for row in e["reproduction"]] == ["trans_beam5.txt"]
     assert any("trans_odd.txt" in x["what"] for x in e["not_done"]), e["not_done"]

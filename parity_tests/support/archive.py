@@ -4,6 +4,7 @@ of lines are taken where noted -- sample.py translates each line on its own, so 
 lines of its output are its output for the first lines of the test set)."""
 
 import hashlib
+import json
 import os
 import shutil
 import tarfile
@@ -160,3 +161,10 @@ def tree_size(root):
             with tarfile.open(p) as tf:
                 n += sum(not m.isdir() for m in tf.getmembers())
     return n
+
+
+def without_origin(report):
+    """A report's experiments without what says where an entry came from (discovered or
+    from the plan): a plan's run and a discovery's compare equal."""
+    text = json.dumps(report["experiments"], sort_keys=True)
+    return json.loads(text.replace('"from the plan"', '"discovered"'))

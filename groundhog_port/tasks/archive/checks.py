@@ -10,15 +10,19 @@ from .cache import safe_name
 from .inputs import folder_key
 
 
-def check_scores(res, exp, entry, path, tests, opts, why=""):
+def check_scores(res, exp, entry, path, tests, opts, why="", found=None):
     """A ``scores*.txt`` of score.py, re-scored and compared line by line (the ``{:.5e}``
-    text, and the largest relative difference of the numbers)."""
+    text, and the largest relative difference of the numbers).  ``found``: ``(source,
+    reference)`` of a score file of any name whose test set was found by content."""
     import numpy as np
 
     from ...search.scoring import batches_for, score_batch
     from ..rescore import read_lines
 
     m = SCORES_NAME.match(path.name)
+    if m is None and found is not None:
+        tests, m = {"by content": found}, SCORES_NAME.match("scores_batch.txt")
+        name = "by content"
     if m is None:
         res.not_done(
             path.name,
@@ -34,7 +38,7 @@ def check_scores(res, exp, entry, path, tests, opts, why=""):
             f"score.py --mode=batch on the training corpora, {m.group('n')} batches",
         )
     else:
-        name = m.group("set") or "test"
+        name = name if found is not None else m.group("set") or "test"
         src, ref = tests[name]
         if src is None:
             key = folder_key(res.run, entry) + ("" if name == "test" else f":{name}")

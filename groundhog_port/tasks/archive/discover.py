@@ -187,13 +187,13 @@ MAX_CANDIDATE_BYTES = 64 << 20
 
 
 def _candidate(row: Row) -> bool:
-    """Whether a text of any name may be an output: complete, not too big, not numbers."""
+    """Whether a text of any name may be an output: complete, not too big (a text of numbers
+    may be score.py's, :func:`groundhog_port.tasks.archive.plan.scores_of_any_name`)."""
     facts = row.facts
     return (
         row.kind in _TEXTS
         and getattr(facts, "complete", False)
         and getattr(facts, "bytes_counted", 0) <= MAX_CANDIDATE_BYTES
-        and not getattr(facts, "numeric", False)
     )
 
 

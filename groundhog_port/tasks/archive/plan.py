@@ -239,6 +239,8 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
         if o["kind"] == "trans"
     ]
     for p in entry.candidates:
+        if _numeric(run, p):  # score.py's, maybe: _plan_scores
+            continue
         try:
             why = language_of(exp, p)
         except LegacyInputError as err:
@@ -423,8 +425,14 @@ def _snapshot_why(path, settings, source, chosen, models, finders):
     return f"{chosen.name}, the newest snapshot whose first lines reproduce it; " + "; ".join(parts)
 
 
+def _numeric(run, p) -> bool:
+    return bool(getattr(run.row(p).facts, "numeric", False))
+
+
 def _plan_scores(res, run, entry, e, exp, tests, opts, dirs):
-    """Each score file's test set: the translations', else by name, else by content."""
+    """Each score file's test set: the translations', else by name, else by content; then
+    the texts of numbers of any name (:func:`scores_of_any_name`)."""
+    scores_of_any_name(res, run, entry, e, exp, tests, opts)
     for o in e["output"]:
         if o["kind"] != "scores":
             continue
@@ -466,22 +474,59 @@ def _plan_scores(res, run, entry, e, exp, tests, opts, dirs):
         )
 
 
-def test_set_of_scores(res, run, exp, entry, name, opts):
+def scores_of_any_name(res, run, entry, e, exp, tests, opts):
+    """A text of numbers of any name beside the state (``bleu_run.out``) is score.py's
+    ``--mode=batch`` output when the batch scores of a test set give its first lines
+    within print noise (the experiment's test sets first, then every candidate); else it
+    is "not an output", saying so."""
+    for p in entry.candidates:
+        if not _numeric(run, p):
+            continue
+        file = res.rel(p)
+        try:
+            choice = test_set_of_scores(res, run, exp, entry, "test", opts, p, tests)
+        except LegacyInputError as err:
+            e["not_outputs"].append(f"{file}: unreadable: {res.run.said(err.problem)}")
+            continue
+        if choice is None:
+            e["not_outputs"].append(
+                f"{file}: numbers, but no test set's batch scores (score.py --mode=batch "
+                "--allow-unk) give its first lines"
+            )
+            continue
+        e["output"].append(
+            {
+                "file": file,
+                "kind": "scores",
+                "test_set": "by content",
+                "source": res.rel(choice.source),
+                "reference": res.rel(choice.reference) if choice.reference else "",
+                "why": relative_why(res, choice.why),
+            }
+        )
+
+
+def test_set_of_scores(res, run, exp, entry, name, opts, path=None, tests=None):
     """The test set of the experiment's ``scores_batch[_holdout]*.txt`` where no translation
     file told it: a text file of as many lines with its same-stem reference whose first batch
     scores give the archived first lines within print noise (:class:`PrintNoise`, the rule of
     parity's ``batch/scores``).  ``None`` when there is no such score file or nothing
-    matches (the score file's "not done" then says why)."""
+    matches (the score file's "not done" then says why).  ``path``: a score file of any
+    name instead, whose test set may be any (``tests``: the experiment's, tried first)."""
     from ...search.scoring import batches_for
     from ..rescore import read_lines
 
-    scores = [
-        p
-        for p in entry.outputs
-        if (m := SCORES_NAME.match(p.name))
-        and not m.group("n")
-        and (m.group("set") or "test") == name
-    ]
+    scores = (
+        [path]
+        if path is not None
+        else [
+            p
+            for p in entry.outputs
+            if (m := SCORES_NAME.match(p.name))
+            and not m.group("n")
+            and (m.group("set") or "test") == name
+        ]
+    )
     if not scores:
         return None
     archived = read_lines(scores[0])
@@ -505,6 +550,10 @@ def test_set_of_scores(res, run, exp, entry, name, opts):
         noise.add(batch, archived[:k], 0)
         return None if noise.ok() else "its first scores are not the archived ones"
 
+    for src, ref, how in (tests or {}).values():  # the experiment's test sets first
+        if src is not None and (lookup.line_count(src) or 0) == len(archived):
+            if confirm(src) is None:
+                return lookup.TestSetChoice(src, ref, f"{how}; its batch scores give the first")
     try:
         return lookup.find_source(
             len(archived),

@@ -11,6 +11,7 @@ from .context import OUTSIDE, Options, Run, not_read
 from .discover import Entry
 from .inputs import experiment_dirs, open_model
 from .plan import by_content, complete, error_log, plan_changes, plan_experiment
+from .plan_file import BY_CONTENT
 from .result import Result, ResultRecord, attempt
 
 
@@ -111,9 +112,14 @@ def _redo(res, run, entry, opts, out, plan=None):
         if o["kind"] == "scores":
             src, ref = run.abs(o.get("source", "")), run.abs(o.get("reference", ""))
             name = o.get("test_set", "test")
-            if src is not None:
+            found = None
+            if name == BY_CONTENT:  # a score file of any name: its own test set
+                found = (src, ref)
+            elif src is not None:
                 tests[name] = (src, ref)
-            attempt(res, p.name, check_scores, res, exp, entry, p, tests, opts, o.get("why", ""))
+            attempt(
+                res, p.name, check_scores, res, exp, entry, p, tests, opts, o.get("why", ""), found
+            )
     crash_logs(res, entry)
     if opts.plots > 0:
         attempt(res, "attention plots", attention_plots, res, exp, entry, tests["test"], opts, out)
