@@ -37,9 +37,17 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, cast
 
 from .. import budget
+from ..containers import (
+    MAX_TAR_HEADERS,
+    Damaged,
+    Decompressed,
+    TarGate,
+    check_zip_directory,
+    compression,
+)
 from ..errors import LegacyInputError
 from ..untrusted import open_input
 
@@ -172,8 +180,15 @@ def _write(dest: Path, rel: PurePosixPath, src: IO[bytes], count: _Counter, show
 def _unpack_tar(pack: Path, f: BinaryIO, size: int, result: Unpacked) -> None:
     count = _Counter(pack, size, result.folder)
     seen: set[PurePosixPath] = set()
+    # decompressed by us, as tarfile asks, within the members' bound plus the headers and
+    # padding of the most headers a pack may hold (tarfile's own decompression took a whole
+    # buffer of a bzip2 bomb at once); the headers read before tarfile parses them
+    kind = compression(f.read(8))
+    f.seek(0)
+    stream = Decompressed(f, kind, count.limit + 2 * 512 * MAX_TAR_HEADERS, pack, count.why)
+    gate = cast(BinaryIO, TarGate(stream, pack))  # tarfile reads it as a file: read(n)
     # streaming mode: one pass, no member list built first (100,000 headers are never held)
-    with tarfile.open(fileobj=f, mode="r|*") as tar:  # gzip, bzip2, xz or none: by content
+    with tarfile.open(fileobj=gate, mode="r|") as tar:
         for n, info in enumerate(tar, start=1):
             if n > MAX_MEMBERS:
                 raise LegacyInputError(
@@ -208,6 +223,7 @@ def _unpack_tar(pack: Path, f: BinaryIO, size: int, result: Unpacked) -> None:
 
 def _unpack_zip(pack: Path, f: BinaryIO, size: int, result: Unpacked) -> None:
     count = _Counter(pack, size, result.folder)
+    check_zip_directory(f, size, pack, MAX_MEMBERS)  # before zipfile reads the directory
     with zipfile.ZipFile(f) as zf:
         infos = zf.infolist()
         if len(infos) > MAX_MEMBERS:
@@ -256,6 +272,11 @@ def unpack(pack: Path | str, into: Path | str) -> Unpacked:
                 _unpack_zip(pack, f, size, result)
             else:
                 _unpack_tar(pack, f, size, result)
+    except Damaged as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise LegacyInputError(
+            pack, f"damaged or not a pack ({err.problem}): not unpacked"
+        ) from None
     except LegacyInputError:
         shutil.rmtree(folder, ignore_errors=True)
         raise

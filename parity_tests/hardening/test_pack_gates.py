@@ -1,0 +1,147 @@
+"""Bounds before parsing (issue 51 item 1): a hostile pack is refused at the bytes that
+would reach ``tarfile`` / ``zipfile``, with one line naming it, before they are held.
+
+Each case is the red team's attack scaled down to run in a second; on 06d3c0e each one
+passes its bound by the factor the issue lists (the long-name header and the bomb are held
+whole, the pax digits parsed in quadratic time, the zip directory read before it is
+counted).  Peaks are Python allocations (``tracemalloc``) while unpacking.
+"""
+
+import bz2
+import gzip
+import io
+import struct
+import tarfile
+import time
+import tracemalloc
+
+import pytest
+
+from groundhog_port import containers
+from groundhog_port.errors import LegacyInputError
+from groundhog_port.tasks import packs
+
+MiB = 1 << 20
+
+
+def _header(name: str, size: int, kind: bytes) -> bytes:
+    """One ustar header block (checksum filled in)."""
+    info = tarfile.TarInfo(name)
+    info.size, info.type = size, kind
+    return info.tobuf(format=tarfile.USTAR_FORMAT)
+
+
+def _member(name: str, data: bytes) -> bytes:
+    pad = -len(data) % 512
+    return _header(name, len(data), tarfile.REGTYPE) + data + b"\0" * pad
+
+
+def _unpack(tmp_path, name: str, data: bytes):
+    """``(error or None, peak bytes, seconds)`` of unpacking ``data`` saved as ``name``."""
+    pack = tmp_path / name
+    pack.write_bytes(data)
+    into = tmp_path / "into"
+    into.mkdir(exist_ok=True)
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        packs.unpack(pack, into)
+        error = None
+    except LegacyInputError as err:
+        error = err.problem
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return error, peak, time.process_time() - start
+
+
+def test_a_long_name_header_is_refused_before_it_is_read(tmp_path):
+    """A GNU long-name header of 64 MiB (64 KiB gzipped): refused at its header."""
+    zeros = gzip.compress(_header("././@LongLink", 64 * MiB, tarfile.GNUTYPE_LONGNAME))
+    body = gzip.compress(b"\0" * (64 * MiB), compresslevel=1)
+    error, peak, _ = _unpack(tmp_path, "run.tar.gz", zeros + body)
+    assert error is not None and "a long-name header of 67108864 bytes" in error, error
+    assert peak < 8 * MiB, peak
+
+
+def test_pax_digits_are_refused_not_parsed(tmp_path):
+    """A pax header of 64 KiB of digits (Python 3.11's parser is quadratic in it)."""
+    digits = b"9" * (64 << 10)
+    raw = _header("PaxHeader/x", len(digits), tarfile.XHDTYPE) + digits + b"\0" * 1024
+    error, _, seconds = _unpack(tmp_path, "run.tar.gz", gzip.compress(raw))
+    assert error is not None and "a pax header of 65536 bytes" in error, error
+    assert seconds < 2, seconds
+
+
+def test_a_bzip2_bomb_after_the_end_is_never_decompressed(tmp_path):
+    """A small pack whose bzip2 stream goes on after the archive's end with 64 MiB of
+    zeros (a few hundred bytes compressed): unpacked, the padding never held."""
+    tar = _member("run/notes.txt", b"kept\n") + b"\0" * 1024
+    bomb = bz2.BZ2Compressor()
+    data = bomb.compress(tar)
+    for _ in range(64):
+        data += bomb.compress(b"\0" * MiB)
+    data += bomb.flush()
+    error, peak, _ = _unpack(tmp_path, "run.tar.bz2", data)
+    assert error is None, error
+    assert (tmp_path / "into" / "run.tar.bz2" / "run" / "notes.txt").read_bytes() == b"kept\n"
+    assert peak < 8 * MiB, peak
+
+
+def test_a_bzip2_bomb_member_stops_at_the_bound(tmp_path):
+    """A member of 256 MiB of zeros in a pack of a few hundred bytes: refused at its
+    header (over 200 times the pack's size), the zeros never decompressed."""
+    bomb = bz2.BZ2Compressor()
+    data = bomb.compress(_header("run/big.txt", 256 * MiB, tarfile.REGTYPE))
+    for _ in range(256):
+        data += bomb.compress(b"\0" * MiB)
+    data += bomb.flush()
+    error, peak, _ = _unpack(tmp_path, "run.tar.bz2", data)
+    assert error is not None and "declares 268435456 bytes: over the" in error, error
+    assert peak < 8 * MiB, peak
+
+
+def _end_record(entries: int, dir_size: int) -> bytes:
+    return b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, entries, entries, dir_size, 0, 0)
+
+
+def test_a_zip_directory_is_counted_before_it_is_read(tmp_path):
+    """An end record listing 60,000 entries, and a zip64 one listing 3 million (131 MiB
+    of directory): refused from the end record, naming the count."""
+    error, _, _ = _unpack(tmp_path, "a.zip", b"PK\x03\x04" + _end_record(60_000, 46 * 60_000))
+    assert error is not None and "its directory lists 60000 members" in error, error
+    n = 3_000_000
+    z64 = b"PK\x06\x06" + struct.pack("<QHHIIQQQQ", 44, 45, 45, 0, 0, n, n, 46 * n, 4)
+    locator = b"PK\x06\x07" + struct.pack("<IQI", 0, 4, 1)
+    data = b"PK\x03\x04" + z64 + locator + _end_record(0xFFFF, 0xFFFFFFFF)
+    error, peak, _ = _unpack(tmp_path, "b.zip", data)
+    assert error is not None and f"its directory lists {n} members" in error, error
+    assert peak < 4 * MiB, peak
+
+
+def test_an_xz_stream_over_the_memory_limit_is_named(tmp_path, monkeypatch):
+    """xz's decoder under a memory limit: a stream needing more is one line naming the
+    limit (was "error: out of memory", no file named).  The limit is lowered here to what
+    an ordinary ``xz -6`` stream (8 MiB dictionary) passes."""
+    import lzma
+
+    monkeypatch.setattr(containers, "XZ_MEMORY_LIMIT", 1 * MiB)
+    data = lzma.compress(_member("run/notes.txt", b"kept\n") + b"\0" * 1024)
+    error, _, _ = _unpack(tmp_path, "run.tar.xz", data)
+    assert error is not None and "an xz stream that needs more than 1 MiB" in error, error
+
+
+@pytest.mark.parametrize("kind", ["gzip", "bzip2"])
+def test_concatenated_streams_read_as_one(kind):
+    """``cat a.gz b.gz``: one stream of both, as the tools read it."""
+    compress = {"gzip": gzip.compress, "bzip2": bz2.compress}[kind]
+    raw = io.BytesIO(compress(b"first\n") + compress(b"second\n"))
+    d = containers.Decompressed(raw, kind, 100, "x", "a test")
+    out = b""
+    while chunk := d.read(3):
+        out += chunk
+    assert out == b"first\nsecond\n"
+    over = containers.Decompressed(io.BytesIO(compress(b"x" * 101)), kind, 100, "x", "a test")
+    with pytest.raises(LegacyInputError, match="decompresses to more than 100 bytes"):
+        while over.read(64):
+            pass
