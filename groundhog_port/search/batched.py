@@ -55,7 +55,6 @@ from ..model import attention, encoder
 from ..model.encdec import RNNEncoderDecoder
 from ..model.numerics import ROW_BLOCK, mm, sum_positions
 from .common import (
-    MAX_RETRY_BEAM,
     SearchFailed,
     check_encodable,
     check_kth,
@@ -63,6 +62,7 @@ from .common import (
     next_costs,
     select_cheapest,
 )
+from .defaults import MAX_RETRY_BEAM
 from .legacy import Hypotheses, normalized, sort_finished
 
 logger = logging.getLogger(__name__)

@@ -17,9 +17,6 @@ import torch
 
 from ..model.encdec import RNNEncoderDecoder
 
-#: sample.py:127: the beam is doubled while it is below this
-MAX_RETRY_BEAM = 500
-
 
 class SearchFailed(Exception):
     """A sentence the original sample.py could not translate (it crashed there).

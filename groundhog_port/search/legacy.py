@@ -16,7 +16,6 @@ import torch
 
 from ..model.encdec import RNNEncoderDecoder
 from .common import (
-    MAX_RETRY_BEAM,
     SearchFailed,
     check_encodable,
     check_kth,
@@ -25,6 +24,7 @@ from .common import (
     next_costs,
     select_cheapest,
 )
+from .defaults import MAX_RETRY_BEAM
 
 logger = logging.getLogger(__name__)
 

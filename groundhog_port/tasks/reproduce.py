@@ -38,7 +38,7 @@ from ..errors import LegacyInputError
 from ..file_names import TEST_SET_NAMES, TRANS_NAME, is_translation_name
 from ..legacy.data import first_text_lines, read_text_lines
 from ..outputs import atomic_output, file_in
-from ..search.common import MAX_RETRY_BEAM
+from ..search.defaults import MAX_RETRY_BEAM
 from ..search.translator import SearchWarnings, Translator, render, total_cost
 from ..untrusted import read_tail
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
@@ -97,7 +97,7 @@ class Case:
 
 
 #: the largest beam a file name is believed: sample.py doubles a failing beam while it is
-#: below 500 (:data:`groundhog_port.search.common.MAX_RETRY_BEAM`), so no run of it searched
+#: below 500 (:data:`groundhog_port.search.defaults.MAX_RETRY_BEAM`), so no run of it searched
 #: wider; a name saying more (``trans_beam7000.txt``: some 2 GiB to search) is matched by
 #: content like a name that says nothing
 MAX_NAMED_BEAM = MAX_RETRY_BEAM

@@ -249,6 +249,8 @@ def _run(args, opts, tree):
         args.device, args.threads
     )  # cuda:LOCAL_RANK under torchrun
     with archive.unpacked(tree) as packed:
+        if opts.plan is not None:  # a packed experiment's id, now that the packs are open
+            archive.check_plan(tree, opts.plan, args.plan, packed)
         n = len(archive.discover(tree)) + len(packed) if not world or world.is_root else 0
         if n == 0 and (not world or world.is_root):
             raise LegacyInputError(

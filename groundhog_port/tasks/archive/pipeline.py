@@ -9,10 +9,11 @@ from typing import Any
 from ...errors import LegacyInputError
 from ...outputs import check_partial, file_in, folder_in
 from .cache import cached, store
-from .context import Options, Run
+from .context import OUTSIDE, Options, Run, not_read
 from .discover import discover, pack_files, unpacked
 from .inputs import key_inputs
 from .plan import plan_experiment
+from .plan_file import FILE_KEYS, HOLDOUT_KEYS
 from .redo import redo
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
@@ -69,20 +70,45 @@ def write_plan(run: Run, out, opts: Options) -> Path:
     return path
 
 
-def check_plan(run: Run, plan: dict, path) -> None:
-    """Every experiment of a ``--plan`` is one of ROOT's (else one line naming the closest)."""
+#: the plan's keys that name a file (each output's too: OUTPUT_PATH_KEYS)
+PLAN_PATH_KEYS = (*FILE_KEYS, *HOLDOUT_KEYS)
+OUTPUT_PATH_KEYS = ("file", "source", "reference", "snapshot")
+
+
+def check_plan(run: Run, plan: dict, path, packed=None) -> None:
+    """Every experiment of a ``--plan`` is one of ROOT's (else one line naming the closest),
+    and every file it names lies in ROOT or a ``--data-dir`` (a plan may not have the report
+    quote ``/proc/self/environ``).  ``packed``: the packed experiments, once unpacked: an
+    id inside a pack must be one of them (a misspelt one was silently ignored)."""
     import difflib
 
     ids = [e.id for e in discover(run)]
-    packs_in = [run.rel(p) + "/" for p in pack_files(run.root)]  # checked once unpacked
-    for pid in plan:
-        if pid not in ids and not any(pid.startswith(p) for p in packs_in):
+    packs_in = [run.rel(p) + "/" for p in pack_files(run.root)]
+    if packed is not None:
+        ids += [e.id for e in packed]
+    for pid, e in plan.items():
+        in_pack = packed is None and any(pid.startswith(p) for p in packs_in)
+        if pid not in ids and not in_pack:  # (a pack's ids are checked once it is unpacked)
             close = difflib.get_close_matches(pid, ids, n=1)
             raise LegacyInputError(
                 path,
                 f"experiment {pid!r} is not under {run.root}"
+                + (" (nor in its packs)" if packed is not None else "")
                 + (f" (did you mean {close[0]!r}?)" if close else ""),
             )
+        named = (
+            [(k, e.get(k, "")) for k in PLAN_PATH_KEYS]
+            + [
+                (f"output {j} {k}", o.get(k, ""))
+                for j, o in enumerate(e.get("output", []), start=1)
+                for k in OUTPUT_PATH_KEYS
+            ]
+            + [("snapshots", s) for s in e.get("snapshots", [])]
+        )
+        for key, value in named:
+            why = not_read(run.abs(value), run.allowed()) if value else None
+            if why is not None and why.startswith(("lies outside", OUTSIDE)):
+                raise LegacyInputError(path, f"experiment {pid!r}: {key} = {value!r} {why}")
 
 
 def redo_tree(run: Run, out, opts: Options, world=None, progress=None, fresh=False, packed=()):

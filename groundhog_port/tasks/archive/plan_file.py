@@ -42,11 +42,14 @@ from __future__ import annotations
 
 import difflib
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict
 
 from ...errors import LegacyInputError
 from ...file_names import VOCABULARY_FILE_KEYS
+from ...search.defaults import MAX_RETRY_BEAM
 from . import records
 
 VERSION = 1
@@ -120,8 +123,19 @@ KINDS = ("trans", "scores", "crash log")
 #: an output setting to be found by re-translating its first lines, as discovery does
 BY_CONTENT = "by content"
 TOP_KEYS = frozenset({"version", "root", "experiment"})
-#: the largest plan read (an entry is about 2 KB)
-MAX_PLAN_BYTES = 64 << 20
+#: bytes a plan may hold in memory per byte of its text, charged against the parse budget
+#: before it is parsed: tomllib's worst measured is 39 (dotted keys ``aN.b=1``: a table per
+#: 10 bytes, with its bookkeeping; ``[{},...]``: 24), plus the text's lines kept to name a
+#: refusal's line (up to 13 for lines of 4 bytes).  At the default budget (256 MiB) a plan
+#: may be 4 MiB: some 2,000 experiments of about 2 KB each
+PLAN_HELD_PER_BYTE = 64
+
+
+def max_plan_bytes() -> int:
+    """The largest plan read: the parse budget over :data:`PLAN_HELD_PER_BYTE`."""
+    from ... import budget
+
+    return budget.budget_bytes() // PLAN_HELD_PER_BYTE
 
 
 # ----------------------------------------------------------------------------------------
@@ -207,9 +221,16 @@ class _Lines:
 
     def __init__(self, text: str):
         self.lines = text.splitlines()
+        self._experiments: list[int] | None = None
 
     def _headers(self, name: str, start: int = 0, stop: int | None = None) -> list[int]:
-        stop = len(self.lines) if stop is None else stop
+        if name == "experiment" and start == 0 and stop is None:
+            if self._experiments is None:  # once: asked for every key (was quadratic)
+                self._experiments = self._scan(name, 0, len(self.lines))
+            return self._experiments
+        return self._scan(name, start, len(self.lines) if stop is None else stop)
+
+    def _scan(self, name: str, start: int, stop: int) -> list[int]:
         return [
             n for n in range(start, stop) if self.lines[n].strip().replace(" ", "") == f"[[{name}]]"
         ]
@@ -252,6 +273,24 @@ def _unknown(path, where: str, keys, known) -> None:
                     else f"; known: {', '.join(sorted(known))}"
                 ),
             )
+
+
+class _Lazy:
+    """A refusal's place, worked out only when a refusal is written (finding a key's line
+    scans its table: done for every value, a plan of many outputs took quadratic time)."""
+
+    def __init__(self, text: Callable[[], str]):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+def _place(at: _Lines, where: str, i: int, j: int | None, key: str) -> str:
+    return at.of(i, j, key) + where
 
 
 def _typed(path, where, value, kinds, key) -> None:
@@ -300,13 +339,13 @@ def loads(text: str, path=None) -> dict:
             )
         seen.add(e["id"])
         for k in e:
-            w = at.of(i, key=k) + where
+            place = _Lazy(partial(_place, at, where, i, None, k))
             if k in ("snapshots", "changes", "missing", "not_outputs"):
-                _typed(path, w, e[k], (list,), k)
+                _typed(path, place, e[k], (list,), k)
                 for x in e[k]:
-                    _typed(path, w, x, (str,), k + " item")
+                    _typed(path, place, x, (str,), k + " item")
             elif k != "output":
-                _typed(path, w, e[k], (str,), k)
+                _typed(path, place, e[k], (str,), k)
         for j, o in enumerate(e.get("output", []), start=1):
             w = f"{where} ({e['id']}), output {j}"
             if not isinstance(o, dict):
@@ -332,7 +371,7 @@ def loads(text: str, path=None) -> dict:
                     + (f" (did you mean {close[0]!r}?)" if close else ""),
                 )
             for k, v in o.items():
-                _setting(path, at.of(i, j, k) + w, k, v)
+                _setting(path, _Lazy(partial(_place, at, w, i, j, k)), k, v)
         bad = records.problem(e, PlanEntry, where)  # the record's definition, whole
         if bad:
             raise LegacyInputError(path, at.of(i) + bad)
@@ -346,6 +385,13 @@ def _setting(path, where, key, value) -> None:
     if key in ("beam_size", "normalize", "ignore_unk") and value == BY_CONTENT:
         return
     if key == "beam_size":
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_RETRY_BEAM:
+            raise LegacyInputError(
+                path,
+                f"{where}: beam_size {value}: more than the {MAX_RETRY_BEAM} sample.py ever "
+                f"searched with (it doubles a failing beam while below {MAX_RETRY_BEAM}, "
+                f'sample.py:127): not believed (as beam_size = {MAX_RETRY_BEAM}, or "{BY_CONTENT}")',
+            )
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             return
         hint = (
@@ -376,7 +422,16 @@ def read(path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise LegacyInputError(p, "--plan: file not found")
-    raw = read_input(p, "a plan", limit=MAX_PLAN_BYTES)
+    size = p.stat().st_size
+    if size > max_plan_bytes():  # before a byte is parsed: tomllib holds it many times over
+        from ... import budget
+
+        raise budget.over_budget(
+            p,
+            f"a plan of {size} bytes (held as up to {PLAN_HELD_PER_BYTE} times its bytes)",
+            size * PLAN_HELD_PER_BYTE,
+        )
+    raw = read_input(p, "a plan", limit=max_plan_bytes())
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
