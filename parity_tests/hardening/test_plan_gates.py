@@ -81,3 +81,30 @@ def test_a_misspelt_packed_id_is_refused_naming_the_closest(tree, tmp_path):
     with archive.unpacked(run) as packed:
         with pytest.raises(LegacyInputError, match="did you mean 'run7.tar.gz/run7/search_'"):
             archive.check_plan(run, plan, tmp_path / "plan.toml", packed)
+
+
+def test_every_file_the_plan_names_keys_the_cache(tree, tmp_path):
+    """A test set the plan names in a sub-folder of a --data-dir (no folder listing keys
+    it), changed after a run: the cache key changes (it served '2/2 identical' before)."""
+    from groundhog_port.cli.commands import archive as command
+    from groundhog_port.cli.main import build_parser
+    from groundhog_port.tasks.archive.cache import cache_key
+    from groundhog_port.tasks.archive.inputs import key_inputs
+
+    data = tmp_path / "data"
+    (data / "wmt").mkdir(parents=True)
+    source = data / "wmt" / "newstest.src"
+    source.write_text("a b\n", encoding="utf-8")
+    plan = tmp_path / "plan.toml"
+    plan.write_text(HEAD + f'test_source = "{source}"\n', encoding="utf-8")
+    argv = ["archive", str(tree), "--out", str(tmp_path / "out"), "--plan", str(plan)]
+    opts = command._options(build_parser().parse_args([*argv, "--data-dir", str(data)]))
+    run = archive.Run(tree, opts.data_dirs)
+    (entry,) = archive.discover(run)
+
+    def key():
+        return cache_key(entry, opts, key_inputs(run, entry, opts))
+
+    before = key()
+    source.write_text("c d\n", encoding="utf-8")
+    assert key() != before

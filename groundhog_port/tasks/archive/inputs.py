@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ... import lookup
 from ...errors import LegacyInputError
+from ...file_names import VOCABULARY_FILE_KEYS
 from ...outputs import lies_inside
 from ...untrusted import read_text
 from .context import Options, Run
@@ -112,7 +113,37 @@ def key_inputs(run: Run, entry: Entry, opts: Options) -> list:
     given = [d for d in opts.data_dirs if not isinstance(d, lookup.ImplicitDir)]
     inputs += pickles([run.root, *given])
     inputs += entry.snapshots
+    inputs += [p for _, p in plan_files(run, opts.plan.get(entry.id) if opts.plan else None)]
     return inputs + [opts.source, opts.reference, *(p for v in opts.test_sets.values() for p in v)]
+
+
+#: the keys of a plan entry, and of each of its outputs, that name a file
+PLAN_FILE_KEYS = (
+    "state",
+    "model",
+    *VOCABULARY_FILE_KEYS,
+    "test_source",
+    "test_reference",
+    "holdout_source",
+    "holdout_reference",
+)
+PLAN_OUTPUT_FILE_KEYS = ("file", "source", "reference", "snapshot")
+
+
+def plan_files(run: Run, entry: dict | None) -> list[tuple[str, Path]]:
+    """``[(what, path)]``: every file a plan entry names, wherever it lies (its bytes key
+    the cache: a test set the plan names outside ROOT, changed after a run, was served
+    from the cache)."""
+    if entry is None:
+        return []
+    named = [(k, entry.get(k, "")) for k in PLAN_FILE_KEYS]
+    named += [("snapshots", s) for s in entry.get("snapshots", [])]
+    named += [
+        (f"output {j} {k}", o.get(k, ""))
+        for j, o in enumerate(entry.get("output", []), start=1)
+        for k in PLAN_OUTPUT_FILE_KEYS
+    ]
+    return [(what, p) for what, text in named if text and (p := run.abs(text)) is not None]
 
 
 def open_model(entry, model, changes, dirs, opts, opened):

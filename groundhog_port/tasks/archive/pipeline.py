@@ -11,9 +11,8 @@ from ...outputs import check_partial, file_in, folder_in
 from .cache import cached, store
 from .context import OUTSIDE, Options, Run, not_read
 from .discover import discover, pack_files, unpacked
-from .inputs import key_inputs
+from .inputs import key_inputs, plan_files
 from .plan import plan_experiment
-from .plan_file import FILE_KEYS, HOLDOUT_KEYS
 from .redo import redo
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
@@ -70,11 +69,6 @@ def write_plan(run: Run, out, opts: Options) -> Path:
     return path
 
 
-#: the plan's keys that name a file (each output's too: OUTPUT_PATH_KEYS)
-PLAN_PATH_KEYS = (*FILE_KEYS, *HOLDOUT_KEYS)
-OUTPUT_PATH_KEYS = ("file", "source", "reference", "snapshot")
-
-
 def check_plan(run: Run, plan: dict, path, packed=None) -> None:
     """Every experiment of a ``--plan`` is one of ROOT's (else one line naming the closest),
     and every file it names lies in ROOT or a ``--data-dir`` (a plan may not have the report
@@ -96,18 +90,10 @@ def check_plan(run: Run, plan: dict, path, packed=None) -> None:
                 + (" (nor in its packs)" if packed is not None else "")
                 + (f" (did you mean {close[0]!r}?)" if close else ""),
             )
-        named = (
-            [(k, e.get(k, "")) for k in PLAN_PATH_KEYS]
-            + [
-                (f"output {j} {k}", o.get(k, ""))
-                for j, o in enumerate(e.get("output", []), start=1)
-                for k in OUTPUT_PATH_KEYS
-            ]
-            + [("snapshots", s) for s in e.get("snapshots", [])]
-        )
-        for key, value in named:
-            why = not_read(run.abs(value), run.allowed()) if value else None
+        for key, file in plan_files(run, e):
+            why = not_read(file, run.allowed())
             if why is not None and why.startswith(("lies outside", OUTSIDE)):
+                value = run.rel(file)
                 raise LegacyInputError(path, f"experiment {pid!r}: {key} = {value!r} {why}")
 
 
