@@ -84,16 +84,17 @@ def test_a_misspelt_packed_id_is_refused_naming_the_closest(tree, tmp_path):
 
 
 def test_every_file_the_plan_names_keys_the_cache(tree, tmp_path):
-    """A test set the plan names in a sub-folder of a --data-dir (no folder listing keys
-    it), changed after a run: the cache key changes (it served '2/2 identical' before)."""
+    """A test set the plan names where no search for test sets looks (a hidden folder of a
+    --data-dir), changed after a run: the cache key changes (a file the plan named outside
+    ROOT was served from the cache: '2/2 identical', where a fresh run said 0/2)."""
     from groundhog_port.cli.commands import archive as command
     from groundhog_port.cli.main import build_parser
     from groundhog_port.tasks.archive.cache import cache_key
     from groundhog_port.tasks.archive.inputs import key_inputs
 
     data = tmp_path / "data"
-    (data / "wmt").mkdir(parents=True)
-    source = data / "wmt" / "newstest.src"
+    (data / ".wmt").mkdir(parents=True)
+    source = data / ".wmt" / "newstest.src"
     source.write_text("a b\n", encoding="utf-8")
     plan = tmp_path / "plan.toml"
     plan.write_text(HEAD + f'test_source = "{source}"\n', encoding="utf-8")
