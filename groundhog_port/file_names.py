@@ -72,6 +72,8 @@ def output_kind(name):
 
 
 def snapshot_number(path) -> int | None:
+    """``N`` of a snapshot named ``prefix + 'model%d.npz' % N`` (mainLoop.py:233-234), else
+    None: a fact of the name, used to order candidates, never to classify."""
     m = re.search(r"model([0-9]+)\.npz$", Path(path).name)
     return int(m.group(1)) if m else None
 

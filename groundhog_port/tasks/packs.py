@@ -280,11 +280,37 @@ def unpack(pack: Path | str, into: Path | str) -> Unpacked:
     except LegacyInputError:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, ValueError) as err:
+    except OSError as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        why = _write_failure(err)
+        if why is not None:
+            raise LegacyInputError(pack, why) from None
+        detail = " ".join(str(err).split())[:200] or type(err).__name__
+        raise LegacyInputError(pack, f"damaged or not a pack ({detail}): not unpacked") from None
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, ValueError) as err:
         shutil.rmtree(folder, ignore_errors=True)
         detail = " ".join(str(err).split())[:200] or type(err).__name__
         raise LegacyInputError(pack, f"damaged or not a pack ({detail}): not unpacked") from None
     return result
+
+
+def _write_failure(err: OSError) -> str | None:
+    """What a failed write while unpacking says, where it is not the pack's fault: the
+    disk full or the file-size limit, each with its fix; else ``None``."""
+    import errno
+
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"the disk of the temporary folder ({tempfile.gettempdir()}) filled up while "
+            f"unpacking ({os.strerror(err.errno)}): not unpacked; set TMPDIR to a folder "
+            "with room"
+        )
+    if err.errno == errno.EFBIG:
+        return (
+            "a member passes the file-size limit of this process (ulimit -f) while unpacking: "
+            "not unpacked; raise the limit, or unpack it by hand and give its folder"
+        )
+    return None
 
 
 def private_folder() -> Path:

@@ -145,3 +145,45 @@ def test_concatenated_streams_read_as_one(kind):
     with pytest.raises(LegacyInputError, match="decompresses to more than 100 bytes"):
         while over.read(64):
             pass
+
+
+def test_the_file_size_limit_while_unpacking_is_named(tmp_path):
+    """``ulimit -f`` passed while unpacking: the limit and the fix named (was "damaged or
+    not a pack")."""
+    import os
+    import subprocess
+    import sys
+
+    data = os.urandom(2 * MiB)  # incompressible: no ratio bound is near
+    pack = tmp_path / "run.tar.gz"
+    pack.write_bytes(gzip.compress(_member("run/big.bin", data) + b"\0" * 1024))
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+        "from groundhog_port.tasks import packs\n"
+        "from groundhog_port.errors import LegacyInputError\n"
+        "try:\n"
+        "    packs.unpack(sys.argv[1], sys.argv[2])\n"
+        "except LegacyInputError as err:\n"
+        "    print(err.problem)\n"
+    )
+    (tmp_path / "into").mkdir()
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(pack), str(tmp_path / "into")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "passes the file-size limit of this process (ulimit -f)" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_full_disk_while_unpacking_is_named(tmp_path, monkeypatch):
+    import errno
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(packs, "_write", full)
+    error, _, _ = _unpack(tmp_path, "run.tar.gz", gzip.compress(_member("run/a", b"a\n")))
+    assert error is not None and "filled up while unpacking" in error, error
+    assert "set TMPDIR to a folder with room" in error

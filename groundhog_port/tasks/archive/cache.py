@@ -89,10 +89,24 @@ def digest(path, memo=None):
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key not in memo:
         try:
-            memo[key] = file_digest(path)
-        except OSError as err:
-            return f"unreadable: {err.strerror or err}"
+            memo[key] = file_digest(path) if st.st_size <= MAX_HASHED_BYTES else _large(path, key)
+        except (OSError, LegacyInputError) as err:
+            return f"unreadable: {getattr(err, 'problem', None) or err}"
     return memo[key]
+
+
+#: files hashed whole for the key; a bigger one (a full-size snapshot, a 1 TiB sparse file:
+#: hours to hash) is keyed by what it is -- device, inode, size, mtime, ctime (any write
+#: changes ctime, which no utime sets back) -- and the digest of its first MiB, so its key
+#: holds on this copy of the archive only
+MAX_HASHED_BYTES = 64 << 20
+
+
+def _large(path, identity) -> str:
+    h = hashlib.sha256(repr(identity).encode())
+    with open(path, "rb") as f:
+        h.update(f.read(1 << 20))
+    return "identity+head:" + h.hexdigest()
 
 
 def _vocabularies(entry, dirs, memo):

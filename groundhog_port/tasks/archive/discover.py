@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ... import lookup
 from ...errors import LegacyInputError, shown
-from ...file_names import is_output
+from ...file_names import is_output, snapshot_number
 from .. import packs
 from .context import Run, not_read, relative
 from .inventory import Kind, Pairing, Row, pair_models
@@ -163,6 +163,28 @@ def _models_of(state: Row, pairings: list[Pairing], models: list[Row]):
     return model, why, alternatives
 
 
+def _unusable_snapshots(state: Row, rows: dict) -> list[tuple[str, str]]:
+    """``[(name, why)]``: the files named as this state's snapshots (``prefix +
+    model%d.npz``, mainLoop.py:233-234) that hold no model (an array of objects, a damaged
+    or oversized file): each one "not done" line, never left out of the report."""
+    name = state.path.name
+    if not name.endswith("state.pkl"):
+        return []
+    prefix = name[: -len("state.pkl")]
+    return [
+        (
+            n,
+            f"named as a snapshot of {name}, but it holds {row.kind.value}"
+            + (f" ({row.note})" if row.note else "")
+            + ": not used",
+        )
+        for n, row in sorted(rows.items())
+        if n.startswith(prefix + "model")
+        and snapshot_number(n) is not None
+        and row.kind is not Kind.MODEL
+    ]
+
+
 def _rows(run: Run, folder: Path, names, allowed):
     """``({name: row}, [(name, why)])``: each readable regular file of ``folder`` classified
     (once per run: :meth:`Run.row`), and the files :func:`not_read` refuses."""
@@ -252,7 +274,7 @@ def discover(run: Run, top=None) -> list[Entry]:
             rel = shown(state.path.relative_to(root).as_posix())
             trace = folder / "trace.h5"
             model, model_why, alternatives = _models_of(state, pairings, models)
-            mine = list(refused)
+            mine = list(refused) + _unusable_snapshots(state, rows)
             refused_names = {name for name, _ in mine}
             entries.append(
                 Entry(

@@ -43,6 +43,7 @@ from typing import Any, BinaryIO
 
 from ... import budget
 from ...errors import LegacyInputError
+from ...file_names import snapshot_number
 from ...untrusted import compression_of, describe, open_input
 from .formats import hdf5_row, pickle_row, zip_row
 from .kinds import (
@@ -60,7 +61,7 @@ from .kinds import (
     TextFacts,
     VocabularyFacts,
 )
-from .pairing import model_fits_state, pair_models, snapshot_number, vocabulary_share
+from .pairing import model_fits_state, pair_models, vocabulary_share
 
 __all__ = [
     "Hdf5Facts",

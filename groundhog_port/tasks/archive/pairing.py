@@ -18,22 +18,12 @@ The model table imports torch; it is imported here inside the functions, so
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ...errors import LegacyInputError
+from ...file_names import snapshot_number
 from .kinds import Kind, ModelFacts, Pairing, Row, StateFacts
-
-_SNAPSHOT = re.compile(r"model([0-9]+)\.npz$")
-
-
-def snapshot_number(name: str | os.PathLike[str]) -> int | None:
-    """``N`` of a snapshot named ``prefix + 'model%d.npz' % N`` (mainLoop.py:233-234), else
-    None: a fact of the name, used to order candidates, never to classify."""
-    m = _SNAPSHOT.search(Path(name).name)
-    return int(m.group(1)) if m else None
 
 
 def _expected(stored: Mapping[str, Any]) -> tuple[dict[str, tuple[int, ...]], list[Any]] | str:

@@ -1,0 +1,60 @@
+"""An archive's own files that break its work (issue 51 items 1 and 5): files named as a
+state's snapshots that hold no model, and a huge sparse file in the experiment's folder."""
+
+import json
+import os
+import shutil
+import time
+
+import numpy as np
+
+from parity_tests.support.inprocess import run_cli
+
+
+def _experiment(legacy_root, root):
+    e = root / "exp"
+    e.mkdir(parents=True)
+    for name in ("search_state.pkl", "search_model.npz"):
+        shutil.copyfile(legacy_root / "search" / name, e / name)
+    return e
+
+
+def test_unusable_snapshots_are_named_in_not_done(legacy_root, tmp_path):
+    """An array of objects, a damaged file, a FIFO, each named as a snapshot: each one "not
+    done" line naming it and why ("0 not done", exit 0 on 06d3c0e)."""
+    root = tmp_path / "root"
+    e = _experiment(legacy_root, root)
+    np.savez(e / "search_model3.npz", W=np.array([object()], dtype=object))
+    (e / "search_model4.npz").write_bytes(b"PK\x03\x04 not a zip")
+    os.mkfifo(e / "search_model5.npz")
+    out = tmp_path / "out"
+    r = run_cli("archive", root, "--out", out, "--plots", "0")
+    assert r.returncode == 1, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    (exp,) = report["experiments"]
+    said = {n: x["why"] for x in exp["not_done"] for n in x["what"].split(", ")}
+    for n in ("search_model3.npz", "search_model4.npz"):
+        assert n in said and said[n].startswith("named as a snapshot of search_state.pkl"), said
+    assert "search_model5.npz" in said and "FIFO" in said["search_model5.npz"], said
+    assert report["summary"]["not_done"] >= 3
+
+
+def test_a_huge_sparse_file_is_not_hashed_whole(legacy_root, tmp_path):
+    """A 1 TiB sparse file beside the state (4 GiB here): the cache key is its identity
+    and first MiB, not its bytes (1 TiB was still being hashed at 150 s)."""
+    from groundhog_port.tasks import archive
+    from groundhog_port.tasks.archive.cache import cache_key
+
+    root = tmp_path / "root"
+    e = _experiment(legacy_root, root)
+    with open(e / "trans_huge.txt", "wb") as f:
+        f.truncate(4 << 30)
+    (entry,) = archive.discover(archive.Run(root))
+    opts = archive.Options()
+    start = time.monotonic()
+    before = cache_key(entry, opts)
+    assert time.monotonic() - start < 2
+    with open(e / "trans_huge.txt", "r+b") as f:  # a write, its size kept
+        f.seek(1 << 30)
+        f.write(b"x")
+    assert cache_key(entry, opts) != before
