@@ -76,6 +76,31 @@ def remembering(memo: Memo | None = None):
         _memo.reset(token)
 
 
+_fence: contextvars.ContextVar[str | None] = contextvars.ContextVar("lookup_fence", default=None)
+
+
+@contextlib.contextmanager
+def fenced(top):
+    """Within the block, the folders searched by default -- a case's ``../data``, the
+    ``data/`` folders and vocabularies up from it -- stay inside folder ``top``: a packed
+    experiment, unpacked into a temporary folder, sees its own files and the folders given
+    (``--data-dir``), never the rest of ``$TMPDIR``."""
+    token = _fence.set(os.path.abspath(top))
+    try:
+        yield
+    finally:
+        _fence.reset(token)
+
+
+def beyond_fence(path) -> bool:
+    """Whether ``path`` lies outside the folder :func:`fenced` set (False when none is)."""
+    top = _fence.get()
+    if top is None:
+        return False
+    full = os.path.abspath(path)
+    return not (full == top or full.startswith(top.rstrip(os.sep) + os.sep))
+
+
 def _current() -> Memo:
     """The run's memo, or a fresh one that is dropped after the call (no run open)."""
     memo = _memo.get()
@@ -195,7 +220,7 @@ def case_data_dirs(case_dir, given=None):
         (Path(case_dir), "in the experiment folder"),
         (Path(case_dir).parent / "data", "in the experiment folder's ../data"),
     ):
-        if d.is_dir() and d not in dirs:
+        if d.is_dir() and d not in dirs and not beyond_fence(d):
             dirs.append(implicit_dir(d, label))
     return tuple(dirs)
 
@@ -266,7 +291,7 @@ def find_stored(
             logger.info("%s: using %s (given in %s)", what, stored, where_from)
             return stored
         raise LegacyInputError(stored, f"file for {what!r} given in {where_from} does not exist")
-    if is_file(stored):
+    if is_file(stored) and _may_read(stored, dirs):
         _announce(what, stored, stored, "the path stored in the state")
         return stored
     places = candidates(stored.name, state_path, dirs)
@@ -281,6 +306,19 @@ def find_stored(
         f"cannot find the file for {what!r}: looked at "
         f"{', '.join(looked)}{hint()} or give the path in "
         f"the changes ({change or default_change})",
+    )
+
+
+def _may_read(path, dirs) -> bool:
+    """A stored path is read where no fence is set (:func:`fenced`), inside it, or inside a
+    folder the user gave (``--data-dir``)."""
+    if not beyond_fence(path):
+        return True
+    full = os.path.abspath(path)
+    return any(
+        full.startswith(os.path.abspath(d).rstrip(os.sep) + os.sep)
+        for d in dirs
+        if not isinstance(d, ImplicitDir)
     )
 
 
@@ -487,6 +525,8 @@ def near_case_dirs(state, case_dir, levels=2) -> tuple:
     :data:`NEAR_CASE_ENTRIES`."""
     up = Path(os.path.abspath(case_dir))
     for _ in range(levels):
+        if beyond_fence(up.parent):  # a packed case: no higher than its unpacked folder
+            break
         up = up.parent
     label = "under " + "/".join([".."] * levels)
     return unique_file_dirs(state, VOCABULARY_FILE_KEYS, up, label, NEAR_CASE_ENTRIES)
@@ -598,7 +638,7 @@ def case_places(directory, data_dirs=(), levels=2):
         places.append(Place(Path(d), label))
     up = Path(os.path.abspath(directory))
     for level in range(1, levels + 1):
-        if up.parent == up:
+        if up.parent == up or beyond_fence(up.parent):
             break
         up = up.parent
         rel = "/".join([".."] * level)

@@ -187,3 +187,43 @@ def test_a_full_disk_while_unpacking_is_named(tmp_path, monkeypatch):
     error, _, _ = _unpack(tmp_path, "run.tar.gz", gzip.compress(_member("run/a", b"a\n")))
     assert error is not None and "filled up while unpacking" in error, error
     assert "set TMPDIR to a folder with room" in error
+
+
+def test_a_packed_case_reads_nothing_else_of_tmpdir(legacy_root, tmp_path, monkeypatch):
+    """``reproduce --case run7.tar.gz`` with the run's files at the pack's top: the test
+    set and vocabularies lying in $TMPDIR (``$TMPDIR/data/test.en``) are not read -- the
+    run is "not done", naming where it looked (on 06d3c0e: read, "40/40 identical")."""
+    import shutil
+    import tempfile
+
+    from parity_tests.support.inprocess import run_cli
+
+    case = legacy_root / "search"
+    tmpdir = tmp_path / "tmpdir"
+    (tmpdir / "data").mkdir(parents=True)
+    for name in ("test.en", "test.fr"):
+        shutil.copyfile(case / name, tmpdir / "data" / name)
+    for name in ("vocab.en.pkl", "ivocab.en.pkl", "vocab.fr.pkl", "ivocab.fr.pkl"):
+        shutil.copyfile(case / name, tmpdir / name)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    head = b"".join((case / "trans_beam10.txt").read_bytes().splitlines(keepends=True)[:2])
+    (tmp_path / "trans_beam10.txt").write_bytes(head)  # a run cut short: 2 lines
+    with tarfile.open(lab / "run7.tar.gz", "w:gz") as tf:
+        for name in ("search_state.pkl", "search_model.npz"):
+            tf.add(case / name, name)
+        tf.add(tmp_path / "trans_beam10.txt", "trans_beam10.txt")
+    r = run_cli("reproduce", "--case", lab / "run7.tar.gz")
+    assert r.returncode == 2 and "identical" not in r.stdout, r.stdout + r.stderr
+    assert "cannot find the file for 'word_indx'" in r.stderr, r.stderr
+    # the vocabularies given with --data-dir are read (the fence is for what is not
+    # given), the test set in $TMPDIR/data still not
+    given = tmp_path / "vocab"
+    shutil.copytree(tmpdir, given, ignore=shutil.ignore_patterns("data"))
+    r = run_cli("reproduce", "--case", lab / "run7.tar.gz", "--data-dir", given)
+    assert r.returncode != 0 and "identical" not in r.stdout, r.stdout + r.stderr
+    for name in ("test.en", "test.fr"):  # beside the pack: looked for there
+        shutil.copyfile(case / name, lab / name)
+    r = run_cli("reproduce", "--case", lab / "run7.tar.gz", "--data-dir", given)
+    assert r.returncode == 0, r.stderr[-2000:]

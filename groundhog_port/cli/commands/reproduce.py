@@ -249,7 +249,7 @@ def run(args):
     if case is not None and case.is_file() and packs.is_pack(case.name):
         # a run kept as run7.tar.gz: re-done from a private unpacked copy; its test set is
         # looked for inside the pack, beside it and in each --data-dir
-        with packs.case_folder(case) as (folder, up):
+        with packs.case_folder(case) as (folder, up), lookup.fenced(up.folder):
             for member, why in up.skipped:
                 logger.warning("%s: %s: %s", case, member, why)
             args.case = str(folder)
