@@ -71,6 +71,19 @@ def shown(text: str) -> str:
     return text
 
 
+def shown_all(value):
+    """``value`` (a JSON-able structure) with every string, key or value, made printable by
+    :func:`shown` (a report naming a folder whose bytes are not UTF-8 raised
+    ``UnicodeEncodeError`` when written)."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {shown_all(k): shown_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [shown_all(v) for v in value]
+    return value
+
+
 def unshown(text: str) -> str:
     """:func:`shown` undone: ``\\xNN`` (NN from 80 to ff) back to the byte a file name holds
     (Python's surrogate for it).  A name that really holds a backslash, ``x`` and two hex

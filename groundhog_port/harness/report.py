@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import LegacyInputError
+from ..errors import LegacyInputError, shown_all
 from ..legacy.data import read_text_lines
 from ..outputs import atomic_write_text
 from . import tolerance as tolmod
@@ -542,7 +542,9 @@ class Report:
         }
 
     def to_json(self, path=None) -> str:
-        text = json.dumps(self.as_dict(), indent=2, allow_nan=False, ensure_ascii=False)
+        # names whose bytes are not UTF-8 (a case folder copied from a Latin-1 machine) shown
+        # escaped, as the archive's report does: writing them raised UnicodeEncodeError
+        text = json.dumps(shown_all(self.as_dict()), indent=2, allow_nan=False, ensure_ascii=False)
         if path is not None:
             atomic_write_text(path, text + "\n")  # complete or absent, even if interrupted
         return text

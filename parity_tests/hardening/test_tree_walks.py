@@ -124,3 +124,15 @@ def test_nothing_above_root_or_through_a_folder_link_is_read(legacy_root, tmp_pa
     shutil.copytree(linked, root / "corpora")
     r = run_cli("archive", root, "--out", tmp_path / "out2", "--plots", "0")
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_parity_json_of_a_case_whose_name_is_not_utf8(legacy_root, tmp_path):
+    """``parity --case r\\xe9sultats --json FILE``: written with the name escaped (was a
+    ``UnicodeEncodeError`` traceback, round five)."""
+    case = os.path.join(os.fsencode(tmp_path), b"r\xe9sultats")
+    shutil.copytree(os.fsencode(legacy_root / "search"), case)
+    out = tmp_path / "parity.json"
+    r = run_cli("parity", "--case", os.fsdecode(case), "--json", out, "--only", "repr")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert "r\\xe9sultats" in report["trace"] and "\udce9" not in out.read_text("utf-8")

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from ... import __version__
-from ...errors import shown
+from ...errors import shown_all
 from ...outputs import atomic_write_text, file_in
 
 TITLE = "GroundHog archive re-done by groundhog-port"
@@ -461,18 +461,6 @@ def html_page(report, out):
         + "\n".join(body)
         + "\n</body></html>\n"
     )
-
-
-def shown_all(value):
-    """``value`` (a JSON-able structure) with every string, key or value, made printable by
-    :func:`groundhog_port.errors.shown`."""
-    if isinstance(value, str):
-        return shown(value)
-    if isinstance(value, dict):
-        return {shown_all(k): shown_all(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [shown_all(v) for v in value]
-    return value
 
 
 #: what :func:`write` writes into ``--out``
