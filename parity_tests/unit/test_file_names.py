@@ -29,3 +29,24 @@ def test_the_recordings_names_say_their_settings():
         "2",
     )
     assert TRANS_NAME.match("trans_beam0.txt") is None  # no beam of 0 was ever searched
+
+
+def test_a_beam_no_sample_py_searched_is_never_tried_first(caplog):
+    """``hyp.beam7000`` or a README's ``--beam-size 7000``: not believed (some 2 GiB to
+    search at 7000: round five's +563 MiB), said once per run; the settings by content."""
+    import logging
+
+    from groundhog_port.tasks.archive.outputs import settings_order
+    from groundhog_port.tasks.reproduce import Settings, inferable_settings
+
+    caplog.set_level(logging.WARNING)
+    every = inferable_settings()
+    with lookup.remembering():
+        for _ in range(2):
+            assert settings_order("hyp.beam7000", {}, Settings, every) == (every, None, "")
+        readme = {"output": (7000, False, False)}
+        assert settings_order("output", readme, Settings, every) == (every, None, "")
+    said = [r.getMessage() for r in caplog.records if "more than the 500" in r.getMessage()]
+    assert len(said) == 2 and "a README's sample.py command says beam 7000" in said[1], said
+    order, hint, _ = settings_order("hyp.beam500", {}, Settings, every)
+    assert hint == Settings(500, False, False) and order[0] == hint

@@ -20,6 +20,7 @@ from ... import lookup
 from ...errors import LegacyInputError
 from ...file_names import name_hint
 from ...legacy.data import first_text_lines
+from ...search.defaults import MAX_RETRY_BEAM
 from ...untrusted import strip_compression
 from .inventory import vocabulary_share
 
@@ -101,6 +102,14 @@ def settings_order(name, hints, settings_type, all_settings):
     if hint is None:
         hint, where = name_hint(name), "its name"
     if hint is None or hint[0] is None:
+        return list(all_settings), None, ""
+    if hint[0] > MAX_RETRY_BEAM:  # no run of sample.py searched wider: not believed
+        if lookup.say_once(("hinted beam", name, hint[0])):
+            logger.warning(
+                "%s: %s says beam %d, more than the %d sample.py ever searched with: not "
+                "believed (its settings are matched by content)",
+                name, where, hint[0], MAX_RETRY_BEAM,
+            )  # fmt: skip
         return list(all_settings), None, ""
     first = settings_type(*hint)
     return [first, *(s for s in all_settings if s != first)], first, where
