@@ -22,6 +22,7 @@ is bounded in the bytes that reach the parser:
 from __future__ import annotations
 
 import bz2
+import io
 import lzma
 import os
 import struct
@@ -59,13 +60,14 @@ def compression(head: bytes) -> str | None:
     return next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
 
 
-class Decompressed:
+class Decompressed(io.RawIOBase):
     """A readable stream of the decompressed bytes of ``raw`` (``kind`` from
     :func:`compression`; ``None``: read as it is), at most ``limit`` bytes in all: the next
     byte raises :class:`LegacyInputError` naming ``path`` and ``why`` (the bound's reason).
     Concatenated streams (``cat a.gz b.gz``) read as one, as gzip/bzip2/xz tools do."""
 
     def __init__(self, raw: BinaryIO, kind: str | None, limit: int, path, why: str):
+        super().__init__()
         self.raw, self.kind, self.limit, self.path, self.why = raw, kind, limit, path, why
         self.total = 0
         self._pending = b""  # compressed bytes not yet given to the decompressor
@@ -81,7 +83,15 @@ class Decompressed:
             return lzma.LZMADecompressor(memlimit=XZ_MEMORY_LIMIT)
         return None
 
-    def read(self, n: int = -1) -> bytes:
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # io.BufferedReader reads through it (readline)
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def read(self, n: int | None = -1) -> bytes:
         if n is None or n < 0:
             n = self.limit - self.total + 1  # a read of everything is still bounded
         out = self._read(n)
@@ -158,7 +168,15 @@ class TarGate:
         self._pax_end = 0
         self._size_override: int | None = None
 
-    def read(self, n: int = -1) -> bytes:
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # io.BufferedReader reads through it (readline)
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def read(self, n: int | None = -1) -> bytes:
         data = self.inner.read(n)
         self._inspect(data)
         return data

@@ -227,3 +227,29 @@ def test_a_packed_case_reads_nothing_else_of_tmpdir(legacy_root, tmp_path, monke
         shutil.copyfile(case / name, lab / name)
     r = run_cli("reproduce", "--case", lab / "run7.tar.gz", "--data-dir", given)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_a_compressed_text_is_read_within_a_ratio_of_its_size(tmp_path):
+    """A 48-byte .bz2 of 10 MiB of newlines (2.4 s to count, each, before) and a few-KB
+    .xz of 500,000 lines (+1 GiB in bleu): no text compresses 200 times, so each stops
+    there -- no candidate test set, one line where a command reads it."""
+    import lzma
+
+    from groundhog_port import lookup
+    from groundhog_port.legacy.data import read_text_lines
+
+    bomb = tmp_path / "x.en.bz2"
+    bomb.write_bytes(bz2.compress(b"\n" * (10 * MiB), 9))
+    assert bomb.stat().st_size < 64
+    start = time.process_time()
+    assert lookup.line_count(bomb) is None
+    assert time.process_time() - start < 0.5
+    lines = tmp_path / "hyp.xz"
+    lines.write_bytes(lzma.compress(b"the same line\n" * 500_000, preset=9))
+    with pytest.raises(LegacyInputError, match=r"decompresses to more than \d+ bytes \(200 times"):
+        read_text_lines(lines)
+    text = tmp_path / "test.en.gz"  # a real text passes: some 3 times
+    text.write_bytes(
+        gzip.compress("".join(f"sentence {i} of a test set\n" for i in range(999)).encode())
+    )
+    assert len(read_text_lines(text)) == 999
