@@ -58,3 +58,34 @@ def test_a_huge_sparse_file_is_not_hashed_whole(legacy_root, tmp_path):
         f.seek(1 << 30)
         f.write(b"x")
     assert cache_key(entry, opts) != before
+
+
+def test_vocabulary_pickles_are_read_one_at_a_time(tmp_path):
+    """8 word -> id pickles of 4,000 words under ROOT, all fitting the state's ids (so none
+    is taken): read one (two) at a time, never all held (24 of 6.8 MB: +879 MiB on
+    06d3c0e).  The peak is held to three pickles' worth."""
+    import pickle
+    import tracemalloc
+
+    from groundhog_port.legacy import vocab_match
+
+    n = 4000
+    for k in range(8):
+        with open(tmp_path / f"v{k}.pkl", "wb") as f:
+            pickle.dump({f"w{k}_{i}": i for i in range(n)}, f, protocol=2)
+    state = {"null_sym_source": n, "null_sym_target": n}
+
+    def peak(fn):
+        tracemalloc.start()
+        try:
+            out = fn()
+            return out, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    _, one = peak(lambda: vocab_match._read(tmp_path / "v0.pkl"))
+    found, all_of_them = peak(
+        lambda: vocab_match.find_by_content(state, ["word_indx", "indx_word"], [tmp_path])
+    )
+    assert found == {}  # eight fit the ids equally: none is taken
+    assert all_of_them < 3 * one, f"{all_of_them >> 10} KiB, one pickle {one >> 10} KiB"
