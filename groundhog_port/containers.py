@@ -168,14 +168,6 @@ class TarGate:
         self._pax_end = 0
         self._size_override: int | None = None
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:  # io.BufferedReader reads through it (readline)
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
     def read(self, n: int | None = -1) -> bytes:
         data = self.inner.read(n)
         self._inspect(data)

@@ -317,27 +317,20 @@ def test_a_file_of_blank_lines_is_not_held_to_tell_its_kind(tmp_path):
     a million empty lines (the fuzzer's "gzip bomb as a text file") was held whole before its
     kind was decided (+412 MiB for 64 MiB of them)."""
     import gzip
-    import tracemalloc
 
     from groundhog_port import lookup
     from groundhog_port.untrusted import iter_sentences
+    from parity_tests.support.memory import peak
 
     plain, packed = tmp_path / "blank.en", tmp_path / "blank.en.gz"
     plain.write_bytes(b"\n" * (1 << 20))
     packed.write_bytes(gzip.compress(b"\n" * (1 << 20), compresslevel=9))
 
-    def held(fn):
-        tracemalloc.start()
-        try:
-            return fn(), tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
-    n, peak = held(lambda: sum(1 for _ in iter_sentences(plain, whole=False)))
+    n, held = peak(lambda: sum(1 for _ in iter_sentences(plain, whole=False)))
     assert n == 1 << 20
-    assert peak < 16 << 20, f"{peak / 2**20:.0f} MiB held"
+    assert held < 16 << 20, f"{held / 2**20:.0f} MiB held"
     # compressed, the same lines are a bomb (1 MiB from 1 KB: over 200 times its size,
     # untrusted.MAX_TEXT_RATIO): no text, stopped at the ratio
-    n, peak = held(lambda: lookup.line_count(packed))
+    n, held = peak(lambda: lookup.line_count(packed))
     assert n is None
-    assert peak < 16 << 20, f"{peak / 2**20:.0f} MiB held"
+    assert held < 16 << 20, f"{held / 2**20:.0f} MiB held"

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from parity_tests.support.inprocess import run_cli
+from parity_tests.support.memory import peak
 
 
 def _experiment(legacy_root, root):
@@ -65,7 +66,6 @@ def test_vocabulary_pickles_are_read_one_at_a_time(tmp_path):
     is taken): read one (two) at a time, never all held (24 of 6.8 MB: +879 MiB on
     06d3c0e).  The peak is held to three pickles' worth."""
     import pickle
-    import tracemalloc
 
     from groundhog_port.legacy import vocab_match
 
@@ -74,14 +74,6 @@ def test_vocabulary_pickles_are_read_one_at_a_time(tmp_path):
         with open(tmp_path / f"v{k}.pkl", "wb") as f:
             pickle.dump({f"w{k}_{i}": i for i in range(n)}, f, protocol=2)
     state = {"null_sym_source": n, "null_sym_target": n}
-
-    def peak(fn):
-        tracemalloc.start()
-        try:
-            out = fn()
-            return out, tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
 
     _, one = peak(lambda: vocab_match._read(tmp_path / "v0.pkl"))
     found, all_of_them = peak(

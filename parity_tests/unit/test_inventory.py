@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tracemalloc
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,6 +37,7 @@ from groundhog_port.tasks.archive.inventory import (
     vocabulary_share,
 )
 from groundhog_port.tasks.archive.outputs import language_of
+from parity_tests.support.memory import peak
 
 CASES = ("search", "encdec", "phrase", "search_variant", "encdec_variant")
 
@@ -290,13 +290,6 @@ def test_hdf5_links_are_never_followed(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # bounds
 # ----------------------------------------------------------------------------------------------
-def _peak(fn):
-    tracemalloc.start()
-    try:
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_a_50_mb_text_in_bounded_memory_with_its_exact_count(tmp_path):
@@ -309,17 +302,17 @@ def test_a_50_mb_text_in_bounded_memory_with_its_exact_count(tmp_path):
         f.write(b"a last line without newline")
     with open(path, "rb") as f:  # counted here, independently
         n = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b"")) + 1
-    row, peak = _peak(lambda: classify(path))
+    row, held = peak(lambda: classify(path))
     assert row.kind is Kind.TEXT and row.facts.lines == n and row.facts.complete
-    assert peak < 4 << 20, peak
+    assert held < 4 << 20, held
 
 
 def test_a_model_is_read_by_its_headers_only(tmp_path):
     big = tmp_path / "m"
     np.savez(big, W_0_enc_approx_embdr=np.zeros((4096, 4096), np.float32))  # 64 MiB
-    row, peak = _peak(lambda: classify(Path(str(big) + ".npz")))
+    row, held = peak(lambda: classify(Path(str(big) + ".npz")))
     assert row.kind is Kind.MODEL and row.facts.shapes == {"W_0_enc_approx_embdr": (4096, 4096)}
-    assert peak < 1 << 20, peak
+    assert held < 1 << 20, held
 
 
 def _bomb(path: Path, piece: bytes, copies: int) -> int:
@@ -343,17 +336,17 @@ def test_a_gzip_bomb_is_not_decompressed_past_the_bound(tmp_path, monkeypatch):
     text = tmp_path / "yes.gz"
     whole = _bomb(text, b"yes\n" * (1 << 18), 1024)  # 1 GiB of "yes\n"
     bound = 64 << 20
-    row, peak = _peak(lambda: classify(text, Limits(decompressed_bytes=bound)))
+    row, held = peak(lambda: classify(text, Limits(decompressed_bytes=bound)))
     assert row.kind is Kind.TEXT and row.compression == "gzip"
     assert not row.facts.complete and "bound" in row.note
     assert row.facts.lines == row.facts.bytes_counted // 4 < whole // 4
-    assert sum(given) <= bound and peak < 4 << 20, (sum(given), peak)
+    assert sum(given) <= bound and held < 4 << 20, (sum(given), held)
     given.clear()
     zeros = tmp_path / "zeros.gz"
     _bomb(zeros, bytes(1 << 20), 1024)  # 1 GiB of NUL bytes
-    row, peak = _peak(lambda: classify(zeros))
+    row, held = peak(lambda: classify(zeros))
     assert (row.kind, row.compression) == (Kind.BINARY, "gzip")
-    assert sum(given) <= Limits().prefix_bytes + inventory.CHUNK and peak < 4 << 20
+    assert sum(given) <= Limits().prefix_bytes + inventory.CHUNK and held < 4 << 20
     # the default bound is the parse budget
     assert Limits().decompressed_bytes is None and budget.budget_bytes() == 256 << 20
 
