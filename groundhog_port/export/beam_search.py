@@ -216,6 +216,95 @@ def length_normalized(costs, trans):
     return np.asarray(costs, dtype=np.float64) / lengths
 
 
+# -- what a graph may hold, read before onnxruntime sees it -----------------------------
+# (protobuf field numbers of onnx.proto3: ModelProto.graph 7; GraphProto.node 1,
+# .initializer 5, .sparse_initializer 15; NodeProto.attribute 5; AttributeProto.t 5, .g 6,
+# .tensors 10, .graphs 11, .sparse_tensor 22, .sparse_tensors 23; TensorProto.external_data
+# 13, .data_location 14)
+
+
+def _fields(buf, start=0, end=None):
+    """``(field, wire type, value)`` of a protobuf message (``value``: an int, or the
+    ``(start, end)`` of a length-delimited field); a damaged one raises ValueError."""
+    end = len(buf) if end is None else end
+    i = start
+    while i < end:
+        key, i = _varint(buf, i)
+        field, kind = key >> 3, key & 7
+        if kind == 0:
+            value, i = _varint(buf, i)
+        elif kind == 2:
+            n, i = _varint(buf, i)
+            if i + n > end:
+                raise ValueError("a field runs past its message")
+            value, i = (i, i + n), i + n
+        elif kind in (1, 5):
+            value, i = None, i + (8 if kind == 1 else 4)
+        else:
+            raise ValueError(f"wire type {kind}")
+        yield field, kind, value
+
+
+def _varint(buf, i):
+    shift = value = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise ValueError("a damaged number")
+        b = buf[i]
+        value |= (b & 0x7F) << shift
+        i, shift = i + 1, shift + 7
+        if not b & 0x80:
+            return value, i
+
+
+def _tensor_problem(buf, span):
+    for field, _, value in _fields(buf, *span):
+        if field == 13 or (field == 14 and value == 1):
+            return "a tensor whose data lies in another file (external data)"
+    return None
+
+
+def _graph_problem(buf, span, depth=0):
+    """Why a GraphProto may not be loaded: what groundhog-port's export never writes and
+    onnxruntime would hold whatever it declares -- a sparse initializer (87 bytes made it
+    densify 3 GiB), a tensor whose data lies in another file (1 GiB of sparse external
+    data was read whole)."""
+    if depth > 8:
+        return "graphs nested more than 8 deep"
+    for field, kind, value in _fields(buf, *span):
+        if kind != 2:
+            continue
+        if field == 15:
+            return "a sparse initializer"
+        if field == 5 and (bad := _tensor_problem(buf, value)):
+            return bad
+        if field == 1:  # a node: its attributes
+            for f, k, attr in _fields(buf, *value):
+                if f != 5 or k != 2:
+                    continue
+                for g, gk, v in _fields(buf, *attr):
+                    if g in (22, 23) and gk == 2:
+                        return "a sparse tensor in a node's attribute"
+                    if g in (5, 10) and gk == 2 and (bad := _tensor_problem(buf, v)):
+                        return bad
+                    if g in (6, 11) and gk == 2 and (bad := _graph_problem(buf, v, depth + 1)):
+                        return bad
+    return None
+
+
+def graph_problem(path) -> str | None:
+    """Why the ONNX file ``path`` may not be given to onnxruntime (:func:`_graph_problem`),
+    or None."""
+    data = memoryview(Path(path).read_bytes())
+    try:
+        for field, kind, value in _fields(data):
+            if field == 7 and kind == 2:
+                return _graph_problem(data, value)
+    except ValueError as err:
+        return f"not an ONNX graph ({err})"
+    return "not an ONNX graph (no graph in it)"
+
+
 def _session(ort, path, opts):
     """An onnxruntime session of the graph ``path``; whatever onnxruntime refuses (external
     data outside the folder, an absolute or linked location, a FIFO, a damaged graph) is one
@@ -237,6 +326,12 @@ class OnnxTranslator:
         self.config = read_config(self.dir / "config.json")
         for name in self.config["graphs"].values():
             regular_file(self.dir / name, "an ONNX graph")
+            bad = graph_problem(self.dir / name)
+            if bad is not None:
+                raise DriverError(
+                    f"{self.dir / name}: holds {bad}, which groundhog-port's export never "
+                    "writes: not loaded"
+                )
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1

@@ -81,3 +81,40 @@ def test_vocabulary_pickles_are_read_one_at_a_time(tmp_path):
     )
     assert found == {}  # eight fit the ids equally: none is taken
     assert all_of_them < 3 * one, f"{all_of_them >> 10} KiB, one pickle {one >> 10} KiB"
+
+
+def test_onnx_graphs_holding_what_the_export_never_writes_are_refused():
+    """Round five's leftover: an 87-byte sparse initializer (onnxruntime densified it:
+    +3 GiB) and 1 GiB of sparse external data (read whole): refused before onnxruntime
+    loads the graph, one line; a graph of plain initializers passes."""
+    import tempfile
+
+    from onnx import TensorProto, helper
+
+    from groundhog_port.export.beam_search import graph_problem
+
+    def graph(**kw):
+        g = helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+            **kw,
+        )
+        with tempfile.NamedTemporaryFile(suffix=".onnx", delete=False) as f:
+            f.write(helper.make_model(g).SerializeToString())
+        return f.name
+
+    plain = helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])
+    assert graph_problem(graph(initializer=[plain])) is None
+    values = helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])
+    indices = helper.make_tensor("i", TensorProto.INT64, [1], [0])
+    sparse = helper.make_sparse_tensor(values, indices, [1 << 30])
+    assert graph_problem(graph(sparse_initializer=[sparse])) == "a sparse initializer"
+    external = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 28])
+    external.data_location = TensorProto.EXTERNAL
+    entry = external.external_data.add()
+    entry.key, entry.value = "location", "w.bin"
+    said = graph_problem(graph(initializer=[external]))
+    assert said == "a tensor whose data lies in another file (external data)"
+    assert graph_problem(__file__).startswith("not an ONNX graph")
