@@ -179,7 +179,26 @@ class ModelConfig:
     def from_state(
         cls, state: dict[str, Any], path: str | os.PathLike[str] | None = None
     ) -> ModelConfig:
-        """Build the config, refusing what the original cannot (or must not) run."""
+        """Build the config, refusing what the original cannot (or must not) run; a state
+        without a key the network needs is one line naming it (an exported checkpoint's
+        ``config.json`` is not completed from the prototype as a legacy state is: a hand-cut
+        one raised ``KeyError: 'search'``, found by fuzzing, seed 4747578)."""
+        try:
+            return cls._from_state(state, path)
+        except KeyError as err:
+            key = err.args[0] if err.args else None
+            if not isinstance(key, str) or key in state:  # not the state's: a bug, said as one
+                raise
+            raise UnsupportedModelError(
+                path,
+                f"the state has no {quoted(key)}, which every GroundHog state holds "
+                "(state.py's prototype_state): a damaged or hand-cut state",
+            ) from None
+
+    @classmethod
+    def _from_state(
+        cls, state: dict[str, Any], path: str | os.PathLike[str] | None = None
+    ) -> ModelConfig:
         for key in INT_KEYS:
             if not isinstance(state.get(key), int) or isinstance(state.get(key), bool):
                 raise UnsupportedModelError(

@@ -635,3 +635,16 @@ def test_resolve_recorded_paths_next_to_state(case_dir, legacy_root):
         assert found.name == name
         # vocabularies sit beside each case's state; the h5 bitexts only in data/
         assert found.parent == (case_dir if name.endswith(".pkl") else legacy_root / "data")
+
+
+def test_a_state_without_a_key_the_network_needs_is_one_line():
+    """An exported checkpoint's state is not completed from the prototype: one cut by hand
+    without ``search`` raised ``KeyError: 'search'`` (fuzz seed 4747578, case 141)."""
+    from groundhog_port.errors import UnsupportedModelError
+    from groundhog_port.model.config import ModelConfig
+
+    state = prototype_search_state()
+    ModelConfig.from_state(state)  # complete: accepted
+    del state["search"]
+    with pytest.raises(UnsupportedModelError, match="the state has no 'search'"):
+        ModelConfig.from_state(state)
