@@ -195,8 +195,20 @@ def test_interrupted_and_resumed_gives_the_same_report(made, tmp_path, monkeypat
     assert r.returncode == 1, r.stderr
     assert re.search(r"5/5 \[[^]]* exp", r.stderr), r.stderr  # the bar counts experiments
     assert r.stderr.count("done before (cached") == 2 and r.stderr.count(": re-doing") == 3
-    for name in REPORTS:
-        assert (out / name).read_bytes() == (made["out"] / name).read_bytes(), name
+    # the same report, but for saying which results came from the cache (issue 51 item 4)
+    resumed = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    fresh = json.loads((made["out"] / "report.json").read_text(encoding="utf-8"))
+    assert resumed.pop("from_cache") == sorted(calls) and fresh.pop("from_cache") == []
+    assert resumed["summary"].pop("from_cache") == 2 and fresh["summary"].pop("from_cache") == 0
+    assert resumed == fresh
+    said = re.compile(
+        r" 2 experiment results from OUT/cache, made before from the same inputs, options and "
+        r"code \(--fresh re-does them\)\.|(<p>)?From OUT/cache: [^\n]*\.(</p>)?\n*"
+    )
+    for name in REPORTS[1:]:
+        text = (out / name).read_text(encoding="utf-8")
+        assert len(said.findall(text)) == 2, name
+        assert said.sub("", text) == (made["out"] / name).read_text(encoding="utf-8"), name
     assert tree_digest(made["root"]) == made["before"]
 
 

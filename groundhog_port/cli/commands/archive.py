@@ -273,7 +273,7 @@ def _run(args, opts, tree):
     if world is not None and not world.is_root:
         distributed.finish(world)
         return EXIT_OK
-    report = archive_report.build(args.root, opts.key(), results, inventory)
+    report = archive_report.build(args.root, opts.key(), results, inventory, tree.from_cache)
     paths = archive_report.write(report, args.out)
     if world is not None:
         distributed.finish(world)

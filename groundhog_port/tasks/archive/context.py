@@ -100,6 +100,8 @@ class Run:
     #: the lookups' memo (folders walked, line counts, choices said): opened with
     #: ``lookup.remembering(run.memo)`` by the command for the whole run
     memo: lookup.Memo = field(default_factory=lookup.Memo)
+    #: the experiments whose results were taken from OUT/cache (the report says which)
+    from_cache: list = field(default_factory=list)
 
     def __post_init__(self):
         self.root = Path(self.root)

@@ -100,7 +100,8 @@ def check_plan(run: Run, plan: dict, path, packed=None) -> None:
 def redo_tree(run: Run, out, opts: Options, world=None, progress=None, fresh=False, packed=()):
     """Re-do every experiment under ROOT and the ``packed`` ones (:func:`unpacked`; this
     rank's share under torchrun), caching each result in ``out/cache``; returns
-    ``(entries, results)`` on rank 0 (results in entry order), ``(entries, None)`` elsewhere."""
+    ``(entries, results)`` on rank 0 (results in entry order; ``run.from_cache``: the ids of
+    those taken from the cache), ``(entries, None)`` elsewhere."""
     if not run.root.is_dir():
         raise LegacyInputError(run.root, "archive folder not found")
     check_out_dir(run.root, out)
@@ -117,20 +118,21 @@ def redo_tree(run: Run, out, opts: Options, world=None, progress=None, fresh=Fal
             logger.info("%s: re-doing", entry.id)
             result = redo(run, entry, opts, out)
             result = store(out, entry, opts, result, extra, run.digests)
+            mine[i] = (result, False)
         else:
             logger.info("%s: done before (cached in %s/cache)", entry.id, out)
-        mine[i] = result
+            mine[i] = (result, True)
         if progress is not None:
             progress.update(1)
-    if world is None:
-        return entries, [mine[i] for i in range(len(entries))]
-    import torch.distributed as dist
+    if world is not None:
+        import torch.distributed as dist
 
-    gathered: list[Any] | None = [None] * size if world.is_root else None
-    dist.gather_object(mine, gathered, dst=0)
-    if not world.is_root or gathered is None:
-        return entries, None
-    merged: dict[int, Any] = {}
-    for part in gathered:
-        merged.update(part)
-    return entries, [merged[i] for i in range(len(entries))]
+        gathered: list[Any] | None = [None] * size if world.is_root else None
+        dist.gather_object(mine, gathered, dst=0)
+        if not world.is_root or gathered is None:
+            return entries, None
+        for part in gathered:
+            mine.update(part)
+    # which results came from OUT/cache, for the report to say (the run's context)
+    run.from_cache = [entries[i].id for i in range(len(entries)) if mine[i][1]]
+    return entries, [mine[i][0] for i in range(len(entries))]

@@ -294,14 +294,23 @@ def summary_text(s):
         f"{s['not_done']} not done; {s['trans_files_identical']}/{s['trans_files']} "
         f"translation files identical; {scores}; parity {s['parity_passed']}/"
         f"{s['parity_checked']}; {s['plots']} attention plots; {s['not_done']} not done."
+        + (
+            f" {s['from_cache']} experiment result{'' if s['from_cache'] == 1 else 's'} from "
+            "OUT/cache, made before from the same inputs, options and code (--fresh re-does "
+            "them)."
+            if s.get("from_cache")
+            else ""
+        )
     )
 
 
-def build(root, options, results, inventory=()):
+def build(root, options, results, inventory=(), from_cache=()):
     """The report as one JSON-able dict, every string printable (names of files whose bytes
     are not UTF-8 quoted in what the lookup said are shown escaped: :func:`shown_all`);
-    ``inventory``: every file and pack member with its role (:mod:`.accounting`)."""
+    ``inventory``: every file and pack member with its role (:mod:`.accounting`);
+    ``from_cache``: the ids of the experiments whose results were made before (OUT/cache)."""
     s = summary(results)
+    s["from_cache"] = len(from_cache)
     s["files"] = len(inventory)
     s["files_used"] = sum(not a["role"].startswith(("not used", "not read")) for a in inventory)
     return shown_all(
@@ -312,6 +321,7 @@ def build(root, options, results, inventory=()):
             "summary": s,
             "bleu_signatures": signatures(results),
             "experiments": results,
+            "from_cache": sorted(from_cache),
             "inventory": list(inventory),
         }
     )
@@ -350,6 +360,8 @@ def markdown(report):
         md_text(summary_text(report["summary"])) + " (Things not done are listed per experiment.)",
         "",
     ]
+    if report["from_cache"]:
+        out += [f"From OUT/cache: {md_text(', '.join(report['from_cache']))}.", ""]
     for sig in report["bleu_signatures"]:
         out.append(
             f"BLEU X (multi-bleu Y): X is sacrebleu {md_text(sig)}, Y is Moses' multi-bleu.perl "
@@ -425,6 +437,8 @@ def html_page(report, out):
         f"<p>Archive <code>{e(report['root'])}</code> ({e(report['tool'])}). "
         f"{e(summary_text(report['summary']))}</p>",
     ]
+    if report["from_cache"]:
+        body.append(f"<p>From OUT/cache: {e(', '.join(report['from_cache']))}.</p>")
     body.append(_html_table(*overview(report), "overview"))
     for sig in report["bleu_signatures"]:
         body.append(
