@@ -27,7 +27,11 @@ seeds run before it existed replay with
 ``--targets state,vocab,model,trace,bitext,text,cli``.  The ``collisions`` target (issue 40)
 points the output of every command that writes at what the run reads or checks
 (``fuzzing._gen_collisions``); seeds run before it replay with
-``--targets state,vocab,model,trace,bitext,text,cli,hostile,outputs``.
+``--targets state,vocab,model,trace,bitext,text,cli,hostile,outputs``.  The ``pack``,
+``compressed`` and ``plan`` targets (issue 51) draw packs, compressed texts and plans with
+the red team's lies (a header's size, pax digits, a zip's end record, a stream going on
+after its end, a plan's value of the wrong kind: ``fuzzing_containers``); seeds run before
+them replay with ``--targets`` set to ``fuzzing.TARGETS_BEFORE_ISSUE_51``.
 ``--seed fresh`` draws a new seed (printed first, and with every failure as the command
 that replays it); ``--time-budget S`` stops starting cases after S seconds (CI runs a fresh
 seed for about a minute on every run: ``.ci/run``).

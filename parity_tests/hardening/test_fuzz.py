@@ -730,5 +730,19 @@ def test_issue40_targets_hold(target, cases, tmp_path):
 def test_targets_before_issue_40_replay_as_before():
     """Earlier seeds replay with the targets of their time (the new ones come after)."""
     assert F.TARGETS[: len(F.TARGETS_BEFORE_ISSUE_40)] == F.TARGETS_BEFORE_ISSUE_40
+    assert F.TARGETS[: len(F.TARGETS_BEFORE_ISSUE_51)] == F.TARGETS_BEFORE_ISSUE_51
     new = {"collisions", "checkpoint", "archive", "timing"}
-    assert new == set(F.TARGETS) - set(F.TARGETS_BEFORE_ISSUE_40)
+    assert new == set(F.TARGETS_BEFORE_ISSUE_51) - set(F.TARGETS_BEFORE_ISSUE_40)
+    assert {"pack", "compressed", "plan"} == set(F.TARGETS) - set(F.TARGETS_BEFORE_ISSUE_51)
+
+
+@pytest.mark.parametrize("target", ["pack", "compressed", "plan"])
+def test_issue51_targets_hold(target, tmp_path):
+    """16 seeded cases of each issue-51 target (``parity_tests/support/fuzzing_containers.py``:
+    packs, compressed text, plans with the red team's lies), as ``tools/fuzz.py --targets T
+    --seed 51`` draws them: none may fail."""
+    for i in range(16):
+        d = tmp_path / str(i)
+        case = F.seeded_case(FX, 51, i, d, targets=[target])
+        out = F.run_case(FX, case, d)
+        assert out.outcome not in F.FAILURES, (i, case.label, out)

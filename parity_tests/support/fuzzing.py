@@ -1751,11 +1751,23 @@ LOADERS = {
     "checkpoint": lambda fx, paths, opts: _trees().load_checkpoint(fx, paths, opts),
     "archive": lambda fx, paths, opts: _trees().run_archive(fx, paths, opts),
     "timing": lambda fx, paths, opts: _trees().load_timing(fx, paths, opts),
+    "pack": lambda fx, paths, opts: _containers().load_pack(fx, paths, opts),
+    "compressed": lambda fx, paths, opts: _containers().load_compressed(fx, paths, opts),
+    "plan": lambda fx, paths, opts: _containers().load_plan(fx, paths, opts),
 }
 TARGETS = tuple(LOADERS)
+#: the targets before issue 51 added ``pack``, ``compressed`` and ``plan``
+TARGETS_BEFORE_ISSUE_51 = TARGETS[: TARGETS.index("pack")]
 #: the targets before issue 40 added ``collisions``, ``checkpoint``, ``archive`` and
 #: ``timing`` (cases of earlier seeds replay with these)
 TARGETS_BEFORE_ISSUE_40 = TARGETS[: TARGETS.index("collisions")]
+
+
+def _containers():
+    """The issue-51 targets (:mod:`parity_tests.support.fuzzing_containers`)."""
+    from parity_tests.support import fuzzing_containers
+
+    return fuzzing_containers
 
 
 def _trees():
@@ -2282,6 +2294,9 @@ _GENERATORS = {
     "checkpoint": lambda rng, fx, marker, workdir: _trees().gen_checkpoint(rng, fx, workdir),
     "archive": lambda rng, fx, marker, workdir: _trees().gen_archive(rng, fx, workdir),
     "timing": lambda rng, fx, marker, workdir: _trees().gen_timing(rng, fx, workdir),
+    "pack": lambda rng, fx, marker, workdir: _containers().gen_pack(rng, fx, workdir),
+    "compressed": lambda rng, fx, marker, workdir: _containers().gen_compressed(rng, fx, workdir),
+    "plan": lambda rng, fx, marker, workdir: _containers().gen_plan(rng, fx, workdir),
 }
 
 
