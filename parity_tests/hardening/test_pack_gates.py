@@ -13,13 +13,13 @@ import io
 import struct
 import tarfile
 import time
-import tracemalloc
 
 import pytest
 
 from groundhog_port import containers
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.tasks import packs
+from parity_tests.support.memory import peak
 
 MiB = 1 << 20
 
@@ -42,17 +42,17 @@ def _unpack(tmp_path, name: str, data: bytes):
     pack.write_bytes(data)
     into = tmp_path / "into"
     into.mkdir(exist_ok=True)
-    tracemalloc.start()
+
+    def unpack():
+        try:
+            packs.unpack(pack, into)
+        except LegacyInputError as err:
+            return err.problem
+        return None
+
     start = time.process_time()
-    try:
-        packs.unpack(pack, into)
-        error = None
-    except LegacyInputError as err:
-        error = err.problem
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return error, peak, time.process_time() - start
+    error, held = peak(unpack)
+    return error, held, time.process_time() - start
 
 
 def test_a_long_name_header_is_refused_before_it_is_read(tmp_path):

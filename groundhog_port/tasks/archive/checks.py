@@ -8,6 +8,7 @@ from ...harness.print_noise import PrintNoise, last_digit
 from ...outputs import file_in, folder_in
 from .cache import safe_name
 from .inputs import folder_key
+from .plan_file import BY_CONTENT
 
 
 def check_scores(res, exp, entry, path, tests, opts, why="", found=None):
@@ -20,10 +21,11 @@ def check_scores(res, exp, entry, path, tests, opts, why="", found=None):
     from ..rescore import read_lines
 
     m = SCORES_NAME.match(path.name)
-    if m is None and found is not None:
-        tests, m = {"by content": found}, SCORES_NAME.match("scores_batch.txt")
-        name = "by content"
-    if m is None:
+    if found is not None:  # of any name: --mode=batch on the test set found by content
+        name, train_batches, tests = BY_CONTENT, None, {BY_CONTENT: found}
+    elif m is not None:
+        name, train_batches = m.group("set") or "test", m.group("n")
+    else:
         res.not_done(
             path.name,
             "the file name does not say how score.py was run (expected "
@@ -32,13 +34,12 @@ def check_scores(res, exp, entry, path, tests, opts, why="", found=None):
         return
     archived = read_lines(path)
     limit = len(archived) if opts.max_sentences is None else min(len(archived), opts.max_sentences)
-    if m.group("n"):
+    if train_batches:
         batches, how = (
-            batches_for(exp, None, None, True, int(m.group("n"))),
-            f"score.py --mode=batch on the training corpora, {m.group('n')} batches",
+            batches_for(exp, None, None, True, int(train_batches)),
+            f"score.py --mode=batch on the training corpora, {train_batches} batches",
         )
     else:
-        name = name if found is not None else m.group("set") or "test"
         src, ref = tests[name]
         if src is None:
             key = folder_key(res.run, entry) + ("" if name == "test" else f":{name}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ... import lookup
 from ...errors import LegacyInputError, shown
-from ...file_names import is_output, snapshot_number
+from ...file_names import is_output
 from .. import packs
 from .context import Run, not_read, relative
 from .inventory import Kind, Pairing, Row, pair_models
@@ -170,7 +170,7 @@ def _unusable_snapshots(state: Row, rows: dict) -> list[tuple[str, str]]:
     name = state.path.name
     if not name.endswith("state.pkl"):
         return []
-    prefix = name[: -len("state.pkl")]
+    named = {p.name for p in lookup.snapshots_of(state.path)}  # the one rule for the names
     return [
         (
             n,
@@ -179,9 +179,7 @@ def _unusable_snapshots(state: Row, rows: dict) -> list[tuple[str, str]]:
             + ": not used",
         )
         for n, row in sorted(rows.items())
-        if n.startswith(prefix + "model")
-        and snapshot_number(n) is not None
-        and row.kind is not Kind.MODEL
+        if n in named and row.kind is not Kind.MODEL
     ]
 
 
