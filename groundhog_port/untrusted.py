@@ -43,7 +43,7 @@ import os
 import re
 import stat
 
-from . import budget
+from . import budget, contained
 from .containers import Damaged, Decompressed, compression
 from .errors import LegacyInputError
 
@@ -61,7 +61,9 @@ def describe(err: BaseException) -> str:
 @contextlib.contextmanager
 def reading(path, what="unreadable or damaged file"):
     """Run the body as a parse of ``path``: an unexpected exception becomes
-    ``LegacyInputError(path, f"{what} ({describe(err)})")``."""
+    ``LegacyInputError(path, f"{what} ({describe(err)})")``.  In a contained worker the
+    file is marked as the one being read (:func:`groundhog_port.contained.reading`)."""
+    contained.reading(path)
     try:
         yield
     except (LegacyInputError, MemoryError):
@@ -131,6 +133,7 @@ def open_input(path, what="an input"):
     A folder is refused too; a missing file raises :class:`FileNotFoundError` as ``open``
     does, for the caller's own message."""
     check_special(path, what)
+    contained.reading(path)  # named if a contained worker's limit stops it while on this file
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)

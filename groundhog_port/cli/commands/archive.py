@@ -19,8 +19,10 @@ summary line saying that one process exits 1 (torchrun reports any other code as
 """
 
 import logging
+import math
 from pathlib import Path
 
+from ... import contained
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
 from .common import add_data_dir_argument, add_device_argument, add_progress_arguments
 
@@ -134,6 +136,25 @@ def add_arguments(p):
     p.add_argument("--tokenize", default="13a", help="sacrebleu tokenizer (default 13a)")
     add_device_argument(p)
     p.add_argument(
+        "--max-memory-mib",
+        type=int,
+        default=contained.DEFAULT_MEMORY_MIB,
+        metavar="N",
+        help="each experiment is re-done in a worker process that may add at most N MiB of "
+        f"address space (default {contained.DEFAULT_MEMORY_MIB}; 0: no limit); past it the "
+        "experiment stops with one 'not done' line naming the file it was reading, and the "
+        "others go on",
+    )
+    p.add_argument(
+        "--max-cpu-minutes",
+        type=float,
+        default=contained.DEFAULT_CPU_MINUTES,
+        metavar="N",
+        help="CPU time of each experiment's worker in minutes (0.5: 30 s), all its threads "
+        f"together (default {contained.DEFAULT_CPU_MINUTES}; 0: no limit); past it, as "
+        "--max-memory-mib",
+    )
+    p.add_argument(
         "--fresh",
         action="store_true",
         help="ignore the cache of an earlier run and re-do everything",
@@ -151,6 +172,8 @@ def _options(args):
         ("--plots", args.plots, 0),
         ("--dpi", args.dpi, 10),
         ("--batch-size", args.batch_size, 1),
+        ("--max-memory-mib", args.max_memory_mib, 0),
+        ("--max-cpu-minutes", args.max_cpu_minutes, 0),
     ):
         if value is not None and value < least:
             raise LegacyInputError(None, f"{flag} must be at least {least}")
@@ -217,6 +240,14 @@ def _options(args):
     )
 
 
+def _limits(args) -> contained.Limits:
+    """Each experiment's worker limits (:mod:`groundhog_port.contained`); 0: none."""
+    return contained.Limits(
+        memory_mib=args.max_memory_mib or None,
+        cpu_seconds=math.ceil(args.max_cpu_minutes * 60) or None,
+    )
+
+
 def run(args):
     from ... import lookup
     from ...tasks import archive
@@ -264,7 +295,7 @@ def _run(args, opts, tree):
         )
         try:
             entries, results = archive.redo_tree(
-                tree, args.out, opts, world, progress, args.fresh, packed
+                tree, args.out, opts, world, progress, args.fresh, packed, _limits(args)
             )
         finally:
             progress.close()

@@ -2,8 +2,9 @@
 cache key), the folders a file may be read from, and the paths as the report shows them
 (relative to ROOT; a packed experiment's as ``run7.tar.gz/...``)."""
 
+import itertools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ... import lookup
@@ -105,6 +106,31 @@ class Run:
 
     def __post_init__(self):
         self.root = Path(self.root)
+
+    def _stores(self) -> dict:
+        """What the run learns as it goes, each a dict whose keys are set once or a set."""
+        memo = {f"memo.{f.name}": getattr(self.memo, f.name) for f in fields(self.memo)}
+        return {"digests": self.digests, "rows": self.rows, **memo}
+
+    def mark(self) -> dict:
+        """Where what the run has learnt stands now, for :meth:`learnt_since`."""
+        return {k: len(v) if isinstance(v, dict) else set(v) for k, v in self._stores().items()}
+
+    def learnt_since(self, mark: dict) -> dict:
+        """What was learnt after :meth:`mark` gave ``mark`` (keys are added, never changed:
+        a dict's new items are its last ones): a contained experiment's, sent back to the
+        run (:meth:`learn`) so that no walk, line count or message is done twice."""
+        return {
+            k: list(itertools.islice(v.items(), mark[k], None))
+            if isinstance(v, dict)
+            else v - mark[k]
+            for k, v in self._stores().items()
+        }
+
+    def learn(self, learnt: dict) -> None:
+        """Take in what :meth:`learnt_since` gave (in another process)."""
+        for k, v in self._stores().items():
+            v.update(learnt[k])
 
     def row(self, path):
         """The inventory row of file ``path`` (what it holds, by content), read once."""

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ... import contained
 from ...errors import LegacyInputError
 from ...outputs import check_partial, file_in, folder_in
 from .cache import cached, store
@@ -14,6 +15,7 @@ from .discover import discover, pack_files, unpacked
 from .inputs import key_inputs, plan_files
 from .plan import plan_experiment
 from .redo import redo
+from .result import Result
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
@@ -97,9 +99,19 @@ def check_plan(run: Run, plan: dict, path, packed=None) -> None:
                 raise LegacyInputError(path, f"experiment {pid!r}: {key} = {value!r} {why}")
 
 
-def redo_tree(run: Run, out, opts: Options, world=None, progress=None, fresh=False, packed=()):
+def redo_tree(
+    run: Run,
+    out,
+    opts: Options,
+    world=None,
+    progress=None,
+    fresh=False,
+    packed=(),
+    limits: contained.Limits = contained.DEFAULT_LIMITS,
+):
     """Re-do every experiment under ROOT and the ``packed`` ones (:func:`unpacked`; this
-    rank's share under torchrun), caching each result in ``out/cache``; returns
+    rank's share under torchrun), each in a worker process under ``limits``
+    (:func:`redo_contained`), caching each result in ``out/cache``; returns
     ``(entries, results)`` on rank 0 (results in entry order; ``run.from_cache``: the ids of
     those taken from the cache), ``(entries, None)`` elsewhere."""
     if not run.root.is_dir():
@@ -116,8 +128,9 @@ def redo_tree(run: Run, out, opts: Options, world=None, progress=None, fresh=Fal
         result = None if fresh else cached(out, entry, opts, run.rel, extra, run.digests)
         if result is None:
             logger.info("%s: re-doing", entry.id)
-            result = redo(run, entry, opts, out)
-            result = store(out, entry, opts, result, extra, run.digests)
+            result, whole = redo_contained(run, entry, opts, out, limits)
+            if whole:  # a breach is not cached: the next run tries again
+                result = store(out, entry, opts, result, extra, run.digests)
             mine[i] = (result, False)
         else:
             logger.info("%s: done before (cached in %s/cache)", entry.id, out)
@@ -136,3 +149,68 @@ def redo_tree(run: Run, out, opts: Options, world=None, progress=None, fresh=Fal
     # which results came from OUT/cache, for the report to say (the run's context)
     run.from_cache = [entries[i].id for i in range(len(entries)) if mine[i][1]]
     return entries, [mine[i][0] for i in range(len(entries))]
+
+
+def redo_contained(run: Run, entry, opts: Options, out, limits: contained.Limits):
+    """:func:`redo` of ``entry`` in a worker process under ``limits``
+    (:mod:`groundhog_port.contained`); what the worker learnt of the files comes back to
+    ``run``.  Returns ``(result, whole)``: ``whole`` is ``False`` when a limit stopped the
+    worker, the result then saying so in one "not done" line naming the file it was
+    reading and the limit.  With ``--device cuda``, or where the platform cannot fork,
+    the re-doing runs in this process, unlimited (said once per run)."""
+    if opts.device.startswith("cuda") or not contained.available():
+        from ... import lookup
+
+        if lookup.say_once(("not contained", opts.device)):
+            logger.warning(
+                "experiments are re-done in this process, without the memory and CPU-time "
+                "limits: %s",
+                "a forked worker cannot use CUDA once this process has"
+                if opts.device.startswith("cuda")
+                else "this platform has no os.fork / resource module",
+            )
+        try:
+            return redo(run, entry, opts, out), True
+        except MemoryError as err:
+            breach = contained.Breach("memory", f"ran out of memory ({err})", None, None)
+            return _stopped(run, entry, breach), False
+    outcome = contained.run(
+        _redo_learning, run, entry, opts, out, limits=limits, on_threaded_parent=_one_thread
+    )
+    if outcome.peak_mib is not None:
+        logger.info(
+            "%s: worker peak +%.0f MiB, %.1f s of CPU%s",
+            entry.id,
+            outcome.peak_mib,
+            outcome.cpu_s or 0.0,
+            " (one thread: this process has a thread pool a worker cannot share)"
+            if outcome.single_threaded
+            else "",
+        )
+    if outcome.breach is not None:
+        return _stopped(run, entry, outcome.breach), False
+    result, learnt = outcome.value
+    run.learn(learnt)
+    return result, True
+
+
+def _redo_learning(run: Run, entry, opts: Options, out):
+    """In the worker: :func:`redo`, and what the run learnt meanwhile."""
+    mark = run.mark()
+    return redo(run, entry, opts, out), run.learnt_since(mark)
+
+
+def _one_thread():
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _stopped(run: Run, entry, breach: contained.Breach):
+    """The result of an experiment whose worker a limit stopped: one "not done" line."""
+    res = Result(run, entry)
+    if breach.file:
+        breach.file = run.rel(breach.file)
+    res.not_done("everything (the experiment stopped part way)", breach.text())
+    res.flush()
+    return res.data

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TypedDict
 
+from ... import contained
 from ...errors import LegacyInputError
 from .context import Run
 
@@ -221,11 +222,16 @@ class Result:
 
 def attempt(res, what, fn, *args):
     """``fn(*args)``; a failure is recorded as "not done" with its reason (one experiment's
-    problem never stops the archive)."""
+    problem never stops the archive).  Running out of memory is not such a failure: the
+    worker's limit was reached (:func:`groundhog_port.tasks.archive.pipeline.redo_contained`
+    names it), and the experiment stops."""
+    contained.stage(what)
     try:
         return fn(*args)
     except LegacyInputError as err:
         res.not_done(what, str(err))
     except Exception as err:  # noqa: BLE001 -- an archive holds anything; report, go on
+        if contained.out_of_memory(err):
+            raise MemoryError(" ".join(str(err).split())[:200]) from err
         res.not_done(what, f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")
     return None
