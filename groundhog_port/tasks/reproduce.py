@@ -136,18 +136,38 @@ class SourceFinder:
     ``source``/``reference``: given for the ``test`` set (``--source/--ref``), used as given;
     ``by_name``: ``{"test": test.en path or None, ...}``, taken unconfirmed as a last resort;
     ``fix``: what the error of a test set not found ends with (text, or a function of the
-    test set's name: ``--source`` serves the ``test`` set only).
+    test set's name: ``--source`` serves the ``test`` set only); ``opener``: instead of
+    ``exp``, a function giving the experiment each time it is needed (``archive`` holds one
+    snapshot open at a time, :class:`groundhog_port.tasks.archive.inputs.Opened`), with
+    ``langs`` its languages and ``words`` its target vocabulary (id -> word).
     """
 
-    def __init__(self, exp, places, near, source=None, reference=None, by_name=None, fix=""):
-        self.exp, self.places, self.near = exp, places, Path(near)
+    def __init__(
+        self,
+        exp,
+        places,
+        near,
+        source=None,
+        reference=None,
+        by_name=None,
+        fix="",
+        opener=None,
+        langs=None,
+        words=None,
+    ):
+        self._exp, self._opener, self._words = exp, opener, words
+        self.places, self.near = places, Path(near)
         self.source = Path(source) if source else None
         self.reference = Path(reference) if reference else None
         self.by_name = by_name or {}
         self.fix = fix
-        self.langs = lookup.languages(exp.state) if exp is not None else ("en", "fr")
+        self.langs = langs or (lookup.languages(exp.state) if exp is not None else ("en", "fr"))
         self._searches: dict = {}  # (path, beam, ignore_unk) -> search results, in order
         self.chosen: dict = {}  # (source, reference) -> (first choice, [archived file names])
+
+    @property
+    def exp(self):
+        return self._opener() if self._opener is not None else self._exp
 
     def _first_translations(self, path, settings, n):
         """The translations of the first ``n`` lines of ``path`` with ``settings`` (``None``
@@ -156,18 +176,23 @@ class SourceFinder:
         share the searches, which halves the cost of trying every setting."""
         key = (str(path), settings.beam_size, settings.ignore_unk)
         have = self._searches.get(key, [])
-        if len(have) < n:
+        if len(have) < n:  # the model is opened only to translate
+            exp = self.exp
+            if self._words is None:
+                self._words = exp.trg_idx2word
             translator = Translator(
-                self.exp,
+                exp,
                 settings.beam_size,
                 ignore_unk=settings.ignore_unk,
                 batch_size=1,
                 warnings=SearchWarnings(str(path), summarise=True),
             )
             lines = first_text_lines(path, n)[len(have) :]
-            seqs = [self.exp.parse_source(line)[0] for line in lines]
+            seqs = [exp.parse_source(line)[0] for line in lines]
             have = self._searches[key] = have + translator.searches(seqs, len(have) + 1)
-        out = [render(r, self.exp.trg_idx2word, settings.normalize) for r in have[:n]]
+        if self._words is None:
+            self._words = self.exp.trg_idx2word
+        out = [render(r, self._words, settings.normalize) for r in have[:n]]
         return [None if t.error is not None else t.line for t in out]
 
     def _confirm(self, archived, settings):
@@ -188,11 +213,12 @@ class SourceFinder:
         return confirm
 
     def find(
-        self, path, settings, test_set, error_log=None, by_name=True, reuse_only=False
+        self, path, settings, test_set, error_log=None, by_name=True, reuse_only=False, note=True
     ) -> "lookup.TestSetChoice":
         """The test set of archived file ``path`` (its settings, its test set's name).
         ``by_name``: take the standard name unconfirmed when nothing confirms;
-        ``reuse_only``: try only the test sets chosen before (a cheap first pass)."""
+        ``reuse_only``: try only the test sets chosen before (a cheap first pass);
+        ``note=False``: the choice is not kept (:meth:`note` it once it is taken)."""
         path = Path(path)
         if test_set == "test" and self.source is not None:
             ref, why = (
@@ -238,7 +264,8 @@ class SourceFinder:
                     fix=self.fix(test_set) if callable(self.fix) else self.fix,
                 )
             choice = reused
-        self.note(choice, path.name)
+        if note:
+            self.note(choice, path.name)
         return choice
 
     def note(self, choice, name):

@@ -2,6 +2,7 @@
 and why, each output's settings and test set found by content, what is missing with the
 line to add."""
 
+import functools
 import logging
 import os
 from dataclasses import replace
@@ -20,7 +21,7 @@ from ...harness.print_noise import PrintNoise
 from ..rescore import read_lines
 from .context import Options, Run, not_read
 from .discover import Entry
-from .inputs import experiment_dirs, folder_key, given_test_set, open_model, places
+from .inputs import Opened, experiment_dirs, folder_key, given_test_set, open_model, places
 from .outputs import disambiguate, language_of, post_processed, readme_hints, settings_order
 from .plan_file import BY_CONTENT
 from .result import Result
@@ -28,12 +29,12 @@ from .result import Result
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
 
-def plan_experiment(run: Run, entry: Entry, opts: Options, opened=None) -> dict:
+def plan_experiment(run: Run, entry: Entry, opts: Options, opened: Opened | None = None) -> dict:
     """The plan entry of one experiment (:mod:`groundhog_port.tasks.archive.plan_file`): the files it
     takes and why, each output with the settings it stands for and its test set, what is
     missing with the line to add.  Test sets and settings are found by content (first lines
     re-translated, :class:`~groundhog_port.tasks.reproduce.SourceFinder`)."""
-    opened = {} if opened is None else opened
+    opened = Opened() if opened is None else opened
     res = Result(run, entry)  # scratch: paths relative to ROOT, the test sets' misses
     rel = lambda p: res.rel(p) if p else ""  # noqa: E731
     e: dict = {
@@ -122,7 +123,7 @@ def plan_experiment(run: Run, entry: Entry, opts: Options, opened=None) -> dict:
                 "the snapshot whose re-translations reproduce the archived outputs "
                 f"({chosen.count(best)} of {len(chosen)}): the scores, plots and parity use it"
             )
-            exp = dict(snaps)[run.abs(best)]
+            exp = dict(snaps)[run.abs(best)]()
     for name, key in (("test", "test"), ("holdout", "holdout")):
         src, ref, how = tests[name]
         e[f"{key}_source"], e[f"{key}_reference"] = rel(src), rel(ref)
@@ -184,7 +185,7 @@ def plan_changes(run: Run, e) -> list:
 
 
 def _snapshot_exps(entry, e, dirs, opts, opened, run):
-    """``[(path, experiment)]`` of the snapshots to check, newest first (``--snapshot``:
+    """``[(path, opener)]`` (``opener()``: the experiment) of the snapshots to check, newest first (``--snapshot``:
     ``latest`` the newest only, ``N`` model N only, else all); ``[]`` without snapshots."""
     snaps = [run.abs(s) for s in e.get("snapshots", [])]
     snaps = [s for s in snaps if s is not None][::-1]
@@ -195,11 +196,14 @@ def _snapshot_exps(entry, e, dirs, opts, opened, run):
     elif opts.snapshot not in ("auto", "all"):
         snaps = [s for s in snaps if snapshot_number(s) == int(opts.snapshot)]
     out = []
-    for s in snaps:
+    changes = plan_changes(run, e)
+    for s in snaps:  # each opened once to check it, then as needed (``opened`` holds few)
         try:
-            out.append((s, open_model(entry, s, plan_changes(run, e), dirs, opts, opened)))
+            open_model(entry, s, changes, dirs, opts, opened)
         except LegacyInputError as err:
             e["missing"].append(f"snapshot {s.name}: {err.problem}")
+            continue
+        out.append((s, functools.partial(open_model, entry, s, changes, dirs, opts, opened)))
     return out
 
 
@@ -226,10 +230,20 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
             'or source = "PATH" in the plan'
         )
 
-    models = snaps or [(entry.model, exp)]
+    models = snaps or [(entry.model, lambda: exp)]
+    langs, words = lookup.languages(exp.state), exp.trg_idx2word
     finders = [
-        SourceFinder(m_exp, places(run, entry, opts), entry.folder, by_name=by_name, fix=fix)
-        for _, m_exp in models
+        SourceFinder(
+            None,
+            places(run, entry, opts),
+            entry.folder,
+            by_name=by_name,
+            fix=fix,
+            opener=opener,
+            langs=langs,
+            words=words,
+        )
+        for _, opener in models
     ]
     hints = readme_hints(entry.candidates, run.row)
     shared = entry.others > 0  # several states: each output is the one whose model gives it
@@ -266,28 +280,36 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
         o["test_set"] = name
         given = tests[name]
         choice, settings, model, why_not = None, None, None, []
-        # the test sets chosen for the others first, every setting, every model
-        for reuse_only in (True, False):
-            for s in order:
-                for (m_path, _), finder in zip(models, finders):
-                    try:
-                        if given[0] is not None and str(given[0]) in named_by_user:
-                            if finder._confirm(read_lines(p), s)(given[0]) is not None:
-                                continue
-                            c = lookup.TestSetChoice(given[0], given[1], given[2])
-                            finder.note(c, p.name)
-                        else:  # found by content (a test set chosen before is tried first)
-                            c = finder.find(p, s, name, error, by_name=False, reuse_only=reuse_only)
-                    except LegacyInputError as err:
-                        if not reuse_only:
-                            why_not.append(err.problem)
-                        continue
-                    choice, settings, model = c, s, m_path
+        # the first (the test sets chosen for the others first, then any; each setting in
+        # order; each model, newest first) that gives the first lines.  Model by model, so
+        # that one snapshot is open at a time: a model tries only what comes before the best
+        # found so far (the same choice as trying every model at each step), and nothing is
+        # noted until the choice is made.
+        steps = [(reuse_only, s) for reuse_only in (True, False) for s in order]
+        best = None  # (step, model index, choice)
+        for mi, finder in enumerate(finders):
+            for step, (reuse_only, s) in enumerate(steps):
+                if best is not None and step >= best[0]:
                     break
-                if choice is not None:
-                    break
-            if choice is not None:
+                try:
+                    if given[0] is not None and str(given[0]) in named_by_user:
+                        if finder._confirm(read_lines(p), s)(given[0]) is not None:
+                            continue
+                        c = lookup.TestSetChoice(given[0], given[1], given[2])
+                    else:  # found by content (a test set chosen before is tried first)
+                        c = finder.find(
+                            p, s, name, error, by_name=False, reuse_only=reuse_only, note=False
+                        )
+                except LegacyInputError as err:
+                    if not reuse_only:
+                        why_not.append(err.problem)
+                    continue
+                best = (step, mi, c)
                 break
+        if best is not None:
+            step, mi, choice = best
+            settings, model = steps[step][1], models[mi][0]
+            finders[mi].note(choice, p.name)
         if choice is None:
             found = post_processed(
                 finders[0], read_lines(p), order, places(run, entry, opts), entry.folder,

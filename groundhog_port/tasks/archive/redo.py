@@ -9,7 +9,7 @@ from ...file_names import TEST_SET_NAMES, VOCABULARY_FILE_KEYS
 from .checks import attention_plots, check_scores, crash_logs, parity_check
 from .context import OUTSIDE, Options, Run, not_read
 from .discover import Entry
-from .inputs import experiment_dirs, open_model
+from .inputs import Opened, experiment_dirs, open_model
 from .plan import by_content, complete, error_log, plan_changes, plan_experiment
 from .plan_file import BY_CONTENT
 from .result import Result, ResultRecord, attempt
@@ -58,7 +58,7 @@ def _redo(res, run, entry, opts, out, plan=None):
     unread = {name for name, _ in entry.refused}
     if entry.state.name in unread or (entry.model is not None and entry.model.name in unread):
         return  # said with its cause (_refused)
-    opened: dict = {}
+    opened = Opened()
     if plan is None:
         res.data["origin"] = "discovered"
         plan = attempt(res, "everything", plan_experiment, run, entry, opts, opened)
