@@ -170,3 +170,44 @@ def test_snapshots_are_held_one_at_a_time(legacy_root, tmp_path, monkeypatch):
     assert said["exp/search_model7.npz"].startswith("does not reproduce"), said
     assert said["exp/search_model4.npz"] != "this row", said
     assert most[0] <= 3, most  # the experiment's model and one snapshot, and one opening
+
+
+def test_twin_experiments_in_one_folder_share_out_their_outputs(legacy_root, tmp_path):
+    """Three copies of one experiment in one folder (``e0_``, ``e1_``, ``e2_`` states and
+    models, byte for byte the same): each model gives every output, a tie known before any
+    re-translation.  Names break it: each output goes to the state whose prefix it starts
+    with, an output of no prefix to the first; none is checked against every state (300
+    such experiments took 8.3 times the time of 100 on 06d3c0e: every one re-translated
+    every output)."""
+    from groundhog_port.tasks import archive
+
+    root = tmp_path / "root"
+    d = root / "runs"
+    d.mkdir(parents=True)
+    src = legacy_root / "search"
+    for k in range(3):
+        shutil.copyfile(src / "search_state.pkl", d / f"e{k}_state.pkl")
+        shutil.copyfile(src / "search_model.npz", d / f"e{k}_model.npz")
+    for name in ("e0_trans_beam10.txt", "e2_trans_beam10.txt", "trans_beam5.txt"):
+        shutil.copyfile(
+            src / ("trans_beam5.txt" if name == "trans_beam5.txt" else "trans_beam10.txt"), d / name
+        )
+    entries = {e.id: e for e in archive.discover(archive.Run(root))}
+    outs = {i: sorted(p.name for p in e.outputs) for i, e in entries.items()}
+    assert outs == {
+        "runs/e0_": ["e0_trans_beam10.txt", "trans_beam5.txt"],
+        "runs/e1_": [],
+        "runs/e2_": ["e2_trans_beam10.txt"],
+    }, outs
+    assert all("byte for byte those of 2 other" in e.model_why for e in entries.values())
+    # a state whose model differs is no twin: it sees every output, found by content
+    with np.load(src / "search_model.npz") as z:
+        arrays = dict(z)
+    arrays["b_dec_deep_softmax"] = arrays["b_dec_deep_softmax"][::-1].copy()
+    np.savez(d / "e1_model.npz", **arrays)
+    entries = {e.id: e for e in archive.discover(archive.Run(root))}
+    assert (
+        len(entries["runs/e1_"].outputs) == 3
+        and "byte for byte" not in entries["runs/e1_"].model_why
+    )
+    assert sorted(p.name for p in entries["runs/e2_"].outputs) == ["e2_trans_beam10.txt"]

@@ -5,6 +5,7 @@ parameters fit it (:func:`~groundhog_port.tasks.archive.inventory.pair_models`),
 ``sample.py`` / ``score.py`` left beside it.  Names only order and break ties."""
 
 import contextlib
+import itertools
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -113,21 +114,22 @@ def _experiment_id(rel: str) -> str:
     return rel[: -len(".pkl")] if rel.endswith(".pkl") else rel
 
 
-def _models_of(state: Row, pairings: list[Pairing], models: list[Row]):
-    """``(model, why, alternatives)`` of a state from the models of its folder whose
-    parameters fit it: ``prefix + model.npz`` (what sample.py was given by habit), else the
+def _models_of(state: Row, mine: list[Pairing], pairings: list[Pairing]):
+    """``(model, why, alternatives)`` of a state from ``mine``, the models of its folder
+    paired with it (``pairings``: every model's of the folder) -- those whose parameters fit
+    it: ``prefix + model.npz`` (what sample.py was given by habit), else the
     only one, else the newest snapshot ``prefix + model%d.npz`` (mainLoop.py:233-234), else
     the first by name; ``alternatives`` are every fitting model but that one when there are
     several, oldest snapshot first (each output is checked against every one).  With none
     fitting, the reason names each model seen and why it does not fit."""
-    mine = [p for p in pairings if p.state == state.path]
     if not mine:
         if not pairings:
             return None, "no model (.npz of GroundHog parameters) beside the state", []
+        seen = itertools.islice(pairings, 8)  # a folder may hold hundreds
         return (
             None,
             "no model beside the state fits it: "
-            + "; ".join(f"{p.model.name}: {p.why}" for p in pairings)[:600],
+            + "; ".join(f"{p.model.name}: {p.why}" for p in seen)[:600],
             [],
         )
     prefix = state.path.name[: -len("state.pkl")] if state.path.name.endswith("state.pkl") else None
@@ -161,6 +163,62 @@ def _models_of(state: Row, pairings: list[Pairing], models: list[Row]):
             "each output is checked against every one"
         )
     return model, why, alternatives
+
+
+class _Dealt(set):
+    """The outputs dealt to one of several twin experiments, and why (:func:`_shared_out`)."""
+
+    why = ""
+
+
+def _shared_out(run: Run, states: list[Row], chosen: dict, files: list[Path]) -> dict:
+    """``{state: the files dealt to it}`` for the states of one folder whose state and model
+    are byte for byte another's (twins: the same experiment twice, so every output one
+    gives the other gives too, and checking each output against each is a tie known
+    before it is run, quadratic in a folder of hundreds: issue 51 item 6).  Names break
+    the tie, as they break ties elsewhere: each file goes to the twin whose name prefix it
+    starts with (the longest), else to the first twin by name.  A state with no twin is not
+    in the result: it sees every file, its outputs found by content."""
+    from .cache import digest
+    from .pairing import name_prefixes
+
+    twins: dict = {}
+    for s in states:
+        model, _, alternatives = chosen[s.path]
+        if model is None or alternatives:  # several models: outputs checked against each
+            continue
+        key = (digest(s.path, run.digests), digest(model, run.digests))
+        if all(isinstance(k, str) and k.startswith("sha256:") for k in key):  # both hashed
+            twins.setdefault(key, []).append(s)
+    out: dict = {}
+    for group in twins.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda r: r.path.name)
+        by_prefix: dict = {}
+        for s in group:
+            for prefix in name_prefixes(s):
+                by_prefix.setdefault(prefix, []).append(s.path)
+        dealt = {s.path: _Dealt() for s in group}
+        for f in files:
+            name, owner = f.name, group[0].path
+            for n in range(len(name), 0, -1):
+                hits = list(dict.fromkeys(by_prefix.get(name[:n], ())))
+                if hits:
+                    owner = hits[0] if len(hits) == 1 else owner
+                    break
+            dealt[owner].add(f)
+        for s in group:
+            named = [t.path.name for t in itertools.islice((t for t in group if t is not s), 3)]
+            more = ", ..." if len(group) > 4 else ""
+            dealt[s.path].why = (
+                f"its state and model are byte for byte those of {len(group) - 1} other "
+                f"state(s) beside it ({', '.join(named)}{more}): "
+                "the outputs are dealt out by name (each to the one whose prefix it starts "
+                f"with, the others to {group[0].path.name}), not checked against each"
+            )
+        out.update(dealt)
+    return out
 
 
 def _unusable_snapshots(state: Row, rows: dict) -> list[tuple[str, str]]:
@@ -268,10 +326,21 @@ def discover(run: Run, top=None) -> list[Entry]:
         kinds = {folder / n: "crash log" for n, r in rows.items() if r.kind is Kind.CRASH_LOG}
         crashes = [p for p in kinds if p not in named]
         texts = [folder / n for n, r in rows.items() if _candidate(r) and folder / n not in named]
+        of_state: dict = {}
+        for p in pairings:
+            of_state.setdefault(p.state, []).append(p)
+        chosen = {s.path: _models_of(s, of_state.get(s.path, []), pairings) for s in states}
+        shared = _shared_out(run, states, chosen, [*named, *crashes, *texts])
         for state in states:
             rel = shown(state.path.relative_to(root).as_posix())
             trace = folder / "trace.h5"
-            model, model_why, alternatives = _models_of(state, pairings, models)
+            model, model_why, alternatives = chosen[state.path]
+            outs, cands = [*named, *crashes], texts
+            if state.path in shared:  # a twin: only the outputs dealt to it
+                mine_only = shared[state.path]
+                outs = [p for p in outs if p in mine_only]
+                cands = [p for p in cands if p in mine_only]
+                model_why += f"; {mine_only.why}"
             mine = list(refused) + _unusable_snapshots(state, rows)
             refused_names = {name for name, _ in mine}
             entries.append(
@@ -285,14 +354,14 @@ def discover(run: Run, top=None) -> list[Entry]:
                     and rows["trace.h5"].kind is Kind.HDF5
                     and trace.name not in refused_names
                     else None,
-                    [*named, *crashes],
+                    outs,
                     len(states) - 1,
                     run.root,
                     mine,
                     alternatives,
                     model_why,
                     "its content is a GroundHog state (a pickled dict of state.py's keys)",
-                    texts,
+                    cands,
                     kinds,
                 )
             )

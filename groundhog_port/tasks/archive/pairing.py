@@ -109,7 +109,7 @@ def model_fits_state(
     return None
 
 
-def _name_prefixes(row: Row) -> list[str]:
+def name_prefixes(row: Row) -> list[str]:
     """The names a state's models start with: the base name of its ``prefix`` key
     (``.../search/search_`` -> ``search_``) and its own file name less ``state.pkl``."""
     out = []
@@ -130,6 +130,15 @@ def _name_score(model: str, prefixes: list[str]) -> tuple[bool, int]:
     return best
 
 
+#: fitting states a pairing's reason names at most (a folder may hold hundreds)
+MAX_NAMED = 5
+
+
+def _names(rows: Sequence[Row]) -> str:
+    shown = ", ".join(r.path.name for r in rows[:MAX_NAMED])
+    return shown + (f" and {len(rows) - MAX_NAMED} more" if len(rows) > MAX_NAMED else "")
+
+
 def pair_models(states: Sequence[Row], models: Sequence[Row]) -> list[Pairing]:
     """Each model row paired with the state row it fits (:func:`model_fits_state`).
 
@@ -138,42 +147,59 @@ def pair_models(states: Sequence[Row], models: Sequence[Row]) -> list[Pairing]:
     the model is left unpaired with every fitting state listed.  A model fitting no state
     is reported with each state's reason.  Order: by state as given, each state's models
     newest first -- ``prefix + 'model.npz'`` (what sample.py and ``MainLoop.load`` read by
-    default) before the numbered snapshots, highest number first -- then the unpaired."""
-    cache = [
-        _expected(s.facts.stored) if isinstance(s.facts, StateFacts) else "not a state"
-        for s in states
-    ]
+    default) before the numbered snapshots, highest number first -- then the unpaired.
+
+    Time linear in states and models for a folder of many (issue 51 item 6): states are
+    grouped by the shapes their architecture saves, so a model is checked once per group,
+    and the state a model's name starts with is looked up by prefix, not scored against
+    every state."""
+    groups: dict = {}  # the shapes a state's architecture saves -> [state index]
+    expected = []
+    for i, s in enumerate(states):
+        e = _expected(s.facts.stored) if isinstance(s.facts, StateFacts) else "not a state"
+        expected.append(e)
+        shapes = ("why", e) if isinstance(e, str) else ("shapes", tuple(sorted(e[0].items())))
+        groups.setdefault(shapes, []).append(i)
+    by_prefix: dict[str, list[int]] = {}  # a state's name prefix -> [state index]
+    for i, s in enumerate(states):
+        for p in dict.fromkeys(name_prefixes(s)):
+            by_prefix.setdefault(p, []).append(i)
     out = []
     for m in models:
         facts = m.facts
         if m.kind is not Kind.MODEL or not isinstance(facts, ModelFacts):
             out.append(Pairing(m.path, None, (), None, f"not a model ({m.kind.value})"))
             continue
-        reasons = [
-            model_fits_state(s.facts, facts, c) if isinstance(s.facts, StateFacts) else c
-            for s, c in zip(states, cache)
-        ]
-        fits = [s for s, r in zip(states, reasons) if r is None]
-        scored = sorted(fits, key=lambda s: _name_score(m.path.name, _name_prefixes(s)))[::-1]
+        reasons: dict[int, str | None] = {}
+        for (kind, _), members in groups.items():
+            first = members[0]
+            e = expected[first]
+            why = e if kind == "why" else model_fits_state(states[first].facts, facts, e)
+            reasons.update(dict.fromkeys(members, why))
+        fit_ids = [i for i in range(len(states)) if reasons[i] is None]
         snap = snapshot_number(m.path)
-        names = tuple(s.path for s in scored)
-        if not fits:
+        if not fit_ids:
             why = "fits no state: " + "; ".join(
-                f"{s.path.name}: {r}" for s, r in zip(states, reasons)
+                f"{s.path.name}: {reasons[i]}" for i, s in enumerate(states)
             )
             out.append(Pairing(m.path, None, (), snap, why if states else "no state"))
-        elif len(fits) == 1:
-            out.append(Pairing(m.path, fits[0].path, names, snap, "the only state it fits"))
+            continue
+        fits = [states[i] for i in fit_ids]
+        if len(fits) == 1:
+            out.append(
+                Pairing(m.path, fits[0].path, (fits[0].path,), snap, "the only state it fits")
+            )
+            continue
+        best_ids, p = _best_named(m.path.name, states, fit_ids, by_prefix)
+        firsts = set(best_ids)
+        ordered = [states[i] for i in best_ids] + [states[i] for i in fit_ids if i not in firsts]
+        names = tuple(s.path for s in ordered)
+        if len(best_ids) != 1:
+            why = f"fits {len(fits)} states of the same shapes ({_names(ordered)}); the names do not tell"
+            out.append(Pairing(m.path, None, names, snap, why))
         else:
-            top = [_name_score(m.path.name, _name_prefixes(s)) for s in scored[:2]]
-            shown = ", ".join(s.path.name for s in scored)
-            if top[0] == top[1]:
-                why = f"fits {len(fits)} states of the same shapes ({shown}); the names do not tell"
-                out.append(Pairing(m.path, None, names, snap, why))
-            else:
-                p = max(_name_prefixes(scored[0]), key=lambda x: _name_score(m.path.name, [x]))
-                why = f"fits {len(fits)} states of the same shapes ({shown}); its name starts {p!r}"
-                out.append(Pairing(m.path, scored[0].path, names, snap, why))
+            why = f"fits {len(fits)} states of the same shapes ({_names(ordered)}); its name starts {p!r}"
+            out.append(Pairing(m.path, ordered[0].path, names, snap, why))
     order = {s.path: i for i, s in enumerate(states)}
 
     def key(p: Pairing) -> tuple[int, int, int]:
@@ -181,6 +207,22 @@ def pair_models(states: Sequence[Row], models: Sequence[Row]) -> list[Pairing]:
         return (at, 0 if p.snapshot is None else 1, -(p.snapshot or 0))
 
     return sorted(out, key=key)
+
+
+def _best_named(name: str, states, fit_ids: list[int], by_prefix) -> tuple[list[int], str]:
+    """``(the fitting states of the best name score, the prefix)``: the longest whole prefix
+    of ``name`` that a fitting state's name gives (looked up, one per length of ``name``),
+    else the longest common prefix (every fitting state scored: no name starts with any)."""
+    fitting = set(fit_ids)
+    for n in range(len(name), 0, -1):
+        hits = [i for i in by_prefix.get(name[:n], ()) if i in fitting]
+        if hits:
+            return list(dict.fromkeys(hits)), name[:n]
+    scores = {i: _name_score(name, name_prefixes(states[i])) for i in fit_ids}
+    top = max(scores.values())
+    best = [i for i in fit_ids if scores[i] == top]
+    p = max(name_prefixes(states[best[0]]) or [""], key=lambda x: _name_score(name, [x]))
+    return best, p
 
 
 def vocabulary_share(words: Iterable[str], word2idx: Mapping[str, int]) -> float:
