@@ -62,6 +62,7 @@ _PAGE = 8192
 _STAGE, _STAGE_MAX = 8, 1024
 _FILE, _FILE_MAX = 8 + 4 + 1024, _PAGE - (8 + 4 + 1024) - 4
 _board: mmap.mmap | None = None
+_limits: Limits | None = None  # in a contained worker: its limits
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,12 @@ def reading(path: str | os.PathLike | None) -> None:
     _put(_FILE, _FILE_MAX, os.fsdecode(os.fspath(path)) if path is not None else "")
 
 
+def memory_said(detail: str) -> str:
+    """What running out of memory is, in one clause: the worker's limit and its flag where
+    this is a contained worker with one (``detail``: the allocator's message)."""
+    return _memory_said(_limits or Limits(memory_mib=None), detail)
+
+
 def out_of_memory(err: BaseException) -> bool:
     """``err`` says an allocation was refused: ``MemoryError`` (numpy's among them), or the
     ``RuntimeError`` torch's CPU allocator raises."""
@@ -196,7 +203,7 @@ def run(
     when this process has a native thread pool (see the module: the child must not use it)."""
     if not available():
         return Outcome(value=fn(*args), contained=False)
-    global _board
+    global _board, _limits
     board = mmap.mmap(-1, _PAGE)
     threaded = _native_threads() > 0
     for stream in (sys.stdout, sys.stderr):
@@ -205,7 +212,7 @@ def run(
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(r)
-        _board = board
+        _board, _limits = board, limits
         _child(w, fn, args, limits, on_threaded_parent if threaded else None)
     os.close(w)
     try:
@@ -263,6 +270,10 @@ def _message(data: bytes):
         return pickle.loads(data)  # noqa: S301 -- our own child's, through our own pipe
     except Exception:  # noqa: BLE001 -- cut short by a kill while it wrote
         return None
+
+
+def _detail(err: BaseException) -> str:
+    return " ".join(str(err).split())[:200] or type(err).__name__
 
 
 def _memory_said(limits: Limits, detail: str) -> str:
@@ -332,13 +343,15 @@ def _child(w: int, fn, args, limits: Limits, single_thread) -> None:
             raise
         except BaseException as err:  # noqa: BLE001 -- sent to the parent, raised there
             if out_of_memory(err):
-                message = ("memory", " ".join(str(err).split())[:200] or type(err).__name__)
+                message = ("memory", _detail(err))
             else:
                 message = ("raise", err)
         try:
             data = pickle.dumps(message)
         except Exception as err:  # noqa: BLE001 -- an exception or value that does not pickle
-            data = pickle.dumps(("raise", RuntimeError(f"{message[1]!r} ({err})")))
+            what = repr(message[1])
+            what = what if len(what) <= 300 else what[:297] + "..."
+            data = pickle.dumps(("raise", RuntimeError(f"{what} did not pickle ({err})")))
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         _write_all(w, data)

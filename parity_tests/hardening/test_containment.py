@@ -203,3 +203,38 @@ def test_what_a_worker_learnt_comes_back_to_the_run(legacy_root, tmp_path):
     counted = {os.path.basename(k[0]) for k, _ in learnt["memo.line_counts"]}
     assert {"test.en", "test.fr"} <= counted, counted
     assert learnt["memo.said"] or learnt["memo.announced"], learnt
+
+
+@pytest.mark.parametrize("runaway", ["memory", "cpu"])
+def test_a_runaway_while_classifying_is_one_unreadable_row(
+    legacy_root, tmp_path, monkeypatch, runaway
+):
+    """The files of ROOT are classified in a worker too: a reader that runs away on one file
+    makes that file one UNREADABLE row naming the limit (the worker's other rows are made
+    again in a new one); the experiments are still found."""
+    from groundhog_port.tasks import archive
+    from groundhog_port.tasks.archive import inventory
+
+    root = tmp_path / "root"
+    _two_experiments(legacy_root, root)
+    (root / "a" / "bomb.txt").write_text("boom\n", encoding="utf-8")
+    real = inventory._classify
+
+    def runs_away(path, size, limits):
+        if path.name == "bomb.txt":
+            contained.reading(path)
+            held = []
+            while True:
+                if runaway == "memory":
+                    held.append(np.ones(1 << 20, dtype=np.uint8))
+        return real(path, size, limits)
+
+    monkeypatch.setattr(inventory, "_classify", runs_away)
+    limits = (256, 60) if runaway == "memory" else (None, 1)
+    run = archive.Run(root, limits=contained.Limits(*limits))
+    found = archive.discover(run)
+    assert [e.id for e in found] == ["a/search_", "b/search_"]
+    row = run.rows[str(root / "a" / "bomb.txt")]
+    said = {"memory": "memory limit of 256 MiB", "cpu": "CPU-time limit of 1 s"}[runaway]
+    assert row.kind is inventory.Kind.UNREADABLE and said in row.note, row
+    assert run.rows[str(root / "b" / "test.en")].kind is not inventory.Kind.UNREADABLE

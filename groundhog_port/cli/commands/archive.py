@@ -259,7 +259,7 @@ def run(args):
         )
     opts = _options(args)
     archive.check_out_dir(args.root, args.out)
-    tree = archive.Run(root, opts.data_dirs)
+    tree = archive.Run(root, opts.data_dirs, limits=_limits(args))
     with lookup.remembering(tree.memo):  # the run's walks, line counts, what was said
         return _run(args, opts, tree)
 
@@ -295,7 +295,7 @@ def _run(args, opts, tree):
         )
         try:
             entries, results = archive.redo_tree(
-                tree, args.out, opts, world, progress, args.fresh, packed, _limits(args)
+                tree, args.out, opts, world, progress, args.fresh, packed
             )
         finally:
             progress.close()

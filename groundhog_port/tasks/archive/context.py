@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ... import lookup
+from ... import contained, lookup
 from ...errors import shown, unshown
 from ...untrusted import special_kind
 
@@ -103,6 +103,9 @@ class Run:
     memo: lookup.Memo = field(default_factory=lookup.Memo)
     #: the experiments whose results were taken from OUT/cache (the report says which)
     from_cache: list = field(default_factory=list)
+    #: the limits of the workers that classify the files and re-do each experiment
+    #: (:mod:`groundhog_port.contained`; ``--max-memory-mib``, ``--max-cpu-minutes``)
+    limits: contained.Limits = contained.DEFAULT_LIMITS
 
     def __post_init__(self):
         self.root = Path(self.root)

@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import lookup
+from ... import contained, lookup
 from ...errors import LegacyInputError, shown
 from ...file_names import is_output
 from .. import packs
@@ -275,12 +275,54 @@ def _candidate(row: Row) -> bool:
     )
 
 
+def classify_contained(run: Run, root: Path) -> None:
+    """Classify every file under ``root`` that :func:`discover` reads and the run has not
+    yet classified, in a worker under ``run.limits`` (:mod:`groundhog_port.contained`): the
+    rows come back to the run, and a file whose reader a limit stops is one UNREADABLE row
+    saying so (the others are classified again without it; nothing of ROOT is lost, and the
+    run goes on).  Where workers cannot be made, :func:`discover` classifies in this process."""
+    if not contained.available():
+        return
+    allowed = run.allowed()
+    todo = [
+        p
+        for folder, _, names in lookup.walk(root)
+        for p in (os.path.join(folder, n) for n in names)
+        if os.path.abspath(p) not in run.rows and not_read(p, allowed) is None and os.path.isfile(p)
+    ]
+    while todo:
+        out = contained.run(_classified, run, todo, limits=run.limits)
+        if out.breach is None:
+            run.learn(out.value)
+            return
+        stopped = os.path.abspath(out.breach.file) if out.breach.file else None
+        if (
+            stopped is None
+            or stopped in run.rows
+            or not any(os.path.abspath(p) == stopped for p in todo)
+        ):
+            raise LegacyInputError(root, f"classifying the archive's files: {out.breach.text()}")
+        run.rows[stopped] = Row(
+            Path(stopped), Kind.UNREADABLE, os.path.getsize(stopped), note=out.breach.detail
+        )
+        todo = [p for p in todo if os.path.abspath(p) not in run.rows]
+
+
+def _classified(run: Run, paths: list) -> dict:
+    """In the worker: every path classified; what the run learnt."""
+    mark = run.mark()
+    for p in paths:
+        run.row(p)
+    return run.learnt_since(mark)
+
+
 def discover(run: Run, top=None) -> list[Entry]:
     """Every GroundHog state under folder ``top`` (ROOT by default; an unpacked pack),
     whatever its name, sorted by path, with what lies beside it; the files :func:`not_read`
     refuses are listed in each entry's ``refused`` instead."""
     root = Path(top) if top is not None else run.root
     allowed = run.allowed()
+    classify_contained(run, root)
     entries = []
     for folder, _, names in lookup.walk(root):
         folder = Path(folder)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ... import budget
+from ... import budget, contained
 from ...errors import LegacyInputError
 from ...file_names import snapshot_number
 from ...untrusted import compression_of, describe, open_input
@@ -135,6 +135,13 @@ def classify(path: str | os.PathLike[str], limits: Limits = LIMITS) -> Row:
     except OSError as err:
         return Row(path, Kind.UNREADABLE, size, note=f"cannot read ({err.strerror or err})")
     except Exception as err:  # noqa: BLE001 - the contract: one row, never a traceback
+        if contained.out_of_memory(err):  # a worker's limit (or the machine's) reached
+            return Row(
+                path,
+                Kind.UNREADABLE,
+                size,
+                note=f"its reader {contained.memory_said(describe(err))}",
+            )
         return Row(path, Kind.UNREADABLE, size, note=f"damaged file ({describe(err)})")
 
 

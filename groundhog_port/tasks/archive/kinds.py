@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 
@@ -86,6 +87,17 @@ class StateFacts:
     #: before GroundHog's ``enc_rec_*`` / ``dec_rec_*`` (``legacy_states.vintage``)
     old_vintage: bool
     stored: Mapping[str, Any]
+
+    def __reduce__(self):
+        # a read-only view does not pickle: rebuilt from a copy (a contained worker's rows
+        # come back to the run pickled, groundhog_port.contained)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["stored"] = dict(self.stored)
+        return (_state_facts, (values,))
+
+
+def _state_facts(values: dict) -> StateFacts:
+    return StateFacts(**{**values, "stored": MappingProxyType(values["stored"])})
 
 
 @dataclass(frozen=True)

@@ -107,10 +107,9 @@ def redo_tree(
     progress=None,
     fresh=False,
     packed=(),
-    limits: contained.Limits = contained.DEFAULT_LIMITS,
 ):
     """Re-do every experiment under ROOT and the ``packed`` ones (:func:`unpacked`; this
-    rank's share under torchrun), each in a worker process under ``limits``
+    rank's share under torchrun), each in a worker process under ``run.limits``
     (:func:`redo_contained`), caching each result in ``out/cache``; returns
     ``(entries, results)`` on rank 0 (results in entry order; ``run.from_cache``: the ids of
     those taken from the cache), ``(entries, None)`` elsewhere."""
@@ -128,7 +127,7 @@ def redo_tree(
         result = None if fresh else cached(out, entry, opts, run.rel, extra, run.digests)
         if result is None:
             logger.info("%s: re-doing", entry.id)
-            result, whole = redo_contained(run, entry, opts, out, limits)
+            result, whole = redo_contained(run, entry, opts, out, run.limits)
             if whole:  # a breach is not cached: the next run tries again
                 result = store(out, entry, opts, result, extra, run.digests)
             mine[i] = (result, False)
