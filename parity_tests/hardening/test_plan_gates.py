@@ -12,6 +12,7 @@ import pytest
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.tasks import archive
 from groundhog_port.tasks.archive import plan_file
+from parity_tests.support.memory import worker_peak
 
 HEAD = 'version = 1\n[[experiment]]\nid = "exp/search_"\n'
 
@@ -22,6 +23,27 @@ def test_a_plan_over_its_share_of_the_budget_is_refused_before_parsing(tmp_path)
     plan.write_text("x = [" + "{}," * n + "]\n", encoding="utf-8")  # tomllib: 24 x its bytes
     with pytest.raises(LegacyInputError, match=r"a plan of \d+ bytes \(held as up to 64 times"):
         plan_file.read(plan)
+
+
+def test_a_plan_accepted_is_held_within_its_charge(tmp_path):
+    """A quarter of the largest plan, all ``{},`` (what tomllib holds most of: some 24
+    bytes a byte), parsed in a worker: its peak (``ru_maxrss``) stays within the 64 bytes a
+    byte the plan is charged before parsing (a 63 MiB plan of them took +1,668 MiB)."""
+    plan = tmp_path / "plan.toml"
+    n = plan_file.max_plan_bytes() // 12
+    plan.write_text("x = [" + "{}," * n + "]\n", encoding="utf-8")
+    size = plan.stat().st_size
+
+    def parse():
+        try:
+            plan_file.read(plan)
+        except LegacyInputError as err:  # parsed whole, then "x" is no key of a plan
+            return err.problem
+        return None
+
+    problem, held, _ = worker_peak(parse)
+    assert problem is not None and "'x'" in problem, problem
+    assert held < plan_file.PLAN_HELD_PER_BYTE * size, (held >> 20, size >> 20)
 
 
 def test_many_outputs_are_read_in_linear_time():
