@@ -10,7 +10,12 @@ How (POSIX, with ``os.fork`` and ``resource``):
   ``os._exit`` (nothing of the parent's is flushed or closed twice);
 - **memory**: ``RLIMIT_AS``, the address space the child held when it began plus
   :attr:`Limits.memory_mib` -- an allocation past it fails (``MemoryError``, or torch's
-  allocator error, or a C library's abort), and the child reports the breach;
+  allocator error, or a C library's abort), and the child reports the breach.  It bounds
+  address space, not resident memory: what the child held mapped but not resident at its
+  start (heap freed by the parent, library reservations) can become resident without
+  growing it, so the resident peak may pass the limit by that much
+  (:attr:`Outcome.unresident_mib`); where ``/proc`` does not give the address space, no
+  memory limit is set;
 - **CPU time**: ``RLIMIT_CPU`` (a forked child starts at zero), all its threads together:
   ``SIGXCPU`` at the limit, ``SIGKILL`` ten seconds later; no core file is written;
 - **where**: the child writes the stage it is in and the last untrusted file it opened or
@@ -56,11 +61,12 @@ DEFAULT_CPU_MINUTES = 240
 #: seconds between ``SIGXCPU`` (the soft limit) and ``SIGKILL`` (the hard one)
 _GRACE_S = 10
 
-# the shared page: [0:8] the child's resident bytes at its start; then two fields, each
-# a 4-byte length and UTF-8 bytes (surrogateescape): the stage, the file
+# the shared page: [0:8] the child's resident bytes at its start, [8:16] its address space
+# then; then two fields, each a 4-byte length and UTF-8 bytes (surrogateescape): the stage,
+# the file
 _PAGE = 8192
-_STAGE, _STAGE_MAX = 8, 1024
-_FILE, _FILE_MAX = 8 + 4 + 1024, _PAGE - (8 + 4 + 1024) - 4
+_STAGE, _STAGE_MAX = 16, 1024
+_FILE, _FILE_MAX = 16 + 4 + 1024, _PAGE - (16 + 4 + 1024) - 4
 _board: mmap.mmap | None = None
 _limits: Limits | None = None  # in a contained worker: its limits
 
@@ -105,6 +111,10 @@ class Outcome:
     value: Any = None
     breach: Breach | None = None
     peak_mib: float | None = None  # the child's peak resident memory above its start
+    #: address space the child held but had not resident at its start (freed heap, library
+    #: reservations): it may become resident without growing the address space, so the
+    #: peak may pass the memory limit by this much
+    unresident_mib: float | None = None
     cpu_s: float | None = None  # its CPU time, user + system
     contained: bool = True  # False: run in this process (no fork or no resource)
     single_threaded: bool = False  # the parent had a native thread pool (see the module)
@@ -185,8 +195,12 @@ def _resident_bytes() -> int:
 
 
 def _address_space() -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    """This process's address space in bytes, 0 where ``/proc`` does not tell."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
 
 
 def run(
@@ -223,10 +237,11 @@ def run(
         raise
     finally:
         os.close(r)
-    started = struct.unpack_from("<Q", board, 0)[0]
+    started, space = struct.unpack_from("<QQ", board, 0)
     cpu_s = usage.ru_utime + usage.ru_stime
     out = Outcome(
         peak_mib=max(0.0, (usage.ru_maxrss * 1024 - started) / 2**20) if started else None,
+        unresident_mib=max(0, space - started) / 2**20 if started and space else None,
         cpu_s=cpu_s,
         single_threaded=threaded,
     )
@@ -324,14 +339,15 @@ def _child(w: int, fn, args, limits: Limits, single_thread) -> None:
     try:
         import resource
 
-        struct.pack_into("<Q", _board, 0, _resident_bytes())  # type: ignore[arg-type]
+        space = _address_space()
+        struct.pack_into("<QQ", _board, 0, _resident_bytes(), space)  # type: ignore[arg-type]
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if limits.cpu_seconds:
             cpu = limits.cpu_seconds
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + _GRACE_S))
-        if limits.memory_mib:
+        if limits.memory_mib and space:  # (no /proc: no address space to start from)
             _, hard = resource.getrlimit(resource.RLIMIT_AS)
-            cap = _address_space() + limits.memory_mib * 2**20
+            cap = space + limits.memory_mib * 2**20
             if hard != resource.RLIM_INFINITY:
                 cap = min(cap, hard)
             resource.setrlimit(resource.RLIMIT_AS, (cap, hard))

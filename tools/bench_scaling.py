@@ -10,6 +10,8 @@ Three shapes, each at N and 3N, each run once in a fresh process
   model and output under its own prefix (``e7_state.pkl``, ``e7_model.npz``,
   ``e7_trans_beam10.txt``), the vocabularies and test set once beside them;
 * ``pack``: the same folder kept as one ``.tar.gz``;
+* ``folders``: N experiments each in its own folder (``runs/e7/search_state.pkl``, its model
+  and output), the vocabularies and test set once in ``runs/data``;
 * ``texts``: one experiment beside N small text files of other lengths.
 
 The figure is the ratio of the 3N run's time to the N run's: 3.0 is linear.  Run it on a
@@ -55,6 +57,20 @@ def _folder(d: Path, n: int) -> None:
 def build(shape: str, root: Path, n: int) -> None:
     if shape == "folder":
         _folder(root / "runs", n)
+    elif shape == "folders":
+        runs = root / "runs"
+        data = runs / "data"
+        data.mkdir(parents=True)
+        for name in VOCABS:
+            shutil.copyfile(CASE / name, data / name)
+        (data / "test.en").write_bytes(_head("test.en"))
+        (data / "test.fr").write_bytes(_head("test.fr"))
+        for e in range(n):
+            d = runs / f"e{e}"
+            d.mkdir()
+            shutil.copyfile(CASE / "search_state.pkl", d / "search_state.pkl")
+            shutil.copyfile(CASE / "search_model.npz", d / "search_model.npz")
+            (d / "trans_beam10.txt").write_bytes(_head("trans_beam10.txt"))
     elif shape == "pack":
         _folder(root.parent / "packing" / "runs", n)
         root.mkdir(parents=True)
@@ -84,7 +100,7 @@ def timed(shape: str, n: int) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10, help="the smaller size (the other is 3 times)")
-    ap.add_argument("--shapes", nargs="+", default=["folder", "pack", "texts"])
+    ap.add_argument("--shapes", nargs="+", default=["folder", "folders", "pack", "texts"])
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     rows = []

@@ -643,8 +643,8 @@ MUTATIONS = (
         [
             (
                 A + "pairing.py",
-                "fits = [s for s, r in zip(states, reasons) if r is None]",
-                "fits = list(states)",
+                "fit_ids = [i for i in range(len(states)) if reasons[i] is None]",
+                "fit_ids = list(range(len(states)))",
             )
         ],
         cases=(),

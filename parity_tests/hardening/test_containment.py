@@ -54,7 +54,10 @@ def test_a_memory_runaway_is_named_with_its_file_and_limit():
     assert "memory limit of 128 MiB" in text and "--max-memory-mib" in text, text
     assert "while reading /archive/exp/bomb.txt.bz2" in text, text
     assert "in 'opening the experiment'" in text, text
-    assert out.peak_mib is not None and 64 < out.peak_mib < 200, out.peak_mib
+    # the limit is on address space: the resident peak passes it by at most what the worker
+    # held mapped but not resident at its start, plus the allocator's last chunk
+    assert out.peak_mib is not None and out.unresident_mib is not None
+    assert 64 < out.peak_mib < 128 + out.unresident_mib + 16, (out.peak_mib, out.unresident_mib)
 
 
 def test_a_cpu_runaway_is_stopped_at_its_limit():
