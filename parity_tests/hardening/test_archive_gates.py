@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from parity_tests.support.inprocess import run_cli
-from parity_tests.support.memory import peak
+from parity_tests.support.memory import worker_peak
 
 
 def _experiment(legacy_root, root):
@@ -62,25 +62,26 @@ def test_a_huge_sparse_file_is_not_hashed_whole(legacy_root, tmp_path):
 
 
 def test_vocabulary_pickles_are_read_one_at_a_time(tmp_path):
-    """8 word -> id pickles of 4,000 words under ROOT, all fitting the state's ids (so none
+    """8 word -> id pickles of 40,000 words under ROOT, all fitting the state's ids (so none
     is taken): read one (two) at a time, never all held (24 of 6.8 MB: +879 MiB on
-    06d3c0e).  The peak is held to three pickles' worth."""
+    06d3c0e).  Each search runs in a worker: its peak (``ru_maxrss``) is held to three
+    pickles' worth."""
     import pickle
 
     from groundhog_port.legacy import vocab_match
 
-    n = 4000
+    n = 40_000
     for k in range(8):
         with open(tmp_path / f"v{k}.pkl", "wb") as f:
             pickle.dump({f"w{k}_{i}": i for i in range(n)}, f, protocol=2)
     state = {"null_sym_source": n, "null_sym_target": n}
 
-    _, one = peak(lambda: vocab_match._read(tmp_path / "v0.pkl"))
-    found, all_of_them = peak(
+    _, one, _ = worker_peak(lambda: len(vocab_match._read(tmp_path / "v0.pkl")))
+    found, all_of_them, _ = worker_peak(
         lambda: vocab_match.find_by_content(state, ["word_indx", "indx_word"], [tmp_path])
     )
     assert found == {}  # eight fit the ids equally: none is taken
-    assert all_of_them < 3 * one, f"{all_of_them >> 10} KiB, one pickle {one >> 10} KiB"
+    assert all_of_them < 3 * one, f"{all_of_them >> 20} MiB, one pickle {one >> 20} MiB"
 
 
 def test_onnx_graphs_holding_what_the_export_never_writes_are_refused():
