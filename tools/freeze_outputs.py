@@ -7,9 +7,11 @@ invisible.
     python tools/freeze_outputs.py record   # writes parity_tests/frozen/outputs.json
     python tools/freeze_outputs.py check    # recomputes, prints each difference, exit 1
 
-Sections frozen so far (the issue lists the rest: samples, score, every parity row, the ONNX
+Sections frozen so far (the issue lists the rest: score, every parity row, the ONNX
 graphs and driver, one train update):
 
+* ``samples``: :data:`N_SAMPLES` samples of each of those sentences at inverse temperatures
+  0.5, 1 and 2 (the state's stream), each with its cost as ``float.hex``;
 * ``search``: the n-best list of each of the first :data:`LINES` test sentences of every case
   (the bundled fixture, every shared case with a model and a test set), beams 1, 5, 10, plain,
   ``--normalize`` and ``--ignore-unk``; each sentence with its cost as ``float.hex``.  The
@@ -57,13 +59,10 @@ def case_name(case: Path) -> str:
 
 def search_outputs(case: Path, batch_size: int = 1) -> dict:
     """``{"beam5/normalize": [[[sentence, cost.hex()], ...] per line], ...}`` of ``case``."""
-    from groundhog_port.legacy.loading import open_experiment
     from groundhog_port.search.translator import Translator
 
-    state = sorted(case.glob("*state.pkl"))[0]
-    exp = open_experiment(state, Path(str(state).replace("state.pkl", "model.npz")), "", case)
-    with open(case / "test.en", encoding="utf-8") as f:
-        lines = [next(f) for _ in range(LINES)]
+    exp = _open(case)
+    lines = _lines(case)
     out = {}
     for beam in BEAMS:
         for mode in MODES:
@@ -81,6 +80,49 @@ def search_outputs(case: Path, batch_size: int = 1) -> dict:
     return out
 
 
+#: inverse temperatures (sample.py's ``--alpha``) and samples drawn per sentence
+ALPHAS = (0.5, 1.0, 2.0)
+N_SAMPLES = 5
+
+
+def sample_outputs(case: Path, batch_size: int = 1) -> dict:
+    """``{"alpha0.5": [[[sentence, cost.hex()], ...] per line], ...}``: ``N_SAMPLES`` samples
+    of each of the first test sentences, a fresh stream (the state's seed) per temperature."""
+    from groundhog_port.sampling.sampler import Sampler
+
+    exp = _open(case)
+    seqs = [exp.parse_source(line)[0] for line in _lines(case)]
+    out = {}
+    for alpha in ALPHAS:
+        drawn = Sampler(exp).sample_many(seqs, N_SAMPLES, alpha, batch_size=batch_size)
+        out[f"alpha{alpha}"] = [
+            [[s, float(c).hex()] for s, c in zip(d.sentences, d.costs)]
+            if hasattr(d, "sentences")
+            else str(d)
+            for d in drawn
+        ]
+    return out
+
+
+def _open(case: Path):
+    from groundhog_port.legacy.loading import open_experiment
+
+    state = sorted(case.glob("*state.pkl"))[0]
+    return open_experiment(state, Path(str(state).replace("state.pkl", "model.npz")), "", case)
+
+
+def _lines(case: Path) -> list[str]:
+    with open(case / "test.en", encoding="utf-8") as f:
+        return [next(f) for _ in range(LINES)]
+
+
+#: each frozen section: how its outputs of one case are made (batch 1: the literal path)
+SECTIONS = {
+    "search": lambda c, b: search_outputs(c, b),
+    "samples": lambda c, b: sample_outputs(c, b),
+}
+
+
 def record() -> dict:
     import torch
 
@@ -91,7 +133,7 @@ def record() -> dict:
     return {
         "version": 1,
         "made_at": commit,
-        "search": {case_name(c): search_outputs(c) for c in cases()},
+        **{name: {case_name(c): make(c, 1) for c in cases()} for name, make in SECTIONS.items()},
     }
 
 
@@ -114,8 +156,9 @@ def check() -> list[str]:
     for threads in (1, 2):
         torch.set_num_threads(threads)
         for batch in (1, 32):
-            got = {case_name(c): search_outputs(c, batch) for c in cases()}
-            found += differences(frozen, "search", got, f"{threads} threads, batch {batch}")
+            for name, make in SECTIONS.items():
+                got = {case_name(c): make(c, batch) for c in cases()}
+                found += differences(frozen, name, got, f"{threads} threads, batch {batch}")
     return found
 
 
