@@ -42,35 +42,36 @@ def _head(name: str, n: int = 4) -> bytes:
     return b"".join((CASE / name).read_bytes().splitlines(keepends=True)[:n])
 
 
-def _folder(d: Path, n: int) -> None:
+def _data(d: Path) -> None:
+    """The vocabularies and the test set's first lines, once, in folder ``d``."""
     d.mkdir(parents=True)
     for name in VOCABS:
         shutil.copyfile(CASE / name, d / name)
     (d / "test.en").write_bytes(_head("test.en"))
     (d / "test.fr").write_bytes(_head("test.fr"))
+
+
+def _experiment(d: Path, prefix: str = "search_", output: str = "trans_beam10.txt") -> None:
+    """The ``search`` case's state, model and the first lines of an output in folder ``d``."""
+    shutil.copyfile(CASE / "search_state.pkl", d / f"{prefix}state.pkl")
+    shutil.copyfile(CASE / "search_model.npz", d / f"{prefix}model.npz")
+    (d / output).write_bytes(_head("trans_beam10.txt"))
+
+
+def _folder(d: Path, n: int) -> None:
+    _data(d)
     for e in range(n):
-        shutil.copyfile(CASE / "search_state.pkl", d / f"e{e}_state.pkl")
-        shutil.copyfile(CASE / "search_model.npz", d / f"e{e}_model.npz")
-        (d / f"e{e}_trans_beam10.txt").write_bytes(_head("trans_beam10.txt"))
+        _experiment(d, f"e{e}_", f"e{e}_trans_beam10.txt")
 
 
 def build(shape: str, root: Path, n: int) -> None:
     if shape == "folder":
         _folder(root / "runs", n)
     elif shape == "folders":
-        runs = root / "runs"
-        data = runs / "data"
-        data.mkdir(parents=True)
-        for name in VOCABS:
-            shutil.copyfile(CASE / name, data / name)
-        (data / "test.en").write_bytes(_head("test.en"))
-        (data / "test.fr").write_bytes(_head("test.fr"))
+        _data(root / "runs" / "data")
         for e in range(n):
-            d = runs / f"e{e}"
-            d.mkdir()
-            shutil.copyfile(CASE / "search_state.pkl", d / "search_state.pkl")
-            shutil.copyfile(CASE / "search_model.npz", d / "search_model.npz")
-            (d / "trans_beam10.txt").write_bytes(_head("trans_beam10.txt"))
+            (root / "runs" / f"e{e}").mkdir()
+            _experiment(root / "runs" / f"e{e}")
     elif shape == "pack":
         _folder(root.parent / "packing" / "runs", n)
         root.mkdir(parents=True)

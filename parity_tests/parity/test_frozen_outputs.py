@@ -3,26 +3,16 @@ bit for bit (``tools/freeze_outputs.py``), recomputed at batch 1 and 32 and at 1
 that moves the literal and batched searches together passes the comparisons between them but
 not this; re-record only for a change meant to alter outputs, and say why in the commit."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from parity_tests.support.tools import load_tool
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "freeze_outputs", REPO / "tools" / "freeze_outputs.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["freeze_outputs"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-freeze = _load()
+freeze = load_tool("freeze_outputs")
 FROZEN = freeze.json.loads(freeze.FROZEN.read_text(encoding="utf-8"))
 
 

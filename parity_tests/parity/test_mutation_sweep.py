@@ -6,28 +6,17 @@ Each representative mutation is applied to a scratch copy of groundhog_port and 
 ``groundhog-port parity --case search --only <its group>`` (about 10 s each).
 """
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from parity_tests.support.cases import recording_dir
+from parity_tests.support.tools import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def load_sweep():
-    spec = importlib.util.spec_from_file_location(
-        "mutation_sweep", REPO / "tools" / "mutation_sweep.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["mutation_sweep"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sweep = load_sweep()
+sweep = load_tool("mutation_sweep")
 
 
 def test_catalogue_applies_to_the_code():
