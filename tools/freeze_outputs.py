@@ -7,9 +7,12 @@ invisible.
     python tools/freeze_outputs.py record   # writes parity_tests/frozen/outputs.json
     python tools/freeze_outputs.py check    # recomputes, prints each difference, exit 1
 
-Sections frozen so far (the issue lists the rest: score, every parity row, the ONNX
+Sections frozen so far (the issue lists the rest: every parity row, the ONNX
 graphs and driver, one train update):
 
+* ``score``: score.py's ``txt`` (each of those pairs: cost, word probabilities), ``batch``
+  (the first batch of the test set) and ``h5`` (the first batch of the training corpora)
+  modes, costs as ``float.hex``;
 * ``samples``: :data:`N_SAMPLES` samples of each of those sentences at inverse temperatures
   0.5, 1 and 2 (the state's stream), each with its cost as ``float.hex``;
 * ``search``: the n-best list of each of the first :data:`LINES` test sentences of every case
@@ -104,11 +107,40 @@ def sample_outputs(case: Path, batch_size: int = 1) -> dict:
     return out
 
 
+def score_outputs(case: Path, batch_size: int = 1) -> dict:
+    """score.py's three modes on the case's test set: ``txt`` each of the first pairs alone
+    (its cost and word probabilities), ``batch`` the first batch of the text files, ``h5``
+    the first batch of the training corpora the state names; costs as ``float.hex``, or the
+    error where a mode cannot run.  (``batch_size`` is not score's: its batches are the
+    state's ``bs``.)"""
+    from groundhog_port.errors import LegacyInputError
+    from groundhog_port.search.scoring import batches_for, parse_pair, score_batch, score_pair
+
+    exp = _open(case)
+    with open(case / "test.fr", encoding="utf-8") as f:
+        targets = [next(f) for _ in range(LINES)]
+    txt = []
+    for src, trg in zip(_lines(case), targets):
+        (x, _), (y, _) = parse_pair(exp, src, trg, allow_unk=True)
+        s = score_pair(exp.model, x, y)
+        txt.append([float(s.cost[0]).hex(), [float(p).hex() for p in s.word_probs[:, 0]]])
+    out: dict = {"txt": txt}
+    for mode, files in (("batch", (case / "test.en", case / "test.fr")), ("h5", (None, None))):
+        try:
+            batch = next(iter(batches_for(exp, *files, allow_unk=True, n_batches=1)))
+            out[mode] = [float(c).hex() for c in score_batch(exp.model, batch).cost]
+        except (LegacyInputError, StopIteration) as err:
+            out[mode] = f"not run: {err}"
+    return out
+
+
 def _open(case: Path):
     from groundhog_port.legacy.loading import open_experiment
 
     state = sorted(case.glob("*state.pkl"))[0]
-    return open_experiment(state, Path(str(state).replace("state.pkl", "model.npz")), "", case)
+    model = Path(str(state).replace("state.pkl", "model.npz"))
+    # the case's own files first, then the shared corpora (score's h5 mode reads them)
+    return open_experiment(state, model, "", [case, SHARED / "legacy_traces" / "data"])
 
 
 def _lines(case: Path) -> list[str]:
@@ -120,6 +152,7 @@ def _lines(case: Path) -> list[str]:
 SECTIONS = {
     "search": lambda c, b: search_outputs(c, b),
     "samples": lambda c, b: sample_outputs(c, b),
+    "score": lambda c, b: score_outputs(c, b),
 }
 
 

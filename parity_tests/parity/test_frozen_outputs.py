@@ -1,4 +1,4 @@
-"""The frozen outputs (issue 52 step 0): today's n-best lists and samples with their costs
+"""The frozen outputs (issue 52 step 0): today's n-best lists, samples and scores with their costs
 bit for bit (``tools/freeze_outputs.py``), recomputed at batch 1 and 32 and at 1 and 2 threads.  A change
 that moves the literal and batched searches together passes the comparisons between them but
 not this; re-record only for a change meant to alter outputs, and say why in the commit."""
