@@ -180,7 +180,7 @@ def _shared_out(run: Run, states: list[Row], chosen: dict, files: list[Path]) ->
     starts with (the longest), else to the first twin by name.  A state with no twin is not
     in the result: it sees every file, its outputs found by content."""
     from .cache import digest
-    from .pairing import name_prefixes
+    from .pairing import name_prefixes, prefix_owners
 
     twins: dict = {}
     for s in states:
@@ -201,13 +201,8 @@ def _shared_out(run: Run, states: list[Row], chosen: dict, files: list[Path]) ->
                 by_prefix.setdefault(prefix, []).append(s.path)
         dealt = {s.path: _Dealt() for s in group}
         for f in files:
-            name, owner = f.name, group[0].path
-            for n in range(len(name), 0, -1):
-                hits = list(dict.fromkeys(by_prefix.get(name[:n], ())))
-                if hits:
-                    owner = hits[0] if len(hits) == 1 else owner
-                    break
-            dealt[owner].add(f)
+            hits, _ = prefix_owners(f.name, by_prefix)
+            dealt[hits[0] if len(hits) == 1 else group[0].path].add(f)
         for s in group:
             named = [t.path.name for t in itertools.islice((t for t in group if t is not s), 3)]
             more = ", ..." if len(group) > 4 else ""
