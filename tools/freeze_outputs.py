@@ -7,9 +7,14 @@ invisible.
     python tools/freeze_outputs.py record   # writes parity_tests/frozen/outputs.json
     python tools/freeze_outputs.py check    # recomputes, prints each difference, exit 1
 
-Sections frozen so far (the issue lists the rest: every parity row, the ONNX
-graphs and driver, one train update):
+The sections (:data:`SECTIONS`; each says the batch sizes and thread counts it is checked at):
 
+* ``parity``: every row ``parity --case`` reports on each case holding a recording, as its
+  JSON (the errors against the recording, the float32 noise and the bounds; no timings);
+* ``onnx``: the exported graphs' bytes (a sha256 each) and the exported driver's n-best lists
+  (beams 1, 5, 10, plain / ``--normalize`` / ``--ignore-unk``) with their costs;
+* ``train``: one ``SGD_adadelta`` update on the first batch of the training corpora: the values
+  ``algo()`` returns and a sha256 of each parameter after it;
 * ``score``: score.py's ``txt`` (each of those pairs: cost, word probabilities), ``batch``
   (the first batch of the test set) and ``h5`` (the first batch of the training corpora)
   modes, costs as ``float.hex``;
@@ -29,6 +34,8 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,11 +155,118 @@ def _lines(case: Path) -> list[str]:
         return [next(f) for _ in range(LINES)]
 
 
-#: each frozen section: how its outputs of one case are made (batch 1: the literal path)
+def parity_rows(case: Path, batch_size: int = 1) -> dict:
+    """``{quantity: row}``: every row ``parity --case`` reports on ``case``
+    (:func:`row_record`)."""
+    from groundhog_port.harness.check import check_case
+
+    return {row.quantity: row_record(row) for row in check_case(case).rows}
+
+
+def row_record(row) -> dict:
+    """A parity row as frozen: ``Row.as_dict`` (the errors against the recording, the float32
+    noise, the bounds, the worst element; a report holds no timing), floats as JSON writes
+    them (``repr``: exact)."""
+    return json.loads(json.dumps(row.as_dict(), allow_nan=False))
+
+
+def parity_cases() -> list[Path]:
+    """The cases holding a recording (``trace.h5``): ``parity --case`` runs on them."""
+    return [c for c in cases() if (c / "trace.h5").is_file()]
+
+
+def onnx_outputs(case: Path, batch_size: int = 1) -> dict:
+    """The exported graphs (a sha256 of each file's bytes: every node, name and weight) and the
+    exported driver's n-best lists (``beam_search.py``, onnxruntime at the thread count torch
+    has) of the first test sentences, beams 1, 5, 10, plain / ``--normalize`` /
+    ``--ignore-unk``, costs as ``float.hex``."""
+    import hashlib
+    import tempfile
+
+    import torch
+
+    from groundhog_port.export.beam_search import OnnxTranslator, SearchFailed
+    from groundhog_port.export.onnx_graphs import write_onnx
+
+    exp = _open(case)
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="frozen_onnx_") as tmp:
+        for path in write_onnx(exp, tmp):
+            if path.suffix == ".onnx":
+                out[f"graph/{path.name}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        driver = OnnxTranslator(tmp, threads=torch.get_num_threads())
+        for beam in BEAMS:
+            for mode in MODES:
+                runs = []
+                for line in _lines(case):
+                    try:
+                        trans, costs = driver.sample(
+                            driver.parse_source(line),
+                            beam,
+                            ignore_unk=mode == "ignore_unk",
+                            normalize=mode == "normalize",
+                        )
+                    except SearchFailed as err:
+                        runs.append(f"SearchFailed: {err}")
+                        continue
+                    runs.append([[driver.render(t), float(c).hex()] for t, c in zip(trans, costs)])
+                out[f"driver/beam{beam}/{mode}"] = runs
+    return out
+
+
+def train_update(case: Path, batch_size: int = 1) -> dict:
+    """One ``SGD_adadelta`` update (what ``train`` runs) on the first batch of GroundHog's
+    training iterator over the corpora the state names (the batch each recording's
+    ``/train_step`` holds): the values ``algo()`` returns (timings aside) as ``float.hex``, and
+    a sha256 of each parameter's bytes after it."""
+    import hashlib
+
+    import torch
+
+    from groundhog_port.legacy.data import first_training_batch
+    from groundhog_port.training.adadelta import SGDAdadelta
+
+    exp = _open(case)
+    batch = first_training_batch(exp.state, exp.path("source"), exp.path("target"))
+    trainer = SGDAdadelta(exp.model, dict(exp.state))
+    got = trainer.step(
+        *(torch.as_tensor(a) for a in (batch.x, batch.x_mask, batch.y, batch.y_mask))
+    )
+    out: dict = {
+        k: float(v).hex() for k, v in sorted(got.items()) if k not in ("time_step", "whole_time")
+    }
+    for name, param in zip(trainer.names, trainer.params):
+        out[f"param/{name}"] = hashlib.sha256(param.detach().cpu().numpy().tobytes()).hexdigest()
+    return out
+
+
+@dataclass(frozen=True)
+class Section:
+    """One frozen section: how its outputs of one case are made, on which cases, and the batch
+    sizes and thread counts that change the path computing them (each is checked against the
+    one record made at batch 1, one thread)."""
+
+    make: Callable[[Path, int], dict]
+    batches: tuple[int, ...] = (1, 32)
+    threads: tuple[int, ...] = (1, 2)
+    cases: Callable[[], list[Path]] = cases
+    #: where the suite checks it: ``test_frozen_outputs`` (every batch and thread count), or
+    #: the test that already computes these outputs (``parity``: test_legacy_cases.py, at
+    #: its one thread; a second parity run of every case would cost the suite ~65 s)
+    checked_by: str = "test_frozen_outputs"
+
+
+#: the frozen sections; ``batches`` is (1,) where the output has no batch-size setting (score
+#: batches by the state's ``bs``; parity, the driver and training have none)
 SECTIONS = {
-    "search": lambda c, b: search_outputs(c, b),
-    "samples": lambda c, b: sample_outputs(c, b),
-    "score": lambda c, b: score_outputs(c, b),
+    "search": Section(search_outputs),
+    "samples": Section(sample_outputs),
+    "score": Section(score_outputs, batches=(1,)),
+    "parity": Section(
+        parity_rows, batches=(1,), cases=parity_cases, checked_by="test_legacy_cases"
+    ),
+    "onnx": Section(onnx_outputs, batches=(1,)),
+    "train": Section(train_update, batches=(1,)),
 }
 
 
@@ -166,7 +280,10 @@ def record() -> dict:
     return {
         "version": 1,
         "made_at": commit,
-        **{name: {case_name(c): make(c, 1) for c in cases()} for name, make in SECTIONS.items()},
+        **{
+            name: {case_name(c): sec.make(c, 1) for c in sec.cases()}
+            for name, sec in SECTIONS.items()
+        },
     }
 
 
@@ -186,16 +303,19 @@ def check() -> list[str]:
 
     frozen = json.loads(FROZEN.read_text(encoding="utf-8"))
     found = []
-    for threads in (1, 2):
-        torch.set_num_threads(threads)
-        for batch in (1, 32):
-            for name, make in SECTIONS.items():
-                got = {case_name(c): make(c, batch) for c in cases()}
+    for name, sec in SECTIONS.items():
+        for threads in sec.threads:
+            torch.set_num_threads(threads)
+            for batch in sec.batches:
+                got = {case_name(c): sec.make(c, batch) for c in sec.cases()}
                 found += differences(frozen, name, got, f"{threads} threads, batch {batch}")
     return found
 
 
 def main(argv=None) -> int:
+    import logging
+
+    logging.disable(logging.WARNING)  # the searches' retries ("Still no translations") are expected
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("action", choices=["record", "check"])
     args = ap.parse_args(argv)

@@ -45,6 +45,13 @@ from groundhog_port.harness.check import GROUPS, NOT_COVERED, check, find_case
 from groundhog_port.harness.trace import TraceFile
 from groundhog_port.legacy.loading import open_experiment
 from parity_tests.support.cases import LEGACY_ROOT, PENDING_ROOT, legacy_case_dirs, legacy_data_dirs
+from parity_tests.support.tools import load_tool
+
+#: the frozen parity rows (issue 52 step 0, ``tools/freeze_outputs.py``): every row of a
+#: recorded case is also compared with its frozen self, so a change that moves a product
+#: while staying inside the bounds is seen
+freeze = load_tool("freeze_outputs")
+FROZEN_ROWS = freeze.json.loads(freeze.FROZEN.read_text(encoding="utf-8"))["parity"]
 
 #: (case, quantity) -> reason; only for the shared recordings (the folders under LEGACY_ROOT
 #: and PENDING_ROOT).
@@ -222,7 +229,14 @@ def test_parity(cases, case_dir, group):
     assert not unexpected, _message(report, unexpected) + (
         "\nNOT COVERED although the recording holds what these rows need"
     )
+    frozen = FROZEN_ROWS.get(freeze.case_name(case_dir), {})
+    moved = [
+        f"{r.quantity}: {freeze.row_record(r)} != frozen {frozen[r.quantity]}"
+        for r in rows
+        if r.quantity in frozen and freeze.row_record(r) != frozen[r.quantity]
+    ]
     rows = [r for r in rows if r.covered and r.quantity not in known]
     assert rows and sum(r.n for r in rows) > 0, f"{group}: nothing compared in {report.trace}"
     failing = [r for r in rows if not r.passed]
     assert not failing, _message(report, failing)
+    assert not moved, "rows differ from tools/freeze_outputs.py's record:\n" + "\n".join(moved)
