@@ -172,11 +172,11 @@ MUTATIONS = (
         fast_groups="repr",
     ),
     m(
-        "batched_encoder_not_reversed",
-        "backward-encoder reversal (batched search's encoder)",
+        "encoder_not_reversed_within_length",
+        "backward-encoder reversal (decoding's ragged encoder: every search and sampler)",
         [
             (
-                S + "batched.py",
+                "model/encoder.py",
                 "x_rev[: len(s), b] = t.flip(0)  # reversed within its own length",
                 "x_rev[: len(s), b] = t",
             )
@@ -221,18 +221,6 @@ MUTATIONS = (
         fast_groups="pairs",
     ),
     m(
-        "batched_attention_without_tanh",
-        "attention (the batched search's own, in its step)",
-        [
-            (
-                S + "batched.py",
-                "attention.energy_scores(pb.tanh_(), dec.D)",
-                "attention.energy_scores(pb, dec.D)",
-            )
-        ],
-        fast_groups="beam --beam-labels 5",
-    ),
-    m(
         "attention_mask_dropped",
         "attention / masks",
         [("model/attention.py", "energy = energy * c_mask", "energy = energy")],
@@ -244,8 +232,9 @@ MUTATIONS = (
         [
             (
                 "model/attention.py",
-                "    energy = torch.exp(score)\n",
-                "    energy = torch.exp(score - score.amax(0, keepdim=True))\n",
+                "    return torch.exp(score if maxima is None else score - maxima)\n",
+                "    return torch.exp(score - score.amax(0, keepdim=True) if maxima is None else "
+                "score - maxima)\n",
             )
         ],
         fast_groups="pairs",
@@ -392,9 +381,9 @@ MUTATIONS = (
         "sampler temperature (alpha=1: same values)",
         [
             (
-                D + "draw.py",
-                "return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))",
-                "return softmax_with_bias(z / torch.as_tensor(T, dtype=z.dtype, device=z.device))",
+                "model/layers.py",
+                "            t = torch.as_tensor(T, dtype=z.dtype, device=z.device)\n",
+                "            t = 1 / torch.as_tensor(T, dtype=z.dtype, device=z.device)\n",
             )
         ],
         # the recorded /sampler runs at alpha 1 only; the transcripts at 0.5 / 2.0 show it
@@ -444,15 +433,15 @@ MUTATIONS = (
         "sampler temperature placement (alpha=1: same values)",
         [
             (
-                D + "draw.py",
-                "    z = model.decoder.output_layer.preactivation(readout)\n"
-                "    return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))",
-                "    layer = model.decoder.output_layer\n"
-                "    z = layer.preactivation(readout) - layer.b\n"
-                "    return softmax_with_bias(\n"
-                "        z * torch.as_tensor(T, dtype=z.dtype, device=z.device) + layer.b\n"
-                "    )",
-            )
+                "model/layers.py",
+                "            z = mm(h, W) + self.b\n",
+                "            z = mm(h, W) + (self.b / T if T is not None else self.b)\n",
+            ),
+            (
+                "model/layers.py",
+                "            z.add_(self.b)\n",
+                "            z.add_(self.b / T if T is not None else self.b)\n",
+            ),
         ],
         fast_groups="outputs --outputs-matching sample_interactive_stdout.txt",
     ),

@@ -14,9 +14,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import decoding
 from .config import ModelConfig
 from .decoder import Decoder
-from .encoder import Encoder
+from .encoder import Encoder, ragged_annotations
 from .encoder import annotations as compose_annotations  # (the name clashes with __future__'s)
 
 
@@ -114,8 +115,7 @@ class RNNEncoderDecoder(nn.Module):
     @torch.no_grad()
     def encode(self, seq: Sequence[int] | np.ndarray) -> torch.Tensor:
         """Annotations ``c (S, c_dim)`` of one sentence (``create_representation_computer``)."""
-        x = torch.as_tensor(seq, dtype=torch.int64, device=self.device)[:, None]
-        return compose_annotations(self, x)[:, 0]
+        return ragged_annotations(self, [seq])[0]
 
     @torch.no_grad()
     def initial_states(self, c: torch.Tensor) -> torch.Tensor:
@@ -132,14 +132,11 @@ class RNNEncoderDecoder(nn.Module):
         s_prev: torch.Tensor,
     ) -> torch.Tensor:
         """``create_next_probs_computer`` (encdec.py:1457): ``p(y_i | y_<i, x)`` rows
-        ``(n, V)`` float32 for states ``s_prev`` of one sentence's ``c (S, c_dim)``."""
-        dec = self.decoder
-        emb = dec.approx_embedder(y_prev)
-        ctx, _ = dec.context(s_prev, c[:, None], p_from_c, step, stable=self.stable)
-        probs: torch.Tensor = dec.output_layer(
-            dec.readout(s_prev, ctx, dec.prev_word_term(y_prev, emb))
-        )
-        return probs
+        ``(n, V)`` for states ``s_prev`` of one sentence's ``c (S, c_dim)``: the decoding
+        interface (:mod:`.decoding`) on a group of that one sentence."""
+        src, sizes = decoding.Source.one(c, p_from_c), [(0, s_prev.shape[0])]
+        ctx = decoding.context(self, src, step, s_prev, sizes)
+        return decoding.probs(self, s_prev, ctx, y_prev, sizes)
 
     @torch.no_grad()
     def next_states(
@@ -151,9 +148,11 @@ class RNNEncoderDecoder(nn.Module):
         s_prev: torch.Tensor,
     ) -> torch.Tensor:
         """``create_next_states_computer`` (encdec.py:1466): ``s_i (n, dim)`` after emitting
-        words ``y`` from states ``s_prev``."""
-        ctx, _ = self.decoder.context(s_prev, c[:, None], p_from_c, step, stable=self.stable)
-        return self.decoder.transition_step(y, s_prev, ctx)
+        words ``y`` from states ``s_prev`` -- attending again with ``s_prev``, as GroundHog's
+        compiled function does (the batched paths reuse the step's context: the same bits)."""
+        src, sizes = decoding.Source.one(c, p_from_c), [(0, s_prev.shape[0])]
+        ctx = decoding.context(self, src, step, s_prev, sizes)
+        return decoding.advance(self, y, s_prev, ctx)
 
     def p_from_c(self, c: torch.Tensor) -> torch.Tensor | None:
         """``c @ A`` for one sentence's ``c (S, c_dim)`` -> ``(S, 1, dim)``, or None."""

@@ -152,6 +152,40 @@ def annotations(
     return compose(model.cfg, forward, None if backward is None else backward.flip(0), x.shape[0])
 
 
+def ragged_annotations(
+    model: Encoders, seqs: Sequence[Sequence[int] | np.ndarray]
+) -> list[torch.Tensor]:
+    """Decoding's schedule: annotations ``c (S_b, c_dim)`` of each sentence of a group, each
+    equal to :func:`annotations` of that sentence alone.
+
+    The sentences run as one padded batch without a mask: forward states at real positions
+    only see earlier (real) words, and the backward encoder reads each sentence reversed
+    *within its own length* (padding after it), so it never starts on padding.  (Teacher
+    forcing's :func:`annotations` of a masked batch reads ``x[::-1]``, starting on padding
+    that the mask holds at the zero state.)  A grConv root depends on the sentence's length
+    (its pyramid stops there): those sentences are encoded one by one."""
+    device = model.device
+    if model.encoder.grconv:
+        return [
+            annotations(model, torch.as_tensor(np.asarray(s), device=device)[:, None])[:, 0]
+            for s in seqs
+        ]
+    lens = [len(s) for s in seqs]
+    S, B = max(lens), len(seqs)
+    x = torch.zeros((S, B), dtype=torch.int64)
+    x_rev = torch.zeros((S, B), dtype=torch.int64)
+    for b, s in enumerate(seqs):
+        t = torch.as_tensor(np.asarray(s), dtype=torch.int64)
+        x[: len(s), b] = t
+        x_rev[: len(s), b] = t.flip(0)  # reversed within its own length
+    forward, backward = directions(model, x.to(device), x_rev.to(device))
+    out = []
+    for b, n in enumerate(lens):
+        bw = None if backward is None else backward[:n, b : b + 1].flip(0)
+        out.append(compose(model.cfg, forward[:n, b : b + 1], bw, n)[:, 0].contiguous())
+    return out
+
+
 @torch.no_grad()
 def grconv_gates(model: Encoders, seq: Sequence[int] | np.ndarray) -> torch.Tensor:
     """The gating coefficients of the grConv over one sentence ``seq`` (word ids, ``<eos>``

@@ -17,7 +17,8 @@ from torch import nn
 from . import functional
 from .activations import parse_activation
 from .config import RecurrentConfig
-from .numerics import mm, output_blocks
+from .numerics import ROW_BLOCK, mm, output_blocks
+from .workspace import Workspace
 
 #: ``'lambda x:x'``, the activation of every projection GroundHog builds without one
 IDENTITY = parse_activation("lambda x:x", "identity")
@@ -267,13 +268,31 @@ class SoftmaxLayer(nn.Module):
             self.W = _param(n_in, n_out)
         self.b = _param(n_out)
 
-    def preactivation(self, x: torch.Tensor) -> torch.Tensor:
-        if hasattr(self, "W1"):
-            return mm(mm(x, self.W1), self.W2) + self.b
-        return mm(x, self.W) + self.b
+    def logits(
+        self, x: torch.Tensor, workspace: Workspace | None = None, T: float | None = None
+    ) -> torch.Tensor:
+        """``z = T * (x @ W + b)`` (``W = W1 @ W2`` applied as two products with
+        ``rank_n_approx``): the one definition of the output layer's logits.
+
+        ``T``: the float32 inverse temperature of ``fprop(state_below, temp=T)``
+        (cost_layers.py:961; the sampler's), None for 1.  ``workspace`` (no gradients, rows
+        ``x (R, n_in)``): the logits are written into its buffer ``"z"`` (a fresh ``(R, V)``
+        matrix costs its page faults every step)."""
+        h = mm(x, self.W1) if hasattr(self, "W1") else x
+        W = self.W2 if hasattr(self, "W2") else self.W
+        if workspace is None:
+            z = mm(h, W) + self.b
+        else:
+            R = h.shape[0]
+            z = mm(h, W, out=workspace.buffer("z", (R + (-R % ROW_BLOCK), W.shape[1]), h.dtype))
+            z.add_(self.b)
+        if T is not None:
+            t = torch.as_tensor(T, dtype=z.dtype, device=z.device)
+            z = z.mul_(t) if workspace is not None else z * t
+        return z
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return softmax_with_bias(self.preactivation(x))
+        return softmax_with_bias(self.logits(x))
 
     @torch.no_grad()
     def target_probs(

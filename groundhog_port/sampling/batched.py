@@ -22,10 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ..model import decoding
 from ..model.encdec import RNNEncoderDecoder
-from ..search.batched import BatchedBeamSearch
+from ..model.workspace import Workspace
 from ..search.common import legacy_log
-from .draw import Draw, check_call, multinomial_from_uniform, output_probs
+from .draw import Draw, check_call, multinomial_from_uniform
 
 
 class BatchedSampler:
@@ -35,8 +36,7 @@ class BatchedSampler:
     def __init__(self, model: RNNEncoderDecoder, batch_size: int = 32) -> None:
         self.model = model
         self.batch_size = int(batch_size)
-        # the batched search's encoder and attention (same bits as the one-sentence path)
-        self._search = BatchedBeamSearch(model, batch_size=self.batch_size)
+        self.workspace = Workspace(model.device)
 
     def draw_many(
         self,
@@ -70,7 +70,7 @@ class BatchedSampler:
                     for i, d in zip(group, draws):
                         out[i] = d
             finally:
-                self._search.release_buffers()
+                self.workspace.release()
         done = [d for d in out if d is not None]
         assert len(done) == len(out)  # every sentence is in a group
         return done
@@ -83,35 +83,20 @@ class BatchedSampler:
         T: float,
         unis: Sequence[Sequence[np.ndarray]],
     ) -> list[Draw]:
-        model, cfg = self.model, self.model.cfg
-        dec, device = model.decoder, model.device
+        model, device = self.model, self.model.device
         B = len(seqs)
-        cs = self._search.encode(seqs)
-        lens = torch.tensor([c.shape[0] for c in cs], dtype=torch.int64, device=device)
-        c_pad = torch.zeros((int(lens.max()), B, cfg.c_dim), dtype=model.dtype, device=device)
-        for b, c in enumerate(cs):
-            c_pad[: c.shape[0], b] = c
-        p_pad = dec.p_from_c(c_pad)
-        p_from_c = (
-            None
-            if p_pad is None
-            else [p_pad[: c.shape[0], b].contiguous() for b, c in enumerate(cs)]
-        )
+        src = decoding.encode(model, seqs)
         ids = [np.zeros((s, n), dtype=np.int64) for s in steps]
         nlp = [np.zeros((s, n), dtype=np.float32) for s in steps]
         # rows: sentence b's n samples, sentences in order
-        states = dec.initial_state(c_pad).repeat_interleave(n, 0)
+        states = decoding.init_states(model, src).repeat_interleave(n, 0)
         active = list(range(B))
-        row_sent = torch.arange(B, device=device).repeat_interleave(n)
         y = torch.zeros(B * n, dtype=torch.int64, device=device)
         k = 0
         while active:
-            rows_of = {b: n for b in active}
-            ctx = self._search.context(
-                k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens
-            )
-            emb = dec.approx_embedder(y)
-            probs = output_probs(model, dec.readout(states, ctx, dec.prev_word_term(y, emb)), T)
+            sizes = [(b, n) for b in active]
+            ctx = decoding.context(model, src, k, states, sizes, self.workspace)
+            probs = decoding.probs(model, states, ctx, y, sizes, self.workspace, T)
             u = np.concatenate([unis[b][k] for b in active])
             word = multinomial_from_uniform(probs.cpu().numpy(), u)
             y = torch.as_tensor(word, device=device)
@@ -119,7 +104,7 @@ class BatchedSampler:
             for r, b in enumerate(active):
                 ids[b][k] = word[r * n : (r + 1) * n]
                 nlp[b][k] = logp[r * n : (r + 1) * n]
-            states = dec.transition_step(y, states, ctx)
+            states = decoding.advance(model, y, states, ctx)
             k += 1
             keep = [r for r, b in enumerate(active) if k < steps[b]]
             if len(keep) < len(active):
@@ -128,6 +113,6 @@ class BatchedSampler:
                     if keep
                     else torch.zeros(0, dtype=torch.int64, device=device)
                 )
-                states, row_sent, y = states[rows], row_sent[rows], y[rows]
+                states, y = decoding.reorder(states, rows), decoding.reorder(y, rows)
                 active = [active[r] for r in keep]
         return [Draw(i, l) for i, l in zip(ids, nlp)]

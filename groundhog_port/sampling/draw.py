@@ -11,10 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-
-from ..model.encdec import RNNEncoderDecoder
-from ..model.layers import softmax_with_bias
 
 
 class SamplingFailed(Exception):
@@ -70,12 +66,6 @@ def boundary_margin(pvals: np.ndarray, unis: np.ndarray, ids: np.ndarray) -> np.
     above = cum[r, ids] - u
     below = u - np.where(ids > 0, cum[r, np.maximum(ids - 1, 0)], 0.0)
     return np.where(above > 0, np.minimum(above, below), np.inf)
-
-
-def output_probs(model: RNNEncoderDecoder, readout: torch.Tensor, T: float) -> torch.Tensor:
-    """``SoftmaxLayer.fprop(state_below, temp=T)``: ``softmax(T * (x @ W + b))``."""
-    z = model.decoder.output_layer.preactivation(readout)
-    return softmax_with_bias(z * torch.as_tensor(T, dtype=z.dtype, device=z.device))
 
 
 def temperature(alpha: float) -> float:

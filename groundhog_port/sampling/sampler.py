@@ -40,6 +40,7 @@ import torch
 from ..legacy.data import legacy_argsort
 from ..legacy.experiment import Experiment
 from ..legacy.vocab import indices_to_words
+from ..model import decoding
 from ..model.encdec import RNNEncoderDecoder
 from ..search.common import legacy_log
 from .batched import BatchedSampler
@@ -50,7 +51,6 @@ from .draw import (
     check_call,
     multinomial_from_uniform,
     n_steps_for,
-    output_probs,
     temperature,
 )
 from .mrg import MRGRandomStreams, StateMatrix
@@ -216,11 +216,10 @@ def draw_sentence(
     (``(n_steps, n_samples)``): take these words instead of drawing (the float64 shadow
     replays a draw this way); then ``unis`` may be None.
     """
-    dec = model.decoder
     device = model.device
-    c = model.encode(seq)
-    p_from_c = model.p_from_c(c)
-    s = model.initial_states(c).expand(n_samples, -1).contiguous()
+    src = decoding.Source.of(model, [model.encode(seq)])
+    sizes = [(0, n_samples)]
+    s = decoding.init_states(model, src).expand(n_samples, -1).contiguous()
     y = torch.zeros(n_samples, dtype=torch.int64, device=device)
     ids = np.zeros((n_steps, n_samples), dtype=np.int64)
     nlp = np.zeros(
@@ -228,9 +227,8 @@ def draw_sentence(
     )
     margin = None if forced_ids is not None else np.zeros((n_steps, n_samples))
     for k in range(n_steps):
-        emb = dec.approx_embedder(y)
-        ctx, _ = dec.context(s, c[:, None], p_from_c, k)
-        probs = output_probs(model, dec.readout(s, ctx, dec.prev_word_term(y, emb)), T)
+        ctx = decoding.context(model, src, k, s, sizes)
+        probs = decoding.probs(model, s, ctx, y, sizes, T=T)
         if forced_ids is None:
             assert unis is not None and margin is not None  # drawing needs the uniforms
             p = probs.cpu().numpy()
@@ -241,7 +239,7 @@ def draw_sentence(
         y = torch.as_tensor(word, device=device)
         ids[k] = word
         nlp[k] = (-legacy_log(probs.gather(1, y[:, None])[:, 0])).cpu().numpy()
-        s = dec.transition_step(y, s, ctx)
+        s = decoding.advance(model, y, s, ctx)
     return Draw(ids, nlp, margin)
 
 

@@ -51,9 +51,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..model import attention, encoder
+from ..model import decoding
 from ..model.encdec import RNNEncoderDecoder
-from ..model.numerics import ROW_BLOCK, mm, sum_positions
+from ..model.output import CHUNK, Normalised, normalise
+from ..model.workspace import Workspace
 from .common import (
     SearchFailed,
     check_encodable,
@@ -69,18 +70,6 @@ logger = logging.getLogger(__name__)
 
 #: the message of legacy.BeamSearch.search when the beam reached MAX_RETRY_BEAM
 TRANSLATION_FAILED = "Translation failed (attempt to get argmin of an empty sequence)"
-
-#: word chunk of the candidate prefilter (vocabularies above CHUNKED_VOCAB words)
-CHUNK = 128
-CHUNKED_VOCAB = 4096
-
-#: rows of the float64 softmax sum converted at a time (:meth:`BatchedBeamSearch._sum64`)
-SUM64_ROWS = 16
-
-#: torch's CPU reductions split one output's reduction between threads from this many
-#: elements on (at::internal::GRAIN_SIZE); the literal search's softmax sum over a
-#: single row of that size would then not be the per-row sum of a bigger batch
-_GRAIN = 32768
 
 
 @dataclass
@@ -110,7 +99,7 @@ class BatchedBeamSearch:
         self.unk_id = model.cfg.unk_sym_target
         self.batch_size = int(batch_size)
         self.max_rows = int(max_rows)
-        self._buffers: dict[str, torch.Tensor] = {}
+        self.workspace = Workspace(model.device)
         self._watch: Callable[[int, int], str | None] | None = None
         #: counters of the last call (steps, rows, prefilter fallbacks), for tools
         self.stats: dict[str, Any] = {}
@@ -219,60 +208,22 @@ class BatchedBeamSearch:
             yield group
 
     def release_buffers(self) -> None:
-        """Drop the scratch tensors of :meth:`_buffer` (after a run: they can be large)."""
-        self._buffers.clear()
+        """Drop the workspace's scratch tensors (after a run: they can be large)."""
+        self.workspace.release()
 
-    def _buffer(self, name, shape, dtype):
-        """A reused scratch tensor (fresh large CPU allocations cost page faults every step)."""
-        numel = int(np.prod(shape))
-        buf = self._buffers.get(name)
-        if buf is None or buf.numel() < numel or buf.dtype != dtype:
-            buf = torch.empty(max(numel, 1), dtype=dtype, device=self.model.device)
-            self._buffers[name] = buf
-        return buf[:numel].view(shape)
-
-    # -- encoder ------------------------------------------------------------------------
     def encode(self, seqs: Sequence[Sequence[int] | np.ndarray]) -> list[torch.Tensor]:
         """Annotations ``c (S_b, c_dim)`` of each sentence, equal to ``model.encode(seq)``."""
-        model, cfg = self.model, self.cfg
-        if model.encoder.grconv:
-            # the grConv root depends on the sentence's length (its pyramid stops there), so
-            # an unmasked padded batch would not reproduce it: encode one by one (cheap)
-            return [model.encode(s) for s in seqs]
-        device = model.device
-        lens = [len(s) for s in seqs]
-        S, B = max(lens), len(seqs)
-        x = torch.zeros((S, B), dtype=torch.int64)
-        x_rev = torch.zeros((S, B), dtype=torch.int64)
-        for b, s in enumerate(seqs):
-            t = torch.as_tensor(s, dtype=torch.int64)
-            x[: len(s), b] = t
-            x_rev[: len(s), b] = t.flip(0)  # reversed within its own length
-        x, x_rev = x.to(device), x_rev.to(device)
-        # the model's own definitions; the backward states are reversed within each length
-        forward, backward = encoder.directions(model, x, x_rev)
-        out = []
-        for b, n in enumerate(lens):
-            bw = None if backward is None else backward[:n, b : b + 1].flip(0)
-            out.append(encoder.compose(cfg, forward[:n, b : b + 1], bw, n)[:, 0].contiguous())
-        return out
+        return decoding.annotate(self.model, seqs)
 
     # -- one group ----------------------------------------------------------------------
     def _decode(self, jobs, seqs, encoded):
         """Decode ``jobs`` together; per job a Hypotheses, a SearchFailed or a retry _Job."""
-        model, cfg, dec = self.model, self.cfg, self.model.decoder
+        model = self.model
         device = model.device
         B = len(jobs)
         self.stats["groups"] += 1
         cs = [encoded[j.index] for j in jobs]
-        lens = torch.tensor([c.shape[0] for c in cs], dtype=torch.int64, device=device)
-        S = int(lens.max())
-        c_pad = torch.zeros((S, B, cfg.c_dim), dtype=model.dtype, device=device)
-        for b, c in enumerate(cs):
-            c_pad[: c.shape[0], b] = c
-        p_from_c = dec.p_from_c(c_pad)  # (S, B, dim) or None
-        if p_from_c is not None:  # per sentence (S_b, dim)
-            p_from_c = [p_from_c[: c.shape[0], b].contiguous() for b, c in enumerate(cs)]
+        src = decoding.Source.of(model, cs)
         steps = [3 * c.shape[0] for c in cs]  # sample.py:60, seq incl. EOS
         n = [j.n for j in jobs]
         fin_trans = [[] for _ in jobs]
@@ -280,7 +231,7 @@ class BatchedBeamSearch:
         outcome = [None] * B
 
         # rows: the live hypotheses, grouped by sentence in beam-slot order
-        states = dec.initial_state(c_pad)  # (B, dim)
+        states = decoding.init_states(model, src)  # (B, dim)
         row_sent = torch.arange(B, device=device)
         last_words = torch.zeros(B, dtype=torch.int64, device=device)
         costs = torch.zeros(B, dtype=torch.float64, device=device)
@@ -294,7 +245,7 @@ class BatchedBeamSearch:
             failed = []
             for b in active:
                 try:
-                    check_kth(n[b], rows_of[b] * cfg.n_sym_target)
+                    check_kth(n[b], rows_of[b] * self.cfg.n_sym_target)
                     stop = self._watch(jobs[b].index, rows_of[b]) if self._watch else None
                     if stop:
                         raise SearchFailed(stop)
@@ -314,11 +265,12 @@ class BatchedBeamSearch:
             for b in active:
                 by_len[len(cs[b])] = by_len.get(len(cs[b]), 0) + rows_of[b]
 
-            ctx = self.context(k, states, row_sent, active, rows_of, cs, c_pad, p_from_c, lens)
-            emb = dec.approx_embedder(last_words)
-            readout = dec.readout(states, ctx, dec.prev_word_term(last_words, emb))
+            sizes = [(b, rows_of[b]) for b in active]
+            ctx = decoding.context(model, src, k, states, sizes, self.workspace)
+            z = decoding.logits(model, states, ctx, last_words, self.workspace)
+            parts = normalise(z, decoding.single_rows(sizes), self.workspace, chunk_max=True)
             sel_sent, sel_row, sel_word, sel_cost = self._select(
-                k, readout, costs, row_sent, active, rows_of, n, jobs
+                k, parts, costs, row_sent, active, rows_of, n, jobs
             )
 
             # finished hypotheses leave the beam (sample.py:108-120)
@@ -350,7 +302,12 @@ class BatchedBeamSearch:
             hist = torch.cat([hist[origin], last_words[:, None]], 1)
             rows_of = {b: n[b] for b in active}
             if active:
-                states = dec.transition_step(last_words, states[origin], ctx[origin])
+                states = decoding.advance(
+                    model,
+                    last_words,
+                    decoding.reorder(states, origin),
+                    decoding.reorder(ctx, origin),
+                )
             k += 1
         return outcome
 
@@ -368,137 +325,7 @@ class BatchedBeamSearch:
         logger.error("Translation failed", extra=which)
         return SearchFailed(TRANSLATION_FAILED)
 
-    # -- attention ----------------------------------------------------------------------
-    def context(
-        self,
-        k: int,
-        states: torch.Tensor,
-        row_sent: torch.Tensor,
-        active: list[int],
-        rows_of: dict[int, int],
-        cs: list[torch.Tensor],
-        c_pad: torch.Tensor,
-        p_from_c: list[torch.Tensor] | None,
-        lens: torch.Tensor,
-    ) -> torch.Tensor:
-        """Context of every row at step ``k`` (``Decoder.context`` for each sentence).
-
-        Attention works on the real (row, position) pairs only, row by row: sentence b's
-        ``n_b`` rows hold ``n_b x S_b`` consecutive pairs, which is the layout of the
-        literal search's ``alpha.t()`` for that sentence.
-        """
-        cfg, dec = self.cfg, self.model.decoder
-        R = states.shape[0]
-        if not cfg.search:
-            # c[min(k, S_b - 1)] of each row's sentence (encdec.py:1023)
-            pos = torch.clamp(lens[row_sent], max=k + 1) - 1
-            return c_pad[pos, row_sent]
-        device, dim = states.device, cfg.dim
-        sizes = [(rows_of[b], cs[b].shape[0]) for b in active]
-        N = sum(n * S for n, S in sizes)
-        # attention.scores: tanh(s @ B + p_from_c_j) @ D, one sentence at a time so that
-        # its n x S x dim block stays in cache between the three passes
-        hB = mm(states, dec.B)
-        big = max(n * S for n, S in sizes)
-        p = self._buffer("att", (big, dim), torch.float32)
-        score = torch.empty(N, dtype=torch.float32, device=device)
-        off = r0 = 0
-        assert p_from_c is not None  # a search model's
-        for b, (n, S) in zip(active, sizes):
-            rows = n * S
-            pb = p[:rows]
-            torch.add(hB[r0 : r0 + n, None], p_from_c[b][None], out=pb.view(n, S, dim))
-            score[off : off + rows] = attention.energy_scores(pb.tanh_(), dec.D)
-            off, r0 = off + rows, r0 + n
-        # (R, S_max) views of the pairs, zeros elsewhere
-        S_rows = lens[row_sent]
-        S_max = int(max(S for _, S in sizes))
-        pair_row = torch.repeat_interleave(torch.arange(R, device=device), S_rows)
-        starts = torch.cumsum(S_rows, 0) - S_rows
-        slot = pair_row * S_max + torch.arange(N, device=device) - starts[pair_row]
-        if self.model.stable:
-            grid = torch.full((R * S_max,), -float("inf"), device=device)
-            grid[slot] = score
-            score = score - grid.view(R, S_max).amax(1)[pair_row]
-        energy = torch.exp(score)
-        grid = torch.zeros(R * S_max, device=device)
-        grid[slot] = energy
-        alpha = energy / sum_positions(grid.view(R, S_max).t())[pair_row]
-        ctx, off = [], 0
-        for b, (n, S) in zip(active, sizes):
-            # weighted_context(alpha_b (S, n), c_b): the same contiguous (n, S) operand
-            ctx.append(
-                attention.weighted_context(alpha[off : off + n * S].view(n, S).t(), cs[b][:, None])
-            )
-            off += n * S
-        return torch.cat(ctx) if len(ctx) > 1 else ctx[0]
-
-    # -- output layer and selection -----------------------------------------------------
-    def _probs_parts(self, readout, single_rows=()):
-        """The output layer up to the softmax normaliser, in one reused buffer.
-
-        Returns ``e (R, V)`` float32 = ``exp(z - max z)``, the maxima of ``z`` per CHUNK
-        words (or None), and ``inv (R, 1)`` = ``1 / sum(e)`` summed in float64:
-        ``probs = (e.double() * inv).float()`` is
-        :func:`~groundhog_port.model.layers.softmax_with_bias` bit for bit (the sum: see
-        :meth:`_sum64`).
-        """
-        out = self.model.decoder.output_layer
-        R = readout.shape[0]
-        V = self.cfg.n_sym_target
-        h = mm(readout, out.W1) if hasattr(out, "W1") else readout
-        W = out.W2 if hasattr(out, "W2") else out.W
-        # into a reused buffer: a fresh (rows, V) matrix costs its page faults every step
-        z = mm(h, W, out=self._buffer("z", (R + (-R % ROW_BLOCK), V), h.dtype))
-        z.add_(out.b)
-        chunk_max = None
-        if V > CHUNKED_VOCAB:
-            nfull = V // CHUNK
-            chunk_max = z[:, : nfull * CHUNK].unflatten(1, (nfull, CHUNK)).amax(-1)
-            if V % CHUNK:
-                chunk_max = torch.cat([chunk_max, z[:, nfull * CHUNK :].amax(-1, keepdim=True)], 1)
-            zmax = chunk_max.amax(-1, keepdim=True)  # == z.amax(-1): max is exact
-        else:
-            zmax = z.amax(-1, keepdim=True)
-        e = z.sub_(zmax).exp_()
-        total = self._sum64(e)
-        if (
-            single_rows
-            and R > 1
-            and V >= _GRAIN
-            and torch.get_num_threads() > 1
-            and e.device.type == "cpu"
-        ):
-            # the literal search sums a one-row beam in a one-row call, which torch
-            # splits between threads from _GRAIN elements on: do the same for those rows
-            for r in single_rows:
-                total[r] = e[r : r + 1].sum(-1, dtype=torch.float64)
-        return e, chunk_max, 1.0 / total
-
-    def _sum64(self, e: torch.Tensor) -> torch.Tensor:
-        """``e.double().sum(-1, keepdim=True)`` for ``e (R, V)``, SUM64_ROWS rows at a time
-        through a reused float64 buffer.
-
-        ``torch.sum(e, dtype=float64)`` converts the whole matrix first (a fresh 240 MB at
-        1,000 rows, every step).  Each row is summed whole by one thread, in the same order
-        whatever rows are beside it, as in ``softmax_with_bias``'s multi-row sum; a chunk is
-        never a lone row unless ``R`` is 1 (torch splits a one-row sum of _GRAIN elements or
-        more between threads), and never fewer rows than SUM64_ROWS unless ``R`` is.
-        """
-        R, V = e.shape
-        if R <= 2 * SUM64_ROWS:
-            return e.double().sum(-1, keepdim=True)
-        total = torch.empty((R, 1), dtype=torch.float64, device=e.device)
-        buf = self._buffer("e64", (2 * SUM64_ROWS, V), torch.float64)
-        r0 = 0
-        while r0 < R:
-            r1 = R if R - r0 < 2 * SUM64_ROWS else r0 + SUM64_ROWS
-            chunk = buf[: r1 - r0]
-            chunk.copy_(e[r0:r1])
-            total[r0:r1] = chunk.sum(-1, keepdim=True)
-            r0 = r1
-        return total
-
+    # -- selection -----------------------------------------------------------------
     def _candidates(self, e, chunk_max, m):
         """``m`` words of largest ``e`` per row: ``(R, m)`` word ids and float32 values,
         largest first.
@@ -522,7 +349,7 @@ class BatchedBeamSearch:
         vals, pos = torch.topk(vals, m, dim=1)
         return torch.gather(words, 1, pos), vals
 
-    def _select(self, k, readout, costs, row_sent, active, rows_of, n, jobs):
+    def _select(self, k, parts: Normalised, costs, row_sent, active, rows_of, n, jobs):
         """The survivors of step ``k`` for every active sentence, as the literal search picks them.
 
         Per row the ``m = n_b + 3`` words of highest probability are candidates (cost
@@ -535,20 +362,14 @@ class BatchedBeamSearch:
         the one over the full matrix, with the same order and ties.  Otherwise the step
         of that sentence is redone on its full ``(rows, V)`` cost matrix.
 
+        ``parts``: the step's output softmax in parts (:func:`~groundhog_port.model.output.normalise`).
         Returns, in sentence order then ``select_cheapest`` order: sentence, row, word,
         float64 cost of each survivor.
         """
-        device = readout.device
+        e, chunk_max, inv = parts.e, parts.chunk_max, parts.inv
+        device = e.device
         V = self.cfg.n_sym_target
-        R = readout.shape[0]
-        single_rows = []
-        if V >= _GRAIN:
-            r0 = 0
-            for b in active:
-                if rows_of[b] == 1:
-                    single_rows.append(r0)
-                r0 += rows_of[b]
-        e, chunk_max, inv = self._probs_parts(readout, single_rows)
+        R = e.shape[0]
         n_act = [n[b] for b in active]
         # n + 1 candidates besides the (at most two) words the masks may forbid
         m = min(max(n_act) + 3, V)
@@ -598,13 +419,13 @@ class BatchedBeamSearch:
         selected = sel_slot, sel_row, words[sel_row, j], cand_cost[sel_row, j]
         if not bool(ok.all()):
             selected = self._fallback(
-                k, ok, e, inv, costs, starts, counts, active, n_act, jobs, selected
+                k, ok, parts, costs, starts, counts, active, n_act, jobs, selected
             )
         sel_slot, sel_row, sel_word, sel_cost = selected
         act = torch.tensor(active, dtype=torch.int64, device=device)
         return act[sel_slot], sel_row, sel_word, sel_cost
 
-    def _fallback(self, k, ok, e, inv, costs, starts, counts, active, n_act, jobs, selected):
+    def _fallback(self, k, ok, parts, costs, starts, counts, active, n_act, jobs, selected):
         """Redo the selection of the sentences the prefilter cannot decide, on their full
         ``(rows, V)`` cost matrix exactly as ``legacy.BeamSearch.search`` does.
 
@@ -622,7 +443,7 @@ class BatchedBeamSearch:
                 continue
             self.stats["fallbacks"] += 1
             r0, r1 = starts_l[s], starts_l[s] + counts_l[s]
-            probs = (e[r0:r1].double() * inv[r0:r1]).float()  # softmax_with_bias rows
+            probs = parts.probs(slice(r0, r1))  # softmax_with_bias rows
             flat = next_costs(
                 costs[r0:r1], probs, k, jobs[b].minlen, jobs[b].ignore_unk, self.eos_id, self.unk_id
             ).flatten()

@@ -13,6 +13,7 @@ change.
 
 import numpy as np
 import pytest
+import torch
 
 from groundhog_port import lookup
 from groundhog_port.cli import printed_outputs
@@ -21,6 +22,7 @@ from groundhog_port.harness.check import find_case
 from groundhog_port.harness.report import Rows
 from groundhog_port.harness.trace import TraceFile
 from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.model.layers import SoftmaxLayer
 from groundhog_port.sampling import draw, sampler
 from groundhog_port.search import translator
 from parity_tests.support.cases import recording_dir
@@ -163,10 +165,14 @@ def test_user_outputs_search_every_row_passes(search_case):
     assert all(r.n > 0 for r in rows.values())
 
 
-def _temperature_before_bias(model, readout, T):
-    layer = model.decoder.output_layer
-    z = layer.preactivation(readout) - layer.b
-    return draw.softmax_with_bias(z * T + layer.b)
+def _temperature_before_bias(real):
+    def logits(self, x, workspace=None, T=None):
+        if T is None:
+            return real(self, x, workspace)
+        z = real(self, x) - self.b
+        return z * torch.as_tensor(T, dtype=z.dtype) + self.b
+
+    return logits
 
 
 def _normalize_by_words_plus_1(real):
@@ -206,7 +212,7 @@ def test_a_mistake_fails_its_output_row(search_case, monkeypatch, mistake, match
     """Proof that the rows can fail: each mistake, patched in, fails the row of the output it
     changes (and only that: the others of the same command still pass)."""
     if mistake == "temperature_before_bias":
-        monkeypatch.setattr(sampler, "output_probs", _temperature_before_bias)
+        monkeypatch.setattr(SoftmaxLayer, "logits", _temperature_before_bias(SoftmaxLayer.logits))
     elif mistake == "normalize_by_words_plus_1":
         monkeypatch.setattr(sampler, "finish", _normalize_by_words_plus_1(sampler.finish))
     else:

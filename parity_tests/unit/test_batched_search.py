@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groundhog_port.legacy.loading import open_experiment
+from groundhog_port.model import output
 from groundhog_port.model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
 from groundhog_port.search.batched import TRANSLATION_FAILED, BatchedBeamSearch
 from groundhog_port.search.common import SearchFailed, select_cheapest
@@ -302,21 +303,19 @@ def test_output_blocks_equal_numerics_mm(k, V):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_float64_normaliser_in_chunks_equals_one_sum(threads):
-    """The batched softmax normaliser, summed SUM64_ROWS rows at a time through a reused
-    float64 buffer (``_sum64``), is ``e.double().sum(-1)`` as ``softmax_with_bias`` sums it,
+    """The decoding softmax normaliser, summed SUM64_ROWS rows at a time through a reused
+    float64 buffer (``output.sum64``), is ``e.double().sum(-1)`` as ``softmax_with_bias`` sums it,
     bit for bit, for 1-300 rows of 500-40,000 words (values over 20 orders of magnitude)."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        model = build_model("search", 10, 12, 4, 3, SEARCH_FLAGS, 7, (1.0, 1.0, 6.0, 1.0, 0.0))
-        bb = BatchedBeamSearch(model)
         g = torch.Generator().manual_seed(threads)
         for V in (500, 30001, 40000):
             for R in (1, 2, 33, 47, 48, 100, 300):
                 e = torch.rand((R, V), generator=g) * torch.exp(
                     torch.randn((R, V), generator=g) * 5
                 )
-                assert torch.equal(bb._sum64(e), e.double().sum(-1, keepdim=True)), (V, R)
+                assert torch.equal(output.sum64(e), e.double().sum(-1, keepdim=True)), (V, R)
     finally:
         torch.set_num_threads(before)
 
