@@ -24,6 +24,12 @@ Shutdown (:meth:`close`): nothing new is accepted, every waiting sentence is ans
 :class:`ShuttingDown` at once, and the batch in progress may finish until ``grace_s``;
 past it the search stops between two steps (cooperatively) and its requests get
 :class:`ShuttingDown` too; the thread is joined before :meth:`close` returns.
+
+Time: the gathering window (``wait_s``) and the shutdown's grace period are read from a
+:class:`Clock`, by default the :mod:`time` module itself (``time.monotonic``,
+``time.sleep``).  A test gives a clock that moves only when told, so that "these requests
+were queued together before the window ended" is ordered by events, not by how fast the
+machine happens to be.
 """
 
 import collections
@@ -31,6 +37,9 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
+from typing import Protocol
+
+from .engine import Engine, Job
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +47,23 @@ logger = logging.getLogger(__name__)
 LIKE = 4
 #: all clients together may have this many times ``max_pending`` sentences waiting
 TOTAL_PENDING = 4
+
+
+class Clock(Protocol):
+    """Where the server reads time (:mod:`time` is one: the default everywhere).
+
+    An injection point for the tests, not a setting: with the real clock, whether
+    concurrent requests share a batch, and whether a slow client is past its deadline,
+    depend on the machine's speed; a clock that moves only when a test says so (its
+    ``sleep`` returning once the test has advanced it) makes both decided by events."""
+
+    def monotonic(self) -> float:
+        """Seconds, never decreasing (``time.monotonic``)."""
+        ...
+
+    def sleep(self, seconds: float, /) -> None:
+        """Return once ``seconds`` have passed on this clock (``time.sleep``)."""
+        ...
 
 
 class Busy(Exception):
@@ -49,16 +75,31 @@ class ShuttingDown(Exception):
 
 
 class Batcher:
-    def __init__(self, engine, wait_s=0.005, max_batch=32, max_pending=256, max_rows=320):
+    """The decoding thread and the queues of the clients (see the module docstring).
+
+    ``clock``: where the gathering window (``wait_s``) is slept and the shutdown's grace
+    period is measured; the :mod:`time` module unless a test injects one (:class:`Clock`).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        wait_s: float = 0.005,
+        max_batch: int = 32,
+        max_pending: int = 256,
+        max_rows: int = 320,
+        clock: Clock = time,
+    ) -> None:
         self.engine = engine
+        self.clock = clock
         self.wait_s, self.max_batch, self.max_pending = wait_s, max_batch, max_pending
         self.max_rows = max_rows
         self._cond = threading.Condition()
-        self._queues = {}  # client -> deque of (job, future)
-        self._served = {}  # client -> cost served (virtual time)
+        self._queues: dict[str, collections.deque[tuple[Job, Future[Job]]]] = {}  # per client
+        self._served: dict[str, int] = {}  # client -> cost served (virtual time)
         self._pending = 0
         self._closing = False
-        self._cancel_at = None  # monotonic: in-progress decoding stops after it
+        self._cancel_at: float | None = None  # clock time: in-progress decoding stops after it
         self.stats = dict(batches=0, sentences=0, largest_batch=0, failures=0, cancelled=0)
         self._thread = threading.Thread(target=self._loop, name="groundhog-decoder", daemon=True)
         self._thread.start()
@@ -96,7 +137,7 @@ class Batcher:
         finish within ``grace_s`` (then stop it), and join the decoding thread."""
         with self._cond:
             self._closing = True
-            self._cancel_at = time.monotonic() + grace_s
+            self._cancel_at = self.clock.monotonic() + grace_s
             for queue in self._queues.values():
                 for _, fut in queue:
                     if fut.set_running_or_notify_cancel():
@@ -156,7 +197,7 @@ class Batcher:
                     return
                 full = self._pending >= self.max_batch
             if not full and self.wait_s > 0:
-                time.sleep(self.wait_s)  # gather concurrent requests
+                self.clock.sleep(self.wait_s)  # gather concurrent requests
             with self._cond:
                 if self._closing:
                     return
@@ -166,7 +207,7 @@ class Batcher:
 
     def _stop_if_closing(self):
         """Called between decoding steps: past the grace period of a shutdown, stop."""
-        if self._cancel_at is not None and time.monotonic() > self._cancel_at:
+        if self._cancel_at is not None and self.clock.monotonic() > self._cancel_at:
             raise ShuttingDown("the server is shutting down: decoding was stopped")
 
     def _run(self, batch):

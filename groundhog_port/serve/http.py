@@ -22,6 +22,10 @@ names that origin; allowed origins get CORS headers and preflight answers.
 
 A request must arrive whole (line, headers and body) within the client timeout, counted
 from its first byte's wait, not per received piece: a client trickling bytes is cut there.
+That deadline, like the decoder's gathering window, is read from the server's
+:class:`~.batcher.Clock` (the :mod:`time` module unless a test injects one); measured
+durations (the log's milliseconds) and real waits (an answer's ``--timeout``, joining
+threads at shutdown) use :func:`time.monotonic` itself.
 """
 
 import io
@@ -32,6 +36,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
 from http import HTTPStatus
@@ -41,8 +46,8 @@ from importlib import resources
 from ..errors import LegacyInputError
 from ..untrusted import load_json
 from . import legacy_api
-from .batcher import Batcher, Busy, ShuttingDown
-from .engine import Budget, Job, RequestError, estimated_steps
+from .batcher import Batcher, Busy, Clock, ShuttingDown
+from .engine import Budget, Engine, Job, RequestError, estimated_steps
 
 logger = logging.getLogger("groundhog_port.serve")
 
@@ -127,7 +132,7 @@ class _DeadlineSocketReader(io.RawIOBase):
     def readinto(self, b):
         deadline = self._handler.deadline
         if deadline is not None:
-            left = deadline - time.monotonic()
+            left = deadline - self._handler.server.clock.monotonic()
             if left <= 0:
                 raise TimeoutError("the request was not received in time")
             self._sock.settimeout(left)
@@ -155,37 +160,43 @@ def _hosts_of(host, port, extra=()):
 
 
 class TranslationServer(ThreadingHTTPServer):
-    """A threading HTTP server holding the engine and its decoding thread."""
+    """A threading HTTP server holding the engine and its decoding thread.
+
+    ``clock`` (the :mod:`time` module unless a test injects one, see
+    :class:`~.batcher.Clock`) decides the decoder's gathering window, the shutdown's grace
+    period and each request's client-timeout deadline."""
 
     daemon_threads = True
     request_queue_size = 64
 
     def __init__(
         self,
-        address,
-        engine,
-        wait_s=0.005,
-        max_batch=32,
-        max_pending=256,
-        timeout_s=120.0,
-        socket_timeout_s=30.0,
-        max_rows=320,
-        allow_origins=(),
-        allow_hosts=(),
-    ):
+        address: tuple[str, int],
+        engine: Engine,
+        wait_s: float = 0.005,
+        max_batch: int = 32,
+        max_pending: int = 256,
+        timeout_s: float = 120.0,
+        socket_timeout_s: float = 30.0,
+        max_rows: int = 320,
+        allow_origins: Iterable[str] = (),
+        allow_hosts: Iterable[str] = (),
+        clock: Clock = time,
+    ) -> None:
         super().__init__(address, Handler)
         self.engine = engine
-        self.batcher = Batcher(engine, wait_s, max_batch, max_pending, max_rows)
+        self.clock = clock
+        self.batcher = Batcher(engine, wait_s, max_batch, max_pending, max_rows, clock)
         self.timeout_s, self.socket_timeout_s = timeout_s, socket_timeout_s
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
-        host, port = self.server_address[:2]
+        host, port = str(self.server_address[0]), self.server_address[1]  # bound: a str
         self.hosts = _hosts_of(host, port, allow_hosts)
         self.any_ip_host = ipaddress.ip_address(host).is_unspecified if _is_ip(host) else False
         self.started = time.time()
         self.requests = 0
         self.stopping = False
         self._count_lock = threading.Lock()
-        self._handlers = set()
+        self._handlers: set[threading.Thread] = set()
 
     def process_request(self, request, client_address):
         """A thread per connection (as ThreadingHTTPServer), remembered so that a shutdown
@@ -293,7 +304,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def handle_one_request(self):
         # the whole next request (line, headers, body) within the client timeout
-        self.deadline = time.monotonic() + self.server.socket_timeout_s
+        self.deadline = self.server.clock.monotonic() + self.server.socket_timeout_s
         try:
             super().handle_one_request()
         finally:
