@@ -17,7 +17,17 @@ import time
 from parity_tests.support import loadtest
 from parity_tests.support.cases import REPO
 from parity_tests.support.command_lines import MODEL, STATE
-from parity_tests.support.serve import RAW_EN, TEST_EN, TRANS10, post_json, request, running_server
+from parity_tests.support.serve import (
+    RAW_EN,
+    TEST_EN,
+    TRANS10,
+    ManualClock,
+    clocked_server,
+    post_json,
+    request,
+    running_server,
+    until,
+)
 
 HEAVY, LIGHT = "127.0.0.2", "127.0.0.3"
 
@@ -25,29 +35,58 @@ HEAVY, LIGHT = "127.0.0.2", "127.0.0.3"
 # -- fairness and budgets ---------------------------------------------------------------
 
 
-def test_a_heavy_client_cannot_starve_a_light_one():
-    """The issue's scenario, scaled to this machine (4 requests of 6 sentences of 100 tokens
-    at beam 50 instead of 9 x 32; the shape kept): light 5-word requests sent while the heavy
-    ones are being decoded are answered long before the heavy load ends.  With one queue in
-    arrival order the first light request waited for every heavy sentence (its latency was
-    the heavy load's whole duration, and no second light request fitted in).  Bound: with
-    fair queueing a light request waits for at most the batch in progress (at most
-    --batch-rows hypotheses: 6 of the heavy sentences, a quarter of them) and its own
-    decoding, so its p90 stays under half the heavy load's duration."""
-    with running_server() as server:
-        r = loadtest.fairness(
-            server.url,
-            TEST_EN,
-            heavy=loadtest.Heavy(requests=4, sentences=6, tokens=100, beam=50),
-            light=loadtest.Light(requests=50),
-            heavy_from=HEAVY,
-            light_from=LIGHT,
-            start_after_s=0.5,
-        )
-    assert set(r["heavy"]["statuses"]) == {"200"}, r
-    assert set(r["light"]["statuses"]) == {200}, r
-    assert r["light"]["requests"] >= 3, r
-    assert r["light"]["latency_ms"][90] < 1000 * r["heavy"]["seconds_max"] / 2, r
+def test_a_heavy_client_cannot_starve_a_light_one(monkeypatch):
+    """The issue's scenario, ordered by events instead of measured: heavy requests from one
+    client (3 requests of 6 sentences of 100 tokens at beam 50: 18 sentences, 6 per batch
+    at --batch-rows 320), then a light 5-word request from another client while they are
+    decoded.  With one queue in arrival order the light request waited for every heavy
+    sentence.  With fair queueing it is the very next batch after the one in progress,
+    alone (a 5-word sentence does not ride with 100-token ones), while 12 heavy sentences
+    still wait.  The server's clock is a ManualClock: each gathering window ends when the
+    test says, so what is queued when each batch is cut is decided by events, and the
+    batches are recorded as the decoder is given them (no latency is measured)."""
+    clock = ManualClock()
+    heavy = loadtest.Heavy(requests=3, sentences=6, tokens=100, beam=50)
+    light_text = " ".join(TEST_EN[0].split()[:5])
+    answers = {}
+
+    def send(name, payload, source):
+        answers[name] = post_json(server.url, payload, source=source)
+
+    with clocked_server(clock) as server:
+        batcher, decode, batches = server.batcher, server.engine.decode, []
+
+        def recorded(jobs, stop=None):
+            batches.append([" ".join(j.source.tokens) for j in jobs])
+            decode(jobs, stop=stop)
+
+        monkeypatch.setattr(server.engine, "decode", recorded)
+        clients = [
+            threading.Thread(
+                target=send, args=(i, heavy.payload(TEST_EN, attention=False), HEAVY), daemon=True
+            )
+            for i in range(heavy.requests)
+        ]
+        for c in clients:
+            c.start()
+        until(lambda: batcher.pending == 18, "the heavy sentences queued")
+        clock.advance(batcher.wait_s)  # the first batch: 6 heavy sentences
+        clock.wait_sleeps(2)  # it is decoded; the decoder gathers the next
+        assert len(batches) == 1 and batcher.pending == 12, batches
+        light = {"text": light_text, "tokenized": True, "attention": False}
+        clients.append(threading.Thread(target=send, args=("light", light, LIGHT), daemon=True))
+        clients[-1].start()
+        until(lambda: batcher.pending == 13, "the light sentence queued")
+        clock.advance(batcher.wait_s)  # the second batch
+        clock.wait_sleeps(3)  # it is decoded
+        assert batches[1] == [light_text], batches[1:]
+        assert batcher.pending == 12
+        clock.run_free()
+        for c in clients:
+            c.join(120)
+    assert [len(b) for b in batches] == [6, 1, 6, 6], batches
+    assert sorted(status for status, _ in answers.values()) == [200] * 4, answers
+    assert answers["light"][1]["results"][0]["error"] is None
 
 
 def test_a_request_over_its_budget_is_refused_before_decoding():
@@ -84,44 +123,40 @@ def test_budget_ends_only_the_sentences_of_its_request():
 def test_one_client_cannot_fill_the_queue_for_everyone():
     """More than --max-pending waiting sentences refuses that client only: another client
     is still queued and answered (one limit for all clients refused everyone while one
-    client's sentences filled the queue)."""
-    with running_server("--max-pending", "8") as server:
-        heavy = {
-            "texts": loadtest.heavy_sentences(TEST_EN, 8, 50),
-            "tokenized": True,
-            "beam_size": 50,
-        }
-        results = []
-        threads = [
-            threading.Thread(
-                target=lambda: results.append(
-                    request(
-                        server.url,
-                        "POST",
-                        "/translate",
-                        heavy,
-                        {"Content-Type": "application/json"},
-                        source=HEAVY,
-                    )[0]
-                )
-            )
-            for _ in range(3)
-        ]
-        for t in threads:  # one after the other: not gathered into one batch
-            t.start()
-            time.sleep(0.3)
-        status, _, body = request(
-            server.url,
-            "POST",
-            "/translate",
-            {"text": TEST_EN[2], "tokenized": True},
-            {"Content-Type": "application/json"},
-            source=LIGHT,
-        )
-        for t in threads:
-            t.join(120)
-    assert status == 200 and json.loads(body)["results"][0]["translation"] == TRANS10[2]
-    assert 503 in results and 200 in results, results
+    client's sentences filled the queue).  Ordered by events: the server's ManualClock holds
+    the decoder's gathering window open, so the first request's 8 sentences are provably
+    all waiting when the same client's second request and another client's arrive."""
+    clock = ManualClock()
+    heavy = {
+        "texts": loadtest.heavy_sentences(TEST_EN, 8, 10),
+        "tokenized": True,
+        "beam_size": 10,
+        "attention": False,
+    }
+    light = {"text": TEST_EN[2], "tokenized": True}
+    answers = {}
+
+    def send(name, payload, source):
+        answers[name] = post_json(server.url, payload, source=source)
+
+    with clocked_server(clock, max_pending=8) as server:
+        batcher = server.batcher
+        first = threading.Thread(target=send, args=("first", heavy, HEAVY), daemon=True)
+        first.start()
+        until(lambda: batcher.pending == 8, "the first request's 8 sentences queued")
+        send("second", heavy, HEAVY)  # refused at once: nothing waits for the decoder
+        other = threading.Thread(target=send, args=("light", light, LIGHT), daemon=True)
+        other.start()
+        # queued (or, were it refused, answered)
+        until(lambda: batcher.pending == 9 or "light" in answers, "the other client's request")
+        clock.run_free()
+        first.join(120)
+        other.join(120)
+    status, body = answers["second"]
+    assert status == 503 and "8 of your sentences are waiting" in body["error"], body
+    assert answers["first"][0] == 200, answers["first"]
+    status, body = answers["light"]
+    assert status == 200 and body["results"][0]["translation"] == TRANS10[2], body
 
 
 # -- who may ask ------------------------------------------------------------------------
