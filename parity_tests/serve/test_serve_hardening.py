@@ -10,14 +10,15 @@ this machine's loopback, so a test connects from 127.0.0.2 and 127.0.0.3 to be t
 import json
 import logging
 import os
+import select
 import socket
 import threading
-import time
 
 from parity_tests.support import loadtest
 from parity_tests.support.cases import REPO
 from parity_tests.support.command_lines import MODEL, STATE
 from parity_tests.support.serve import (
+    PATIENCE_S,
     RAW_EN,
     TEST_EN,
     TRANS10,
@@ -235,19 +236,33 @@ def test_lone_surrogate_is_400_without_traceback(caplog):
     assert "Traceback" not in log and " 500 " not in log
 
 
+def _exchange(port, data):
+    """Send ``data`` on a connection of its own and read until the server closes it.  The
+    server logs a request before it closes the connection: its line is in the log then."""
+    with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE_S) as s:
+        s.sendall(data)
+        got = b""
+        while more := s.recv(65536):
+            got += more
+    return got
+
+
 def test_control_characters_are_escaped_in_the_log(caplog):
-    """Bytes such as ESC in a request path reach the log escaped: one line, no terminal
-    control sequence."""
+    """Bytes such as ESC in a request path (and characters such as BEL in a sentence) reach
+    the log escaped: one line, no terminal control sequence.  Both requests close their
+    connection (HTTP/1.0; ``Connection: close``), so each log line is written before the
+    answer ends: nothing waits for the log."""
     with running_server() as server, caplog.at_level(logging.INFO, "groundhog_port.serve"):
-        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=30) as s:
-            s.sendall(b"GET /\x1b[31mred\x07\x7f\xc2\x9b HTTP/1.0\r\n\r\n")
-            while s.recv(65536):
-                pass
-        post_json(server.url, {"text": "bell \x07 and \x1b[2J clear"})
-        for _ in range(100):  # the handler logs a request after sending its answer
-            if sum(r.name == "groundhog_port.serve" for r in caplog.records) >= 2:
-                break
-            time.sleep(0.02)
+        port = server.server_address[1]
+        answer = _exchange(port, b"GET /\x1b[31mred\x07\x7f\xc2\x9b HTTP/1.0\r\n\r\n")
+        assert b" 404 " in answer.split(b"\r\n")[0], answer
+        body = json.dumps({"text": "bell \x07 and \x1b[2J clear"}).encode()
+        head = (
+            f"POST /translate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        answer = _exchange(port, head.encode() + body)
+        assert b" 200 " in answer.split(b"\r\n")[0], answer
     lines = [r.getMessage() for r in caplog.records if r.name == "groundhog_port.serve"]
     assert any("\\x1b[31mred\\x07\\x7f\u00c2\\x9b" in l for l in lines), lines
     assert any("bell \\u0007 and \\u001b[2J clear" in l for l in lines if "POST" in l), lines
@@ -255,24 +270,35 @@ def test_control_characters_are_escaped_in_the_log(caplog):
         assert all(c.isprintable() for c in l), repr(l)
 
 
-def _trickle(port, pieces, pause_s=0.25):
-    """A client sending ``GET /health`` then ``pieces`` one at a time, ``pause_s`` apart (each
-    well within the per-receive timeout), then the blank line that ends the request.  Returns
-    what the server sent and whether it closed the connection before the request was whole."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+def _closed(sock):
+    """Whether the server closed the connection (without waiting: nothing else is sent)."""
+    if not select.select([sock], [], [], 0)[0]:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _trickle(port, clock, pieces, step_s):
+    """A client sending ``GET /health``, then ``pieces`` one at a time, each ``step_s``
+    seconds of the server's ManualClock after the previous one, then the blank line that
+    ends the request.  In lockstep with the server: the clock is advanced and a piece sent
+    only once the server has read the clock again since the last piece (it checks its
+    deadline before each receive), or has closed the connection.  Returns what the server
+    answered (``b""``: nothing, it closed the connection) and how many pieces it took."""
+    with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE_S) as s:
+        seen = clock.readings
         s.sendall(f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
-        for piece in pieces:
-            time.sleep(pause_s)
-            try:
-                s.sendall(piece)
-                s.settimeout(0.01)
-                if s.recv(65536) == b"":
-                    return b"", True
-            except TimeoutError:
-                continue
-            except OSError:
-                return b"", True
-        s.settimeout(30)
+        for sent, piece in enumerate([*pieces, None]):
+            until(lambda seen=seen: clock.readings > seen or _closed(s), "a read or the close")
+            if _closed(s):
+                return b"", sent
+            if piece is None:
+                break
+            seen = clock.readings
+            clock.advance(step_s)
+            s.sendall(piece)
         s.sendall(b"\r\n")
         got = b""
         while b"\r\n\r\n" not in got:
@@ -280,28 +306,33 @@ def _trickle(port, pieces, pause_s=0.25):
             if not more:
                 break
             got += more
-        return got, False
+        return got, len(pieces)
 
 
 def test_a_trickling_client_is_cut_at_the_client_timeout(caplog):
-    """A client sending its headers a byte at a time, each byte well within the timeout,
-    is cut once the whole request took --client-timeout (2 s here; 30 s by default), not
-    kept for ever (a per-receive timeout was reset by every byte: 46-55 s measured).
+    """A client sending its headers a piece at a time, each well within the per-receive
+    timeout, is cut once the whole request took --client-timeout (30 s), not kept for ever
+    (a per-receive timeout was reset by every byte: 46-55 s measured).
 
-    What is asserted is behaviour, not a measured time: the server closes the connection
-    while that client is still sending (40 bytes, one every 0.25 s) and logs why, and a
-    client as slow whose request is whole within the timeout (3 pieces) is answered.  A
-    per-receive timeout keeps the first client to its last byte; a deadline that is not the
+    Behaviour, not a measured time, is asserted, and no time passes for real: the server's
+    clock is a ManualClock that the client advances before each piece, in lockstep with the
+    server's reads.  A client taking 1 s per piece is cut once its request has taken 30 s
+    (after its 30th piece; a 31st may be on its way while the server closes), and the server
+    logs why; a client as slow per piece whose request is whole within the timeout (3
+    pieces, 5 s apart) is answered.  A
+    per-receive timeout keeps the first client to its last piece; a deadline that is not the
     whole request's (or too short) cuts the second."""
+    clock = ManualClock()
     with (
-        running_server("--client-timeout", "2") as server,
+        clocked_server(clock, socket_timeout_s=30.0) as server,
         caplog.at_level(logging.DEBUG, "groundhog_port.serve"),
     ):
         port = server.server_address[1]
-        got, cut = _trickle(port, [b"X"] * 40)
-        assert cut and got == b"", got
-        got, cut = _trickle(port, [b"X-Slow", b": ", b"1\r\n"])
-        assert not cut and got.startswith(b"HTTP/1.") and b" 200 " in got.split(b"\r\n")[0], got
+        pieces = [b"X-Trickle: ", *[b"x"] * 38, b"\r\n"]
+        got, sent = _trickle(port, clock, pieces, step_s=1.0)
+        assert got == b"" and sent in (30, 31), (got, sent)
+        got, sent = _trickle(port, clock, [b"X-Slow", b": ", b"1\r\n"], step_s=5.0)
+        assert got.startswith(b"HTTP/1.") and b" 200 " in got.split(b"\r\n")[0], got
     assert any("Request timed out" in r.getMessage() for r in caplog.records), caplog.text
 
 

@@ -86,16 +86,19 @@ class ManualClock:
     returns once the test has moved it ``s`` past the call -- so the decoder's gathering
     window ends when the test says, after the requests it wants together are queued.
     :meth:`run_free` ends every sleep at once from then on (the decoder gathers nothing).
-    ``sleeps`` counts the sleeps begun: the decoder's gathering windows."""
+    ``sleeps`` counts the sleeps begun (the decoder's gathering windows), ``readings`` the
+    times it was read (a request's deadline set, or checked before each receive)."""
 
     def __init__(self, start=1000.0):
         self._now = start
         self._free = False
         self._cond = threading.Condition()
         self.sleeps = 0
+        self.readings = 0
 
     def monotonic(self):
         with self._cond:
+            self.readings += 1
             return self._now
 
     def sleep(self, seconds, /):
