@@ -345,23 +345,32 @@ def test_sigterm_under_load_exits_0_after_draining():
     (1 s here) between two steps, every client gets an answer, and the process exits 0 of
     itself (it ended in SIGABRT, "terminate called without an active exception", after
     30 s: torch work still running in a daemon thread at exit).  Behaviour, not a measured
-    time, is asserted: the exit status, the log's "stopped after" and the answers."""
+    time, is asserted: the exit status, the log's "stopped after" and the answers.  Ordered
+    by events: the signal is sent once /health shows every sentence of the 3 requests
+    queued or begun and the first batch begun (at beam 50, --batch-rows 320 lets 6 of the 96
+    into a batch: most are still waiting), not after a sleep."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     argv = ["--state", STATE, MODEL, "--drain", "1"]
     with loadtest.serve_process(argv, env, cwd=REPO) as (proc, url):
         assert url.startswith("http://127.0.0.1:"), url
-        # 32 sentences (the default per-request limit): 8 finished within the 1.5 s of
-        # waiting on a quiet machine, so no 503 was left to see
         heavy = loadtest.Heavy(requests=3, sentences=32, tokens=100, beam=50)
         payload = heavy.payload(TEST_EN)
+        total = heavy.requests * heavy.sentences
+
+        def all_queued_and_decoding():
+            health = loadtest.health(url)
+            counts = health["batches"]
+            return counts["batches"] >= 1 and health["pending"] + counts["sentences"] == total
+
         answers, took, err = loadtest.sigterm_during(
             proc,
             lambda: request(
                 url, "POST", "/translate", payload, {"Content-Type": "application/json"}, timeout=60
             )[0],
             heavy.requests,
-            1.5,  # decoding has begun
+            None,
             timeout=60,
+            ready=lambda: until(all_queued_and_decoding, "every sentence queued, one batch begun"),
         )
     assert proc.returncode == 0, (took, err[-2000:])
     assert "terminate called" not in err and "Traceback" not in err
