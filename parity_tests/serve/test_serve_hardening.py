@@ -14,6 +14,8 @@ import select
 import socket
 import threading
 
+import pytest
+
 from parity_tests.support import loadtest
 from parity_tests.support.cases import REPO
 from parity_tests.support.command_lines import MODEL, STATE
@@ -71,7 +73,8 @@ def test_a_heavy_client_cannot_starve_a_light_one(monkeypatch):
         for c in clients:
             c.start()
         until(lambda: batcher.pending == 18, "the heavy sentences queued")
-        clock.advance(batcher.wait_s)  # the first batch: 6 heavy sentences
+        clock.wait_sleeps(1)  # the decoder is in its gathering window
+        clock.advance(batcher.wait_s)  # which ends: the first batch, 6 heavy sentences
         clock.wait_sleeps(2)  # it is decoded; the decoder gathers the next
         assert len(batches) == 1 and batcher.pending == 12, batches
         light = {"text": light_text, "tokenized": True, "attention": False}
@@ -377,6 +380,55 @@ def test_sigterm_under_load_exits_0_after_draining():
     assert len(answers) == 3 and set(answers) <= {200, 503}, answers  # nobody dropped
     assert 503 in answers, answers
     assert "stopped after" in err
+
+
+@pytest.mark.parametrize("later_s, status", [(0.5, 200), (2.0, 503)])
+def test_the_batch_in_progress_may_finish_within_the_grace_period(monkeypatch, later_s, status):
+    """Shutdown (Batcher.close, 1 s of grace): the waiting sentences are answered 503 at
+    once; the batch in progress may finish within the grace period (200), past it the
+    search stops between two steps and its request gets 503.  Ordered by events on the
+    server's ManualClock: the batch is held before its first step until close() has begun
+    (the waiting request's 503 is in), then the clock is moved ``later_s`` on and the batch
+    goes on: its steps read the clock."""
+    clock = ManualClock()
+    go = threading.Event()
+    answers = {}
+
+    def send(name, text):
+        answers[name] = post_json(server.url, {"text": text, "tokenized": True})
+
+    with clocked_server(clock) as server:
+        batcher, decode = server.batcher, server.engine.decode
+
+        def held(jobs, stop=None):
+            assert go.wait(PATIENCE_S)
+            decode(jobs, stop=stop)
+
+        monkeypatch.setattr(server.engine, "decode", held)
+        first = threading.Thread(target=send, args=("decoding", TEST_EN[0]), daemon=True)
+        first.start()
+        until(lambda: batcher.pending == 1, "the first request queued")
+        clock.wait_sleeps(1)  # the decoder is in its gathering window
+        clock.advance(batcher.wait_s)  # which ends: the batch begins (held)
+        until(lambda: batcher.stats["batches"] == 1, "the first batch begun")
+        second = threading.Thread(target=send, args=("waiting", TEST_EN[1]), daemon=True)
+        second.start()
+        until(lambda: batcher.pending == 1, "the second request queued")
+        closer = threading.Thread(target=batcher.close, args=(1.0,), daemon=True)
+        closer.start()
+        until(lambda: "waiting" in answers, "the waiting request answered")
+        clock.advance(later_s)
+        go.set()
+        closer.join(PATIENCE_S)
+        first.join(PATIENCE_S)
+    assert answers["waiting"][0] == 503, answers
+    assert "shutting down" in answers["waiting"][1]["error"], answers
+    got, body = answers["decoding"]
+    assert got == status, body
+    if status == 200:
+        assert body["results"][0]["translation"] == TRANS10[0]
+    else:
+        assert "decoding was stopped" in body["error"], body
 
 
 def test_second_ctrl_c_while_draining_exits_130_at_once():
