@@ -36,6 +36,7 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Protocol
 
@@ -105,10 +106,11 @@ class Batcher:
         self._thread.start()
 
     @property
-    def pending(self):
+    def pending(self) -> int:
+        """Sentences waiting (of every client)."""
         return self._pending
 
-    def submit(self, jobs, client="-"):
+    def submit(self, jobs: Sequence[Job], client: str = "-") -> list[Future[Job]]:
         """Queue ``jobs`` of ``client``; returns one Future per job (its result: the job,
         decoded)."""
         with self._cond:
@@ -125,14 +127,14 @@ class Batcher:
                 self._served[client] = max(self._served.get(client, 0), self._virtual_time())
             futures = []
             for job in jobs:
-                fut = Future()
+                fut: Future[Job] = Future()
                 futures.append(fut)
                 queue.append((job, fut))
             self._pending += len(jobs)
             self._cond.notify()
         return futures
 
-    def close(self, grace_s=5.0):
+    def close(self, grace_s: float = 5.0) -> None:
         """Stop: refuse new work, answer the waiting sentences, let the batch in progress
         finish within ``grace_s`` (then stop it), and join the decoding thread."""
         with self._cond:
@@ -149,18 +151,19 @@ class Batcher:
         self._thread.join(timeout=grace_s + 5)
 
     # -- decoding thread --------------------------------------------------------------------
-    def _virtual_time(self):
+    def _virtual_time(self) -> int:
         """The least service among the clients with waiting sentences (0 when none)."""
         waiting = [self._served[c] for c, q in self._queues.items() if q]
         return min(waiting) if waiting else 0
 
-    def _next_batch(self):
+    def _next_batch(self) -> list[tuple[Job, Future[Job]]]:
         """Take the next batch from the queues (under the lock); see the module docstring."""
         order = sorted(
             (c for c, q in self._queues.items() if q),
             key=lambda c: (self._served[c], self._queues[c][0][0].cost),
         )
-        batch, rows, unit = [], 0, None
+        batch: list[tuple[Job, Future[Job]]] = []
+        rows, unit = 0, None
         while order and len(batch) < self.max_batch:
             for client in list(order):
                 queue = self._queues[client]
@@ -188,7 +191,7 @@ class Batcher:
             self._served.clear()  # nobody waits: everyone starts level
         return batch
 
-    def _loop(self):
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 while not self._pending and not self._closing:
@@ -205,12 +208,12 @@ class Batcher:
             if batch:
                 self._run(batch)
 
-    def _stop_if_closing(self):
+    def _stop_if_closing(self) -> None:
         """Called between decoding steps: past the grace period of a shutdown, stop."""
         if self._cancel_at is not None and self.clock.monotonic() > self._cancel_at:
             raise ShuttingDown("the server is shutting down: decoding was stopped")
 
-    def _run(self, batch):
+    def _run(self, batch: list[tuple[Job, Future[Job]]]) -> None:
         self.stats["batches"] += 1
         self.stats["sentences"] += len(batch)
         self.stats["largest_batch"] = max(self.stats["largest_batch"], len(batch))
