@@ -5,7 +5,6 @@ errors, concurrency through the batched search."""
 import json
 import os
 import signal
-import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote_plus, unquote
@@ -28,6 +27,7 @@ from parity_tests.support.serve import (
     post_json,
     request,
     running_server,
+    send_raw,
     unknown_by_vocabulary,
     until,
 )
@@ -233,20 +233,6 @@ def test_json_unknown_words_and_options(server):
 # -- limits and errors ------------------------------------------------------------------
 
 
-def _raw(server, data):
-    """Send raw bytes, return the raw answer."""
-    with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=30) as s:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)  # the server sees the end of what was sent
-        chunks = []
-        while True:
-            c = s.recv(65536)
-            if not c:
-                break
-            chunks.append(c)
-    return b"".join(chunks)
-
-
 BAD = [
     ("GET", "/?ignore_unk=0", None, {}, 400, "no source parameter"),
     ("GET", "/?source", None, {}, 400, "without a value"),
@@ -302,17 +288,19 @@ def test_bad_requests_get_a_4xx_with_one_json_line(
 
 def test_broken_requests_never_crash_the_server(server):
     answers = [
-        _raw(
+        send_raw(
             server,
             b"POST /translate HTTP/1.1\r\nHost: localhost:%d\r\n\r\n"  # no length
             % server.server_address[1],
         ),
-        _raw(server, b'POST /translate HTTP/1.1\r\nContent-Length: 9\r\n\r\n{"te'),  # cut short
-        _raw(server, b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n"),  # too long
-        _raw(server, b"POST /translate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        send_raw(server, b'POST /translate HTTP/1.1\r\nContent-Length: 9\r\n\r\n{"te'),  # cut short
+        send_raw(server, b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n"),  # too long
+        send_raw(
+            server, b"POST /translate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        ),
     ]
     # an HTTP/0.9-style line: the answer is the body alone (no status line in HTTP/0.9)
-    assert "Bad request syntax" in json.loads(_raw(server, b"GARBAGE\r\n"))["error"]
+    assert "Bad request syntax" in json.loads(send_raw(server, b"GARBAGE\r\n"))["error"]
     for a, status in zip(answers, (411, 400, 414, 411)):
         head, _, body = a.partition(b"\r\n\r\n")
         assert head.split()[1] == str(status).encode(), a[:200]

@@ -29,6 +29,7 @@ from parity_tests.support.serve import (
     post_json,
     request,
     running_server,
+    send_raw,
     until,
 )
 
@@ -239,17 +240,6 @@ def test_lone_surrogate_is_400_without_traceback(caplog):
     assert "Traceback" not in log and " 500 " not in log
 
 
-def _exchange(port, data):
-    """Send ``data`` on a connection of its own and read until the server closes it.  The
-    server logs a request before it closes the connection: its line is in the log then."""
-    with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE_S) as s:
-        s.sendall(data)
-        got = b""
-        while more := s.recv(65536):
-            got += more
-    return got
-
-
 def test_control_characters_are_escaped_in_the_log(caplog):
     """Bytes such as ESC in a request path (and characters such as BEL in a sentence) reach
     the log escaped: one line, no terminal control sequence.  Both requests close their
@@ -257,14 +247,14 @@ def test_control_characters_are_escaped_in_the_log(caplog):
     answer ends: nothing waits for the log."""
     with running_server() as server, caplog.at_level(logging.INFO, "groundhog_port.serve"):
         port = server.server_address[1]
-        answer = _exchange(port, b"GET /\x1b[31mred\x07\x7f\xc2\x9b HTTP/1.0\r\n\r\n")
+        answer = send_raw(server, b"GET /\x1b[31mred\x07\x7f\xc2\x9b HTTP/1.0\r\n\r\n")
         assert b" 404 " in answer.split(b"\r\n")[0], answer
         body = json.dumps({"text": "bell \x07 and \x1b[2J clear"}).encode()
         head = (
             f"POST /translate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         )
-        answer = _exchange(port, head.encode() + body)
+        answer = send_raw(server, head.encode() + body)
         assert b" 200 " in answer.split(b"\r\n")[0], answer
     lines = [r.getMessage() for r in caplog.records if r.name == "groundhog_port.serve"]
     assert any("\\x1b[31mred\\x07\\x7f\u00c2\\x9b" in l for l in lines), lines

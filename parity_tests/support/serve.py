@@ -2,6 +2,7 @@
 
 import http.client
 import json
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -58,6 +59,22 @@ def request(url, method, path, body=None, headers=None, timeout=120, source=None
         return resp.status, dict(resp.getheaders()), resp.read()
     finally:
         conn.close()
+
+
+def send_raw(server, data):
+    """Send the bytes ``data`` to ``server`` on a connection of its own, end the sending
+    side, and return every byte of the answer: read until the server closes the connection
+    (which it does after logging the request)."""
+    with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=30) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)  # the server sees the end of what was sent
+        chunks = []
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            chunks.append(c)
+    return b"".join(chunks)
 
 
 def post_json(url, payload, **kw):
