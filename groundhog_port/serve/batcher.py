@@ -24,13 +24,23 @@ Shutdown (:meth:`close`): nothing new is accepted, every waiting sentence is ans
 :class:`ShuttingDown` at once, and the batch in progress may finish until ``grace_s``;
 past it the search stops between two steps (cooperatively) and its requests get
 :class:`ShuttingDown` too; the thread is joined before :meth:`close` returns.
+
+Time: the gathering window (``wait_s``) and the shutdown's grace period are read from a
+:class:`Clock`, by default the :mod:`time` module itself (``time.monotonic``,
+``time.sleep``).  A test gives a clock that moves only when told, so that "these requests
+were queued together before the window ended" is ordered by events, not by how fast the
+machine happens to be.
 """
 
 import collections
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
+from typing import Protocol
+
+from .engine import Engine, Job
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +48,23 @@ logger = logging.getLogger(__name__)
 LIKE = 4
 #: all clients together may have this many times ``max_pending`` sentences waiting
 TOTAL_PENDING = 4
+
+
+class Clock(Protocol):
+    """Where the server reads time (:mod:`time` is one: the default everywhere).
+
+    An injection point for the tests, not a setting: with the real clock, whether
+    concurrent requests share a batch, and whether a slow client is past its deadline,
+    depend on the machine's speed; a clock that moves only when a test says so (its
+    ``sleep`` returning once the test has advanced it) makes both decided by events."""
+
+    def monotonic(self) -> float:
+        """Seconds, never decreasing (``time.monotonic``)."""
+        ...
+
+    def sleep(self, seconds: float, /) -> None:
+        """Return once ``seconds`` have passed on this clock (``time.sleep``)."""
+        ...
 
 
 class Busy(Exception):
@@ -49,25 +76,41 @@ class ShuttingDown(Exception):
 
 
 class Batcher:
-    def __init__(self, engine, wait_s=0.005, max_batch=32, max_pending=256, max_rows=320):
+    """The decoding thread and the queues of the clients (see the module docstring).
+
+    ``clock``: where the gathering window (``wait_s``) is slept and the shutdown's grace
+    period is measured; the :mod:`time` module unless a test injects one (:class:`Clock`).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        wait_s: float = 0.005,
+        max_batch: int = 32,
+        max_pending: int = 256,
+        max_rows: int = 320,
+        clock: Clock = time,
+    ) -> None:
         self.engine = engine
+        self.clock = clock
         self.wait_s, self.max_batch, self.max_pending = wait_s, max_batch, max_pending
         self.max_rows = max_rows
         self._cond = threading.Condition()
-        self._queues = {}  # client -> deque of (job, future)
-        self._served = {}  # client -> cost served (virtual time)
+        self._queues: dict[str, collections.deque[tuple[Job, Future[Job]]]] = {}  # per client
+        self._served: dict[str, int] = {}  # client -> cost served (virtual time)
         self._pending = 0
         self._closing = False
-        self._cancel_at = None  # monotonic: in-progress decoding stops after it
+        self._cancel_at: float | None = None  # clock time: in-progress decoding stops after it
         self.stats = dict(batches=0, sentences=0, largest_batch=0, failures=0, cancelled=0)
         self._thread = threading.Thread(target=self._loop, name="groundhog-decoder", daemon=True)
         self._thread.start()
 
     @property
-    def pending(self):
+    def pending(self) -> int:
+        """Sentences waiting (of every client)."""
         return self._pending
 
-    def submit(self, jobs, client="-"):
+    def submit(self, jobs: Sequence[Job], client: str = "-") -> list[Future[Job]]:
         """Queue ``jobs`` of ``client``; returns one Future per job (its result: the job,
         decoded)."""
         with self._cond:
@@ -84,19 +127,19 @@ class Batcher:
                 self._served[client] = max(self._served.get(client, 0), self._virtual_time())
             futures = []
             for job in jobs:
-                fut = Future()
+                fut: Future[Job] = Future()
                 futures.append(fut)
                 queue.append((job, fut))
             self._pending += len(jobs)
             self._cond.notify()
         return futures
 
-    def close(self, grace_s=5.0):
+    def close(self, grace_s: float = 5.0) -> None:
         """Stop: refuse new work, answer the waiting sentences, let the batch in progress
         finish within ``grace_s`` (then stop it), and join the decoding thread."""
         with self._cond:
             self._closing = True
-            self._cancel_at = time.monotonic() + grace_s
+            self._cancel_at = self.clock.monotonic() + grace_s
             for queue in self._queues.values():
                 for _, fut in queue:
                     if fut.set_running_or_notify_cancel():
@@ -108,18 +151,19 @@ class Batcher:
         self._thread.join(timeout=grace_s + 5)
 
     # -- decoding thread --------------------------------------------------------------------
-    def _virtual_time(self):
+    def _virtual_time(self) -> int:
         """The least service among the clients with waiting sentences (0 when none)."""
         waiting = [self._served[c] for c, q in self._queues.items() if q]
         return min(waiting) if waiting else 0
 
-    def _next_batch(self):
+    def _next_batch(self) -> list[tuple[Job, Future[Job]]]:
         """Take the next batch from the queues (under the lock); see the module docstring."""
         order = sorted(
             (c for c, q in self._queues.items() if q),
             key=lambda c: (self._served[c], self._queues[c][0][0].cost),
         )
-        batch, rows, unit = [], 0, None
+        batch: list[tuple[Job, Future[Job]]] = []
+        rows, unit = 0, None
         while order and len(batch) < self.max_batch:
             for client in list(order):
                 queue = self._queues[client]
@@ -147,7 +191,7 @@ class Batcher:
             self._served.clear()  # nobody waits: everyone starts level
         return batch
 
-    def _loop(self):
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 while not self._pending and not self._closing:
@@ -156,7 +200,7 @@ class Batcher:
                     return
                 full = self._pending >= self.max_batch
             if not full and self.wait_s > 0:
-                time.sleep(self.wait_s)  # gather concurrent requests
+                self.clock.sleep(self.wait_s)  # gather concurrent requests
             with self._cond:
                 if self._closing:
                     return
@@ -164,12 +208,12 @@ class Batcher:
             if batch:
                 self._run(batch)
 
-    def _stop_if_closing(self):
+    def _stop_if_closing(self) -> None:
         """Called between decoding steps: past the grace period of a shutdown, stop."""
-        if self._cancel_at is not None and time.monotonic() > self._cancel_at:
+        if self._cancel_at is not None and self.clock.monotonic() > self._cancel_at:
             raise ShuttingDown("the server is shutting down: decoding was stopped")
 
-    def _run(self, batch):
+    def _run(self, batch: list[tuple[Job, Future[Job]]]) -> None:
         self.stats["batches"] += 1
         self.stats["sentences"] += len(batch)
         self.stats["largest_batch"] = max(self.stats["largest_batch"], len(batch))

@@ -16,10 +16,13 @@ formatting run in the request threads.
 
 import logging
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import SupportsFloat
 
 import numpy as np
 
+from ..legacy.experiment import Experiment
 from ..legacy.vocab import render_translation, split_words
 from ..search.batched import BatchedBeamSearch
 from ..search.common import SearchFailed, length_normalized
@@ -31,7 +34,7 @@ from .text import MosesText
 class RequestError(Exception):
     """A request the server refuses: ``status`` (4xx/5xx) and a one-line message."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str | Exception) -> None:
         super().__init__(message)
         self.status = status
 
@@ -61,10 +64,10 @@ class Limits:
 class Budget:
     """Hypothesis-steps one request may spend (shared by its sentences; decoding thread)."""
 
-    def __init__(self, limit):
+    def __init__(self, limit: int) -> None:
         self.limit, self.spent = limit, 0
 
-    def spend(self, rows):
+    def spend(self, rows: int) -> str | None:
         """Count ``rows`` hypotheses about to be expanded; a message once over the limit."""
         self.spent += rows
         if self.spent > self.limit:
@@ -75,7 +78,7 @@ class Budget:
         return None
 
 
-def estimated_steps(jobs):
+def estimated_steps(jobs: Iterable["Job"]) -> int:
     """The hypothesis-steps of the jobs' first attempts at most: ``sum(N * 3 L)``."""
     return sum(j.beam * 3 * len(j.source.seq) for j in jobs)
 
@@ -85,9 +88,9 @@ class Source:
     """One source sentence ready to decode."""
 
     text: str  # as received
-    tokens: list  # the words parse_input sees (tokenized unless pre-tokenized)
+    tokens: list[str]  # the words parse_input sees (tokenized unless pre-tokenized)
     seq: np.ndarray  # ids, end-of-sequence appended
-    parsed: str  # parse_input's second value ('... <eos>')
+    parsed: str | list[str]  # parse_input's second value ('... <eos>')
 
 
 @dataclass
@@ -100,13 +103,13 @@ class Job:
     normalize: bool = False
     legacy: bool = False  # the demo's choice: trans[0] (see legacy_api)
     attention: bool = False
-    outcome: object = None  # Outcome, set by Engine.decode
-    extra: dict = field(default_factory=dict)
+    outcome: "Outcome | None" = None  # set by Engine.decode
+    extra: dict[str, object] = field(default_factory=dict)
     budget: Budget | None = None  # the request's, shared by its jobs
     abandoned: bool = False  # the client gave up or left: stop decoding it
 
     @property
-    def cost(self):
+    def cost(self) -> int:
         """Work used to order and group jobs: beam x source length (hypothesis-steps up to
         the factor of the steps actually run)."""
         return self.beam * len(self.source.seq)
@@ -116,17 +119,21 @@ class Job:
 class Outcome:
     """A decoded sentence: every finished hypothesis (sample() order) and the chosen one."""
 
-    sentences: list | None = None  # hypotheses as text, raw-cost order
-    raw_costs: list | None = None
-    costs: list | None = None  # raw, or divided by the lengths (EOS counted) with normalize
+    sentences: list[str] | None = None  # hypotheses as text, raw-cost order
+    raw_costs: list[float] | None = None
+    costs: list[float] | None = None  # raw, or divided by the lengths (EOS counted) with normalize
     best: int | None = None
-    trans: list | None = None  # word ids of the chosen hypothesis, EOS included
+    trans: list[int] | None = None  # word ids of the chosen hypothesis, EOS included
     attention: np.ndarray | None = None  # (T, S) of the chosen hypothesis, or None
     error: str | None = None  # sample.py's message where it fails
 
     @property
-    def translation(self):
-        return "" if self.error else self.sentences[self.best]
+    def translation(self) -> str:
+        """The chosen hypothesis as text (``""`` where sample.py fails)."""
+        if self.error:
+            return ""
+        assert self.sentences is not None and self.best is not None  # set with no error
+        return self.sentences[self.best]
 
 
 class Engine:
@@ -134,14 +141,14 @@ class Engine:
 
     def __init__(
         self,
-        experiment,
-        beam_size=10,
-        limits=None,
-        pretokenized=False,
-        source_lang="en",
-        target_lang="fr",
-        batch_size=32,
-    ):
+        experiment: Experiment,
+        beam_size: int = 10,
+        limits: Limits | None = None,
+        pretokenized: bool = False,
+        source_lang: str = "en",
+        target_lang: str = "fr",
+        batch_size: int = 32,
+    ) -> None:
         self.exp = experiment
         self.beam_size = beam_size
         self.limits = limits or Limits()
@@ -152,7 +159,7 @@ class Engine:
         # load the vocabularies now: a missing file is a start-up error, not a request's
         experiment.src_word2idx, experiment.src_idx2word, experiment.trg_idx2word  # noqa: B018
 
-    def warm_up(self):
+    def warm_up(self) -> None:
         """Decode one empty sentence, so that the first request does not pay for first-call
         set-up (allocations, kernel selection)."""
         quiet = logging.getLogger("groundhog_port.search.batched")
@@ -163,14 +170,16 @@ class Engine:
             quiet.disabled = was
 
     # -- request threads ------------------------------------------------------------------
-    def check_beam(self, beam):
+    def check_beam(self, beam: object) -> int:
+        """``beam`` (as a request gave it) if it is a beam size within the limits, else a
+        :class:`RequestError`."""
         if isinstance(beam, bool) or not isinstance(beam, int):
             raise RequestError(400, f"beam size must be an integer, got {beam!r}")
         if not 1 <= beam <= self.limits.max_beam:
             raise RequestError(400, f"beam size {beam} outside 1..{self.limits.max_beam}")
         return beam
 
-    def prepare(self, text, pretokenized=None):
+    def prepare(self, text: object, pretokenized: bool | None = None) -> Source:
         """:class:`Source` of one sentence, or a :class:`RequestError` over the limits."""
         if not isinstance(text, str):
             raise RequestError(400, f"a sentence must be a string, got {type(text).__name__}")
@@ -189,23 +198,24 @@ class Engine:
         seq, parsed = self.exp.parse_source(line)
         return Source(text, tokens, seq, parsed)
 
-    def unknown(self, source):
+    def unknown(self, source: Source) -> list[tuple[int, str]]:
         """``[(position, word)]`` of the tokens that became the state's ``unk_sym_source``."""
         unk = self.exp.state["unk_sym_source"]
         return [
             (i, w) for i, (w, idx) in enumerate(zip(source.tokens, source.seq)) if int(idx) == unk
         ]
 
-    def legacy_answer(self, job):
+    def legacy_answer(self, job: Job) -> str:
         """The demo's answer body for a decoded legacy job (sample_server.py:84-93)."""
         o = job.outcome
+        assert o is not None  # decoded
         return legacy_api.answer(
             self.text.detokenize_legacy(o.translation),
             legacy_api.unknown_words(job.source.tokens, job.source.seq),
         )
 
     # -- decoding thread ------------------------------------------------------------------
-    def decode(self, jobs, stop=None):
+    def decode(self, jobs: Sequence[Job], stop: Callable[[], None] | None = None) -> None:
         """Decode ``jobs`` (one ``ignore_unk`` value) together; sets each ``job.outcome``.
 
         Before every step of every sentence: a job whose client left is ended, its
@@ -216,7 +226,7 @@ class Engine:
         ignore_unk = jobs[0].ignore_unk
         assert all(j.ignore_unk == ignore_unk for j in jobs)
 
-        def watch(i, rows):
+        def watch(i: int, rows: int) -> str | None:
             if stop is not None:
                 stop()
             job = jobs[i]
@@ -242,24 +252,27 @@ class Engine:
                 costs = length_normalized(raw, hyps.trans)
             # the demo shows trans[0]; translate picks numpy.argmin (sample.py:269)
             best = 0 if job.legacy else int(np.argmin(costs))
+            trans = list(hyps.trans[best])
             o = Outcome(
                 [render_translation(i2w, t) for t in hyps.trans],
                 raw.tolist(),
                 costs.tolist(),
                 best,
-                list(hyps.trans[best]),
+                trans,
             )
             if job.attention and self.has_attention:
-                a = score_pair(self.exp.model, job.source.seq, o.trans).alignment
+                a = score_pair(self.exp.model, job.source.seq, trans).alignment
+                assert a is not None  # has_attention: the model aligns
                 o.attention = a[:, :, 0].numpy()
             job.outcome = o
 
     # -- formatting -----------------------------------------------------------------------
-    def result_json(self, job, n_best=None):
+    def result_json(self, job: Job, n_best: int | None = None) -> dict[str, object]:
         """One entry of the JSON API's ``results``."""
         src, o = job.source, job.outcome
+        assert o is not None  # decoded
         unknown = self.unknown(src)
-        out = {
+        out: dict[str, object] = {
             "source": src.text,
             "tokens": src.tokens,
             "unknown_words": [w for _, w in unknown],
@@ -269,6 +282,9 @@ class Engine:
         if o.error:
             out.update(translation="", detokenized="", cost=None, nbest=[], attention=None)
             return out
+        # set by Engine.decode wherever there is no error
+        assert o.sentences is not None and o.costs is not None and o.raw_costs is not None
+        assert o.best is not None and o.trans is not None
         nbest = [
             {"translation": s, "cost": _num(c), "raw_cost": _num(r), "best": i == o.best}
             for i, (s, c, r) in enumerate(zip(o.sentences, o.costs, o.raw_costs))
@@ -293,7 +309,7 @@ class Engine:
         return out
 
 
-def _num(x):
+def _num(x: SupportsFloat) -> float | str:
     """A cost for JSON: the float, or ``"inf"``/``"nan"`` (JSON has no such numbers)."""
     x = float(x)
     return x if math.isfinite(x) else str(x)

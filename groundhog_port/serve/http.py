@@ -22,6 +22,10 @@ names that origin; allowed origins get CORS headers and preflight answers.
 
 A request must arrive whole (line, headers and body) within the client timeout, counted
 from its first byte's wait, not per received piece: a client trickling bytes is cut there.
+That deadline, like the decoder's gathering window, is read from the server's
+:class:`~.batcher.Clock` (the :mod:`time` module unless a test injects one); measured
+durations (the log's milliseconds) and real waits (an answer's ``--timeout``, joining
+threads at shutdown) use :func:`time.monotonic` itself.
 """
 
 import io
@@ -29,20 +33,26 @@ import ipaddress
 import json
 import logging
 import socket
+import socketserver
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 from ..errors import LegacyInputError
 from ..untrusted import load_json
 from . import legacy_api
-from .batcher import Batcher, Busy, ShuttingDown
-from .engine import Budget, Job, RequestError, estimated_steps
+from .batcher import Batcher, Busy, Clock, ShuttingDown
+from .engine import Budget, Engine, Job, RequestError, estimated_steps
 
 logger = logging.getLogger("groundhog_port.serve")
 
@@ -71,19 +81,24 @@ LOG_CHARS = 80
 #: deepest JSON body parsed (a request needs 2: {"texts": [...]})
 MAX_BODY_DEPTH = 8
 
+#: what socketserver hands a server per connection (a TCP server: the socket), and the
+#: peer's address (IPv4: host, port; IPv6: host, port, flow info, scope id)
+_Request = socket.socket | tuple[bytes, socket.socket]
+_Address = tuple[str, int] | tuple[str, int, int, int]
 
-def _one_line(text):
+
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def printable(text):
+def printable(text: object) -> str:
     """``text`` with every character that is not printable escaped as Python writes it
     (``\x1b``, ``\u2028``, a lone surrogate ``\ud800``): a log line stays one line and
     never carries terminal control sequences."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
-def _shown(texts):
+def _shown(texts: Iterable[str]) -> str:
     out = []
     for t in texts:
         t = _one_line(t)
@@ -95,7 +110,7 @@ def _shown(texts):
     return printable(" ".join(out))
 
 
-def _lone_surrogate(obj):
+def _lone_surrogate(obj: object) -> str | None:
     """The first string in a parsed JSON value that is not Unicode text (a lone surrogate
     such as ``"\ud800"``, which JSON's escapes allow), or None."""
     if isinstance(obj, str):
@@ -118,23 +133,23 @@ class _DeadlineSocketReader(io.RawIOBase):
     deadline for the whole request (a per-``recv`` timeout alone lets a client that sends
     a byte every few seconds stay for ever)."""
 
-    def __init__(self, sock, handler):
+    def __init__(self, sock: socket.socket, handler: "Handler") -> None:
         self._sock, self._handler = sock, handler
 
-    def readable(self):
+    def readable(self) -> bool:
         return True
 
-    def readinto(self, b):
+    def readinto(self, b: "WriteableBuffer") -> int:
         deadline = self._handler.deadline
         if deadline is not None:
-            left = deadline - time.monotonic()
+            left = deadline - self._handler.server.clock.monotonic()
             if left <= 0:
                 raise TimeoutError("the request was not received in time")
             self._sock.settimeout(left)
         return self._sock.recv_into(b)
 
 
-def _hosts_of(host, port, extra=()):
+def _hosts_of(host: str, port: int, extra: Iterable[str] = ()) -> set[str]:
     """The ``Host`` header values that name this server (lower case)."""
     names = {host.lower(), *[h.lower() for h in extra]}
     try:
@@ -155,39 +170,45 @@ def _hosts_of(host, port, extra=()):
 
 
 class TranslationServer(ThreadingHTTPServer):
-    """A threading HTTP server holding the engine and its decoding thread."""
+    """A threading HTTP server holding the engine and its decoding thread.
+
+    ``clock`` (the :mod:`time` module unless a test injects one, see
+    :class:`~.batcher.Clock`) decides the decoder's gathering window, the shutdown's grace
+    period and each request's client-timeout deadline."""
 
     daemon_threads = True
     request_queue_size = 64
 
     def __init__(
         self,
-        address,
-        engine,
-        wait_s=0.005,
-        max_batch=32,
-        max_pending=256,
-        timeout_s=120.0,
-        socket_timeout_s=30.0,
-        max_rows=320,
-        allow_origins=(),
-        allow_hosts=(),
-    ):
+        address: tuple[str, int],
+        engine: Engine,
+        wait_s: float = 0.005,
+        max_batch: int = 32,
+        max_pending: int = 256,
+        timeout_s: float = 120.0,
+        socket_timeout_s: float = 30.0,
+        max_rows: int = 320,
+        allow_origins: Iterable[str] = (),
+        allow_hosts: Iterable[str] = (),
+        clock: Clock = time,
+    ) -> None:
         super().__init__(address, Handler)
         self.engine = engine
-        self.batcher = Batcher(engine, wait_s, max_batch, max_pending, max_rows)
+        self.clock = clock
+        self.batcher = Batcher(engine, wait_s, max_batch, max_pending, max_rows, clock)
         self.timeout_s, self.socket_timeout_s = timeout_s, socket_timeout_s
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
-        host, port = self.server_address[:2]
+        host, port = str(self.server_address[0]), self.server_address[1]  # bound: a str
         self.hosts = _hosts_of(host, port, allow_hosts)
         self.any_ip_host = ipaddress.ip_address(host).is_unspecified if _is_ip(host) else False
         self.started = time.time()
         self.requests = 0
         self.stopping = False
         self._count_lock = threading.Lock()
-        self._handlers = set()
+        self._handlers: set[threading.Thread] = set()
 
-    def process_request(self, request, client_address):
+    def process_request(self, request: _Request, client_address: _Address) -> None:
         """A thread per connection (as ThreadingHTTPServer), remembered so that a shutdown
         can wait for the answers in flight."""
         t = threading.Thread(
@@ -197,14 +218,14 @@ class TranslationServer(ThreadingHTTPServer):
             self._handlers.add(t)
         t.start()
 
-    def _handle_and_forget(self, request, client_address):
+    def _handle_and_forget(self, request: _Request, client_address: _Address) -> None:
         try:
             self.process_request_thread(request, client_address)
         finally:
             with self._count_lock:
                 self._handlers.discard(threading.current_thread())
 
-    def host_allowed(self, value):
+    def host_allowed(self, value: str) -> bool:
         """Whether a ``Host`` header names this server."""
         value = value.strip().lower()
         if value in self.hosts:
@@ -218,7 +239,7 @@ class TranslationServer(ThreadingHTTPServer):
             return _is_ip(name.strip("[]"))
         return False
 
-    def stop(self, grace_s=5.0):
+    def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting (from another thread than serve_forever's), answer or cancel the
         work in flight within ``grace_s`` and wait (briefly) for the answers to be sent."""
         self.stopping = True
@@ -231,15 +252,17 @@ class TranslationServer(ThreadingHTTPServer):
             t.join(max(0.0, deadline - time.monotonic()))
 
     @property
-    def url(self):
-        host, port = self.server_address[:2]
+    def url(self) -> str:
+        """``http://HOST:PORT/`` of the bound address."""
+        host, port = str(self.server_address[0]), self.server_address[1]  # bound: a str
         return f"http://{host}:{port}/"
 
-    def count(self):
+    def count(self) -> None:
+        """One more request answered (``/health``'s ``requests``)."""
         with self._count_lock:
             self.requests += 1
 
-    def handle_error(self, request, client_address):
+    def handle_error(self, request: _Request, client_address: _Address) -> None:
         # an exception outside the handler's own guards: one log line, the server goes on
         err = sys.exc_info()[1]
         logger.error(
@@ -249,13 +272,13 @@ class TranslationServer(ThreadingHTTPServer):
             printable(_one_line(err))[:300],
         )
 
-    def server_close(self):
+    def server_close(self) -> None:
         super().server_close()
         if getattr(self, "batcher", None) is not None:  # absent when binding failed
             self.batcher.close()
 
 
-def _is_ip(text):
+def _is_ip(text: str) -> bool:
     try:
         ipaddress.ip_address(text)
     except ValueError:
@@ -263,7 +286,7 @@ def _is_ip(text):
     return True
 
 
-def start_in_thread(server):
+def start_in_thread(server: socketserver.BaseServer) -> threading.Thread:
     """Serve in a daemon thread (tests, tools); returns the thread."""
     t = threading.Thread(
         target=server.serve_forever,
@@ -276,24 +299,30 @@ def start_in_thread(server):
 
 
 class Handler(BaseHTTPRequestHandler):
+    """One connection's requests (a thread each, :class:`TranslationServer`)."""
+
+    server: TranslationServer
+    _cors: dict[str, str]  # the CORS headers of an allowed origin (set by _checked)
     server_version = "groundhog-port"
     error_content_type = "application/json"
 
-    def version_string(self):
+    def version_string(self) -> str:
         return self.server_version
 
-    def setup(self):
-        self.timeout = self.server.socket_timeout_s
+    def setup(self) -> None:
+        # per server, not per class (typeshed declares it a ClassVar)
+        self.timeout = self.server.socket_timeout_s  # type: ignore[misc]
         self._t0 = time.monotonic()
         self._logged = False
-        self.deadline = None
+        #: clock time by which the request being read must be whole (None: not reading)
+        self.deadline: float | None = None
         super().setup()
         self.rfile.close()  # the socket's own reader: replaced, and its reference dropped
         self.rfile = io.BufferedReader(_DeadlineSocketReader(self.connection, self))
 
-    def handle_one_request(self):
+    def handle_one_request(self) -> None:
         # the whole next request (line, headers, body) within the client timeout
-        self.deadline = time.monotonic() + self.server.socket_timeout_s
+        self.deadline = self.server.clock.monotonic() + self.server.socket_timeout_s
         try:
             super().handle_one_request()
         finally:
@@ -302,24 +331,24 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.stopping:
             self.close_connection = True
 
-    def parse_request(self):
+    def parse_request(self) -> bool:
         self._t0 = time.monotonic()
         self._logged = False
         return super().parse_request()
 
-    def _received(self):
+    def _received(self) -> None:
         """The request is in: answering is bounded by the socket timeout, not the deadline."""
         self.deadline = None
         self.connection.settimeout(self.server.socket_timeout_s)
 
     # -- answers and the log --------------------------------------------------------------
-    def log_request(self, code="-", size="-"):
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         pass  # one line per request from _log instead
 
-    def log_message(self, format, *args):
+    def log_message(self, format: str, *args: object) -> None:
         logger.debug("%s %s", self.client_address[0], printable(format % args))
 
-    def _log(self, status, size, note=""):
+    def _log(self, status: int, size: int, note: str = "") -> None:
         if self._logged:
             return
         self._logged = True
@@ -339,7 +368,14 @@ class Handler(BaseHTTPRequestHandler):
             f" {printable(note)}" if note else "",
         )
 
-    def _send(self, status, body, ctype, headers=None, note=""):
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        ctype: str,
+        headers: Mapping[str, str] | None = None,
+        note: str = "",
+    ) -> None:
         if self.deadline is not None:  # answering before the body was read (a refusal)
             self._received()
         try:
@@ -359,14 +395,22 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self._log(status, len(body), note)
 
-    def _json(self, status, obj, note="", headers=None):
+    def _json(
+        self, status: int, obj: object, note: str = "", headers: Mapping[str, str] | None = None
+    ) -> None:
         body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         self._send(status, body, "application/json; charset=utf-8", headers, note)
 
-    def _error(self, status, message, note="", headers=None):
+    def _error(
+        self,
+        status: int,
+        message: object,
+        note: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self._json(status, {"error": _one_line(message)}, note, headers)
 
-    def send_error(self, code, message=None, explain=None):
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own refusals (bad request line, 414, 501 ...) as one JSON line."""
         try:
             phrase = HTTPStatus(code).phrase
@@ -374,7 +418,7 @@ class Handler(BaseHTTPRequestHandler):
             phrase = ""
         self._error(code, message or phrase)
 
-    def _guard(self, route):
+    def _guard(self, route: Callable[[], None]) -> None:
         try:
             route()
         except RequestError as err:
@@ -388,20 +432,20 @@ class Handler(BaseHTTPRequestHandler):
             logger.exception("internal error answering %s", printable(_one_line(self.path))[:200])
             self._error(500, f"internal error: {type(err).__name__}: {err}")
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         self._guard(lambda: self._checked(self._get))
 
-    def do_HEAD(self):
+    def do_HEAD(self) -> None:
         self._guard(lambda: self._checked(self._get))
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         self._guard(lambda: self._checked(self._post))
 
-    def do_OPTIONS(self):
+    def do_OPTIONS(self) -> None:
         self._guard(lambda: self._checked(self._preflight))
 
     # -- who may ask ----------------------------------------------------------------------
-    def _checked(self, route):
+    def _checked(self, route: Callable[[], None]) -> None:
         self._cors = {}
         if self.command != "POST":
             self._received()
@@ -437,7 +481,7 @@ class Handler(BaseHTTPRequestHandler):
             )
         route()
 
-    def _preflight(self):
+    def _preflight(self) -> None:
         if not self._cors:
             raise RequestError(
                 405,
@@ -456,7 +500,7 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     # -- routes ---------------------------------------------------------------------------
-    def _get(self):
+    def _get(self) -> None:
         path, sep, query = self.path.partition("?")
         if path == "/" and sep:
             return self._legacy(query)
@@ -470,7 +514,7 @@ class Handler(BaseHTTPRequestHandler):
             raise RequestError(405, "POST a JSON object to /translate")
         raise RequestError(404, f"no such page: {path[:100]}")
 
-    def _post(self):
+    def _post(self) -> None:
         path = self.path.partition("?")[0]
         if path != "/translate":
             raise RequestError(
@@ -480,11 +524,11 @@ class Handler(BaseHTTPRequestHandler):
         payload = self._read_json()
         self._translate(payload)
 
-    def _static(self, name):
-        body = resources.files(__package__).joinpath("static", name).read_bytes()
+    def _static(self, name: str) -> None:
+        body = resources.files(__package__).joinpath("static").joinpath(name).read_bytes()
         self._send(200, body, STATIC[name], PAGE_HEADERS)
 
-    def _health(self):
+    def _health(self) -> None:
         eng, srv = self.server.engine, self.server
         cfg = eng.exp.cfg
         self._json(
@@ -508,7 +552,7 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     # -- decoding -------------------------------------------------------------------------
-    def _decode(self, jobs):
+    def _decode(self, jobs: list[Job]) -> list[Job]:
         limits = self.server.engine.limits
         need = estimated_steps(jobs)
         if need > limits.max_steps:
@@ -540,7 +584,7 @@ class Handler(BaseHTTPRequestHandler):
                     f.cancel()
                     job.abandoned = True  # already decoding: stopped at the next step
 
-    def _legacy(self, query):
+    def _legacy(self, query: str) -> None:
         eng = self.server.engine
         try:
             q = legacy_api.parse_query(query, eng.beam_size)
@@ -552,26 +596,28 @@ class Handler(BaseHTTPRequestHandler):
         src = eng.prepare(q.source, True if q.tokenized else None)
         [job] = self._decode([Job(src, q.beamwidth, q.ignore_unk, normalize=True, legacy=True)])
         note = f"legacy beam={q.beamwidth} ignore_unk={int(q.ignore_unk)} src={_shown([q.source])}"
-        if job.outcome.error and job.budget.spent > job.budget.limit:
-            raise RequestError(413, job.outcome.error)
-        if job.outcome.error:
+        outcome, budget = job.outcome, job.budget
+        assert outcome is not None and budget is not None  # decoded, with _decode's budget
+        if outcome.error and budget.spent > budget.limit:
+            raise RequestError(413, outcome.error)
+        if outcome.error:
             raise RequestError(
-                422, f"the original sample.py fails on this sentence ({job.outcome.error})"
+                422, f"the original sample.py fails on this sentence ({outcome.error})"
             )
         body = eng.legacy_answer(job).encode("ascii")
         self._send(200, body, "text/html", note=note)
 
-    def _read_json(self):
+    def _read_json(self) -> dict[str, object]:
         limits = self.server.engine.limits
         if self.headers.get("Transfer-Encoding"):
             raise RequestError(411, "send the body with a Content-Length")
-        length = self.headers.get("Content-Length")
-        if length is None:
+        header = self.headers.get("Content-Length")
+        if header is None:
             raise RequestError(411, "Content-Length required")
         try:
-            length = int(length)
+            length = int(header)
         except ValueError:
-            raise RequestError(400, f"bad Content-Length {length[:40]!r}") from None
+            raise RequestError(400, f"bad Content-Length {header[:40]!r}") from None
         if length < 0:
             raise RequestError(400, "bad Content-Length")
         if length > limits.max_body:
@@ -600,7 +646,7 @@ class Handler(BaseHTTPRequestHandler):
             )
         return payload
 
-    def _translate(self, payload):
+    def _translate(self, payload: dict[str, object]) -> None:
         eng = self.server.engine
         unknown = sorted(set(payload) - JSON_FIELDS)
         if unknown:
@@ -618,16 +664,17 @@ class Handler(BaseHTTPRequestHandler):
             raise RequestError(
                 413, f"{len(texts)} sentences; at most {eng.limits.max_sentences} per request"
             )
-        flags = {}
+        flags: dict[str, bool] = {}
         for name, default in (
             ("ignore_unk", False),
             ("normalize", False),
             ("tokenized", eng.pretokenized),
             ("attention", True),
         ):
-            flags[name] = payload.get(name, default)
-            if not isinstance(flags[name], bool):
+            flag = payload.get(name, default)
+            if not isinstance(flag, bool):
                 raise RequestError(400, f'"{name}" must be true or false')
+            flags[name] = flag
         beam = eng.check_beam(payload.get("beam_size", eng.beam_size))
         n_best = payload.get("n_best")
         if n_best is not None and (

@@ -30,7 +30,9 @@ the connection without an answer; here it gets a 4xx with a one-line JSON error.
 original's 400 without a ``source`` had an empty body; here it has that JSON line.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import SupportsInt
 from urllib.parse import quote, unquote_plus
 
 #: sample_server.py:38
@@ -52,17 +54,18 @@ class LegacyQuery:
     tokenized: bool = False
 
 
-def _int(name, value):
+def _int(name: str, value: str) -> int:
     try:
         return int(value)
     except ValueError:
         raise QueryError(f"{name}={value[:40]!r} is not an integer") from None
 
 
-def parse_query(query, default_beamwidth=DEFAULT_BEAMWIDTH):
+def parse_query(query: str, default_beamwidth: int = DEFAULT_BEAMWIDTH) -> LegacyQuery | None:
     """``LegacyQuery`` of the text after ``?`` (sample_server.py:34-52), or ``None`` without
     ``source`` (the original's 400).  Raises :class:`QueryError` where the original raised."""
-    source, ignore_unk, beamwidth, tokenized = None, False, default_beamwidth, False
+    source: str | None = None
+    ignore_unk, beamwidth, tokenized = False, default_beamwidth, False
     for part in query.split("&"):
         cc = part.split("=")
         if cc[0] in ("source", "ignore_unk", "beamwidth", "tokenized") and len(cc) < 2:
@@ -80,18 +83,18 @@ def parse_query(query, default_beamwidth=DEFAULT_BEAMWIDTH):
     return LegacyQuery(unquote_plus(source, errors="replace"), ignore_unk, beamwidth, tokenized)
 
 
-def quote_py2(text):
+def quote_py2(text: str) -> str:
     """Python 2's ``urllib.quote(text)`` of the UTF-8 bytes of ``text`` (safe: ``/``)."""
     return quote(text, safe="/").replace("~", "%7E")
 
 
-def unknown_words(tokens, seq):
+def unknown_words(tokens: Iterable[str], seq: Iterable[SupportsInt]) -> list[str]:
     """sample_server.py:90-92: the tokens whose id is 1, in order (``zip`` stops at the
     shorter: ``seq`` has one more entry, end-of-sequence)."""
     return [w for w, i in zip(tokens, seq) if int(i) == LEGACY_UNK_ID]
 
 
-def answer(detokenized_line, unknown):
+def answer(detokenized_line: str, unknown: Iterable[str]) -> str:
     """The body of the original's 200 answer (sample_server.py:58): ``detokenized_line``
     is the detokenizer's output with its newline (:meth:`MosesText.detokenize_legacy`)."""
     return quote_py2(detokenized_line + "\n" + ",".join(unknown))

@@ -28,28 +28,29 @@ _TAG_LINE = re.compile(r"<.+>")
 class MosesText:
     """Tokenizer for the source language, detokenizer for the target language."""
 
-    def __init__(self, source_lang="en", target_lang="fr"):
+    def __init__(self, source_lang: str = "en", target_lang: str = "fr") -> None:
         self.source_lang, self.target_lang = source_lang, target_lang
         self._tok = MosesTokenizer(lang=source_lang)
         self._detok = MosesDetokenizer(lang=target_lang)
 
-    def tokenize(self, text):
+    def tokenize(self, text: str) -> list[str]:
         """Tokens of ``text`` as ``tokenizer.perl -l SRC -q`` writes them (escaped)."""
-        tokens = []
+        tokens: list[str] = []
         for line in text.split("\n"):
             tokens.extend(self._tok.tokenize(line, escape=True))
         return tokens
 
-    def detokenize(self, sentence):
+    def detokenize(self, sentence: str) -> str:
         """``sentence`` (words joined by spaces) as ``detokenizer.perl -l TRG -q`` writes it,
         without its trailing newline."""
         if not sentence:
             return ""
         if _TAG_LINE.fullmatch(sentence) or not sentence.strip():
             return sentence
-        return self._detok.detokenize(sentence.split(" "), return_str=True, unescape=True)
+        out: str = self._detok.detokenize(sentence.split(" "), return_str=True, unescape=True)
+        return out  # (sacremoses has no type information)
 
-    def detokenize_legacy(self, sentence):
+    def detokenize_legacy(self, sentence: str) -> str:
         """What the demo read back from the detokenizer: the line with its newline, or ``""``
         when the translation is empty (nothing written to the script, nothing read back)."""
         return self.detokenize(sentence) + "\n" if sentence else ""

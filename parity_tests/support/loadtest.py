@@ -385,11 +385,13 @@ def serve_process(serve_argv, env=None, cwd=None):
             proc.wait()
 
 
-def sigterm_during(proc, send, clients, after_s, timeout):
+def sigterm_during(proc, send, clients, after_s, timeout, ready=None):
     """``clients`` threads call ``send()`` (one request; returns its status) at once, and
-    ``after_s`` seconds later the server process ``proc`` gets SIGTERM.  Returns what each
-    client got (a status, or the name of the error), the seconds from the signal to the
-    process's end (at most ``timeout``) and its stderr."""
+    ``after_s`` seconds later -- or, given ``ready``, once ``ready()`` has returned (it
+    waits until the server is where the signal should find it) -- the server process
+    ``proc`` gets SIGTERM.  Returns what each client got (a status, or the name of the
+    error), the seconds from the signal to the process's end (at most ``timeout``) and its
+    stderr."""
     answers = []
 
     def one():
@@ -401,7 +403,10 @@ def sigterm_during(proc, send, clients, after_s, timeout):
     threads = [threading.Thread(target=one, daemon=True) for _ in range(clients)]
     for t in threads:
         t.start()
-    time.sleep(after_s)
+    if ready is None:
+        time.sleep(after_s)
+    else:
+        ready()
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=timeout)
