@@ -111,7 +111,8 @@ def account(run: Run, results, skipped=()) -> list[Account]:
     allowed = run.allowed()
     rows = []
     unpacked = {v: k for k, v in run.packs.items()}  # pack path under ROOT -> its folder
-    for top in (run.root, *run.packs):
+    tops: tuple[Path | str, ...] = (run.root, *run.packs)
+    for top in tops:
         deep: list = []
         for folder, dirs, names in lookup.walk(top, not_entered=deep):
             for d in dirs:  # a link to a folder is listed, never entered

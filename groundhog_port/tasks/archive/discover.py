@@ -319,8 +319,8 @@ def discover(run: Run, top=None) -> list[Entry]:
     allowed = run.allowed()
     classify_contained(run, root)
     entries = []
-    for folder, _, names in lookup.walk(root):
-        folder = Path(folder)
+    for walked, _, names in lookup.walk(root):
+        folder = Path(walked)
         rows, refused = _rows(run, folder, names, allowed)
         states = [r for r in rows.values() if r.kind is Kind.STATE]
         # a state that may not be read (a link out of the archive) is known by its name
