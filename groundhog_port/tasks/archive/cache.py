@@ -45,8 +45,7 @@ from . import records
 from .result import ResultRecord
 
 if TYPE_CHECKING:
-    from .context import Options
-    from .discover import Entry
+    from .context import ExperimentEntry, Options
 
 #: what :func:`digest` remembers for a run: (device, inode, size, mtime_ns, ctime_ns) -> digest
 Digests = dict[tuple[int, ...], str]
@@ -73,7 +72,7 @@ def safe_name(entry_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", entry_id).strip("_")[:80] + "-" + digest
 
 
-def entry_path(out: str | os.PathLike[str], entry: Entry) -> Path:
+def entry_path(out: str | os.PathLike[str], entry: ExperimentEntry) -> Path:
     return Path(out) / "cache" / f"{safe_name(entry.id)}.json"
 
 
@@ -155,7 +154,7 @@ def _code_digest():
 
 
 def cache_key(
-    entry: Entry,
+    entry: ExperimentEntry,
     opts: Options,
     extra: Iterable[str | os.PathLike[str]] = (),
     memo: Digests | None = None,
@@ -227,7 +226,7 @@ def plot_problem(
 def problem(
     data: object,
     key: str,
-    entry: Entry,
+    entry: ExperimentEntry,
     opts: Options,
     out: str | os.PathLike[str],
     rel: Callable[[Path], str],
@@ -262,7 +261,7 @@ def problem(
 
 def cached(
     out: str | os.PathLike[str],
-    entry: Entry,
+    entry: ExperimentEntry,
     opts: Options,
     rel: Callable[[Path], str],
     extra: Iterable[str | os.PathLike[str]] = (),
@@ -308,7 +307,7 @@ def strict_json(value: object) -> object:
 
 def store(
     out: str | os.PathLike[str],
-    entry: Entry,
+    entry: ExperimentEntry,
     opts: Options,
     result: ResultRecord,
     extra: Iterable[str | os.PathLike[str]] = (),

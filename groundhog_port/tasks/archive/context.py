@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ... import contained, lookup
 from ...errors import shown, unshown
@@ -17,6 +17,30 @@ from ...untrusted import special_kind
 
 if TYPE_CHECKING:
     from .inventory import Row
+
+
+class ExperimentEntry(Protocol):
+    """What the cache and a result read of an experiment
+    (:class:`groundhog_port.tasks.archive.discover.Entry`): a Protocol, since ``discover``
+    imports the cache, which may then not import ``discover`` back (no import cycle, even for
+    typing: ``parity_tests/packaging/test_import_graph.py``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def folder(self) -> Path: ...
+    @property
+    def state(self) -> Path: ...
+    @property
+    def model(self) -> Path | None: ...
+    @property
+    def trace(self) -> Path | None: ...
+    @property
+    def outputs(self) -> list[Path]: ...
+    @property
+    def candidates(self) -> list[Path]: ...
+    @property
+    def root(self) -> Path | None: ...
 
 
 @dataclass

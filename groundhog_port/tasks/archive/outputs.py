@@ -20,7 +20,7 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from ... import lookup
 from ...errors import LegacyInputError
@@ -32,8 +32,30 @@ from .inventory import vocabulary_share
 
 if TYPE_CHECKING:
     from ...legacy.experiment import Experiment
-    from ..reproduce import Settings, SourceFinder
     from .inventory import Row
+
+
+# tasks.reproduce (its Settings, its SourceFinder) imports this module: these functions take
+# what they use of them as Protocols, so that no import cycle is made, even for typing
+# (parity_tests/packaging/test_import_graph.py)
+class Described(Protocol):
+    """sample.py settings (:class:`groundhog_port.tasks.reproduce.Settings`)."""
+
+    def describe(self) -> str: ...
+
+
+_S = TypeVar("_S", bound=Described)
+
+
+class Finder(Protocol):
+    """What is used of :class:`groundhog_port.tasks.reproduce.SourceFinder`: its cached
+    first translations and its first-lines check."""
+
+    def _first_translations(self, path: Path, settings: Described, n: int) -> list[str | None]: ...
+    def _confirm(
+        self, archived: Sequence[str], settings: Described
+    ) -> Callable[[Path], str | None]: ...
+
 
 #: what a README's ``sample.py`` command says of an output: (beam or None, normalize,
 #: ignore_unk)
@@ -112,9 +134,9 @@ def _flag(words, name):
 def settings_order(
     name: str,
     hints: Mapping[str, Hint],
-    settings_type: type[Settings],
-    all_settings: Sequence[Settings],
-) -> tuple[list[Settings], Settings | None, str]:
+    settings_type: Callable[[int, bool, bool], _S],
+    all_settings: Sequence[_S],
+) -> tuple[list[_S], _S | None, str]:
     """``(settings in the order tried, the hint's settings or None, where the hint is
     from)``: what the file's name (:func:`groundhog_port.file_names.name_hint`) or a
     README's command says first, then every other setting."""
@@ -136,12 +158,12 @@ def settings_order(
 
 
 def disambiguate(
-    finder: SourceFinder,
+    finder: Finder,
     archived: Sequence[str],
     source: Path,
-    order: Sequence[Settings],
+    order: Sequence[_S],
     redone: int | None = None,
-) -> tuple[Settings, str, list[str]]:
+) -> tuple[_S, str, list[str]]:
     """``(settings, what agrees, the others that give the first lines)``: of the settings
     in ``order`` whose first :data:`~groundhog_port.lookup.CONFIRM_LINES` lines give the
     archived ones, the earliest that gives every line re-done, else the one that agrees
@@ -188,14 +210,14 @@ def _bare(line):
 
 
 def post_processed(
-    finder: SourceFinder,
+    finder: Finder,
     archived: Sequence[str],
-    order: Iterable[Settings],
+    order: Iterable[_S],
     places: Sequence[lookup.Place],
     near: str | os.PathLike[str],
     name: str,
     langs: tuple[str, str],
-) -> tuple[lookup.TestSetChoice, Settings, str] | None:
+) -> tuple[lookup.TestSetChoice, _S, str] | None:
     """``(choice, settings, how)`` where the archived lines are the re-translation's with
     case and spaces changed by hand (detokenized, lower-cased), else ``None``."""
     n = min(lookup.CONFIRM_LINES, len(archived))
@@ -219,7 +241,8 @@ def post_processed(
             )
         except LegacyInputError:
             continue
-        got = finder._first_translations(choice.source, s, n)
+        # confirmed above: every one of these lines was translated (none is None)
+        got = cast("list[str]", finder._first_translations(choice.source, s, n))
         how = []
         if any("".join(a.split()) != "".join(b.split()) for a, b in zip(archived, got)):
             how.append("lower-cased")

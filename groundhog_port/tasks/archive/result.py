@@ -14,7 +14,7 @@ from ...errors import LegacyInputError
 from .context import Run
 
 if TYPE_CHECKING:
-    from .discover import Entry
+    from .context import ExperimentEntry
 
 _T = TypeVar("_T")
 
@@ -187,7 +187,7 @@ class ResultRecord(_ResultRecord, total=False):
 class Result:
     """The result of one experiment under construction (a JSON-able dict in the end)."""
 
-    def __init__(self, run: Run, entry: Entry) -> None:
+    def __init__(self, run: Run, entry: ExperimentEntry) -> None:
         self.run = run
         self.data: ResultRecord = {
             "id": entry.id,
