@@ -36,6 +36,8 @@ PACKAGE_DIR = ROOT / "groundhog_port"
 TOP = "top-level"
 
 _Def = ast.FunctionDef | ast.AsyncFunctionDef
+#: ``try`` statements (``try``/``except*`` is Python 3.11's: absent from 3.10's ast)
+_TRY = tuple(t for t in (ast.Try, getattr(ast, "TryStar", None)) if t is not None)
 
 
 @dataclass
@@ -115,7 +117,7 @@ def _blocks(body: list[ast.stmt]) -> Iterator[ast.stmt]:
         if isinstance(stmt, ast.If):
             yield from _blocks(stmt.body)
             yield from _blocks(stmt.orelse)
-        elif isinstance(stmt, ast.Try | ast.TryStar):
+        elif isinstance(stmt, _TRY):
             for part in (stmt.body, stmt.orelse, stmt.finalbody):
                 yield from _blocks(part)
             for handler in stmt.handlers:
