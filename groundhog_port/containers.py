@@ -66,7 +66,9 @@ class Decompressed(io.RawIOBase):
     byte raises :class:`LegacyInputError` naming ``path`` and ``why`` (the bound's reason).
     Concatenated streams (``cat a.gz b.gz``) read as one, as gzip/bzip2/xz tools do."""
 
-    def __init__(self, raw: BinaryIO, kind: str | None, limit: int, path, why: str):
+    def __init__(
+        self, raw: BinaryIO, kind: str | None, limit: int, path: str | os.PathLike[str], why: str
+    ) -> None:
         super().__init__()
         self.raw, self.kind, self.limit, self.path, self.why = raw, kind, limit, path, why
         self.total = 0
@@ -86,7 +88,9 @@ class Decompressed(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # io.BufferedReader reads through it (readline)
+    # io.BufferedReader reads through it (readline), into a memoryview; typeshed's
+    # parameter is any writable buffer, which has no len() or slicing in its type
+    def readinto(self, b: memoryview | bytearray) -> int:  # type: ignore[override]
         data = self.read(len(b))
         b[: len(data)] = data
         return len(data)
@@ -158,7 +162,7 @@ class TarGate:
     :data:`MAX_TAR_HEADERS` headers, raises :class:`LegacyInputError` before ``tarfile``
     reads it.  A pax header's ``size`` record moves the next header as ``tarfile`` does."""
 
-    def __init__(self, inner, path):
+    def __init__(self, inner: Decompressed, path: str | os.PathLike[str]) -> None:
         self.inner, self.path = inner, path
         self.pos = 0  # bytes passed on
         self.next_header = 0  # where the next header starts
@@ -248,7 +252,9 @@ def _pax_size(data: bytes) -> int | None:
     return None
 
 
-def check_zip_directory(f: BinaryIO, size: int, path, max_entries: int) -> None:
+def check_zip_directory(
+    f: BinaryIO, size: int, path: str | os.PathLike[str], max_entries: int
+) -> None:
     """Refuse a zip whose central directory (as its end record says) lists more than
     ``max_entries`` entries or is over :data:`MAX_ZIP_DIRECTORY_BYTES`, before ``zipfile``
     reads it.  ``f``: seekable, its position kept.  A zip whose end record is not found is

@@ -71,7 +71,7 @@ def shown(text: str) -> str:
     return text
 
 
-def shown_all(value):
+def shown_all(value: object) -> object:
     """``value`` (a JSON-able structure) with every string, key or value, made printable by
     :func:`shown` (a report naming a folder whose bytes are not UTF-8 raised
     ``UnicodeEncodeError`` when written)."""

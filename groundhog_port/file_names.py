@@ -4,6 +4,9 @@ say what a file was meant to be; what a file is, is read from its content
 (:mod:`groundhog_port.tasks.archive`).
 """
 
+from __future__ import annotations
+
+import os
 import re
 from pathlib import Path
 
@@ -34,14 +37,14 @@ TEST_SET_NAMES = {"test": ("test.en", "test.fr"), "holdout": ("holdout.en", "hol
 # ----------------------------------------------------------------------------------------
 # what a name says a file was written as (the one rule; content decides what it is)
 # ----------------------------------------------------------------------------------------
-def is_translation_name(name):
+def is_translation_name(name: str) -> bool:
     """An output sample.py ``--trans`` may have written: a ``.txt`` whose name holds
     ``trans`` (``trans.txt``, ``dev_trans.txt``, ``trans_beam10.txt``), not its printed
     output (``sample_<stem>_stdout.txt``)."""
     return "trans" in name and name.endswith(".txt") and not name.startswith("sample_")
 
 
-def is_output(name):
+def is_output(name: str) -> bool:
     """What sample.py / score.py may have written: a translation
     (:func:`is_translation_name`), ``scores*.txt``, a crash log ``*_error.txt``."""
     return (
@@ -51,19 +54,19 @@ def is_output(name):
     )
 
 
-def is_log_name(name):
+def is_log_name(name: str) -> bool:
     """What the recordings kept beside the outputs: sample.py's printed output
     (``sample_<stem>_stdout.txt``) and MainLoop's ``timings.txt``."""
     return (name.startswith("sample_") and name.endswith("_stdout.txt")) or name == "timings.txt"
 
 
-def never_a_test_set(name):
+def never_a_test_set(name: str) -> bool:
     """A name no test set has: an output or a log of the original (:func:`is_output`,
     :func:`is_log_name`)."""
     return is_output(name) or is_log_name(name)
 
 
-def output_kind(name):
+def output_kind(name: str) -> str:
     if name.endswith("_error.txt"):
         return "crash log"
     if name.startswith("scores"):
@@ -71,7 +74,7 @@ def output_kind(name):
     return "trans"
 
 
-def snapshot_number(path) -> int | None:
+def snapshot_number(path: str | os.PathLike[str]) -> int | None:
     """``N`` of a snapshot named ``prefix + 'model%d.npz' % N`` (mainLoop.py:233-234), else
     None: a fact of the name, used to order candidates, never to classify."""
     m = re.search(r"model([0-9]+)\.npz$", Path(path).name)
@@ -82,7 +85,7 @@ def snapshot_number(path) -> int | None:
 _BEAM_WORD = re.compile(r"(?:^|[^a-z])(?:beam|b)[_.-]?([1-9][0-9]{0,3})(?![0-9])", re.IGNORECASE)
 
 
-def name_hint(name) -> tuple | None:
+def name_hint(name: str) -> tuple[int, bool, bool] | None:
     """``(beam, normalize, ignore_unk)`` a file name suggests (``hyp.beam12``,
     ``out_beam5_norm.txt``), or ``None``: a hint that orders the settings tried, never
     believed over the file's content."""

@@ -25,11 +25,14 @@ one line, not three -- and the single files at DEBUG.  When nothing is found,
 pass ``--data-dir``.
 """
 
+from __future__ import annotations
+
 import contextlib
 import contextvars
 import logging
 import os
 import re
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,7 +68,7 @@ _memo: contextvars.ContextVar[Memo | None] = contextvars.ContextVar("lookup_memo
 
 
 @contextlib.contextmanager
-def remembering(memo: Memo | None = None):
+def remembering(memo: Memo | None = None) -> Iterator[Memo]:
     """Within the block, lookups remember what they found in ``memo`` (a new one if
     ``None``); yields it."""
     memo = Memo() if memo is None else memo
@@ -80,7 +83,7 @@ _fence: contextvars.ContextVar[str | None] = contextvars.ContextVar("lookup_fenc
 
 
 @contextlib.contextmanager
-def fenced(top):
+def fenced(top: str | os.PathLike[str]) -> Iterator[None]:
     """Within the block, the folders searched by default -- a case's ``../data``, the
     ``data/`` folders and vocabularies up from it -- stay inside folder ``top``: a packed
     experiment, unpacked into a temporary folder, sees its own files and the folders given
@@ -92,7 +95,7 @@ def fenced(top):
         _fence.reset(token)
 
 
-def beyond_fence(path) -> bool:
+def beyond_fence(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` lies outside the folder :func:`fenced` set (False when none is)."""
     top = _fence.get()
     if top is None:
@@ -107,7 +110,7 @@ def _current() -> Memo:
     return Memo() if memo is None else memo
 
 
-def say_once(key) -> bool:
+def say_once(key: Hashable) -> bool:
     """True the first time ``key`` is seen in this run (always outside one)."""
     said = _current().said
     if key in said:
@@ -121,7 +124,11 @@ def say_once(key) -> bool:
 MAX_WALK_DEPTH = 64
 
 
-def walk(top, max_depth=MAX_WALK_DEPTH, not_entered=None):
+def walk(
+    top: str | os.PathLike[str],
+    max_depth: int = MAX_WALK_DEPTH,
+    not_entered: list[str] | None = None,
+) -> Iterator[tuple[str, list[str], list[str]]]:
     """``(folder, dirs, names)`` of every folder under ``top`` as ``os.walk(top)`` gives
     them top-down (``dirs`` may be pruned in place; links to folders are listed in ``dirs``
     and never entered), each list sorted -- but iteratively, so a tree of any depth is walked
@@ -138,7 +145,9 @@ def walk(top, max_depth=MAX_WALK_DEPTH, not_entered=None):
                 found = list(it)
         except OSError:  # unreadable or vanished: holds nothing (os.walk's own way)
             continue
-        dirs, names, links = [], [], set()
+        dirs: list[str] = []
+        names: list[str] = []
+        links: set[str] = set()
         for e in found:
             try:
                 is_dir = e.is_dir()
@@ -163,7 +172,7 @@ def walk(top, max_depth=MAX_WALK_DEPTH, not_entered=None):
         stack.extend((os.path.join(folder, d), depth + 1) for d in reversed(below))
 
 
-def snapshots_of(state) -> list[Path]:
+def snapshots_of(state: str | os.PathLike[str]) -> list[Path]:
     """GroundHog's snapshots of ``state``: ``prefix + 'model%d.npz' % save_iter`` beside it
     (``MainLoop.save`` with ``overwrite=False``, groundhog/mainLoop.py:233-234; the port's
     ``train`` names them so too: ``search_model1.npz``), oldest first."""
@@ -185,19 +194,21 @@ class ImplicitDir(type(Path())):  # type: ignore[misc]  # the concrete PosixPath
     label = "a folder searched by default"
 
 
-def implicit_dir(path, label) -> ImplicitDir:
+def implicit_dir(path: str | os.PathLike[str], label: str) -> ImplicitDir:
     d = ImplicitDir(path)
     d.label = label
     return d
 
 
-def data_dirs(value, check=True):
+def data_dirs(
+    value: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None, check: bool = True
+) -> tuple[Path, ...]:
     """``--data-dir`` values as a tuple of folders: ``None``, one path, or a list of paths
     (``action="append"``).  ``check``: each must be a directory (a typo fails before any
     loading)."""
     if value is None:
         return ()
-    if isinstance(value, (str, Path)):
+    if isinstance(value, (str, os.PathLike)):  # one path (a PathLike other than Path too)
         value = [value]
     out = []
     for d in value:
@@ -211,7 +222,10 @@ def data_dirs(value, check=True):
     return tuple(out)
 
 
-def case_data_dirs(case_dir, given=None):
+def case_data_dirs(
+    case_dir: str | os.PathLike[str],
+    given: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+) -> tuple[Path, ...]:
     """The data directories of a ``--case DIR`` command: the given ones, then ``DIR`` itself
     (for a ``--state`` kept elsewhere), then ``DIR/../data`` when it exists (where the shared
     recordings keep their corpora and test sets)."""
@@ -225,7 +239,7 @@ def case_data_dirs(case_dir, given=None):
     return tuple(dirs)
 
 
-def is_file(path) -> bool:
+def is_file(path: str | os.PathLike[str]) -> bool:
     """``path.is_file()``, False also when the name cannot be looked up at all (too long,
     a NUL byte...): such a state value names no usable file."""
     try:
@@ -254,7 +268,9 @@ def _announce(what, stored, chosen, where):
         logger.debug("%s: %s -> %s", what, stored, chosen)
 
 
-def candidates(name, state_path=None, dirs=()):
+def candidates(
+    name: str, state_path: str | os.PathLike[str] | None = None, dirs: Sequence[Path] = ()
+) -> list[tuple[Path, str]]:
     """``[(path, where)]`` for a file called ``name``: next to the state, then each data
     directory (step 2 and 3 of the module docstring)."""
     out = []
@@ -273,14 +289,20 @@ def candidates(name, state_path=None, dirs=()):
     return out
 
 
-def hint():
+def hint() -> str:
     """How to make a missing file found."""
     return "; pass --data-dir DIR (the folder holding it; repeatable)"
 
 
 def find_stored(
-    stored, what, state_path, dirs=(), explicit=False, where_from="the changes", change=None
-):
+    stored: str | os.PathLike[str],
+    what: str,
+    state_path: str | os.PathLike[str] | None,
+    dirs: Sequence[Path] = (),
+    explicit: bool = False,
+    where_from: str = "the changes",
+    change: str | None = None,
+) -> Path:
     """The file for ``stored`` (a path held by the state): the path itself, else its name
     next to the state, else in each of ``dirs``.  ``explicit``: given by the user (in the
     changes), used as given and never replaced.  ``change``: the change that gives the path
@@ -322,7 +344,7 @@ def _may_read(path, dirs) -> bool:
     )
 
 
-def find_named(name, folder, dirs=()):
+def find_named(name: str, folder: str | os.PathLike[str], dirs: Sequence[Path] = ()) -> Path | None:
     """A test file called ``name`` of an experiment folder: in ``folder``, else in each of
     ``dirs``; ``None`` when absent (the caller says what it then skips)."""
     for candidate, where in [(Path(folder) / name, "in the experiment folder")] + candidates(
@@ -335,7 +357,7 @@ def find_named(name, folder, dirs=()):
     return None
 
 
-def places(name, folder, dirs=()):
+def places(name: str, folder: str | os.PathLike[str], dirs: Sequence[Path] = ()) -> str:
     """Where :func:`find_named` looks, for messages."""
     return ", ".join(str(c) for c, _ in candidates(name, Path(folder) / name, dirs))
 
@@ -407,7 +429,7 @@ def _sentence_count(path) -> int | None:
     return n
 
 
-def line_count(path) -> int | None:
+def line_count(path: str | os.PathLike[str]) -> int | None:
     """The number of lines of a text file as :func:`~groundhog_port.legacy.data.read_text_lines`
     counts them (a last line without newline counts; a WMT SGML / XML test set: its
     segments); ``None`` when it is not a text file (a NUL byte) or cannot be read.  Cached
@@ -490,7 +512,9 @@ def _walk(folder, recursive):
     return walks[key]
 
 
-def files_named(root, name, max_entries=None) -> list[Path] | None:
+def files_named(
+    root: str | os.PathLike[str], name: str, max_entries: int | None = None
+) -> list[Path] | None:
     """Every file called ``name`` under ``root`` (any depth), sorted (walked once per run, :class:`Memo`);
     ``None`` when the tree holds more than ``max_entries`` names (not walked to the end)."""
     key = (os.path.abspath(root), "all", max_entries)
@@ -519,7 +543,9 @@ MAX_SAME_NAME = 8
 NEAR_CASE_ENTRIES = 50_000
 
 
-def near_case_dirs(state, case_dir, levels=2) -> tuple:
+def near_case_dirs(
+    state: Mapping[str, object], case_dir: str | os.PathLike[str], levels: int = 2
+) -> tuple[ImplicitDir, ...]:
     """:func:`unique_file_dirs` of the vocabularies under the folder ``levels`` up from a
     ``--case`` folder (``wmt14/vocab/`` for ``wmt14/2015-search/run1``), the walk bounded by
     :data:`NEAR_CASE_ENTRIES`."""
@@ -532,7 +558,13 @@ def near_case_dirs(state, case_dir, levels=2) -> tuple:
     return unique_file_dirs(state, VOCABULARY_FILE_KEYS, up, label, NEAR_CASE_ENTRIES)
 
 
-def unique_file_dirs(state, keys, root, label, max_entries=None) -> tuple:
+def unique_file_dirs(
+    state: Mapping[str, object],
+    keys: Iterable[str],
+    root: str | os.PathLike[str],
+    label: str,
+    max_entries: int | None = None,
+) -> tuple[ImplicitDir, ...]:
     """Folders under ``root`` holding the files ``state[key]`` names (vocabularies), where the
     tree holds exactly one file of that name or all such files are byte-identical: never a
     guess among different files (those need ``--data-dir``).  Searched after every other
@@ -551,12 +583,12 @@ def unique_file_dirs(state, keys, root, label, max_entries=None) -> tuple:
     return tuple(out)
 
 
-def folder_distance(a, b) -> int:
+def folder_distance(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> int:
     """Folder hops from folder ``a`` to folder ``b`` (:func:`_distance`)."""
     return _distance(a, b)
 
 
-def same_bytes(paths) -> bool:
+def same_bytes(paths: Sequence[Path]) -> bool:
     """Whether the files hold the same bytes (:func:`_same_bytes`)."""
     return _same_bytes(paths)
 
@@ -593,7 +625,7 @@ def _other_experiment(folder, near) -> bool:
         return False
 
 
-def text_files(places, near):
+def text_files(places: Sequence[Place], near: str | os.PathLike[str]) -> list[tuple[Path, str]]:
     """``[(path, label)]``: the candidate text files of ``places`` in order (a place's files by
     their distance from folder ``near``, a folder of another experiment after any other at
     the same distance, then path); each file once (its first place).  Worked out once per
@@ -624,7 +656,9 @@ def _text_files(places, near):
     return out
 
 
-def case_places(directory, data_dirs=(), levels=2):
+def case_places(
+    directory: str | os.PathLike[str], data_dirs: Sequence[Path] = (), levels: int = 2
+) -> list[Place]:
     """Where ``reproduce --case DIR`` looks for test sets: ``DIR`` (any depth), each
     ``--data-dir`` (any depth), then the ``data/`` folder of each of the ``levels`` folders up
     (``ROOT/data/test.en`` for ``ROOT/2015-search/run1``).  Nothing else above ``DIR`` is
@@ -646,7 +680,7 @@ def case_places(directory, data_dirs=(), levels=2):
     return places
 
 
-def languages(state) -> tuple[str, str]:
+def languages(state: Mapping[str, object]) -> tuple[str, str]:
     """``(source, target)`` language suffixes the state's files name (``vocab.en.pkl``,
     ``binarized_text.fr.h5``: ``en``, ``fr``); ``("en", "fr")`` where they say none."""
 
@@ -673,7 +707,9 @@ def languages(state) -> tuple[str, str]:
 _WMT_SGML_SOURCE = re.compile(r"^(.+)-src\.([A-Za-z]{2,3})(\.sgm|\.xml)$")
 
 
-def reference_for(source, src_lang, trg_lang):
+def reference_for(
+    source: str | os.PathLike[str], src_lang: str, trg_lang: str
+) -> tuple[Path | None, str]:
     """``(reference, why)`` of a source file: the file of the same stem in the target language
     (``newstest2012.en`` -> ``newstest2012.fr``; a compressed source's reference may be
     compressed or not: ``newstest2012.en.gz`` -> ``newstest2012.fr.gz`` or ``.fr``; WMT's
@@ -719,18 +755,18 @@ def reference_for(source, src_lang, trg_lang):
 
 
 def find_source(
-    n_lines,
-    confirm,
-    places,
-    near,
-    what,
-    how,
-    langs=("en", "fr"),
-    crashed=None,
-    by_name=None,
-    fix="",
-    allow_longer=True,
-):
+    n_lines: int,
+    confirm: Callable[[Path], str | None],
+    places: Sequence[Place],
+    near: str | os.PathLike[str],
+    what: str,
+    how: str,
+    langs: tuple[str, str] = ("en", "fr"),
+    crashed: str | None = None,
+    by_name: Path | None = None,
+    fix: str = "",
+    allow_longer: bool = True,
+) -> TestSetChoice:
     """The source text file an archived output of ``n_lines`` lines was made from.
 
     Candidates are the text files of ``places`` (:func:`text_files`): first those with exactly
@@ -776,7 +812,7 @@ def find_source(
                 f"{how}), reference " + (f"{ref} ({ref_why})" if ref else f"none ({ref_why})")
             )
             return TestSetChoice(path, ref, why)
-    if by_name is not None and line_count(by_name) is not None and line_count(by_name) >= n_lines:
+    if by_name is not None and (n_named := line_count(by_name)) is not None and n_named >= n_lines:
         ref, ref_why = reference_for(by_name, src_lang, trg_lang)
         why = (
             f"source {by_name} by its name (no text file's first lines give the archived "

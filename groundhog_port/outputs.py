@@ -37,6 +37,8 @@ train; serve/preprocess as they come):
   what is kept -- exit code 2 through the command line, like bad input.
 """
 
+from __future__ import annotations
+
 import contextlib
 import errno
 import fcntl
@@ -47,10 +49,10 @@ import signal
 import stat
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Any, BinaryIO, TextIO
 
 from .errors import LegacyInputError
 
@@ -63,16 +65,16 @@ class OutputBusyError(OutputError):
     """Another process holds the lock on the output's partial file."""
 
 
-def partial_path(path):
+def partial_path(path: str | os.PathLike[str]) -> Path:
     """``PATH.partial``: where ``PATH`` is written until it is complete."""
     path = Path(path)
     return path.with_name(path.name + ".partial")
 
 
-def write_failure(path, err, kept=""):
+def write_failure(path: str | os.PathLike[str], err: OSError, kept: str = "") -> OutputError:
     """:class:`OutputError` for an ``OSError`` raised writing ``path``; ``kept`` says what
     stays on disk (e.g. for ``--resume``)."""
-    code = errno.errorcode.get(err.errno, "")
+    code = errno.errorcode.get(err.errno, "") if err.errno is not None else ""
     reason = f"{err.strerror or err}{f' ({code})' if code else ''}"
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
         reason += ": the disk is full"
@@ -93,7 +95,7 @@ class Target:
     stream: bool = False
 
     @property
-    def is_stdout(self):
+    def is_stdout(self) -> bool:
         """Streamed to this process's standard output (``-``, ``/dev/stdout`` ...)."""
         if not self.stream:
             return False
@@ -123,7 +125,7 @@ def _through_descriptor_names(path):
     return False
 
 
-def output_target(path):
+def output_target(path: str | os.PathLike[str]) -> Target:
     """:class:`Target` of an output name; :class:`OutputError` for what cannot be one."""
     if str(path) == "-":
         return Target("-", Path("-"), stream=True)
@@ -156,12 +158,16 @@ def output_target(path):
     return Target(str(path), real)
 
 
-def check_output_path(path):
+def check_output_path(path: str | os.PathLike[str]) -> None:
     """An output we can write (see :func:`output_target`)."""
     output_target(path)
 
 
-def check_outputs(outputs, inputs=(), folders=()):
+def check_outputs(
+    outputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
+    inputs: Iterable[tuple[str, str | os.PathLike[str] | None]] = (),
+    folders: Iterable[tuple[str, str | os.PathLike[str] | None]] = (),
+) -> None:
     """Refuse, before any work, an output that would replace evidence: one file named for
     two outputs; an output that is, or reaches through links (or is a hard link of), a file
     the run reads; an output whose partial file or journal would be such a file; an output
@@ -174,7 +180,8 @@ def check_outputs(outputs, inputs=(), folders=()):
     written in place and never renamed over anything: only its name is checked; a regular
     file streamed to because it is named through ``/proc`` or ``/dev/fd``
     (``/proc/self/cwd/src.en``) is checked by what it is, like any output."""
-    seen = []
+    seen: list[tuple[str, Path | str]] = []
+    key: Path | str
     for flag, path in outputs:
         if path is None:
             continue
@@ -230,13 +237,13 @@ def _regular_file(path):
         return False
 
 
-def journal_path(path):
+def journal_path(path: str | os.PathLike[str]) -> Path:
     """``PATH.partial.journal``: the records of a :class:`Journal` on ``PATH``."""
     path = Path(path)
     return path.with_name(path.name + ".partial.journal")
 
 
-def lies_inside(path, folder):
+def lies_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
     """Whether ``path`` (symbolic links resolved, also a name not created yet) is ``folder``
     or lies anywhere under it (``folder``'s links resolved too)."""
     real, top = os.path.realpath(path), os.path.realpath(folder)
@@ -250,7 +257,7 @@ def _same_file(a, b):
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def file_in(folder, *parts):
+def file_in(folder: str | os.PathLike[str], *parts: str) -> Path:
     """``folder/parts...``: a file this program names inside an output folder (``archive
     --out``'s report and cache, ``reproduce --save-dir``, ``export OUTDIR``).  Links inside
     such a folder are never followed -- a link there is left by someone else, and could
@@ -282,7 +289,7 @@ def file_in(folder, *parts):
     return path
 
 
-def folder_in(folder, *parts, create=True):
+def folder_in(folder: str | os.PathLike[str], *parts: str, create: bool = True) -> Path:
     """``folder/parts...`` created as real folders (no link followed, see :func:`file_in`);
     ``create=False``: only checked (a missing one is fine)."""
     path = Path(folder)
@@ -323,7 +330,7 @@ def _lstat(path):
         raise write_failure(path, err) from None
 
 
-def check_partial(partial):
+def check_partial(partial: str | os.PathLike[str]) -> None:
     """A partial file about to be written must be this program's own: not a symbolic link
     (written through, it would replace the link's target), not a hard link of another file,
     not a FIFO or a device.  A leftover regular file is fine (it is cut before use)."""
@@ -345,7 +352,9 @@ def check_partial(partial):
     )
 
 
-def open_locked(path, final, busy=None):
+def open_locked(
+    path: str | os.PathLike[str], final: str | os.PathLike[str], busy: str | None = None
+) -> int:
     """Open ``path`` (read/write, created, NOT truncated) and take the exclusive lock on it
     before anything else touches it; returns the file descriptor.  ``busy``: the message
     when another process holds the lock (default: another process is writing ``final``).
@@ -455,7 +464,7 @@ def _streamed(target, binary):
 
 
 @contextlib.contextmanager
-def atomic_output(path, binary=False):
+def atomic_output(path: str | os.PathLike[str], binary: bool = False) -> Iterator[IO[Any]]:
     """Yield a file writing ``PATH.partial`` (locked), renamed to ``PATH`` once the body
     finished and the data is on disk.  On any failure ``PATH.partial`` is removed, an
     ``OSError`` becomes :class:`OutputError`, and ``PATH`` is left as it was.  A symbolic
@@ -470,7 +479,7 @@ def atomic_output(path, binary=False):
     fd = open_locked(partial, path)
     untouched = f"{path} is left as it was"
     try:
-        text = {} if binary else {"encoding": "utf-8", "newline": "\n"}
+        text: dict[str, Any] = {} if binary else {"encoding": "utf-8", "newline": "\n"}
         f = open(fd, "wb" if binary else "w", closefd=False, **text)
         try:
             os.ftruncate(fd, 0)
@@ -491,7 +500,7 @@ def atomic_output(path, binary=False):
 
 
 @contextlib.contextmanager
-def signals_held():
+def signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM are delivered when the block ends, not inside it (for this
     thread; where the platform has ``pthread_sigmask``)."""
     try:
@@ -560,7 +569,7 @@ def write_together(
 
 
 @contextlib.contextmanager
-def run_lock(path, busy):
+def run_lock(path: str | os.PathLike[str], busy: str) -> Iterator[None]:
     """Hold an exclusive lock on the file ``path`` (created) for a whole run, e.g. a training
     run writing ``<prefix>*`` checkpoints again and again; :class:`OutputBusyError` with
     ``busy`` when another process holds it.  The file is removed at the end.  Whoever locks
@@ -585,13 +594,13 @@ def run_lock(path, busy):
         os.close(fd)
 
 
-def atomic_write_text(path, text):
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """``path`` holds ``text`` (UTF-8) completely or is left as it was."""
     with atomic_output(path) as f:
         f.write(text)
 
 
-def atomic_write_bytes(path, data):
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """``path`` holds ``data`` completely or is left as it was."""
     with atomic_output(path, binary=True) as f:
         f.write(data)
@@ -601,7 +610,7 @@ def atomic_write_bytes(path, data):
 FINGERPRINT_TAG = "#fingerprint "
 
 
-def file_digest(path):
+def file_digest(path: str | os.PathLike[str]) -> str:
     """``sha256:HEX`` of a file's bytes (read in 1 MiB pieces)."""
     h = hashlib.sha256()
     try:
@@ -613,7 +622,7 @@ def file_digest(path):
     return "sha256:" + h.hexdigest()
 
 
-def text_digest(lines):
+def text_digest(lines: Iterable[str]) -> str:
     """``sha256:HEX`` of text lines as read (what a run actually used, even from a pipe)."""
     h = hashlib.sha256()
     for line in lines:
@@ -628,7 +637,7 @@ def _shown_value(value):
     return repr(value) if len(text) <= 60 else repr(text[:57]) + "..."
 
 
-def fingerprint_differences(old, new):
+def fingerprint_differences(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
     """``["beam_size 10 (now 5)", ...]``: what differs between two fingerprints."""
     out = []
     for key in list(new) + [k for k in old if k not in new]:
@@ -645,7 +654,13 @@ class Journal:
     differs.  A streamed target (:func:`output_target`) is written line by line in place:
     no partial file, no journal, no resume."""
 
-    def __init__(self, path, resume=False, keep=None, fingerprint=None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        resume: bool = False,
+        keep: Callable[[list[str]], int] | None = None,
+        fingerprint: Mapping[str, object] | None = None,
+    ) -> None:
         """``keep(records) -> n`` may cut the kept prefix further (e.g. to a batch boundary)."""
         self.target = output_target(path)
         self.path = self.target.path
@@ -733,7 +748,7 @@ class Journal:
             )
 
     @property
-    def to_stdout(self):
+    def to_stdout(self) -> bool:
         """The lines go to this process's standard output (print summaries elsewhere)."""
         return self.target.is_stdout
 
@@ -743,7 +758,7 @@ class Journal:
             "free space (or make the target writable) and rerun the command with --resume"
         )
 
-    def append(self, line, record=""):
+    def append(self, line: str, record: str = "") -> None:
         """Write one result line and its record (through to the OS, not fsynced)."""
         if self._stream is not None:
             try:
@@ -757,6 +772,7 @@ class Journal:
                 ) from None
             self.count += 1
             return
+        assert self.partial is not None and self.journal is not None  # not streamed
         try:
             _write_all(self._out, (line + "\n").encode("utf-8"))
         except OSError as err:
@@ -767,7 +783,7 @@ class Journal:
             raise write_failure(self.journal, err, self._kept()) from None
         self.count += 1
 
-    def flush(self):
+    def flush(self) -> None:
         """Nothing to do: every line is written through as it comes (kept for callers)."""
 
     def commit(self) -> None:
@@ -781,6 +797,9 @@ class Journal:
             except OSError as err:
                 raise write_failure(self.target.path, err) from None
             return
+        # not streamed: the files __init__ opened (None only once closed)
+        assert self._out is not None and self._rec is not None
+        assert self.partial is not None and self.journal is not None
         os.close(self._rec)
         self._rec = None
         try:
@@ -792,7 +811,7 @@ class Journal:
         _commit(self._out, self.partial, self.path, "")
         self._close()
 
-    def close_unfinished(self):
+    def close_unfinished(self) -> None:
         """Leave the partial files for ``--resume`` (interrupted or failed run) -- unless
         not one line was written: then they go (no empty leftovers)."""
         self._close(remove=self.count == 0)
@@ -851,7 +870,13 @@ class Progress:
     the record on its own line and redraws the bar below it.
     """
 
-    def __init__(self, total, unit="sent", enabled=None, stream=None):
+    def __init__(
+        self,
+        total: int | None,
+        unit: str = "sent",
+        enabled: bool | None = None,
+        stream: TextIO | None = None,
+    ) -> None:
         self.total, self.unit = total, unit
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
@@ -872,18 +897,19 @@ class Progress:
             self._redirect = logging_redirect_tqdm(tqdm_class=tqdm)
             self._redirect.__enter__()
 
-    def update(self, n=1):
+    def update(self, n: int = 1) -> None:
         self.count += n
         if self._bar is not None:
             self._bar.update(n)
 
-    def rate(self):
+    def rate(self) -> float:
         elapsed = time.monotonic() - self.start
         return self.count / elapsed if elapsed > 0 else 0.0
 
-    def close(self):
+    def close(self) -> None:
         """Leave the final bar on screen and give logging its handlers back (idempotent)."""
         if self._bar is not None:
             self._bar.close()
+            assert self._redirect is not None  # set with _bar
             self._redirect.__exit__(None, None, None)
             self._bar = self._redirect = None

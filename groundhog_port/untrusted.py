@@ -34,6 +34,8 @@ not write in a way that can block or take unbounded memory:
   or ``ValueError`` traceback.
 """
 
+from __future__ import annotations
+
 import contextlib
 import functools
 import io
@@ -42,6 +44,8 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, cast
 
 from . import budget, contained
 from .containers import Damaged, Decompressed, compression
@@ -49,6 +53,8 @@ from .errors import LegacyInputError
 
 #: longest library message quoted in the error (a damaged file can make it huge)
 MAX_DETAIL = 300
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def describe(err: BaseException) -> str:
@@ -59,7 +65,9 @@ def describe(err: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def reading(path, what="unreadable or damaged file"):
+def reading(
+    path: str | os.PathLike[str], what: str = "unreadable or damaged file"
+) -> Iterator[None]:
     """Run the body as a parse of ``path``: an unexpected exception becomes
     ``LegacyInputError(path, f"{what} ({describe(err)})")``.  In a contained worker the
     file is marked as the one being read (:func:`groundhog_port.contained.reading`)."""
@@ -72,7 +80,7 @@ def reading(path, what="unreadable or damaged file"):
         raise LegacyInputError(path, f"{what} ({describe(err)})") from None
 
 
-def reader_method(what):
+def reader_method(what: str) -> Callable[[_F], _F]:
     """Decorator for methods of a reader object with a ``path`` attribute: the method body
     runs inside :func:`reading` (``self.path``, ``what``)."""
 
@@ -82,7 +90,7 @@ def reader_method(what):
             with reading(self.path, what):
                 return method(self, *args, **kwargs)
 
-        return guarded
+        return cast(_F, guarded)
 
     return wrap
 
@@ -111,7 +119,7 @@ def _refusal(path, kind, what):
     )
 
 
-def check_special(path, what="an input"):
+def check_special(path: str | os.PathLike[str], what: str = "an input") -> os.stat_result | None:
     """Refuse ``path`` when it is (or a link leads to) a FIFO, a device or a socket -- by
     ``os.stat``, which opens nothing; a missing or unreadable path passes (the reader's
     own open says what is wrong)."""
@@ -125,7 +133,7 @@ def check_special(path, what="an input"):
     return st
 
 
-def open_input(path, what="an input"):
+def open_input(path: str | os.PathLike[str], what: str = "an input") -> io.BufferedReader:
     """``path`` opened for reading in binary, only if it is a regular file.
 
     The open is non-blocking (a FIFO without a writer does not wait) and the opened file is
@@ -155,7 +163,9 @@ def _os_error(path, err, what):
     return LegacyInputError(path, f"cannot read {what} ({err.strerror or err})")
 
 
-def read_input(path, what="an input", limit=None):
+def read_input(
+    path: str | os.PathLike[str], what: str = "an input", limit: int | None = None
+) -> bytes:
     """The bytes of ``path`` (a regular file), its size checked before reading: at most
     ``limit`` bytes when given, and within the parse budget."""
     try:
@@ -174,7 +184,7 @@ def read_input(path, what="an input", limit=None):
     return data
 
 
-def read_tail(path, what="a log", limit=1 << 20):
+def read_tail(path: str | os.PathLike[str], what: str = "a log", limit: int = 1 << 20) -> bytes:
     """The last ``limit`` bytes of ``path`` (a regular file; all of it when shorter): what a
     log's last lines need, whatever its size."""
     try:
@@ -231,7 +241,9 @@ def _decompressed(f, kind, size, path):
     return io.BufferedReader(Decompressed(f, kind, limit, path, why))
 
 
-def iter_raw_lines(path, what="a text file", whole=True):
+def iter_raw_lines(
+    path: str | os.PathLike[str], what: str = "a text file", whole: bool = True
+) -> Iterator[tuple[int, bytes]]:
     """``(number, raw)``: the lines of ``path`` as bytes, each with its ``b"\\n"`` (a last
     line without one comes without), one at a time -- the one reader of text files the
     port did not write.
@@ -288,7 +300,9 @@ def iter_raw_lines(path, what="a text file", whole=True):
             yield number, line
 
 
-def iter_lines(path, what="a text file", whole=True):
+def iter_lines(
+    path: str | os.PathLike[str], what: str = "a text file", whole: bool = True
+) -> Iterator[tuple[int, bytes]]:
     """``(number, line)`` of ``path``, lines ending at ``b"\\n"`` only (the ``\\n``
     removed, nothing else), one at a time, under the limits of :func:`iter_raw_lines`
     (compressed files read decompressed)."""
@@ -296,7 +310,7 @@ def iter_lines(path, what="a text file", whole=True):
         yield number, line[:-1] if line.endswith(b"\n") else line
 
 
-def read_text(path, what="a text file") -> str:
+def read_text(path: str | os.PathLike[str], what: str = "a text file") -> str:
     """The whole of a UTF-8 text file (compressed or not) as one ``str`` with universal
     newlines (``\\r\\n`` and ``\\r`` read as ``\\n``, as ``Path.read_text`` reads), through
     :func:`iter_raw_lines` (its line and budget limits); a byte that is not UTF-8 is one
@@ -347,7 +361,7 @@ _DECODER = json.JSONDecoder(
 )
 
 
-def json_depth(value, limit):
+def json_depth(value: object, limit: int) -> int:
     """How deep the containers (objects, arrays) of a parsed JSON value nest (``0`` for a
     scalar, ``1`` for ``[1, 2]``), or ``limit + 1`` as soon as it passes ``limit``;
     iterative (no recursion on hostile depth)."""
@@ -364,15 +378,23 @@ def json_depth(value, limit):
     return deepest
 
 
-def json_estimate(data) -> int:
+def json_estimate(data: bytes | str) -> int:
     """Bytes a JSON text may take once parsed: twice its size (the text and the decoded
     strings) plus :data:`JSON_ELEMENT_BYTES` per element; counted with ``bytes.count``
     before anything is parsed."""
-    sep = (b",", b":") if isinstance(data, bytes) else (",", ":")
-    return 2 * len(data) + JSON_ELEMENT_BYTES * (1 + data.count(sep[0]) + data.count(sep[1]))
+    if isinstance(data, bytes):
+        elements = 1 + data.count(b",") + data.count(b":")
+    else:
+        elements = 1 + data.count(",") + data.count(":")
+    return 2 * len(data) + JSON_ELEMENT_BYTES * elements
 
 
-def load_json(data, path=None, what="JSON", max_depth=MAX_JSON_DEPTH):
+def load_json(
+    data: bytes | str,
+    path: str | os.PathLike[str] | None = None,
+    what: str = "JSON",
+    max_depth: int = MAX_JSON_DEPTH,
+) -> Any:  # a parsed JSON value: any of dict, list, str, int, float, bool, None
     """``data`` (``bytes`` in UTF-8, or ``str``) parsed as strict JSON under the parse
     budget; anything else -- not UTF-8, malformed, nested deeper than ``max_depth``, a
     number longer than :data:`MAX_JSON_NUMBER` characters, ``NaN`` / ``Infinity`` -- is
@@ -394,7 +416,12 @@ def load_json(data, path=None, what="JSON", max_depth=MAX_JSON_DEPTH):
     return value
 
 
-def read_json(path, what="a JSON file", max_depth=MAX_JSON_DEPTH, limit=None):
+def read_json(
+    path: str | os.PathLike[str],
+    what: str = "a JSON file",
+    max_depth: int = MAX_JSON_DEPTH,
+    limit: int | None = None,
+) -> Any:  # a parsed JSON value (load_json)
     """:func:`read_input` then :func:`load_json`."""
     return load_json(read_input(path, what, limit), path, what, max_depth)
 
@@ -613,7 +640,9 @@ def _sniff(lines):
     return None, held
 
 
-def iter_sentences(path, what="a text file", whole=True, part="src"):
+def iter_sentences(
+    path: str | os.PathLike[str], what: str = "a text file", whole: bool = True, part: str = "src"
+) -> Iterator[tuple[int, bytes]]:
     """``(number, raw)``: the sentences of a text file as bytes, each ending in ``b"\\n"``
     (a plain file's last line without one comes without) -- the one reader of test sets,
     references and translations.
@@ -660,7 +689,7 @@ def iter_sentences(path, what="a text file", whole=True, part="src"):
     reader.finish(number)
 
 
-def markup_of(path) -> str | None:
+def markup_of(path: str | os.PathLike[str]) -> str | None:
     """:func:`markup_kind` of the file ``path`` (``"sgml"``, ``"xml"`` or ``None``), reading
     only its first non-blank lines (decompressed); ``None`` also when it cannot be read."""
     try:

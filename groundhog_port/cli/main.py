@@ -9,6 +9,8 @@ Only the module of the command given is imported: most import torch (seconds), a
 reads each module's ``HELP`` from its source without running it (:func:`command_help`).
 """
 
+from __future__ import annotations
+
 import argparse
 import ast
 import difflib
@@ -18,6 +20,8 @@ import logging
 import re
 import signal
 import sys
+from collections.abc import Collection, Sequence
+from typing import NoReturn
 
 from ..budget import DEFAULT_MIB
 from ..budget import ENV as BUDGET_ENV
@@ -63,9 +67,11 @@ def _module_name(command):
     return f"groundhog_port.cli.commands.{command.replace('-', '_')}"
 
 
-def command_help(command):
+def command_help(command: str) -> str:
     """The ``HELP`` string of a command module, read from its source (nothing imported)."""
-    origin = importlib.util.find_spec(_module_name(command)).origin
+    spec = importlib.util.find_spec(_module_name(command))
+    assert spec is not None and spec.origin is not None  # one of COMMANDS: a module file
+    origin = spec.origin
     with open(origin, encoding="utf-8") as f:
         tree = ast.parse(f.read(), origin)
     for node in tree.body:
@@ -130,7 +136,7 @@ class Parser(argparse.ArgumentParser):
     "did you mean --beam-size?", the idea of Python 3.14's ``suggest_on_error``, with
     :func:`difflib.get_close_matches` on every Python)."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         prefix = "unrecognized arguments: "
         if message.startswith(prefix):
             words = message[len(prefix) :].split(" ")
@@ -144,7 +150,9 @@ class Parser(argparse.ArgumentParser):
         close = difflib.get_close_matches(word.partition("=")[0], options, n=1, cutoff=0.7)
         return f"{word} (did you mean {close[0]}?)" if close else word
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(  # type: ignore[override]  # typeshed overloads on namespace
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         args = sys.argv[1:] if args is None else list(args)
         return super().parse_known_args([self._dashed(a) for a in args], namespace)
 
@@ -166,7 +174,9 @@ class CommandParser(Parser):
 
     _intermixing = False
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(  # type: ignore[override]  # typeshed overloads on namespace
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         if self._intermixing:  # the two passes of parse_known_intermixed_args
             return super().parse_known_args(args, namespace)
         args = sys.argv[1:] if args is None else [self._dashed(a) for a in args]
@@ -177,10 +187,11 @@ class CommandParser(Parser):
             self._intermixing = False
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
+        assert namespace is not None  # argparse makes one when given none
         return namespace, extras
 
 
-def selected_command(argv):
+def selected_command(argv: Sequence[str]) -> str | None:
     """The command named in ``argv`` (the first word not an option), or None."""
     skip = False
     for arg in argv:
@@ -193,7 +204,7 @@ def selected_command(argv):
     return None
 
 
-def build_parser(commands=COMMANDS):
+def build_parser(commands: Collection[str] = COMMANDS) -> Parser:
     """The parser; only the modules of ``commands`` are imported and given their arguments
     (the others are listed with their help)."""
     parser = Parser(
@@ -254,7 +265,7 @@ def _flags_in_changes(parser, args):
             )
 
 
-def configure_logging(level, log_time):
+def configure_logging(level: str, log_time: bool) -> None:
     logging.basicConfig(
         level=getattr(logging, level),
         stream=sys.stderr,
@@ -270,7 +281,7 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread (main() called from a thread): leave it

@@ -38,11 +38,14 @@ import contextlib
 import copy
 import io
 import logging
+import os
 import re
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import lookup
 from ..errors import EXIT_OK, EXIT_PARTIAL
@@ -51,6 +54,11 @@ from ..harness.report import Row, Rows
 from ..harness.trace import Tolerance, TraceFile
 from ..legacy.experiment import Experiment
 from ..untrusted import read_text
+
+if TYPE_CHECKING:
+    from ..harness.check import CaseFiles
+    from ..model.encdec import RNNEncoderDecoder
+    from ..outputs import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +99,9 @@ class Printed:
     beam_label: str | None = None  # the trace's /beam label of its flags, for the n-best
 
 
-def recording_dirs(case_dir, given=()) -> list[Path]:
+def recording_dirs(
+    case_dir: str | os.PathLike[str], given: Sequence[str | os.PathLike[str]] = ()
+) -> list[Path]:
     """Where the printed outputs of a case are: the case folder, ``given`` folders, and
     ``user_outputs_<case>`` beside the case, else in ``../pending_traces/`` (where new
     recordings are delivered: the suite reads ``legacy_traces/<name>`` first)."""
@@ -105,7 +115,14 @@ def recording_dirs(case_dir, given=()) -> list[Path]:
     return out
 
 
-def discover(dirs, source, target, data_dirs, case_dir, match=None) -> list[Printed]:
+def discover(
+    dirs: Sequence[str | os.PathLike[str]],
+    source: Path | None,
+    target: Path | None,
+    data_dirs: Sequence[Path],
+    case_dir: Path,
+    match: str | None = None,
+) -> list[Printed]:
     """Every printed-output file in ``dirs`` with its command (module docstring); ``match``:
     only the files whose name matches this glob pattern."""
     found: list[Printed] = []
@@ -211,7 +228,7 @@ class Runner:
     models: dict = field(default_factory=dict)
     done: dict = field(default_factory=dict)
 
-    def model(self, variant):
+    def model(self, variant: str) -> RNNEncoderDecoder:
         if variant not in self.models:
             m = self.exp.model
             self.models[variant] = {
@@ -317,7 +334,7 @@ def _texts(p: Printed, runs: dict) -> tuple[list, list]:
     return texts, notes
 
 
-def nbest_text(tr: TraceFile, label: str, idx2word) -> str | None:
+def nbest_text(tr: TraceFile, label: str, idx2word: dict[int, str]) -> str | None:
     """The n-best list of the trace's ``/beam/{label}`` in ``--n-best``'s format (the
     hypotheses and costs ``sample()`` returned, in its order); None if not recorded."""
     from ..legacy.vocab import render_translation
@@ -337,7 +354,13 @@ def nbest_text(tr: TraceFile, label: str, idx2word) -> str | None:
 
 
 def check_printed(
-    exp, files, tr: TraceFile | None, dirs, data_dirs, progress=None, match=None
+    exp: Experiment,
+    files: CaseFiles,
+    tr: TraceFile | None,
+    dirs: Sequence[str | os.PathLike[str]],
+    data_dirs: Sequence[Path],
+    progress: Progress | None = None,
+    match: str | None = None,
 ) -> list[Row]:
     """The rows of every printed output found in ``dirs`` (module docstring; ``match``: a
     glob pattern of the file names to compare, default all)."""
@@ -391,7 +414,12 @@ def check_printed(
     return list(rows.rows.values())
 
 
-def count_printed(dirs, files, data_dirs, match=None) -> int:
+def count_printed(
+    dirs: Sequence[str | os.PathLike[str]],
+    files: CaseFiles,
+    data_dirs: Sequence[Path],
+    match: str | None = None,
+) -> int:
     return sum(
         1
         for p in discover(dirs, files.source, files.target, data_dirs, files.dir, match)

@@ -16,20 +16,31 @@ Batch (the port's addition; the original only samples interactively): every line
 seed derived from the state (:mod:`groundhog_port.sampling.seed`).
 """
 
+from __future__ import annotations
+
+import argparse
 import logging
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..legacy.data import read_text_lines
 from ..legacy.longlines import warn_long_lines
 from ..outputs import Journal, Progress, check_outputs, signals_held
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..legacy.experiment import Experiment
+    from ..sampling.sampler import Sampler
+
 logger = logging.getLogger(__name__)
 
 BEAM_ONLY = (("beam_size", "--beam-size"), ("ignore_unk", "--ignore-unk"), ("n_best", "--n-best"))
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("random sampling (without --beam-search)")
     g.add_argument(
         "--n-samples",
@@ -49,7 +60,7 @@ def add_arguments(p):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ..sampling.mrg import M2
         from ..sampling.sampler import Sampler
@@ -93,7 +104,7 @@ def run(args):
     return batch(exp, sampler, args)
 
 
-def interact(exp, sampler, normalize, batch_size=1):
+def interact(exp: Experiment, sampler: Sampler, normalize: bool, batch_size: int = 1) -> int:
     """sample.py:283-300 with a sampler: ``batch_size`` 1 the literal ``Sampler.sample``, more
     the batched sampler (``Sampler.sample_many``: the same draws, translate's default)."""
     from ..sampling.draw import SamplingFailed
@@ -135,11 +146,13 @@ def _complete_sentences(n_samples):
     return keep
 
 
-def format_line(i, sentence, cost):
+def format_line(i: int, sentence: str, cost: float | np.float32) -> str:
     return f"{i} ||| {sentence} ||| {str(cost)}"  # str: the float32's own shortest repr
 
 
-def batch_fingerprint(args, exp, lines, mrg_seed):
+def batch_fingerprint(
+    args: argparse.Namespace, exp: Experiment, lines: Sequence[str], mrg_seed: int | None
+) -> dict[str, object]:
     """What the batch form's ``--trans`` depends on (``--resume`` checks it)."""
     from .commands.common import source_fingerprint
 
@@ -155,7 +168,7 @@ def batch_fingerprint(args, exp, lines, mrg_seed):
     )
 
 
-def batch(exp, sampler, args):
+def batch(exp: Experiment, sampler: Sampler, args: argparse.Namespace) -> int:
     from ..sampling.draw import SamplingFailed
     from ..search.translator import crashed_lines
 

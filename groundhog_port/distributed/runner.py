@@ -11,6 +11,8 @@ journal record holds what resuming needs (a translation's costs and hypotheses, 
 score's batch).
 """
 
+from __future__ import annotations
+
 import logging
 import os
 import sys

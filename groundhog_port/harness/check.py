@@ -79,10 +79,12 @@ Typical use::
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -95,6 +97,10 @@ from .groups.train_step import TRAIN_STEP
 from .names import GROUP_NAMES
 from .report import Context, Report, Rows
 from .trace import Tolerance, TraceFile
+
+if TYPE_CHECKING:
+    from ..legacy.experiment import Experiment
+    from ..outputs import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -115,21 +121,23 @@ def _not_covered(tr: TraceFile, rows: Rows):
             row.notes.append(why)
 
 
-def count_work(tr: TraceFile, groups: Sequence[str], beam_labels=None) -> int:
+def count_work(
+    tr: TraceFile, groups: Sequence[str], beam_labels: Sequence[str] | None = None
+) -> int:
     """Progress units of :func:`check`: one per sentence / batch / instrumented search /
     (label, sentence)."""
     return sum(g.work(tr, beam_labels) for name, g in GROUP_TABLE.items() if name in groups)
 
 
 def check(
-    exp,
+    exp: Experiment,
     trace: TraceFile,
     *,
     groups: Sequence[str] = GROUPS,
-    beam_labels=None,
-    source=None,
-    target=None,
-    progress=None,
+    beam_labels: Sequence[str] | None = None,
+    source: str | os.PathLike[str] | None = None,
+    target: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
 ) -> Report:
     """Recompute what ``trace`` holds with ``exp`` (:class:`~groundhog_port.legacy.experiment.Experiment`).
 
@@ -186,7 +194,13 @@ class CaseFiles:
 
 
 def find_case(
-    case_dir, state=None, model=None, trace=None, source=None, target=None, data_dirs=()
+    case_dir: str | os.PathLike[str],
+    state: str | os.PathLike[str] | None = None,
+    model: str | os.PathLike[str] | None = None,
+    trace: str | os.PathLike[str] | None = None,
+    source: str | os.PathLike[str] | None = None,
+    target: str | os.PathLike[str] | None = None,
+    data_dirs: Sequence[Path] = (),
 ) -> CaseFiles:
     """Locate ``*_state.pkl``, the matching ``*_model.npz``, ``trace.h5`` in ``case_dir`` and
     the test files (named by the trace's ``test_src_file``/``test_trg_file`` attributes,
@@ -305,7 +319,7 @@ def _test_file_names(trace_path):
     return names
 
 
-def test_files_near(trace_path):
+def test_files_near(trace_path: str | os.PathLike[str]) -> tuple[Path | None, Path | None]:
     """``(source, target)`` next to a trace, as its ``test_src_file``/``test_trg_file`` attributes
     name them (None where absent)."""
     d = Path(trace_path).parent
@@ -314,13 +328,13 @@ def test_files_near(trace_path):
 
 
 def check_case(
-    case_dir,
+    case_dir: str | os.PathLike[str],
     *,
     groups: Sequence[str] = GROUPS,
-    beam_labels=None,
-    device="cpu",
-    progress=None,
-    changes="",
+    beam_labels: Sequence[str] | None = None,
+    device: str = "cpu",
+    progress: Progress | None = None,
+    changes: str | list[str] | None = "",
 ) -> Report:
     """:func:`check` on a case folder (:func:`find_case`); vocabularies are looked up there."""
     from ..legacy.loading import open_experiment

@@ -16,13 +16,47 @@ The graphs run on their own float32 annotations (the ONNX path as a user runs it
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from . import tolerance as tol
-from .trace import tolerance_for
+from .trace import TraceFile, tolerance_for
+
+if TYPE_CHECKING:
+    from ..model.encdec import RNNEncoderDecoder
+
+
+class OnnxGraphs(Protocol):
+    """What :func:`check_onnx` runs: the exported graphs, as
+    :class:`groundhog_port.export.beam_search.OnnxTranslator` holds them (a Protocol: the
+    export layer sits above the harness, which may not import it, even for typing)."""
+
+    def encode(self, seq: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(c, init_state, p_from_c or None)`` of one sentence."""
+        ...
+
+    def next_probs(
+        self,
+        c: np.ndarray,
+        p_from_c: np.ndarray | None,
+        step: int,
+        y_prev: ArrayLike,
+        states: ArrayLike,
+    ) -> np.ndarray:
+        """The next word's probabilities, ``(n, n_sym_target)``."""
+        ...
+
+    def next_states(
+        self, c: np.ndarray, p_from_c: np.ndarray | None, step: int, y: ArrayLike, states: ArrayLike
+    ) -> np.ndarray:
+        """The decoder's next states, ``(n, dim)``."""
+        ...
+
 
 #: quantity -> the trace path whose tolerance (noise kind) it uses
 QUANTITIES = {
@@ -52,7 +86,14 @@ class OnnxRow:
     notes: list = field(default_factory=list)
     _pool: tol.Pool | None = None
 
-    def add(self, where, onnx, port64, probe, recorded=None):
+    def add(
+        self,
+        where: str,
+        onnx: ArrayLike,
+        port64: ArrayLike,
+        probe: ArrayLike | None,
+        recorded: ArrayLike | None = None,
+    ) -> None:
         """One record: the graph's output, the port's float64 shadow and float32 probe values
         of the same quantity on the same inputs, and the recording (None: no recording, the
         bound against the exact value alone)."""
@@ -90,7 +131,7 @@ class OnnxRow:
                 f"{where}: {res.n_bad} values out of bounds (worst err/allowed {ratio:.3g})"
             )
 
-    def finish(self):
+    def finish(self) -> OnnxRow:
         if self._pool is not None:
             for where, res in self._pool.results():
                 self._account(where, res)
@@ -98,10 +139,10 @@ class OnnxRow:
         return self
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.n_bad == 0 and self.n > 0
 
-    def line(self):
+    def line(self) -> str:
         return (
             f"{self.quantity:18s} {self.kind:4s} n={self.n:<7d} bad={self.n_bad} "
             f"max|onnx-exact|={self.max_own:.3g} worst err/allowed={self.worst_ratio:.3g} "
@@ -114,7 +155,11 @@ def _np(t):
 
 
 def check_onnx(
-    model, translator, trace, repr_indices=None, steps_indices=None
+    model: RNNEncoderDecoder,
+    translator: OnnxGraphs,
+    trace: TraceFile,
+    repr_indices: Iterable[int] | None = None,
+    steps_indices: Iterable[int] | None = None,
 ) -> dict[str, OnnxRow]:
     """Rows of :data:`QUANTITIES` for the ONNX graphs of ``translator``
     (:class:`~groundhog_port.export.beam_search.OnnxTranslator`) against ``trace``

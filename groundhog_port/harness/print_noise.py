@@ -1,6 +1,16 @@
 """Whether numbers ``score.py`` printed are the port's, within parity's bounds plus the
 printing's own rounding: the judge of archived score files (``archive``'s scores check)."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..legacy.data import Batch
+    from ..legacy.experiment import Experiment
+    from ..model.encdec import RNNEncoderDecoder
+
 
 class PrintNoise:
     """Whether archived score.py lines lie within parity's ``batch/scores`` bounds of the
@@ -9,14 +19,14 @@ class PrintNoise:
     (:func:`~groundhog_port.harness.tolerance.printed_quantum`: score.py printed ``{:.5e}``).
     The same row and rule as ``groundhog-port parity``; nothing is fitted here."""
 
-    def __init__(self, exp):
+    def __init__(self, exp: Experiment) -> None:
         from .report import Rows
 
         self.exp = exp
         self.row = Rows().get("batch", "batch/scores")
-        self._models = None
+        self._models: tuple[RNNEncoderDecoder, RNNEncoderDecoder] | None = None
 
-    def add(self, batch, archived, first):
+    def add(self, batch: Batch, archived: Sequence[str], first: int) -> None:
         """Judge the first ``len(archived)`` sentences of ``batch`` (lines ``first + 1...``)."""
         import numpy as np
 
@@ -31,6 +41,7 @@ class PrintNoise:
             self._models = (self.exp.model.float64_shadow(), self.exp.model.float32_probe())
         s32, s64, sp = (score_batch(m, batch) for m in (self.exp.model, *self._models))
         mask = np.asarray(batch.y_mask, dtype=np.float64)[:, :n]
+        assert s64.token_costs is not None  # score_batch sets them
         recorded = np.array([float(a) for a in archived[:n]])
         compare_values(
             self.row,
@@ -50,14 +61,14 @@ class PrintNoise:
         self.row.finish()
         return self.row.passed
 
-    def restart(self):
+    def restart(self) -> None:
         """Judge anew (the float64 shadow and probe of the model are kept)."""
         from .report import Rows
 
         self.row = Rows().get("batch", "batch/scores")
 
 
-def last_digit(a, b):
+def last_digit(a: str, b: str) -> float:
     """One unit in the last printed digit of ``{:.5e}`` numbers ``a`` / ``b`` (the larger
     exponent).  Reported, not judged: a score is a float32 sum whose rounding error scales
     with its terms, not with the printed total, so a small total can differ by more

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -308,7 +309,7 @@ def compare_printed(
     probe: str | None = None,
     *,
     name: str = "",
-    notes=(),
+    notes: Iterable[str] = (),
 ) -> Row:
     """Compare a recorded printed text with the port's (module docstring); fills and returns
     the row ``quantity`` (``product``: the command the port ran; ``name``: the recorded

@@ -20,18 +20,25 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from ..errors import LegacyInputError, shown_all
 from ..legacy.data import read_text_lines
 from ..outputs import atomic_write_text
 from . import tolerance as tolmod
 from .trace import Tolerance, TraceFile, tolerance_for
+
+if TYPE_CHECKING:
+    from ..legacy.experiment import Experiment
+    from ..outputs import Progress
 
 PASS, FAIL, NOT_COVERED_STATUS = "PASS", "FAIL", "NOT COVERED"
 #: status of the trace self-check rows (recorded data against recorded data)
@@ -125,20 +132,20 @@ class Row:
             return True
         return False
 
-    def note(self, text: str, limit: int = 5):
+    def note(self, text: str, limit: int = 5) -> None:
         if len(self.notes) < limit:
             self.notes.append(text)
         elif len(self.notes) == limit:
             self.notes.append("...")
 
-    def mismatch(self, where: str, problem: str, count: int = 1):
+    def mismatch(self, where: str, problem: str, count: int = 1) -> None:
         """Something that could not be compared element-wise (shape, missing, error)."""
         self.n += count
         self.n_bad += count
         self._candidate(math.inf, where)
         self.note(f"{where}: {problem}")
 
-    def finish(self):
+    def finish(self) -> None:
         """Judge the records kept for pooling (small records, :class:`tolerance.Pool`)."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
@@ -202,7 +209,7 @@ def _index_text(idx) -> str:
     return "[" + ", ".join(str(int(i)) for i in idx) + "]"
 
 
-def compare_exact(row: Row, where: str, got, want):
+def compare_exact(row: Row, where: str, got: ArrayLike, want: ArrayLike) -> None:
     """``==`` element-wise (ids, masks, indices).  A shape difference is one mismatch counting
     every recorded element."""
     got, want = np.asarray(got), np.asarray(want)
@@ -229,15 +236,15 @@ def compare_exact(row: Row, where: str, got, want):
 def compare_values(
     row: Row,
     where: str,
-    port32,
-    port64,
-    recorded,
-    probe=None,
-    magnitude_of=None,
-    quantum=None,
-    poolable=None,
-    n_terms=None,
-):
+    port32: ArrayLike,
+    port64: ArrayLike,
+    recorded: ArrayLike,
+    probe: ArrayLike | None = None,
+    magnitude_of: ArrayLike | None = None,
+    quantum: ArrayLike | None = None,
+    poolable: ArrayLike | None = None,
+    n_terms: ArrayLike | None = None,
+) -> None:
     """A floating-point quantity under the derived bound of :mod:`groundhog_port.harness.tolerance`.
 
     ``port32``: the product's float32 output (what is compared with ``recorded``),
@@ -272,7 +279,7 @@ def compare_values(
     row._pool.add(where, r, p, q, d, magnitude_of, quantum, poolable, n_terms)
 
 
-def account(row: Row, where: str, res: tolmod.Comparison):
+def account(row: Row, where: str, res: tolmod.Comparison) -> None:
     """Add one judged record to the row's figures."""
     r, p = res.recorded, res.port32
     assert r is not None and p is not None  # set by every comparison
@@ -326,7 +333,7 @@ def account(row: Row, where: str, res: tolmod.Comparison):
 
 def compare_sequences(
     row: Row, where: str, got: Sequence[Sequence[int]], want: Sequence[Sequence[int]]
-):
+) -> None:
     """Lists of token sequences compared with ``==`` (n counts sequences)."""
     got = [tuple(int(t) for t in s) for s in got]
     want = [tuple(int(t) for t in s) for s in want]
@@ -348,7 +355,9 @@ def compare_sequences(
         )
 
 
-def compare_text(row: Row, where: str, got: str | None, want: str | None):
+def compare_text(
+    row: Row, where: str, got: str | list[str] | None, want: str | list[str] | None
+) -> None:
     row.n += 1
     if got != want:
         row.n_bad += 1
@@ -359,14 +368,14 @@ def compare_text(row: Row, where: str, got: str | None, want: str | None):
 def compare_costs_by_hypothesis(
     row: Row,
     where: str,
-    got_trans,
-    got_costs,
-    got_costs64,
-    want_trans,
-    want_costs,
-    lengths_as_terms=True,
-    got_costs_probe=None,
-):
+    got_trans: Iterable[Sequence[int]],
+    got_costs: Iterable[float],
+    got_costs64: Iterable[float],
+    want_trans: Iterable[Sequence[int]],
+    want_costs: Iterable[float],
+    lengths_as_terms: bool = True,
+    got_costs_probe: Iterable[float] | None = None,
+) -> None:
     """Costs of the same hypotheses: positionally when both lists agree, else matched by tokens
     (a hypothesis missing on one side counts as a mismatch).  ``got_costs64``: the float64
     shadow's costs of the port's hypotheses; the noise magnitude is the hypothesis length
@@ -541,7 +550,7 @@ class Report:
             "rows": [r.as_dict() for r in self.rows],
         }
 
-    def to_json(self, path=None) -> str:
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         # names whose bytes are not UTF-8 (a case folder copied from a Latin-1 machine) shown
         # escaped, as the archive's report does: writing them raised UnicodeEncodeError
         text = json.dumps(shown_all(self.as_dict()), indent=2, allow_nan=False, ensure_ascii=False)
@@ -556,7 +565,7 @@ class Report:
 class Rows:
     """Rows of a report, created on first use in a fixed order."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rows: dict[str, Row] = {}
 
     def get(
@@ -573,7 +582,7 @@ class Rows:
             )
         return self.rows[quantity]
 
-    def finish(self):
+    def finish(self) -> None:
         for row in self.rows.values():
             row.finish()
 
@@ -582,7 +591,15 @@ class Context:
     """What every group reads: the experiment, the trace, the test lines, and the float64
     shadow and float32 probe of the model that set the bounds."""
 
-    def __init__(self, exp, trace: TraceFile, source, target, progress, beam_labels=None):
+    def __init__(
+        self,
+        exp: Experiment,
+        trace: TraceFile,
+        source: str | os.PathLike[str] | None,
+        target: str | os.PathLike[str] | None,
+        progress: Progress | None,
+        beam_labels: Sequence[str] | None = None,
+    ) -> None:
         self.exp, self.tr, self.progress = exp, trace, progress
         #: restrict ``/beam`` to these labels (None: all the trace holds)
         self.beam_labels = beam_labels
@@ -596,10 +613,10 @@ class Context:
         self.trg_lines = read_text_lines(target) if target is not None else None
         self._seq_cache: dict[int, np.ndarray] = {}
 
-    def t(self, a, dtype=None):
+    def t(self, a: ArrayLike, dtype: torch.dtype | None = None) -> torch.Tensor:
         return torch.as_tensor(np.asarray(a), dtype=dtype, device=self.device)
 
-    def tick(self, n=1):
+    def tick(self, n: int = 1) -> None:
         if self.progress is not None:
             self.progress.update(n)
 
@@ -640,11 +657,11 @@ class Context:
         return self._seq_cache[i]
 
 
-def as_numpy(t):
+def as_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-def normal_probs(*probs):
+def normal_probs(*probs: ArrayLike) -> np.ndarray:
     """Mask of the entries whose probability is a normal float32 on every side (a subnormal
     probability has a fixed absolute spacing: its noise is not representative)."""
     return np.logical_and.reduce(
@@ -656,7 +673,9 @@ def normal_probs(*probs):
 SUBNORMAL_COST = -float(np.log(tolmod.FLT32_TINY))
 
 
-def normal_sentences(token_costs, mask=None):
+def normal_sentences(
+    token_costs: ArrayLike, mask: ArrayLike | None = None
+) -> np.ndarray | np.bool_:  # (n,) for (T, n) costs
     """Sentences (columns) none of whose (unmasked) word costs come from a subnormal
     probability; non-finite costs are compared as a pattern, not pooled, anyway."""
     c = np.asarray(token_costs, dtype=np.float64)
@@ -666,7 +685,9 @@ def normal_sentences(token_costs, mask=None):
         return ~(np.isfinite(c) & (c > SUBNORMAL_COST)).any(0)
 
 
-def score_quantum(score64, token_costs64, mask=None):
+def score_quantum(
+    score64: ArrayLike, token_costs64: ArrayLike, mask: ArrayLike | None = None
+) -> np.ndarray:
     """Resolution of a float32 sentence score: two spacings at the score plus, per word,
     :func:`tolerance.cost_quantum`'s step of its float32 probability (negligible for a
     normal ``p``; a subnormal ``p``, kept to a fixed spacing of 2**-149 by both float32

@@ -71,10 +71,12 @@ API::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 #: the multiple of the float32 noise one float32 implementation may be off the exact value
 #: by (see the module docstring and docs/trace_format.md for the evidence)
@@ -121,7 +123,7 @@ TERMS = Kind(
 KINDS = {k.name: k for k in (ABS, REL, TERMS)}
 
 
-def ulp32(x) -> np.ndarray:
+def ulp32(x: ArrayLike) -> np.ndarray:
     """The float32 spacing at ``|x|`` (``2**-149`` below the normal range; 0 for non-finite)."""
     a = np.abs(np.asarray(x, dtype=np.float64))
     fin = np.isfinite(a)
@@ -129,7 +131,7 @@ def ulp32(x) -> np.ndarray:
     return np.where(fin, np.spacing(a32).astype(np.float64), 0.0)
 
 
-def printed_quantum(x, digits: int = 5) -> np.ndarray:
+def printed_quantum(x: ArrayLike, digits: int = 5) -> np.ndarray:
     """Half a unit in the last printed digit of ``x`` written as ``{:.<digits>e}``
     (score.py prints ``{:.5e}``): the resolution of a number read back from text."""
     a = np.abs(np.asarray(x, dtype=np.float64))
@@ -138,7 +140,7 @@ def printed_quantum(x, digits: int = 5) -> np.ndarray:
     return 0.5 * 10.0 ** (e - digits)
 
 
-def cost_quantum(cost, prob) -> np.ndarray:
+def cost_quantum(cost: ArrayLike, prob: ArrayLike) -> np.ndarray:
     """Resolution of a ``-log p`` (+ a float64 prefix) whose ``p`` was a float32: two
     float32 spacings at the cost, plus ``2 ulp32(p) / p``, the cost step of the two roundings
     of ``p`` (2.4e-7 for a normal ``p``; 2.8 % at the subnormal ``p = 1e-43``, whose fixed
@@ -150,7 +152,7 @@ def cost_quantum(cost, prob) -> np.ndarray:
     return 2 * (ulp32(cost) + step)
 
 
-def magnitude(kind: Kind, port64, given=None) -> np.ndarray:
+def magnitude(kind: Kind, port64: ArrayLike, given: ArrayLike | None = None) -> np.ndarray:
     """``m`` of eq. (3) for every element."""
     q = np.asarray(port64, dtype=np.float64)
     if kind.scaling == "abs":
@@ -170,7 +172,7 @@ def magnitude(kind: Kind, port64, given=None) -> np.ndarray:
     return np.where(np.isfinite(m), m, 0.0)
 
 
-def sum_floor(value, n_terms) -> np.ndarray:
+def sum_floor(value: ArrayLike, n_terms: ArrayLike) -> np.ndarray:
     """``U32 * |value| * sqrt(n_terms)``: every addition of a float32 running sum rounds by
     up to half a spacing of the partial sum, independently, so ``n`` additions add
     ~``sqrt(n)`` of them -- noise a sum carries whatever the probe's weights do."""
@@ -287,17 +289,17 @@ class Comparison:
 
 
 def judge(
-    recorded,
-    port32,
-    port64,
+    recorded: ArrayLike,
+    port32: ArrayLike,
+    port64: ArrayLike,
     kind: Kind,
     scale: float,
     n_pool: int,
-    probe=None,
-    magnitude_of=None,
-    quantum=None,
+    probe: ArrayLike | None = None,
+    magnitude_of: ArrayLike | None = None,
+    quantum: ArrayLike | None = None,
     k: float = K,
-    n_terms=None,
+    n_terms: ArrayLike | None = None,
 ) -> Comparison:
     """Eq. (1)-(3) with a given pooled ``scale`` (see :func:`compare` and :class:`Pool`).
 
@@ -346,7 +348,11 @@ def judge(
 
 
 def pooled_scale(
-    port64, kind: Kind, probe=None, magnitude_of=None, poolable=None
+    port64: ArrayLike,
+    kind: Kind,
+    probe: ArrayLike | None = None,
+    magnitude_of: ArrayLike | None = None,
+    poolable: ArrayLike | None = None,
 ) -> tuple[float, int]:
     """``(scale, n)`` of eq. (4) over one array: the largest ``|probe - p64| / m``
     (``poolable``: a mask of the elements whose noise is representative)."""
@@ -358,17 +364,17 @@ def pooled_scale(
 
 
 def compare(
-    recorded,
-    port32,
-    port64,
+    recorded: ArrayLike,
+    port32: ArrayLike,
+    port64: ArrayLike,
     kind: Kind,
-    probe=None,
-    magnitude_of=None,
-    quantum=None,
+    probe: ArrayLike | None = None,
+    magnitude_of: ArrayLike | None = None,
+    quantum: ArrayLike | None = None,
     scale: float | None = None,
     k: float = K,
-    poolable=None,
-    n_terms=None,
+    poolable: ArrayLike | None = None,
+    n_terms: ArrayLike | None = None,
 ) -> Comparison:
     """Judge the product's ``port32`` against ``recorded`` (eq. 1) and against its float64
     shadow ``port64`` (eq. 2), with the noise of the float64 ``probe`` (eq. 3).
@@ -383,8 +389,12 @@ def compare(
     return judge(recorded, port32, port64, kind, scale, n, probe, magnitude_of, quantum, k, n_terms)
 
 
+#: what names a record of a :class:`Pool` (a dataset path, or ``(update, value name)``)
+_Where = TypeVar("_Where", bound=Hashable)
+
+
 @dataclass
-class Pool:
+class Pool(Generic[_Where]):
     """Records of one quantity judged together, with ``scale`` pooled over all of them.
 
     For quantities whose records are small (a sentence score, one n-best list's costs):
@@ -399,16 +409,16 @@ class Pool:
 
     def add(
         self,
-        where: str,
-        recorded,
-        port32,
-        port64,
-        probe=None,
-        magnitude_of=None,
-        quantum=None,
-        poolable=None,
-        n_terms=None,
-    ):
+        where: _Where,
+        recorded: ArrayLike,
+        port32: ArrayLike,
+        port64: ArrayLike,
+        probe: ArrayLike | None = None,
+        magnitude_of: ArrayLike | None = None,
+        quantum: ArrayLike | None = None,
+        poolable: ArrayLike | None = None,
+        n_terms: ArrayLike | None = None,
+    ) -> None:
         """One record (arguments as in :func:`compare`)."""
         _, p, q, d, fin32, _ = _prepare(recorded, port32, port64, probe)
         u = _unit_noise(q, d, magnitude(self.kind, q, magnitude_of), fin32, poolable)
@@ -428,14 +438,14 @@ class Pool:
             )
         )
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._records)
 
     @property
     def scale(self) -> float:
         return self._scale
 
-    def results(self) -> Iterator[tuple[str, Comparison]]:
+    def results(self) -> Iterator[tuple[_Where, Comparison]]:
         for where, r, p, q, d, m, quantum, n_terms in self._records:
             yield (
                 where,

@@ -32,6 +32,7 @@ Reading::
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import budget
 from ..errors import LegacyInputError
@@ -442,7 +444,7 @@ class TraceFile(_OpenTrace):
     :class:`LegacyInputError` naming the file and the dataset.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         check_special(self.path, "a trace")  # HDF5 would block in open() on a FIFO
         if not self.path.is_file():
@@ -482,7 +484,7 @@ class TraceFile(_OpenTrace):
             raise
 
     # -- plumbing ---------------------------------------------------------------------
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"TraceFile({str(self.path)!r}, version={self.format_version})"
 
     def _err(self, where: str, problem: str) -> LegacyInputError:
@@ -689,7 +691,7 @@ class TraceFile(_OpenTrace):
         return sorted(self._group("beam").keys(), key=_label_key)
 
     @_damage_is_input_error
-    def beam(self, label) -> BeamRun:
+    def beam(self, label: str | int) -> BeamRun:
         """``/beam/{label}``: every sentence's n-best list (:class:`BeamRun`).
 
         ``label`` is ``"1"``, ``"5"``, ``"10"``, ``"1_normalize"``, ``"5_ignore_unk"``, ...
@@ -870,7 +872,9 @@ class TraceWriter(_OpenTrace):
     than 256 elements are gzip-compressed (shuffle filter), as in the reference files.
     """
 
-    def __init__(self, path, overwrite: bool = False, **root_attrs):
+    def __init__(
+        self, path: str | os.PathLike[str], overwrite: bool = False, **root_attrs: object
+    ) -> None:
         self.path = Path(path)
         if self.path.exists() and not overwrite:
             raise LegacyInputError(self.path, "refusing to overwrite an existing trace file")
@@ -879,7 +883,7 @@ class TraceWriter(_OpenTrace):
         self.set_attrs("/", **root_attrs)
 
     # -- low level ----------------------------------------------------------------------
-    def set_attrs(self, where: str, **attrs):
+    def set_attrs(self, where: str, **attrs: object) -> None:
         obj = self._f.require_group(where) if where not in ("/", "") else self._f
         for k, v in attrs.items():
             if v is None:
@@ -906,14 +910,14 @@ class TraceWriter(_OpenTrace):
         self,
         i: int,
         *,
-        src_ids,
-        trg_ids,
-        word_probs,
-        alignment,
-        score,
+        src_ids: ArrayLike,
+        trg_ids: ArrayLike,
+        word_probs: ArrayLike,
+        alignment: ArrayLike,
+        score: ArrayLike,
         src_line: str,
         trg_line: str,
-    ):
+    ) -> None:
         g = self._f.require_group(f"pairs/{int(i)}")
         self._fill(
             g,
@@ -928,7 +932,17 @@ class TraceWriter(_OpenTrace):
         )
         self.set_attrs(g.name, src_line=src_line, trg_line=trg_line)
 
-    def write_batch(self, b: int, *, x, y, x_mask, y_mask, scores, batch_size: int | None = None):
+    def write_batch(
+        self,
+        b: int,
+        *,
+        x: ArrayLike,
+        y: ArrayLike,
+        x_mask: ArrayLike,
+        y_mask: ArrayLike,
+        scores: ArrayLike,
+        batch_size: int | None = None,
+    ) -> None:
         """``/batch_all/{b}``; batch 0 is also written to ``/batch`` (with ``batch_size``)."""
         values = dict(x=x, y=y, x_mask=x_mask, y_mask=y_mask, scores=scores)
         g = self._f.require_group(f"batch_all/{int(b)}")
@@ -940,7 +954,15 @@ class TraceWriter(_OpenTrace):
                 "batch", batch_size=batch_size if batch_size is not None else np.shape(x)[1]
             )
 
-    def write_repr(self, i: int, *, seq, c, init_states, parsed_in: str | None = None):
+    def write_repr(
+        self,
+        i: int,
+        *,
+        seq: ArrayLike,
+        c: ArrayLike,
+        init_states: ArrayLike,
+        parsed_in: str | None = None,
+    ) -> None:
         g = self._f.require_group(f"repr/{int(i)}")
         self._fill(g, "repr/{i}", dict(seq=seq, c=c, init_states=init_states))
         self.set_attrs(g.name, parsed_in=parsed_in)
@@ -950,14 +972,14 @@ class TraceWriter(_OpenTrace):
         i: int,
         *,
         steps: Sequence[dict[str, Any]],
-        seq,
+        seq: ArrayLike,
         minlen: int,
         fin_trans: Sequence[Sequence[int]] = (),
-        fin_costs=(),
+        fin_costs: ArrayLike = (),
         beam_size: int = 5,
         ignore_unk: bool = False,
         error: str | None = None,
-    ):
+    ) -> None:
         """``/steps/{i}``: one ``{k:03d}`` group per entry of ``steps`` (dicts with ``k``,
         ``n_samples`` and the :data:`STEP_DATASETS`), then ``seq``, the finished hypotheses
         and costs (absent when ``error`` is given)."""
@@ -981,12 +1003,12 @@ class TraceWriter(_OpenTrace):
         i: int,
         *,
         fin_trans: Sequence[Sequence[int]] = (),
-        fin_costs=(),
+        fin_costs: ArrayLike = (),
         best: int | None = None,
         best_sentence: str | None = None,
         error: str | None = None,
-        **group_attrs,
-    ):
+        **group_attrs: object,
+    ) -> None:
         """``/beam/{label}/{i}``; ``error`` writes the crash record (a group with only an
         ``error`` attribute).  ``group_attrs`` (``beam_size``, ``normalize``,
         ``ignore_unk``, ``seconds_total``, ``seconds_per_sentence``) go on ``/beam/{label}``;

@@ -16,12 +16,15 @@ parameter stays at its ``skip_init=True`` value (zeros); only a shape mismatch
 raises.
 """
 
+from __future__ import annotations
+
 import logging
 import os
 import zipfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -30,6 +33,12 @@ from ..errors import LegacyInputError
 from ..model.config import GRCONV, ModelConfig
 from ..untrusted import open_input, reading
 from . import compat, npzguard
+
+if TYPE_CHECKING:
+    from ..model.encdec import RNNEncoderDecoder
+
+#: a model file's arrays as read: the data, or a member's header only (:func:`read_npz`)
+Arrays = Mapping[str, np.ndarray | npzguard.Member]
 
 logger = logging.getLogger(__name__)
 
@@ -279,7 +288,7 @@ def _weight_symbol(path, cfg):
     return _GRU[rest]
 
 
-def paper_symbol(path, cfg):
+def paper_symbol(path: str, cfg: ModelConfig) -> str:
     """The paper's symbol (LaTeX) of the parameter at attribute ``path`` of ``cfg``'s model
     (a bias: ``b[<its weight's symbol>]``)."""
     if path.endswith(".Gb"):
@@ -294,13 +303,15 @@ def paper_symbol(path, cfg):
     return _weight_symbol(path, cfg)
 
 
-def read_npz(path, table=None):
+def read_npz(
+    path: str | os.PathLike[str], table: Sequence[LegacyParam] | None = None
+) -> dict[str, Any]:
     """The arrays of a GroundHog model file (:func:`read_npz_arrays`); old vintages are
     converted in memory (:func:`compat.upgrade_model`).  With the state's ``table``, only
     its parameters (and an old vintage's ``*_back_*`` projections) are read; any other
     member is returned as its header (:class:`npzguard.Member`: name, shape, dtype), never
     decompressed, so that :func:`check_arrays` can still name it."""
-    expected = None
+    expected: dict[str, tuple[int, ...] | None] | None = None
     if table is not None:
         expected = {p.name: p.shape for p in table}
         # an old vintage's *_back_* projections, and the forward ones they are stacked under
@@ -323,7 +334,7 @@ TIMING_MARKS = frozenset({"step", "next_offset"})
 ADADELTA_PREFIXES = ("gnorm2_", "dnorm2_")
 
 
-def not_a_model_npz(path, names):
+def not_a_model_npz(path: str | os.PathLike[str], names: Iterable[str]) -> str | None:
     """What a ``.npz`` holding the arrays ``names`` is when it is not a model file (a
     ``*_timing.npz``, a ``*_adadelta.npz``), said with where the model is; None otherwise."""
     names = set(names)
@@ -346,7 +357,7 @@ CHECKPOINT_HINT = (
 )
 
 
-def not_a_model_file(path, magic):
+def not_a_model_file(path: str | os.PathLike[str], magic: bytes) -> str | None:
     """What a file that is no zip archive is, from its first bytes ``magic`` (up to 16), so
     that a wrong file given as MODEL is named; None when it is nothing known."""
     if magic[:1] == b"\x80" or magic[:3] == b"(dp":  # GroundHog's pickles: protocol 2 or 0
@@ -368,7 +379,7 @@ def not_a_model_file(path, magic):
 def read_npz_arrays(
     path: str | os.PathLike[str],
     kind: str = "model",
-    expected: dict[str, tuple[int, ...]] | None = None,
+    expected: Mapping[str, tuple[int, ...] | None] | None = None,
     allowance: int = 0,
 ) -> dict[str, Any]:
     """The arrays of a GroundHog ``*_{kind}.npz`` file (``model``, ``timing``, ``adadelta``),
@@ -430,7 +441,12 @@ def read_npz_arrays(
             ) from None
 
 
-def check_arrays(arrays, table, path, lenient=False):
+def check_arrays(
+    arrays: Arrays,
+    table: Sequence[LegacyParam],
+    path: str | os.PathLike[str],
+    lenient: bool = False,
+) -> list[str]:
     """Compare a model file with the table; returns the problems found (lenient) or raises."""
     expected = {p.name: p for p in table}
     problems = []
@@ -450,7 +466,7 @@ def check_arrays(arrays, table, path, lenient=False):
     return problems
 
 
-def nonfinite_params(arrays):
+def nonfinite_params(arrays: Arrays) -> dict[str, int]:
     """``{name: count}`` of parameters holding NaN or Inf."""
     out = {}
     for name, a in arrays.items():
@@ -468,7 +484,13 @@ def nonfinite_params(arrays):
     return out
 
 
-def load_into(model, path, lenient=False, allow_nonfinite=False, arrays=None):
+def load_into(
+    model: RNNEncoderDecoder,
+    path: str | os.PathLike[str],
+    lenient: bool = False,
+    allow_nonfinite: bool = False,
+    arrays: Arrays | None = None,
+) -> list[LegacyParam]:
     """Fill ``model`` from ``path`` (``arrays``: its :func:`read_npz`, if already read);
     returns the table used."""
     table, _ = legacy_param_table(model.cfg)

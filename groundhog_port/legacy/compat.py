@@ -27,6 +27,8 @@ stack what they name).  Where the original's function would fail on an incomplet
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -65,11 +67,13 @@ BACK_PROJECTIONS = tuple(
 TIMING_RENAMES = {"cost2_p_expl": "log2_p_expl", "cost2_p_word": "log2_p_word"}
 
 
-def is_old_model(arrays) -> bool:
+def is_old_model(arrays: Mapping[str, object]) -> bool:
     return any(back in arrays for _, back in BACK_PROJECTIONS)
 
 
-def merge_state_projections(arrays, path=None) -> dict:
+def merge_state_projections(
+    arrays: Mapping[str, np.ndarray], path: str | os.PathLike[str] | None = None
+) -> dict[str, np.ndarray]:
     """``convert_model.py:6``: a new dict, each ``*_back_*`` projection stacked under its
     forward one.  Pairs whose backward matrix is absent are left alone (a decoder without
     gates has no updater / reseter)."""
@@ -93,7 +97,9 @@ def merge_state_projections(arrays, path=None) -> dict:
     return out
 
 
-def upgrade_model(arrays, path=None) -> dict:
+def upgrade_model(
+    arrays: dict[str, np.ndarray], path: str | os.PathLike[str] | None = None
+) -> dict[str, np.ndarray]:
     """The model arrays in today's layout; one log line when they were converted."""
     if not is_old_model(arrays):
         return arrays
@@ -110,11 +116,13 @@ def upgrade_model(arrays, path=None) -> dict:
     return out
 
 
-def is_old_timing(arrays) -> bool:
+def is_old_timing(arrays: Mapping[str, object]) -> bool:
     return any(old in arrays for old in TIMING_RENAMES)
 
 
-def rename_costs(arrays, path=None) -> dict:
+def rename_costs(
+    arrays: Mapping[str, np.ndarray], path: str | os.PathLike[str] | None = None
+) -> dict[str, np.ndarray]:
     """``convert_timing.py:6``, on a copy."""
     out = dict(arrays)
     for old, new in TIMING_RENAMES.items():

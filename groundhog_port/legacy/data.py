@@ -79,10 +79,13 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from legacy_states import VOCABULARY_KEYS
 
@@ -161,7 +164,7 @@ def _state_value(state, key):
 # ----------------------------------------------------------------------------------------------
 
 
-def read_text_lines(path, part="src") -> list[str]:
+def read_text_lines(path: str | os.PathLike[str], part: str = "src") -> list[str]:
     """The lines of a text file as Python 2's ``for line in open(path)`` + ``.strip()`` gave them.
 
     Lines end at ``b'\\n'`` only; each is decoded as UTF-8 (non-UTF-8 bytes raise
@@ -179,7 +182,7 @@ def read_text_lines(path, part="src") -> list[str]:
     return [_decoded(path, number, raw) for number, raw in iter_sentences(path, part=part)]
 
 
-def first_text_lines(path, n, part="src") -> list[str]:
+def first_text_lines(path: str | os.PathLike[str], n: int, part: str = "src") -> list[str]:
     """The first ``n`` lines of :func:`read_text_lines` without reading the rest of the file
     (a candidate test set may be a corpus of millions of lines), under the same line-length
     limit (a 100 MB first line is refused, not read) and decompressed the same way."""
@@ -236,11 +239,13 @@ def _parse_lines(path, lines, state, word2idx, raise_unk, unk_sym, null_sym):
 
 
 def iter_text_batches(
-    state,
-    src_path,
-    trg_path,
-    word2idx_src,
-    word2idx_trg,
+    state: dict[str, Any],
+    # None is no file (a TypeError when read); allowed in the type only because
+    # search.scoring.batches_for passes its optional paths without narrowing them
+    src_path: str | os.PathLike[str] | None,
+    trg_path: str | os.PathLike[str] | None,
+    word2idx_src: dict[str, int],
+    word2idx_trg: dict[str, int],
     allow_unk: bool = True,
     bs: int | None = None,
 ) -> Iterator[Batch]:
@@ -260,6 +265,8 @@ def iter_text_batches(
     batch_size = int(_state_value(state, "bs") if bs is None else bs)
     if batch_size < 1:
         raise LegacyInputError(None, f"batch size must be positive, got {batch_size}")
+    if src_path is None or trg_path is None:  # os.stat(None) raised this TypeError before
+        raise TypeError("iter_text_batches: a text file for each side is needed, got None")
     src_lines = read_text_lines(src_path)
     trg_lines = read_text_lines(trg_path, part="ref")
     if len(src_lines) != len(trg_lines):
@@ -328,7 +335,7 @@ _H5_LAYOUT = (
 )
 
 
-def read_h5_bitext(path) -> H5Phrases:
+def read_h5_bitext(path: str | os.PathLike[str]) -> H5Phrases:
     """Read one ``.h5`` side (the ``table_name='/phrases'``, ``index_name='/indices'`` nodes that
     ``PytablesBitextFetcher`` opens, ``TM_dataset.py:175-181``) with h5py, checking the layout.
 
@@ -403,13 +410,27 @@ def read_h5_bitext(path) -> H5Phrases:
     return H5Phrases(str(path), phrases, pos, length)
 
 
-def read_h5_phrases(path) -> list[np.ndarray]:
+def read_h5_phrases(path: str | os.PathLike[str]) -> list[np.ndarray]:
     """Every sentence of a GroundHog ``.h5`` file, in file order, as int64 arrays (no EOS)."""
     side = read_h5_bitext(path)
     return [side.sentence(i) for i in range(len(side))]
 
 
-def create_padded_batch(state, x_seqs, y_seqs, return_dict: bool = False):
+#: the sequences of one side of a batch: lists of ids or int arrays (no end of sequence)
+Sequences = Sequence[Sequence[int] | np.ndarray]
+
+
+@overload
+def create_padded_batch(
+    state: dict[str, Any], x_seqs: Sequences, y_seqs: Sequences, return_dict: Literal[False] = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None: ...
+@overload
+def create_padded_batch(
+    state: dict[str, Any], x_seqs: Sequences, y_seqs: Sequences, return_dict: Literal[True]
+) -> dict[str, np.ndarray] | None: ...
+def create_padded_batch(
+    state: dict[str, Any], x_seqs: Sequences, y_seqs: Sequences, return_dict: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | dict[str, np.ndarray] | None:
     """Port of ``create_padded_batch`` (``experiments/nmt/encdec.py:32-130``).
 
     ``x_seqs``/``y_seqs`` are the sequences themselves (the original took ``[seqs]`` and used
@@ -486,7 +507,7 @@ def _padded_batch(state, x_seqs, y_seqs):
     return X, Xmask, Y, Ymask, keep
 
 
-def legacy_argsort(keys) -> np.ndarray:
+def legacy_argsort(keys: ArrayLike) -> np.ndarray:
     """``numpy.argsort(keys)`` (default kind ``'quicksort'``) exactly as numpy 1.23.5 ordered
     ties, for 1-D integer keys (``QUIRK h5 sort ties``).
 
@@ -650,9 +671,10 @@ def _open_pair(src_h5, trg_h5) -> tuple[H5Phrases, H5Phrases]:
 
 
 def iter_h5_batches(
-    state,
-    src_h5,
-    trg_h5,
+    state: dict[str, Any],
+    # None: as iter_text_batches says (search.scoring.batches_for)
+    src_h5: str | os.PathLike[str] | H5Phrases | None,
+    trg_h5: str | os.PathLike[str] | H5Phrases | None,
     n_batches: int | None = None,
     *,
     sort_k_batches: int | None = 1,
@@ -728,7 +750,11 @@ def _h5_batches(
             yield Batch(X, Xmask, Y, Ymask, pairs[indices][keep], next_offset)
 
 
-def first_training_batch(state, src_h5=None, trg_h5=None) -> Batch:
+def first_training_batch(
+    state: dict[str, Any],
+    src_h5: str | os.PathLike[str] | H5Phrases | None = None,
+    trg_h5: str | os.PathLike[str] | H5Phrases | None = None,
+) -> Batch:
     """The first batch train.py's trainer consumes: ``get_batch_iterator(state)`` started at
     offset 0 (``mainLoop`` starts at ``next_offset=-1``, which the fetcher turns into 0 unless
     ``shuffle``), with the state's ``sort_k_batches``, ``bs``, ``seqlen``, ``trim_batches``,

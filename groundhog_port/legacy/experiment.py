@@ -5,12 +5,15 @@ thread count, the device, the model's allocation -- shared by the ``*_model.npz`
 (:mod:`groundhog_port.legacy.exported`).
 """
 
+from __future__ import annotations
+
 import math
 import os
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -23,13 +26,16 @@ from ..model.encdec import RNNEncoderDecoder
 from ..model.layers import unwritten_parameters
 from . import vocab
 
+if TYPE_CHECKING:
+    from .checkpoint import LegacyParam
+
 #: below this ``dim`` the tensors are tiny: one CPU thread is fastest (measured 10x faster per
 #: score batch of the fixtures than two threads on a busy 2-core machine)
 SMALL_MODEL_DIM = 256
 _threads_chosen = False
 
 
-def set_threads(n):
+def set_threads(n: int) -> None:
     """``--threads N``: the user's choice, kept for the whole process."""
     global _threads_chosen
     if n < 1:
@@ -38,12 +44,12 @@ def set_threads(n):
     _threads_chosen = True
 
 
-def auto_threads(cfg):
+def auto_threads(cfg: ModelConfig) -> None:
     if not _threads_chosen and "OMP_NUM_THREADS" not in os.environ and cfg.dim < SMALL_MODEL_DIM:
         torch.set_num_threads(1)
 
 
-def resolve_device(name):
+def resolve_device(name: str | None) -> torch.device:
     """``cpu`` or ``cuda[:n]``; a clear error when CUDA is asked for but absent."""
     name = name or "cpu"
     if name.startswith("cuda"):
@@ -104,7 +110,13 @@ class Experiment:
         return vocab.parse_input(self.state, self.src_word2idx, line, idx2word=self.src_idx2word)
 
 
-def allocate(cfg, table, state_path, stable_softmax, filled=frozenset()):
+def allocate(
+    cfg: ModelConfig,
+    table: Sequence[LegacyParam],
+    state_path: str | os.PathLike[str],
+    stable_softmax: bool,
+    filled: Set[str] = frozenset(),
+) -> RNNEncoderDecoder:
     """The model of ``cfg`` (zeros), or a clear error when the state's sizes cannot be held
     (reachable with ``lenient``, where parameters missing from the model file are not
     checked against it).  ``filled``: the parameters the model file will fill, left

@@ -9,6 +9,9 @@ appendix A: ``\\overrightarrow{W}`` ...), both from that one table
 (:func:`groundhog_port.legacy.checkpoint.paper_symbol` says where each symbol comes from).
 """
 
+from __future__ import annotations
+
+from ..model.config import ModelConfig
 from .checkpoint import legacy_param_table
 
 #: export format version written into the safetensors metadata and config.json
@@ -16,7 +19,7 @@ FORMAT_VERSION = 1
 FORMAT_NAME = "groundhog-port-export"
 
 
-def export_table(cfg):
+def export_table(cfg: ModelConfig) -> list[tuple[str, str, str, tuple[int, ...]]]:
     """``[(export_name, legacy_name, symbol, shape)]`` for every saved parameter of ``cfg``,
     in the order of the legacy table (the order GroundHog's ``lm_model.params`` lists them)."""
     table, _ = legacy_param_table(cfg)

@@ -29,8 +29,10 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +54,7 @@ CONFIG_FILE = "config.json"
 _FLOAT_TAG = "__float__"
 
 
-def encode_state(value):
+def encode_state(value: object) -> object:
     """State values as strict JSON (tuples become lists; inf / nan are tagged)."""
     if isinstance(value, float) and not math.isfinite(value):
         return {_FLOAT_TAG: repr(value)}
@@ -67,7 +69,7 @@ def encode_state(value):
 _FLOAT_TEXTS = frozenset({"inf", "-inf", "nan"})
 
 
-def decode_state(value, path=None):
+def decode_state(value: object, path: str | os.PathLike[str] | None = None) -> Any:  # JSON
     """:func:`encode_state` undone; a ``{"__float__": ...}`` holding anything but ``"inf"``,
     ``"-inf"`` or ``"nan"`` is one error naming ``path``."""
     if isinstance(value, dict):
@@ -86,7 +88,7 @@ def decode_state(value, path=None):
     return value
 
 
-def architecture(cfg):
+def architecture(cfg: ModelConfig) -> dict[str, Any]:
     """Every option of the :class:`ModelConfig` as JSON (activations as name, pieces and
     the state's text), with the derived widths."""
     out = dataclasses.asdict(cfg)
@@ -94,7 +96,7 @@ def architecture(cfg):
     return out
 
 
-def write_checkpoint(exp, outdir):
+def write_checkpoint(exp: Experiment, outdir: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Write ``model.safetensors`` and ``config.json`` of ``exp`` into ``outdir``;
     returns their paths."""
     save = _safetensors().numpy.save
@@ -131,10 +133,11 @@ def write_checkpoint(exp, outdir):
     return weights, cfg_path
 
 
-def raw_target_idx2word(exp):
+def raw_target_idx2word(exp: Experiment) -> dict[int, str]:
     """The target id -> word file as read (the experiment's dictionary has ``<eol>`` and
     ``oov`` set by ``LM_Model.load_dict``; the loader sets them again)."""
     if isinstance(exp, ExportedExperiment):
+        assert exp.stored_vocabularies is not None  # set by open_checkpoint
         return exp.stored_vocabularies["target_idx2word"]
     return vocab.load_idx2word(exp.path("indx_word_target"))
 
@@ -150,19 +153,19 @@ class ExportedExperiment(Experiment):
         return self.stored_vocabularies[key]
 
     @cached_property
-    def src_word2idx(self):
+    def src_word2idx(self) -> dict[str, int]:
         return self._vocab("source_word2idx")
 
     @cached_property
-    def trg_word2idx(self):
+    def trg_word2idx(self) -> dict[str, int]:
         return self._vocab("target_word2idx")
 
     @cached_property
-    def src_idx2word(self):
+    def src_idx2word(self) -> dict[int, str]:
         return self._vocab("source_idx2word")
 
     @cached_property
-    def trg_idx2word(self):
+    def trg_idx2word(self) -> dict[int, str]:
         return vocab.target_idx2word(self.state, self._vocab("target_idx2word"), self.state_path)
 
 
@@ -251,7 +254,7 @@ TENSOR_ENTRY_BYTES = 1024
 WEIGHTS_DTYPE = "F32"
 
 
-def check_weights_header(path):
+def check_weights_header(path: str | os.PathLike[str]) -> int:
     """The header of a ``model.safetensors`` read and checked *before* the safetensors
     library parses it: the file a regular one (a FIFO would block its native ``open()``),
     the header's length within the file, its bytes and tensor entries within the parse
@@ -299,7 +302,7 @@ def check_weights_header(path):
     return len(header)
 
 
-def read_weights(path):
+def read_weights(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """``{export name: float32 array}`` and the metadata of a ``model.safetensors``
     (its header checked first: :func:`check_weights_header`)."""
     st = _safetensors()
@@ -316,14 +319,14 @@ def read_weights(path):
 
 
 def open_checkpoint(
-    directory,
-    changes="",
-    device="cpu",
-    allow_nonfinite=False,
-    stable_softmax=False,
-    data_dir=None,
-    strict=False,
-):
+    directory: str | os.PathLike[str],
+    changes: str | list[str] | None = "",
+    device: str = "cpu",
+    allow_nonfinite: bool = False,
+    stable_softmax: bool = False,
+    data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    strict: bool = False,
+) -> ExportedExperiment:
     """An exported checkpoint (a directory, or its ``config.json``) as an :class:`Experiment`.
 
     ``changes`` apply to the stored state as they apply to a ``*_state.pkl`` (sample.py:228).
@@ -340,9 +343,9 @@ def open_checkpoint(
             cfg_path, '"architecture" does not match the one "state" describes (edited by hand?)'
         )
     state = dict(stored)
-    changes = legacy_states.parse_changes(changes or "")
-    legacy_states.check_change_keys(changes, stored, strict)
-    state.update(changes)
+    parsed = legacy_states.parse_changes(changes or "")
+    legacy_states.check_change_keys(parsed, stored, strict)
+    state.update(parsed)
     cfg = ModelConfig.from_state(state, cfg_path)
     auto_threads(cfg)
     weights_path = cfg_path.parent / str(config.get("weights", WEIGHTS_FILE))
@@ -368,7 +371,7 @@ def open_checkpoint(
     model.to(resolve_device(device))
     model.eval()
     exp = ExportedExperiment(
-        cfg_path, state, cfg, model, lookup.data_dirs(data_dir), frozenset(changes)
+        cfg_path, state, cfg, model, lookup.data_dirs(data_dir), frozenset(parsed)
     )
     exp.stored_vocabularies = _vocabularies(config["vocabularies"], cfg_path)
     exp.weights_path = weights_path

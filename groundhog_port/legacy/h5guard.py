@@ -10,10 +10,18 @@ declared size is more than the deflate limit (about 1032:1) above what the file 
 for it, external storage, and virtual datasets.
 """
 
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LegacyInputError
 from ..untrusted import open_input
+
+if TYPE_CHECKING:
+    import h5py  # imported where used: only the readers of .h5 files need it
 
 #: deflate (gzip, the only filter the recordings use) compresses at most ~1032:1
 MAX_EXPANSION = 1100
@@ -27,7 +35,9 @@ def _is_vlen_sequence(type_id):
     return type_id.get_class() == h5py.h5t.VLEN
 
 
-def check_dataset(ds, path, where, loader_itemsize=0):
+def check_dataset(
+    ds: h5py.HLObject, path: str | os.PathLike[str], where: str, loader_itemsize: int = 0
+) -> None:
     """Raise :class:`LegacyInputError` (naming ``path`` and ``where``) unless reading
     ``ds`` whole allocates no more than what the file can hold for it.
 
@@ -71,7 +81,7 @@ def check_dataset(ds, path, where, loader_itemsize=0):
 MAX_OBJECTS = 1_000_000
 
 
-def check_links(f, path):
+def check_links(f: h5py.File, path: str | os.PathLike[str]) -> None:
     """Refuse an HDF5 file that points elsewhere, before anything in it is read.
 
     The recordings and GroundHog's bitexts are plain trees of groups and datasets whose
@@ -84,7 +94,7 @@ def check_links(f, path):
     (:func:`check_dataset`)."""
     import h5py
 
-    seen = {"links": 0, "name": b""}
+    seen: dict[str, Any] = {"links": 0, "name": b""}  # a count, and the link's name (bytes)
 
     def visit(name, info):
         seen["links"] += 1
@@ -134,7 +144,12 @@ def _check_storage(ds, path, where):
         )
 
 
-def read_attrs(obj, path, where, names=None):
+def read_attrs(
+    obj: h5py.HLObject,
+    path: str | os.PathLike[str],
+    where: str,
+    names: Iterable[str] | None = None,
+) -> dict[str, Any]:  # numbers, strings and arrays, as h5py reads them
     """``{name: value}`` of ``obj``'s attributes (or of ``names`` among them), refusing
     variable-length *sequence* attributes without reading them.  The files hold numbers and
     strings only; a damaged type message can turn a variable-length string into a sequence
@@ -212,7 +227,7 @@ def _sizeof_lengths(mm):
     return size if size in (2, 4, 8) else 8
 
 
-def check_global_heaps(path):
+def check_global_heaps(path: str | os.PathLike[str]) -> None:
     """Refuse a file whose global heap would send HDF5 into an endless loop.
 
     Variable-length strings (trace attributes such as ``THEANO_FLAGS``) live in global heap

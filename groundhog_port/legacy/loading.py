@@ -13,6 +13,8 @@ From Python (docs/api.md, "Examples")::
     seq, words = exp.parse_source("the cat .")    # ids with null_sym_source appended
 """
 
+from __future__ import annotations
+
 import logging
 import os
 from collections.abc import Sequence

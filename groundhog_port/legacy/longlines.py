@@ -8,7 +8,11 @@ line.  Memory stays bounded by the line: the search keeps ``beam x words`` atten
 per step; the scorer's alignment is ``target words x source words``.
 """
 
+from __future__ import annotations
+
 import logging
+import os
+from collections.abc import Mapping, Sequence
 
 from .vocab import split_words
 
@@ -18,7 +22,13 @@ logger = logging.getLogger("groundhog_port.inputs")
 MAX_NAMED = 5
 
 
-def warn_long_lines(path, lines, state, doing="translating it", original="sample.py"):
+def warn_long_lines(
+    path: str | os.PathLike[str],
+    lines: Sequence[str],
+    state: Mapping[str, object],
+    doing: str = "translating it",
+    original: str = "sample.py",
+) -> list[int]:
     """Log one warning per line of ``lines`` (read from ``path``) with more words than
     ``state['seqlen']``; returns the 1-based numbers of those lines."""
     seqlen = state.get("seqlen")

@@ -27,7 +27,9 @@ data is decompressed:
 
 from __future__ import annotations
 
+import os
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +58,7 @@ class Member:
     fortran: bool
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         count = 1
         for n in self.shape:
             count *= n
@@ -69,7 +71,7 @@ DIRECTORY_FACTOR = 16
 _EOCD, _EOCD64 = b"PK\x05\x06", b"PK\x06\x06"
 
 
-def check_directory(path):
+def check_directory(path: str | os.PathLike[str]) -> None:
     """Charge the zip directory ``zipfile.ZipFile`` will parse whole on opening against the
     parse budget, from its size in the end record (before anything is parsed): a 9 MB
     archive of 100,000 empty members is 56 MB of ZipInfo objects."""
@@ -118,14 +120,22 @@ def _header(zf, info, path, kind):
         return shape, fortran, dtype, f.tell()
 
 
-def read_members(zf, path, kind, expected=None, allowance=0):
+def read_members(
+    zf: zipfile.ZipFile,
+    path: str | os.PathLike[str],
+    kind: str,
+    expected: Mapping[str, tuple[int, ...] | None] | None = None,
+    allowance: int = 0,
+) -> tuple[dict[str, Member], dict[str, Member]]:
     """``(to_read, skipped)``: ``{name: Member}`` of the members to read, and of those outside
     ``expected`` or of another shape than expected (headers only: their data is never
     decompressed, as no model could use it); raises as the module docstring says.  ``expected``: ``{name: shape}`` the state declares (float32; a shape of
     None: expected but not declared by the state), or None to read every member."""
     infos = zf.infolist()
     budget.check(path, f"the directory of {len(infos)} archive members", PER_MEMBER * len(infos))
-    to_read, skipped, charged = {}, {}, 0
+    to_read: dict[str, Member] = {}
+    skipped: dict[str, Member] = {}
+    charged = 0
     for info in infos:
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -188,7 +198,7 @@ def _check_ratio(info, path, name):
         )
 
 
-def read_array(zf, member):
+def read_array(zf: zipfile.ZipFile, member: Member) -> np.ndarray:
     """The member's data, read by numpy's ``.npy`` reader after the checks above."""
     with zf.open(member.info) as f:
         return np.lib.format.read_array(f, allow_pickle=False)

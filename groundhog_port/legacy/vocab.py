@@ -10,6 +10,7 @@ sequence = ``null_sym`` = V, and ``ivocab[0]`` is ``'</s>'`` in the recorded fil
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from legacy_states.unpickle import safe_load_pickle
 class UnknownWordError(LegacyInputError):
     """``parse_input(..., raise_unk=True)`` met a word that maps to ``unk_sym``."""
 
-    def __init__(self, word, position, path=None):
+    def __init__(self, word: str, position: int, path: object = None) -> None:
         self.word = word
         self.position = position
         super().__init__(
@@ -96,7 +97,7 @@ def _word_id_entries(path, inverted: bool) -> list[tuple[str, int]]:
     return entries
 
 
-def load_word2idx(path) -> dict[str, int]:
+def load_word2idx(path: str | os.PathLike[str]) -> dict[str, int]:
     """word -> id dict from a ``vocab.*.pkl`` (``preprocess.py -d`` output).
 
     An id -> word dict (an ``ivocab`` file) is refused with a message saying so.
@@ -112,7 +113,7 @@ def _negative_id(path, idx, word):
     )
 
 
-def load_idx2word(path) -> dict[int, str]:
+def load_idx2word(path: str | os.PathLike[str]) -> dict[int, str]:
     """id -> word dict from an ``ivocab.*.pkl`` (``invert-dict.py`` output).
 
     A word -> id dict (a ``vocab`` file) is refused with a message saying so.

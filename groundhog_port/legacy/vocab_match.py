@@ -17,9 +17,10 @@ equally are never guessed between.
 from __future__ import annotations
 
 import numbers
+import os
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .. import lookup
 from ..errors import LegacyInputError
@@ -47,7 +48,7 @@ class Found:
     why: str
 
 
-def pickles(folders) -> list[Path]:
+def pickles(folders: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The ``.pkl`` files (not states) of ``folders``, any depth, links not followed."""
     out: list[Path] = []
     seen: set[Path] = set()
@@ -89,7 +90,13 @@ def _says_language(path: Path, lang: str) -> bool:
     return lang in path.name.split(".")[:-1] or lang in path.name.replace("-", "_").split("_")
 
 
-def find_by_content(state: Any, keys, folders, langs=("en", "fr"), near=None) -> dict[str, Found]:
+def find_by_content(
+    state: Mapping[str, object],
+    keys: Collection[str],
+    folders: Sequence[str | os.PathLike[str]],
+    langs: tuple[str, str] = ("en", "fr"),
+    near: str | os.PathLike[str] | None = None,
+) -> dict[str, Found]:
     """The files of ``folders`` (any depth) fitting the vocabulary ``keys`` of ``state``
     (module docstring); keys no file fits, or two different files fit equally, are left
     out (copies of one file: the nearest to folder ``near``)."""

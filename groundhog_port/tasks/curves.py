@@ -21,6 +21,10 @@ Where the original misled, the port says what it shows:
   one into NaN, and the curve stopped there).
 """
 
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +53,14 @@ class Curve:
     dropped: np.ndarray  # update indices whose value was not finite
 
 
-def curve(path, y="log2_p_expl", start=0, finish=3000000, window=100, hours=False):
+def curve(
+    path: str | os.PathLike[str],
+    y: str = "log2_p_expl",
+    start: int = 0,
+    finish: int = 3000000,
+    window: int = 100,
+    hours: bool = False,
+) -> Curve:
     """The rolling mean of ``y`` over the updates that ran (non-finite values left out)."""
     tm = load_timings(path, required=("time_step",) if hours else ())
     if y not in tm:
@@ -70,7 +81,7 @@ def curve(path, y="log2_p_expl", start=0, finish=3000000, window=100, hours=Fals
         )
     csum = np.cumsum(np.insert(values, 0, 0.0))
     mean = (csum[window:] - csum[:-window]) / window  # mean of values[i-window+1 .. i]
-    x = kept[window - 1 :]
+    x: np.ndarray = kept[window - 1 :]  # update indices, or hours below
     mean, x = mean[1:], x[1:]  # pandas' .iloc[window:]
     if hours:
         time_step = np.asarray(tm["time_step"][start:n], dtype=np.float64)
@@ -79,7 +90,7 @@ def curve(path, y="log2_p_expl", start=0, finish=3000000, window=100, hours=Fals
     return Curve(x.astype(np.float64), mean, idx.size, idx[~finite])
 
 
-def summary(y, c, name, hours):
+def summary(y: str, c: Curve, name: str, hours: bool) -> str:
     """analysis.py's "Average ..." line, with the updates counted and what was left out."""
     line = (
         f"Average {y} is {c.mean[-1]} after "
@@ -94,7 +105,16 @@ def summary(y, c, name, hours):
     return line
 
 
-def plot(paths, out, labels=None, y="log2_p_expl", hours=False, fmt=None, dpi=DPI, **kw):
+def plot(
+    paths: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    labels: Sequence[str] | None = None,
+    y: str = "log2_p_expl",
+    hours: bool = False,
+    fmt: str | None = None,
+    dpi: int = DPI,
+    **kw: int,  # curve's start, finish, window
+) -> list[str]:
     """One picture with a curve per timing file; returns the "Average ..." lines.
 
     ``fmt``: one of :data:`groundhog_port.tasks.plots.FORMATS`, by default the suffix of ``out``."""

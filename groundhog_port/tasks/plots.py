@@ -13,13 +13,23 @@ object-oriented API is used (``Figure`` + the Agg canvas), so the caller's pyplo
 and backend are left alone.
 """
 
+from __future__ import annotations
+
 import logging
+import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import LegacyInputError
 from ..outputs import atomic_output
+
+if TYPE_CHECKING:  # matplotlib is optional (the plot extra): imported where used
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +54,7 @@ MAX_PLOT_WORDS = 100
 MAX_TREE_WORDS = 50
 
 
-def require_matplotlib():
+def require_matplotlib() -> tuple[type[Figure], type[FigureCanvasAgg]]:
     """Import matplotlib's Figure and Agg canvas, or explain how to install it."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -62,7 +72,15 @@ def _label(word):
     return word if len(word) <= MAX_LABEL_CHARS else word[: MAX_LABEL_CHARS - 1] + "\u2026"
 
 
-def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png", dpi=DPI):
+def plot_alignment(
+    alignment: ArrayLike,
+    src_words: Sequence[str],
+    trg_words: Sequence[str],
+    path: str | os.PathLike[str],
+    title: str | None = None,
+    fmt: str = "png",
+    dpi: int = DPI,
+) -> Path:
     """Write the heatmap of ``alignment`` (``(T, S)``, rows sum to 1) to ``path``.
 
     ``src_words`` / ``trg_words``: the ``S`` column and ``T`` row labels (``<eos>``
@@ -99,7 +117,7 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
     box = [MARGIN_INCHES / height, rows * CELL_INCHES / height]  # bottom, height
-    ax = fig.add_axes([left / width, box[0], cols * CELL_INCHES / width, box[1]])
+    ax = fig.add_axes((left / width, box[0], cols * CELL_INCHES / width, box[1]))
     image = ax.imshow(a, cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
     ax.xaxis.tick_top()
     ax.xaxis.set_label_position("top")
@@ -112,12 +130,12 @@ def plot_alignment(alignment, src_words, trg_words, path, title=None, fmt="png",
     ax.set_xlabel("source words", fontsize=9)
     ax.set_ylabel("reference words", fontsize=9)  # both callers score a given target line
     bar = fig.add_axes(
-        [
+        (
             (left + cols * CELL_INCHES + MARGIN_INCHES) / width,
             box[0],
             COLORBAR_INCHES / width,
             box[1],
-        ]
+        )
     )
     fig.colorbar(image, cax=bar).ax.tick_params(labelsize=7)
     bar.set_ylabel("attention weight", fontsize=8)
@@ -137,12 +155,20 @@ def _save(fig, path, fmt, dpi):
     return path
 
 
-def plot_file_name(index, total, fmt="png"):
+def plot_file_name(index: int, total: int, fmt: str = "png") -> str:
     """``align_0007.png`` for pair 7 (1-based) of ``total``: zero padded to sort in order."""
     return f"align_{index:0{max(4, len(str(total)))}d}.{fmt}"
 
 
-def plot_grconv_tree(gates, words, path, threshold=0.1, title=None, fmt="png", dpi=DPI):
+def plot_grconv_tree(
+    gates: ArrayLike,
+    words: Sequence[str],
+    path: str | os.PathLike[str],
+    threshold: float = 0.1,
+    title: str | None = None,
+    fmt: str = "png",
+    dpi: int = DPI,
+) -> Path:
     """The grConv's gating tree of one sentence, drawn as ``experiments/nmt/tree.py`` does.
 
     ``gates (T-1, T, 3)`` from :func:`groundhog_port.model.encoder.grconv_gates`; ``words`` the
@@ -173,7 +199,7 @@ def plot_grconv_tree(gates, words, path, threshold=0.1, title=None, fmt="png", d
     height = max(2.5, 0.8 * T + 1.0)
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
-    ax = fig.add_axes([0.02, 0.02, 0.96, 0.92 if title else 0.96])
+    ax = fig.add_axes((0.02, 0.02, 0.96, 0.92 if title else 0.96))
     pos = lambda k, t: (t - k / 2.0, float(k))  # noqa: E731
     shade = lambda w: str(1.0 - min(max(w, 0.0), 1.0))  # noqa: E731  (matplotlib gray)
 
@@ -204,6 +230,6 @@ def plot_grconv_tree(gates, words, path, threshold=0.1, title=None, fmt="png", d
     return _save(fig, path, fmt, dpi)
 
 
-def tree_file_name(index, total, fmt="png"):
+def tree_file_name(index: int, total: int, fmt: str = "png") -> str:
     """``tree_0007.png`` for sentence 7 (1-based) of ``total``."""
     return f"tree_{index:0{max(4, len(str(total)))}d}.{fmt}"

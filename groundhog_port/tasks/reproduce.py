@@ -25,13 +25,17 @@ and whether the port fails on the next line too (:class:`~groundhog_port.search.
 SearchFailed` with the original's message).
 """
 
+from __future__ import annotations
+
 import importlib
 import logging
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import lookup
 from ..errors import LegacyInputError
@@ -39,9 +43,12 @@ from ..file_names import TEST_SET_NAMES, TRANS_NAME, is_translation_name
 from ..legacy.data import first_text_lines, read_text_lines
 from ..outputs import atomic_output, file_in
 from ..search.defaults import MAX_RETRY_BEAM
-from ..search.translator import SearchWarnings, Translator, render, total_cost
+from ..search.translator import SearchWarnings, Translation, Translator, render, total_cost
 from ..untrusted import read_tail
 from .rescore import compare_lines, multi_bleu, read_lines, sacre_scores
+
+if TYPE_CHECKING:
+    from ..legacy.experiment import Experiment
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +110,7 @@ class Case:
 MAX_NAMED_BEAM = MAX_RETRY_BEAM
 
 
-def parse_trans_name(name):
+def parse_trans_name(name: str) -> tuple[Settings, str, int] | None:
     """``(settings, test_set, run)`` from a trans file name, or ``None`` if it is not one
     (or says a beam over :data:`MAX_NAMED_BEAM`: warned once per run).
 
@@ -144,17 +151,17 @@ class SourceFinder:
 
     def __init__(
         self,
-        exp,
-        places,
-        near,
-        source=None,
-        reference=None,
-        by_name=None,
-        fix="",
-        opener=None,
-        langs=None,
-        words=None,
-    ):
+        exp: Experiment | None,
+        places: Sequence[lookup.Place],
+        near: str | os.PathLike[str],
+        source: str | os.PathLike[str] | None = None,
+        reference: str | os.PathLike[str] | None = None,
+        by_name: Mapping[str, Path | None] | None = None,
+        fix: str | Callable[[str], str] = "",
+        opener: Callable[[], Experiment] | None = None,
+        langs: tuple[str, str] | None = None,
+        words: dict[int, str] | None = None,
+    ) -> None:
         self._exp, self._opener, self._words = exp, opener, words
         self.places, self.near = places, Path(near)
         self.source = Path(source) if source else None
@@ -166,8 +173,11 @@ class SourceFinder:
         self.chosen: dict = {}  # (source, reference) -> (first choice, [archived file names])
 
     @property
-    def exp(self):
-        return self._opener() if self._opener is not None else self._exp
+    def exp(self) -> Experiment:
+        if self._opener is not None:
+            return self._opener()
+        assert self._exp is not None  # given when no opener is
+        return self._exp
 
     def _first_translations(self, path, settings, n):
         """The translations of the first ``n`` lines of ``path`` with ``settings`` (``None``
@@ -213,8 +223,15 @@ class SourceFinder:
         return confirm
 
     def find(
-        self, path, settings, test_set, error_log=None, by_name=True, reuse_only=False, note=True
-    ) -> "lookup.TestSetChoice":
+        self,
+        path: str | os.PathLike[str],
+        settings: Settings,
+        test_set: str,
+        error_log: Path | None = None,
+        by_name: bool = True,
+        reuse_only: bool = False,
+        note: bool = True,
+    ) -> lookup.TestSetChoice:
         """The test set of archived file ``path`` (its settings, its test set's name).
         ``by_name``: take the standard name unconfirmed when nothing confirms;
         ``reuse_only``: try only the test sets chosen before (a cheap first pass);
@@ -268,20 +285,24 @@ class SourceFinder:
             self.note(choice, path.name)
         return choice
 
-    def note(self, choice, name):
+    def note(self, choice: lookup.TestSetChoice, name: str) -> None:
         """``choice`` serves the archived file ``name`` (said by :meth:`announce`)."""
         _, names = self.chosen.setdefault((choice.source, choice.reference), (choice, []))
         if name not in names:
             names.append(name)
 
-    def announce(self, prefix=""):
+    def announce(self, prefix: str = "") -> None:
         """One INFO line per chosen test set, naming the files it serves and why (the why of
         the first file it was confirmed for)."""
         for first, names in self.chosen.values():
             logger.info("%s%s: %s", prefix, ", ".join(names), first.why)
 
 
-def case_checkpoint(directory, model=None, state=None) -> tuple[Path, Path]:
+def case_checkpoint(
+    directory: str | os.PathLike[str],
+    model: str | os.PathLike[str] | None = None,
+    state: str | os.PathLike[str] | None = None,
+) -> tuple[Path, Path]:
     """``(state, model)`` of an experiment folder, by content (issue 50): its GroundHog
     state, whatever its name (``config.pkl``), or ``state`` (a name in the folder, or a
     path) where the folder holds several; ``model`` when given (a name is looked for in the
@@ -359,14 +380,14 @@ def inferable_settings() -> list[Settings]:
 
 
 def find_case(
-    directory,
-    data_dirs=(),
-    source=None,
-    reference=None,
-    exp=None,
-    settings=None,
-    model=None,
-    state=None,
+    directory: str | os.PathLike[str],
+    data_dirs: Sequence[Path] = (),
+    source: str | os.PathLike[str] | None = None,
+    reference: str | os.PathLike[str] | None = None,
+    exp: Experiment | None = None,
+    settings: Settings | None = None,
+    model: str | os.PathLike[str] | None = None,
+    state: str | os.PathLike[str] | None = None,
 ) -> Case:
     """The state, model and archived translation files of an experiment folder, each file
     with its test set found by content (:class:`SourceFinder`, places: :func:`case_places`).
@@ -438,8 +459,8 @@ def find_case(
         settings, test_set, run = parsed
         stem = path.name[len("trans_") : -len(".txt")]
         stdout = directory / f"sample_{stem}_stdout.txt"
-        error = directory / f"sample_{stem}_error.txt"
-        error = error if error.is_file() else None
+        crash_log = directory / f"sample_{stem}_error.txt"
+        error = crash_log if crash_log.is_file() else None
         try:
             choice = finder.find(path, settings, test_set, error)
         except LegacyInputError as err:
@@ -500,7 +521,7 @@ def _infer(finder, path, given=None):
     )
 
 
-def original_total_cost(stdout_path):
+def original_total_cost(stdout_path: str | os.PathLike[str] | None) -> float | None:
     """The "Total cost of the translations" sample.py printed, or ``None``."""
     if stdout_path is None:
         return None
@@ -509,7 +530,7 @@ def original_total_cost(stdout_path):
     return float(m.group(1)) if m else None
 
 
-def original_error(error_path):
+def original_error(error_path: str | os.PathLike[str] | None) -> str | None:
     """The last line of the original's traceback (``ValueError: kth(=640) ...``), or ``None``."""
     if error_path is None:
         return None
@@ -519,7 +540,7 @@ def original_error(error_path):
     return lines[-1] if lines else None
 
 
-def effective_batch_size(batch_size):
+def effective_batch_size(batch_size: int) -> int:
     """``batch_size``, or 1 (the literal search) when the batched search is not part of this
     build; both searches return the same translations."""
     if batch_size > 1:
@@ -535,7 +556,9 @@ def effective_batch_size(batch_size):
     return batch_size
 
 
-def bleu_pair(hyps, refs, tokenize="13a"):
+def bleu_pair(
+    hyps: Sequence[str], refs: Sequence[str], tokenize: str = "13a"
+) -> dict[str, float | str] | None:
     """sacrebleu BLEU and multi-bleu.perl's number of ``hyps`` against one reference set."""
     if not hyps:
         return None
@@ -550,8 +573,13 @@ def bleu_pair(hyps, refs, tokenize="13a"):
 
 
 def compare_archived(
-    archived, source_lines, translations, reference=None, max_diffs=5, tokenize="13a"
-):
+    archived: Sequence[str],
+    source_lines: Sequence[str],
+    translations: Sequence[Translation],
+    reference: Sequence[str] | None = None,
+    max_diffs: int = 5,
+    tokenize: str = "13a",
+) -> dict[str, Any]:  # a JSON-able report
     """The report for one archived file given the port's translations of its whole source.
 
     ``archived``: the archived lines (may be fewer than the source: the original crashed);
@@ -612,15 +640,15 @@ def sentences_to_translate(files: list[ArchivedFile]) -> int:
 
 
 def reproduce(
-    exp,
+    exp: Experiment,
     files: list[ArchivedFile],
-    batch_size=1,
-    max_diffs=5,
-    tokenize="13a",
+    batch_size: int = 1,
+    max_diffs: int = 5,
+    tokenize: str = "13a",
     progress: Callable[[int], None] | None = None,
-    save_dir=None,
-    max_lines=None,
-):
+    save_dir: str | os.PathLike[str] | None = None,
+    max_lines: int | None = None,
+) -> dict[str, Any]:  # a JSON-able report
     """Translate each distinct (source, settings) once and compare with every archived file.
 
     ``max_lines``: only the first lines of each source (and of its archived files and
@@ -694,7 +722,7 @@ def reproduce(
     for f in files:
         key = (f.source, f.settings)
         out = done[key]
-        r = {
+        r: dict[str, Any] = {
             "file": f.name,
             "archived": str(f.path),
             "source": str(f.source),
@@ -780,7 +808,7 @@ BLEU_NOTE = (
 )
 
 
-def format_report(report) -> str:
+def format_report(report: Mapping[str, Any]) -> str:
     """The human-readable report of :func:`reproduce` (plus ``case``/``skipped`` if set)."""
     out = []
     if report.get("case"):
@@ -844,7 +872,7 @@ def format_report(report) -> str:
     return "\n".join(out)
 
 
-def headline(report) -> str:
+def headline(report: Mapping[str, Any]) -> str:
     """The last line of :func:`format_report`: the outputs re-done, identical, differing and
     not done (each not done one above it with why: ``not done FILE: why``), the lines.  It
     says "all identical" only when every output found was re-done and is identical; an

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -92,7 +93,9 @@ def unescape_moses(line: str) -> str:
     return line
 
 
-def read_lines(path, unescape: bool = False, part: str = "src") -> list[str]:
+def read_lines(
+    path: str | os.PathLike[str], unescape: bool = False, part: str = "src"
+) -> list[str]:
     """The lines of a UTF-8 text file, without their line terminators.
 
     Lines are separated by ``\\n`` only (not by the other characters ``str.splitlines``
@@ -122,7 +125,9 @@ def read_lines(path, unescape: bool = False, part: str = "src") -> list[str]:
 
 
 def read_parallel(
-    hyp_path, ref_paths: Sequence, unescape: bool = False
+    hyp_path: str | os.PathLike[str],
+    ref_paths: Sequence[str | os.PathLike[str]],
+    unescape: bool = False,
 ) -> tuple[list[str], list[list[str]]]:
     """Read a hypothesis file and its reference files; all must have the same line count."""
     if not ref_paths:
@@ -281,7 +286,9 @@ DIES_ON_EMPTY_HYPOTHESIS = (
 )
 
 
-def perl_lines(path, unescape: bool = False, part: str = "src") -> list[str]:
+def perl_lines(
+    path: str | os.PathLike[str], unescape: bool = False, part: str = "src"
+) -> list[str]:
     """The lines of ``path`` as multi-bleu.perl sees them after ``chop``.
 
     Bytes are decoded as latin-1 (one character per byte: nothing is refused, and chop,
@@ -308,7 +315,10 @@ def perl_lines(path, unescape: bool = False, part: str = "src") -> list[str]:
 
 
 def multi_bleu_files(
-    hyp_path, ref_paths: Sequence, lowercase: bool = False, unescape: bool = False
+    hyp_path: str | os.PathLike[str],
+    ref_paths: Sequence[str | os.PathLike[str]],
+    lowercase: bool = False,
+    unescape: bool = False,
 ) -> MultiBleuResult:
     """:func:`multi_bleu` on files read as multi-bleu.perl reads them (:func:`perl_lines`).
 
@@ -430,7 +440,9 @@ def sacre_scores(
 # --------------------------------------------------------------------------------------
 # Archived vs reproduced outputs
 # --------------------------------------------------------------------------------------
-def compare_lines(archived: Sequence[str], reproduced: Sequence[str], max_diffs: int = 10) -> dict:
+def compare_lines(
+    archived: Sequence[str], reproduced: Sequence[str | None], max_diffs: int = 10
+) -> dict:
     """Line-by-line comparison of an archived output with a reproduced one.
 
     Returns ``{"archived_lines", "reproduced_lines", "compared", "identical", "different",
@@ -466,7 +478,11 @@ def compare_lines(archived: Sequence[str], reproduced: Sequence[str], max_diffs:
     }
 
 
-def compare_files(archived_path, reproduced_path, max_diffs: int = 10) -> dict:
+def compare_files(
+    archived_path: str | os.PathLike[str],
+    reproduced_path: str | os.PathLike[str],
+    max_diffs: int = 10,
+) -> dict:
     """:func:`compare_lines` on two files (read with :func:`read_lines`)."""
     out = compare_lines(read_lines(archived_path), read_lines(reproduced_path), max_diffs=max_diffs)
     out["archived"] = str(archived_path)

@@ -18,6 +18,9 @@ score.py printed: such a file is "within print noise" even where lines differ as
 summary line saying that one process exits 1 (torchrun reports any other code as a failure).
 """
 
+from __future__ import annotations
+
+import argparse
 import logging
 import math
 from pathlib import Path
@@ -35,7 +38,7 @@ HELP = (
 logger = logging.getLogger(__name__)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "root",
         metavar="ROOT",
@@ -248,7 +251,7 @@ def _limits(args) -> contained.Limits:
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     from ... import lookup
     from ...tasks import archive
 

@@ -7,6 +7,9 @@ Examples::
     groundhog-port bleu --hyp out.txt --ref ref0 --ref ref1 --tokenize none --json
 """
 
+from __future__ import annotations
+
+import argparse
 import json
 import logging
 
@@ -26,7 +29,7 @@ HELP = (
 )
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hyp",
         required=True,
@@ -74,7 +77,7 @@ def add_arguments(parser):
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     if args.multi_bleu:
         if args.tokenize not in (None, "none"):
             raise LegacyInputError(

@@ -8,10 +8,19 @@ these words (``main.CommandParser``).  A first word that reads as changes (``k=v
 file) is taken as changes: ``inspect --state S "k=v"``.
 """
 
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...errors import LegacyInputError
 from ...file_names import VOCABULARY_FILE_KEYS
+
+if TYPE_CHECKING:
+    from ...legacy.experiment import Experiment
 
 CHANGES_HELP = (
     "changes to the state, GroundHog syntax: \"key=value,key2='x'\" (one or several "
@@ -19,7 +28,7 @@ CHANGES_HELP = (
 )
 
 
-def add_data_dir_argument(parser, extra=""):
+def add_data_dir_argument(parser: argparse.ArgumentParser, extra: str = "") -> None:
     """``--data-dir DIR``, repeatable: searched in order (:mod:`groundhog_port.lookup`)."""
     parser.add_argument(
         "--data-dir",
@@ -31,7 +40,9 @@ def add_data_dir_argument(parser, extra=""):
     )
 
 
-def add_model_and_changes(parser, model_help="the experiment's *_model.npz"):
+def add_model_and_changes(
+    parser: argparse.ArgumentParser, model_help: str = "the experiment's *_model.npz"
+) -> None:
     """``MODEL`` / ``--model FILE``, ``CHANGES...`` / ``--changes TEXT``, ``--strict``."""
     parser.add_argument(
         "model_path", nargs="?", metavar="MODEL", help=f"{model_help} (or --model FILE)"
@@ -59,7 +70,7 @@ def _reads_as_changes(word):
     return ("=" in word or word.lstrip().startswith(("{", "**"))) and not Path(word).exists()
 
 
-def add_output_folder(parser, help):
+def add_output_folder(parser: argparse.ArgumentParser, help: str) -> None:
     """``--out DIR`` or ``OUTDIR``, a last word after the model and the changes (export's;
     ``archive`` takes ``--out DIR``).  argparse gives such a word to the CHANGES before it:
     :func:`model_and_changes` takes it back into ``args.outdir``."""
@@ -91,7 +102,7 @@ def _output_folder(args):
     args.changes, args.outdir = words, last
 
 
-def model_and_changes(args):
+def model_and_changes(args: argparse.Namespace) -> tuple[str | None, list[str]]:
     """Set ``args.model`` / ``args.model_path`` to the model given either way (or None) and
     ``args.changes`` to the list of change texts; returns ``(model, changes)``."""
     if getattr(args, "_output_folder", False):
@@ -107,7 +118,7 @@ def model_and_changes(args):
     return args.model, args.changes
 
 
-def add_state_and_model(parser, checkpoint_help):
+def add_state_and_model(parser: argparse.ArgumentParser, checkpoint_help: str) -> None:
     """``--state S``, ``MODEL`` / ``--model`` with the changes (:func:`add_model_and_changes`),
     or ``--checkpoint DIR`` (an export) instead of both."""
     parser.add_argument("--state", help="the experiment's *_state.pkl")
@@ -115,16 +126,18 @@ def add_state_and_model(parser, checkpoint_help):
     parser.add_argument("--checkpoint", metavar="DIR", help=checkpoint_help)
 
 
-def add_device_argument(parser):
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
 
 
-def add_case_argument(parser, contents):
+def add_case_argument(parser: argparse.ArgumentParser, contents: str) -> None:
     """``--case DIR``: an experiment's folder; ``contents`` says what the command finds there."""
     parser.add_argument("--case", metavar="DIR", help=contents)
 
 
-def add_progress_arguments(parser, resume=None, shown="line"):
+def add_progress_arguments(
+    parser: argparse.ArgumentParser, resume: str | None = None, shown: str = "line"
+) -> None:
     """``--progress`` (the ``shown`` progress line or bar on a pipe too); with a ``resume``
     help text, ``--resume`` before it (the command continues an interrupted run)."""
     if resume:
@@ -146,7 +159,7 @@ LOADING_SWITCHES = {
 }
 
 
-def add_model_arguments(parser):
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     add_state_and_model(
         parser,
         "an exported checkpoint (groundhog-port export --format "
@@ -158,7 +171,12 @@ def add_model_arguments(parser):
         parser.add_argument("--" + keyword.replace("_", "-"), action="store_true", help=text)
 
 
-def open_from_args(args, model_path=None, state=None, data_dirs=None):
+def open_from_args(
+    args: argparse.Namespace,
+    model_path: str | os.PathLike[str] | None = None,
+    state: str | os.PathLike[str] | None = None,
+    data_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> Experiment:
     """The experiment the command's arguments name (``data_dirs`` replaces ``--data-dir``)."""
     from ...outputs import signals_held
 
@@ -192,7 +210,13 @@ def open_from_args(args, model_path=None, state=None, data_dirs=None):
     )
 
 
-def run_fingerprint(args, exp, command, vocabularies, **settings):
+def run_fingerprint(
+    args: argparse.Namespace,
+    exp: Experiment,
+    command: str,
+    vocabularies: Iterable[str],
+    **settings: object,
+) -> dict[str, object]:
     """What makes a resumable output (:class:`~groundhog_port.outputs.Journal`): the
     digests of the state, the model and the ``vocabularies`` (state keys) the run reads,
     the changes, the options that change numbers, and ``settings`` (the command's own:
@@ -201,9 +225,10 @@ def run_fingerprint(args, exp, command, vocabularies, **settings):
     from ...outputs import file_digest
 
     state, model, changes = args.state, args.model_path, " ".join(args.changes)
-    if getattr(exp, "weights_path", None) is not None:
+    weights = getattr(exp, "weights_path", None)  # an ExportedExperiment's
+    if weights is not None:
         # an exported checkpoint: its config.json holds the state and the vocabularies
-        state, model, vocabularies = exp.state_path, exp.weights_path, ()
+        state, model, vocabularies = exp.state_path, weights, ()
     fp = {
         "command": command,
         "state": file_digest(state),
@@ -219,7 +244,13 @@ def run_fingerprint(args, exp, command, vocabularies, **settings):
     return fp
 
 
-def source_fingerprint(args, exp, command, lines, **settings):
+def source_fingerprint(
+    args: argparse.Namespace,
+    exp: Experiment,
+    command: str,
+    lines: Iterable[str],
+    **settings: object,
+) -> dict[str, object]:
     """:func:`run_fingerprint` of a ``translate`` run (either search) over the source
     ``lines``: their digest and the two vocabularies the run reads."""
     from ...outputs import text_digest
@@ -237,13 +268,18 @@ def source_fingerprint(args, exp, command, lines, **settings):
 #: the vocabularies a state names (every one a command may read)
 
 
-def experiment_reads(exp, state=None, model=None):
+def experiment_reads(
+    exp: Experiment,
+    state: str | os.PathLike[str] | None = None,
+    model: str | os.PathLike[str] | None = None,
+) -> list[tuple[str, str | os.PathLike[str] | None]]:
     """``[(what, path)]``: every file opening ``exp`` read or a command may read of it -- the
     state and the model (``state``/``model``: as given; an exported checkpoint's
     ``config.json`` and weights), and each vocabulary the state names that exists.  What
     :func:`groundhog_port.outputs.check_outputs` protects from the command's outputs."""
-    if getattr(exp, "weights_path", None) is not None:
-        out = [("--checkpoint", exp.state_path), ("--checkpoint", exp.weights_path)]
+    weights = getattr(exp, "weights_path", None)  # an ExportedExperiment's
+    if weights is not None:
+        out = [("--checkpoint", exp.state_path), ("--checkpoint", weights)]
     else:
         out = [("--state", state or exp.state_path), ("model", model)]
         for key in VOCABULARY_FILE_KEYS:

@@ -1,6 +1,10 @@
 """``groundhog-port convert``: ``experiments/nmt/compat/convert_{model,state,timing}.py``."""
 
+from __future__ import annotations
+
+import argparse
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +33,7 @@ TIMING_MARKERS = (
 )
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "input",
         help="the file to convert: *_state.pkl, *_model.npz or *_timing.npz "
@@ -57,7 +61,7 @@ def _py2_strings(value):
     return value
 
 
-def convert_state(path):
+def convert_state(path: str | os.PathLike[str]) -> tuple[bool, bytes | None]:
     """``(converted, bytes)``: the pickled dict (``cPickle.load`` order) with
     ``separate_enc_dec_rec_layers`` applied, as ``cPickle.dump`` (protocol 0) writes it."""
     stored = legacy_states.safe_load_pickle(path)
@@ -89,7 +93,7 @@ def _savez(arrays):
     return write
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...legacy import checkpoint
     src = Path(args.input)
@@ -112,6 +116,7 @@ def run(args):
         kind = "state"
         old, data = convert_state(src)
         if old:
+            assert data is not None  # convert_state writes every state it converts
             staged.add_bytes(dst, data)
     else:
         raw = checkpoint.read_npz_arrays(

@@ -7,11 +7,18 @@ of one decoder step as ONNX graphs, ``config.json``, and ``beam_search.py``, a n
 driver that runs them with onnxruntime as sample.py searched.
 """
 
+from __future__ import annotations
+
+import argparse
 import importlib.util
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...errors import EXIT_OK, LegacyInputError
+
+if TYPE_CHECKING:
+    from ...legacy.experiment import Experiment
 from .common import (
     add_model_arguments,
     add_output_folder,
@@ -29,7 +36,7 @@ FORMATS = ("safetensors", "onnx")
 logger = logging.getLogger(__name__)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", required=True, choices=FORMATS, help="what to write")
     add_model_arguments(p)
     add_output_folder(
@@ -43,7 +50,7 @@ def add_arguments(p):
 NEEDS = {"safetensors": "safetensors", "onnx": "onnx"}
 
 
-def output_names(fmt):
+def output_names(fmt: str) -> tuple[str, ...]:
     """The files ``export --format fmt`` writes into OUTDIR."""
     if fmt == "safetensors":
         from ...legacy.exported import CONFIG_FILE, WEIGHTS_FILE
@@ -54,7 +61,7 @@ def output_names(fmt):
     return (*GRAPH_FILES, "config.json", DRIVER_FILE)
 
 
-def check_outdir(args, exp):
+def check_outdir(args: argparse.Namespace, exp: Experiment) -> None:
     """Before anything is written: no file of OUTDIR is a link (never followed there) or a
     file the export reads (``--checkpoint D D``: D's own config.json and weights)."""
     from ...outputs import check_outputs, file_in
@@ -68,7 +75,7 @@ def check_outdir(args, exp):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     model_and_changes(args)  # OUTDIR or --out DIR
     if importlib.util.find_spec(NEEDS[args.format]) is None:
         raise LegacyInputError(

@@ -1,7 +1,13 @@
 """``groundhog-port inspect``: what a state describes and what a checkpoint holds."""
 
+from __future__ import annotations
+
+import argparse
 import json
+import os
 import sys
+from collections.abc import Callable, Mapping, Sequence, Sized
+from typing import Any
 
 import legacy_states
 
@@ -17,14 +23,20 @@ VOCAB_KEYS = ("word_indx", "word_indx_trgt", "indx_word", "indx_word_target")
 CORPUS_KEYS = ("source", "target")
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", required=True, help="the experiment's *_state.pkl")
     add_model_and_changes(p, "the experiment's *_model.npz (optional)")
     add_data_dir_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def report(state_path, model_path=None, changes="", data_dir=None, strict=False):
+def report(
+    state_path: str | os.PathLike[str],
+    model_path: str | os.PathLike[str] | None = None,
+    changes: str | list[str] = "",
+    data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:  # JSON-able
     """The inspection as a dict (what ``--json`` prints)."""
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...legacy import checkpoint
@@ -34,7 +46,7 @@ def report(state_path, model_path=None, changes="", data_dir=None, strict=False)
     cfg = ModelConfig.from_state(state, state_path)
     prototype, differing = legacy_states.match_prototype(state)
     table, unsaved = checkpoint.legacy_param_table(cfg)
-    out = {
+    out: dict[str, Any] = {
         "state": str(state_path),
         "prototype": prototype,
         "differs_from_prototype": {k: state.get(k) for k in differing},
@@ -79,10 +91,10 @@ def report(state_path, model_path=None, changes="", data_dir=None, strict=False)
         "not_saved_by_groundhog": [{"name": u.name, "why": u.reason} for u in unsaved],
     }
     exp = Experiment(
-        state_path,
+        state_path,  # type: ignore[arg-type]  # as given (str or Path): messages name it so
         state,
         cfg,
-        None,
+        None,  # type: ignore[arg-type]  # no model: inspect reads the vocabularies only
         lookup.data_dirs(data_dir),
         frozenset(legacy_states.parse_changes(changes)),
     )
@@ -93,16 +105,15 @@ def report(state_path, model_path=None, changes="", data_dir=None, strict=False)
         except LegacyInputError as err:
             out["data"][key] = {"error": err.problem}
             continue
-        entry = {"path": str(path)}
+        entry: dict[str, object] = {"path": str(path)}
         if key in VOCAB_KEYS:
-            entry["size"] = len(
-                {
-                    "word_indx": lambda: exp.src_word2idx,
-                    "word_indx_trgt": lambda: exp.trg_word2idx,
-                    "indx_word": lambda: exp.src_idx2word,
-                    "indx_word_target": lambda: exp.trg_idx2word,
-                }[key]()
-            )
+            vocabularies: dict[str, Callable[[], Sized]] = {
+                "word_indx": lambda: exp.src_word2idx,
+                "word_indx_trgt": lambda: exp.trg_word2idx,
+                "indx_word": lambda: exp.src_idx2word,
+                "indx_word_target": lambda: exp.trg_idx2word,
+            }
+            entry["size"] = len(vocabularies[key]())
         out["data"][key] = entry
     if model_path:
         arrays = checkpoint.read_npz(model_path, table)
@@ -118,7 +129,7 @@ def report(state_path, model_path=None, changes="", data_dir=None, strict=False)
     return out
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     model, changes = model_and_changes(args)
     rep = report(args.state, model, changes, args.data_dir, args.strict)
     if args.json:
@@ -145,7 +156,7 @@ def _json_value(value):
     return repr(value)
 
 
-def print_text(rep):
+def print_text(rep: Mapping[str, Any]) -> None:
     a = rep["architecture"]
     print(f"state       {rep['state']}")
     print(f"prototype   {rep['prototype']}")

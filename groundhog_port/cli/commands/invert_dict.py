@@ -1,5 +1,9 @@
 """``groundhog-port invert-dict``: ``experiments/nmt/preprocess/invert-dict.py``."""
 
+from __future__ import annotations
+
+import argparse
+
 from ...errors import EXIT_OK
 from ...legacy import preprocess as pp
 
@@ -9,7 +13,7 @@ HELP = (
 )
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", help="the dictionary to be inverted (vocab.*.pkl)")
     p.add_argument("output", help="the inverted dictionary (ivocab.*.pkl, Python-2 protocol 0)")
     p.add_argument(
@@ -21,6 +25,6 @@ def add_arguments(p):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     pp.invert_dict(args.input, args.output, args.dict_order)
     return EXIT_OK

@@ -21,6 +21,9 @@ it, or in ``../pending_traces/``) and compares every update's values, the batche
 parameters after the last update (:mod:`groundhog_port.harness.groups.continued`).
 """
 
+from __future__ import annotations
+
+import argparse
 import logging
 import sys
 import time
@@ -48,7 +51,7 @@ HELP = (
 logger = logging.getLogger(__name__)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_case_argument(
         p,
         "a case folder: *_state.pkl, *_model.npz, trace.h5, test.en, test.fr, "
@@ -154,7 +157,7 @@ def _groups(only):
     return tuple(out)
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...harness.check import check, count_work, find_case, test_files_near
         from ...harness.groups import continued

@@ -1,6 +1,10 @@
 """``groundhog-port plot-training``: training curves of experiments from their ``*_timing.npz``
 (what ``experiments/nmt/analysis.py``'s ``load_n_show_timings`` showed)."""
 
+from __future__ import annotations
+
+import argparse
+
 from ...errors import EXIT_OK, LegacyInputError
 from ...outputs import check_outputs, signals_held
 from ...tasks import plots
@@ -9,7 +13,7 @@ NAME = "plot-training"
 HELP = "plot training curves (rolling mean of log2_p_expl, ...) from *_timing.npz files"
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "timings",
         nargs="*",
@@ -53,7 +57,7 @@ def add_arguments(p):
     )
 
 
-def timings_and_labels(args):
+def timings_and_labels(args: argparse.Namespace) -> tuple[list[str], list[str] | None]:
     """The timing files and their labels as the user meant them: ``--labels`` takes every word
     after it, so ``--labels a b a.npz b.npz`` holds the files too; with no file left over, its
     words are N labels then N files.  Anything else ambiguous is one line (exit 2), never a
@@ -84,7 +88,7 @@ def timings_and_labels(args):
     return timings, labels
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     timings, labels = timings_and_labels(args)
     # the picture never replaces a timing file it plots
     check_outputs([("--out", args.out)], inputs=[("timings", t) for t in timings])

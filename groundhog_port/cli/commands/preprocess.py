@@ -1,5 +1,9 @@
 """``groundhog-port preprocess``: ``experiments/nmt/preprocess/preprocess.py``, same flags."""
 
+from __future__ import annotations
+
+import argparse
+
 from ...errors import EXIT_OK
 from ...legacy import preprocess as pp
 
@@ -10,7 +14,7 @@ HELP = (
 )
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", nargs="+", help="the input files (.gz and .bz2 are read as such)")
     p.add_argument(
         "-b",
@@ -83,7 +87,7 @@ def add_arguments(p):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     pp.preprocess(
         args.input,
         dictionary=args.dictionary,

@@ -13,9 +13,15 @@ Exit codes: 0 every output re-done and every compared line identical, 1 some dif
 output was not done (said in the report), 2 bad input.
 """
 
+from __future__ import annotations
+
+import argparse
 import json
 import logging
+import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import lookup
 from ...errors import EXIT_MISMATCH, EXIT_OK, LegacyInputError
@@ -23,6 +29,9 @@ from ...outputs import OutputError, Progress, check_outputs, file_in, lies_insid
 from ...search.defaults import DEFAULT_BATCH_SIZE
 from ...tasks import packs
 from ...tasks.rescore import bleu_tokenizers
+
+if TYPE_CHECKING:
+    from ...tasks.reproduce import ArchivedFile
 from ...untrusted import check_special
 from .common import (
     add_case_argument,
@@ -41,7 +50,7 @@ HELP = (
 logger = logging.getLogger(__name__)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_case_argument(
         p,
         "experiment folder: *_state.pkl, *_model.npz and the "
@@ -217,7 +226,12 @@ def _check_vocabularies(exp, case):
     )
 
 
-def check_save_dir(save_dir, files, reads, case):
+def check_save_dir(
+    save_dir: str | os.PathLike[str],
+    files: Sequence[ArchivedFile],
+    reads: list[tuple[str, str | os.PathLike[str] | None]],
+    case: str | os.PathLike[str] | None,
+) -> None:
     """Before any work: the reproduced files (named as the archived ones, inside
     ``save_dir``, no link there followed) replace nothing the run reads -- the archived
     files, the test sets, the model's files -- and nothing inside the case folder."""
@@ -244,7 +258,7 @@ def check_save_dir(save_dir, files, reads, case):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     case = Path(args.case) if args.case else None
     if case is not None and case.is_file() and packs.is_pack(case.name):
         # a run kept as run7.tar.gz: re-done from a private unpacked copy; its test set is

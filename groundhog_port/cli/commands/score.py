@@ -5,10 +5,15 @@ after :func:`run` has checked the arguments and the optional dependencies (matpl
 torch itself loads in :func:`~groundhog_port.cli.commands.common.open_from_args`.
 """
 
+from __future__ import annotations
+
+import argparse
 import contextlib
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -18,6 +23,9 @@ from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
 from ...outputs import atomic_output, check_outputs, file_digest, file_in, write_failure
 from ...tasks import plots
+
+if TYPE_CHECKING:
+    from ...legacy.experiment import Experiment
 from .common import (
     add_model_arguments,
     add_progress_arguments,
@@ -31,7 +39,7 @@ HELP = "score sentence pairs as GroundHog's score.py did (--mode batch|txt|inter
 logger = logging.getLogger(__name__)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--src", help="source phrases (text, or GroundHog .h5 with --trg .h5)")
     p.add_argument("--trg", help="target phrases")
@@ -102,7 +110,7 @@ def add_arguments(p):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     for flag, value in (("--plot-alignment", args.plot_alignment), ("--plot-tree", args.plot_tree)):
         if value:
             if args.mode != "txt":
@@ -146,7 +154,7 @@ def run(args):
     return interact_mode(exp, args)
 
 
-def batch_fingerprint(args, exp):
+def batch_fingerprint(args: argparse.Namespace, exp: Experiment) -> dict[str, object]:
     """What ``--scores`` depends on (``--resume`` checks it).  Without ``--src/--trg`` the
     corpora are the state's (its digest covers their names)."""
     corpora = {"src": file_digest(args.src), "trg": file_digest(args.trg)} if args.src else {}
@@ -163,7 +171,9 @@ def batch_fingerprint(args, exp):
     )
 
 
-def batch_mode(exp, args, world=None):
+def batch_mode(
+    exp: Experiment, args: argparse.Namespace, world: distributed.World | None = None
+) -> int:
     """score.py:132-188: one ``{:.5e}`` line per pair (the log-probability, or with
     ``--print-probs`` the probability), in batch order."""
     if (args.src is None) != (args.trg is None):
@@ -203,7 +213,7 @@ def batch_mode(exp, args, world=None):
     )
 
 
-def txt_mode(exp, args):
+def txt_mode(exp: Experiment, args: argparse.Namespace) -> int:
     """score.py:206-242: per pair ``-sum(log(word_probs))`` (float32, printed as numpy prints it);
     with ``--verbose`` the word probabilities and the alignment table first."""
     from ...model.encoder import grconv_gates
@@ -273,10 +283,12 @@ def txt_mode(exp, args):
             n_inf += bool(np.isinf(cost))
             print(cost, file=scores)
             if plot_dir is not None:
+                assert s.alignment is not None  # --plot-alignment is refused without search
                 plots.plot_alignment(
                     s.alignment.numpy()[:, :, 0],
-                    src_words + ["<eos>"],
-                    trg_words + ["<eos>"],
+                    # parse_input gives the words as a list (no idx2word); its type: str | list
+                    cast("list[str]", src_words) + ["<eos>"],
+                    cast("list[str]", trg_words) + ["<eos>"],
                     file_in(plot_dir, plots.plot_file_name(n, len(src_lines), fmt)),
                     title=f"{Path(args.src).name}, line {n}",
                     fmt=fmt,
@@ -285,7 +297,7 @@ def txt_mode(exp, args):
             if tree_dir is not None:
                 plots.plot_grconv_tree(
                     grconv_gates(exp.model, src_seq).numpy(),
-                    src_words + ["<eos>"],
+                    cast("list[str]", src_words) + ["<eos>"],
                     file_in(tree_dir, plots.tree_file_name(n, len(src_lines), fmt)),
                     args.tree_threshold,
                     title=f"{Path(args.src).name}, line {n}",
@@ -324,7 +336,9 @@ INF_NOTE = (
 )
 
 
-def print_alignment(alignment, src_line, src_words, trg_words):
+def print_alignment(
+    alignment: np.ndarray, src_line: str, src_words: Sequence[str], trg_words: Sequence[str]
+) -> None:
     """score.py:227-235: one row of attention weights per target word, then the source word
     each target word attended to most (``<eos>`` past the last word)."""
     print("Alignment:".ljust(20), src_line, "<eos>")
@@ -336,7 +350,7 @@ def print_alignment(alignment, src_line, src_words, trg_words):
         print("{} <--- {}".format(word, src_words[j] if j < len(src_words) else "<eos>"))
 
 
-def interact_mode(exp, args):
+def interact_mode(exp: Experiment, args: argparse.Namespace) -> int:
     """score.py:189-205: read a source and a target line, print ids, probabilities, cost."""
     from ...search.scoring import parse_pair, score_pair
 

@@ -1,13 +1,20 @@
 """``groundhog-port serve``: a translation server and page replacing GroundHog's web demo."""
 
+from __future__ import annotations
+
+import argparse
 import logging
 import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from ...errors import EXIT_OK, LegacyInputError
 from .common import add_model_arguments, open_from_args
+
+if TYPE_CHECKING:
+    from ...serve.http import TranslationServer
 
 NAME = "serve"
 HELP = (
@@ -51,7 +58,7 @@ def _add_counts(group, *counts):
         group.add_argument(flag, type=int, default=default, help=text)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument(
         "--host",
@@ -116,7 +123,7 @@ def add_arguments(p):
     _add_counts(b, *BATCH_COUNTS)
 
 
-def build(args):
+def build(args: argparse.Namespace) -> TranslationServer:
     """The server the arguments describe (bound, not yet serving)."""
     from ...serve.engine import Engine, Limits
     from ...serve.http import TranslationServer
@@ -172,12 +179,12 @@ def build(args):
         ) from None
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     server = build(args)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("listening on %s: reachable from other machines", args.host)
 
-    stopper = []
+    stopper: list[threading.Thread] = []
 
     def now(signum, frame):
         # a second Ctrl-C (or SIGTERM) while draining: leave at once.  os._exit, not

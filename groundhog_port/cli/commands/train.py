@@ -18,9 +18,14 @@ default) saves them in ``<prefix>adadelta.npz`` with every checkpoint and takes 
 when the run is resumed (or from beside ``--model``).
 """
 
+from __future__ import annotations
+
+import argparse
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import legacy_states
 
@@ -42,7 +47,7 @@ HELP = (
 logger = logging.getLogger(__name__)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", help="a *_state.pkl to start from (train.py --state)")
     p.add_argument(
         "--proto",
@@ -69,7 +74,7 @@ def add_arguments(p):
     )
 
 
-def build_state(args):
+def build_state(args: argparse.Namespace) -> tuple[dict[str, Any], frozenset[str]]:
     if args.proto not in legacy_states.PROTOTYPES:
         raise LegacyInputError(
             None,
@@ -88,7 +93,7 @@ def build_state(args):
     return state, frozenset(changes)
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...legacy.experiment import auto_threads, resolve_device
         from ...model.config import ModelConfig
@@ -126,7 +131,9 @@ def run(args):
         return _train(args, state, cfg, device, corpora, prefix)
 
 
-def check_prefix_outputs(args, prefix, lock, corpora):
+def check_prefix_outputs(
+    args: argparse.Namespace, prefix: str, lock: Path, corpora: Sequence[Path]
+) -> None:
     """Before anything is loaded: the checkpoint files (and the lock, removed at the end)
     are none of the files training reads -- the corpora, and ``--model`` unless it is this
     prefix's own model (continuing one's own checkpoint, and the state it was saved with,

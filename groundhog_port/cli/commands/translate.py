@@ -1,7 +1,12 @@
 """``groundhog-port translate``: sample.py's flags, its output files, and more."""
 
+from __future__ import annotations
+
+import argparse
 import logging
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ...distributed import world as distributed
 from ...errors import EXIT_OK, LegacyInputError
@@ -10,6 +15,10 @@ from ...legacy.longlines import warn_long_lines
 from ...outputs import check_outputs, signals_held
 from ...search.defaults import DEFAULT_BATCH_SIZE
 from .. import sample as sampling_cli
+
+if TYPE_CHECKING:
+    from ...legacy.experiment import Experiment
+    from ...search.translator import Translator
 from .common import (
     add_model_arguments,
     add_progress_arguments,
@@ -27,7 +36,7 @@ HELP = (
 logger = logging.getLogger(__name__)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument(
         "--beam-search",
@@ -63,7 +72,7 @@ def add_arguments(p):
     sampling_cli.add_arguments(p)
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...distributed import runner
         from ...search.translator import SearchWarnings, Translator
@@ -141,7 +150,9 @@ def run(args):
     )
 
 
-def beam_fingerprint(args, exp, lines):
+def beam_fingerprint(
+    args: argparse.Namespace, exp: Experiment, lines: Sequence[str]
+) -> dict[str, object]:
     """What a beam-search ``--trans`` depends on (``--resume`` checks it); the batch size
     and the number of processes do not change a line."""
     return source_fingerprint(
@@ -155,7 +166,7 @@ def beam_fingerprint(args, exp, lines):
     )
 
 
-def interact(exp, translator):
+def interact(exp: Experiment, translator: Translator) -> int:
     """sample.py's interactive loop (sample.py:283): every hypothesis with its cost."""
     while True:
         try:

@@ -26,12 +26,15 @@ test suite's end-to-end check (``parity_tests/support/train_fidelity.py``) runs 
 from __future__ import annotations
 
 import io
+import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from ...legacy.loading import open_experiment
 from ...training import files
@@ -59,17 +62,17 @@ class Run:
 
 
 def continue_run(
-    state_path,
-    model_path,
-    timing_path,
-    changes,
-    data_dir,
-    first,
-    updates,
-    perturb=None,
-    float64=False,
-    probe=False,
-):
+    state_path: str | os.PathLike[str],
+    model_path: str | os.PathLike[str],
+    timing_path: str | os.PathLike[str] | None,
+    changes: str,
+    data_dir: Sequence[str | os.PathLike[str]],
+    first: int,
+    updates: int,
+    perturb: Mapping[str, np.ndarray] | None = None,
+    float64: bool = False,
+    probe: bool = False,
+) -> Run:
     """Train a checkpoint as ``train`` does (:class:`~groundhog_port.training.loop.MainLoop`,
     the state's ``prefix`` in ``changes`` naming scratch files) for ``updates`` updates after
     update ``first`` (``timing_path`` None: a new run's timings); ``perturb``: ``{name:
@@ -102,7 +105,12 @@ def continue_run(
     )
 
 
-def run_of(timings, params, first, updates):
+def run_of(
+    timings: Mapping[str, np.ndarray],
+    params: Mapping[str, np.ndarray],
+    first: int,
+    updates: int,
+) -> Run:
     """A :class:`Run` from a timing dict and parameters (a run's files or memory)."""
     span = slice(first, first + updates)
     return Run(
@@ -113,7 +121,13 @@ def run_of(timings, params, first, updates):
     )
 
 
-def sibling_perturbations(start, after32, after64, n, seed=0):
+def sibling_perturbations(
+    start: Mapping[str, np.ndarray],
+    after32: Mapping[str, np.ndarray],
+    after64: Mapping[str, np.ndarray],
+    n: int,
+    seed: int = 0,
+) -> list[dict[str, np.ndarray]]:
     """``n`` perturbations of the start parameters by one update's float32 rounding noise:
     ``max(|p32 - p64| after one update, one float32 spacing)`` with random signs."""
     g = np.random.default_rng(seed)
@@ -131,7 +145,7 @@ def sibling_perturbations(start, after32, after64, n, seed=0):
     return out
 
 
-def spread(port, siblings):
+def spread(port: ArrayLike, siblings: Sequence[ArrayLike]) -> tuple[np.ndarray, np.ndarray]:
     """``(rms, unstable)``: the RMS distance of the siblings from the port's values where
     both are finite, and where a sibling's finiteness differs from the port's (a branch that
     a rounding difference flips)."""
@@ -146,7 +160,9 @@ def spread(port, siblings):
     return np.sqrt(sq / len(siblings)), unstable
 
 
-def judge_against_siblings(recorded, port, siblings, kind):
+def judge_against_siblings(
+    recorded: ArrayLike, port: ArrayLike, siblings: Sequence[ArrayLike], kind: tol.Kind
+) -> tuple[tol.Comparison, int]:
     """The tolerance model with the siblings' spread as the noise: ``compare(recorded,
     port + spread, port)`` (``port`` plays the reference, ``port + spread`` the float32 run
     whose distance from it is the noise); branch-unstable elements are left out.  Returns
@@ -177,25 +193,26 @@ class ContinuedVerdict:
     unstable: int
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return (
             self.same_batches
             and all(c.ok for c in self.updates.values())
             and all(c.ok for c in self.model.values())
         )
 
-    def worst(self):
+    def worst(self) -> tuple[float, str]:
         """``(units, where)`` of the value closest to its bound (``Comparison.units()``)."""
         rows = [(c.units() or 0.0, f"{k} of update {i}") for (i, k), c in self.updates.items()]
         rows += [(c.units() or 0.0, k) for k, c in self.model.items()]
         return max(rows)
 
 
-def compare_continued(recorded, port, siblings):
+def compare_continued(recorded: Run, port: Run, siblings: Sequence[Run]) -> ContinuedVerdict:
     """Judge a recorded :class:`Run` against the port's and its siblings' (module docstring)."""
-    updates, unstable = {}, 0
+    updates: dict[tuple[int, str], tol.Comparison] = {}
+    unstable = 0
     for i in range(len(port.values["cost"])):
-        pool = tol.Pool(tol.REL)
+        pool: tol.Pool[tuple[int, str]] = tol.Pool(tol.REL)
         for k in SCALARS:
             p = port.values[k][i : i + 1]
             rms, bad = spread(p, [sib.values[k][i : i + 1] for sib in siblings])
@@ -206,10 +223,10 @@ def compare_continued(recorded, port, siblings):
         updates.update(pool.results())
     model = {}
     for name, r in recorded.params.items():
-        model[name], bad = judge_against_siblings(
+        model[name], left_out = judge_against_siblings(
             r, port.params[name], [sib.params[name] for sib in siblings], tol.ABS
         )
-        unstable += bad
+        unstable += left_out
     same = (recorded.next_offset, recorded.step) == (port.next_offset, port.step)
     return ContinuedVerdict(updates, model, same, unstable)
 
@@ -217,7 +234,7 @@ def compare_continued(recorded, port, siblings):
 # --------------------------------------------------------------------------------------
 # parity rows
 # --------------------------------------------------------------------------------------
-def recording_dir(case_dir) -> Path | None:
+def recording_dir(case_dir: str | os.PathLike[str]) -> Path | None:
     """``continue_<case>`` beside the case folder, else in ``../pending_traces/``."""
     case_dir = Path(case_dir)
     name = RECORDING.format(case=case_dir.name)
@@ -234,7 +251,13 @@ def _one(pattern, folder) -> Path:
     return found[0]
 
 
-def check_continued(state, model, rec_dir, data_dirs, n_siblings=8) -> list[Row]:
+def check_continued(
+    state: str | os.PathLike[str],
+    model: str | os.PathLike[str],
+    rec_dir: str | os.PathLike[str],
+    data_dirs: Sequence[str | os.PathLike[str]],
+    n_siblings: int = 8,
+) -> list[Row]:
     """The ``continued/...`` rows: the case's checkpoint (``state``, ``model`` and the timing
     file beside them) continued by the port as GroundHog continued it in ``rec_dir`` (the
     updates from the checkpoint's ``step`` to the recording's), judged against the recording

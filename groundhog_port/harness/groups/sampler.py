@@ -26,9 +26,12 @@ derived bound (:mod:`groundhog_port.harness.tolerance`)
     the bound.
 """
 
+from __future__ import annotations
+
 import hashlib
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...legacy.vocab import indices_to_words
 from ...sampling.draw import Draw, temperature
@@ -36,7 +39,7 @@ from ...sampling.mrg import DEFAULT_N_STREAMS, MRGRandomStreams, StateMatrix
 from ...sampling.sampler import Sampler, draw_sentence, finish
 from ...sampling.seed import derive_mrg_seed
 from ...search.translator import DEFAULT_BATCH_SIZE
-from ..report import Group, compare_exact, compare_text, compare_values
+from ..report import Context, Group, Rows, compare_exact, compare_text, compare_values
 from ..trace import EXACT
 
 #: random ops ``build()`` creates on the output layer's stream (two ``get_sample`` calls in
@@ -45,7 +48,7 @@ from ..trace import EXACT
 OPS_IN_BUILD = 2
 
 
-def sha256_rows(rows):
+def sha256_rows(rows: ArrayLike) -> str:
     return hashlib.sha256(np.ascontiguousarray(rows, dtype=np.int32).tobytes()).hexdigest()
 
 
@@ -60,7 +63,7 @@ def _compare_state(row, where, port_rows, recorded):
         compare_text(row, f"{where}@sha256", sha256_rows(port_rows), str(recorded["sha256"]))
 
 
-def check_sampler(ctx, rows):
+def check_sampler(ctx: Context, rows: Rows) -> None:
     """Compare ``/sampler`` of ``ctx.tr`` into ``rows`` (see the module docstring)."""
 
     exp = ctx.exp
@@ -88,6 +91,7 @@ def check_sampler(ctx, rows):
         mats[j] = streams.new_state_matrix(shape[0] if shape else DEFAULT_N_STREAMS)
         if j == OPS_IN_BUILD - 1:
             base_after_build = streams.rstate.copy()
+    assert base_after_build is not None  # the loop above always reaches OPS_IN_BUILD - 1
     if "mrg_base_rstate_after_build" in rec:
         compare_exact(
             r_base,
@@ -108,7 +112,7 @@ def check_sampler(ctx, rows):
     sampler = Sampler(exp, seed, stream=StateMatrix(mats[used[0]].rows))
     start = StateMatrix(mats[used[0]].rows.copy())
     shadow, probe = ctx.model64, ctx.probe
-    closest = (np.inf, None)
+    closest: tuple[float, str | None] = (np.inf, None)
     calls = sorted(rec["calls"].items())
     seqs, reference = [], {}  # reference: call -> (float64 costs, probe costs, lengths)
     for i, call in calls:

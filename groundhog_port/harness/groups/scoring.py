@@ -2,6 +2,8 @@
 (``score`` and ``score --mode batch``) against the recording (:mod:`groundhog_port.harness.check`
 describes each group's quantities)."""
 
+from __future__ import annotations
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,7 +25,7 @@ from ..report import (
 from ..trace import tolerance_for
 
 
-def check_repr(ctx: Context, rows: Rows):
+def check_repr(ctx: Context, rows: Rows) -> None:
     seq_row = rows.get("repr", "repr/seq", "repr/0/seq")
     parsed_row = rows.get("repr", "repr/parsed_in", tol=tolerance_for("repr/0/seq"))
     c_row = rows.get("repr", "repr/c", "repr/0/c")
@@ -58,7 +60,7 @@ def check_repr(ctx: Context, rows: Rows):
         seq_row.note("not covered: no source lines (pass --source)")
 
 
-def check_pairs(ctx: Context, rows: Rows):
+def check_pairs(ctx: Context, rows: Rows) -> None:
     r_src = rows.get("pairs", "pairs/src_ids", "pairs/0/src_ids")
     r_trg = rows.get("pairs", "pairs/trg_ids", "pairs/0/trg_ids")
     r_wp = rows.get("pairs", "pairs/word_probs", "pairs/0/word_probs")
@@ -93,6 +95,7 @@ def check_pairs(ctx: Context, rows: Rows):
             quantum=tolmod.ulp32(1.0) + tolmod.ulp32(rec["word_probs"]),
         )
         if s.alignment is not None and r_al is not None:
+            assert s64.alignment is not None and sp.alignment is not None  # the same model
             compare_values(
                 r_al,
                 f"{where}/alignment",
@@ -103,6 +106,7 @@ def check_pairs(ctx: Context, rows: Rows):
             )
         # non-search models record create_probs_computer's dummy zeros((1,)) (docs/recordings.md,
         # "Quirks of the original"): nothing the port computes, so nothing is compared
+        assert s64.token_costs is not None  # score_pair sets them
         compare_values(
             r_sc,
             f"{where}/score",
@@ -118,7 +122,7 @@ def check_pairs(ctx: Context, rows: Rows):
         ctx.tick()
 
 
-def check_batch(ctx: Context, rows: Rows):
+def check_batch(ctx: Context, rows: Rows) -> None:
     names = ("x", "y", "x_mask", "y_mask", "scores")
     r = {n: rows.get("batch", f"batch/{n}", f"batch_all/0/{n}") for n in names}
     for n in names:
@@ -152,6 +156,7 @@ def check_batch(ctx: Context, rows: Rows):
             for m in (ctx.model, ctx.model64, ctx.probe)
         )
         mask = np.asarray(rec["y_mask"], dtype=np.float64)
+        assert s64.token_costs is not None  # score_batch sets them
         compare_values(
             r["scores"],
             f"{where}/scores",

@@ -2,6 +2,8 @@
 fed with the recorded inputs, and translate's two searches (literal and batched) on every
 recorded label (:mod:`groundhog_port.harness.check` describes each group's quantities)."""
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
@@ -37,7 +39,7 @@ def _step_triples(beam, flat, n_samples, voc):
     return [(beam[int(b) // voc], int(b) % voc, int(b)) for b in best]
 
 
-def check_steps(ctx: Context, rows: Rows):
+def check_steps(ctx: Context, rows: Rows) -> None:
     r_seq = rows.get("steps", "steps/seq", "steps/0/seq")
     r_probs = rows.get("steps", "steps/next_probs", "steps/0/000/next_probs")
     r_flat = rows.get("steps", "steps/flat_next_costs", "steps/0/000/flat_next_costs")
@@ -350,7 +352,7 @@ class _EachSearchOnce:
         return self.costs[key].copy()
 
 
-def beam_products():
+def beam_products() -> tuple[tuple[str, int, str], ...]:
     """``(name, batch size, product text)`` of the two searches ``translate`` runs: the
     batched search at translate's default ``--batch-size`` (what ``translate`` and ``serve``
     run) and the literal one (``--batch-size 1``)."""
@@ -369,7 +371,7 @@ def beam_products():
     )
 
 
-def check_beam(ctx: Context, rows: Rows):
+def check_beam(ctx: Context, rows: Rows) -> None:
     labels = ctx.beam_labels
     available = ctx.tr.beam_labels()
     chosen = available if labels is None else [str(l) for l in labels]

@@ -20,11 +20,15 @@ float64 shadow ``p64``; the noise from the same step on the float64 shadow and o
 float32 probe, ``float32_probe(backward=True)``).
 """
 
+from __future__ import annotations
+
 import copy
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from ...errors import LegacyInputError
 from ...legacy.data import first_training_batch
@@ -33,8 +37,8 @@ from ...training.adadelta import SGDAdadelta
 from ...training.order import param_order
 from ...untrusted import load_json
 from .. import tolerance as tol
-from ..report import Group, Row, account, compare_exact, compare_text
-from ..trace import EXACT, Tolerance
+from ..report import Context, Group, Row, Rows, account, compare_exact, compare_text
+from ..trace import EXACT, Tolerance, TraceFile
 
 #: kind of float32 noise of each compared quantity (see groundhog_port.harness.tolerance)
 KINDS = {
@@ -54,7 +58,15 @@ SCALARS = ("cost", "grad_norm", "log2_p_word", "log2_p_expl")
 UPDATE = ("gnorm2_after", "dnorm2_after", "params_after")
 
 
-def judge_quantity(recorded, port32, port64, probe, quantity, before, n_tokens):
+def judge_quantity(
+    recorded: ArrayLike,
+    port32: ArrayLike,
+    port64: ArrayLike,
+    probe: ArrayLike | None,
+    quantity: str,
+    before: ArrayLike,
+    n_tokens: int,
+) -> tol.Comparison:
     """One parameter's array of a step quantity (:func:`groundhog_port.harness.tolerance.compare`).
 
     The magnitude is the array's largest exact value (for ``params_after`` its largest step
@@ -90,7 +102,7 @@ def _add(row, where, recorded, cmp):
     account(row, where, cmp)
 
 
-def read_train_step(tr):
+def read_train_step(tr: TraceFile) -> dict[str, Any]:  # arrays, dicts of them, a list
     """``/train_step`` of a :class:`~groundhog_port.harness.trace.TraceFile` as plain data: the batch
     arrays, ``rvals`` (the returned dict), ``param_order`` and ``{group: {name: array}}``."""
     where = "train_step"
@@ -127,7 +139,7 @@ def _corpora(exp, trace_path):
         raise
 
 
-def check_train_step(ctx, rows):
+def check_train_step(ctx: Context, rows: Rows) -> None:
     """Compare ``/train_step`` of ``ctx.tr`` into ``rows`` (see the module docstring)."""
     exp = ctx.exp
     rec = read_train_step(ctx.tr)
@@ -159,7 +171,7 @@ def check_train_step(ctx, rows):
     }
     product = "SGDAdadelta.step (train: one update from zero accumulators)"
     n_tokens = int(np.asarray(rec["y_mask"]).sum())
-    pool = tol.Pool(tol.REL)
+    pool: tol.Pool[str] = tol.Pool(tol.REL)
     for k in SCALARS:
         pool.add(
             k,

@@ -16,8 +16,10 @@ produced the shared recordings' vocabularies.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,23 +41,23 @@ _SPECIAL_RANK = {w: r for r, (w, _) in enumerate(_corpus.SPECIALS)}
 
 
 def preprocess(
-    inputs,
-    dictionary="vocab.pkl",
-    binarized_text="binarized_text.pkl",
-    vocab=None,
-    pickle_text=False,
-    ngram=None,
-    split=None,
-    overwrite=False,
-    each=False,
-    count=False,
-    char=False,
-    lowercase=False,
-    dict_order="py2",
-    seed=None,
-    ivocab=None,
-    h5=None,
-):
+    inputs: Sequence[str | os.PathLike[str]],
+    dictionary: str | os.PathLike[str] = "vocab.pkl",
+    binarized_text: str | os.PathLike[str] = "binarized_text.pkl",
+    vocab: int | None = None,
+    pickle_text: bool = False,
+    ngram: int | None = None,
+    split: float | None = None,
+    overwrite: bool = False,
+    each: bool = False,
+    count: bool = False,
+    char: bool = False,
+    lowercase: bool = False,
+    dict_order: str = "py2",
+    seed: int | None = None,
+    ivocab: str | os.PathLike[str] | None = None,
+    h5: str | os.PathLike[str] | None = None,
+) -> list[Path]:
     """``preprocess.py`` with its flags (``-d -b -v -p -n -s -o -e -c -t -l``); ``ivocab`` /
     ``h5`` also run ``invert-dict.py`` / ``convert-pkl2hdf5.py`` on the results.  Returns the
     paths written."""
@@ -104,6 +106,7 @@ def preprocess(
     )
     progress.close()
     counted = combined if vocab is not None else corpora[-1].counter
+    assert counted is not None  # count_words counted every corpus
     if vocab is not None and not combined and any(c.reused_counts for c in corpora):
         raise LegacyInputError(
             None,
@@ -155,6 +158,7 @@ def preprocess(
             if each and pickle_text:
                 staged.add_bytes(c.base + ".pkl", dumps(sents, 2), keep_existing=not overwrite)
             if each and ngram:
+                assert grams is not None  # binarize made them (ngram)
                 _stage_ngrams(staged, grams[start : start + n], c.base, split, rng, overwrite)
             start += n
         flat = [s for sents in sentences for s in sents]
@@ -250,7 +254,9 @@ def _load_raw(path, what):
         ) from None
 
 
-def invert_dict(src, dst, dict_order="py2"):
+def invert_dict(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], dict_order: str = "py2"
+) -> list[Path]:
     """``invert-dict.py SRC DST``."""
     from .. import vocab as _vocab
 
@@ -263,7 +269,7 @@ def invert_dict(src, dst, dict_order="py2"):
     return staged.commit()
 
 
-def pkl2hdf5(src, dst):
+def pkl2hdf5(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> list[Path]:
     """``convert-pkl2hdf5.py SRC DST``: a pickled list of id lists -> one ``.h5`` side."""
     from legacy_states import safe_load_pickle
 
@@ -293,10 +299,16 @@ def _write_side(tmp, sentences, src):
         raise LegacyInputError(src, str(err)) from None
 
 
-def shuffle_hdf5(src_in, trg_in, src_out, trg_out, seed=None):
+def shuffle_hdf5(
+    src_in: str | os.PathLike[str],
+    trg_in: str | os.PathLike[str],
+    src_out: str | os.PathLike[str],
+    trg_out: str | os.PathLike[str],
+    seed: int | None = None,
+) -> tuple[list[Path], np.ndarray]:
     """``shuffle-hdf5.py``: both sides reordered by one permutation, pairs kept together.
     Returns ``(paths, order)``; ``order[k]`` is the input pair at output row ``k``."""
-    from ..data import read_h5_bitext
+    from ..data import H5Phrases, read_h5_bitext
 
     reads = [("SOURCE_INPUT", src_in), ("TARGET_INPUT", trg_in)]
     outputs = [("SOURCE_OUTPUT", src_out), ("TARGET_OUTPUT", trg_out)]
@@ -311,11 +323,11 @@ def shuffle_hdf5(src_in, trg_in, src_out, trg_out, seed=None):
     order = _corpus.shuffle_order(len(src), _seed(seed, "shuffle-hdf5"))
     staged = Staged(reads)
     for side, (flag, out) in zip((src, trg), outputs):
-        staged.add(
-            out,
-            lambda tmp, s=side: write_bitext_side(tmp, [s.sentence(int(i)) for i in order]),
-            flag=flag,
-        )
+
+        def write(tmp: Path, s: H5Phrases = side) -> None:
+            write_bitext_side(tmp, [s.sentence(int(i)) for i in order])
+
+        staged.add(out, write, flag=flag)
     paths = staged.commit()
     logger.info("processed %d phrase pairs", len(order))
     return paths, order

@@ -40,20 +40,27 @@ import logging
 import os
 import pickle
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ...errors import LegacyInputError
+from ...outputs import Progress
 from ...untrusted import check_special, open_input
-from .py2dict import Py2Dict
+from .py2dict import Py2Dict, Py2Key
+
+#: a dict iterating as Python 2's (:class:`Py2Dict`) or Python 3's (``dict``): word counts,
+#: word -> index, index -> word (:func:`new_dict`)
+WordDict = Py2Dict | dict[Any, Any]
 
 logger = logging.getLogger("groundhog_port.legacy.preprocess")
 
 SPECIALS = ((b"UNK", 1), (b"<s>", 0), (b"</s>", 0))
 
 
-def new_dict(order: str):
+def new_dict(order: str) -> WordDict:
     """An empty dict iterating as Python 2's (``'py2'``) or Python 3's (``'py3'``)."""
     if order == "py2":
         return Py2Dict()
@@ -119,7 +126,7 @@ def tokens(line: bytes, char: bool, lowercase: bool) -> list:
     return line.strip().split(b" ")
 
 
-def in_order(counts: dict, order: str):
+def in_order(counts: Mapping[Py2Key, int], order: str) -> WordDict:
     """Counts gathered in a Python-3 dict, as the ``order`` dict that counted them.
 
     A CPython 2.7 dict's layout depends only on the sequence of *new* keys inserted
@@ -129,14 +136,16 @@ def in_order(counts: dict, order: str):
     return Py2Dict(counts.items()) if order == "py2" else dict(counts)
 
 
-def most_common(counter, n=None) -> list:
+def most_common(
+    counter: Py2Dict | Mapping[Py2Key, int], n: int | None = None
+) -> list[tuple[Py2Key, int]]:
     """``Counter.most_common(n)``: by count, ties in the counter's iteration order
     (``heapq.nlargest`` / ``sorted`` are stable here)."""
     ranked = sorted(counter.items(), key=lambda kv: -kv[1])
     return ranked if n is None else ranked[:n]
 
 
-def load_count_file(path: str, order: str):
+def load_count_file(path: str, order: str) -> WordDict:
     """A ``*.count.pkl`` (a pickled ``collections.Counter``) of an earlier run, read with
     a loader that builds nothing but a Counter's dict."""
 
@@ -154,7 +163,8 @@ def load_count_file(path: str, order: str):
     if not isinstance(raw, dict) or not all(isinstance(v, int) for v in raw.values()):
         raise LegacyInputError(path, "not a word-count pickle (expected a Counter of words)")
     counter = new_dict(order)
-    if order == "py2":  # Counter(d) on an empty Counter: dict.update(d) = PyDict_Merge
+    if isinstance(counter, Py2Dict):  # order "py2". Counter(d) on an empty Counter:
+        # dict.update(d) = PyDict_Merge
         counter.merge_from(Py2Dict(raw.items()))
     else:
         counter.update(raw)
@@ -167,8 +177,8 @@ class Corpus:
 
     path: str
     base: str
-    lines: list
-    counter: object = None
+    lines: list[bytes]
+    counter: WordDict | None = None  # set by count_words
     reused_counts: bool = False
 
 
@@ -176,17 +186,24 @@ class Corpus:
 class Result:
     """What preprocessing computed, before anything is written."""
 
-    vocab: object  # word -> index (Py2Dict or dict), the specials first
-    combined: object  # combined word counts
+    vocab: WordDict  # word -> index, the specials first
+    combined: WordDict | None  # combined word counts
     corpora: list = field(default_factory=list)
     binarized: list = field(default_factory=list)  # per corpus: list of id lists
     ngrams: np.ndarray | None = None
     ngram_counts: list = field(default_factory=list)  # per corpus: rows of n-grams
 
 
-def count_words(corpora, char, lowercase, order, reuse_counts, progress=None):
+def count_words(
+    corpora: Sequence[Corpus],
+    char: bool,
+    lowercase: bool,
+    order: str,
+    reuse_counts: bool,
+    progress: Progress | None = None,
+) -> WordDict:
     """Part I and II of ``create_dictionary`` (preprocess.py:108-153)."""
-    combined = Counter()
+    combined: Counter[Py2Key] = Counter()
     for c in corpora:
         count_file = c.base + ".count.pkl"
         if reuse_counts and os.path.isfile(count_file):
@@ -199,7 +216,7 @@ def count_words(corpora, char, lowercase, order, reuse_counts, progress=None):
             c.counter, c.reused_counts = load_count_file(count_file, order), True
         else:
             logger.info("Counting words in %s", os.path.basename(c.path))
-            counter = Counter()
+            counter: Counter[Py2Key] = Counter()
             for line in c.lines:
                 words = tokens(line, char, lowercase)
                 counter.update(words)
@@ -213,17 +230,19 @@ def count_words(corpora, char, lowercase, order, reuse_counts, progress=None):
             len(c.lines),
             sum(c.counter.values()),
         )
-    combined = in_order(combined, order)
+    ordered = in_order(combined, order)
     logger.info(
         "Total: %d unique words in %d sentences with a total of %d words.",
-        len(combined),
+        len(ordered),
         sum(len(c.lines) for c in corpora),
-        sum(combined.values()),
+        sum(ordered.values()),
     )
-    return combined
+    return ordered
 
 
-def build_vocab(corpora, combined, vocab_size, order):
+def build_vocab(
+    corpora: Sequence[Corpus], combined: WordDict, vocab_size: int | None, order: str
+) -> WordDict:
     """Part III of ``create_dictionary`` (preprocess.py:155-172)."""
     total = sum(combined.values())
     if vocab_size is not None:
@@ -238,8 +257,11 @@ def build_vocab(corpora, combined, vocab_size, order):
         )
     else:
         logger.info("Creating dictionary of all words")
-        vocab_count = most_common(corpora[-1].counter)  # the last file's counts: a quirk
+        last = corpora[-1].counter
+        assert last is not None  # count_words counted it
+        vocab_count = most_common(last)  # the last file's counts: a quirk
     vocab = new_dict(order)
+    word: Py2Key
     for word, index in SPECIALS:  # the literal {'UNK': 1, '<s>': 0, '</s>': 0}
         vocab[word] = index
     for i, (word, _) in enumerate(vocab_count):
@@ -247,7 +269,14 @@ def build_vocab(corpora, combined, vocab_size, order):
     return vocab
 
 
-def binarize(corpora, vocab, char, lowercase, ngram, progress=None):
+def binarize(
+    corpora: Sequence[Corpus],
+    vocab: WordDict,
+    char: bool,
+    lowercase: bool,
+    ngram: int | None,
+    progress: Progress | None = None,
+) -> tuple[list[list[list[int]]], list[int], np.ndarray | None]:
     """``binarize`` (preprocess.py:176-256) without the writing: per-corpus id lists, and
     the n-gram rows (``[0]*(n-1) + ids + [0]`` windows) when ``ngram``."""
     per_corpus, counts, blocks = [], [], []
@@ -273,7 +302,7 @@ def binarize(corpora, vocab, char, lowercase, ngram, progress=None):
     return per_corpus, counts, grams
 
 
-def invert(vocab, order):
+def invert(vocab: WordDict, order: str) -> WordDict:
     """``invert-dict.py``: index -> word, the word iterated last winning a shared index."""
     ivocab = new_dict(order)
     for word, index in vocab.items():
@@ -281,7 +310,9 @@ def invert(vocab, order):
     return ivocab
 
 
-def split_rows(n_rows, split, rng):
+def split_rows(
+    n_rows: int, split: float, rng: np.random.RandomState
+) -> tuple[np.ndarray, np.ndarray]:
     """``-s``: (validation rows, training rows) as preprocess.py:217-233 / 243-254 choose
     them (``choice(n, rows, replace=False)``, then the rest in order)."""
     rows = int(split) if split >= 1 else int(n_rows * split)
@@ -292,7 +323,7 @@ def split_rows(n_rows, split, rng):
     return valid, np.setdiff1d(np.arange(n_rows), valid, True)
 
 
-def shuffle_order(n, seed):
+def shuffle_order(n: int, seed: int | None) -> np.ndarray:
     """``shuffle-hdf5.py:51-52`` (``idxs = arange(n); numpy.random.shuffle(idxs)``) with the
     global generator replaced by ``RandomState(seed)``: the order the original gives after
     ``numpy.random.seed(seed)``."""

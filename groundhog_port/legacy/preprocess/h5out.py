@@ -21,6 +21,9 @@ the node name are the original's.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 import numpy as np
 
 PHRASES_CHUNK = 16384  # PyTables' chunk for an Int32 EArray of shape (0,)
@@ -52,7 +55,9 @@ def _root_attrs(f):
     _string_attr(f, "VERSION", "1.0")
 
 
-def write_bitext_side(path, sentences) -> None:
+def write_bitext_side(
+    path: str | os.PathLike[str], sentences: Sequence[Sequence[int] | np.ndarray]
+) -> None:
     """One side of a bitext: ``sentences`` is a sequence of id sequences."""
     import h5py
 
@@ -89,7 +94,7 @@ def write_bitext_side(path, sentences) -> None:
         _string_attr(ix, "VERSION", "2.7")
 
 
-def write_carray(path, node, array) -> None:
+def write_carray(path: str | os.PathLike[str], node: str, array: np.ndarray) -> None:
     """``safe_hdf`` (preprocess.py:92): one CArray ``node`` holding ``array``."""
     import h5py
 

@@ -34,6 +34,11 @@ beside ``'UNK'``, ``'<s>'``, ``'</s>'``), so keys are compared as given.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
+#: what a key of a Python 2 dict may be here: ``str`` (bytes), ``unicode`` (str) or ``int``
+Py2Key = bytes | str | int
+
 _MASK64 = (1 << 64) - 1
 _PERTURB_SHIFT = 5
 _MIN_SIZE = 8
@@ -58,7 +63,7 @@ def _sequence_hash(units) -> int:
     return -2 if x == -1 else x
 
 
-def py2_hash(key) -> int:
+def py2_hash(key: object) -> int:
     """``hash(key)`` as a 64-bit CPython 2.7 computes it (no ``-R`` randomisation)."""
     if isinstance(key, bytes):
         return _sequence_hash(key)
@@ -78,7 +83,7 @@ class Py2Dict:
 
     __slots__ = ("_keys", "_hashes", "_values", "_fill", "_index")
 
-    def __init__(self, items=()):
+    def __init__(self, items: Iterable[tuple[Py2Key, object]] = ()) -> None:
         self._keys: list = [None] * _MIN_SIZE
         self._hashes: list = [0] * _MIN_SIZE
         self._values: list = [None] * _MIN_SIZE
@@ -121,7 +126,7 @@ class Py2Dict:
         self._keys[slot], self._hashes[slot], self._values[slot] = key, h, value
         self._index[key] = slot
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: Py2Key, value: object) -> None:
         slot = self._index.get(key)
         if slot is not None:  # an existing key: value replaced, no resize
             self._values[slot] = value
@@ -146,14 +151,14 @@ class Py2Dict:
                 self._fill += 1
 
     # -- the mapping interface used by preprocessing -------------------------------------
-    def __getitem__(self, key):
+    def __getitem__(self, key: Py2Key) -> object:
         return self._values[self._index[key]]
 
-    def get(self, key, default=None):
+    def get(self, key: Py2Key, default: object = None) -> object:
         slot = self._index.get(key)
         return default if slot is None else self._values[slot]
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._index
 
     def __len__(self) -> int:
@@ -165,7 +170,7 @@ class Py2Dict:
     def keys(self) -> list:
         return [k for k in self._keys if k is not None]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Py2Key]:
         return iter(self.keys())
 
     def values(self) -> list:

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Mapping
 
-from .py2dict import Py2Dict
+from .py2dict import Py2Dict, Py2Key
 
 BATCHSIZE = 1000
 
@@ -41,11 +42,11 @@ BATCHSIZE = 1000
 class Py2Counter:
     """Marks a :class:`Py2Dict` of word counts to be pickled as a ``collections.Counter``."""
 
-    def __init__(self, counts: Py2Dict):
+    def __init__(self, counts: Py2Dict) -> None:
         self.counts = counts
 
 
-def as_py2_dict(mapping) -> Py2Dict:
+def as_py2_dict(mapping: Mapping[Py2Key, object] | Py2Dict) -> Py2Dict:
     """``mapping`` as the Python-2 dict built by inserting its items in their order."""
     return mapping if isinstance(mapping, Py2Dict) else Py2Dict(mapping.items())
 
@@ -211,7 +212,7 @@ class _Writer:
                 self.out.write(many)
 
 
-def dumps(obj, protocol: int) -> bytes:
+def dumps(obj: object, protocol: int) -> bytes:
     """``cPickle.dumps(obj, protocol)`` of Python 2.7 (see the module docstring)."""
     wr = _Writer(protocol)
     if protocol >= 2:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ...errors import LegacyInputError
@@ -26,11 +26,17 @@ logger = logging.getLogger("groundhog_port.legacy.preprocess")
 class Staged:
     """``reads``: ``[(what, path)]``, the files the run reads (never an output)."""
 
-    def __init__(self, reads=()):
+    def __init__(self, reads: Iterable[tuple[str, str | os.PathLike[str] | None]] = ()) -> None:
         self._files: list[tuple[Path, Callable[[Path], object]]] = []
         self.reads = list(reads)
 
-    def add(self, path, write, keep_existing=False, flag="output") -> None:
+    def add(
+        self,
+        path: str | os.PathLike[str],
+        write: Callable[[Path], object],
+        keep_existing: bool = False,
+        flag: str = "output",
+    ) -> None:
         """Stage ``write(tmp_path)`` for ``path``.  ``keep_existing``: ``safe_pickle`` /
         ``safe_hdf`` without ``-o`` (preprocess.py:81-82) -- an existing file is kept and a
         warning logged.  ``flag`` names the output in a refusal."""
@@ -50,7 +56,13 @@ class Staged:
         check_outputs([(flag, path)], self.reads)
         self._files.append((path, write))
 
-    def add_bytes(self, path, data: bytes, keep_existing=False, flag="output") -> None:
+    def add_bytes(
+        self,
+        path: str | os.PathLike[str],
+        data: bytes,
+        keep_existing: bool = False,
+        flag: str = "output",
+    ) -> None:
         self.add(path, lambda tmp: Path(tmp).write_bytes(data), keep_existing, flag)
 
     def commit(self) -> list[Path]:

@@ -10,13 +10,20 @@ and a fresh one account alike; the rows are made anew each run (a walk and the p
 classification, no file read twice).
 """
 
+from __future__ import annotations
+
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import lookup
 from .context import Run, not_read
 from .kinds import Kind
+
+if TYPE_CHECKING:
+    from .result import ResultRecord
 
 
 @dataclass(frozen=True)
@@ -104,14 +111,17 @@ def _roles(results) -> dict:
     return roles
 
 
-def account(run: Run, results, skipped=()) -> list[Account]:
+def account(
+    run: Run, results: Sequence[ResultRecord], skipped: Iterable[tuple[str, str]] = ()
+) -> list[Account]:
     """The rows of every file under ROOT and every member of the packs unpacked for the run
     (``skipped``: ``[(member as shown, why)]``, the members not written), sorted by path."""
     roles = _roles(results)
     allowed = run.allowed()
     rows = []
     unpacked = {v: k for k, v in run.packs.items()}  # pack path under ROOT -> its folder
-    for top in (run.root, *run.packs):
+    tops: tuple[Path | str, ...] = (run.root, *run.packs)
+    for top in tops:
         deep: list = []
         for folder, dirs, names in lookup.walk(top, not_entered=deep):
             for d in dirs:  # a link to a folder is listed, never entered

@@ -24,6 +24,8 @@ traceback):
   (:func:`plot_problem`).  Anything else is re-done, with one warning saying why.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import logging
@@ -31,7 +33,9 @@ import math
 import os
 import re
 import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ...errors import LegacyInputError
 from ...file_names import VOCABULARY_FILE_KEYS
@@ -39,6 +43,12 @@ from ...outputs import atomic_write_text, file_digest, file_in, folder_in, lies_
 from ...untrusted import read_json, special_kind
 from . import records
 from .result import ResultRecord
+
+if TYPE_CHECKING:
+    from .context import ExperimentEntry, Options
+
+#: what :func:`digest` remembers for a run: (device, inode, size, mtime_ns, ctime_ns) -> digest
+Digests = dict[tuple[int, ...], str]
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
@@ -56,20 +66,20 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KEYED_SUFFIXES = (".pkl", ".npz", ".h5", ".txt", ".en", ".fr")
 
 
-def safe_name(entry_id):
+def safe_name(entry_id: str) -> str:
     """A file name for an experiment id (``runs/a/search_`` -> ``runs_a_search_-<hash>``)."""
     digest = hashlib.sha256(entry_id.encode()).hexdigest()[:8]
     return re.sub(r"[^A-Za-z0-9._-]+", "_", entry_id).strip("_")[:80] + "-" + digest
 
 
-def entry_path(out, entry):
+def entry_path(out: str | os.PathLike[str], entry: ExperimentEntry) -> Path:
     return Path(out) / "cache" / f"{safe_name(entry.id)}.json"
 
 
 # ----------------------------------------------------------------------------------------
 # the key
 # ----------------------------------------------------------------------------------------
-def digest(path, memo=None):
+def digest(path: str | os.PathLike[str], memo: Digests | None = None) -> str | None:
     """sha256 of a file's bytes (the resume fingerprint's), ``"special:<kind>"`` for a FIFO,
     device or socket (never opened), ``None`` when absent.  ``memo`` (the run's
     :attr:`~groundhog_port.tasks.archive.context.Run.digests`) remembers it for the run by
@@ -143,7 +153,12 @@ def _code_digest():
     return h.hexdigest()
 
 
-def cache_key(entry, opts, extra=(), memo=None) -> str:
+def cache_key(
+    entry: ExperimentEntry,
+    opts: Options,
+    extra: Iterable[str | os.PathLike[str]] = (),
+    memo: Digests | None = None,
+) -> str:
     """Digest of the experiment's inputs (their bytes; ``extra``: more files it may read,
     such as every candidate test set) and the options (``memo``: :func:`digest`'s)."""
     from ... import lookup
@@ -177,7 +192,9 @@ def cache_key(entry, opts, extra=(), memo=None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def plot_problem(out, entry_id, plot, number, total):
+def plot_problem(
+    out: str | os.PathLike[str], entry_id: str, plot: dict[str, Any], number: int, total: int
+) -> str | None:
     """Why ``plot`` (``{"sentence", "file"}`` of a result) may not be embedded, or None: it
     must be ``plots/<experiment>/align_NNNN.png`` of pair ``number`` (1-based) under
     ``out``, a regular file reached through no link, holding a PNG of at most
@@ -206,7 +223,14 @@ def plot_problem(out, entry_id, plot, number, total):
     return None if magic == PNG_MAGIC else f"{expected} is not a PNG"
 
 
-def problem(data, key, entry, opts, out, rel):
+def problem(
+    data: object,
+    key: str,
+    entry: ExperimentEntry,
+    opts: Options,
+    out: str | os.PathLike[str],
+    rel: Callable[[Path], str],
+) -> str | None:
     """Why a cache entry ``data`` (parsed) may not stand for ``entry``'s result, or None.
     ``rel``: how the result names a path of the archive."""
     if not isinstance(data, dict) or set(data) != {"key", "result"}:
@@ -235,7 +259,14 @@ def problem(data, key, entry, opts, out, rel):
     return None
 
 
-def cached(out, entry, opts, rel, extra=(), memo=None):
+def cached(
+    out: str | os.PathLike[str],
+    entry: ExperimentEntry,
+    opts: Options,
+    rel: Callable[[Path], str],
+    extra: Iterable[str | os.PathLike[str]] = (),
+    memo: Digests | None = None,
+) -> ResultRecord | None:
     """The cached result of ``entry``, or None when absent, made from other inputs, or
     failing any check of :func:`problem` (then a warning says why, and it is re-done)."""
     path = entry_path(out, entry)
@@ -262,7 +293,7 @@ def cached(out, entry, opts, rel, extra=(), memo=None):
     return None
 
 
-def strict_json(value):
+def strict_json(value: object) -> object:
     """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``
     (a NaN score is a genuine GroundHog output; strict JSON has no NaN)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -274,7 +305,14 @@ def strict_json(value):
     return value
 
 
-def store(out, entry, opts, result, extra=(), memo=None):
+def store(
+    out: str | os.PathLike[str],
+    entry: ExperimentEntry,
+    opts: Options,
+    result: ResultRecord,
+    extra: Iterable[str | os.PathLike[str]] = (),
+    memo: Digests | None = None,
+) -> ResultRecord:
     """Cache ``result``; returns it as read back (a fresh result and a cached one then give
     the same report, key order included)."""
     folder_in(out, "cache")  # a link in OUT is never followed

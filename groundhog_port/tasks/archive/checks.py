@@ -1,7 +1,13 @@
 """The checks of one experiment beside its translations: score files re-scored line by
 line, crash logs re-checked, attention plots, parity against a ``trace.h5``."""
 
+from __future__ import annotations
+
 import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from ...file_names import SCORES_NAME, TEST_SET_NAMES, output_kind
 from ...harness.print_noise import PrintNoise, last_digit
@@ -10,8 +16,26 @@ from .cache import safe_name
 from .inputs import folder_key
 from .plan_file import BY_CONTENT
 
+if TYPE_CHECKING:
+    from ...legacy.experiment import Experiment
+    from .context import Options
+    from .discover import Entry
+    from .result import Parity, Result, ScoreDiff, TestSet
 
-def check_scores(res, exp, entry, path, tests, opts, why="", found=None):
+#: a test set: its source and reference (None where not found)
+TestPair = tuple[Path | None, Path | None]
+
+
+def check_scores(
+    res: Result,
+    exp: Experiment,
+    entry: Entry,
+    path: Path,
+    tests: Mapping[str, TestPair],
+    opts: Options,
+    why: str = "",
+    found: TestPair | None = None,
+) -> None:
     """A ``scores*.txt`` of score.py, re-scored and compared line by line (the ``{:.5e}``
     text, and the largest relative difference of the numbers).  ``found``: ``(source,
     reference)`` of a score file of any name whose test set was found by content."""
@@ -55,18 +79,20 @@ def check_scores(res, exp, entry, path, tests, opts, why="", found=None):
             )
             return
         if ref is None:
+            given = cast("dict[str, TestSet]", res.data["files"])[name]  # test or holdout
             res.not_done(
                 path.name,
-                f"its {name} set has no reference ({res.data['files'][name]['how']}); "
+                f"its {name} set has no reference ({given['how']}); "
                 f"pass --ref FILE, or a line '{folder_key(res.run, entry)} "
-                f"{res.data['files'][name]['source']} REFERENCE' in --test-sets FILE",
+                f"{given['source']} REFERENCE' in --test-sets FILE",
             )
             return
         batches, how = (
             batches_for(exp, src, ref, True),
             f"score.py --mode=batch --allow-unk on {res.rel(src)} / {res.rel(ref)}",
         )
-    lines, bound = [], PrintNoise(exp)
+    lines: list[str] = []
+    bound = PrintNoise(exp)
     for batch in batches:  # whole batches: score.py's padding decides the numbers
         if len(lines) >= limit:
             break
@@ -84,6 +110,11 @@ def check_scores(res, exp, entry, path, tests, opts, why="", found=None):
         elif not (x == y or (np.isnan(x) and np.isnan(y))):
             worst, off = math.inf, off + 1
     identical = sum(a == b for a, b in zip(archived, lines))
+    differences: list[ScoreDiff] = [
+        {"line": i + 1, "archived": a, "reproduced": b}
+        for i, (a, b) in enumerate(zip(archived, lines))
+        if a != b
+    ]
     res.data["scores"].append(
         {
             "file": path.name,
@@ -95,16 +126,12 @@ def check_scores(res, exp, entry, path, tests, opts, why="", found=None):
             "beyond_last_digit": off,
             "max_rel_diff": worst,
             "within_print_noise": bound.ok(),
-            "first_differences": [
-                {"line": i + 1, "archived": a, "reproduced": b}
-                for i, (a, b) in enumerate(zip(archived, lines))
-                if a != b
-            ][: opts.max_diffs],
+            "first_differences": differences[: opts.max_diffs],
         }
     )
 
 
-def crash_logs(res, entry):
+def crash_logs(res: Result, entry: Entry) -> None:
     from ..reproduce import original_error
 
     rows = {r["file"]: r for r in res.data["reproduction"]}
@@ -125,7 +152,9 @@ def crash_logs(res, entry):
         elif row.get("crash_not_rechecked"):
             status = row["crash_not_rechecked"]
         elif row.get("crash_reproduced"):
-            status = f"reproduced: the port fails on line {row['original_stopped_after'] + 1} too"
+            stopped = row["original_stopped_after"]
+            assert stopped is not None  # a crash reproduced: the original stopped
+            status = f"reproduced: the port fails on line {stopped + 1} too"
         else:
             status = "NOT reproduced"
         res.data["crash_logs"].append(
@@ -138,7 +167,14 @@ def crash_logs(res, entry):
         )
 
 
-def attention_plots(res, exp, entry, test, opts, out):
+def attention_plots(
+    res: Result,
+    exp: Experiment,
+    entry: Entry,
+    test: TestPair,
+    opts: Options,
+    out: str | os.PathLike[str],
+) -> None:
     """Attention of the first ``opts.plots`` test pairs (source, archived/reference target)."""
     from ...search.scoring import parse_pair, score_pair
     from .. import plots
@@ -158,12 +194,15 @@ def attention_plots(res, exp, entry, test, opts, out):
         zip(read_text_lines(src)[: opts.plots], read_text_lines(ref)[: opts.plots])
     ):
         (src_seq, src_words), (trg_seq, trg_words) = parse_pair(exp, s, t, True)
-        a = score_pair(exp.model, src_seq, trg_seq).alignment.numpy()[:, :, 0]
+        alignment = score_pair(exp.model, src_seq, trg_seq).alignment
+        assert alignment is not None  # an RNNsearch model (exp.cfg.search)
+        a = alignment.numpy()[:, :, 0]
         path = file_in(folder, plots.plot_file_name(i + 1, opts.plots))
         plots.plot_alignment(
             a,
-            src_words + ["<eos>"],
-            trg_words + ["<eos>"],
+            # parse_input gives the words as a list (no idx2word): its type says str | list
+            cast("list[str]", src_words) + ["<eos>"],
+            cast("list[str]", trg_words) + ["<eos>"],
             path,
             title=f"{entry.id}: test pair {i + 1}",
             dpi=opts.plot_dpi,
@@ -171,15 +210,16 @@ def attention_plots(res, exp, entry, test, opts, out):
         res.data["plots"].append({"sentence": i + 1, "file": path.relative_to(out).as_posix()})
 
 
-def parity_check(res, exp, entry, test, opts):
+def parity_check(res: Result, exp: Experiment, entry: Entry, test: TestPair, opts: Options) -> None:
     from ...harness.check import GROUPS, check
     from ...harness.trace import TraceFile
 
     groups = opts.parity_groups or GROUPS
+    assert entry.trace is not None  # redo checks parity only where a trace is
     with TraceFile(entry.trace) as tr:
         groups = tuple(g for g in groups if tr.has(g) or (g == "batch" and tr.has("batch_all")))
         report = check(exp, tr, groups=groups, source=test[0], target=test[1])
-    res.data["parity"] = {
+    parity: Parity = {
         "trace": res.rel(entry.trace),
         "groups": list(groups),
         "ok": report.ok,
@@ -195,3 +235,4 @@ def parity_check(res, exp, entry, test, opts):
             for r in report.rows
         ],
     }
+    res.data["parity"] = parity

@@ -2,14 +2,45 @@
 cache key), the folders a file may be read from, and the paths as the report shows them
 (relative to ROOT; a packed experiment's as ``run7.tar.gz/...``)."""
 
+from __future__ import annotations
+
 import itertools
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from ... import contained, lookup
 from ...errors import shown, unshown
 from ...untrusted import special_kind
+
+if TYPE_CHECKING:
+    from .inventory import Row
+
+
+class ExperimentEntry(Protocol):
+    """What the cache and a result read of an experiment
+    (:class:`groundhog_port.tasks.archive.discover.Entry`): a Protocol, since ``discover``
+    imports the cache, which may then not import ``discover`` back (no import cycle, even for
+    typing: ``parity_tests/packaging/test_import_graph.py``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def folder(self) -> Path: ...
+    @property
+    def state(self) -> Path: ...
+    @property
+    def model(self) -> Path | None: ...
+    @property
+    def trace(self) -> Path | None: ...
+    @property
+    def outputs(self) -> list[Path]: ...
+    @property
+    def candidates(self) -> list[Path]: ...
+    @property
+    def root(self) -> Path | None: ...
 
 
 @dataclass
@@ -52,7 +83,7 @@ class Options:
         }
 
 
-def not_read(path, allowed):
+def not_read(path: str | os.PathLike[str] | None, allowed: Iterable[str]) -> str | None:
     """Why the file at ``path`` is not read, or None: a FIFO, a device or a socket (by
     type: ``os.stat`` opens nothing, and opening one could block forever or never end), or
     a link leading outside the folders in ``allowed`` (real paths: ROOT and each
@@ -107,7 +138,7 @@ class Run:
     #: (:mod:`groundhog_port.contained`; ``--max-memory-mib``, ``--max-cpu-minutes``)
     limits: contained.Limits = contained.DEFAULT_LIMITS
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.root = Path(self.root)
 
     def _stores(self) -> dict:
@@ -135,7 +166,7 @@ class Run:
         for k, v in self._stores().items():
             v.update(learnt[k])
 
-    def row(self, path):
+    def row(self, path: str | os.PathLike[str]) -> Row:
         """The inventory row of file ``path`` (what it holds, by content), read once."""
         from .inventory import classify
 
@@ -154,7 +185,7 @@ class Run:
         ROOT and the unpacked packs (nothing above ROOT is read)."""
         return [self.root, *self.packs]
 
-    def rel(self, path) -> str:
+    def rel(self, path: str | os.PathLike[str]) -> str:
         """``path`` relative to ROOT where it lies inside (a file of a packed experiment:
         ``run7.tar.gz/...``), else as it is; for the report and the logs, so bytes of a
         name that are not UTF-8 are shown escaped (:func:`groundhog_port.errors.shown`)."""
@@ -172,7 +203,7 @@ class Run:
             text = text.replace(folder + os.sep, pack + "/").replace(folder, pack)
         return text
 
-    def abs(self, text) -> Path | None:
+    def abs(self, text: str) -> Path | None:
         """A plan's path (relative to ROOT, or absolute) as a path; ``None`` for ``""``.
         The inverse of :meth:`rel`: ``run7.tar.gz/...`` is the file in the folder the pack
         was unpacked into, and a name shown escaped (bytes that are not UTF-8,
@@ -191,7 +222,7 @@ class Run:
         return p
 
 
-def relative(root, path) -> str:
+def relative(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:
     """``path`` relative to folder ``root`` where it lies inside, else as it is, shown
     escaped (:func:`groundhog_port.errors.shown`)."""
     full = os.path.abspath(path)

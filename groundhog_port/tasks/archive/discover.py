@@ -4,10 +4,13 @@ every GroundHog state, whatever its name, is one experiment, with the models bes
 parameters fit it (:func:`~groundhog_port.tasks.archive.inventory.pair_models`), its trace and what
 ``sample.py`` / ``score.py`` left beside it.  Names only order and break ties."""
 
+from __future__ import annotations
+
 import contextlib
 import itertools
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +49,7 @@ class Entry:
     kinds: dict = field(default_factory=dict)
 
 
-def pack_files(root):
+def pack_files(root: str | os.PathLike[str]) -> list[Path]:
     """Every packed experiment (:func:`groundhog_port.tasks.packs.is_pack`) under ``root``,
     sorted, links to folders not followed."""
     found = []
@@ -62,7 +65,7 @@ def _pack_entry(run: Run, pack, why):
 
 
 @contextlib.contextmanager
-def unpacked(run: Run):
+def unpacked(run: Run) -> Iterator[list[Entry]]:
     """The experiments of every pack under ROOT (``run7.tar.gz``, ``.zip``...), each pack
     unpacked under the bounds of :mod:`groundhog_port.tasks.packs` into a private temporary
     folder for the run, removed afterwards (``run.packs`` says where each lies meanwhile).
@@ -311,7 +314,7 @@ def _classified(run: Run, paths: list) -> dict:
     return run.learnt_since(mark)
 
 
-def discover(run: Run, top=None) -> list[Entry]:
+def discover(run: Run, top: str | os.PathLike[str] | None = None) -> list[Entry]:
     """Every GroundHog state under folder ``top`` (ROOT by default; an unpacked pack),
     whatever its name, sorted by path, with what lies beside it; the files :func:`not_read`
     refuses are listed in each entry's ``refused`` instead."""
@@ -319,8 +322,8 @@ def discover(run: Run, top=None) -> list[Entry]:
     allowed = run.allowed()
     classify_contained(run, root)
     entries = []
-    for folder, _, names in lookup.walk(root):
-        folder = Path(folder)
+    for walked, _, names in lookup.walk(root):
+        folder = Path(walked)
         rows, refused = _rows(run, folder, names, allowed)
         states = [r for r in rows.values() if r.kind is Kind.STATE]
         # a state that may not be read (a link out of the archive) is known by its name

@@ -2,7 +2,12 @@
 test sets), the test sets the user chose (``--source/--ref``, ``--test-sets FILE``), the
 files its cache key depends on, and the models it holds open (:class:`Opened`)."""
 
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from ... import lookup
 from ...errors import LegacyInputError
@@ -11,6 +16,11 @@ from ...outputs import lies_inside
 from ...untrusted import read_text
 from .context import Options, Run
 from .discover import Entry
+
+if TYPE_CHECKING:
+    from ...legacy.experiment import Experiment
+
+_T = TypeVar("_T")
 
 
 def experiment_dirs(run: Run, entry: Entry, opts: Options) -> tuple:
@@ -25,7 +35,7 @@ def experiment_dirs(run: Run, entry: Entry, opts: Options) -> tuple:
     )
 
 
-def places(run: Run, entry: Entry, opts: Options):
+def places(run: Run, entry: Entry, opts: Options) -> list[lookup.Place]:
     """Where the test sets of ``entry`` are looked for, in order: its folder (not below: the
     folders below are other experiments), each ``--data-dir``, the whole archive, and the
     folder's ``../data`` (searched before the rest of ROOT) where it lies inside ROOT or the
@@ -43,7 +53,9 @@ def places(run: Run, entry: Entry, opts: Options):
     return out
 
 
-def given_test_set(run: Run, entry: Entry, opts: Options, name="test"):
+def given_test_set(
+    run: Run, entry: Entry, opts: Options, name: str = "test"
+) -> tuple[Path | None, Path | None, str | None]:
     """``(source, reference, how)`` chosen by the user for ``entry``'s ``name`` test set: a
     line of ``--test-sets FILE`` for the experiment's folder, else (``test``) ``--source/--ref``;
     ``(None, None, None)`` when none."""
@@ -55,11 +67,13 @@ def given_test_set(run: Run, entry: Entry, opts: Options, name="test"):
     return None, None, None
 
 
-def folder_key(run: Run, entry):
+def folder_key(run: Run, entry: Entry) -> str:
     return run.rel(entry.folder)
 
 
-def read_test_sets(path, root) -> dict:
+def read_test_sets(
+    path: str | os.PathLike[str], root: str | os.PathLike[str]
+) -> dict[str, tuple[Path, Path | None]]:
     """The ``--test-sets FILE`` mapping (docs/archives.md, "Choosing test sets yourself"): one line
     per experiment, ``FOLDER SOURCE [REFERENCE]`` separated by whitespace, ``#`` starting a
     comment; ``FOLDER`` is the experiment's folder relative to ROOT (``.`` for ROOT itself;
@@ -156,12 +170,12 @@ class Opened:
     """The models one experiment's re-doing has open: at most :data:`HELD_MODELS`; one
     dropped is opened again when asked again (``loads`` counts the openings)."""
 
-    def __init__(self, held: int = HELD_MODELS):
+    def __init__(self, held: int = HELD_MODELS) -> None:
         self.held = held
         self.loads = 0
         self._open: dict = {}
 
-    def get(self, key, make):
+    def get(self, key: Hashable, make: Callable[[], _T]) -> _T:
         if key in self._open:
             self._open[key] = self._open.pop(key)  # the most recently used last
             return self._open[key]
@@ -172,7 +186,14 @@ class Opened:
         return made
 
 
-def open_model(entry, model, changes, dirs, opts, opened: Opened):
+def open_model(
+    entry: Entry,
+    model: str | os.PathLike[str],
+    changes: Sequence[str],
+    dirs: Sequence[Path],
+    opts: Options,
+    opened: Opened,
+) -> Experiment:
     """The experiment of ``entry`` with ``model`` and ``changes``, from ``opened`` (the
     models :func:`redo` holds open) or opened now."""
     from ...legacy.loading import open_experiment

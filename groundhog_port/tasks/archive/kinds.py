@@ -9,7 +9,7 @@ spell.  This module holds data only: no file is read here.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -88,7 +88,7 @@ class StateFacts:
     old_vintage: bool
     stored: Mapping[str, Any]
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[dict[str, Any]], StateFacts], tuple[dict[str, Any]]]:
         # a read-only view does not pickle: rebuilt from a copy (a contained worker's rows
         # come back to the run pickled, groundhog_port.contained)
         values = {f.name: getattr(self, f.name) for f in fields(self)}

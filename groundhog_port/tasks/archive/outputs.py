@@ -12,9 +12,15 @@ the re-translation's once case and spaces are ignored: it was post-processed by 
 (:func:`post_processed`), and is reported so, never as a missing input.
 """
 
+from __future__ import annotations
+
 import logging
+import os
 import re
 import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from ... import lookup
 from ...errors import LegacyInputError
@@ -24,6 +30,37 @@ from ...search.defaults import MAX_RETRY_BEAM
 from ...untrusted import strip_compression
 from .inventory import vocabulary_share
 
+if TYPE_CHECKING:
+    from ...legacy.experiment import Experiment
+    from .inventory import Row
+
+
+# tasks.reproduce (its Settings, its SourceFinder) imports this module: these functions take
+# what they use of them as Protocols, so that no import cycle is made, even for typing
+# (parity_tests/packaging/test_import_graph.py)
+class Described(Protocol):
+    """sample.py settings (:class:`groundhog_port.tasks.reproduce.Settings`)."""
+
+    def describe(self) -> str: ...
+
+
+_S = TypeVar("_S", bound=Described)
+
+
+class Finder(Protocol):
+    """What is used of :class:`groundhog_port.tasks.reproduce.SourceFinder`: its cached
+    first translations and its first-lines check."""
+
+    def _first_translations(self, path: Path, settings: Described, n: int) -> list[str | None]: ...
+    def _confirm(
+        self, archived: Sequence[str], settings: Described
+    ) -> Callable[[Path], str | None]: ...
+
+
+#: what a README's ``sample.py`` command says of an output: (beam or None, normalize,
+#: ignore_unk)
+Hint = tuple[int | None, bool, bool]
+
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
 #: the share of a candidate's sampled words that must lie in the target vocabulary
@@ -32,7 +69,7 @@ TARGET_SHARE = 0.5
 SAMPLE_LINES = 20
 
 
-def language_of(exp, path) -> str | None:
+def language_of(exp: Experiment, path: Path) -> str | None:
     """``None`` when the text at ``path`` may be an output: it reads as the target language
     (most of its sampled words in the target vocabulary, more than in the source one) and is
     not the reference of a test set beside it (``newstest2012.fr`` beside
@@ -59,7 +96,7 @@ def language_of(exp, path) -> str | None:
 _SAMPLE_PY = re.compile(r"\bsample\.py\b")
 
 
-def readme_hints(texts, row_of) -> dict:
+def readme_hints(texts: Iterable[Path], row_of: Callable[[Path], Row]) -> dict[str, Hint]:
     """``{output name: (beam, normalize, ignore_unk)}`` from ``sample.py`` commands written
     in the texts of the folder (a ``README.txt``: ``python sample.py --beam-search
     --beam-size 10 ... --trans output``); only what orders the settings tried."""
@@ -94,7 +131,12 @@ def _flag(words, name):
     return None
 
 
-def settings_order(name, hints, settings_type, all_settings):
+def settings_order(
+    name: str,
+    hints: Mapping[str, Hint],
+    settings_type: Callable[[int, bool, bool], _S],
+    all_settings: Sequence[_S],
+) -> tuple[list[_S], _S | None, str]:
     """``(settings in the order tried, the hint's settings or None, where the hint is
     from)``: what the file's name (:func:`groundhog_port.file_names.name_hint`) or a
     README's command says first, then every other setting."""
@@ -111,11 +153,17 @@ def settings_order(name, hints, settings_type, all_settings):
                 name, where, hint[0], MAX_RETRY_BEAM,
             )  # fmt: skip
         return list(all_settings), None, ""
-    first = settings_type(*hint)
+    first = settings_type(hint[0], hint[1], hint[2])
     return [first, *(s for s in all_settings if s != first)], first, where
 
 
-def disambiguate(finder, archived, source, order, redone=None):
+def disambiguate(
+    finder: Finder,
+    archived: Sequence[str],
+    source: Path,
+    order: Sequence[_S],
+    redone: int | None = None,
+) -> tuple[_S, str, list[str]]:
     """``(settings, what agrees, the others that give the first lines)``: of the settings
     in ``order`` whose first :data:`~groundhog_port.lookup.CONFIRM_LINES` lines give the
     archived ones, the earliest that gives every line re-done, else the one that agrees
@@ -161,7 +209,15 @@ def _bare(line):
     return "".join(line.lower().split())
 
 
-def post_processed(finder, archived, order, places, near, name, langs):
+def post_processed(
+    finder: Finder,
+    archived: Sequence[str],
+    order: Iterable[_S],
+    places: Sequence[lookup.Place],
+    near: str | os.PathLike[str],
+    name: str,
+    langs: tuple[str, str],
+) -> tuple[lookup.TestSetChoice, _S, str] | None:
     """``(choice, settings, how)`` where the archived lines are the re-translation's with
     case and spaces changed by hand (detokenized, lower-cased), else ``None``."""
     n = min(lookup.CONFIRM_LINES, len(archived))
@@ -185,7 +241,8 @@ def post_processed(finder, archived, order, places, near, name, langs):
             )
         except LegacyInputError:
             continue
-        got = finder._first_translations(choice.source, s, n)
+        # confirmed above: every one of these lines was translated (none is None)
+        got = cast("list[str]", finder._first_translations(choice.source, s, n))
         how = []
         if any("".join(a.split()) != "".join(b.split()) for a, b in zip(archived, got)):
             how.append("lower-cased")

@@ -18,12 +18,14 @@ The model table imports torch; it is imported here inside the functions, so
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Container, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ...errors import LegacyInputError
 from ...file_names import snapshot_number
 from .kinds import Kind, ModelFacts, Pairing, Row, StateFacts
+
+_V = TypeVar("_V")
 
 
 def _expected(stored: Mapping[str, Any]) -> tuple[dict[str, tuple[int, ...]], list[Any]] | str:
@@ -209,7 +211,9 @@ def pair_models(states: Sequence[Row], models: Sequence[Row]) -> list[Pairing]:
     return sorted(out, key=key)
 
 
-def prefix_owners(name: str, by_prefix: Mapping[str, list], keep=None) -> tuple[list, str]:
+def prefix_owners(
+    name: str, by_prefix: Mapping[str, Sequence[_V]], keep: Container[_V] | None = None
+) -> tuple[list[_V], str]:
     """``(the values filed under the longest whole prefix of name, that prefix)``, each value
     once (only those in ``keep`` when given); ``([], "")`` when no prefix of ``name`` is
     filed.  One lookup per length of ``name``: linear in a folder of hundreds of states."""

@@ -1,10 +1,13 @@
 """The whole archive: the output folder checked, every experiment re-done (or taken from
 the cache), dealt out over the ranks under ``torchrun``."""
 
+from __future__ import annotations
+
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import contained
 from ...errors import LegacyInputError
@@ -15,7 +18,25 @@ from .discover import discover, pack_files, unpacked
 from .inputs import key_inputs, plan_files
 from .plan import plan_experiment
 from .redo import redo
-from .result import Result
+from .result import Result, ResultRecord
+
+if TYPE_CHECKING:
+    from ...outputs import Progress
+    from .discover import Entry
+
+
+class Ranks(Protocol):
+    """The processes the experiments are dealt out over:
+    :class:`groundhog_port.distributed.world.World` (a sibling layer, which this one may
+    not import, even for typing)."""
+
+    @property
+    def rank(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def is_root(self) -> bool: ...
+
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
@@ -23,7 +44,7 @@ logger = logging.getLogger("groundhog_port.tasks.archive")
 # ----------------------------------------------------------------------------------------
 # the whole archive
 # ----------------------------------------------------------------------------------------
-def check_out_dir(root, out):
+def check_out_dir(root: str | os.PathLike[str], out: str | os.PathLike[str]) -> None:
     """``out`` must not lie inside ``root``: nothing is written into the archive.  Nor is
     anything written through a link inside ``out`` (``OUT/report.md -> ROOT/exp/test.fr``,
     ``OUT/cache -> ROOT/exp``): every name archive writes there, and everything already
@@ -55,7 +76,7 @@ def check_out_dir(root, out):
                 file_in(out, *rel, f)
 
 
-def write_plan(run: Run, out, opts: Options) -> Path:
+def write_plan(run: Run, out: str | os.PathLike[str], opts: Options) -> Path:
     """``archive ROOT --plan-only``: the discovered plan of every experiment in
     ``OUT/plan.toml`` (:mod:`groundhog_port.tasks.archive.plan_file`); nothing is re-done."""
     from ...outputs import atomic_write_text
@@ -71,7 +92,12 @@ def write_plan(run: Run, out, opts: Options) -> Path:
     return path
 
 
-def check_plan(run: Run, plan: dict, path, packed=None) -> None:
+def check_plan(
+    run: Run,
+    plan: dict,
+    path: str | os.PathLike[str] | None,
+    packed: Sequence[Entry] | None = None,
+) -> None:
     """Every experiment of a ``--plan`` is one of ROOT's (else one line naming the closest),
     and every file it names lies in ROOT or a ``--data-dir`` (a plan may not have the report
     quote ``/proc/self/environ``).  ``packed``: the packed experiments, once unpacked: an
@@ -101,13 +127,13 @@ def check_plan(run: Run, plan: dict, path, packed=None) -> None:
 
 def redo_tree(
     run: Run,
-    out,
+    out: str | os.PathLike[str],
     opts: Options,
-    world=None,
-    progress=None,
-    fresh=False,
-    packed=(),
-):
+    world: Ranks | None = None,
+    progress: Progress | None = None,
+    fresh: bool = False,
+    packed: Sequence[Entry] = (),
+) -> tuple[list[Entry], list[ResultRecord] | None]:
     """Re-do every experiment under ROOT and the ``packed`` ones (:func:`unpacked`; this
     rank's share under torchrun), each in a worker process under ``run.limits``
     (:func:`redo_contained`), caching each result in ``out/cache``; returns
@@ -150,7 +176,9 @@ def redo_tree(
     return entries, [mine[i][0] for i in range(len(entries))]
 
 
-def redo_contained(run: Run, entry, opts: Options, out, limits: contained.Limits):
+def redo_contained(
+    run: Run, entry: Entry, opts: Options, out: str | os.PathLike[str], limits: contained.Limits
+) -> tuple[ResultRecord, bool]:
     """:func:`redo` of ``entry`` in a worker process under ``limits``
     (:mod:`groundhog_port.contained`); what the worker learnt of the files comes back to
     ``run``.  Returns ``(result, whole)``: ``whole`` is ``False`` when a limit stopped the

@@ -2,11 +2,15 @@
 and why, each output's settings and test set found by content, what is missing with the
 line to add."""
 
+from __future__ import annotations
+
 import functools
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ... import lookup
 from ...errors import LegacyInputError
@@ -25,6 +29,12 @@ from .inputs import Opened, experiment_dirs, folder_key, given_test_set, open_mo
 from .outputs import disambiguate, language_of, post_processed, readme_hints, settings_order
 from .plan_file import BY_CONTENT
 from .result import Result
+
+if TYPE_CHECKING:
+    from ...legacy.experiment import Experiment
+
+#: an experiment's test sets: name -> (source, reference, how they were chosen)
+TestSets = Mapping[str, tuple[Path | None, Path | None, str | None]]
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
@@ -110,6 +120,7 @@ def plan_experiment(run: Run, entry: Entry, opts: Options, opened: Opened | None
     for name in TEST_SET_NAMES:
         src, ref, how = given_test_set(run, entry, opts, name)
         if src is not None and ref is None:
+            assert how is not None  # said with every given source
             ref, why = lookup.reference_for(src, *lookup.languages(exp.state))
             how += f"; reference: {why}"
         tests[name] = (src, ref, how)
@@ -143,12 +154,14 @@ SNAPSHOTS_WHY = (
 SETTING_KEYS = ("beam_size", "normalize", "ignore_unk")
 
 
-def by_content(o) -> bool:
+def by_content(o: Mapping[str, object]) -> bool:
     """Whether a plan's trans output leaves its settings or test set to be found."""
     return not o.get("source") or any(o.get(k, BY_CONTENT) == BY_CONTENT for k in SETTING_KEYS)
 
 
-def complete(run: Run, entry: Entry, opts: Options, plan: dict, opened) -> list:
+def complete(
+    run: Run, entry: Entry, opts: Options, plan: dict, opened: Opened
+) -> list[dict[str, Any]]:
     """A plan's outputs whose settings or test set are ``"by content"`` (or left out),
     found as discovery finds them, the plan's other choices kept: an unedited
     ``--plan-only`` plan runs as discovered, and an output added by hand needs only its
@@ -173,7 +186,7 @@ def complete(run: Run, entry: Entry, opts: Options, plan: dict, opened) -> list:
     return outputs
 
 
-def plan_changes(run: Run, e) -> list:
+def plan_changes(run: Run, e: Mapping[str, Any]) -> list[str]:
     """The state changes a plan entry runs with: its ``changes``, then each vocabulary it
     names (``word_indx='...'``, the path made absolute)."""
     out = list(e.get("changes", []))
@@ -421,7 +434,7 @@ def _plan_trans(res, run, entry, e, exp, snaps, tests, opts):
         finder.announce(f"{entry.id}: ")
 
 
-def error_log(entry, path):
+def error_log(entry: Entry, path: Path) -> Path | None:
     """The crash log sample.py's run of output ``path`` left: ``sample_<stem>_error.txt``
     for ``trans_<stem>.txt`` (the recordings' names), else ``<stem>_error.txt``."""
     stem = path.name[: -len(".txt")] if path.name.endswith(".txt") else path.name
@@ -496,7 +509,15 @@ def _plan_scores(res, run, entry, e, exp, tests, opts, dirs):
         )
 
 
-def scores_of_any_name(res, run, entry, e, exp, tests, opts):
+def scores_of_any_name(
+    res: Result,
+    run: Run,
+    entry: Entry,
+    e: dict[str, Any],
+    exp: Experiment,
+    tests: TestSets,
+    opts: Options,
+) -> None:
     """A text of numbers of any name beside the state (``bleu_run.out``) is score.py's
     ``--mode=batch`` output when the batch scores of a test set give its first lines
     within print noise (the experiment's test sets first, then every candidate); else it
@@ -528,7 +549,16 @@ def scores_of_any_name(res, run, entry, e, exp, tests, opts):
         )
 
 
-def test_set_of_scores(res, run, exp, entry, name, opts, path=None, tests=None):
+def test_set_of_scores(
+    res: Result,
+    run: Run,
+    exp: Experiment,
+    entry: Entry,
+    name: str,
+    opts: Options,
+    path: Path | None = None,
+    tests: TestSets | None = None,
+) -> lookup.TestSetChoice | None:
     """The test set of the experiment's ``scores_batch[_holdout]*.txt`` where no translation
     file told it: a text file of as many lines with its same-stem reference whose first batch
     scores give the archived first lines within print noise (:class:`PrintNoise`, the rule of
@@ -592,7 +622,7 @@ def test_set_of_scores(res, run, exp, entry, name, opts, path=None, tests=None):
         return None
 
 
-def relative_why(res, why):
+def relative_why(res: Result, why: str) -> str:
     """A choice's reason with the archive's paths relative to ROOT (the report's paths)."""
     root = os.path.abspath(res.run.root) + os.sep
     return res.run.said(why).replace(root, "")

@@ -41,6 +41,7 @@ one below (the plan is tables of strings, integers, booleans and arrays of strin
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -299,7 +300,7 @@ def _typed(path, where, value, kinds, key) -> None:
         raise LegacyInputError(path, f"{where}: {key} must be {names}, not {value!r}")
 
 
-def loads(text: str, path=None) -> dict:
+def loads(text: str, path: str | os.PathLike[str] | None = None) -> dict:
     """A plan read from TOML text and checked: the version, every key known (else the
     closest known one is named), every value of its type; an output's settings may be
     left out or ``"by content"``.  Raises :class:`LegacyInputError` (one line naming the
@@ -415,7 +416,7 @@ def _setting(path, where, key, value) -> None:
     _typed(path, where, value, (str,), key)
 
 
-def read(path) -> dict:
+def read(path: str | os.PathLike[str]) -> dict:
     """The plan in file ``path`` (:func:`loads`), keyed ``{"entries": {id: entry}, ...}``."""
     from ...untrusted import read_input
 

@@ -1,6 +1,9 @@
 """Re-doing one experiment: its plan entry (discovered when none is given) run, every
 output reproduced and compared, what cannot be done said once per cause."""
 
+from __future__ import annotations
+
+import os
 from pathlib import Path
 
 from ... import lookup
@@ -15,7 +18,7 @@ from .plan_file import BY_CONTENT
 from .result import Result, ResultRecord, attempt
 
 
-def redo(run: Run, entry: Entry, opts: Options, out) -> ResultRecord:
+def redo(run: Run, entry: Entry, opts: Options, out: str | os.PathLike[str]) -> ResultRecord:
     """Everything :mod:`groundhog_port.tasks.archive` re-does for one experiment.
     What cannot be done is logged once per cause (:meth:`Result.flush`)."""
     res = Result(run, entry)

@@ -7,15 +7,26 @@ Everything here is computed from the per-experiment results of
 run writes the same bytes as an uninterrupted one.
 """
 
+from __future__ import annotations
+
 import base64
 import html
 import json
+import os
 import re
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from ... import __version__
 from ...errors import shown_all
 from ...outputs import atomic_write_text, file_in
+
+if TYPE_CHECKING:
+    from .result import ResultRecord
+
+#: one table of the report: its title, header and rows of cells
+Table = tuple[str, list[str], list[list[str]]]
 
 TITLE = "GroundHog archive re-done by groundhog-port"
 
@@ -58,7 +69,7 @@ def _snapshot_note(r):
     return f"re-done with snapshot {r['snapshot']}" + (f" ({'; '.join(others)})" if others else "")
 
 
-def overview(report):
+def overview(report: Mapping[str, Any]) -> Table:
     """One row per experiment: outputs re-done, identical, BLEU, parity, not done."""
     rows = []
     for r in report["experiments"]:
@@ -105,7 +116,7 @@ def _noise(s):
     return "-" if within is None else ("yes" if within else "NO: beyond parity's bounds")
 
 
-def tables(result):
+def tables(result: Mapping[str, Any]) -> list[Table]:  # a ResultRecord, as JSON
     """``[(title, header, rows)]`` of one experiment: the tables both renderings show."""
     out = []
     files = result["files"]
@@ -226,7 +237,7 @@ def tables(result):
     return out
 
 
-def signatures(results):
+def signatures(results: Sequence[Mapping[str, Any]]) -> list[str]:  # ResultRecords
     """The sacrebleu signatures the report's BLEU numbers carry."""
     return sorted(
         {
@@ -239,7 +250,7 @@ def signatures(results):
     )
 
 
-def summary(results):
+def summary(results: Sequence[ResultRecord]) -> dict[str, Any]:
     rep = [row for r in results for row in r["reproduction"]]
     return {
         "experiments": len(results),
@@ -267,7 +278,7 @@ def _magnitude(x):
     return float(x)
 
 
-def summary_text(s):
+def summary_text(s: Mapping[str, Any]) -> str:
     """The report's verdict in one sentence (also what ``archive`` prints): first the
     outputs re-done, identical and differing, and what was not done (never "all identical"
     while something was left undone), then the translations, score files and parity."""
@@ -304,7 +315,13 @@ def summary_text(s):
     )
 
 
-def build(root, options, results, inventory=(), from_cache=()):
+def build(
+    root: str | os.PathLike[str],
+    options: dict[str, Any],
+    results: Sequence[ResultRecord],
+    inventory: Sequence[dict[str, str]] = (),
+    from_cache: Collection[str] = (),
+) -> dict[str, Any]:  # JSON-able
     """The report as one JSON-able dict, every string printable (names of files whose bytes
     are not UTF-8 quoted in what the lookup said are shown escaped: :func:`shown_all`);
     ``inventory``: every file and pack member with its role (:mod:`.accounting`);
@@ -313,28 +330,31 @@ def build(root, options, results, inventory=(), from_cache=()):
     s["from_cache"] = len(from_cache)
     s["files"] = len(inventory)
     s["files_used"] = sum(not a["role"].startswith(("not used", "not read")) for a in inventory)
-    return shown_all(
-        {
-            "tool": f"groundhog-port {__version__}",
-            "root": str(root),
-            "options": options,
-            "summary": s,
-            "bleu_signatures": signatures(results),
-            "experiments": results,
-            "from_cache": sorted(from_cache),
-            "inventory": list(inventory),
-        }
+    return cast(  # shown_all gives a dict the shape it is given
+        "dict[str, Any]",
+        shown_all(
+            {
+                "tool": f"groundhog-port {__version__}",
+                "root": str(root),
+                "options": options,
+                "summary": s,
+                "bleu_signatures": signatures(results),
+                "experiments": results,
+                "from_cache": sorted(from_cache),
+                "inventory": list(inventory),
+            }
+        ),
     )
 
 
-def inventory_table(report):
+def inventory_table(report: Mapping[str, Any]) -> Table:
     """Every file of the archive, one row each: what it holds and its role."""
     rows = [[a["file"], a["kind"], a["role"]] for a in report.get("inventory", [])]
     return "Inventory: every file and pack member", ["file", "holds", "role"], rows
 
 
 # ----------------------------------------------------------------------------------------
-def md_text(x):
+def md_text(x: object) -> str:
     """Text for report.md, escaped as report.html escapes it: ``&``, ``<``, ``>`` as
     entities (a Markdown renderer passes raw HTML through: a sentence holding ``<script>``
     ran in the page), the Markdown that could make a link, an image, code or a table cell
@@ -351,7 +371,7 @@ def _md_cell(x):
     return md_text(x)
 
 
-def markdown(report):
+def markdown(report: Mapping[str, Any]) -> str:
     out = [
         f"# {TITLE}",
         "",
@@ -389,7 +409,11 @@ def markdown(report):
     return "\n".join(out) + "\n"
 
 
-def embeddable(report, result, out=None):
+def embeddable(
+    report: Mapping[str, Any],
+    result: Mapping[str, Any],  # a ResultRecord, as JSON
+    out: str | os.PathLike[str] | None = None,
+) -> list[dict[str, Any]]:  # its Plots
     """The plots of ``result`` the report may show: each one a file this command writes,
     ``plots/<experiment>/align_NNNN.png`` of its pair, a regular PNG reached through no
     link (:func:`groundhog_port.tasks.archive.cache.plot_problem`; with ``out=None`` only
@@ -400,6 +424,7 @@ def embeddable(report, result, out=None):
     total = report["options"]["plots"]
     shown = []
     for i, p in enumerate(result["plots"], start=1):
+        bad: str | bool | None
         if out is not None:
             bad = plot_problem(out, result["id"], p, i, total)
         else:
@@ -429,7 +454,7 @@ def _html_table(title, header, rows, cls):
     )
 
 
-def html_page(report, out):
+def html_page(report: Mapping[str, Any], out: str | os.PathLike[str]) -> str:
     """The self-contained page: the plots are read from ``out`` and inlined."""
     e = html.escape
     body = [
@@ -481,7 +506,7 @@ def html_page(report, out):
 REPORT_FILES = ("report.json", "report.md", "report.html")
 
 
-def write(report, out):
+def write(report: Mapping[str, Any], out: str | os.PathLike[str]) -> list[Path]:
     """``report.json``, ``report.md``, ``report.html`` in ``out``; returns their paths.  A
     link at one of these names is never followed (:func:`groundhog_port.outputs.file_in`)."""
     out = Path(out)

@@ -5,11 +5,18 @@ the end), the one definition the cache checks an entry against before it is used
 from __future__ import annotations
 
 import logging
-from typing import TypedDict
+import os
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 from ... import contained
 from ...errors import LegacyInputError
 from .context import Run
+
+if TYPE_CHECKING:
+    from .context import ExperimentEntry
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("groundhog_port.tasks.archive")
 
@@ -180,7 +187,7 @@ class ResultRecord(_ResultRecord, total=False):
 class Result:
     """The result of one experiment under construction (a JSON-able dict in the end)."""
 
-    def __init__(self, run: Run, entry):
+    def __init__(self, run: Run, entry: ExperimentEntry) -> None:
         self.run = run
         self.data: ResultRecord = {
             "id": entry.id,
@@ -199,10 +206,10 @@ class Result:
         self._causes: dict = {}
         self.missing: dict = {}  # test set name -> why a score file's test set was not found
 
-    def rel(self, path):
+    def rel(self, path: str | os.PathLike[str]) -> str:
         return self.run.rel(path)
 
-    def not_done(self, what, why, cause=None):
+    def not_done(self, what: str, why: str, cause: Hashable | None = None) -> None:
         """Record ``what`` as not done.  One cause, one entry: the same ``why`` (or the same
         ``cause``, for reasons worded per file) given again adds its ``what`` to the first."""
         why = self.run.said(why)
@@ -214,13 +221,13 @@ class Result:
         self._causes[id(entry)] = cause
         self.data["not_done"].append(entry)
 
-    def flush(self):
+    def flush(self) -> None:
         """One warning per cause (``why``) of this experiment."""
         for entry in self.data["not_done"]:
             logger.warning("%s: not done: %s: %s", self.data["id"], entry["what"], entry["why"])
 
 
-def attempt(res, what, fn, *args):
+def attempt(res: Result, what: str, fn: Callable[..., _T], *args: object) -> _T | None:
     """``fn(*args)``; a failure is recorded as "not done" with its reason (one experiment's
     problem never stops the archive).  Running out of memory is not such a failure: the
     worker's limit was reached (:func:`groundhog_port.tasks.archive.pipeline.redo_contained`
