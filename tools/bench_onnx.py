@@ -103,7 +103,7 @@ def measure_full(n_sentences=3, beams=(10,), seed=1234):
     import torch
 
     from groundhog_port.export.onnx_graphs import DRIVER_FILE, GRAPHS, search_settings, write_graphs
-    from groundhog_port.search.legacy import BeamSearch, sample
+    from groundhog_port.search.literal import BeamSearch, sample
     from legacy_states import prototype_search_state
 
     torch.set_num_threads(1)

@@ -278,7 +278,7 @@ def _search_once(args, model, seqs):
     seconds, and the literal search's (rows, source length) per step (None if batched)."""
     from groundhog_port.search.batched import BatchedBeamSearch
     from groundhog_port.search.common import SearchFailed
-    from groundhog_port.search.legacy import BeamSearch, sample
+    from groundhog_port.search.literal import BeamSearch, sample
 
     device = torch.device(args.device)
     rows_S = []

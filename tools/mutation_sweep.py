@@ -306,7 +306,7 @@ MUTATIONS = (
         "length limits",
         [
             (S + "batched.py", "[len(s) // 2 for s in seqs]", "[(len(s) - 1) // 2 for s in seqs]"),
-            (S + "legacy.py", "minlen=len(seq) // 2)", "minlen=(len(seq) - 1) // 2)"),
+            (S + "literal.py", "minlen=len(seq) // 2)", "minlen=(len(seq) - 1) // 2)"),
         ],
         fast_groups="beam",
     ),
@@ -475,8 +475,8 @@ MUTATIONS = (
         [
             (
                 D + "sampler.py",
-                "word_probs.append(np.exp(-probs))",
-                "word_probs.append(np.exp(-probs[:-1]))",
+                "word_probs.append(probabilities_of_costs(probs))",
+                "word_probs.append(probabilities_of_costs(probs[:-1]))",
             )
         ],
         fast_groups="outputs --outputs-matching sample_interactive_stdout.txt",

@@ -39,7 +39,7 @@ from groundhog_port.harness import tolerance as tol  # noqa: E402
 from groundhog_port.harness.check import find_case  # noqa: E402
 from groundhog_port.harness.trace import TraceFile  # noqa: E402
 from groundhog_port.legacy.loading import open_experiment  # noqa: E402
-from groundhog_port.search.legacy import path_costs  # noqa: E402
+from groundhog_port.search.literal import path_costs  # noqa: E402
 from groundhog_port.search.scoring import score_batch, score_pair  # noqa: E402
 
 RAW_PAIRS = (

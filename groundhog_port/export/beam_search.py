@@ -4,7 +4,7 @@
 Standalone: numpy, onnxruntime and the standard library only (no torch, no groundhog_port);
 ``export`` copies this file next to the graphs.  It follows GroundHog's sample.py
 (experiments/nmt/sample.py at commit 4d2433b) as groundhog-port's literal search does
-(groundhog_port/search/legacy.py), so both return the same translations::
+(groundhog_port/search/literal.py), so both return the same translations::
 
     python beam_search.py --beam-size 10 --source test.en --trans out.txt [--normalize] [--ignore-unk]
 

@@ -152,6 +152,12 @@ class ModelConfig:
         return sum((self.forward, self.last_forward, self.backward, self.last_backward))
 
     @property
+    def grconv(self) -> bool:
+        """The forward encoder is the grConv (``enc_rec_layer='RecursiveConvolutionalLayer'``),
+        whose scan over a one-word source (``<eos>`` alone) has 0 steps: Theano refuses it."""
+        return self.enc.layer == GRCONV
+
+    @property
     def c_dim(self) -> int:
         """Annotation width: number of components x dim (encdec.py:1345)."""
         return self.n_components * self.dim

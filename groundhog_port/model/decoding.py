@@ -28,16 +28,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
 
 from . import attention, encoder, output
+from .decoder import Decoder
 from .workspace import Workspace
 
-if TYPE_CHECKING:  # encdec imports this module
-    from .encdec import RNNEncoderDecoder
+
+class Network(encoder.Encoders, Protocol):
+    """What this interface reads of an :class:`~groundhog_port.model.encdec.RNNEncoderDecoder`
+    (named here without importing it: encdec imports this module)."""
+
+    decoder: Decoder
+    stable: bool
 
 
 @dataclass
@@ -52,7 +58,7 @@ class Source:
     lens: torch.Tensor
 
     @classmethod
-    def of(cls, model: RNNEncoderDecoder, cs: Sequence[torch.Tensor]) -> Source:
+    def of(cls, model: Network, cs: Sequence[torch.Tensor]) -> Source:
         """The group of the annotations ``cs`` (one ``(S_b, c_dim)`` tensor per sentence)."""
         device = model.device
         lens = torch.tensor([c.shape[0] for c in cs], dtype=torch.int64, device=device)
@@ -82,26 +88,24 @@ def _padded(cs: Sequence[torch.Tensor], c_dim: int) -> torch.Tensor:
     return c_pad
 
 
-def annotate(
-    model: RNNEncoderDecoder, seqs: Sequence[Sequence[int] | np.ndarray]
-) -> list[torch.Tensor]:
+def annotate(model: Network, seqs: Sequence[Sequence[int] | np.ndarray]) -> list[torch.Tensor]:
     """Annotations ``c (S_b, c_dim)`` of each sentence (each ending with end-of-sequence),
     equal to ``model.encode(seq)``: :func:`~groundhog_port.model.encoder.ragged_annotations`."""
     return encoder.ragged_annotations(model, seqs)
 
 
-def encode(model: RNNEncoderDecoder, seqs: Sequence[Sequence[int] | np.ndarray]) -> Source:
+def encode(model: Network, seqs: Sequence[Sequence[int] | np.ndarray]) -> Source:
     """The :class:`Source` of ``seqs`` (each ending with end-of-sequence)."""
     return Source.of(model, annotate(model, seqs))
 
 
-def init_states(model: RNNEncoderDecoder, src: Source) -> torch.Tensor:
+def init_states(model: Network, src: Source) -> torch.Tensor:
     """``s_0 (B, dim)`` of each sentence (``create_initializers``)."""
     return model.decoder.initial_state(src.c_pad)
 
 
 def context(
-    model: RNNEncoderDecoder,
+    model: Network,
     src: Source,
     k: int,
     states: torch.Tensor,
@@ -124,7 +128,7 @@ def context(
 
 
 def logits(
-    model: RNNEncoderDecoder,
+    model: Network,
     states: torch.Tensor,
     ctx: torch.Tensor,
     y_prev: torch.Tensor,
@@ -142,7 +146,7 @@ def logits(
 
 
 def probs(
-    model: RNNEncoderDecoder,
+    model: Network,
     states: torch.Tensor,
     ctx: torch.Tensor,
     y_prev: torch.Tensor,
@@ -167,7 +171,7 @@ def single_rows(sizes: Sequence[tuple[int, int]]) -> list[int]:
 
 
 def advance(
-    model: RNNEncoderDecoder, y: torch.Tensor, states: torch.Tensor, ctx: torch.Tensor
+    model: Network, y: torch.Tensor, states: torch.Tensor, ctx: torch.Tensor
 ) -> torch.Tensor:
     """``s_i (R, dim)`` after emitting words ``y (R,)`` from ``states`` with the step's
     contexts ``ctx``: the words' signals plus the contexts', then the GRU step."""

@@ -158,6 +158,22 @@ class RNNEncoderDecoder(nn.Module):
         """``c @ A`` for one sentence's ``c (S, c_dim)`` -> ``(S, 1, dim)``, or None."""
         return self.decoder.p_from_c(c[:, None])
 
+    # -- teacher forcing (training, scoring) ---------------------------------------------
+    def teacher_forced_probs(
+        self,
+        x: torch.Tensor,
+        x_mask: torch.Tensor | None,
+        y: torch.Tensor,
+        y_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """``p(y_t = w | y_<t, x)`` of every word ``w`` at every target position, ``(T, n, V)``,
+        of a ``(time, batch)`` batch: the output layer on the teacher-forced readouts
+        (differentiable: what training's cost reads)."""
+        c = compose_annotations(self, x, x_mask)
+        readouts, _ = self.decoder.teacher_forced_readouts(c, x_mask, y, y_mask, self.stable)
+        probs: torch.Tensor = self.decoder.output_layer(readouts)
+        return probs
+
     # -- scoring ----------------------------------------------------------------------
     @torch.no_grad()
     def score(

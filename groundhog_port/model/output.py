@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from . import functional
@@ -56,7 +57,12 @@ class Normalised:
 
     def probs(self, rows: slice = slice(None)) -> torch.Tensor:
         """``p`` of ``rows``: ``softmax_with_bias`` of their logits, bit for bit."""
-        return (self.e[rows].double() * self.inv[rows]).to(self.e.dtype)
+        return self.scaled(self.e[rows], rows)
+
+    def scaled(self, values: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
+        """The probabilities of ``values``, entries of ``e`` (a row of them per row of
+        ``rows``): ``float(double(values) * inv)``, what :meth:`probs` gives there."""
+        return (values.double() * self.inv[rows]).to(self.e.dtype)
 
 
 def normalise(
@@ -148,3 +154,10 @@ def sum64(e: torch.Tensor, workspace: Workspace | None = None) -> torch.Tensor:
         total[r0:r1] = chunk.sum(-1, keepdim=True)
         r0 = r1
     return total
+
+
+def probabilities_of_costs(neg_log_probs: np.ndarray) -> np.ndarray:
+    """``exp(-c)`` of costs ``c = -log p``: the word probabilities sample() prints beside a
+    sample (sample.py:176-178), in the costs' dtype."""
+    probs: np.ndarray = np.exp(-neg_log_probs)
+    return probs

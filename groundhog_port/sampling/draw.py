@@ -1,8 +1,6 @@
-"""One sampling step's primitives, shared by the one-sentence sampler (:mod:`.sampler`) and
-the batched one (:mod:`.batched`): the draw's outputs, the calls Theano's scan refuses, the
-output layer's tempered softmax and the multinomial draw from a uniform (the equations are in
-:mod:`.sampler`'s docstring).  Both samplers import them from here, so neither imports the
-other's internals.
+"""One sampling step's primitives (the equations are in :mod:`.sampler`'s docstring): the
+draw's outputs, the calls Theano's scan refuses and the multinomial draw from a uniform.  The
+tempered softmax is the model's (:func:`groundhog_port.model.decoding.probs` with ``T``).
 """
 
 from __future__ import annotations
@@ -68,6 +66,6 @@ def boundary_margin(pvals: np.ndarray, unis: np.ndarray, ids: np.ndarray) -> np.
     return np.where(above > 0, np.minimum(above, below), np.inf)
 
 
-def temperature(alpha: float) -> float:
+def temperature(inverse_temperature: float) -> float:
     """``T`` is a float32 scalar (``TT.scalar``, floatX): Theano rounds the Python float."""
-    return float(np.float32(alpha))
+    return float(np.float32(inverse_temperature))

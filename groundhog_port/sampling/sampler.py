@@ -42,8 +42,9 @@ from ..legacy.experiment import Experiment
 from ..legacy.vocab import indices_to_words
 from ..model import decoding
 from ..model.encdec import RNNEncoderDecoder
+from ..model.output import probabilities_of_costs
+from ..model.workspace import Workspace
 from ..search.common import legacy_log
-from .batched import BatchedSampler
 from .draw import (
     Draw,
     SamplingFailed,
@@ -123,47 +124,54 @@ class Sampler:
 
     @torch.no_grad()
     def sample_fn(
-        self, n_samples: int, n_steps: int, alpha: float, seq: Sequence[int] | np.ndarray
+        self,
+        n_samples: int,
+        n_steps: int,
+        inverse_temperature: float,
+        seq: Sequence[int] | np.ndarray,
     ) -> Draw:
         """``sample_fn(n_samples, n_steps, T, seq)``: a :class:`Draw`; continues the stream."""
         check_call(n_samples, n_steps)
         unis = [self.stream.uniform(n_samples) for _ in range(n_steps)]
-        return draw_sentence(self.model, seq, n_samples, n_steps, temperature(alpha), unis)
+        return draw_sentence(
+            self.model, seq, n_samples, n_steps, temperature(inverse_temperature), unis
+        )
 
     def sample(
         self,
         seq: Sequence[int] | np.ndarray,
         n_samples: int,
-        alpha: float = 1.0,
+        inverse_temperature: float = 1.0,
         normalize: bool = False,
     ) -> Samples:
-        """``sample(lm_model, seq, n_samples, sampler=..., alpha=...)`` (sample.py:163)."""
-        draw = self.sample_fn(n_samples, n_steps_for(seq), alpha, seq)
+        """``sample(lm_model, seq, n_samples, sampler=..., alpha=...)`` (sample.py:163; its
+        ``alpha`` is the inverse temperature)."""
+        draw = self.sample_fn(n_samples, n_steps_for(seq), inverse_temperature, seq)
         return finish(draw, self.exp.trg_idx2word, normalize)
 
     def sample_many(
         self,
         seqs: Sequence[Sequence[int] | np.ndarray],
         n_samples: int,
-        alpha: float = 1.0,
+        inverse_temperature: float = 1.0,
         normalize: bool = False,
         batch_size: int = 32,
     ) -> list[Samples | SamplingFailed]:
         """:meth:`sample` on every ``seq`` in order, as successive calls of one process:
         a list of :class:`Samples` or :class:`SamplingFailed` (those draw nothing).
 
-        ``batch_size > 1`` decodes that many sentences at once
-        (:mod:`groundhog_port.sampling.batched`) with the same draws; 1 is the literal loop.
+        ``batch_size > 1`` decodes that many sentences at once (:func:`draw_many`) with the
+        same draws; 1 is the literal loop, sentence after sentence.
         """
         if batch_size <= 1:
             literal: list[Samples | SamplingFailed] = []
             for seq in seqs:
                 try:
-                    literal.append(self.sample(seq, n_samples, alpha, normalize))
+                    literal.append(self.sample(seq, n_samples, inverse_temperature, normalize))
                 except SamplingFailed as err:
                     literal.append(err)
             return literal
-        T = temperature(alpha)
+        T = temperature(inverse_temperature)
         out: list[Samples | SamplingFailed | None] = [None] * len(seqs)
         todo = []
         for i, seq in enumerate(seqs):
@@ -175,13 +183,14 @@ class Sampler:
                 continue
             todo.append((i, steps, [self.stream.uniform(n_samples) for _ in range(steps)]))
         if todo:
-            batched = BatchedSampler(self.model, batch_size)
-            draws = batched.draw_many(
+            draws = draw_many(
+                self.model,
                 [seqs[i] for i, _, _ in todo],
                 n_samples,
                 [s for _, s, _ in todo],
                 T,
                 [u for _, _, u in todo],
+                batch_size,
             )
             for (i, _, _), draw in zip(todo, draws):
                 out[i] = finish(draw, self.exp.trg_idx2word, normalize)
@@ -200,7 +209,6 @@ class Sampler:
             self.stream.uniform(n_samples)
 
 
-@torch.no_grad()
 def draw_sentence(
     model: RNNEncoderDecoder,
     seq: Sequence[int] | np.ndarray,
@@ -210,37 +218,132 @@ def draw_sentence(
     unis: Sequence[np.ndarray] | None,
     forced_ids: np.ndarray | None = None,
 ) -> Draw:
-    """The scan of ``build_sampler`` for one sentence with the given uniforms.
+    """The scan of ``build_sampler`` for one sentence with the given uniforms: the sampling
+    loop (:func:`draw_group`) on a group of that one sentence, with each drawn word's margin.
 
     ``unis``: ``n_steps`` float32 arrays of ``n_samples`` uniforms.  ``forced_ids``
     (``(n_steps, n_samples)``): take these words instead of drawing (the float64 shadow
     replays a draw this way); then ``unis`` may be None.
     """
+    return draw_group(
+        model,
+        [seq],
+        n_samples,
+        [n_steps],
+        T,
+        None if unis is None else [unis],
+        None if forced_ids is None else [forced_ids],
+        margins=forced_ids is None,
+    )[0]
+
+
+def draw_many(
+    model: RNNEncoderDecoder,
+    seqs: Sequence[Sequence[int] | np.ndarray],
+    n_samples: int,
+    n_steps: Sequence[int],
+    T: float,
+    unis: Sequence[Sequence[np.ndarray]],
+    batch_size: int = 32,
+) -> list[Draw]:
+    """One :class:`Draw` per sentence, in input order, ``batch_size`` sentences decoded
+    together (grouped by source length) with exactly the draws of one sentence at a time.
+
+    sample.py samples its sentences one after the other from ONE MRG stream; how far a
+    sentence's calls advance the stream depends only on how many uniforms they draw
+    (``n_steps * n_samples``), never on their values, so the caller draws every sentence's
+    uniforms first, in sentence order (``unis[i]``: sentence ``i``'s ``n_steps[i]`` float32
+    arrays of ``n_samples`` uniforms).  A row's numbers are the one-sentence loop's bit for bit
+    (the decoding interface's rows do not depend on the other rows), so the drawn words -- a
+    double running sum compared with the uniform -- are the same too
+    (``parity_tests/parity/test_sampling.py``)."""
+    for s in n_steps:
+        check_call(n_samples, s)
+    seqs = [np.asarray(s, dtype=np.int64) for s in seqs]
+    order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i]), i))
+    out: list[Draw | None] = [None] * len(seqs)
+    workspace = Workspace(model.device)
+    for g in range(0, len(order), max(1, int(batch_size))):
+        group = order[g : g + max(1, int(batch_size))]
+        draws = draw_group(
+            model,
+            [seqs[i] for i in group],
+            n_samples,
+            [n_steps[i] for i in group],
+            T,
+            [unis[i] for i in group],
+            workspace=workspace,
+        )
+        for i, d in zip(group, draws):
+            out[i] = d
+    workspace.release()
+    done = [d for d in out if d is not None]
+    assert len(done) == len(out)  # every sentence is in a group
+    return done
+
+
+@torch.no_grad()
+def draw_group(
+    model: RNNEncoderDecoder,
+    seqs: Sequence[Sequence[int] | np.ndarray],
+    n: int,
+    steps: Sequence[int],
+    T: float,
+    unis: Sequence[Sequence[np.ndarray]] | None,
+    forced_ids: Sequence[np.ndarray] | None = None,
+    workspace: Workspace | None = None,
+    margins: bool = False,
+) -> list[Draw]:
+    """The one sampling loop: ``build_sampler``'s scan for a group of sentences decoded
+    together, sentence ``b``'s ``n`` samples consecutive rows, each sentence for its own
+    ``steps[b]`` steps with its own uniforms ``unis[b][k]`` (or its ``forced_ids[b][k]``).
+    ``margins``: also each drawn word's distance to the nearest running-sum boundary."""
     device = model.device
-    src = decoding.Source.of(model, [model.encode(seq)])
-    sizes = [(0, n_samples)]
-    s = decoding.init_states(model, src).expand(n_samples, -1).contiguous()
-    y = torch.zeros(n_samples, dtype=torch.int64, device=device)
-    ids = np.zeros((n_steps, n_samples), dtype=np.int64)
-    nlp = np.zeros(
-        (n_steps, n_samples), dtype=np.float64 if model.dtype == torch.float64 else np.float32
-    )
-    margin = None if forced_ids is not None else np.zeros((n_steps, n_samples))
-    for k in range(n_steps):
-        ctx = decoding.context(model, src, k, s, sizes)
-        probs = decoding.probs(model, s, ctx, y, sizes, T=T)
+    src = decoding.encode(model, seqs)
+    ids = [np.zeros((s, n), dtype=np.int64) for s in steps]
+    nlp_dtype = np.float64 if model.dtype == torch.float64 else np.float32
+    nlp = [np.zeros((s, n), dtype=nlp_dtype) for s in steps]
+    margin = [np.zeros((s, n)) for s in steps] if margins else None
+    states = decoding.init_states(model, src).repeat_interleave(n, 0)
+    y = torch.zeros(states.shape[0], dtype=torch.int64, device=device)
+    active = list(range(len(seqs)))
+    k = 0
+    while active:
+        sizes = [(b, n) for b in active]
+        ctx = decoding.context(model, src, k, states, sizes, workspace)
+        probs = decoding.probs(model, states, ctx, y, sizes, workspace, T)
+        p = probs.cpu().numpy()
+        edge = None
         if forced_ids is None:
-            assert unis is not None and margin is not None  # drawing needs the uniforms
-            p = probs.cpu().numpy()
-            word = multinomial_from_uniform(p, unis[k])
-            margin[k] = boundary_margin(p, unis[k], word)
+            assert unis is not None  # drawing needs the uniforms
+            u = np.concatenate([unis[b][k] for b in active])
+            word = multinomial_from_uniform(p, u)
+            if margin is not None:
+                edge = boundary_margin(p, u, word)
         else:
-            word = np.asarray(forced_ids[k], dtype=np.int64)
+            word = np.concatenate([np.asarray(forced_ids[b][k], dtype=np.int64) for b in active])
         y = torch.as_tensor(word, device=device)
-        ids[k] = word
-        nlp[k] = (-legacy_log(probs.gather(1, y[:, None])[:, 0])).cpu().numpy()
-        s = decoding.advance(model, y, s, ctx)
-    return Draw(ids, nlp, margin)
+        logp = (-legacy_log(probs.gather(1, y[:, None])[:, 0])).cpu().numpy()
+        for r, b in enumerate(active):
+            ids[b][k] = word[r * n : (r + 1) * n]
+            nlp[b][k] = logp[r * n : (r + 1) * n]
+            if margin is not None and edge is not None:
+                margin[b][k] = edge[r * n : (r + 1) * n]
+        states = decoding.advance(model, y, states, ctx)
+        k += 1
+        keep = [r for r, b in enumerate(active) if k < steps[b]]
+        if len(keep) < len(active):
+            rows = (
+                torch.cat([torch.arange(r * n, (r + 1) * n, device=device) for r in keep])
+                if keep
+                else torch.zeros(0, dtype=torch.int64, device=device)
+            )
+            states, y = decoding.reorder(states, rows), decoding.reorder(y, rows)
+            active = [active[r] for r in keep]
+    return [
+        Draw(i, l, None if margin is None else m)
+        for i, l, m in zip(ids, nlp, margin if margin is not None else [None] * len(ids))
+    ]
 
 
 def finish(draw: Draw, idx2word: dict[int, str], normalize: bool = False) -> Samples:
@@ -250,7 +353,7 @@ def finish(draw: Draw, idx2word: dict[int, str], normalize: bool = False) -> Sam
         words = indices_to_words(idx2word, draw.ids[:, i])
         sentences.append(" ".join(words))
         probs = np.array(draw.neg_log_probs[: len(words) + 1, i])
-        word_probs.append(np.exp(-probs))
+        word_probs.append(probabilities_of_costs(probs))
         costs.append(-np.sum(probs))  # numpy's float32 sum
     if normalize:
         # numpy.float32 / int (sample.py:180-182): a float32 quotient (numpy 1.x's value-based

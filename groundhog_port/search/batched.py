@@ -3,7 +3,7 @@
 :class:`BatchedBeamSearch` decodes a group of sentences together -- one padded
 source batch, every live hypothesis of every sentence as one row of one tensor --
 and returns, for each sentence, the finished list of
-:meth:`groundhog_port.search.legacy.BeamSearch.search` (same hypotheses, same
+:meth:`groundhog_port.search.literal.BeamSearch.search` (same hypotheses, same
 order, bitwise-identical float64 costs) or the :class:`SearchFailed` it raises.
 
 Why the numbers are the same, piece by piece:
@@ -44,16 +44,16 @@ a later group, as sample.py:122-131 restarts the search.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..model import decoding
+from ..model import decoding, output
 from ..model.encdec import RNNEncoderDecoder
-from ..model.output import CHUNK, Normalised, normalise
+from ..model.output import CHUNK, Normalised
 from ..model.workspace import Workspace
 from .common import (
     SearchFailed,
@@ -64,20 +64,20 @@ from .common import (
     select_cheapest,
 )
 from .defaults import MAX_RETRY_BEAM
-from .legacy import Hypotheses, normalized, sort_finished
+from .literal import Hypotheses, normalized, sort_finished
 
 logger = logging.getLogger(__name__)
 
-#: the message of legacy.BeamSearch.search when the beam reached MAX_RETRY_BEAM
+#: the message of literal.BeamSearch.search when the beam reached MAX_RETRY_BEAM
 TRANSLATION_FAILED = "Translation failed (attempt to get argmin of an empty sequence)"
 
 
 @dataclass
 class _Job:
-    """One attempt of ``search(seq, n, ignore_unk, minlen)`` for input sentence ``index``."""
+    """One attempt of ``search(seq, beam_size, ignore_unk, minlen)`` for input sentence ``index``."""
 
     index: int
-    n: int
+    beam_size: int
     ignore_unk: bool
     minlen: int
 
@@ -108,12 +108,12 @@ class BatchedBeamSearch:
     def search_many(
         self,
         seqs: Sequence[Sequence[int] | np.ndarray],
-        n_samples: int | Sequence[int],
+        beam_size: int | Sequence[int],
         ignore_unk: bool = False,
         minlens: Sequence[int] | None = None,
         watch: Callable[[int, int], str | None] | None = None,
     ) -> list[Hypotheses | SearchFailed]:
-        """``BeamSearch.search(seq, n_samples, ignore_unk, minlen)`` for every ``seq``.
+        """``BeamSearch.search(seq, beam_size, ignore_unk, minlen)`` (sample.py's ``n_samples``) for every ``seq``.
 
         ``minlens``: one per sentence (default 1, ``search()``'s default).  Returns a list
         in input order of :class:`Hypotheses` or :class:`SearchFailed` instances.
@@ -124,54 +124,56 @@ class BatchedBeamSearch:
         sentence's do, so the others' results are unchanged); an exception raised stops
         the whole call between two steps (a server shutting down).
         """
-        seqs = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
+        arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
         if minlens is None:
-            minlens = [1] * len(seqs)
-        if isinstance(n_samples, (int, np.integer)):
-            n_samples = [int(n_samples)] * len(seqs)
-        if not len(minlens) == len(n_samples) == len(seqs):
+            minlens = [1] * len(arrays)
+        if isinstance(beam_size, (int, np.integer)):
+            beam_size = [int(beam_size)] * len(seqs)
+        if not len(minlens) == len(beam_size) == len(seqs):
             raise ValueError(
-                f"{len(seqs)} sentences, {len(n_samples)} beam sizes, {len(minlens)} minlens"
+                f"{len(seqs)} sentences, {len(beam_size)} beam sizes, {len(minlens)} minlens"
             )
         if any(len(s) == 0 for s in seqs):
             raise ValueError("empty source sentence (parse_input always appends end-of-sequence)")
-        if any(n < 1 for n in n_samples):
+        if any(n < 1 for n in beam_size):
             # sample.py would retry a beam of 0 forever (0 * 2 < 500)
-            raise ValueError(f"beam sizes must be >= 1, got {min(n_samples)}")
+            raise ValueError(f"beam sizes must be >= 1, got {min(beam_size)}")
         jobs = [
             _Job(i, int(n), bool(ignore_unk), int(m))
-            for i, (n, m) in enumerate(zip(n_samples, minlens))
+            for i, (n, m) in enumerate(zip(beam_size, minlens))
         ]
         self._watch = watch
         with torch.inference_mode():
             try:
-                return self._run(seqs, jobs)
+                return self._run(arrays, jobs)
             finally:
                 self.release_buffers()
 
     def sample_many(
         self,
         seqs: Sequence[Sequence[int] | np.ndarray],
-        n_samples: int | Sequence[int],
+        beam_size: int | Sequence[int],
         ignore_unk: bool = False,
         normalize: bool = False,
         watch: Callable[[int, int], str | None] | None = None,
     ) -> list[Hypotheses | SearchFailed]:
-        """``legacy.sample`` for every ``seq``: ``minlen = len(seq) // 2``; with
+        """``literal.sample`` for every ``seq``: ``minlen = len(seq) // 2``; with
         ``normalize`` the costs are divided by the hypothesis lengths (EOS included).
         ``watch``: see :meth:`search_many`."""
         seqs = [np.asarray(s, dtype=np.int64) for s in seqs]
-        results = self.search_many(seqs, n_samples, ignore_unk, [len(s) // 2 for s in seqs], watch)
+        results = self.search_many(seqs, beam_size, ignore_unk, [len(s) // 2 for s in seqs], watch)
         if not normalize:
             return results
         return [normalized(r) if isinstance(r, Hypotheses) else r for r in results]
 
     # -- driver -------------------------------------------------------------------------
-    def _run(self, seqs, jobs):
+    def _run(
+        self, seqs: Sequence[np.ndarray], jobs: Sequence[_Job]
+    ) -> list[Hypotheses | SearchFailed]:
         self.stats = dict(steps=0, row_steps=0, fallbacks=0, groups=0, rows_by_length={})
-        results = [None] * len(seqs)
-        encoded = {}
-        pending = []
+        results: list[Hypotheses | SearchFailed | None] = [None] * len(seqs)
+        encoded: dict[int, torch.Tensor] = {}
+        pending: list[_Job] = []
         for job in jobs:
             try:
                 check_encodable(self.model, seqs[job.index])
@@ -179,7 +181,7 @@ class BatchedBeamSearch:
             except SearchFailed as err:
                 results[job.index] = err
         while pending:
-            retries = []
+            retries: list[_Job] = []
             for group in self._groups(pending, seqs):
                 missing = [j.index for j in group if j.index not in encoded]
                 if missing:
@@ -191,19 +193,22 @@ class BatchedBeamSearch:
                     else:
                         results[job.index] = outcome
             pending = retries
-        return results
+        done = [r for r in results if r is not None]
+        assert len(done) == len(results)  # every job ended in hypotheses or a failure
+        return done
 
-    def _groups(self, jobs, seqs):
+    def _groups(self, jobs: Sequence[_Job], seqs: Sequence[np.ndarray]) -> Iterator[list[_Job]]:
         """Jobs sorted by source length, cut into groups of at most ``batch_size``
         sentences and (unless one sentence alone exceeds it) ``max_rows`` hypotheses."""
         order = sorted(jobs, key=lambda j: (len(seqs[j.index]), j.index))
-        group, rows = [], 0
+        group: list[_Job] = []
+        rows = 0
         for job in order:
-            if group and (len(group) >= self.batch_size or rows + job.n > self.max_rows):
+            if group and (len(group) >= self.batch_size or rows + job.beam_size > self.max_rows):
                 yield group
                 group, rows = [], 0
             group.append(job)
-            rows += job.n
+            rows += job.beam_size
         if group:
             yield group
 
@@ -216,7 +221,9 @@ class BatchedBeamSearch:
         return decoding.annotate(self.model, seqs)
 
     # -- one group ----------------------------------------------------------------------
-    def _decode(self, jobs, seqs, encoded):
+    def _decode(
+        self, jobs: Sequence[_Job], seqs: Sequence[np.ndarray], encoded: dict[int, torch.Tensor]
+    ) -> list[Hypotheses | SearchFailed | _Job]:
         """Decode ``jobs`` together; per job a Hypotheses, a SearchFailed or a retry _Job."""
         model = self.model
         device = model.device
@@ -225,10 +232,10 @@ class BatchedBeamSearch:
         cs = [encoded[j.index] for j in jobs]
         src = decoding.Source.of(model, cs)
         steps = [3 * c.shape[0] for c in cs]  # sample.py:60, seq incl. EOS
-        n = [j.n for j in jobs]
-        fin_trans = [[] for _ in jobs]
-        fin_costs = [[] for _ in jobs]
-        outcome = [None] * B
+        n = [j.beam_size for j in jobs]
+        fin_trans: list[list[list[int]]] = [[] for _ in jobs]
+        fin_costs: list[list[float]] = [[] for _ in jobs]
+        outcome: list[Hypotheses | SearchFailed | _Job | None] = [None] * B
 
         # rows: the live hypotheses, grouped by sentence in beam-slot order
         states = decoding.init_states(model, src)  # (B, dim)
@@ -268,7 +275,7 @@ class BatchedBeamSearch:
             sizes = [(b, rows_of[b]) for b in active]
             ctx = decoding.context(model, src, k, states, sizes, self.workspace)
             z = decoding.logits(model, states, ctx, last_words, self.workspace)
-            parts = normalise(z, decoding.single_rows(sizes), self.workspace, chunk_max=True)
+            parts = output.normalise(z, decoding.single_rows(sizes), self.workspace, chunk_max=True)
             sel_sent, sel_row, sel_word, sel_cost = self._select(
                 k, parts, costs, row_sent, active, rows_of, n, jobs
             )
@@ -284,9 +291,9 @@ class BatchedBeamSearch:
                     fin_trans[b].append(t)
                     fin_costs[b].append(c)
             alive = ~is_eos
-            n_alive = torch.zeros(B, dtype=torch.int64, device=device)
-            n_alive.index_add_(0, sel_sent[alive], torch.ones_like(sel_sent[alive]))
-            n_alive = n_alive.tolist()
+            alive_rows = torch.zeros(B, dtype=torch.int64, device=device)
+            alive_rows.index_add_(0, sel_sent[alive], torch.ones_like(sel_sent[alive]))
+            n_alive = alive_rows.tolist()
             ended = []
             for b in active:
                 n[b] = n_alive[b]
@@ -309,24 +316,32 @@ class BatchedBeamSearch:
                     decoding.reorder(ctx, origin),
                 )
             k += 1
-        return outcome
+        ended_all = [o for o in outcome if o is not None]
+        assert len(ended_all) == B  # every sentence ended
+        return ended_all
 
-    def _finish(self, job, fin_trans, fin_costs):
+    def _finish(
+        self, job: _Job, fin_trans: list[list[int]], fin_costs: list[float]
+    ) -> Hypotheses | SearchFailed | _Job:
         """End of one attempt: sorted hypotheses, a retry, or the failure (sample.py:122-133)."""
         if fin_trans:
             return sort_finished(fin_trans, fin_costs)
         which = {"sentence": job.index}  # for translate.SearchWarnings
         if job.ignore_unk:
             logger.warning("Did not manage without UNK", extra=which)
-            return _Job(job.index, job.n, False, job.minlen)
-        if job.n < MAX_RETRY_BEAM:
-            logger.warning("Still no translations: try beam size %d", job.n * 2, extra=which)
-            return _Job(job.index, job.n * 2, False, job.minlen)
+            return _Job(job.index, job.beam_size, False, job.minlen)
+        if job.beam_size < MAX_RETRY_BEAM:
+            logger.warning(
+                "Still no translations: try beam size %d", job.beam_size * 2, extra=which
+            )
+            return _Job(job.index, job.beam_size * 2, False, job.minlen)
         logger.error("Translation failed", extra=which)
         return SearchFailed(TRANSLATION_FAILED)
 
     # -- selection -----------------------------------------------------------------
-    def _candidates(self, e, chunk_max, m):
+    def _candidates(
+        self, e: torch.Tensor, chunk_max: torch.Tensor | None, m: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``m`` words of largest ``e`` per row: ``(R, m)`` word ids and float32 values,
         largest first.
 
@@ -349,7 +364,17 @@ class BatchedBeamSearch:
         vals, pos = torch.topk(vals, m, dim=1)
         return torch.gather(words, 1, pos), vals
 
-    def _select(self, k, parts: Normalised, costs, row_sent, active, rows_of, n, jobs):
+    def _select(
+        self,
+        k: int,
+        parts: Normalised,
+        costs: torch.Tensor,
+        row_sent: torch.Tensor,
+        active: list[int],
+        rows_of: dict[int, int],
+        n: list[int],
+        jobs: Sequence[_Job],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The survivors of step ``k`` for every active sentence, as the literal search picks them.
 
         Per row the ``m = n_b + 3`` words of highest probability are candidates (cost
@@ -366,7 +391,7 @@ class BatchedBeamSearch:
         Returns, in sentence order then ``select_cheapest`` order: sentence, row, word,
         float64 cost of each survivor.
         """
-        e, chunk_max, inv = parts.e, parts.chunk_max, parts.inv
+        e, chunk_max = parts.e, parts.chunk_max
         device = e.device
         V = self.cfg.n_sym_target
         R = e.shape[0]
@@ -377,8 +402,8 @@ class BatchedBeamSearch:
         mth = vals[:, -1]  # least probable candidate
         words, order = torch.sort(words, dim=1)  # flat-index order
         vals = torch.gather(vals, 1, order)
-        cand_logp = legacy_log((vals.double() * inv).float())  # == legacy_log(probs) there
-        mth_cost = costs - legacy_log((mth.double() * inv[:, 0]).float()).double()
+        cand_logp = legacy_log(parts.scaled(vals))  # == legacy_log(probs) there
+        mth_cost = costs - legacy_log(parts.scaled(mth[:, None])[:, 0]).double()
         logp = cand_logp
         iu = torch.tensor([jobs[b].ignore_unk for b in active], device=device)
         no_eos = torch.tensor([k < jobs[b].minlen for b in active], device=device)
@@ -425,9 +450,21 @@ class BatchedBeamSearch:
         act = torch.tensor(active, dtype=torch.int64, device=device)
         return act[sel_slot], sel_row, sel_word, sel_cost
 
-    def _fallback(self, k, ok, parts, costs, starts, counts, active, n_act, jobs, selected):
+    def _fallback(
+        self,
+        k: int,
+        ok: torch.Tensor,
+        parts: Normalised,
+        costs: torch.Tensor,
+        starts: torch.Tensor,
+        counts: torch.Tensor,
+        active: list[int],
+        n_act: list[int],
+        jobs: Sequence[_Job],
+        selected: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Redo the selection of the sentences the prefilter cannot decide, on their full
-        ``(rows, V)`` cost matrix exactly as ``legacy.BeamSearch.search`` does.
+        ``(rows, V)`` cost matrix exactly as ``literal.BeamSearch.search`` does.
 
         ``selected``: the prefilter's ``(slot, row, word, cost)`` of every selected
         candidate; returned in that form with the undecided sentences' entries redone."""
@@ -449,4 +486,5 @@ class BatchedBeamSearch:
             ).flatten()
             best = select_cheapest(flat[None], [n_act[s]])[0]
             pieces.append((torch.full_like(best, s), r0 + best // V, best % V, flat[best]))
-        return tuple(torch.cat(t) for t in zip(*pieces))
+        slots, rows, words, chosen = (torch.cat(t) for t in zip(*pieces))
+        return slots, rows, words, chosen

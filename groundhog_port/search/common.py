@@ -33,7 +33,7 @@ SCAN_ZERO_STEPS = "We didn't implemented yet the case where scan do 0 iteration"
 
 def check_encodable(model: RNNEncoderDecoder, seq: Sequence[int] | np.ndarray) -> None:
     """Raise :class:`SearchFailed` where the original's encoder crashed on ``seq``."""
-    if model.encoder.grconv and len(seq) < 2:
+    if model.cfg.grconv and len(seq) < 2:
         raise SearchFailed(SCAN_ZERO_STEPS)
 
 
@@ -75,10 +75,10 @@ def length_normalized(
     return np.asarray(costs, dtype=np.float64) / lengths
 
 
-def check_kth(n_samples: int, n_candidates: int) -> None:
+def check_kth(beam_size: int, n_candidates: int) -> None:
     """The original's crash: ``numpy.argpartition(flat, n)`` needs ``n < flat.size``."""
-    if n_samples >= n_candidates:
-        raise SearchFailed(f"kth(={n_samples}) out of bounds ({n_candidates})")
+    if beam_size >= n_candidates:
+        raise SearchFailed(f"kth(={beam_size}) out of bounds ({n_candidates})")
 
 
 def select_cheapest(flat: torch.Tensor, n: Sequence[int] | torch.Tensor) -> torch.Tensor:

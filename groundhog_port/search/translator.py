@@ -24,7 +24,7 @@ from ..legacy.vocab import render_translation
 from ..outputs import Journal, atomic_output
 from . import defaults
 from .common import SearchFailed
-from .legacy import BeamSearch, Hypotheses, normalized, sample
+from .literal import BeamSearch, Hypotheses, normalized, sample
 
 if TYPE_CHECKING:
     from .batched import BatchedBeamSearch
@@ -79,7 +79,7 @@ class SearchWarnings(logging.Filter):
     meets dozens of them on one file).
     """
 
-    LOGGERS = ("groundhog_port.search.legacy", "groundhog_port.search.batched")
+    LOGGERS = ("groundhog_port.search.literal", "groundhog_port.search.batched")
 
     def __init__(self, source: object = None, summarise: bool = False) -> None:
         super().__init__()

@@ -169,7 +169,8 @@ class Batcher:
                 queue = self._queues[client]
                 job, fut = queue[0]
                 if unit is not None and (
-                    rows + job.beam > self.max_rows or not unit / LIKE <= job.cost <= unit * LIKE
+                    rows + job.beam_size > self.max_rows
+                    or not unit / LIKE <= job.cost <= unit * LIKE
                 ):
                     order.remove(client)  # not with this batch: it waits its turn
                     continue
@@ -180,7 +181,7 @@ class Batcher:
                 if not fut.set_running_or_notify_cancel():
                     continue  # the request gave up (timeout) meanwhile
                 batch.append((job, fut))
-                rows += job.beam
+                rows += job.beam_size
                 self._served[client] += job.cost
                 unit = job.cost if unit is None else unit
                 if len(batch) >= self.max_batch:

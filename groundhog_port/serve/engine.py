@@ -80,7 +80,7 @@ class Budget:
 
 def estimated_steps(jobs: Iterable["Job"]) -> int:
     """The hypothesis-steps of the jobs' first attempts at most: ``sum(N * 3 L)``."""
-    return sum(j.beam * 3 * len(j.source.seq) for j in jobs)
+    return sum(j.beam_size * 3 * len(j.source.seq) for j in jobs)
 
 
 @dataclass
@@ -98,7 +98,7 @@ class Job:
     """One sentence to decode with its settings; ``best`` picks the hypothesis shown."""
 
     source: Source
-    beam: int
+    beam_size: int
     ignore_unk: bool = False
     normalize: bool = False
     legacy: bool = False  # the demo's choice: trans[0] (see legacy_api)
@@ -112,7 +112,7 @@ class Job:
     def cost(self) -> int:
         """Work used to order and group jobs: beam x source length (hypothesis-steps up to
         the factor of the steps actually run)."""
-        return self.beam * len(self.source.seq)
+        return self.beam_size * len(self.source.seq)
 
 
 @dataclass
@@ -236,7 +236,7 @@ class Engine:
 
         results = self.search.sample_many(
             [j.source.seq for j in jobs],
-            [j.beam for j in jobs],
+            [j.beam_size for j in jobs],
             ignore_unk,
             normalize=False,
             watch=watch,

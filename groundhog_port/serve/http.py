@@ -675,7 +675,7 @@ class Handler(BaseHTTPRequestHandler):
             if not isinstance(flag, bool):
                 raise RequestError(400, f'"{name}" must be true or false')
             flags[name] = flag
-        beam = eng.check_beam(payload.get("beam_size", eng.beam_size))
+        beam_size = eng.check_beam(payload.get("beam_size", eng.beam_size))
         n_best = payload.get("n_best")
         if n_best is not None and (
             isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1
@@ -684,7 +684,13 @@ class Handler(BaseHTTPRequestHandler):
         sources = [eng.prepare(t, flags["tokenized"]) for t in texts]
         jobs = self._decode(
             [
-                Job(s, beam, flags["ignore_unk"], flags["normalize"], attention=flags["attention"])
+                Job(
+                    s,
+                    beam_size,
+                    flags["ignore_unk"],
+                    flags["normalize"],
+                    attention=flags["attention"],
+                )
                 for s in sources
             ]
         )
@@ -693,11 +699,11 @@ class Handler(BaseHTTPRequestHandler):
             200,
             {
                 "results": [eng.result_json(j, n_best) for j in jobs],
-                "beam_size": beam,
+                "beam_size": beam_size,
                 "ignore_unk": flags["ignore_unk"],
                 "normalize": flags["normalize"],
                 "tokenized": flags["tokenized"],
                 "elapsed_ms": t_ms,
             },
-            note=f"beam={beam} n={len(texts)} src={_shown(texts)}",
+            note=f"beam={beam_size} n={len(texts)} src={_shown(texts)}",
         )

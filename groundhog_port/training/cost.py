@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from ..model.encdec import RNNEncoderDecoder
-from ..model.encoder import annotations as compose_annotations  # (__future__'s name)
 
 #: ``numpy.float32(numpy.log(2))``, the ``scale`` of LM_model.py:127-130
 LOG2 = np.float32(np.log(2))
@@ -74,9 +73,7 @@ def training_cost(
 ) -> Cost:
     """The differentiable training cost of a ``(time, batch)`` batch (tensors on the model's
     device; ``x``/``y`` int64, masks in the model's float dtype)."""
-    c = compose_annotations(model, x, x_mask)
-    readouts, _ = model.decoder.teacher_forced_readouts(c, x_mask, y, y_mask)
-    probs = model.decoder.output_layer(readouts)
+    probs = model.teacher_forced_probs(x, x_mask, y, y_mask)
     p_target = probs.gather(-1, y[..., None])[..., 0]  # (T, batch)
     cost = -torch.log(p_target) * y_mask
     return Cost(sum_acc64(cost), sum_acc64(cost, 0), sum_acc64(y_mask))

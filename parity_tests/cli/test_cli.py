@@ -145,7 +145,7 @@ def test_usage_errors_are_one_line(args, problem):
 def test_search_warnings_name_the_line_and_summarise(caplog):
     from groundhog_port.search.translator import SearchWarnings
 
-    search_log = logging.getLogger("groundhog_port.search.legacy")
+    search_log = logging.getLogger("groundhog_port.search.literal")
     caplog.set_level(logging.INFO)
     with SearchWarnings("test.en") as w:
         w.first_line, w.current = 31, 5  # the literal search: sentence 5 of a chunk

@@ -23,7 +23,7 @@ from groundhog_port.harness.tolerance import K
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.legacy.vocab import render_translation
 from groundhog_port.search.common import SearchFailed
-from groundhog_port.search.legacy import BeamSearch, sample
+from groundhog_port.search.literal import BeamSearch, sample
 from groundhog_port.search.scoring import batches_for, parse_pair, score_batch, score_pair
 from parity_tests.support.cases import LEGACY_ROOT
 from parity_tests.support.inprocess import run_cli

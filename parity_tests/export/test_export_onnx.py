@@ -7,7 +7,7 @@ driver's translations against the port's, and the files read without groundhog_p
 * translations of the driver ``beam_search.py`` at beam 1, 5 and 10 == the port's (the
   fixture: all 40 sentences; the shared cases: every third sentence and the lines where the
   original crashed), the costs of the chosen hypotheses under the port's derived bound;
-* the driver's search == the literal search (``search/legacy.py``), every hypothesis of every
+* the driver's search == the literal search (``search/literal.py``), every hypothesis of every
   n-best list token for token, in order, and the same crashes, at beam 1, 5 and 10, plain,
   ``--normalize`` and ``--ignore-unk`` (the fixture and the shared ``phrase`` case, all 40
   sentences); its copy of the length normalisation == ``search.common.length_normalized``;
@@ -32,7 +32,7 @@ from groundhog_port.harness.onnx import OnnxRow, check_onnx
 from groundhog_port.harness.trace import TraceFile
 from groundhog_port.legacy.exported import write_checkpoint
 from groundhog_port.search.common import SearchFailed, length_normalized
-from groundhog_port.search.legacy import BeamSearch, path_costs, sample
+from groundhog_port.search.literal import BeamSearch, path_costs, sample
 from groundhog_port.search.translator import Translator
 from parity_tests.support.cases import FIXTURES, case_dirs, case_path_id, pending_case_dirs
 from parity_tests.support.models import exports_per_case, legacy_files, open_case

@@ -5,7 +5,7 @@ product's own function, as a careless port would have written it) and checks tha
 :func:`groundhog_port.harness.check.check` fails on a shared recording, in a row that names the
 product function whose output was compared:
 
-* ``--normalize`` dividing by ``len + 1`` (both searches share ``search.legacy.normalized``);
+* ``--normalize`` dividing by ``len + 1`` (both searches share ``search.literal.normalized``);
 * the batched search (translate's default) ignoring ``ignore_unk``;
 * Adadelta's ``rho`` and ``1 - rho`` swapped in ``SGDAdadelta`` (what ``train`` runs);
 * the sampler drawing ``3 * len(seq)`` steps instead of ``3 * (len(seq) - 1)``.
@@ -44,14 +44,14 @@ def _failed(report):
 
 
 def test_normalize_by_len_plus_one_fails(monkeypatch):
-    from groundhog_port.search import batched, legacy
+    from groundhog_port.search import batched, literal
 
     def normalized(hyps):
-        return legacy.Hypotheses(
+        return literal.Hypotheses(
             hyps.trans, hyps.costs / np.array([len(t) + 1 for t in hyps.trans], dtype=np.float64)
         )
 
-    monkeypatch.setattr(legacy, "normalized", normalized)
+    monkeypatch.setattr(literal, "normalized", normalized)
     monkeypatch.setattr(batched, "normalized", normalized)
     failed = _failed(_run("search", groups=("beam",), beam_labels=["10_normalize"]))
     for q, product in (

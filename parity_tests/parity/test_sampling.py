@@ -28,10 +28,10 @@ from groundhog_port.harness.groups import sampler as sampling_parity
 from groundhog_port.harness.trace import TraceFile
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.sampling import mrg
-from groundhog_port.sampling.batched import BatchedSampler
 from groundhog_port.sampling.sampler import (
     Sampler,
     SamplingFailed,
+    draw_many,
     draw_sentence,
     multinomial_from_uniform,
     n_steps_for,
@@ -245,9 +245,7 @@ def test_batched_equals_literal_on_random_models(seed, family, n, lengths, alpha
     unis = [[stream.uniform(n) for _ in range(n_steps_for(s))] for s in seqs]
     T = float(np.float32(alpha))
     literal = [draw_sentence(model, s, n, n_steps_for(s), T, u) for s, u in zip(seqs, unis)]
-    batched = BatchedSampler(model, batch_size=3).draw_many(
-        seqs, n, [n_steps_for(s) for s in seqs], T, unis
-    )
+    batched = draw_many(model, seqs, n, [n_steps_for(s) for s in seqs], T, unis, batch_size=3)
     for a, b in zip(literal, batched):
         _same(a, b)
 

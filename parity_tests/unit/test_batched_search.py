@@ -28,7 +28,7 @@ from groundhog_port.model import output
 from groundhog_port.model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
 from groundhog_port.search.batched import TRANSLATION_FAILED, BatchedBeamSearch
 from groundhog_port.search.common import SearchFailed, select_cheapest
-from groundhog_port.search.legacy import BeamSearch, Hypotheses, sample
+from groundhog_port.search.literal import BeamSearch, Hypotheses, sample
 from parity_tests.support.cases import CASE_DIRS, CASE_IDS
 from parity_tests.support.models import build_model
 

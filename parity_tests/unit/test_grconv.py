@@ -22,7 +22,7 @@ from groundhog_port.model.config import ModelConfig
 from groundhog_port.model.encoder import annotations, grconv_gates
 from groundhog_port.search.batched import BatchedBeamSearch
 from groundhog_port.search.common import SCAN_ZERO_STEPS, SearchFailed
-from groundhog_port.search.legacy import BeamSearch, sample
+from groundhog_port.search.literal import BeamSearch, sample
 from parity_tests.support.cases import FIXTURES, PENDING_ROOT
 from parity_tests.support.command_lines import translate_args
 

@@ -11,7 +11,7 @@ import torch
 
 from ...errors import LegacyInputError
 from ...search.common import SearchFailed, length_normalized, next_costs, select_cheapest
-from ...search.legacy import BeamSearch, path_costs
+from ...search.literal import BeamSearch, path_costs
 from ...search.translator import DEFAULT_BATCH_SIZE, Translator, choose
 from .. import tolerance as tolmod
 from ..report import (

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..model import decoding
 from ..model.encdec import RNNEncoderDecoder
 from .common import (
     SearchFailed,
@@ -65,25 +66,26 @@ class BeamSearch:
         self.unk_id = model.cfg.unk_sym_target
         self.recorder = recorder
 
+    @torch.no_grad()
     def search(
         self,
         seq: Sequence[int] | np.ndarray,
-        n_samples: int,
+        beam_size: int,
         ignore_unk: bool = False,
         minlen: int = 1,
     ) -> Hypotheses:
-        """sample.py:47.  Raises :class:`SearchFailed` where the original crashed."""
+        """sample.py:47 (where ``beam_size`` is called ``n_samples``).  Raises
+        :class:`SearchFailed` where the original crashed."""
         model = self.model
         device = model.device
         check_encodable(model, seq)
-        c = model.encode(seq)  # sample.py:48
-        p_from_c = model.p_from_c(c)
-        states = model.initial_states(c)  # sample.py:49, (1, dim)
+        src = decoding.encode(model, [seq])  # sample.py:48
+        states = decoding.init_states(model, src)  # sample.py:49, (1, dim)
         fin_trans, fin_costs = [], []
         trans: list[list[int]] = [[]]
         costs = torch.zeros(1, dtype=torch.float64, device=device)
         for k in range(3 * len(seq)):  # sample.py:60, seq incl. EOS
-            if n_samples == 0:
+            if beam_size == 0:
                 break
             # step 0 feeds previous word 0 (sample.py:67-69)
             last_words = torch.tensor(
@@ -91,18 +93,25 @@ class BeamSearch:
                 dtype=torch.int64,
                 device=device,
             )
-            probs = model.next_probs(c, p_from_c, k, last_words, states)
+            # next_probs (sample.py:71): the step's context is kept for next_states
+            sizes = [(0, len(trans))]
+            ctx = decoding.context(model, src, k, states, sizes)
+            probs = decoding.probs(model, states, ctx, last_words, sizes)
             flat = next_costs(
                 costs, probs, k, minlen, ignore_unk, self.eos_id, self.unk_id
             ).flatten()
-            check_kth(n_samples, flat.numel())  # sample.py:82 crash
-            best = select_cheapest(flat[None], [n_samples])[0]
+            check_kth(beam_size, flat.numel())  # sample.py:82 crash
+            best = select_cheapest(flat[None], [beam_size])[0]
             voc_size = probs.shape[1]
             trans_indices = best // voc_size  # Py2 integer '/' (sample.py:88)
             word_indices = best % voc_size
             new_costs = flat[best]
-            gathered = states[trans_indices]
-            new_states = model.next_states(c, p_from_c, k, word_indices, gathered)
+            gathered = decoding.reorder(states, trans_indices)
+            # next_states (sample.py:104) attends again with the gathered states: a row's
+            # context depends on its own state only, so the gathered contexts are the same
+            new_states = decoding.advance(
+                model, word_indices, gathered, decoding.reorder(ctx, trans_indices)
+            )
             if self.recorder is not None:
                 self.recorder(
                     dict(
@@ -122,7 +131,7 @@ class BeamSearch:
             trans_prev = trans
             words, origins = word_indices.tolist(), trans_indices.tolist()
             trans, kept = [], []
-            for i in range(n_samples):
+            for i in range(beam_size):
                 hyp = trans_prev[origins[i]] + [words[i]]
                 if words[i] != self.eos_id:
                     trans.append(hyp)
@@ -130,23 +139,24 @@ class BeamSearch:
                 else:
                     fin_trans.append(hyp)
                     fin_costs.append(float(new_costs[i]))
-            n_samples = len(kept)
+            beam_size = len(kept)
             kept_rows = torch.tensor(kept, dtype=torch.int64, device=device)
             costs = new_costs[kept_rows]
             states = new_states[kept_rows]
         if not fin_trans:  # "dirty tricks", sample.py:122
             if ignore_unk:
                 logger.warning("Did not manage without UNK")
-                return self.search(seq, n_samples, False, minlen)
-            if n_samples < MAX_RETRY_BEAM:
-                logger.warning("Still no translations: try beam size %d", n_samples * 2)
-                return self.search(seq, n_samples * 2, False, minlen)
+                return self.search(seq, beam_size, False, minlen)
+            if beam_size < MAX_RETRY_BEAM:
+                logger.warning("Still no translations: try beam size %d", beam_size * 2)
+                return self.search(seq, beam_size * 2, False, minlen)
             logger.error("Translation failed")
             # sample.py then crashes in numpy.argmin([]) (sample.py:269)
             raise SearchFailed("Translation failed (attempt to get argmin of an empty sequence)")
         return sort_finished(fin_trans, fin_costs)
 
 
+@torch.no_grad()
 def path_costs(
     model: RNNEncoderDecoder, seq: Sequence[int] | np.ndarray, trans: Sequence[Sequence[int]]
 ) -> np.ndarray:
@@ -165,17 +175,18 @@ def path_costs(
     words = torch.zeros((len(trans), width), dtype=torch.int64, device=device)
     for i, t in enumerate(trans):
         words[i, : len(t)] = torch.as_tensor(list(t), dtype=torch.int64)
-    c = model.encode(seq)
-    p_from_c = model.p_from_c(c)
-    states = model.initial_states(c).expand(len(trans), -1).contiguous()
+    src = decoding.encode(model, [seq])
+    sizes = [(0, len(trans))]
+    states = decoding.init_states(model, src).expand(len(trans), -1).contiguous()
     costs = torch.zeros(len(trans), dtype=torch.float64, device=device)
     prev = torch.zeros(len(trans), dtype=torch.int64, device=device)
     for k in range(width):
-        probs = model.next_probs(c, p_from_c, k, prev, states)
+        ctx = decoding.context(model, src, k, states, sizes)
+        probs = decoding.probs(model, states, ctx, prev, sizes)
         y = words[:, k]
         term = -legacy_log(probs.gather(1, y[:, None])[:, 0]).double()
         costs += torch.where(k < lengths, term, torch.zeros_like(term))
-        states = model.next_states(c, p_from_c, k, y, states)
+        states = decoding.advance(model, y, states, ctx)
         prev = y
     return costs.cpu().numpy()
 
@@ -183,7 +194,7 @@ def path_costs(
 def sample(
     beam_search: BeamSearch,
     seq: Sequence[int] | np.ndarray,
-    n_samples: int,
+    beam_size: int,
     ignore_unk: bool = False,
     normalize: bool = False,
 ) -> Hypotheses:
@@ -193,7 +204,7 @@ def sample(
     integer division, sample.py:152).  ``--normalize`` divides each cost by the
     hypothesis length, end-of-sequence counted; the list stays in raw-cost order.
     """
-    hyps = beam_search.search(seq, n_samples, ignore_unk=ignore_unk, minlen=len(seq) // 2)
+    hyps = beam_search.search(seq, beam_size, ignore_unk=ignore_unk, minlen=len(seq) // 2)
     return normalized(hyps) if normalize else hyps
 
 
