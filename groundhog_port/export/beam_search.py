@@ -27,13 +27,17 @@ cheapest candidates, ties at the boundary kept by lowest flat index, NaN last, o
 (cost, index) -- a stable argsort.  The set is argpartition's except under exact ties.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import logging
 import os
 import stat
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +67,7 @@ MAX_JSON_NUMBER = 40
 MAX_LINE_BYTES = 1 << 16
 
 
-def regular_file(path, what):
+def regular_file(path: str | os.PathLike[str], what: str) -> os.stat_result:
     """``os.stat`` of ``path`` if it is a regular file (FIFOs, devices and folders refused by
     type, before anything is opened)."""
     try:
@@ -102,7 +106,7 @@ def _depth(value, limit):
     return deepest
 
 
-def read_config(path):
+def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """``config.json`` of the export: bounded (size, elements, depth, numbers) and of the
     layout ``export`` writes (the graphs, the search's ids, the vocabularies)."""
     size = regular_file(path, "the export's config.json").st_size
@@ -180,7 +184,7 @@ def _layout_problem(config):
     return None
 
 
-def read_source(path):
+def read_source(path: str | os.PathLike[str]) -> list[str]:
     """The lines of ``--source`` (split at ``\\n`` only, the final newline not starting a
     line), one at a time, each at most :data:`MAX_LINE_BYTES` and UTF-8."""
     regular_file(path, "the --source file")
@@ -207,7 +211,9 @@ def read_source(path):
     return lines
 
 
-def length_normalized(costs, trans):
+def length_normalized(
+    costs: Sequence[float] | np.ndarray, trans: Sequence[Sequence[int]]
+) -> np.ndarray:
     """``--normalize`` (sample.py:153-155): ``costs[i] / len(trans[i])`` in float64, the length
     counting the end-of-sequence.  A copy of groundhog_port.search.common.length_normalized
     (this file runs without the package); parity_tests/export/test_export_onnx.py checks the
@@ -292,7 +298,7 @@ def _graph_problem(buf, span, depth=0):
     return None
 
 
-def graph_problem(path) -> str | None:
+def graph_problem(path: str | os.PathLike[str]) -> str | None:
     """Why the ONNX file ``path`` may not be given to onnxruntime (:func:`_graph_problem`),
     or None."""
     data = memoryview(Path(path).read_bytes())
@@ -319,7 +325,7 @@ def _session(ort, path, opts):
 class OnnxTranslator:
     """The exported graphs (``encoder``, ``next_probs``, ``next_states``) and vocabularies."""
 
-    def __init__(self, export_dir, threads=1):
+    def __init__(self, export_dir: str | os.PathLike[str], threads: int = 1) -> None:
         import onnxruntime as ort
 
         self.dir = Path(export_dir)
@@ -349,7 +355,9 @@ class OnnxTranslator:
         self.trg_idx2word = trg
 
     # -- the compiled functions ----------------------------------------------------------
-    def encode(self, seq):
+    def encode(
+        self, seq: np.ndarray | Sequence[int]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """``(c, init_state, p_from_c or None)`` of one sentence (sample.py:48-49)."""
         outs = self.sessions["encoder"].run(None, {"seq": np.asarray(seq, dtype=np.int64)})
         return outs[0], outs[1], (outs[2] if len(outs) > 2 else None)
@@ -366,18 +374,32 @@ class OnnxTranslator:
             feed["step"] = np.asarray(step, dtype=np.int64)
         return feed
 
-    def next_probs(self, c, p_from_c, step, y_prev, states):
+    def next_probs(
+        self,
+        c: np.ndarray,
+        p_from_c: np.ndarray | None,
+        step: int,
+        y_prev: np.ndarray,
+        states: np.ndarray,
+    ) -> np.ndarray:
         return self.sessions["next_probs"].run(
             None, self._step_feed(c, p_from_c, step, y_prev, states, "y_prev")
         )[0]
 
-    def next_states(self, c, p_from_c, step, y, states):
+    def next_states(
+        self,
+        c: np.ndarray,
+        p_from_c: np.ndarray | None,
+        step: int,
+        y: np.ndarray,
+        states: np.ndarray,
+    ) -> np.ndarray:
         return self.sessions["next_states"].run(
             None, self._step_feed(c, p_from_c, step, y, states, "y")
         )[0]
 
     # -- text ----------------------------------------------------------------------------
-    def parse_source(self, line):
+    def parse_source(self, line: str) -> np.ndarray:
         """``parse_input`` (encdec.py:1494): ids + end-of-sequence; unknown words and ids
         ``>= n_sym_source`` become UNK; words split on ASCII whitespace as Python 2 did."""
         s = self.config["search"]
@@ -389,7 +411,7 @@ class OnnxTranslator:
         seq[-1] = s["null_sym_source"]
         return seq
 
-    def render(self, ids):
+    def render(self, ids: Iterable[int]) -> str:
         """The words of ``ids`` up to the first ``<eol>`` (sample.py:137-143)."""
         words = []
         for i in ids:
@@ -405,14 +427,22 @@ class OnnxTranslator:
         return " ".join(words)
 
     # -- the search ----------------------------------------------------------------------
-    def search(self, seq, n_samples, ignore_unk=False, minlen=1):
+    def search(
+        self,
+        seq: np.ndarray | Sequence[int],
+        n_samples: int,
+        ignore_unk: bool = False,
+        minlen: int = 1,
+    ) -> tuple[list[list[int]], np.ndarray]:
         """``BeamSearch.search`` (sample.py:47): finished hypotheses and float64 costs, sorted
         by cost (stable)."""
         if self.config["search"].get("grconv") and len(seq) < 2:
             raise SearchFailed("We didn't implemented yet the case where scan do 0 iteration")
         c, states, p_from_c = self.encode(seq)
-        fin_trans, fin_costs = [], []
-        trans, costs = [[]], np.zeros(1)
+        fin_trans: list[list[int]] = []
+        fin_costs: list[float] = []
+        trans: list[list[int]] = [[]]
+        costs = np.zeros(1)
         for k in range(3 * len(seq)):
             if n_samples == 0:
                 break
@@ -459,14 +489,22 @@ class OnnxTranslator:
         order = np.argsort(np.asarray(fin_costs), kind="stable")
         return [fin_trans[i] for i in order], np.asarray(fin_costs)[order]
 
-    def sample(self, seq, beam_size, ignore_unk=False, normalize=False):
+    def sample(
+        self,
+        seq: np.ndarray | Sequence[int],
+        beam_size: int,
+        ignore_unk: bool = False,
+        normalize: bool = False,
+    ) -> tuple[list[list[int]], np.ndarray]:
         """``sample()`` with beam search (sample.py:145): hypotheses and their costs."""
         trans, costs = self.search(seq, beam_size, ignore_unk, minlen=len(seq) // 2)
         if normalize:
             costs = length_normalized(costs, trans)
         return trans, costs
 
-    def translate_line(self, line, beam_size, ignore_unk=False, normalize=False):
+    def translate_line(
+        self, line: str, beam_size: int, ignore_unk: bool = False, normalize: bool = False
+    ) -> tuple[str, float]:
         """The line sample.py writes for ``line`` and its cost (``SearchFailed`` where the
         original crashed)."""
         trans, costs = self.sample(self.parse_source(line), beam_size, ignore_unk, normalize)
@@ -481,7 +519,9 @@ def _same_file(a, b):
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def output_collision(trans, reads):
+def output_collision(
+    trans: str | os.PathLike[str], reads: Iterable[tuple[str, str | os.PathLike[str]]]
+) -> str | None:
     """Why ``--trans`` would destroy a file the run reads (``reads``: ``[(what, path)]``),
     or None: it is one of them, through a link or a hard link, or its partial file is.  A
     small copy of groundhog-port's ``outputs.check_outputs`` (this file runs without the
@@ -496,7 +536,7 @@ def output_collision(trans, reads):
     return None
 
 
-def write_output(trans, text):
+def write_output(trans: str | os.PathLike[str], text: str) -> None:
     """``text`` into ``--trans``: a new file (``TRANS.partial``, never a link or another
     file's hard link) renamed into place, so ``TRANS`` is complete or as it was; a link is
     written through (its target replaced), a FIFO or a device written in place."""
@@ -523,7 +563,7 @@ def write_output(trans, text):
         raise
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description="sample.py --beam-search over the exported ONNX graphs (onnxruntime, CPU)"
     )

@@ -39,9 +39,13 @@ derived bounds against the recordings.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 from torch import nn
 
 from ..errors import LegacyInputError
@@ -50,6 +54,14 @@ from ..legacy.exported import architecture, encode_state, raw_target_idx2word
 from ..model import functional
 from ..model.config import GRCONV
 from ..outputs import atomic_write_bytes, atomic_write_text, file_in
+
+if TYPE_CHECKING:
+    import onnx
+
+    from ..legacy.experiment import Experiment
+    from ..model.activations import Activation
+    from ..model.config import ModelConfig, RecurrentConfig
+    from ..model.encdec import RNNEncoderDecoder
 
 #: the ONNX operator set the graphs use (onnxruntime >= 1.14 runs it)
 OPSET = 17
@@ -64,31 +76,49 @@ SIGMOID_LOW, SIGMOID_HIGH = -88.0, 15.0
 class _Graph:
     """A graph under construction: nodes, weights (initializers) and unique value names."""
 
-    def __init__(self, model, name):
+    def __init__(self, model: RNNEncoderDecoder, name: str) -> None:
         from onnx import TensorProto, helper
 
         self.helper, self.TensorProto = helper, TensorProto
         self.model, self.name = model, name
-        self.nodes, self.initializers, self.inputs, self.outputs = [], {}, [], []
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: dict[str, onnx.TensorProto] = {}
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.outputs: list[onnx.ValueInfoProto] = []
         self._n = 0
 
-    def fresh(self, hint):
+    def fresh(self, hint: str) -> str:
         self._n += 1
         return f"{self.name}/{hint}_{self._n}"  # unique across a graph and its bodies
 
-    def op(self, op_type, *inputs, n_out=1, hint=None, **attrs):
+    @overload
+    def op(
+        self,
+        op_type: str,
+        *inputs: str,
+        n_out: Literal[1] = 1,
+        hint: str | None = None,
+        **attrs: Any,
+    ) -> str: ...
+    @overload
+    def op(
+        self, op_type: str, *inputs: str, n_out: int, hint: str | None = None, **attrs: Any
+    ) -> list[str]: ...
+    def op(
+        self, op_type: str, *inputs: str, n_out: int = 1, hint: str | None = None, **attrs: Any
+    ) -> str | list[str]:
         outs = [self.fresh(hint or op_type.lower()) for _ in range(n_out)]
         self.nodes.append(self.helper.make_node(op_type, list(inputs), outs, **attrs))
         return outs[0] if n_out == 1 else outs
 
-    def const(self, value, dtype=np.float32, hint="const"):
+    def const(self, value: ArrayLike, dtype: DTypeLike = np.float32, hint: str = "const") -> str:
         from onnx import numpy_helper
 
         name = self.fresh(hint)
         self.initializers[name] = numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
         return name
 
-    def weight(self, path):
+    def weight(self, path: str) -> str:
         """The parameter at ``path`` (its export name) as an initializer."""
         from onnx import numpy_helper
 
@@ -97,15 +127,15 @@ class _Graph:
             self.initializers[path] = numpy_helper.from_array(np.ascontiguousarray(a), path)
         return path
 
-    def add_input(self, name, elem, shape):
+    def add_input(self, name: str, elem: int, shape: Sequence[int | str]) -> str:
         self.inputs.append(self.helper.make_tensor_value_info(name, elem, shape))
         return name
 
-    def add_output(self, value, name, elem, shape):
+    def add_output(self, value: str, name: str, elem: int, shape: Sequence[int | str]) -> None:
         self.nodes.append(self.helper.make_node("Identity", [value], [name]))
         self.outputs.append(self.helper.make_tensor_value_info(name, elem, shape))
 
-    def proto(self):
+    def proto(self) -> onnx.ModelProto:
         """The ``ModelProto`` (checked with ``onnx.checker``)."""
         import onnx
 
@@ -123,7 +153,7 @@ class _Graph:
 
 
 # -- elementwise pieces ---------------------------------------------------------------
-def activation(g, act, x):
+def activation(g: _Graph, act: Activation, x: str) -> str:
     """``act`` (a parsed :class:`~groundhog_port.model.activations.Activation`) applied to ``x``."""
     if act.name == "identity":
         return x
@@ -137,7 +167,7 @@ def activation(g, act, x):
         shape = g.op(
             "Concat",
             g.op("Slice", g.op("Shape", x), g.const([0], np.int64), g.const([-1], np.int64)),
-            g.const([-1, act.k], np.int64),
+            g.const([-1, cast(int, act.k)], np.int64),  # a maxout has its k
             axis=0,
         )
         return g.op("ReduceMax", g.op("Reshape", x, shape), axes=[-1], keepdims=0)
@@ -151,13 +181,13 @@ def activation(g, act, x):
     return x
 
 
-def affine(g, x, path, bias=True):
+def affine(g: _Graph, x: str, path: str, bias: bool = True) -> str:
     """``x @ W (+ b)`` of the layer at module ``path`` (a zero unsaved bias is left out)."""
     y = g.op("MatMul", x, g.weight(f"{path}.W"))
     return g.op("Add", y, g.weight(f"{path}.b")) if bias else y
 
 
-def embed(g, ids, path, act):
+def embed(g: _Graph, ids: str, path: str, act: Activation) -> str:
     """``act(W[ids] + b)``: the low-rank word embedding (``utils.dot`` on integers)."""
     return activation(
         g,
@@ -170,53 +200,61 @@ class GraphOps:
     """The backend of :mod:`groundhog_port.model.functional` that builds graph ``g``: each
     operation appends its node (float32 values; the softmax's sum in double)."""
 
-    def __init__(self, g):
+    def __init__(self, g: _Graph) -> None:
         self.g = g
 
-    def mm(self, x, w):
+    def mm(self, x: str, w: str) -> str:
         return self.g.op("MatMul", x, w)
 
-    def add(self, a, b):
+    def add(self, a: str, b: str) -> str:
         return self.g.op("Add", a, b)
 
-    def sub(self, a, b):
+    def sub(self, a: str, b: str) -> str:
         return self.g.op("Sub", a, b)
 
-    def mul(self, a, b):
+    def mul(self, a: str, b: str) -> str:
         return self.g.op("Mul", a, b)
 
-    def one_minus(self, z):
+    def one_minus(self, z: str) -> str:
         return self.g.op("Sub", self.g.const(1.0), z)
 
-    def act(self, act, x):
+    def act(self, act: Activation, x: str) -> str:
         return activation(self.g, act, x)
 
-    def exp(self, x):
+    def exp(self, x: str) -> str:
         return self.g.op("Exp", x)
 
-    def row_max(self, x):
+    def row_max(self, x: str) -> str:
         return self.g.op("ReduceMax", x, axes=[-1], keepdims=1)
 
-    def to_double(self, x):
+    def to_double(self, x: str) -> str:
         return self.g.op("Cast", x, to=self.g.TensorProto.DOUBLE)
 
-    def row_sum(self, x):
+    def row_sum(self, x: str) -> str:
         return self.g.op("ReduceSum", x, self.g.const([-1], np.int64), keepdims=1)
 
-    def reciprocal(self, x):
+    def reciprocal(self, x: str) -> str:
         return self.g.op("Div", self.g.const(1.0, np.float64), x)
 
-    def cast_like(self, x, like):
+    def cast_like(self, x: str, like: str) -> str:
         return self.g.op("Cast", x, to=self.g.TensorProto.FLOAT)  # the graphs are float32
 
 
-def softmax_with_bias(g, z):
+def softmax_with_bias(g: _Graph, z: str) -> str:
     """Theano's ``SoftmaxWithBias``: the port's one definition,
     :func:`groundhog_port.model.functional.softmax_with_bias`, built as graph nodes."""
     return functional.softmax_with_bias(GraphOps(g), z)
 
 
-def gru_step(g, rec, path, x, x_z, x_r, h):
+def gru_step(
+    g: _Graph,
+    rec: RecurrentConfig,
+    path: str,
+    x: str,
+    x_z: str | None,
+    x_r: str | None,
+    h: str,
+) -> str:
     """``RecurrentLayer.step_fprop`` (rec_layers.py:1018): the port's one definition,
     :func:`groundhog_port.model.functional.gru_step`, built as graph nodes with the weights
     of the layer at module ``path``."""
@@ -314,7 +352,7 @@ def _grconv_root(g, model, emb):
     return g.op("Slice", top, g.const([-1], np.int64), g.const([2**62], np.int64))
 
 
-def encoder_graph(model):
+def encoder_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
     """``encoder.onnx`` (see the module docstring); encoder.annotations, Decoder.initial_state."""
     cfg = model.cfg
     g = _Graph(model, "encoder")
@@ -368,7 +406,14 @@ def _step_inputs(g, cfg, word_name):
     return c, p_from_c, step, y, s_prev
 
 
-def context(g, cfg, c, p_from_c, step, s_prev):
+def context(
+    g: _Graph,
+    cfg: ModelConfig,
+    c: str,
+    p_from_c: str | None,
+    step: str | None,
+    s_prev: str,
+) -> str:
     """``ctx (n, c_dim)``: attention (attention.align, exp-then-normalise without the
     maximum, encdec.py:299-345) or the fixed ``c[min(step, S-1)]`` (encdec.py:1023)."""
     if cfg.search:
@@ -377,7 +422,8 @@ def context(g, cfg, c, p_from_c, step, s_prev):
             g.op(
                 "Unsqueeze", g.op("MatMul", s_prev, g.weight("decoder.B")), g.const([0], np.int64)
             ),
-            g.op("Unsqueeze", p_from_c, g.const([1], np.int64)),
+            # p_from_c: an input of the graphs with attention (_step_inputs)
+            g.op("Unsqueeze", cast(str, p_from_c), g.const([1], np.int64)),
         )  # (S, n, dim)
         score = g.op(
             "Squeeze",
@@ -392,12 +438,13 @@ def context(g, cfg, c, p_from_c, step, s_prev):
         g.op("Squeeze", g.op("Shape", c, start=0, end=1), g.const([0], np.int64)),
         g.const(1, np.int64),
     )
-    row = g.op("Gather", c, g.op("Min", step, last), axis=0)  # (c_dim,)
+    # step: an input of the graphs without attention (_step_inputs)
+    row = g.op("Gather", c, g.op("Min", cast(str, step), last), axis=0)  # (c_dim,)
     n = g.op("Shape", s_prev, start=0, end=1)
     return g.op("Expand", row, g.op("Concat", n, g.const([cfg.c_dim], np.int64), axis=0))
 
 
-def next_probs_graph(model):
+def next_probs_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
     """``decoder_next_probs.onnx``: RNNEncoderDecoder.next_probs (encdec.py:1457, readout :1153)."""
     cfg = model.cfg
     g = _Graph(model, "decoder_next_probs")
@@ -429,7 +476,7 @@ def next_probs_graph(model):
     return g.proto()
 
 
-def next_states_graph(model):
+def next_states_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
     """``decoder_next_states.onnx``: RNNEncoderDecoder.next_states (encdec.py:1466)."""
     cfg = model.cfg
     rec = cfg.dec
@@ -455,7 +502,7 @@ def next_states_graph(model):
 GRAPHS = dict(zip(("encoder", "next_probs", "next_states"), GRAPH_FILES))
 
 
-def search_settings(state, cfg):
+def search_settings(state: Mapping[str, Any], cfg: ModelConfig) -> dict[str, Any]:
     """config.json "search": the ids and flags the driver's search and parsing read."""
     keys = (
         "null_sym_source",
@@ -470,7 +517,7 @@ def search_settings(state, cfg):
     )
 
 
-def write_graphs(model, outdir):
+def write_graphs(model: RNNEncoderDecoder, outdir: str | os.PathLike[str]) -> list[Path]:
     """The three graphs of ``model`` into ``outdir``; returns their paths."""
     paths = []
     for name, build in zip(GRAPH_FILES, (encoder_graph, next_probs_graph, next_states_graph)):
@@ -480,7 +527,7 @@ def write_graphs(model, outdir):
     return paths
 
 
-def onnx_config(exp):
+def onnx_config(exp: Experiment) -> dict[str, Any]:
     """``config.json`` of an ONNX export: what the driver needs (no torch, no pickle)."""
     return {
         "format": FORMAT_NAME + "-onnx",
@@ -498,8 +545,11 @@ def onnx_config(exp):
     }
 
 
-def write_onnx(exp, outdir):
-    """The three graphs, ``config.json`` and the driver ``beam_search.py`` into ``outdir``."""
+# returns a list[Path]: annotated Any while cli/commands/export.py assigns it to the variable
+# that write_checkpoint's tuple[Path, Path] typed first (mypy would refuse list[Path] there)
+def write_onnx(exp: Experiment, outdir: str | os.PathLike[str]) -> Any:
+    """The three graphs, ``config.json`` and the driver ``beam_search.py`` into ``outdir``
+    (their paths, a ``list[Path]``)."""
     try:
         import onnx  # noqa: F401
     except ImportError:

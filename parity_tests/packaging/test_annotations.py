@@ -18,7 +18,7 @@ from parity_tests.support.cases import REPO
 
 #: packages of groundhog_port/ whose every public function is annotated ("top-level": the
 #: modules directly in groundhog_port/)
-FINISHED = ("top-level", "legacy", "harness", "tasks", "cli", "distributed")
+FINISHED = ("top-level", "legacy", "harness", "tasks", "cli", "distributed", "export", "serve")
 
 
 @pytest.fixture(scope="module")
