@@ -545,11 +545,9 @@ def onnx_config(exp: Experiment) -> dict[str, Any]:
     }
 
 
-# returns a list[Path]: annotated Any while cli/commands/export.py assigns it to the variable
-# that write_checkpoint's tuple[Path, Path] typed first (mypy would refuse list[Path] there)
-def write_onnx(exp: Experiment, outdir: str | os.PathLike[str]) -> Any:
-    """The three graphs, ``config.json`` and the driver ``beam_search.py`` into ``outdir``
-    (their paths, a ``list[Path]``)."""
+def write_onnx(exp: Experiment, outdir: str | os.PathLike[str]) -> list[Path]:
+    """The three graphs, ``config.json`` and the driver ``beam_search.py`` into ``outdir``;
+    returns their paths."""
     try:
         import onnx  # noqa: F401
     except ImportError:

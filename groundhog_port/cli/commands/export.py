@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         )
     exp = open_from_args(args)
     check_outdir(args, exp)
+    paths: Sequence[Path]
     if args.format == "safetensors":
         from ...legacy.exported import write_checkpoint
 
