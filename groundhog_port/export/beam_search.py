@@ -430,12 +430,12 @@ class OnnxTranslator:
     def search(
         self,
         seq: np.ndarray | Sequence[int],
-        n_samples: int,
+        beam_size: int,
         ignore_unk: bool = False,
         minlen: int = 1,
     ) -> tuple[list[list[int]], np.ndarray]:
-        """``BeamSearch.search`` (sample.py:47): finished hypotheses and float64 costs, sorted
-        by cost (stable)."""
+        """``BeamSearch.search`` (sample.py:47, where ``beam_size`` is ``n_samples``): finished
+        hypotheses and float64 costs, sorted by cost (stable)."""
         if self.config["search"].get("grconv") and len(seq) < 2:
             raise SearchFailed("We didn't implemented yet the case where scan do 0 iteration")
         c, states, p_from_c = self.encode(seq)
@@ -444,7 +444,7 @@ class OnnxTranslator:
         trans: list[list[int]] = [[]]
         costs = np.zeros(1)
         for k in range(3 * len(seq)):
-            if n_samples == 0:
+            if beam_size == 0:
                 break
             last_words = (
                 np.array([t[-1] for t in trans], dtype=np.int64)
@@ -460,15 +460,15 @@ class OnnxTranslator:
             if k < minlen:
                 log_probs[:, self.eos_id] = -np.inf
             flat = (costs[:, None] - log_probs.astype(np.float64)).ravel()
-            if n_samples >= flat.size:
-                raise SearchFailed(f"kth(={n_samples}) out of bounds ({flat.size})")
-            best = np.argsort(flat, kind="stable")[:n_samples]
+            if beam_size >= flat.size:
+                raise SearchFailed(f"kth(={beam_size}) out of bounds ({flat.size})")
+            best = np.argsort(flat, kind="stable")[:beam_size]
             voc_size = probs.shape[1]
             trans_indices, word_indices = best // voc_size, best % voc_size
             new_costs = flat[best]
             new_states = self.next_states(c, p_from_c, k, word_indices, states[trans_indices])
             trans_prev, trans, kept = trans, [], []
-            for i in range(n_samples):
+            for i in range(beam_size):
                 hyp = trans_prev[trans_indices[i]] + [int(word_indices[i])]
                 if word_indices[i] != self.eos_id:
                     trans.append(hyp)
@@ -476,15 +476,15 @@ class OnnxTranslator:
                 else:
                     fin_trans.append(hyp)
                     fin_costs.append(float(new_costs[i]))
-            n_samples = len(kept)
+            beam_size = len(kept)
             costs, states = new_costs[kept], new_states[kept]
         if not fin_trans:
             if ignore_unk:
                 logger.warning("Did not manage without UNK")
-                return self.search(seq, n_samples, False, minlen)
-            if n_samples < MAX_RETRY_BEAM:
-                logger.warning("Still no translations: try beam size %d", n_samples * 2)
-                return self.search(seq, n_samples * 2, False, minlen)
+                return self.search(seq, beam_size, False, minlen)
+            if beam_size < MAX_RETRY_BEAM:
+                logger.warning("Still no translations: try beam size %d", beam_size * 2)
+                return self.search(seq, beam_size * 2, False, minlen)
             raise SearchFailed("Translation failed (attempt to get argmin of an empty sequence)")
         order = np.argsort(np.asarray(fin_costs), kind="stable")
         return [fin_trans[i] for i in order], np.asarray(fin_costs)[order]
