@@ -123,8 +123,13 @@ def context(
         return attention.ragged_context(
             states, sizes, src.c, src.p_from_c, dec.B, dec.D, model.stable, workspace
         )
-    rows = [src.c[b][min(k, src.c[b].shape[0] - 1)].expand(n, -1) for b, n in sizes]
-    return torch.cat(rows) if len(rows) > 1 else rows[0]
+    device = states.device
+    sent = torch.repeat_interleave(
+        torch.tensor([b for b, _ in sizes], device=device),
+        torch.tensor([n for _, n in sizes], device=device),
+    )  # each row's sentence
+    pos = torch.clamp(src.lens[sent], max=k + 1) - 1
+    return src.c_pad[pos, sent]
 
 
 def logits(

@@ -1,8 +1,10 @@
 """``RNNEncoderDecoder`` (encdec.py:1263): the model as search and scoring see it.
 
-Search sees it only through ``encode`` / ``initial_states`` / ``next_probs`` /
-``next_states`` (the four compiled functions sample.py uses); scoring through
-``score``.  Everything is float32, GroundHog's ``floatX``.
+Searches and samplers see it only through the decoding interface
+(:mod:`.decoding`); ``encode`` / ``initial_states`` / ``next_probs`` / ``next_states`` (the
+four compiled functions sample.py uses) are that interface on one sentence, what the harness
+replays recordings through; scoring and training see it through ``score`` and
+``teacher_forced_probs``.  Everything is float32, GroundHog's ``floatX``.
 """
 
 from __future__ import annotations

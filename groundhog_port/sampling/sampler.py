@@ -263,8 +263,9 @@ def draw_many(
     order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i]), i))
     out: list[Draw | None] = [None] * len(seqs)
     workspace = Workspace(model.device)
-    for g in range(0, len(order), max(1, int(batch_size))):
-        group = order[g : g + max(1, int(batch_size))]
+    size = max(1, int(batch_size))
+    for g in range(0, len(order), size):
+        group = order[g : g + size]
         draws = draw_group(
             model,
             [seqs[i] for i in group],
@@ -312,10 +313,10 @@ def draw_group(
         sizes = [(b, n) for b in active]
         ctx = decoding.context(model, src, k, states, sizes, workspace)
         probs = decoding.probs(model, states, ctx, y, sizes, workspace, T)
-        p = probs.cpu().numpy()
         edge = None
         if forced_ids is None:
             assert unis is not None  # drawing needs the uniforms
+            p = probs.cpu().numpy()
             u = np.concatenate([unis[b][k] for b in active])
             word = multinomial_from_uniform(p, u)
             if margin is not None:

@@ -230,11 +230,8 @@ def test_parity(cases, case_dir, group):
         "\nNOT COVERED although the recording holds what these rows need"
     )
     frozen = FROZEN_ROWS.get(freeze.case_name(case_dir), {})
-    moved = [
-        f"{r.quantity}: {freeze.row_record(r)} != frozen {frozen[r.quantity]}"
-        for r in rows
-        if r.quantity in frozen and freeze.row_record(r) != frozen[r.quantity]
-    ]
+    now = {r.quantity: freeze.row_record(r) for r in rows if r.quantity in frozen}
+    moved = [f"{q}: {got} != frozen {frozen[q]}" for q, got in now.items() if got != frozen[q]]
     rows = [r for r in rows if r.covered and r.quantity not in known]
     assert rows and sum(r.n for r in rows) > 0, f"{group}: nothing compared in {report.trace}"
     failing = [r for r in rows if not r.passed]
