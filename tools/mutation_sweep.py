@@ -214,8 +214,8 @@ MUTATIONS = (
         [
             (
                 "model/attention.py",
-                "return energy_scores(p.tanh_(), D)",
-                "return energy_scores(p, D)",
+                "return ops.project(ops.tanh(p), D)",
+                "return ops.project(p, D)",
             )
         ],
         fast_groups="pairs",
@@ -223,7 +223,7 @@ MUTATIONS = (
     m(
         "attention_mask_dropped",
         "attention / masks",
-        [("model/attention.py", "energy = energy * c_mask", "energy = energy")],
+        [("model/attention.py", "energy = ops.mul(energy, c_mask)", "energy = energy")],
         fast_groups="batch",
     ),
     m(
@@ -232,9 +232,8 @@ MUTATIONS = (
         [
             (
                 "model/attention.py",
-                "    return torch.exp(score if maxima is None else score - maxima)\n",
-                "    return torch.exp(score - score.amax(0, keepdim=True) if maxima is None else "
-                "score - maxima)\n",
+                "energy = ops.exp(ops.sub(e, ops.position_max(e)) if stable else e)",
+                "energy = ops.exp(ops.sub(e, ops.position_max(e)))",
             )
         ],
         fast_groups="pairs",
@@ -245,8 +244,8 @@ MUTATIONS = (
         [
             (
                 "model/attention.py",
-                "alpha = energy / sum_positions(energy)",
-                "alpha = energy / energy.sum(0, keepdim=True)",
+                "        return sum_positions(e)\n",
+                "        return e.sum(0, keepdim=True)\n",
             )
         ],
         fast_groups="pairs",
@@ -382,8 +381,8 @@ MUTATIONS = (
         [
             (
                 "model/layers.py",
-                "            t = torch.as_tensor(T, dtype=z.dtype, device=z.device)\n",
-                "            t = 1 / torch.as_tensor(T, dtype=z.dtype, device=z.device)\n",
+                "t = None if T is None else torch.as_tensor(T, dtype=x.dtype, device=x.device)",
+                "t = None if T is None else 1 / torch.as_tensor(T, dtype=x.dtype, device=x.device)",
             )
         ],
         # the recorded /sampler runs at alpha 1 only; the transcripts at 0.5 / 2.0 show it
@@ -433,14 +432,10 @@ MUTATIONS = (
         "sampler temperature placement (alpha=1: same values)",
         [
             (
-                "model/layers.py",
-                "            z = mm(h, W) + self.b\n",
-                "            z = mm(h, W) + (self.b / T if T is not None else self.b)\n",
-            ),
-            (
-                "model/layers.py",
-                "            z.add_(self.b)\n",
-                "            z.add_(self.b / T if T is not None else self.b)\n",
+                "model/functional.py",
+                'z = ops.affine(h, weight("W2" if low_rank else "W"), weight("b"))',
+                'z = ops.affine(h, weight("W2" if low_rank else "W"), '
+                'weight("b") if T is None else weight("b") / T)',
             ),
         ],
         fast_groups="outputs --outputs-matching sample_interactive_stdout.txt",

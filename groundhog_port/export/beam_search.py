@@ -35,9 +35,9 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -81,7 +81,7 @@ def regular_file(path: str | os.PathLike[str], what: str) -> os.stat_result:
     return st
 
 
-def _json_number(text, kind):
+def _json_number(text: str, kind: Callable[[str], Any]) -> Any:
     if len(text) > MAX_JSON_NUMBER:
         raise ValueError(f"a number of {len(text)} characters")
     value = kind(text)
@@ -90,11 +90,11 @@ def _json_number(text, kind):
     return value
 
 
-def _refuse_constant(name):
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def _depth(value, limit):
+def _depth(value: Any, limit: int) -> int:
     """How deep the objects and arrays of ``value`` nest (iterative), up to ``limit + 1``."""
     deepest, stack = 0, [(value, 1)]
     while stack and deepest <= limit:
@@ -133,14 +133,15 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     missing = _layout_problem(config)
     if missing:
         raise DriverError(f"{path}: not a config.json of groundhog-port export: {missing}")
-    return config
+    checked: dict[str, Any] = config  # a JSON object (_layout_problem)
+    return checked
 
 
 _SEARCH_IDS = ("null_sym_source", "unk_sym_source", "n_sym_source")
 _TARGET_IDS = ("null_sym_target", "unk_sym_target")
 
 
-def _layout_problem(config):
+def _layout_problem(config: Any) -> str | None:
     """What ``config`` lacks of the layout ``export --format onnx`` writes, or None."""
     if not isinstance(config, dict):
         return "not a JSON object"
@@ -229,7 +230,9 @@ def length_normalized(
 # 13, .data_location 14)
 
 
-def _fields(buf, start=0, end=None):
+def _fields(
+    buf: memoryview, start: int = 0, end: int | None = None
+) -> Iterator[tuple[int, int, Any]]:
     """``(field, wire type, value)`` of a protobuf message (``value``: an int, or the
     ``(start, end)`` of a length-delimited field); a damaged one raises ValueError."""
     end = len(buf) if end is None else end
@@ -237,6 +240,7 @@ def _fields(buf, start=0, end=None):
     while i < end:
         key, i = _varint(buf, i)
         field, kind = key >> 3, key & 7
+        value: int | tuple[int, int] | None
         if kind == 0:
             value, i = _varint(buf, i)
         elif kind == 2:
@@ -251,7 +255,7 @@ def _fields(buf, start=0, end=None):
         yield field, kind, value
 
 
-def _varint(buf, i):
+def _varint(buf: memoryview, i: int) -> tuple[int, int]:
     shift = value = 0
     while True:
         if i >= len(buf) or shift > 63:
@@ -263,14 +267,14 @@ def _varint(buf, i):
             return value, i
 
 
-def _tensor_problem(buf, span):
+def _tensor_problem(buf: memoryview, span: tuple[int, int]) -> str | None:
     for field, _, value in _fields(buf, *span):
         if field == 13 or (field == 14 and value == 1):
             return "a tensor whose data lies in another file (external data)"
     return None
 
 
-def _graph_problem(buf, span, depth=0):
+def _graph_problem(buf: memoryview, span: tuple[int, int], depth: int = 0) -> str | None:
     """Why a GraphProto may not be loaded: what groundhog-port's export never writes and
     onnxruntime would hold whatever it declares -- a sparse initializer (87 bytes made it
     densify 3 GiB), a tensor whose data lies in another file (1 GiB of sparse external
@@ -311,7 +315,7 @@ def graph_problem(path: str | os.PathLike[str]) -> str | None:
     return "not an ONNX graph (no graph in it)"
 
 
-def _session(ort, path, opts):
+def _session(ort: Any, path: str | os.PathLike[str], opts: Any) -> Any:
     """An onnxruntime session of the graph ``path``; whatever onnxruntime refuses (external
     data outside the folder, an absolute or linked location, a FIFO, a damaged graph) is one
     :class:`DriverError` line."""
@@ -362,7 +366,15 @@ class OnnxTranslator:
         outs = self.sessions["encoder"].run(None, {"seq": np.asarray(seq, dtype=np.int64)})
         return outs[0], outs[1], (outs[2] if len(outs) > 2 else None)
 
-    def _step_feed(self, c, p_from_c, step, words, states, word_name):
+    def _step_feed(
+        self,
+        c: np.ndarray,
+        p_from_c: np.ndarray | None,
+        step: int,
+        words: np.ndarray,
+        states: np.ndarray,
+        word_name: str,
+    ) -> dict[str, np.ndarray]:
         feed = {
             "c": c,
             word_name: np.asarray(words, dtype=np.int64),
@@ -382,9 +394,10 @@ class OnnxTranslator:
         y_prev: np.ndarray,
         states: np.ndarray,
     ) -> np.ndarray:
-        return self.sessions["next_probs"].run(
+        probs: np.ndarray = self.sessions["next_probs"].run(
             None, self._step_feed(c, p_from_c, step, y_prev, states, "y_prev")
         )[0]
+        return probs
 
     def next_states(
         self,
@@ -394,9 +407,10 @@ class OnnxTranslator:
         y: np.ndarray,
         states: np.ndarray,
     ) -> np.ndarray:
-        return self.sessions["next_states"].run(
+        new_states: np.ndarray = self.sessions["next_states"].run(
             None, self._step_feed(c, p_from_c, step, y, states, "y")
         )[0]
+        return new_states
 
     # -- text ----------------------------------------------------------------------------
     def parse_source(self, line: str) -> np.ndarray:
@@ -512,7 +526,7 @@ class OnnxTranslator:
         return self.render(trans[best]), float(costs[best])
 
 
-def _same_file(a, b):
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -593,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _run(args):
+def _run(args: argparse.Namespace) -> int:
     if os.path.isdir(args.trans):
         raise DriverError(f"{args.trans}: is a folder, not a file to write --trans to")
     lines = read_source(args.source)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -51,7 +51,7 @@ from torch import nn
 from ..errors import LegacyInputError
 from ..legacy.export_names import FORMAT_NAME, FORMAT_VERSION
 from ..legacy.exported import architecture, encode_state, raw_target_idx2word
-from ..model import functional
+from ..model import attention, functional
 from ..model.config import GRCONV
 from ..outputs import atomic_write_bytes, atomic_write_text, file_in
 
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from ..model.activations import Activation
     from ..model.config import ModelConfig, RecurrentConfig
     from ..model.encdec import RNNEncoderDecoder
+    from ..model.layers import MultiLayer
 
 #: the ONNX operator set the graphs use (onnxruntime >= 1.14 runs it)
 OPSET = 17
@@ -196,6 +197,12 @@ def embed(g: _Graph, ids: str, path: str, act: Activation) -> str:
     )
 
 
+def _weights(g: _Graph, path: str) -> Callable[[str], str]:
+    """``weight(name)`` of the layer at module ``path``, as the definitions in ``model/``
+    take their weights: the initializer, added when first used."""
+    return lambda name: g.weight(f"{path}.{name}")
+
+
 class GraphOps:
     """The backend of :mod:`groundhog_port.model.functional` that builds graph ``g``: each
     operation appends its node (float32 values; the softmax's sum in double)."""
@@ -205,6 +212,9 @@ class GraphOps:
 
     def mm(self, x: str, w: str) -> str:
         return self.g.op("MatMul", x, w)
+
+    def affine(self, x: str, w: str, b: str) -> str:
+        return self.g.op("Add", self.g.op("MatMul", x, w), b)
 
     def add(self, a: str, b: str) -> str:
         return self.g.op("Add", a, b)
@@ -239,32 +249,42 @@ class GraphOps:
     def cast_like(self, x: str, like: str) -> str:
         return self.g.op("Cast", x, to=self.g.TensorProto.FLOAT)  # the graphs are float32
 
+    # the attention's (model.attention.AttentionOps): one sentence, S positions, n rows
+    def tanh(self, x: str) -> str:
+        return self.g.op("Tanh", x)
 
-def softmax_with_bias(g: _Graph, z: str) -> str:
-    """Theano's ``SoftmaxWithBias``: the port's one definition,
-    :func:`groundhog_port.model.functional.softmax_with_bias`, built as graph nodes."""
-    return functional.softmax_with_bias(GraphOps(g), z)
+    def div(self, a: str, b: str) -> str:
+        return self.g.op("Div", a, b)
 
+    def over_positions(self, p_from_h: str, p_from_c: str) -> str:
+        g = self.g
+        h = g.op("Unsqueeze", p_from_h, g.const([0], np.int64))
+        return g.op("Add", h, g.op("Unsqueeze", p_from_c, g.const([1], np.int64)))  # (S, n, dim)
 
-def gru_step(
-    g: _Graph,
-    rec: RecurrentConfig,
-    path: str,
-    x: str,
-    x_z: str | None,
-    x_r: str | None,
-    h: str,
-) -> str:
-    """``RecurrentLayer.step_fprop`` (rec_layers.py:1018): the port's one definition,
-    :func:`groundhog_port.model.functional.gru_step`, built as graph nodes with the weights
-    of the layer at module ``path``."""
-    return functional.gru_step(
-        GraphOps(g), rec, lambda name: g.weight(f"{path}.{name}"), x, x_z, x_r, h
-    )
+    def project(self, t: str, v: str) -> str:
+        return self.g.op("Squeeze", self.g.op("MatMul", t, v), self.g.const([2], np.int64))
+
+    def position_max(self, e: str) -> str:
+        raise LegacyInputError(
+            None, "the ONNX graphs compute GroundHog's attention: no --stable-softmax"
+        )
+
+    def position_sum(self, e: str) -> str:
+        return self.g.op("ReduceSum", e, self.g.const([0], np.int64), keepdims=1)
+
+    def weighted_context(self, alpha: str, c: str) -> str:
+        return self.g.op("MatMul", self.g.op("Transpose", alpha, perm=[1, 0]), c)
 
 
 # -- the encoder ----------------------------------------------------------------------
-def _scan_direction(g, model, enc_path, rec, emb, reverse):
+def _scan_direction(
+    g: _Graph,
+    model: RNNEncoderDecoder,
+    enc_path: str,
+    rec: RecurrentConfig,
+    emb: str,
+    reverse: bool,
+) -> str:
     """One GRU direction over ``emb (S, rank)`` as an ONNX ``Scan``: ``(S, dim)`` states,
     for ``reverse`` read from the last word and written back in source order (the
     port's ``x.flip(0)`` ... ``.flip(0)``, encoder.annotations)."""
@@ -279,7 +299,9 @@ def _scan_direction(g, model, enc_path, rec, emb, reverse):
     xt = body.add_input("x_t", F, [dim])
     zt = body.add_input("xz_t", F, [dim]) if x_z is not None else None
     rt = body.add_input("xr_t", F, [dim]) if x_r is not None else None
-    h_new = gru_step(body, rec, f"{enc_path}.transition", xt, zt, rt, h)
+    h_new = functional.gru_step(
+        GraphOps(body), rec, _weights(body, f"{enc_path}.transition"), xt, zt, rt, h
+    )
     body.add_output(h_new, "h", F, [dim])
     body.add_output(h_new, "h_out", F, [dim])
     graph = g.helper.make_graph(body.nodes, body.name, body.inputs, body.outputs)
@@ -298,7 +320,7 @@ def _scan_direction(g, model, enc_path, rec, emb, reverse):
     return states
 
 
-def _two_products(g, path, a, wa, b, wb, bias):
+def _two_products(g: _Graph, path: str, a: str, wa: str, b: str, wb: str, bias: str) -> str:
     """``a @ wa + b @ wb + bias`` with the weights of the layer at module ``path``, added
     left to right as the port's layer adds them (layers.RecursiveConvolutionalLayer)."""
     return g.op(
@@ -312,7 +334,7 @@ def _two_products(g, path, a, wa, b, wb, bias):
     )
 
 
-def _grconv_root(g, model, emb):
+def _grconv_root(g: _Graph, model: RNNEncoderDecoder, emb: str) -> str:
     """The grConv's root ``(1, dim)`` (layers.RecursiveConvolutionalLayer, rconv_layers.py:
     196-311): ``S - 1`` levels as an ONNX ``Loop``, each from the (left, right) pairs."""
     dim = model.cfg.dim
@@ -336,7 +358,9 @@ def _grconv_root(g, model, emb):
         axis=0,
     )
     new = activation(body, rec.activation, _two_products(body, path, level, "W", left, "U", "b"))
-    gates = softmax_with_bias(body, _two_products(body, path, left, "GU", level, "GW", "Gb"))
+    gates = functional.softmax_with_bias(
+        GraphOps(body), _two_products(body, path, left, "GU", level, "GW", "Gb")
+    )
     w_new, w_left, w_right = body.op("Split", gates, axis=1, n_out=3)
     out = body.op(
         "Add",
@@ -364,9 +388,10 @@ def encoder_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
     else:
         forward = _scan_direction(g, model, "encoder", cfg.enc, emb, reverse=False)
     n_rows = g.op("Shape", seq)
-    spread = lambda row: g.op(
-        "Expand", row, g.op("Concat", n_rows, g.const([cfg.dim], np.int64), axis=0)
-    )
+
+    def spread(row: str) -> str:  # a (1, dim) row repeated on every position
+        return g.op("Expand", row, g.op("Concat", n_rows, g.const([cfg.dim], np.int64), axis=0))
+
     parts = []
     if cfg.forward:
         parts.append(forward)
@@ -396,7 +421,9 @@ def encoder_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
 
 
 # -- one decoder step ---------------------------------------------------------------------
-def _step_inputs(g, cfg, word_name):
+def _step_inputs(
+    g: _Graph, cfg: ModelConfig, word_name: str
+) -> tuple[str, str | None, str | None, str, str]:
     F, I64 = g.TensorProto.FLOAT, g.TensorProto.INT64
     c = g.add_input("c", F, ["S", cfg.c_dim])
     p_from_c = g.add_input("p_from_c", F, ["S", cfg.dim]) if cfg.search else None
@@ -414,25 +441,12 @@ def context(
     step: str | None,
     s_prev: str,
 ) -> str:
-    """``ctx (n, c_dim)``: attention (attention.align, exp-then-normalise without the
-    maximum, encdec.py:299-345) or the fixed ``c[min(step, S-1)]`` (encdec.py:1023)."""
-    if cfg.search:
-        p = g.op(
-            "Add",
-            g.op(
-                "Unsqueeze", g.op("MatMul", s_prev, g.weight("decoder.B")), g.const([0], np.int64)
-            ),
-            # p_from_c: an input of the graphs with attention (_step_inputs)
-            g.op("Unsqueeze", cast(str, p_from_c), g.const([1], np.int64)),
-        )  # (S, n, dim)
-        score = g.op(
-            "Squeeze",
-            g.op("MatMul", g.op("Tanh", p), g.weight("decoder.D")),
-            g.const([2], np.int64),
-        )  # (S, n)
-        energy = g.op("Exp", score)
-        alpha = g.op("Div", energy, g.op("ReduceSum", energy, g.const([0], np.int64), keepdims=1))
-        return g.op("MatMul", g.op("Transpose", alpha, perm=[1, 0]), c)
+    """``ctx (n, c_dim)``: the port's attention (:func:`groundhog_port.model.attention.attend`,
+    exp-then-normalise without the maximum, encdec.py:299-345) or the fixed
+    ``c[min(step, S-1)]`` (encdec.py:1023)."""
+    if cfg.search:  # p_from_c: an input of the graphs with attention (_step_inputs)
+        ctx, _ = attention.attend(GraphOps(g), _weights(g, "decoder"), s_prev, c, p_from_c)
+        return cast(str, ctx)
     last = g.op(
         "Sub",
         g.op("Squeeze", g.op("Shape", c, start=0, end=1), g.const([0], np.int64)),
@@ -460,18 +474,15 @@ def next_probs_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
             )
             term = g.op("Mul", g.op("Unsqueeze", first, g.const([1], np.int64)), term)
 
-    def layer(name, x):  # the decoder's MultiLayer `name` (a zero unsaved bias left out)
-        module = model.decoder.get_submodule(name)
+    def layer(name: str, x: str) -> str:  # the decoder's MultiLayer `name` (a zero unsaved
+        module = cast("MultiLayer", model.decoder.get_submodule(name))  # bias left out)
         y = affine(g, x, f"decoder.{name}", bias=isinstance(module.b, nn.Parameter))
-        return activation(g, module.activation, y)
+        return activation(g, cast("Activation", module.activation), y)  # a parsed one
 
     t = functional.readout(GraphOps(g), cfg, layer, ctx, s_prev, term)
-    out = "decoder.output_layer"
-    if cfg.rank_n_approx:
-        z = g.op("MatMul", g.op("MatMul", t, g.weight(f"{out}.W1")), g.weight(f"{out}.W2"))
-    else:
-        z = g.op("MatMul", t, g.weight(f"{out}.W"))
-    probs = softmax_with_bias(g, g.op("Add", z, g.weight(f"{out}.b")))
+    ops = GraphOps(g)
+    z = functional.logits(ops, _weights(g, "decoder.output_layer"), t, bool(cfg.rank_n_approx))
+    probs = functional.softmax_with_bias(ops, z)
     g.add_output(probs, "probs", g.TensorProto.FLOAT, ["n", cfg.n_sym_target])
     return g.proto()
 
@@ -493,7 +504,9 @@ def next_states_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
             x_z = g.op("Add", x_z, affine(g, ctx, "decoder.dec_updater", bias=False))
         if x_r is not None:
             x_r = g.op("Add", x_r, affine(g, ctx, "decoder.dec_reseter", bias=False))
-    s = gru_step(g, rec, "decoder.transition", x, x_z, x_r, s_prev)
+    s = functional.gru_step(
+        GraphOps(g), rec, _weights(g, "decoder.transition"), x, x_z, x_r, s_prev
+    )
     g.add_output(s, "s", g.TensorProto.FLOAT, ["n", cfg.dim])
     return g.proto()
 

@@ -1,5 +1,5 @@
 """The decoder's arithmetic written once, over a backend: the GRU step, the readout (deep
-output) and Theano's ``SoftmaxWithBias``.
+output), the logits and Theano's ``SoftmaxWithBias``.
 
 Each function here is the one definition of its piece.  The port's modules run it on torch
 tensors (:data:`TORCH`: :class:`~groundhog_port.model.layers.RecurrentLayer`,
@@ -32,6 +32,9 @@ class Ops(Protocol):
     """What the definitions below need of a backend."""
 
     def mm(self, x: Value, w: Value) -> Value: ...
+    def affine(self, x: Value, w: Value, b: Value) -> Value:
+        """``x @ w + b``."""
+
     def add(self, a: Value, b: Value) -> Value: ...
     def sub(self, a: Value, b: Value) -> Value: ...
     def mul(self, a: Value, b: Value) -> Value: ...
@@ -50,6 +53,9 @@ class TorchOps:
 
     def mm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return mm(x, w)
+
+    def affine(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return mm(x, w) + b
 
     def add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a + b
@@ -139,6 +145,24 @@ def readout(
     if cfg.deep_out:
         t = ops.act(cfg.unary_activ, t)  # UnaryOp(eval(unary_activ)): Maxout(k) groups
     return t
+
+
+def logits(
+    ops: Ops,
+    weight: Callable[[str], Value],
+    x: Value,
+    low_rank: bool,
+    T: Value | None = None,
+) -> Value:
+    """The output layer's logits (``SoftmaxLayer``, cost_layers.py:961)::
+
+        z = T * (x @ W + b)          W = W1 @ W2, two products, with rank_n_approx
+
+    ``weight(name)`` gives ``W`` (or ``W1``, ``W2``) and ``b``; ``T`` the inverse
+    temperature of ``fprop(state_below, temp=T)`` (the sampler's), None for 1."""
+    h = ops.mm(x, weight("W1")) if low_rank else x
+    z = ops.affine(h, weight("W2" if low_rank else "W"), weight("b"))
+    return z if T is None else ops.mul(z, T)
 
 
 def softmax_with_bias(ops: Ops, z: Value) -> Value:

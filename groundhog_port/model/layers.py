@@ -272,24 +272,21 @@ class SoftmaxLayer(nn.Module):
         self, x: torch.Tensor, workspace: Workspace | None = None, T: float | None = None
     ) -> torch.Tensor:
         """``z = T * (x @ W + b)`` (``W = W1 @ W2`` applied as two products with
-        ``rank_n_approx``): the one definition of the output layer's logits.
+        ``rank_n_approx``): :func:`~groundhog_port.model.functional.logits`, the one
+        definition the ONNX export runs too.
 
         ``T``: the float32 inverse temperature of ``fprop(state_below, temp=T)``
         (cost_layers.py:961; the sampler's), None for 1.  ``workspace`` (no gradients, rows
         ``x (R, n_in)``): the logits are written into its buffer ``"z"`` (a fresh ``(R, V)``
         matrix costs its page faults every step)."""
-        h = mm(x, self.W1) if hasattr(self, "W1") else x
-        W = self.W2 if hasattr(self, "W2") else self.W
-        if workspace is None:
-            z = mm(h, W) + self.b
-        else:
-            R = h.shape[0]
-            z = mm(h, W, out=workspace.buffer("z", (R + (-R % ROW_BLOCK), W.shape[1]), h.dtype))
-            z.add_(self.b)
-        if T is not None:
-            t = torch.as_tensor(T, dtype=z.dtype, device=z.device)
-            z = z.mul_(t) if workspace is not None else z * t
+        t = None if T is None else torch.as_tensor(T, dtype=x.dtype, device=x.device)
+        ops = functional.TORCH if workspace is None else _InWorkspace(workspace)
+        z: torch.Tensor = functional.logits(ops, self._weight, x, hasattr(self, "W1"), t)
         return z
+
+    def _weight(self, name: str) -> torch.Tensor:
+        w: torch.Tensor = getattr(self, name)
+        return w
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return softmax_with_bias(self.logits(x))
@@ -331,6 +328,23 @@ class SoftmaxLayer(nn.Module):
                 e_y[hit] = e[hit, yb[hit] - j0]
             out[i : i + block] = (e_y.double() * (1.0 / total)).to(h.dtype)
         return out.reshape(y.shape)
+
+
+class _InWorkspace(functional.TorchOps):
+    """The logits of a search step (no gradients): the output product written into the
+    workspace's buffer ``"z"`` (a fresh ``(R, V)`` matrix costs its page faults every
+    step), the bias added and the temperature applied in place there."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def affine(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        R = x.shape[0]
+        z = self.workspace.buffer("z", (R + (-R % ROW_BLOCK), w.shape[1]), x.dtype)
+        return mm(x, w, out=z).add_(b)
+
+    def mul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a.mul_(b)
 
 
 def softmax_with_bias(z: torch.Tensor) -> torch.Tensor:

@@ -2,10 +2,11 @@
 every path that computes with it.
 
 The edit doubles the attention energies in their one definition
-(:func:`groundhog_port.model.attention.energies`, the piece both attention schedules are
+(:func:`groundhog_port.model.attention.energies`, the piece every attention schedule is
 built from).  Every path must then change its output: the literal search (batch 1) and the
-batched one (batch 32), both sampling modes, score.py's modes and one training update.  A
-path with its own copy of the attention would keep its output and fail here.
+batched one (batch 32), both sampling modes, score.py's modes, one training update and the
+ONNX export (its graphs and the driver's translations).  A path with its own copy of the
+attention would keep its output and fail here.
 """
 
 import pytest
@@ -25,12 +26,14 @@ PATHS = [
     ("batched sampler", "samples", 32),
     ("score.py's modes", "score", 1),
     ("one training update", "train", 1),
+    # the driver's translations, not only the graphs' bytes
+    ("the ONNX graphs run by their driver", "onnx", 1),
 ]
 
 
 def _doubled(real):
-    def energies(p, D):
-        return 2 * real(p, D)
+    def energies(ops, p, D):  # tanh(p) @ (D + D): each energy doubled exactly, on any backend
+        return real(ops, p, ops.add(D, D))
 
     return energies
 
@@ -48,6 +51,8 @@ def test_doubling_the_attention_energies_changes_every_path(monkeypatch, what, s
         torch.set_num_threads(before)
     changed = [k for k in plain if plain[k] != edited[k]]
     assert changed, f"{what}: no output changed when the attention energies were doubled"
+    if section == "onnx":
+        assert any(k.startswith("driver/") for k in changed), changed
 
 
 #: what only the network may touch: its modules and weights (legacy names), and the
@@ -96,3 +101,61 @@ def test_search_and_sampling_see_the_network_only_through_its_interface(package)
     step of the network is computed in ``search/`` or ``sampling/``: they call
     ``model.decoding`` (and ``model.output``'s normaliser) only."""
     assert network_uses(package) == []
+
+
+#: the ONNX operators the network's own arithmetic is made of (attention, GRU gates,
+#: readout, softmax): emitted by the graph backend's primitive operations only
+NETWORK_NODES = {"Exp", "Tanh", "Sigmoid", "Softmax", "ReduceSum", "ReduceMax", "Div", "Relu"}
+#: the backend: ``GraphOps``' methods and ``activation`` (``GraphOps.act``)
+GRAPH_BACKEND = {"GraphOps", "activation"}
+#: names of what must be defined in ``model/`` only
+NETWORK_DEFINITIONS = (
+    "attention",
+    "attend",
+    "align",
+    "energ",
+    "gru",
+    "readout",
+    "softmax",
+    "logit",
+)
+
+
+def export_definitions() -> list[str]:
+    """``file:line: what`` for every network piece defined in ``groundhog_port/export``: a
+    function named for one, or a node of the network's arithmetic emitted outside the graph
+    backend (by the syntax tree)."""
+    import ast
+
+    found = []
+    for path in sorted((freeze.REPO / "groundhog_port" / "export").rglob("*.py")):
+        where = path.relative_to(freeze.REPO)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        backend = [
+            node
+            for node in tree.body
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in GRAPH_BACKEND
+        ]
+        inside = {id(n) for b in backend for n in ast.walk(b)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and any(
+                word in node.name.lower() for word in NETWORK_DEFINITIONS
+            ):
+                found.append(f"{where}:{node.lineno}: def {node.name}")
+            if (
+                isinstance(node, ast.Call)
+                and id(node) not in inside
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "op"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in NETWORK_NODES
+            ):
+                found.append(f"{where}:{node.lineno}: {node.args[0].value} node")
+    return found
+
+
+def test_export_defines_no_attention_gru_readout_or_softmax():
+    """The ONNX graphs run ``model/``'s definitions on graph values (``GraphOps``):
+    ``export/`` defines no attention, GRU step, readout, logits or softmax of its own."""
+    assert export_definitions() == []
