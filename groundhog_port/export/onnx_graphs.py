@@ -21,17 +21,21 @@ Together the two decoder graphs are one step of sample.py's beam search (sample.
 :104), which :mod:`groundhog_port.export.beam_search` drives.  ``step`` selects the fixed
 context ``c[min(step, S-1)]`` of RNNencdec (encdec.py:1023) and is unused by RNNsearch.
 
-The GRU step, the readout and the output softmax are not written here: the graph builder
-runs the port's own definitions (:mod:`groundhog_port.model.functional`) on graph values
-(:class:`GraphOps`), so a change there changes the graphs too.  The rest of each graph is
-the arithmetic of the port's modules (:mod:`groundhog_port.model.encoder`,
-:mod:`groundhog_port.model.decoder`, :mod:`groundhog_port.model.attention`,
-:mod:`groundhog_port.model.layers`), legacy quirks included: the attention weights are
-``exp(e) / sum exp(e)`` WITHOUT subtracting the maximum (overflow to inf/nan as in Theano),
-the output softmax is Theano's ``SoftmaxWithBias`` (max subtracted, the row sum in double),
-sigmoid has Theano's float32 cut-offs, the bigram term is multiplied by ``y_prev > 0``
-(``check_first_word``), the backward encoder embeds with the forward encoder's embedding
-(encdec.py:1330).  Only summation orders inside the runtime's kernels differ from the
+The network's arithmetic is not written here: the graph builder runs the port's own
+definitions on graph values (:class:`GraphOps`, a backend of
+:class:`groundhog_port.model.functional.Ops` and
+:class:`groundhog_port.model.attention.AttentionOps`) -- the layers
+(``functional.dense``: the embeddings with ``Gather``), the word and context signals, the GRU
+step, the grConv level, the attention (``attention.attend``), the readout with the bigram
+term and its ``y_prev > 0`` check, the logits and Theano's ``SoftmaxWithBias`` -- so a change
+there changes the graphs too (``parity_tests/parity/test_one_network.py``).  What is written
+here is graph plumbing: inputs and outputs, the encoder's ``Scan`` / ``Loop``, the
+concatenation of the annotation's components (as encoder.compose), ``s_0`` from the first
+annotation (Decoder.initial_state) and RNNencdec's fixed context row.  Legacy quirks come with
+the definitions: the attention weights are ``exp(e) / sum exp(e)`` WITHOUT subtracting the
+maximum (overflow to inf/nan as in Theano), the output softmax subtracts it and sums in double,
+sigmoid has Theano's float32 cut-offs; the backward encoder embeds with the forward encoder's
+embedding (encdec.py:1330).  Only summation orders inside the runtime's kernels differ from the
 port's: float32 rounding noise, which ``test_export_onnx.py`` bounds with the port's
 derived bounds against the recordings.
 """
@@ -86,6 +90,7 @@ class _Graph:
         self.initializers: dict[str, onnx.TensorProto] = {}
         self.inputs: list[onnx.ValueInfoProto] = []
         self.outputs: list[onnx.ValueInfoProto] = []
+        self.ids: set[str] = set()  # the integer inputs (word ids, a step)
         self._n = 0
 
     def fresh(self, hint: str) -> str:
@@ -130,6 +135,8 @@ class _Graph:
 
     def add_input(self, name: str, elem: int, shape: Sequence[int | str]) -> str:
         self.inputs.append(self.helper.make_tensor_value_info(name, elem, shape))
+        if elem == self.TensorProto.INT64:
+            self.ids.add(name)
         return name
 
     def add_output(self, value: str, name: str, elem: int, shape: Sequence[int | str]) -> None:
@@ -182,19 +189,20 @@ def activation(g: _Graph, act: Activation, x: str) -> str:
     return x
 
 
-def affine(g: _Graph, x: str, path: str, bias: bool = True) -> str:
-    """``x @ W (+ b)`` of the layer at module ``path`` (a zero unsaved bias is left out)."""
-    y = g.op("MatMul", x, g.weight(f"{path}.W"))
-    return g.op("Add", y, g.weight(f"{path}.b")) if bias else y
+def layer(g: _Graph, path: str, x: str) -> str:
+    """The ``MultiLayer`` at module ``path`` applied to ``x``:
+    :func:`groundhog_port.model.functional.dense` (word ids picked by ``Gather``, a zero
+    unsaved bias left out)."""
+    module = cast("MultiLayer", g.model.get_submodule(path))
+    bias = isinstance(module.b, nn.Parameter)
+    y: str = functional.dense(GraphOps(g), _weights(g, path), x, module.activation, bias)
+    return y
 
 
-def embed(g: _Graph, ids: str, path: str, act: Activation) -> str:
-    """``act(W[ids] + b)``: the low-rank word embedding (``utils.dot`` on integers)."""
-    return activation(
-        g,
-        act,
-        g.op("Add", g.op("Gather", g.weight(f"{path}.W"), ids, axis=0), g.weight(f"{path}.b")),
-    )
+def _layers(g: _Graph, path: str) -> functional.Layer:
+    """``layer(name, x)`` of the encoder or decoder at module ``path`` (:func:`layer`), as
+    the definitions in ``model/`` take their layers."""
+    return lambda name, x: layer(g, f"{path}.{name}", x)
 
 
 def _weights(g: _Graph, path: str) -> Callable[[str], str]:
@@ -211,10 +219,12 @@ class GraphOps:
         self.g = g
 
     def mm(self, x: str, w: str) -> str:
+        if x in self.g.ids:  # utils.dot on word ids: rows of w
+            return self.g.op("Gather", w, x, axis=0)
         return self.g.op("MatMul", x, w)
 
     def affine(self, x: str, w: str, b: str) -> str:
-        return self.g.op("Add", self.g.op("MatMul", x, w), b)
+        return self.g.op("Add", self.mm(x, w), b)
 
     def add(self, a: str, b: str) -> str:
         return self.g.op("Add", a, b)
@@ -248,6 +258,21 @@ class GraphOps:
 
     def cast_like(self, x: str, like: str) -> str:
         return self.g.op("Cast", x, to=self.g.TensorProto.FLOAT)  # the graphs are float32
+
+    def positive(self, ids: str, like: str) -> str:
+        g = self.g
+        flags = g.op("Cast", g.op("Greater", ids, g.const(0, np.int64)), to=g.TensorProto.FLOAT)
+        return g.op("Unsqueeze", flags, g.const([1], np.int64))
+
+    def left_neighbours(self, level: str) -> str:
+        g = self.g
+        first = g.op("Slice", level, g.const([0], np.int64), g.const([1], np.int64))
+        zero_row = g.op("Mul", first, g.const(0.0))
+        rest = g.op("Slice", level, g.const([0], np.int64), g.const([-1], np.int64))
+        return g.op("Concat", zero_row, rest, axis=0)
+
+    def columns(self, x: str, n: int) -> list[str]:
+        return self.g.op("Split", x, axis=1, n_out=n)  # the graphs' values are (rows, n)
 
     # the attention's (model.attention.AttentionOps): one sentence, S positions, n rows
     def tanh(self, x: str) -> str:
@@ -289,9 +314,7 @@ def _scan_direction(
     for ``reverse`` read from the last word and written back in source order (the
     port's ``x.flip(0)`` ... ``.flip(0)``, encoder.annotations)."""
     dim = model.cfg.dim
-    x = affine(g, emb, f"{enc_path}.input_embedder")
-    x_z = affine(g, emb, f"{enc_path}.update_embedder", bias=False) if rec.gating else None
-    x_r = affine(g, emb, f"{enc_path}.reset_embedder", bias=False) if rec.reseting else None
+    x, x_z, x_r = functional.word_signals(rec, _layers(g, enc_path), emb)
     body = _Graph(model, f"{enc_path}_step")
     body.initializers = g.initializers  # weights are read from the outer scope
     F = g.TensorProto.FLOAT
@@ -320,53 +343,19 @@ def _scan_direction(
     return states
 
 
-def _two_products(g: _Graph, path: str, a: str, wa: str, b: str, wb: str, bias: str) -> str:
-    """``a @ wa + b @ wb + bias`` with the weights of the layer at module ``path``, added
-    left to right as the port's layer adds them (layers.RecursiveConvolutionalLayer)."""
-    return g.op(
-        "Add",
-        g.op(
-            "Add",
-            g.op("MatMul", a, g.weight(f"{path}.{wa}")),
-            g.op("MatMul", b, g.weight(f"{path}.{wb}")),
-        ),
-        g.weight(f"{path}.{bias}"),
-    )
-
-
 def _grconv_root(g: _Graph, model: RNNEncoderDecoder, emb: str) -> str:
     """The grConv's root ``(1, dim)`` (layers.RecursiveConvolutionalLayer, rconv_layers.py:
     196-311): ``S - 1`` levels as an ONNX ``Loop``, each from the (left, right) pairs."""
     dim = model.cfg.dim
     rec, path = model.cfg.enc, "encoder.transition"
-    x = affine(g, emb, "encoder.input_embedder")
+    x = layer(g, "encoder.input_embedder", emb)
     body = _Graph(model, "grconv_level")
     body.initializers = g.initializers
     F = g.TensorProto.FLOAT
     body.add_input("iter", g.TensorProto.INT64, [])
     cond = body.add_input("cond_in", g.TensorProto.BOOL, [])
     level = body.add_input("level", F, ["S", dim])
-    zero_row = body.op(
-        "Mul",
-        body.op("Slice", level, body.const([0], np.int64), body.const([1], np.int64)),
-        body.const(0.0),
-    )
-    left = body.op(
-        "Concat",
-        zero_row,
-        body.op("Slice", level, body.const([0], np.int64), body.const([-1], np.int64)),
-        axis=0,
-    )
-    new = activation(body, rec.activation, _two_products(body, path, level, "W", left, "U", "b"))
-    gates = functional.softmax_with_bias(
-        GraphOps(body), _two_products(body, path, left, "GU", level, "GW", "Gb")
-    )
-    w_new, w_left, w_right = body.op("Split", gates, axis=1, n_out=3)
-    out = body.op(
-        "Add",
-        body.op("Add", body.op("Mul", new, w_new), body.op("Mul", left, w_left)),
-        body.op("Mul", level, w_right),
-    )
+    out, _ = functional.grconv_level(GraphOps(body), rec, _weights(body, path), level)
     body.add_output(cond, "cond_out", g.TensorProto.BOOL, [])
     body.add_output(out, "level_out", F, ["S", dim])
     graph = g.helper.make_graph(body.nodes, body.name, body.inputs, body.outputs)
@@ -382,7 +371,7 @@ def encoder_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
     g = _Graph(model, "encoder")
     F, I64 = g.TensorProto.FLOAT, g.TensorProto.INT64
     seq = g.add_input("seq", I64, ["S"])
-    emb = embed(g, seq, "encoder.approx_embedder", cfg.rank_n_activ)
+    emb = layer(g, "encoder.approx_embedder", seq)
     if cfg.enc.layer == GRCONV:
         forward = _grconv_root(g, model, emb)
     else:
@@ -410,7 +399,7 @@ def encoder_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
     c = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis=-1)
     init_c = g.op("Slice", c, g.const([0, -cfg.dim], np.int64), g.const([1, 2**62], np.int64))
     if cfg.bias_code:
-        s0 = activation(g, cfg.dec_init_activ, affine(g, init_c, "decoder.initializer"))
+        s0 = layer(g, "decoder.initializer", init_c)
     else:  # ZeroLayer (bias_code=False)
         s0 = g.const(np.zeros((1, cfg.dim), np.float32), hint="zero_state")
     g.add_output(c, "c", F, ["S", cfg.c_dim])
@@ -464,23 +453,10 @@ def next_probs_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
     g = _Graph(model, "decoder_next_probs")
     c, p_from_c, step, y_prev, s_prev = _step_inputs(g, cfg, "y_prev")
     ctx = context(g, cfg, c, p_from_c, step, s_prev)
-    term = None
-    if cfg.bigram:
-        emb = embed(g, y_prev, "decoder.approx_embedder", cfg.rank_n_activ)
-        term = affine(g, emb, "decoder.prev_readout", bias=False)
-        if cfg.check_first_word:  # the y_prev > 0 check of the one-step modes
-            first = g.op(
-                "Cast", g.op("Greater", y_prev, g.const(0, np.int64)), to=g.TensorProto.FLOAT
-            )
-            term = g.op("Mul", g.op("Unsqueeze", first, g.const([1], np.int64)), term)
-
-    def layer(name: str, x: str) -> str:  # the decoder's MultiLayer `name` (a zero unsaved
-        module = cast("MultiLayer", model.decoder.get_submodule(name))  # bias left out)
-        y = affine(g, x, f"decoder.{name}", bias=isinstance(module.b, nn.Parameter))
-        return activation(g, cast("Activation", module.activation), y)  # a parsed one
-
-    t = functional.readout(GraphOps(g), cfg, layer, ctx, s_prev, term)
-    ops = GraphOps(g)
+    ops, decoder = GraphOps(g), _layers(g, "decoder")
+    emb = decoder("approx_embedder", y_prev) if cfg.bigram else None
+    term = functional.prev_word_term(ops, cfg, decoder, y_prev, emb)
+    t = functional.readout(ops, cfg, decoder, ctx, s_prev, term)
     z = functional.logits(ops, _weights(g, "decoder.output_layer"), t, bool(cfg.rank_n_approx))
     probs = functional.softmax_with_bias(ops, z)
     g.add_output(probs, "probs", g.TensorProto.FLOAT, ["n", cfg.n_sym_target])
@@ -493,20 +469,11 @@ def next_states_graph(model: RNNEncoderDecoder) -> onnx.ModelProto:
     rec = cfg.dec
     g = _Graph(model, "decoder_next_states")
     c, p_from_c, step, y, s_prev = _step_inputs(g, cfg, "y")
-    emb = embed(g, y, "decoder.approx_embedder", cfg.rank_n_activ)
-    x = affine(g, emb, "decoder.input_embedder")
-    x_z = affine(g, emb, "decoder.update_embedder", bias=False) if rec.gating else None
-    x_r = affine(g, emb, "decoder.reset_embedder", bias=False) if rec.reseting else None
+    ops, decoder = GraphOps(g), _layers(g, "decoder")
+    x, x_z, x_r = functional.word_signals(rec, decoder, decoder("approx_embedder", y))
     ctx = context(g, cfg, c, p_from_c, step, s_prev)
-    if cfg.decoding_inputs:  # Decoder.context_signals
-        x = g.op("Add", x, affine(g, ctx, "decoder.dec_inputter", bias=False))
-        if x_z is not None:
-            x_z = g.op("Add", x_z, affine(g, ctx, "decoder.dec_updater", bias=False))
-        if x_r is not None:
-            x_r = g.op("Add", x_r, affine(g, ctx, "decoder.dec_reseter", bias=False))
-    s = functional.gru_step(
-        GraphOps(g), rec, _weights(g, "decoder.transition"), x, x_z, x_r, s_prev
-    )
+    x, x_z, x_r = functional.context_signals(ops, cfg, decoder, x, x_z, x_r, ctx)
+    s = functional.gru_step(ops, rec, _weights(g, "decoder.transition"), x, x_z, x_r, s_prev)
     g.add_output(s, "s", g.TensorProto.FLOAT, ["n", cfg.dim])
     return g.proto()
 

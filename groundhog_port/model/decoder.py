@@ -77,14 +77,10 @@ class Decoder(nn.Module):
     def signals(
         self, y: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Word embedding and its input / update / reset contributions."""
+        """Word embedding and its input / update / reset contributions
+        (:func:`~groundhog_port.model.functional.word_signals`)."""
         emb = self.approx_embedder(y)
-        return (
-            emb,
-            self.input_embedder(emb),
-            None if self.update_embedder is None else self.update_embedder(emb),
-            None if self.reset_embedder is None else self.reset_embedder(emb),
-        )
+        return (emb, *functional.word_signals(self.cfg.dec, self._layer, emb))
 
     def p_from_c(self, c: torch.Tensor) -> torch.Tensor | None:
         return attention.precompute_p_from_c(c, self.A) if self.cfg.search else None
@@ -114,14 +110,9 @@ class Decoder(nn.Module):
     def context_signals(
         self, x: torch.Tensor, x_z: torch.Tensor | None, x_r: torch.Tensor | None, ctx: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Word signals plus the context's contributions (``decoding_inputs``)."""
-        if self.dec_inputter is not None:
-            x = x + self.dec_inputter(ctx)
-            if x_z is not None and self.dec_updater is not None:
-                x_z = x_z + self.dec_updater(ctx)
-            if x_r is not None and self.dec_reseter is not None:
-                x_r = x_r + self.dec_reseter(ctx)
-        return x, x_z, x_r
+        """Word signals plus the context's contributions (``decoding_inputs``,
+        :func:`~groundhog_port.model.functional.context_signals`)."""
+        return functional.context_signals(functional.TORCH, self.cfg, self._layer, x, x_z, x_r, ctx)
 
     def transition_step(
         self, y: torch.Tensor, s_prev: torch.Tensor, ctx: torch.Tensor
@@ -149,17 +140,11 @@ class Decoder(nn.Module):
         return y
 
     def prev_word_term(self, y_prev: torch.Tensor, emb_prev: torch.Tensor) -> torch.Tensor | None:
-        """Bigram term in the one-step modes (encdec.py:1153).
-
-        Legacy quirk kept: with ``check_first_word`` it is multiplied by
-        ``(y_prev > 0)``, so it vanishes at the first step (y_prev = 0) and after
-        any word of index 0.
-        """
-        if self.prev_readout is None:
-            return None
-        term: torch.Tensor = self.prev_readout(emb_prev)
-        if self.cfg.check_first_word:
-            term = (y_prev > 0).to(term.dtype)[:, None] * term
+        """Bigram term in the one-step modes (encdec.py:1153;
+        :func:`~groundhog_port.model.functional.prev_word_term`: the ``y_prev > 0`` quirk)."""
+        term: torch.Tensor | None = functional.prev_word_term(
+            functional.TORCH, self.cfg, self._layer, y_prev, emb_prev
+        )
         return term
 
     # -- teacher forcing (EVALUATION mode, encdec.py:963) -------------------------------

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import functional
 from .config import GRCONV, ModelConfig, RecurrentConfig
 from .layers import IDENTITY, MultiLayer, RecurrentLayer, RecursiveConvolutionalLayer
 
@@ -55,6 +56,7 @@ class Encoder(nn.Module):
             if rec.reseting
             else None
         )
+        self.rec = rec
         self.grconv = rec.layer == GRCONV
         self.transition = (
             RecursiveConvolutionalLayer(cfg.dim, rec)
@@ -67,14 +69,18 @@ class Encoder(nn.Module):
     ) -> torch.Tensor:
         """Hidden states ``(T, batch, dim)`` of this direction over ``approx_embeddings``,
         or for grConv the roots ``(1, batch, dim)`` (encdec.py:766 passes the mask to both)."""
-        x = self.input_embedder(approx_embeddings)
+        # (:func:`~groundhog_port.model.functional.word_signals`; grConv has no gates)
+        x, x_z, x_r = functional.word_signals(self.rec, self._layer, approx_embeddings)
         if self.grconv:
             roots: torch.Tensor = self.transition(x, mask)
             return roots
         assert isinstance(self.transition, RecurrentLayer)
-        x_z = None if self.update_embedder is None else self.update_embedder(approx_embeddings)
-        x_r = None if self.reset_embedder is None else self.reset_embedder(approx_embeddings)
         return self.transition.scan(x, x_z, x_r, h0, mask)
+
+    def _layer(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """The ``MultiLayer`` ``name`` of this encoder applied to ``x``."""
+        y: torch.Tensor = getattr(self, name)(x)
+        return y
 
 
 class Encoders(Protocol):

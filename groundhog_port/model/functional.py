@@ -1,12 +1,13 @@
-"""The decoder's arithmetic written once, over a backend: the GRU step, the readout (deep
-output), the logits and Theano's ``SoftmaxWithBias``.
+"""The network's arithmetic written once, over a backend: a layer (``MultiLayer``: the
+embeddings and every projection), the word and context signals, the GRU step, the grConv
+level, the readout (deep output) with its bigram term, the logits and Theano's
+``SoftmaxWithBias`` (the attention's pieces are in :mod:`.attention`, over the same backend).
 
 Each function here is the one definition of its piece.  The port's modules run it on torch
-tensors (:data:`TORCH`: :class:`~groundhog_port.model.layers.RecurrentLayer`,
-:meth:`~groundhog_port.model.decoder.Decoder.readout`,
-:func:`~groundhog_port.model.layers.softmax_with_bias`, so the literal and the batched
-search, scoring, sampling and training); the ONNX export runs the same functions on graph
-values, its :class:`Ops` appending one node per operation
+tensors (:data:`TORCH`: :mod:`~groundhog_port.model.layers`,
+:class:`~groundhog_port.model.encoder.Encoder`, :class:`~groundhog_port.model.decoder.Decoder`,
+so the literal and the batched search, scoring, sampling and training); the ONNX export runs
+the same functions on graph values, its :class:`Ops` appending one node per operation
 (:mod:`groundhog_port.export.onnx_graphs`).  A change here changes both.
 
 The operations are listed in :class:`Ops`; each function applies them in the order the
@@ -31,7 +32,10 @@ Value = Any
 class Ops(Protocol):
     """What the definitions below need of a backend."""
 
-    def mm(self, x: Value, w: Value) -> Value: ...
+    def mm(self, x: Value, w: Value) -> Value:
+        """``x @ w`` as GroundHog's ``utils.dot`` (utils.py:169): integer ``x`` picks rows of
+        ``w`` (an embedding lookup)."""
+
     def affine(self, x: Value, w: Value, b: Value) -> Value:
         """``x @ w + b``."""
 
@@ -46,16 +50,26 @@ class Ops(Protocol):
     def row_sum(self, x: Value) -> Value: ...
     def reciprocal(self, x: Value) -> Value: ...
     def cast_like(self, x: Value, like: Value) -> Value: ...
+    def left_neighbours(self, level: Value) -> Value:
+        """Each position's left neighbour along axis 0: a zero row, then ``level[:-1]``."""
+
+    def columns(self, x: Value, n: int) -> list[Value]:
+        """The ``n`` columns of ``x``'s last axis, each kept as a ``(..., 1)`` axis."""
+
+    def positive(self, ids: Value, like: Value) -> Value:
+        """``ids > 0`` as a column ``(n, 1)`` of 0 and 1 in ``like``'s float type."""
 
 
 class TorchOps:
     """The port's backend: torch tensors, products through :func:`~.numerics.mm`."""
 
     def mm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if x.dtype in (torch.int64, torch.int32):
+            return w[x]
         return mm(x, w)
 
     def affine(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return mm(x, w) + b
+        return self.mm(x, w) + b
 
     def add(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a + b
@@ -90,8 +104,88 @@ class TorchOps:
     def cast_like(self, x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         return x.to(like.dtype)
 
+    def left_neighbours(self, level: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.zeros_like(level[:1]), level[:-1]])
+
+    def columns(self, x: torch.Tensor, n: int) -> list[torch.Tensor]:
+        return [x[..., i : i + 1] for i in range(n)]
+
+    def positive(self, ids: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return (ids > 0).to(like.dtype)[:, None]
+
 
 TORCH = TorchOps()
+
+
+def dense(
+    ops: Ops, weight: Callable[[str], Value], x: Value, act: Activation, bias: bool = True
+) -> Value:
+    """One ``MultiLayer`` (ff_layers.py:28, fprop :247; GroundHog's models give it one layer)::
+
+        y = act(x @ W + b)             x @ W by utils.dot: word ids pick rows of W
+
+    ``weight(name)`` gives ``W`` and ``b``.  ``bias=False``: the layer's ``b`` is a zero
+    that was never learnt (``learn_bias=False``), left out (the ONNX graphs leave it out;
+    the port adds its zero)."""
+    h = ops.affine(x, weight("W"), weight("b")) if bias else ops.mm(x, weight("W"))
+    return ops.act(act, h)
+
+
+#: ``layer(name, x)``: the ``MultiLayer`` ``name`` of an encoder or the decoder applied to ``x``
+Layer = Callable[[str, Value], Value]
+
+
+def word_signals(
+    rec: RecurrentConfig, layer: Layer, emb: Value
+) -> tuple[Value, Value | None, Value | None]:
+    """A recurrent layer's inputs from word embeddings ``emb`` (encdec.py:703-735, :1097)::
+
+        x = input_embedder(emb),  x_z = update_embedder(emb),  x_r = reset_embedder(emb)
+
+    ``x_z`` only with ``rec.gating``, ``x_r`` only with ``rec.reseting`` (else None)."""
+    return (
+        layer("input_embedder", emb),
+        layer("update_embedder", emb) if rec.gating else None,
+        layer("reset_embedder", emb) if rec.reseting else None,
+    )
+
+
+def context_signals(
+    ops: Ops,
+    cfg: ModelConfig,
+    layer: Layer,
+    x: Value,
+    x_z: Value | None,
+    x_r: Value | None,
+    ctx: Value,
+) -> tuple[Value, Value | None, Value | None]:
+    """The decoder's signals plus the context's contributions (``decoding_inputs``,
+    encdec.py:861-896, :1100)::
+
+        x += dec_inputter(ctx),  x_z += dec_updater(ctx),  x_r += dec_reseter(ctx)"""
+    if cfg.decoding_inputs:
+        x = ops.add(x, layer("dec_inputter", ctx))
+        if x_z is not None:
+            x_z = ops.add(x_z, layer("dec_updater", ctx))
+        if x_r is not None:
+            x_r = ops.add(x_r, layer("dec_reseter", ctx))
+    return x, x_z, x_r
+
+
+def prev_word_term(
+    ops: Ops, cfg: ModelConfig, layer: Layer, y_prev: Value, emb_prev: Value
+) -> Value | None:
+    """The readout's bigram term in the one-step modes (encdec.py:1153):
+    ``prev_readout(emb(y_{i-1}))``, None without ``bigram``.
+
+    Legacy quirk kept: with ``check_first_word`` it is multiplied by ``(y_prev > 0)``, so it
+    vanishes at the first step (y_prev = 0) and after any word of index 0."""
+    if not cfg.bigram:
+        return None
+    term = layer("prev_readout", emb_prev)
+    if cfg.check_first_word:
+        term = ops.mul(ops.positive(y_prev, term), term)
+    return term
 
 
 def gru_step(
@@ -125,10 +219,36 @@ def gru_step(
     return h
 
 
+def grconv_level(
+    ops: Ops, rec: RecurrentConfig, weight: Callable[[str], Value], level: Value
+) -> tuple[Value, Value]:
+    """One level up the grConv (``RecursiveConvolutionalLayer.step_fprop``,
+    rconv_layers.py:196-250, without the mask): ``(new level, gates)``::
+
+        left  = (0, h_1, ..., h_{T-1})          each position's left child
+        h~    = activation(h @ W + left @ U + b)
+        w     = softmax_with_bias(left @ GU + h @ GW + Gb)      (new, left, right)
+        h'    = w_new * h~ + w_left * left + w_right * h
+
+    ``weight(name)`` gives the layer's ``W``, ``U``, ``b``, ``GW``, ``GU``, ``Gb`` (``W``
+    multiplies the right child ``h_t``, ``U`` the left one ``h_{t-1}``)."""
+    left = ops.left_neighbours(level)
+    new = ops.act(
+        rec.activation,
+        ops.add(ops.add(ops.mm(level, weight("W")), ops.mm(left, weight("U"))), weight("b")),
+    )
+    gates = softmax_with_bias(
+        ops, ops.add(ops.add(ops.mm(left, weight("GU")), ops.mm(level, weight("GW"))), weight("Gb"))
+    )
+    w_new, w_left, w_right = ops.columns(gates, 3)
+    out = ops.add(ops.add(ops.mul(new, w_new), ops.mul(left, w_left)), ops.mul(level, w_right))
+    return out, gates
+
+
 def readout(
     ops: Ops,
     cfg: ModelConfig,
-    layer: Callable[[str, Value], Value],
+    layer: Layer,
     ctx: Value,
     s_prev: Value,
     prev_term: Value | None,

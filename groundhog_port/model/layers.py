@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import nn
 
 from . import functional
-from .activations import parse_activation
+from .activations import Activation, parse_activation
 from .config import RecurrentConfig
 from .numerics import ROW_BLOCK, mm, output_blocks
 from .workspace import Workspace
@@ -47,57 +47,44 @@ def _param(*shape: int) -> nn.Parameter:
     return nn.Parameter(make(*shape, dtype=torch.float32), requires_grad=False)
 
 
-def affine_or_lookup(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """``utils.dot`` (groundhog/utils/utils.py:169): integer input indexes rows of ``W``
-    (an embedding lookup), float input is multiplied."""
-    if x.dtype in (torch.int64, torch.int32):
-        return W[x]
-    return mm(x, W)
+class Layer(nn.Module):
+    """A layer whose weights the definitions of :mod:`.functional` read by role."""
+
+    def weight(self, name: str) -> torch.Tensor:
+        """The weight ``name`` (``W``, ``b``, ``G`` ...) of this layer."""
+        w: torch.Tensor = getattr(self, name)
+        return w
 
 
-class MultiLayer(nn.Module):
-    """One-layer ``MultiLayer`` (groundhog/layers/ff_layers.py:28, fprop :247).
-
-    ``y = act(x @ W + b)``, or with ``rank_n_approx`` the factorised
-    ``y = act(rank_n_activ(x @ W1) @ W2 + b)``.
+class MultiLayer(Layer):
+    """One-layer ``MultiLayer`` (groundhog/layers/ff_layers.py:28, fprop :247):
+    ``y = act(x @ W + b)`` (:func:`~groundhog_port.model.functional.dense`, the one
+    definition the ONNX export runs too).
 
     With ``learn_bias=False`` the bias is not a parameter: it is never saved and
     keeps its initial value ``init_bias(n, bias_scale) = zeros`` (utils.py:143),
     but GroundHog still adds it in fprop.  It is kept here as a zero buffer.
+    (GroundHog's factorised ``rank_n_approx`` form of the layer is not used by its
+    encoder-decoder: the embeddings are MultiLayers of their own.)
     """
 
     def __init__(
-        self,
-        n_in: int,
-        n_out: int,
-        activation: Callable[[torch.Tensor], torch.Tensor],
-        rank_n_approx: int = 0,
-        rank_n_activ: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        learn_bias: bool = True,
+        self, n_in: int, n_out: int, activation: Activation, learn_bias: bool = True
     ) -> None:
         super().__init__()
         self.activation = activation
-        self.rank_n_activ = rank_n_activ
-        if rank_n_approx:
-            self.W1 = _param(n_in, rank_n_approx)
-            self.W2 = _param(rank_n_approx, n_out)
-        else:
-            self.W = _param(n_in, n_out)
+        self.W = _param(n_in, n_out)
         if learn_bias:
             self.b = _param(n_out)
         else:
             self.register_buffer("b", torch.zeros(n_out, dtype=torch.float32))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if hasattr(self, "W1"):
-            assert self.rank_n_activ is not None  # given with rank_n_approx
-            emb = mm(self.rank_n_activ(affine_or_lookup(x, self.W1)), self.W2)
-        else:
-            emb = affine_or_lookup(x, self.W)
-        return self.activation(emb + self.b)
+        y: torch.Tensor = functional.dense(functional.TORCH, self.weight, x, self.activation)
+        return y
 
 
-class RecurrentLayer(nn.Module):
+class RecurrentLayer(Layer):
     """GroundHog's gated recurrent layer (rec_layers.py:839; its step_fprop at rec_layers.py:1018).
 
     With reset gate ``r`` and update gate ``z``::
@@ -132,16 +119,12 @@ class RecurrentLayer(nn.Module):
         """One step (:func:`~groundhog_port.model.functional.gru_step`, the one definition
         the ONNX export reads too); ``x_z``/``x_r`` are None when there is no such gate."""
         h: torch.Tensor = functional.gru_step(
-            functional.TORCH, self.rec, self._weight, x, x_z, x_r, h_prev
+            functional.TORCH, self.rec, self.weight, x, x_z, x_r, h_prev
         )
         if mask is not None:
             mask = mask[:, None]
             h = mask * h + (1 - mask) * h_prev
         return h
-
-    def _weight(self, name: str) -> torch.Tensor:
-        w: torch.Tensor = getattr(self, name)
-        return w
 
     def scan(
         self,
@@ -165,7 +148,7 @@ class RecurrentLayer(nn.Module):
         return torch.stack(out)
 
 
-class RecursiveConvolutionalLayer(nn.Module):
+class RecursiveConvolutionalLayer(Layer):
     """The gated recursive convolutional network, grConv (Cho et al. 2014b;
     groundhog/layers/rconv_layers.py:27, ``step_fprop`` :196, ``fprop`` :259).
 
@@ -207,12 +190,12 @@ class RecursiveConvolutionalLayer(nn.Module):
         self.Gb = _param(3)
 
     def step(self, level: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One level up (``step_fprop`` without the mask): ``(new level, gates)``; ``level``
+        """One level up (:func:`~groundhog_port.model.functional.grconv_level`, the one
+        definition the ONNX export runs too): ``(new level, gates)``; ``level``
         ``(T, batch, dim)``, gates ``(T, batch, 3)`` ordered (new, left, right)."""
-        left = torch.cat([torch.zeros_like(level[:1]), level[:-1]])
-        new = self.rec.activation(mm(level, self.W) + mm(left, self.U) + self.b)
-        gates = softmax_with_bias(mm(left, self.GU) + mm(level, self.GW) + self.Gb)
-        out = new * gates[..., 0:1] + left * gates[..., 1:2] + level * gates[..., 2:3]
+        out: torch.Tensor
+        gates: torch.Tensor
+        out, gates = functional.grconv_level(functional.TORCH, self.rec, self.weight, level)
         return out, gates
 
     def climb(
@@ -246,7 +229,7 @@ class RecursiveConvolutionalLayer(nn.Module):
 TARGET_BLOCK_ROWS = 128
 
 
-class SoftmaxLayer(nn.Module):
+class SoftmaxLayer(Layer):
     """Output layer (groundhog/layers/cost_layers.py:878; its fprop at cost_layers.py:961).
 
     ``p = softmax(rank_n_activ(x @ W1) @ W2 + b)`` (``rank_n_activ`` is the
@@ -281,12 +264,8 @@ class SoftmaxLayer(nn.Module):
         matrix costs its page faults every step)."""
         t = None if T is None else torch.as_tensor(T, dtype=x.dtype, device=x.device)
         ops = functional.TORCH if workspace is None else _InWorkspace(workspace)
-        z: torch.Tensor = functional.logits(ops, self._weight, x, hasattr(self, "W1"), t)
+        z: torch.Tensor = functional.logits(ops, self.weight, x, hasattr(self, "W1"), t)
         return z
-
-    def _weight(self, name: str) -> torch.Tensor:
-        w: torch.Tensor = getattr(self, name)
-        return w
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return softmax_with_bias(self.logits(x))

@@ -105,20 +105,17 @@ def test_search_and_sampling_see_the_network_only_through_its_interface(package)
 
 #: the ONNX operators the network's own arithmetic is made of (attention, GRU gates,
 #: readout, softmax): emitted by the graph backend's primitive operations only
-NETWORK_NODES = {"Exp", "Tanh", "Sigmoid", "Softmax", "ReduceSum", "ReduceMax", "Div", "Relu"}
+NETWORK_NODES = {
+    "Exp", "Tanh", "Sigmoid", "Softmax", "ReduceSum", "ReduceMax", "Div", "Relu", "Neg", "Where",
+    "Greater", "Split",
+}  # fmt: skip
 #: the backend: ``GraphOps``' methods and ``activation`` (``GraphOps.act``)
 GRAPH_BACKEND = {"GraphOps", "activation"}
 #: names of what must be defined in ``model/`` only
 NETWORK_DEFINITIONS = (
-    "attention",
-    "attend",
-    "align",
-    "energ",
-    "gru",
-    "readout",
-    "softmax",
-    "logit",
-)
+    "attention", "attend", "align", "energ", "gru", "readout", "softmax", "logit", "dense",
+    "embed", "signals", "prev_word", "level",
+)  # fmt: skip
 
 
 def export_definitions() -> list[str]:
