@@ -155,7 +155,7 @@ MUTATIONS = (
     m(
         "context_not_fed_to_update_gate",
         "GRU gates",
-        [("model/decoder.py", "x_z = x_z + self.dec_updater(ctx)", "x_z = x_z")],
+        [("model/functional.py", 'x_z = ops.add(x_z, layer("dec_updater", ctx))', "x_z = x_z")],
         fast_groups="steps",
     ),
     # -- encoder / annotations ---------------------------------------------------------------
@@ -285,9 +285,9 @@ MUTATIONS = (
         "first-word y>0 check",
         [
             (
-                "model/decoder.py",
-                "term = (y_prev > 0).to(term.dtype)[:, None] * term",
-                "term = (y_prev >= 0).to(term.dtype)[:, None] * term",
+                "model/functional.py",
+                "return (ids > 0).to(like.dtype)[:, None]",
+                "return (ids >= 0).to(like.dtype)[:, None]",
             )
         ],
         fast_groups="steps",
