@@ -170,14 +170,14 @@ class Engine:
             quiet.disabled = was
 
     # -- request threads ------------------------------------------------------------------
-    def check_beam(self, beam: object) -> int:
-        """``beam`` (as a request gave it) if it is a beam size within the limits, else a
-        :class:`RequestError`."""
-        if isinstance(beam, bool) or not isinstance(beam, int):
-            raise RequestError(400, f"beam size must be an integer, got {beam!r}")
-        if not 1 <= beam <= self.limits.max_beam:
-            raise RequestError(400, f"beam size {beam} outside 1..{self.limits.max_beam}")
-        return beam
+    def check_beam(self, beam_size: object) -> int:
+        """``beam_size`` (as a request gave it) if it is a beam size within the limits, else
+        a :class:`RequestError`."""
+        if isinstance(beam_size, bool) or not isinstance(beam_size, int):
+            raise RequestError(400, f"beam size must be an integer, got {beam_size!r}")
+        if not 1 <= beam_size <= self.limits.max_beam:
+            raise RequestError(400, f"beam size {beam_size} outside 1..{self.limits.max_beam}")
+        return beam_size
 
     def prepare(self, text: object, pretokenized: bool | None = None) -> Source:
         """:class:`Source` of one sentence, or a :class:`RequestError` over the limits."""

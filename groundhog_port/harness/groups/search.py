@@ -31,11 +31,12 @@ from ..report import (
 from ..trace import Tolerance, tolerance_for
 
 
-def _step_triples(beam, flat, n_samples, voc):
-    """The port's selection on ``flat`` as (prefix, word, flat index) triples."""
-    if n_samples >= flat.numel():
+def _step_triples(beam, flat, beam_size, voc):
+    """The port's selection on ``flat`` as (prefix, word, flat index) triples (``beam_size``:
+    the step's width, the trace's ``n_samples``)."""
+    if beam_size >= flat.numel():
         return None
-    best = select_cheapest(flat[None], [n_samples])[0].cpu().numpy()
+    best = select_cheapest(flat[None], [beam_size])[0].cpu().numpy()
     return [(beam[int(b) // voc], int(b) % voc, int(b)) for b in best]
 
 
@@ -330,12 +331,12 @@ class _EachSearchOnce:
         self.searcher = BeamSearch(model)
         self.searches, self.costs = {}, {}
 
-    def search(self, seq, n_samples, ignore_unk=False, minlen=0):
-        key = (tuple(np.asarray(seq).tolist()), n_samples, ignore_unk, minlen)
+    def search(self, seq, beam_size, ignore_unk=False, minlen=0):
+        key = (tuple(np.asarray(seq).tolist()), beam_size, ignore_unk, minlen)
         if key not in self.searches:
             try:
                 self.searches[key] = (
-                    self.searcher.search(seq, n_samples, ignore_unk=ignore_unk, minlen=minlen),
+                    self.searcher.search(seq, beam_size, ignore_unk=ignore_unk, minlen=minlen),
                     None,
                 )
             except SearchFailed as err:
