@@ -4,7 +4,7 @@
     python tools/bench_ab.py 283dbdc [--rounds 2] [--repeat 3] [--json ab.json]
 
 The other commit is checked out into a temporary worktree (removed afterwards); each round
-runs ``bench.py`` once per tree (each in its own process, on its own code: ``bench.py``
+runs ``bench.py`` once per tree, each once the load average has settled below 0.5 (each in its own process, on its own code: ``bench.py``
 imports the tree it lies in), in the order A B, then B A, then A B ... so that a drift of
 the machine's speed during the run falls on both sides alike.  For every workload (the
 batched search at each beam, scoring of each model) the best rate of each side over all
@@ -24,14 +24,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SKIPPED = "literal search (--n-literal 0), start-up (--startup-runs 0), ONNX rows (--no-onnx)"
+#: bench.py's quiet limit on the 1-minute load average at a run's start (bench.LOAD_LIMIT)
+LOAD_LIMIT = 0.5
+#: the longest wait for the load of the previous run to decay (the 1-minute average of a
+#: 2-thread run falls from ~2 below 0.5 in about 1.5 minutes)
+MAX_WAIT_S = 600
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,8 +52,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def wait_for_quiet() -> None:
+    """Wait until the 1-minute load average is at most :data:`LOAD_LIMIT` (the previous
+    run's own threads decaying), at most :data:`MAX_WAIT_S`; bench.py judges the rest."""
+    t0 = time.monotonic()
+    while os.getloadavg()[0] > LOAD_LIMIT and time.monotonic() - t0 < MAX_WAIT_S:
+        time.sleep(10)
+    waited = time.monotonic() - t0
+    if waited >= 10:
+        print(f"[ab] waited {waited:.0f} s for the load average", file=sys.stderr, flush=True)
+
+
 def run_bench(tree: Path, args: argparse.Namespace, out: Path) -> dict:
-    """One ``bench.py`` run of ``tree``; its JSON."""
+    """One ``bench.py`` run of ``tree`` once the load has settled; its JSON."""
+    wait_for_quiet()
     cmd = [sys.executable, str(tree / "tools" / "bench.py"), "--json", str(out)]
     cmd += ["--n-literal", "0", "--startup-runs", "0", "--no-onnx", "--repeat", str(args.repeat)]
     if args.threads:
