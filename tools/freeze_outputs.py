@@ -6,6 +6,11 @@ invisible.
 
     python tools/freeze_outputs.py record   # writes parity_tests/frozen/outputs.json
     python tools/freeze_outputs.py check    # recomputes, prints each difference, exit 1
+    python tools/freeze_outputs.py record --sections parity   # re-records those sections only
+
+A deliberate change of some outputs (a bound derived anew changes ``parity`` rows) re-records
+its sections alone, the others kept as they were; ``made_at`` names the commit each section
+was recorded at.
 
 The sections (:data:`SECTIONS`; each says the batch sizes and thread counts it is checked at):
 
@@ -270,21 +275,27 @@ SECTIONS = {
 }
 
 
-def record() -> dict:
+def record(sections: list[str]) -> dict:
+    """The frozen file with ``sections`` recorded now (at one thread), the others as they
+    were; ``made_at``: ``{section: commit}``."""
     import torch
 
     torch.set_num_threads(1)
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO, check=False
     ).stdout.strip()
-    return {
-        "version": 1,
-        "made_at": commit,
-        **{
-            name: {case_name(c): sec.make(c, 1) for c in sec.cases()}
-            for name, sec in SECTIONS.items()
-        },
-    }
+    old = json.loads(FROZEN.read_text(encoding="utf-8")) if FROZEN.is_file() else {}
+    made = old.get("made_at", {})
+    if isinstance(made, str):  # the first record: one commit for every section
+        made = dict.fromkeys(SECTIONS, made)
+    out = {"version": 1, "made_at": made}
+    for name, sec in SECTIONS.items():
+        if name in sections:
+            out[name] = {case_name(c): sec.make(c, 1) for c in sec.cases()}
+            made[name] = commit
+        else:
+            out[name] = old[name]
+    return out
 
 
 def differences(frozen: dict, section: str, got: dict, where: str) -> list[str]:
@@ -298,12 +309,14 @@ def differences(frozen: dict, section: str, got: dict, where: str) -> list[str]:
     return out
 
 
-def check() -> list[str]:
+def check(sections: list[str]) -> list[str]:
     import torch
 
     frozen = json.loads(FROZEN.read_text(encoding="utf-8"))
     found = []
     for name, sec in SECTIONS.items():
+        if name not in sections:
+            continue
         for threads in sec.threads:
             torch.set_num_threads(threads)
             for batch in sec.batches:
@@ -318,14 +331,26 @@ def main(argv=None) -> int:
     logging.disable(logging.WARNING)  # the searches' retries ("Still no translations") are expected
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("action", choices=["record", "check"])
+    ap.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help="the sections to record anew (the others kept) or to check (default: all of "
+        "%(default)s)",
+    )
     args = ap.parse_args(argv)
+    sections = args.sections.split(",")
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        ap.error(f"unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
     sys.path.insert(0, str(REPO))
     if args.action == "record":
         FROZEN.parent.mkdir(parents=True, exist_ok=True)
-        FROZEN.write_text(json.dumps(record(), indent=1, ensure_ascii=False) + "\n", "utf-8")
+        FROZEN.write_text(
+            json.dumps(record(sections), indent=1, ensure_ascii=False) + "\n", "utf-8"
+        )
         print(f"recorded {FROZEN}")
         return 0
-    found = check()
+    found = check(sections)
     for line in found:
         print(line)
     print(f"{len(found)} outputs differ from {FROZEN.relative_to(REPO)}")

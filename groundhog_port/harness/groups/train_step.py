@@ -16,8 +16,11 @@ What is compared (rows of group ``train_step``):
 
 Every float quantity is judged by :func:`judge_quantity`: the derived bound of
 :mod:`groundhog_port.harness.tolerance` (the product ``p32`` against the recording and against its
-float64 shadow ``p64``; the noise from the same step on the float64 shadow and on the
-float32 probe, ``float32_probe(backward=True)``).
+float64 shadow ``p64``; the noise from the same step on the float64 shadow and on the float32
+probe ``float32_probe(backward=True)`` (weights perturbed); the parameter arrays' floor from
+the step on the shadow with every operation rounded as float32 rounds it
+(:class:`~groundhog_port.harness.rounding.Float32Rounding`: the terms of a sum that cancels
+keep their rounding).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ...training.order import param_order
 from ...untrusted import load_json
 from .. import tolerance as tol
 from ..report import Context, Group, Row, Rows, account, compare_exact, compare_text
+from ..rounding import Float32Rounding
 from ..trace import EXACT, Tolerance, TraceFile
 
 #: kind of float32 noise of each compared quantity (see groundhog_port.harness.tolerance)
@@ -63,22 +67,26 @@ def judge_quantity(
     port32: ArrayLike,
     port64: ArrayLike,
     probe: ArrayLike | None,
+    rounded: ArrayLike,
     quantity: str,
-    before: ArrayLike,
-    n_tokens: int,
 ) -> tol.Comparison:
     """One parameter's array of a step quantity (:func:`groundhog_port.harness.tolerance.compare`).
 
-    The magnitude is the array's largest exact value (for ``params_after`` its largest step
-    ``|p64 - before|``) times ``sqrt(n_tokens)``: a gradient is a float32 sum over the
-    batch's ``n_tokens`` target tokens with cancellation, whose rounding the probe (which
-    perturbs weights, not these sums) does not model -- ``U32 * sqrt(N) * max`` is that
-    sum's typical rounding, the floor; the pool takes the largest probe noise per unit of it
-    (tolerance eq. 4)."""
+    ``probe``: the step on the weight-perturbed probe; ``rounded``: on the shadow with every
+    operation rounded (:class:`~groundhog_port.harness.rounding.Float32Rounding`).
+
+    The magnitude ``m`` is the array's terms, not its value: a gradient is a sum over the
+    batch's tokens (and the backward pass's sums before it) whose terms may cancel -- to
+    exactly 0 where every annotation position holds the same vector (the attention is then
+    uniform whatever ``A``, ``B``, ``D``), while float32 returns the rounding of each term.
+    ``rounded`` carries that rounding, ``U32 * z`` per term: ``m = max |rounded - p64| /
+    U32`` is the array's terms in units of float32's rounding, and ``U32 * m`` (the floor of
+    eq. 3) is the largest rounding of the array's terms -- every element gets at least it.
+    (Was ``max |p64| * sqrt(n_tokens)``: the result's own size, ~0 where the terms cancel.)"""
     q = np.asarray(port64, np.float64)
-    ref = np.abs(q - np.asarray(before, np.float64)) if quantity == "params_after" else np.abs(q)
-    fin = ref[np.isfinite(ref)]
-    m = float(fin.max()) * float(np.sqrt(max(n_tokens, 1))) if fin.size else 0.0
+    dev = np.abs(np.asarray(rounded, np.float64) - q)
+    dev = dev[np.isfinite(dev)]
+    m = float(dev.max()) / tol.U32 if dev.size else 0.0
     return tol.compare(recorded, port32, port64, KINDS[quantity], probe=probe, magnitude_of=m)
 
 
@@ -169,8 +177,9 @@ def check_train_step(ctx: Context, rows: Rows) -> None:
         "64": _real_step(exp, exp.model.float64_shadow(), rec, torch.float64),
         "probe": _real_step(exp, exp.model.float32_probe(backward=True), rec, torch.float64),
     }
+    with Float32Rounding(seed=0):
+        steps["rounded"] = _real_step(exp, exp.model.float64_shadow(), rec, torch.float64)
     product = "SGDAdadelta.step (train: one update from zero accumulators)"
-    n_tokens = int(np.asarray(rec["y_mask"]).sum())
     pool: tol.Pool[str] = tol.Pool(tol.REL)
     for k in SCALARS:
         pool.add(
@@ -191,12 +200,9 @@ def check_train_step(ctx: Context, rows: Rows) -> None:
             if n not in steps["32"][q]:
                 row.mismatch(f"train_step/{q}/{n}", "not a parameter of this model")
                 continue
-            p32, p64, pp = (steps[key][q][n] for key in ("32", "64", "probe"))
+            p32, p64, pp, pr = (steps[key][q][n] for key in ("32", "64", "probe", "rounded"))
             _add(
-                row,
-                f"train_step/{q}/{n}",
-                recorded,
-                judge_quantity(recorded, p32, p64, pp, q, steps["64"]["before"][n], n_tokens),
+                row, f"train_step/{q}/{n}", recorded, judge_quantity(recorded, p32, p64, pp, pr, q)
             )
     ctx.tick()
     for row in rows.rows.values():
