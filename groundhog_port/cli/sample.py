@@ -114,7 +114,9 @@ def interact(exp: Experiment, sampler: Sampler, normalize: bool, batch_size: int
             seqin = input("Input Sequence: ")
             n_samples = int(input("How many samples? "))
             alpha = float(input("Inverse Temperature? "))
-            seq, parsed_in = exp.parse_source(seqin.strip())
+            # unstripped, as sample.py:290 passed raw_input's line (a Python 3 strip()
+            # would also drop a trailing U+00A0 that Python 2's split() keeps in the word)
+            seq, parsed_in = exp.parse_source(seqin)
             print("Parsed Input:", parsed_in)
         except EOFError:
             return EXIT_OK

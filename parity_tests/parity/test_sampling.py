@@ -391,3 +391,56 @@ def test_usage_errors(args, problem, capsys):
     rc, _, err = cli(capsys, "translate", *args, *MODEL_ARGS)
     assert rc == 2
     assert problem in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "mode", [(), ("--beam-search", "--beam-size", "2")], ids=["sampler", "beam search"]
+)
+def test_interactive_input_is_parsed_unstripped(capsys, monkeypatch, mode):
+    """sample.py:285-290 passed ``raw_input``'s line to ``parse_input`` as it was: Python 2's
+    byte ``split()`` cuts at ASCII whitespace only, so a trailing U+00A0 stays in the last word
+    (here an unknown one).  A Python 3 ``strip()`` first would drop it and parse a known word."""
+    line = "the cat is red .\u00a0"
+    exp = open_experiment(F / "search_state.pkl", F / "search_model.npz", "", data_dir=F)
+    want, stripped = exp.parse_source(line)[1], exp.parse_source(line.strip())[1]
+    assert want != stripped  # the case tells the two apart
+    rc, out, _ = cli(
+        capsys,
+        "translate",
+        *mode,
+        *MODEL_ARGS,
+        stdin=f"{line}\n" + ("" if mode else "1\n1.0\n"),
+        monkeypatch=monkeypatch,
+    )
+    assert rc == 0
+    assert f"Parsed Input: {want}\n" in out
+
+
+@pytest.mark.parametrize("oov", ["<unk>", "##"])
+@pytest.mark.parametrize(
+    "mode",
+    [("--n-samples", "2"), ("--beam-search", "--beam-size", "2")],
+    ids=["sampler", "beam search"],
+)
+def test_verbose_parsed_input_shows_the_states_oov(capsys, monkeypatch, tmp_path, oov, mode):
+    """``parse_input`` (encdec.py:1510-1514) prints the source's unknown words as
+    ``state['oov']`` and the end of the sentence as ``<eos>``: ``--verbose``'s Parsed Input
+    under ``--changes "oov=..."``."""
+    src = tmp_path / "src.en"
+    src.write_text("the zzqxj cat\n", encoding="utf-8")
+    rc, out, _ = cli(
+        capsys,
+        "translate",
+        *mode,
+        *MODEL_ARGS,
+        "--changes",
+        f"oov={oov!r}",
+        "--source",
+        src,
+        "--trans",
+        tmp_path / "out.txt",
+        "--verbose",
+        monkeypatch=monkeypatch,
+    )
+    assert rc == 0
+    assert f"Parsed Input: the {oov} cat <eos>\n" in out

@@ -6,6 +6,7 @@ shared ``search`` model, and compared with what the port does under the option.
   threshold is ``float32(cutoff) * float32(x.shape[0])`` -- the *source* length in steps --
   and every gradient is scaled by ``c / norm`` when ``norm >= c``; non-finite norms give
   ``0.1 * p``.
+* ``cutoff <= 0`` (``SGD_adadelta.py:103``): no clipping and no non-finite guard.
 * ``oov`` (``groundhog/models/LM_model.py:221-225``, ``experiments/nmt/sample.py:157``):
   the target dictionary maps ``unk_sym_target`` to ``state['oov']`` and
   ``null_sym_target`` to ``'<eol>'``; a translation holding the unknown id prints the
@@ -79,6 +80,30 @@ def test_clipping_non_finite_norm_gives_a_tenth_of_the_parameters(search_exp):
     _, clipped = trainer.clip(grads, n_steps_x=5)
     for g, p in zip(clipped, trainer.params):
         np.testing.assert_array_equal(g.numpy(), np.float32(0.1) * p.detach().numpy())
+
+
+@pytest.mark.parametrize("cutoff", [0.0, -1.0])
+def test_cutoff_at_or_below_zero_leaves_the_gradients_alone(search_exp, cutoff):
+    """``if 'cutoff' in state and state['cutoff'] > 0`` (SGD_adadelta.py:103): a cutoff of 0
+    or below is no clipping AND no non-finite guard -- a norm of 30 stays 30 (a threshold of
+    0 would zero every gradient, -1 flip it), a NaN stays NaN (not ``0.1 * p``); a cutoff of
+    1 on the same gradients does clip (the check sees the difference)."""
+    rng = np.random.default_rng(11)
+    params = SGDAdadelta(search_exp.model, dict(search_exp.state)).params
+    raw = [torch.from_numpy(rng.standard_normal(tuple(p.shape)).astype(np.float32)) for p in params]
+    total = float(torch.sqrt(sum((g.double() ** 2).sum() for g in raw)))
+    raw = [g * np.float32(30.0 / total) for g in raw]
+    clipping = SGDAdadelta(search_exp.model, dict(search_exp.state, cutoff=1.0))
+    assert not torch.equal(clipping.clip(raw, n_steps_x=7)[1][0], raw[0])
+    trainer = SGDAdadelta(search_exp.model, dict(search_exp.state, cutoff=cutoff))
+    _, kept = trainer.clip(raw, n_steps_x=7)
+    assert all(torch.equal(g, r) for g, r in zip(kept, raw))
+    raw[0] = raw[0].clone()
+    raw[0][0] = float("nan")
+    _, kept = trainer.clip(raw, n_steps_x=7)
+    assert torch.isnan(kept[0][0]).all() and all(
+        torch.equal(g, r) for g, r in zip(kept[1:], raw[1:])
+    )
 
 
 @pytest.mark.parametrize("oov", ["UNK", "<unk>", "##"])

@@ -173,7 +173,9 @@ def interact(exp: Experiment, translator: Translator) -> int:
             line = input("Input Sequence: ")
         except EOFError:
             return EXIT_OK
-        seq, parsed_in = exp.parse_source(line.strip())
+        # unstripped, as sample.py:290 passed raw_input's line (a Python 3 strip() would
+        # also drop a trailing U+00A0 that Python 2's split() keeps in the word)
+        seq, parsed_in = exp.parse_source(line)
         print("Parsed Input:", parsed_in)
         [t] = translator.translate_seqs([seq])
         if t.error is not None:
