@@ -33,6 +33,7 @@ from groundhog_port.sampling.sampler import (
     SamplingFailed,
     draw_many,
     draw_sentence,
+    legacy_order,
     multinomial_from_uniform,
     n_steps_for,
 )
@@ -444,3 +445,30 @@ def test_verbose_parsed_input_shows_the_states_oov(capsys, monkeypatch, tmp_path
     )
     assert rc == 0
     assert f"Parsed Input: the {oov} cat <eos>\n" in out
+
+
+def test_verbose_listing_orders_ties_as_numpy_1_23(capsys, monkeypatch):
+    """sample.py:183 lists the samples in ``numpy.argsort(costs)`` order.  numpy sorts up to 16
+    items by insertion sort (stable) and more by introsort, whose Hoare partition reorders equal
+    costs: 40 samples at inverse temperature 10 give more than 16 identical ones, listed in
+    numpy 1.23's order (``sampler.legacy_order``; ``legacy_argsort`` is pinned to numpy 1.23's
+    own results in ``test_data.py``), which is not the stable order."""
+    rc, out, _ = cli(
+        capsys,
+        "translate",
+        *MODEL_ARGS,
+        "--batch-size",
+        "1",
+        stdin="the cat .\n40\n10.0\n",
+        monkeypatch=monkeypatch,
+    )
+    assert rc == 0
+    listing = out.split("Parsed Input: ", 1)[1].split("\n")[1:41]
+    printed = [(int(l.split(":", 1)[0]), float(l.split(" ", 2)[1])) for l in listing]
+    costs = [0.0] * 40
+    for i, minus_cost in printed:
+        costs[i] = -minus_cost
+    assert max(costs.count(c) for c in costs) > 16  # the case reaches introsort's ties
+    numpy_1_23 = legacy_order(costs)
+    assert numpy_1_23 != sorted(range(40), key=lambda i: costs[i])  # not the stable order
+    assert [i for i, _ in printed] == numpy_1_23
