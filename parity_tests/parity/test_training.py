@@ -299,3 +299,34 @@ def test_bad_training_input_is_one_line(tmp_path, capsys, argv):
     assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and " error: " in err[0], err
+
+
+def test_snapshots_numbered_from_0_in_each_run_with_overwrite_0(tmp_path, capsys):
+    """mainLoop.py:230-236: with ``overwrite=0`` every save writes ``<prefix>model%d.npz`` with
+    ``save_iter`` -- 0 for a run's first save, one more per save, 0 again in a new process
+    (:270) -- beside the one ``timing.npz`` and ``state.pkl``; never ``<prefix>model.npz``.
+    ``main`` saves before the first update (:271) and after the last (:353): ``model0`` holds
+    the parameters the run started from, ``model1`` those it ended with."""
+    from groundhog_port.training.loop import MainLoop, new_timings
+
+    assert _train(tmp_path, "loopIters=2", "overwrite=0") == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in tmp_path.glob("s_model*")) == ["s_model0.npz", "s_model1.npz"]
+    start, end = (np.load(tmp_path / f"s_model{k}.npz") for k in (0, 1))
+    initial = np.load(FIXTURES / "search" / "search_model.npz")
+    assert all(np.array_equal(start[k], initial[k]) for k in initial.files)
+    assert not all(np.array_equal(end[k], initial[k]) for k in initial.files)
+    fx = FIXTURES / "search"
+    exp = open_experiment(
+        fx / "search_state.pkl",
+        fx / "search_model.npz",
+        f"prefix='{tmp_path}/t_',overwrite=0",
+        data_dir=need(DATA),
+    )
+    loop = MainLoop(
+        exp.model, exp.state, new_timings(exp.state), exp.path("source"), exp.path("target")
+    )
+    for _ in range(3):
+        loop.save()
+    names = sorted(p.name for p in tmp_path.glob("t_*"))
+    assert names == ["t_model0.npz", "t_model1.npz", "t_model2.npz", "t_state.pkl", "t_timing.npz"]
