@@ -326,3 +326,30 @@ def test_bad_input_exit_2(legacy_root, tmp_path, capsys):
     )
     rc, _, err = _run(_search_files_argv(d, too_long), capsys)
     assert rc == 2 and "41 lines but its source" in err
+
+
+@pytest.mark.parametrize("tokenize", ["none", "char"])
+def test_the_bleu_tokenizer_given_is_the_one_used(legacy_root, capsys, tokenize):
+    """``reproduce --tokenize T``: every sacrebleu figure is sacrebleu's own
+    ``corpus_bleu(..., tokenize=T)`` on the same lines (its signature says ``tok:T``), and
+    the two tokenizers give different figures here (the option is not ignored)."""
+    import sacrebleu
+
+    d = legacy_root / "search"
+    model = ["--state", str(d / "search_state.pkl"), "--model", str(d / "search_model.npz")]
+    argv = [*model, "--source", str(d / "test.en"), "--archived-trans", str(d / "trans_beam1.txt")]
+    argv += ["--beam-size", "1", "--ref", str(d / "test.fr"), "--tokenize", tokenize, "--json"]
+    rc, out, _ = _run(argv, capsys)
+    assert rc == 0
+    [r] = json.loads(out)["files"]
+    hyp = (d / "trans_beam1.txt").read_text(encoding="utf-8").splitlines()
+    ref = (d / "test.fr").read_text(encoding="utf-8").splitlines()
+    got = r["bleu"]["archived_vs_reference"]
+    assert got["sacrebleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(hyp, [ref], tokenize=tokenize).score, abs=1e-9
+    )
+    assert f"tok:{tokenize}" in got["signature"]
+    other = "char" if tokenize == "none" else "none"
+    assert got["sacrebleu"] != pytest.approx(
+        sacrebleu.corpus_bleu(hyp, [ref], tokenize=other).score, abs=1e-6
+    )
