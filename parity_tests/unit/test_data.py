@@ -382,3 +382,18 @@ def test_legacy_argsort_sorts(n):
         order = legacy_argsort(keys)
         assert sorted(order.tolist()) == list(range(n))
         assert (np.diff(keys[order]) >= 0).all()
+
+
+@pytest.mark.parametrize("pack", ["gzip", "bz2", "lzma"])
+def test_a_compressed_text_named_without_a_suffix_is_read_by_its_content(
+    legacy_root, tmp_path, pack
+):
+    """A test set compressed by a lab but kept as ``test.en`` (no ``.gz``): told by its magic
+    number, read decompressed -- the same lines as the plain file, never its compressed bytes
+    decoded (or refused) as UTF-8."""
+    import importlib
+
+    plain = legacy_root / "search" / "test.en"
+    packed = tmp_path / "test.en"
+    packed.write_bytes(importlib.import_module(pack).compress(plain.read_bytes()))
+    assert data.read_text_lines(packed) == data.read_text_lines(plain)
