@@ -263,3 +263,31 @@ def test_a_compressed_text_is_read_within_a_ratio_of_its_size(tmp_path):
         gzip.compress("".join(f"sentence {i} of a test set\n" for i in range(999)).encode())
     )
     assert len(read_text_lines(text)) == 999
+
+
+def test_zip_members_without_unix_modes_are_unpacked(legacy_root, tmp_path):
+    """Many tools write zip members with no Unix file mode (``external_attr`` 0, made on
+    "DOS"): they are regular files like those with a mode -- unpacked, byte for byte --
+    while a link member (mode S_IFLNK) is still skipped."""
+    import stat
+    import zipfile
+
+    text = (legacy_root / "search" / "test.en").read_bytes()
+    pack = tmp_path / "lab.zip"
+    with zipfile.ZipFile(pack, "w") as z:
+        bare = zipfile.ZipInfo("run/test.en")
+        bare.create_system, bare.external_attr = 0, 0
+        z.writestr(bare, text)
+        moded = zipfile.ZipInfo("run/test.fr")
+        moded.external_attr = (stat.S_IFREG | 0o644) << 16
+        z.writestr(moded, b"le chat .\n")
+        link = zipfile.ZipInfo("run/link")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        z.writestr(link, b"/etc/passwd")
+    into = tmp_path / "out"
+    into.mkdir()
+    result = packs.unpack(pack, into)
+    assert result.files == 2
+    assert (result.folder / "run" / "test.en").read_bytes() == text
+    assert (result.folder / "run" / "test.fr").read_bytes() == b"le chat .\n"
+    assert [name for name, _ in result.skipped] == ["run/link"]
