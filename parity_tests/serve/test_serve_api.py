@@ -373,6 +373,43 @@ def test_concurrent_requests_share_one_batch(one_thread):
         assert answers[i] == text.detokenize(TRANS10[i])
 
 
+def test_a_batch_mixing_ignore_unk_answers_each_request_as_alone(one_thread):
+    """Requests that differ in a per-request option (``ignore_unk``) decoded in one batch:
+    each gets the n-best list of its own option, what it gets alone.  The output layer's
+    bias of the unknown word is raised first, so that ``UNK`` wins often and the option
+    changes the n-best lists (the case tells the options apart)."""
+    import torch
+
+    clock = ManualClock()
+    flags = [False, True, False, True]
+    together, alone = {}, {}
+
+    def ask(i, into):
+        payload = {"text": TEST_EN[i // 2], "tokenized": True, "ignore_unk": flags[i]}
+        into[i] = post_json(srv.url, dict(payload, n_best=5, beam_size=5))[1]["results"][0]
+
+    with clocked_server(clock) as srv:
+        exp = srv.engine.exp
+        with torch.no_grad():
+            exp.model.decoder.output_layer.b[exp.state["unk_sym_target"]] += 12.0
+        batcher = srv.batcher
+        clients = [threading.Thread(target=ask, args=(i, together), daemon=True) for i in range(4)]
+        clients[0].start()
+        clock.wait_sleeps(1)  # the decoder holds the first request and gathers
+        for c in clients[1:]:
+            c.start()
+        until(lambda: batcher.pending == 4, "the 4 requests queued")
+        clock.run_free()
+        for c in clients:
+            c.join(120)
+        assert batcher.stats["largest_batch"] == 4, dict(batcher.stats)
+        for i in range(4):  # one at a time now: each its own batch
+            ask(i, alone)
+    assert together == alone
+    assert together[0]["nbest"] != together[1]["nbest"]  # ignore_unk changed the lists
+    assert any("UNK" in h["translation"] for h in together[0]["nbest"])
+
+
 # -- the command ------------------------------------------------------------------------
 
 
