@@ -20,7 +20,13 @@ import pytest
 
 from groundhog_port.harness.print_noise import last_digit
 from groundhog_port.tasks import archive
-from parity_tests.support.archive import MAX_SENTENCES, build_archive, tree_digest
+from parity_tests.support.archive import (
+    MAX_SENTENCES,
+    build_archive,
+    check_sacrebleu,
+    search_run,
+    tree_digest,
+)
 from parity_tests.support.distributed import finish, torchrun
 from parity_tests.support.inprocess import run_cli
 
@@ -284,38 +290,13 @@ def test_the_bleu_tokenizer_given_is_the_one_used(legacy_root, tmp_path, tokeniz
     """``archive --tokenize T``: the report's sacrebleu figure of an output is sacrebleu's own
     ``corpus_bleu(..., tokenize=T)`` on the lines compared (its signature says ``tok:T``),
     and the two tokenizers differ here (the option reaches the figures)."""
-    import shutil
-
-    import sacrebleu
-
-    exp = tmp_path / "root" / "exp"
-    exp.mkdir(parents=True)
-    for name in (
-        "search_state.pkl",
-        "search_model.npz",
-        "vocab.en.pkl",
-        "vocab.fr.pkl",
-        "ivocab.en.pkl",
-        "ivocab.fr.pkl",
-        "test.en",
-        "test.fr",
-        "trans_beam1.txt",
-    ):
-        shutil.copyfile(legacy_root / "search" / name, exp / name)  # fmt: skip
+    exp = search_run(legacy_root, tmp_path / "root" / "exp")
     out = tmp_path / "out"
     r = run_cli("archive", exp.parent, "--out", out, "--max-sentences", 4, "--plots", 0,
                 "--tokenize", tokenize)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     [e] = json.loads((out / "report.json").read_text(encoding="utf-8"))["experiments"]
     [row] = e["reproduction"]
-    got = row["bleu"]["archived_vs_reference"]
     hyp = (exp / "trans_beam1.txt").read_text(encoding="utf-8").splitlines()[:4]
     ref = (exp / "test.fr").read_text(encoding="utf-8").splitlines()[:4]
-    assert got["sacrebleu"] == pytest.approx(
-        sacrebleu.corpus_bleu(hyp, [ref], tokenize=tokenize).score, abs=1e-9
-    )
-    assert f"tok:{tokenize}" in got["signature"]
-    other = "char" if tokenize == "none" else "none"
-    assert got["sacrebleu"] != pytest.approx(
-        sacrebleu.corpus_bleu(hyp, [ref], tokenize=other).score, abs=1e-6
-    )
+    check_sacrebleu(row["bleu"]["archived_vs_reference"], hyp, ref, tokenize)

@@ -4,29 +4,17 @@ the limit, and the others are re-done and the report written."""
 
 import json
 import os
-import shutil
 import signal
 
 import numpy as np
 import pytest
 
 from groundhog_port import contained
+from parity_tests.support.archive import search_run
 from parity_tests.support.inprocess import run_cli
 
 pytestmark = pytest.mark.skipif(
     not contained.available(), reason="containment needs os.fork and the resource module"
-)
-
-FILES = (
-    "search_state.pkl",
-    "search_model.npz",
-    "vocab.en.pkl",
-    "vocab.fr.pkl",
-    "ivocab.en.pkl",
-    "ivocab.fr.pkl",
-    "test.en",
-    "test.fr",
-    "trans_beam1.txt",
 )
 
 
@@ -133,10 +121,7 @@ def test_a_parent_with_a_thread_pool_gives_its_worker_one_thread():
 # ----------------------------------------------------------------------------------------
 def _two_experiments(legacy_root, root):
     for name in ("a", "b"):
-        e = root / name
-        e.mkdir(parents=True)
-        for f in FILES:
-            shutil.copyfile(legacy_root / "search" / f, e / f)
+        search_run(legacy_root, root / name)
 
 
 @pytest.mark.parametrize("runaway", ["memory", "cpu"])

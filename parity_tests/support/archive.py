@@ -29,6 +29,35 @@ def _copy_all(src, dst, names):
         _copy(src / name, dst / name)
 
 
+#: one experiment of the shared ``search`` case: its checkpoint, vocabularies, test set and
+#: the beam-1 translations sample.py wrote
+SEARCH_RUN = (
+    "search_state.pkl", "search_model.npz", *VOCABULARIES, "test.en", "test.fr", "trans_beam1.txt"
+)  # fmt: skip
+
+
+def search_run(legacy, folder):
+    """:data:`SEARCH_RUN` copied from ``legacy/search`` into ``folder`` (made)."""
+    _copy_all(legacy / "search", folder, SEARCH_RUN)
+    return folder
+
+
+def check_sacrebleu(got, hyp, ref, tokenize):
+    """A report's BLEU entry ``got`` is sacrebleu's own ``corpus_bleu`` of ``hyp`` against
+    ``ref`` with ``tokenize`` (its signature says so), and not the other tokenizer's figure
+    (the option reached it)."""
+    import pytest
+    import sacrebleu
+
+    want = sacrebleu.corpus_bleu(hyp, [ref], tokenize=tokenize).score
+    assert got["sacrebleu"] == pytest.approx(want, abs=1e-9)
+    assert f"tok:{tokenize}" in got["signature"]
+    other = "char" if tokenize == "none" else "none"
+    assert got["sacrebleu"] != pytest.approx(
+        sacrebleu.corpus_bleu(hyp, [ref], tokenize=other).score, abs=1e-6
+    )
+
+
 def _checkpoint(case):
     """A recorded case's state and model files."""
     return (f"{case}_state.pkl", f"{case}_model.npz")
