@@ -19,6 +19,10 @@ to a SCRATCH COPY of ``groundhog_port/`` (the worktree is never touched).  For e
 * a mutation no recording can show to parity names **tests** that must fail (run with the
   mutated copy and its own ``parity_tests``): a failing test counts as caught.
 
+With ``--flags`` the mutations are generated from ``tools/flag_table.py``: each command-line
+option that the table says a test pins is reset to its default right after parsing ("option
+ignored"), and the row's tests must fail.
+
 Target: every mutation that changes an output is caught.  A mutation that changes no output
 and is not caught is harmless (a rewrite with the same values).  Exit status: 0 when every
 output-changing mutation is caught, 1 otherwise, 2 when a patch does not apply or the
@@ -31,6 +35,7 @@ Usage::
     python tools/mutation_sweep.py --only gru_update_gate_swap,sampler_3len --jobs 2
     python tools/mutation_sweep.py --list
     python tools/mutation_sweep.py --fast               # each mutation's --only groups
+    python tools/mutation_sweep.py --flags --jobs 2     # every option ignored in turn
 """
 
 import argparse
@@ -728,6 +733,26 @@ class PatchError(Exception):
     """A patch whose ``old`` text does not occur exactly once (the code moved)."""
 
 
+#: the kind of the generated mutations: one option reset to its default after parsing
+OPTION_IGNORED = "option ignored"
+
+
+def flag_mutations():
+    """The "option ignored" mutation of every test row of ``tools/flag_table.py``: the option
+    reset to its parser's default right after parsing; one of the row's tests must fail."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import flag_table
+
+    out = []
+    for flag in flag_table.all_flags():
+        kind, tests = flag_table.EVIDENCE.get(flag.key, (None, ()))
+        if kind == flag_table.T:
+            name = "ignored:" + flag.key.replace(" ", ":")
+            nodes = tuple("parity_tests/" + t for t in tests)
+            out.append(m(name, OPTION_IGNORED, [flag_table.ignored_patch(flag)], (), None, nodes))
+    return out
+
+
 def check_patches(mutation, root=REPO):
     """Raise :class:`PatchError` unless every patch of ``mutation`` applies to ``root``."""
     texts = {}
@@ -819,7 +844,7 @@ def parity(code_root, case, work, groups=None):
     return True, failing_rows(json.loads(out.read_text())), ""
 
 
-def named_test(code_root, test, work):
+def named_test(code_root, test, work, timeout=900):
     """``(caught, note)``: does the pytest node ``test`` fail with the mutated copy?  The
     tests are copied beside it (``parity_tests``, ``fixtures``, ``pyproject.toml``) so that
     they import the copy, not the worktree; the recordings are the shared ones."""
@@ -836,14 +861,17 @@ def named_test(code_root, test, work):
         GROUNDHOG_PENDING_TRACES=str(PENDING),
         FUZZ_SECONDS="0",
     )
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
-        cwd=str(code_root),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+            cwd=str(code_root),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:  # e.g. a server that no longer stops: the suite would hang
+        return True, f"hangs (> {timeout} s)"
     if run.returncode == 1:
         return True, "fails"
     if run.returncode != 0:  # not collected, or an error before the test ran: not a catch
@@ -1071,11 +1099,14 @@ def format_table(results):
     return "\n".join(lines)
 
 
-def select(only):
+def select(only, flags=False):
+    """The mutations ``--only`` names (by default all: the catalogue, or with ``flags`` the
+    generated "option ignored" ones)."""
+    pool = flag_mutations() if flags else list(MUTATIONS)
     if not only:
-        return list(MUTATIONS)
+        return pool
     names = [x.strip() for x in only.split(",") if x.strip()]
-    known = {mu.name: mu for mu in MUTATIONS}
+    known = {mu.name: mu for mu in pool}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SystemExit(
@@ -1092,6 +1123,12 @@ def main(argv=None):
         "1 one is missed, 2 a patch does not apply / usage",
     )
     p.add_argument("--only", help="comma-separated mutation names (default: all)")
+    p.add_argument(
+        "--flags",
+        action="store_true",
+        help='the generated "option ignored" mutations, one per test row of '
+        "tools/flag_table.py (each runs the row's tests), instead of the catalogue",
+    )
     p.add_argument("--list", action="store_true", help="list the mutations and exit")
     p.add_argument(
         "--fast",
@@ -1102,7 +1139,7 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=1, help="mutations run in parallel (default 1)")
     p.add_argument("--json", help="write the results as JSON here")
     args = p.parse_args(argv)
-    chosen = select(args.only)
+    chosen = select(args.only, args.flags)
     if args.list:
         for mu in chosen:
             print(f"{mu.name:40s} {mu.kind:45s} cases {','.join(mu.cases)}")
@@ -1157,7 +1194,8 @@ def main(argv=None):
     order = {mu.name: i for i, mu in enumerate(chosen)}
     results.sort(key=lambda r: order[r.name])
     print(format_table(results))
-    missed = [r.name for r in results if r.changed and not r.caught]
+    # an ignored option is a change by construction: its row says a test shows it
+    missed = [r.name for r in results if (r.changed or r.kind == OPTION_IGNORED) and not r.caught]
     print(
         f"\n{len(results)} mutations, {sum(bool(r.changed) for r in results)} change outputs, "
         f"{sum(r.caught for r in results)} caught; missed: {', '.join(missed) or 'none'} "

@@ -577,7 +577,7 @@ def write_output(trans: str | os.PathLike[str], text: str) -> None:
         raise
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description="sample.py --beam-search over the exported ONNX graphs (onnxruntime, CPU)"
     )
@@ -592,6 +592,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ignore-unk", action="store_true")
     p.add_argument("--normalize", action="store_true")
     p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.beam_size < 1:

@@ -227,6 +227,47 @@ def test_driver_normalize_ignore_unk_write_the_recorded_lines(
         assert got == want[i], (i, got, want[i])
 
 
+@pytest.mark.parametrize(
+    "case_name,name,plain,flags",
+    [
+        (
+            "search",
+            "trans_beam10_normalize.txt",
+            "trans_beam10.txt",
+            ["--beam-size", "10", "--normalize"],
+        ),
+        (
+            "phrase",
+            "trans_beam5_ignore_unk.txt",
+            "trans_beam5.txt",
+            ["--beam-size", "5", "--ignore-unk"],
+        ),
+    ],
+    ids=["normalize", "ignore_unk"],
+)
+def test_driver_command_line_writes_the_recorded_lines(
+    case_name, name, plain, flags, onnx_export, tmp_path
+):
+    """``python beam_search.py --model-dir D --beam-size N [--normalize] [--ignore-unk]``, as a
+    user runs it (the package's copy of the driver, so that ``--model-dir`` is needed): the
+    recorded lines, on the sentences where the option changes the original's output."""
+    case = next((c for c in SHARED if c.name == case_name), None)
+    if case is None:
+        pytest.skip(f"the shared {case_name!r} recording is not present")
+    out = onnx_export(case)[3]
+    lines = (case / "test.en").read_text(encoding="utf-8").split("\n")[:-1]
+    want = (case / name).read_text(encoding="utf-8").split("\n")[:-1]
+    other = (case / plain).read_text(encoding="utf-8").split("\n")[:-1]
+    changed = [i for i in range(len(want)) if want[i] != other[i]]
+    assert changed  # the option changes the original's output on these sentences
+    source, trans = tmp_path / "src.txt", tmp_path / "trans.txt"
+    source.write_text("".join(lines[i] + "\n" for i in changed), encoding="utf-8")
+    mod = _driver(REPO / "groundhog_port" / "export")
+    argv = ["--model-dir", str(out), *flags, "--source", str(source), "--trans", str(trans)]
+    assert mod.main(argv) == 0
+    assert trans.read_text(encoding="utf-8") == "".join(want[i] + "\n" for i in changed)
+
+
 def test_cli_exports_opset_and_driver(tmp_path, one_thread):
     """The command's files, the opset, the encoder's interface; the same graphs from the
     legacy files and from their safetensors export."""

@@ -28,6 +28,7 @@ from parity_tests.support.serve import (
     request,
     running_server,
     send_raw,
+    serve_exit_status,
     unknown_by_vocabulary,
     until,
 )
@@ -438,17 +439,13 @@ def test_serve_command_starts_answers_and_stops_on_sigterm():
     ],
 )
 def test_serve_usage_errors_are_one_line(args, words, capsys):
-    from groundhog_port.cli import main as cli
-
-    assert cli.main(["serve", "--state", str(STATE), str(MODEL), *args]) == 2
+    assert serve_exit_status(["--state", str(STATE), str(MODEL), *args]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_serve_port_in_use_is_one_line(server, capsys):
-    from groundhog_port.cli import main as cli
-
     port = str(server.server_address[1])
-    assert cli.main(["serve", "--state", str(STATE), str(MODEL), "--port", port]) == 2
+    assert serve_exit_status(["--state", str(STATE), str(MODEL), "--port", port]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"cannot listen on 127.0.0.1:{port}" in err[0]

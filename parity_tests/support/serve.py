@@ -160,3 +160,25 @@ def clocked_server(clock, **settings):
         clock.run_free()
         server.shutdown()
         server.server_close()
+
+
+def serve_exit_status(argv, timeout=120):
+    """``groundhog-port serve ARGV``'s exit status, from a thread: were an option that makes
+    it refuse to start not used, it would serve forever (and this fails instead of hanging)."""
+    from groundhog_port.cli import main as cli
+
+    done = []
+
+    def serve():
+        try:
+            done.append(cli.main(["serve", *map(str, argv)]))
+        except BaseException as err:  # noqa: BLE001  (given to the test's thread below)
+            done.append(err)
+
+    run = threading.Thread(target=serve, daemon=True)
+    run.start()
+    run.join(timeout=timeout)
+    assert done, f"serve {' '.join(map(str, argv))} did not stop within {timeout} s: it serves"
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
