@@ -22,7 +22,10 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         N,
         "torch's CPU threads: how fast, not what is computed (docs/speed.md); the words and the files are the same at any count, costs within the parity bounds",
     ),
-    "groundhog-port --parse-budget-mib": (U, "no test gives it"),
+    "groundhog-port --parse-budget-mib": (
+        T,
+        ("cli/test_global_options.py::test_parse_budget_mib_bounds_what_a_file_may_take",),
+    ),
     # -- inspect
     "inspect --state": (
         T,
@@ -57,8 +60,10 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         ("cli/test_model_options.py::test_strict_refuses_a_typo_in_every_command[inspect]",),
     ),
     "inspect --data-dir": (
-        U,
-        "the tests that give it pass with it ignored: test_the_other_hints_with_syntax_work_when_followed, test_inspect_names_a_file_that_is_not_a_model, test_inspect_json_with_values_json_cannot_hold",
+        T,
+        (
+            "cli/test_model_options.py::test_data_dir_finds_the_vocabularies_of_a_moved_state[inspect]",
+        ),
     ),
     "inspect --json": (
         T,
@@ -163,10 +168,7 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         U,
         "score.py draws the noise from numpy's unseeded global generator (as the port): a test can show the scores change, not pin them; seeding numpy in-process and re-drawing the noisy targets would",
     ),
-    "score --resume": (
-        U,
-        "the tests that give it pass with it ignored: test_fuzz_target_outputs_every_layout",
-    ),
+    "score --resume": (T, ("cli/test_resume.py::test_score_batch_resume",)),
     "score --progress": (
         N,
         "the progress line or bar on stderr only (shown on a terminal anyway): no file, stdout or exit status changes",
@@ -187,7 +189,10 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
     ),
     "score --format": (T, ("unit/test_plots.py::test_score_plots_take_format_and_dpi",)),
     "score --dpi": (T, ("cli/test_plot_options.py::test_dpi_sets_the_pictures_pixels[score]",)),
-    "score --tree-threshold": (U, "no test gives it"),
+    "score --tree-threshold": (
+        T,
+        ("cli/test_plot_options.py::test_tree_threshold_leaves_out_the_light_edges",),
+    ),
     # -- translate
     "translate --state": (T, ("cli/test_cli.py::test_empty_source_file_warns",)),
     "translate MODEL": (
@@ -221,8 +226,10 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         ),
     ),
     "translate --data-dir": (
-        U,
-        "the tests that give it pass with it ignored: test_translate_with_options_after_the_model_and_the_changes, test_inspect_names_a_file_that_is_not_a_model, test_interactive_form_reproduces_the_recorded_first_call",
+        T,
+        (
+            "cli/test_model_options.py::test_data_dir_finds_the_vocabularies_of_a_moved_state[translate]",
+        ),
     ),
     "translate --device": (
         T,
@@ -313,7 +320,10 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
             "parity/test_sampling.py::test_verbose_parsed_input_shows_the_states_oov",
         ),
     ),
-    "translate --alpha": (U, "no test gives it"),
+    "translate --alpha": (
+        T,
+        ("cli/test_search_options.py::test_alpha_is_the_samplers_inverse_temperature",),
+    ),
     "translate --seed": (T, ("parity/test_sampling.py::test_usage_errors",)),
     # -- bleu
     "bleu --hyp": (T, ("cli/test_cli_interface.py::test_help_and_bleu_do_not_import_torch",)),
@@ -478,28 +488,28 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         ("cli/test_model_options.py::test_parity_takes_the_model_and_changes_and_strict",),
     ),
     "parity --changes": (
-        U,
-        "the tests that give it pass with it ignored: test_model_and_changes_the_same_way_in_every_command",
+        T,
+        ("cli/test_model_options.py::test_parity_takes_the_model_and_changes_and_strict",),
     ),
     "parity --strict": (
         T,
         ("cli/test_model_options.py::test_parity_takes_the_model_and_changes_and_strict",),
     ),
     "parity --checkpoint": (
-        U,
-        "the tests that give it pass with it ignored: test_cli_parity_case_on_reloaded_model, test_cli_parity_forward_groups_on_reloaded_model",
+        T,
+        ("cli/test_parity_options.py::test_checkpoint_is_compared_with_the_recording",),
     ),
     "parity --trace": (
         T,
         ("cli/test_model_options.py::test_parity_takes_the_model_and_changes_and_strict",),
     ),
     "parity --source": (
-        U,
-        "the tests that give it pass with it ignored: test_parity_case_finds_a_renamed_test_set",
+        T,
+        ("cli/test_parity_options.py::test_source_and_target_name_the_test_set",),
     ),
     "parity --target": (
-        U,
-        "the tests that give it pass with it ignored: test_parity_case_finds_a_renamed_test_set",
+        T,
+        ("cli/test_parity_options.py::test_source_and_target_name_the_test_set",),
     ),
     "parity --data-dir": (
         T,
@@ -510,8 +520,11 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
     ),
     "parity --device": (T, ("cli/test_model_options.py::test_device_is_used_by_parity_and_train",)),
     "parity --only": (T, ("cli/test_testsets.py::test_parity_case_finds_a_renamed_test_set",)),
-    "parity --outputs": (U, "no test gives it"),
-    "parity --outputs-matching": (U, "no test gives it"),
+    "parity --outputs": (T, ("cli/test_parity_options.py::test_outputs_folder_and_matching",)),
+    "parity --outputs-matching": (
+        T,
+        ("cli/test_parity_options.py::test_outputs_folder_and_matching",),
+    ),
     "parity --beam-labels": (
         T,
         (
@@ -519,7 +532,10 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
             "cli/test_parity_cli.py::test_bad_input_exit_2",
         ),
     ),
-    "parity --float64-reference": (U, "no test gives it"),
+    "parity --float64-reference": (
+        T,
+        ("cli/test_parity_options.py::test_float64_reference_adds_the_noise_columns",),
+    ),
     "parity --allow-uncovered": (
         T,
         (
@@ -721,24 +737,24 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         ("serve/test_serve_options.py::test_limits_below_their_defaults_refuse[max-body]",),
     ),
     "serve --max-pending": (
-        U,
-        "as --timeout: test_one_client_cannot_fill_the_queue_for_everyone builds the server in-process",
+        T,
+        ("serve/test_serve_options.py::test_pending_timeout_and_client_timeout",),
     ),
     "serve --max-steps": (
         T,
         ("serve/test_serve_options.py::test_limits_below_their_defaults_refuse[max-steps]",),
     ),
     "serve --timeout": (
-        U,
-        "a server-process test with a request that outwaits it (503) is missing; the in-process tests set it on the server object",
+        T,
+        ("serve/test_serve_options.py::test_pending_timeout_and_client_timeout",),
     ),
     "serve --client-timeout": (
-        U,
-        "as --timeout: test_a_trickling_client_is_cut_at_the_client_timeout builds the server in-process",
+        T,
+        ("serve/test_serve_options.py::test_pending_timeout_and_client_timeout",),
     ),
     "serve --drain": (
-        U,
-        "the SIGTERM test gives --drain 1 but passes with the default 5 s: it needs a batch that outlasts 1 s and ends within 5",
+        T,
+        ("serve/test_serve_options.py::test_drain_is_the_grace_the_shutdown_announces",),
     ),
     "serve --allow-origin": (T, ("serve/test_serve_options.py::test_hosts_and_origins_allowed",)),
     "serve --allow-host": (T, ("serve/test_serve_options.py::test_hosts_and_origins_allowed",)),
@@ -1014,10 +1030,7 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         T,
         ("cli/test_testsets.py::test_one_warning_per_cause_and_each_hint_works",),
     ),
-    "archive --ref": (
-        U,
-        "the tests that give it pass with it ignored: test_one_warning_per_cause_and_each_hint_works",
-    ),
+    "archive --ref": (T, ("cli/test_archive_options.py::test_source_and_ref_name_the_test_set",)),
     "archive --test-sets": (
         T,
         (
@@ -1025,11 +1038,8 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
             "cli/test_testsets.py::test_holdout_hints_name_what_serves_a_holdout_set",
         ),
     ),
-    "archive --changes": (
-        U,
-        "the tests that give it pass with it ignored: test_one_warning_per_cause_and_each_hint_works",
-    ),
-    "archive --snapshot": (U, "no test gives it"),
+    "archive --changes": (T, ("cli/test_archive_options.py::test_changes_reach_every_experiment",)),
+    "archive --snapshot": (T, ("cli/test_archive_options.py::test_snapshot_chooses_the_model",)),
     "archive --plan-only": (
         T,
         (
@@ -1058,7 +1068,10 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         T,
         ("cli/test_cli_frictions.py::test_archive_dpi_sets_the_plots_resolution",),
     ),
-    "archive --parity-groups": (U, "no test gives it"),
+    "archive --parity-groups": (
+        T,
+        ("cli/test_archive_options.py::test_parity_groups_choose_the_recorded_groups",),
+    ),
     "archive --batch-size": (
         N,
         "how many sentences the batched search decodes together: the same words at any batch size (parity/test_frozen_outputs.py, batch 1 and 32; the batched search against the literal one, test_legacy_cases.py)",
@@ -1067,7 +1080,7 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         T,
         ("cli/test_archive.py::test_the_bleu_tokenizer_given_is_the_one_used",),
     ),
-    "archive --device": (U, "no test gives it"),
+    "archive --device": (T, ("cli/test_archive_options.py::test_device_is_used",)),
     "archive --max-memory-mib": (
         T,
         ("hardening/test_containment.py::test_a_runaway_experiment_leaves_the_others_done",),
@@ -1077,8 +1090,8 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         ("hardening/test_containment.py::test_a_runaway_experiment_leaves_the_others_done",),
     ),
     "archive --fresh": (
-        U,
-        "the tests that give it pass with it ignored: test_commands_without_model_take_options_anywhere",
+        T,
+        ("cli/test_archive_options.py::test_fresh_redoes_what_the_cache_holds",),
     ),
     "archive --progress": (
         N,

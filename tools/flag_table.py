@@ -210,7 +210,9 @@ def table() -> str:
     for f in all_flags():
         kind, what = EVIDENCE.get(f.key, ("MISSING", "no row"))
         shown = ", ".join(f"`{n}`" for n in what) if kind == T else str(what)
-        default = "-" if f.default is None else f"`{f.default!r}`"
+        # a path in this checkout (the driver's own folder) is shown relative to it
+        shown_default = repr(f.default).replace(str(REPO) + "/", "")
+        default = "-" if f.default is None else f"`{shown_default}`"
         lines.append(
             f"| {f.command} | `{f.name}` | {default.replace('|', '/')} "
             f"| {kind}: {shown.replace('|', '/')} |"

@@ -354,7 +354,9 @@ def test_parity_takes_the_model_and_changes_and_strict(legacy_root):
     for head, tail in (([], ["--case", d]), (explicit, []), ([d / "search_model.npz"], [])):
         if head and head[0] == d / "search_model.npz":  # MODEL as a word
             head = ["--state", d / "search_state.pkl", head[0], "--trace", d / "trace.h5"]
-        for changes, want in (([], 0), (["bias_code=False"], 2), (["loopIter=5"], 0)):
+        tried = (([], 0), (["bias_code=False"], 2), (["--changes", "bias_code=False"], 2),
+                 (["loopIter=5"], 0))  # fmt: skip
+        for changes, want in tried:
             argv = ["parity", *head, *changes, *tail, "--only", "repr"]
             rc, out, err = run_cli_inprocess(main, [str(a) for a in argv])
             assert rc == want, (argv, out[-800:], err)
@@ -452,3 +454,24 @@ def test_log_level_hides_the_info_lines():
     assert "INFO " in _cli_argv(argv)[2]
     rc, _, err = _cli_argv(["--log-level", "warning", *argv])
     assert rc == 0 and "INFO " not in err, err
+
+
+@pytest.mark.parametrize("command", ["inspect", "translate"])
+def test_data_dir_finds_the_vocabularies_of_a_moved_state(work, command, tmp_path):
+    """A state copied away from its vocabularies (their stored paths are the lab's, which do
+    not exist here): ``translate`` refuses in one line naming the vocabulary, ``inspect``
+    reports it NOT FOUND; with ``--data-dir`` both find it."""
+    d, _, clean = work
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / STATE.name).write_bytes(STATE.read_bytes())
+    argv = [command, "--state", alone / STATE.name, clean]
+    if command == "translate":
+        argv += RUNS[command](d)
+    rc, out, err = _cli_argv(argv)
+    if command == "inspect":
+        assert rc == 0 and "word_indx         NOT FOUND" in out, out
+    else:
+        assert rc == 2 and "vocab" in err, err
+    rc, out, err = _cli_argv([*argv, "--data-dir", FX])
+    assert rc == 0 and "NOT FOUND: cannot find the file for 'word_indx'" not in out, out + err

@@ -109,3 +109,41 @@ def test_format_chooses_the_picture_format(legacy_root, tmp_path):
     rc, _, err = run_cli_inprocess(main, [str(a) for a in argv])
     assert rc == 0, err
     assert out.read_bytes().lstrip().startswith(b"<?xml")
+
+
+def test_tree_threshold_leaves_out_the_light_edges(tmp_path):
+    """``score --plot-tree DIR --tree-threshold W``: the grConv tree of a sentence draws an
+    edge for each gate weight above W and none other (tree.py's threshold, :131-151): five
+    edges per node, ``w_new`` three times (into and out of its merge point), ``w_left`` and
+    ``w_right`` once; counted in the SVG (one ``line2d`` group per edge)."""
+    import re
+
+    import matplotlib
+
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.model.encoder import grconv_gates
+    from parity_tests.support.cases import PENDING_ROOT
+
+    case = PENDING_ROOT / "grconv"
+    if not (case / "test.en").is_file():
+        pytest.skip(f"the grconv recording is not at {case}")
+    state, model = next(case.glob("*state.pkl")), next(case.glob("*model.npz"))
+    line = (case / "test.en").read_text(encoding="utf-8").splitlines()[0]
+    src, trg = tmp_path / "s.en", tmp_path / "s.fr"
+    src.write_text(line + "\n", encoding="utf-8")
+    trg.write_text((case / "test.fr").read_text(encoding="utf-8").splitlines()[0] + "\n")
+    exp = open_experiment(state, model, data_dir=[case])
+    gates = grconv_gates(exp.model, exp.parse_source(line)[0]).numpy().astype(np.float64)
+    for threshold in (0.1, 0.5):
+        out = tmp_path / f"t{threshold}"
+        argv = ["score", "--state", state, model, "--data-dir", case, "--mode", "txt",
+                "--src", src, "--trg", trg, "--allow-unk", "--plot-tree", out, "--format",
+                "svg", "--tree-threshold", threshold]  # fmt: skip
+        with matplotlib.rc_context({"svg.hashsalt": "fixed"}):
+            rc, _, err = run_cli_inprocess(main, [str(a) for a in argv])
+        assert rc == 0, err
+        svg = next(out.iterdir()).read_text(encoding="utf-8")
+        T = gates.shape[1]
+        nodes = [gates[k - 1, t] for k in range(1, T) for t in range(k, T)]
+        want = sum(3 * (w[0] > threshold) + (w[1] > threshold) + (w[2] > threshold) for w in nodes)
+        assert len(re.findall(r'<g id="line2d_\d+"', svg)) == want, threshold

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from groundhog_port.cli.main import main
+from parity_tests.support.cases import FIXTURES
 from parity_tests.support.fuzzing import run_cli_inprocess
 
 #: id -> (case, the recorded file with the options, the recorded file without, the options)
@@ -130,3 +131,34 @@ def test_reproduce_reference_and_max_diffs(legacy_root, tmp_path):
     ]
     assert "first differing lines (4 of 4)" in shown[0], shown[0]
     assert "first differing lines (1 of 4)" in shown[1], shown[1]
+
+
+def test_alpha_is_the_samplers_inverse_temperature(tmp_path):
+    """``translate --source F --n-samples N --alpha A``: the samples and costs ``sample()``
+    draws at inverse temperature A (sample.py:163, its ``alpha``; the literal sampler, whose
+    transcripts at 0.5 and 2.0 parity compares with the original's), not those at 1."""
+    from groundhog_port.cli.sample import format_line
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.sampling.sampler import Sampler
+
+    fx = FIXTURES / "search"
+    state, model = fx / "search_state.pkl", fx / "search_model.npz"
+    lines = (fx / "test.en").read_text(encoding="utf-8").splitlines()[:2]
+    source, trans = tmp_path / "src.txt", tmp_path / "samples.txt"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    argv = ["translate", "--state", state, model, "--source", source, "--trans", trans,
+            "--n-samples", "3", "--alpha", "0.5"]  # fmt: skip
+    rc, _, err = run_cli_inprocess(main, [str(a) for a in argv])
+    assert rc == 0, err
+    exp = open_experiment(state, model)
+
+    def drawn(alpha):
+        sampler = Sampler(exp)
+        out = []
+        for i, line in enumerate(lines):
+            s = sampler.sample(exp.parse_source(line)[0], 3, alpha)
+            out += [format_line(i, w, c) + "\n" for w, c in zip(s.sentences, s.costs)]
+        return "".join(out)
+
+    got = trans.read_text(encoding="utf-8")
+    assert got == drawn(0.5) and got != drawn(1.0)

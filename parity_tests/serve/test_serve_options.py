@@ -8,6 +8,8 @@ import json
 import os
 import pickle
 import shutil
+import signal
+import socket
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -189,3 +191,36 @@ def test_model_changes_data_dir_and_checkpoint_reach_the_server(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert _answer(["--checkpoint", tmp_path / "x"])["translation"] == TRANS10[2]
+
+
+def test_pending_timeout_and_client_timeout(tmp_path):
+    """``--max-pending 1``: a request of two sentences is refused at once (503, "waiting");
+    ``--timeout 0.001``: one sentence is not decoded within it (503, "no translation within");
+    ``--client-timeout 1``: a client that never finishes its request is cut (the connection
+    closed) long before the default 30 s -- here within 15 s, a liveness bound."""
+    argv = ["--state", STATE, MODEL, "--max-pending", "1", "--timeout", "0.001",
+            "--client-timeout", "1"]  # fmt: skip
+    with loadtest.serve_process(argv, dict(os.environ, OMP_NUM_THREADS="1"), cwd=REPO) as (_, url):
+        status, _, got = _post(url, {"texts": [TEST_EN[0], TEST_EN[1]], "tokenized": True})
+        assert status == 503 and "of your sentences are waiting" in got["error"], got
+        status, _, got = _post(url, {"text": TEST_EN[0], "tokenized": True})
+        assert status == 503 and "no translation within 0.001 s" in got["error"], got
+        parts = urlsplit(url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=15) as s:
+            s.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends
+            assert s.recv(65536) == b""  # closed by the server (a timeout raises instead)
+
+
+def test_drain_is_the_grace_the_shutdown_announces():
+    """``--drain 0.5``: on SIGTERM the server says the batch in progress may take 0.5 s (the
+    default 5) and exits 0; what it does with a batch past it is
+    ``test_serve_hardening.py::test_sigterm_under_load_exits_0_after_draining``'s."""
+    argv = ["--state", STATE, MODEL, "--drain", "0.5"]
+    with loadtest.serve_process(argv, dict(os.environ, OMP_NUM_THREADS="1"), cwd=REPO) as (
+        proc,
+        _,
+    ):
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "the batch in progress may take 0.5 s" in err, err
