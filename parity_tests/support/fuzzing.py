@@ -1049,6 +1049,7 @@ TEXT_EDITS = (
     "bom",
     "cut-utf8",
     "unicode-space",
+    "trailing-unicode-space",
     "only-newlines",
     "empty-file",
     "extra-line",
@@ -1093,6 +1094,11 @@ def text_edit(data: bytes, edit: str, rng: random.Random) -> bytes:
         return data.replace(
             b" ", rng.choice(["\u00a0", "\u2028", "\u3000", "\u200b"]).encode(), rng.randint(1, 4)
         )
+    if edit == "trailing-unicode-space":  # Python 2 kept it in the last word (issue 53)
+        lines = data.split(b"\n")
+        for i in rng.sample(range(len(lines)), min(len(lines), rng.randint(1, 4))):
+            lines[i] += rng.choice(["\u00a0", "\u2028", "\u3000", "\u200b"]).encode()
+        return b"\n".join(lines)
     if edit == "only-newlines":
         return b"\n" * rng.randint(1, 5)
     if edit == "empty-file":
@@ -1226,6 +1232,11 @@ def _load_text_case(fx, paths, opts):
     src = paths.get("src.txt") or fx.text_files[0]
     trg = paths.get("trg.txt") or fx.text_files[1]
     lines = read_text_lines(src)
+    if opts.get("py2_words"):  # each line's words as score.py / sample.py split its bytes
+        raw = Path(src).read_bytes().split(b"\n")
+        want = [[w.decode("utf-8") for w in r.split()] for r in raw[: len(lines)]]
+        if [vocab.split_words(line) for line in lines] != want or len(raw) - 1 > len(lines):
+            raise AssertionError(f"{Path(src).name}: words not split as Python 2 split bytes")
     w2i_src = vocab.load_word2idx(fx.fixture_dir / "vocab.en.pkl")
     w2i_trg = vocab.load_word2idx(fx.fixture_dir / "vocab.fr.pkl")
     n = sum(
@@ -2077,6 +2088,8 @@ def _gen_text(rng, fx, marker, workdir):
         label = rng.choice(TEXT_EDITS)
         out = text_edit(data, label, rng)
     opts = {"allow_unk": rng.random() < 0.7}
+    if label in ("unicode-space", "trailing-unicode-space"):  # valid UTF-8: words checkable
+        opts["py2_words"] = True
     return Case("text", f"{which} {p.name}: {label}", {f"{which}.txt": out}, opts)
 
 
