@@ -4,15 +4,14 @@ test set and the beam-1 translations sample.py wrote, 4 sentences): the report s
 the option chose."""
 
 import json
-import pickle
 import shutil
 
 import numpy as np
 import pytest
 
-from legacy_states.unpickle import safe_load_pickle
 from parity_tests.support.archive import search_run
 from parity_tests.support.inprocess import run_cli
+from parity_tests.support.models import upper_cased_vocabularies
 
 ARGS = ("--max-sentences", 4, "--plots", 0)
 
@@ -45,10 +44,7 @@ def test_fresh_redoes_what_the_cache_holds(experiment, tmp_path):
 def test_changes_reach_every_experiment(experiment, tmp_path):
     """``--changes "indx_word_target='...'"`` (an upper-cased target vocabulary): the outputs
     re-done are the archived ones upper-cased, so none is identical."""
-    ivocab = safe_load_pickle(experiment / "ivocab.fr.pkl")
-    upper = tmp_path / "IVOCAB.fr.pkl"
-    with open(upper, "wb") as f:
-        pickle.dump({i: w.upper() for i, w in ivocab.items()}, f, protocol=2)
+    upper, _ = upper_cased_vocabularies(experiment / "ivocab.fr.pkl", tmp_path)
     out = tmp_path / "out"
     r = run_cli("archive", experiment.parent, "--out", out, *ARGS,
                 "--changes", f"indx_word_target='{upper}'")  # fmt: skip

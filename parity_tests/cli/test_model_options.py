@@ -13,7 +13,6 @@ finite, finite scores where the original's overflows)."""
 
 import json
 import math
-import pickle
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from groundhog_port.cli.main import main
 from legacy_states.unpickle import safe_load_pickle
 from parity_tests.support.cases import REPO
 from parity_tests.support.fuzzing import run_cli_inprocess
+from parity_tests.support.models import upper_cased_vocabularies
 
 FX = REPO / "fixtures" / "search"
 STATE = FX / "search_state.pkl"
@@ -235,14 +235,7 @@ def test_strict_refuses_a_typo_in_every_command(work, command):
 
 
 def _upper_vocabularies(d):
-    """The target vocabularies with every word upper-cased (protocol 2, as GroundHog wrote)."""
-    ivocab = safe_load_pickle(FX / "ivocab.fr.pkl")
-    paths = d / "IVOCAB.fr.pkl", d / "VOCAB.fr.pkl"
-    with open(paths[0], "wb") as f:
-        pickle.dump({i: w.upper() for i, w in ivocab.items()}, f, protocol=2)
-    with open(paths[1], "wb") as f:
-        pickle.dump({w.upper(): i for i, w in ivocab.items()}, f, protocol=2)
-    return paths
+    return upper_cased_vocabularies(FX / "ivocab.fr.pkl", d)
 
 
 #: the same model and changes, given the four ways every command takes them

@@ -6,7 +6,6 @@ checks -- so that a server started without it answers otherwise."""
 
 import json
 import os
-import pickle
 import shutil
 import signal
 import socket
@@ -16,10 +15,10 @@ import numpy as np
 import pytest
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
-from legacy_states.unpickle import safe_load_pickle
 from parity_tests.support import loadtest
 from parity_tests.support.cases import LEGACY_ROOT, REPO
 from parity_tests.support.command_lines import FX, MODEL, STATE
+from parity_tests.support.models import upper_cased_vocabularies
 from parity_tests.support.serve import TEST_EN, TRANS10, request, serve_exit_status
 
 #: the server's flags (``--port 0`` is added); every limit below its default
@@ -170,10 +169,7 @@ def test_model_changes_data_dir_and_checkpoint_reach_the_server(tmp_path):
     """MODEL / ``--model`` and CHANGES / ``--changes`` (the target vocabulary changed to an
     upper-cased one: the answer is the recorded translation upper-cased), ``--data-dir``
     (the vocabularies of a state moved away from them) and ``--checkpoint`` (an export)."""
-    ivocab = safe_load_pickle(FX / "ivocab.fr.pkl")
-    upper = tmp_path / "IVOCAB.fr.pkl"
-    with open(upper, "wb") as f:
-        pickle.dump({i: w.upper() for i, w in ivocab.items()}, f, protocol=2)
+    upper, _ = upper_cased_vocabularies(FX / "ivocab.fr.pkl", tmp_path)
     change = f"indx_word_target='{upper}'"
     for form in ([MODEL, change], ["--model", MODEL, "--changes", change]):
         got = _answer(["--state", STATE, *form])

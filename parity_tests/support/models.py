@@ -83,3 +83,20 @@ def exports_per_case(tmp_path_factory, name, write):
         return exp, out
 
     return get
+
+
+def upper_cased_vocabularies(ivocab_path, folder):
+    """The target vocabularies of ``ivocab_path`` with every word upper-cased, written into
+    ``folder`` as GroundHog wrote them (protocol 2): ``(ivocab, vocab)`` paths.  A state
+    change pointing at them makes every output word upper-case: a visible, pinned change."""
+    import pickle
+
+    from legacy_states.unpickle import safe_load_pickle
+
+    ivocab = safe_load_pickle(ivocab_path)
+    paths = folder / "IVOCAB.fr.pkl", folder / "VOCAB.fr.pkl"
+    with open(paths[0], "wb") as f:
+        pickle.dump({i: w.upper() for i, w in ivocab.items()}, f, protocol=2)
+    with open(paths[1], "wb") as f:
+        pickle.dump({w.upper(): i for i, w in ivocab.items()}, f, protocol=2)
+    return paths
