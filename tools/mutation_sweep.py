@@ -21,7 +21,10 @@ to a SCRATCH COPY of ``groundhog_port/`` (the worktree is never touched).  For e
 
 With ``--flags`` the mutations are generated from ``tools/flag_table.py``: each command-line
 option that the table says a test pins is reset to its default right after parsing ("option
-ignored"), and the row's tests must fail.
+ignored"), and the row's tests must fail.  With ``--state-keys`` they come from
+``tools/option_table.py``: each state key shown by a variant or a recording has its value
+replaced by the prototype's right after the state is loaded ("state key ignored"), and the
+variant's parity test, or parity on a recorded case holding another value, must fail.
 
 Target: every mutation that changes an output is caught.  A mutation that changes no output
 and is not caught is harmless (a rewrite with the same values).  Exit status: 0 when every
@@ -36,6 +39,7 @@ Usage::
     python tools/mutation_sweep.py --list
     python tools/mutation_sweep.py --fast               # each mutation's --only groups
     python tools/mutation_sweep.py --flags --jobs 2     # every option ignored in turn
+    python tools/mutation_sweep.py --state-keys --jobs 2  # every varied state key ignored
 """
 
 import argparse
@@ -753,6 +757,54 @@ def flag_mutations():
     return out
 
 
+#: the kind of the generated state-key mutations: the state's value replaced by the prototype's
+STATE_KEY_IGNORED = "state key ignored"
+_LOADED = '    state = legacy_states.load_state(state_path, changes or "", data_dir, strict)\n'
+VARIANT_TEST = "parity_tests/parity/test_state_options.py::test_variant_passes_parity[{}]"
+
+
+def state_key_mutations():
+    """The "state key ignored" mutation of every variant row of ``tools/option_table.py``
+    (and of every recording row of an architecture key, ``model/config.py``'s): right after
+    the state is loaded, the key's value is replaced by ``prototype_state()``'s (a key no
+    prototype has is removed, so the un-prefixed one is read, as ``prefix_lookup``).  A
+    variant row runs the parity tests of its variants; a recording row runs parity on the
+    shared cases whose value differs from ``prototype_state()``'s (none: it cannot be
+    caught, and the sweep says so)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import option_table
+
+    from legacy_states import load_stored_state, prototype_state
+
+    proto = prototype_state()
+    varied = option_table.variants()
+    reads = option_table.port_reads(option_table.prototype_keys())
+    recorded = {}
+    for root in (LEGACY, PENDING):
+        for case in sorted(root.glob("*/trace.h5")):
+            states = sorted(case.parent.glob("*_state.pkl"))
+            if states:
+                recorded[case.parent.name] = {**proto, **load_stored_state(states[0])}
+    out = []
+    for key, (kind, _) in sorted(option_table.EVIDENCE.items()):
+        ignore = (
+            f"    state[{key!r}] = legacy_states.prototype_state()[{key!r}]"
+            if key in proto
+            else f"    state.pop({key!r}, None)"
+        ) + f"  # mutation: state[{key!r}] ignored\n"
+        patch = [("legacy/loading.py", _LOADED, _LOADED + ignore)]
+        name = "ignored-state:" + key
+        if kind == option_table.V:
+            tests = tuple(VARIANT_TEST.format(v) for v in varied.get(key, ()))
+            out.append(m(name, STATE_KEY_IGNORED, patch, (), None, tests))
+        elif kind == option_table.R and reads.get(key, "").startswith("groundhog_port/model/"):
+            cases = tuple(
+                c for c, st in recorded.items() if repr(st.get(key)) != repr(proto.get(key))
+            )
+            out.append(m(name, STATE_KEY_IGNORED, patch, cases[:1], None, ()))
+    return out
+
+
 def check_patches(mutation, root=REPO):
     """Raise :class:`PatchError` unless every patch of ``mutation`` applies to ``root``."""
     texts = {}
@@ -846,9 +898,9 @@ def parity(code_root, case, work, groups=None):
 
 def named_test(code_root, test, work, timeout=900):
     """``(caught, note)``: does the pytest node ``test`` fail with the mutated copy?  The
-    tests are copied beside it (``parity_tests``, ``fixtures``, ``pyproject.toml``) so that
+    tests are copied beside it (``parity_tests``, ``fixtures``, ``tools``, ``pyproject.toml``) so that
     they import the copy, not the worktree; the recordings are the shared ones."""
-    for extra in ("parity_tests", "fixtures"):
+    for extra in ("parity_tests", "fixtures", "tools"):
         if not (code_root / extra).exists():
             shutil.copytree(
                 REPO / extra, code_root / extra, ignore=shutil.ignore_patterns("__pycache__")
@@ -1099,10 +1151,10 @@ def format_table(results):
     return "\n".join(lines)
 
 
-def select(only, flags=False):
-    """The mutations ``--only`` names (by default all: the catalogue, or with ``flags`` the
-    generated "option ignored" ones)."""
-    pool = flag_mutations() if flags else list(MUTATIONS)
+def select(only, flags=False, state_keys=False):
+    """The mutations ``--only`` names (by default all: the catalogue, or with ``flags`` /
+    ``state_keys`` the generated "option ignored" / "state key ignored" ones)."""
+    pool = flag_mutations() if flags else state_key_mutations() if state_keys else list(MUTATIONS)
     if not only:
         return pool
     names = [x.strip() for x in only.split(",") if x.strip()]
@@ -1129,6 +1181,13 @@ def main(argv=None):
         help='the generated "option ignored" mutations, one per test row of '
         "tools/flag_table.py (each runs the row's tests), instead of the catalogue",
     )
+    p.add_argument(
+        "--state-keys",
+        action="store_true",
+        help='the generated "state key ignored" mutations, one per variant row of '
+        "tools/option_table.py (each runs its variants' parity tests) and per recorded "
+        "architecture key (parity on a case holding another value), instead of the catalogue",
+    )
     p.add_argument("--list", action="store_true", help="list the mutations and exit")
     p.add_argument(
         "--fast",
@@ -1139,7 +1198,9 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=1, help="mutations run in parallel (default 1)")
     p.add_argument("--json", help="write the results as JSON here")
     args = p.parse_args(argv)
-    chosen = select(args.only, args.flags)
+    if args.flags and args.state_keys:
+        p.error("--flags and --state-keys are two sweeps: give one")
+    chosen = select(args.only, args.flags, args.state_keys)
     if args.list:
         for mu in chosen:
             print(f"{mu.name:40s} {mu.kind:45s} cases {','.join(mu.cases)}")
@@ -1195,7 +1256,11 @@ def main(argv=None):
     results.sort(key=lambda r: order[r.name])
     print(format_table(results))
     # an ignored option is a change by construction: its row says a test shows it
-    missed = [r.name for r in results if (r.changed or r.kind == OPTION_IGNORED) and not r.caught]
+    missed = [
+        r.name
+        for r in results
+        if (r.changed or r.kind in (OPTION_IGNORED, STATE_KEY_IGNORED)) and not r.caught
+    ]
     print(
         f"\n{len(results)} mutations, {sum(bool(r.changed) for r in results)} change outputs, "
         f"{sum(r.caught for r in results)} caught; missed: {', '.join(missed) or 'none'} "

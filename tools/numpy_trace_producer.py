@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""An independent float32 producer of traces: RNNsearch in plain numpy, at any size.
+"""An independent float32 producer of traces: GroundHog's network in plain numpy, at any size
+and for any architecture its state options describe.
 
 The reference recordings (``shared/legacy_traces``) come from Theano on models of dim
-<= 40.  To show that the parity bounds (:mod:`groundhog_port.harness.tolerance`) hold at scale
-without Theano, this tool builds a random RNNsearch (``prototype_search_state`` with the
-sizes asked, up to RNNsearch-50: dim 1000, rank 620, 30,001 words, c_dim 2000), writes it
-as a case folder (``*_state.pkl``, ``*_model.npz``, vocabularies, ``test.en``/``test.fr``)
-and records ``trace.h5`` with a second float32 implementation written here in plain numpy
--- numpy's own BLAS, which is what Theano called on the reference recordings
-(``blas.ldflags`` empty) -- of what GroundHog computes:
+<= 40 and on the options of five prototypes.  To show that the parity bounds
+(:mod:`groundhog_port.harness.tolerance`) hold at scale, and that the port follows every
+architecture option as the original does, without Theano, this tool builds a random model
+-- ``prototype_search_state`` with the sizes asked, up to RNNsearch-50 (dim 1000, rank 620,
+30,001 words, c_dim 2000), or any prototype with state changes (``variant``,
+``parity_tests/parity/test_state_options.py``) -- writes it as a case folder
+(``*_state.pkl``, ``*_model.npz``, vocabularies, ``test.en``/``test.fr``) and records
+``trace.h5`` with a second float32 implementation written in plain numpy
+(``tools/numpy_groundhog.py``) -- numpy's own BLAS, which is what Theano called on the
+reference recordings (``blas.ldflags`` empty) -- of what GroundHog computes:
 
-* ``/repr``: the bidirectional encoder's annotations and the initial decoder state
+* ``/repr``: the encoder's annotations and the initial decoder state
   (encdec.py:659 ``Encoder``, :1296 annotations, :847 initializer);
 * ``/pairs``: teacher-forced word probabilities, alignments and the score
   (``create_probs_computer``/``create_scorer``, encdec.py:1441-1476);
@@ -19,8 +23,9 @@ and records ``trace.h5`` with a second float32 implementation written here in pl
 * ``/beam``: ``sample()`` (sample.py:145) for the beam labels asked.
 
 No groundhog_port code computes any recorded number: the port only draws the random
-weights (``tools/bench_search.full_size_model``'s recipe, which makes random models end
-their sentences at realistic lengths) and writes the file (``TraceWriter``).  Then
+weights of the full-size search model (``tools/bench_search.full_size_model``'s recipe,
+which makes random models end their sentences at realistic lengths; a variant's weights
+are drawn here) and writes the file (``TraceWriter``).  Then
 ``groundhog-port parity --case DIR`` must pass: float32 noise of another implementation,
 at that size, is within the derived bounds.
 
@@ -43,213 +48,84 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
-F32 = np.float32
+from numpy_groundhog import F32, Failed, NumpyGroundHog, beam_search  # noqa: E402
 
+# -- the architectures varied ---------------------------------------------------------------
+HARD_SIGMOID = "lambda x: x*(x>0)*(x<1)"
+HARD_TANH = "lambda x: x*(x>-1)*(x<1)"
+RELU = "lambda x: x*(x>0)"
+SEARCH, ENCDEC = "prototype_search_state", "prototype_encdec_state"
 
-# -- the model in numpy float32 ----------------------------------------------------------------
-def sigmoid(x):
-    return F32(1) / (F32(1) + np.exp(-x))
-
-
-class NumpySearch:
-    """RNNsearch (prototype_search_state architecture) on the arrays of a ``*_model.npz``."""
-
-    def __init__(self, params, dim, eos, unk):
-        self.p = {k: np.asarray(v, dtype=F32) for k, v in params.items()}
-        self.dim, self.eos, self.unk = dim, eos, unk
-
-    def _w(self, name):
-        return self.p[name]
-
-    # encoder (encdec.py:705 build_encoder; rec_layers.py:1018 step_fprop)
-    def _gru(self, prefix, x, x_z, x_r, h):
-        r = sigmoid(h @ self._w(f"R_{prefix}_transition_0") + x_r)
-        cand = np.tanh((r * h) @ self._w(f"W_{prefix}_transition_0") + x)
-        z = sigmoid(h @ self._w(f"G_{prefix}_transition_0") + x_z)
-        return z * cand + (F32(1) - z) * h
-
-    def _run(self, prefix, emb):
-        x = emb @ self._w(f"W_0_{prefix}_input_embdr_0") + self._w(f"b_0_{prefix}_input_embdr_0")
-        x_z = emb @ self._w(f"W_0_{prefix}_update_embdr_0")
-        x_r = emb @ self._w(f"W_0_{prefix}_reset_embdr_0")
-        h = np.zeros((1, self.dim), F32)
-        out = []
-        for t in range(len(emb)):
-            h = self._gru(prefix, x[t : t + 1], x_z[t : t + 1], x_r[t : t + 1], h)
-            out.append(h[0])
-        return np.stack(out)
-
-    def encode(self, seq):
-        """Annotations ``c (S, 2 dim)``: forward states ‖ backward states; the backward
-        encoder embeds with the forward encoder's approx embedder (encdec.py:1330)."""
-        emb = self._w("W_0_enc_approx_embdr")[seq] + self._w("b_0_enc_approx_embdr")
-        fwd = self._run("enc", emb)
-        bwd = self._run("back_enc", emb[::-1].copy())[::-1]
-        return np.concatenate([fwd, bwd], axis=1)
-
-    def initial_state(self, c):
-        return np.tanh(
-            c[:1, -self.dim :] @ self._w("W_0_dec_initializer_0") + self._w("b_0_dec_initializer_0")
-        )
-
-    # decoder one-step functions (encdec.py:1457 create_next_*_computer)
-    def context(self, s, c, p_from_c):
-        """RecurrentLayerWithSearch (encdec.py:299): exp-then-normalise, no max subtracted."""
-        p = np.tanh((s @ self._w("B_dec_transition_0"))[None] + p_from_c[:, None])  # (S, n, dim)
-        energy = np.exp((p @ self._w("D_dec_transition_0"))[..., 0])  # (S, n)
-        alpha = energy / energy.sum(0)
-        return alpha.T @ c, alpha
-
-    def probs(self, s, ctx, y_prev, first_word_check=True):
-        """Readout + maxout(2) + softmax (encdec.py:897-958; cost_layers.py:878)."""
-        t = (
-            ctx @ self._w("W_0_dec_repr_readout")
-            + s @ self._w("W_0_dec_hid_readout_0")
-            + self._w("b_0_dec_hid_readout_0")
-        )
-        if y_prev is not None:
-            emb = self._w("W_0_dec_approx_embdr")[y_prev] + self._w("b_0_dec_approx_embdr")
-            prev = emb @ self._w("W_0_dec_prev_readout_0")
-            if first_word_check:
-                prev = (y_prev > 0).astype(F32)[:, None] * prev
-            t = t + prev
-        t = t.reshape(len(t), -1, 2).max(-1)
-        z = (t @ self._w("W1_dec_deep_softmax")) @ self._w("W2_dec_deep_softmax") + self._w(
-            "b_dec_deep_softmax"
-        )
-        e = np.exp(z - z.max(1, keepdims=True))
-        return e / e.sum(1, keepdims=True)
-
-    def next_state(self, s, ctx, y):
-        emb = self._w("W_0_dec_approx_embdr")[y] + self._w("b_0_dec_approx_embdr")
-        x = (
-            emb @ self._w("W_0_dec_input_embdr_0")
-            + self._w("b_0_dec_input_embdr_0")
-            + ctx @ self._w("W_0_dec_dec_inputter_0")
-        )
-        x_z = emb @ self._w("W_0_dec_update_embdr_0") + ctx @ self._w("W_0_dec_dec_updater_0")
-        x_r = emb @ self._w("W_0_dec_reset_embdr_0") + ctx @ self._w("W_0_dec_dec_reseter_0")
-        return self._gru("dec", x, x_z, x_r, s)
-
-    def next_probs_fn(self, c, p_from_c, y_prev, s):
-        ctx, _ = self.context(s, c, p_from_c)
-        return self.probs(s, ctx, y_prev)
-
-    def next_states_fn(self, c, p_from_c, y, s):
-        ctx, _ = self.context(s, c, p_from_c)
-        return self.next_state(s, ctx, y)
-
-    def score(self, src, trg):
-        """Teacher forcing (EVALUATION mode, encdec.py:963): word probabilities, alignments
-        ``(T, S)`` and the float32 sum of ``log p`` (``-cost_per_sample``)."""
-        c = self.encode(src)
-        p_from_c = c @ self._w("A_dec_transition_0")
-        s = self.initial_state(c)
-        probs, alphas = [], []
-        for t, y in enumerate(trg):
-            ctx, alpha = self.context(s, c, p_from_c)
-            # Shift-ed previous word, no y > 0 check in this mode (encdec.py:1159)
-            prev = None if t == 0 else np.asarray([trg[t - 1]])
-            p = self.probs(s, ctx, prev, first_word_check=False)
-            probs.append(p[0, y])
-            alphas.append(alpha[:, 0])
-            s = self.next_state(s, ctx, np.asarray([y]))
-        p = np.asarray(probs, dtype=F32)
-        cost = -np.log(p)
-        # the probabilities come out masked as p * mask + 1 - mask (mask 1): quantised to 2**-23
-        mask = np.ones_like(p)
-        word_probs = p * mask + F32(1) - mask
-        return word_probs, np.stack(alphas).astype(F32), F32(-cost.sum(dtype=F32))
-
-
-# -- sample.py's beam search, literally -----------------------------------------------------
-class Failed(Exception):
-    pass
-
-
-def beam_search(m, seq, n_samples, ignore_unk=False, minlen=1, record=None):
-    """sample.py:47-135 with numpy.argpartition; ``record`` collects the steps."""
-    c = m.encode(seq)
-    p_from_c = c @ m._w("A_dec_transition_0")
-    states = m.initial_state(c)
-    fin_trans, fin_costs = [], []
-    trans, costs = [[]], np.zeros(1)
-    for k in range(3 * len(seq)):
-        if n_samples == 0:
-            break
-        beam_size = len(trans)
-        last_words = np.asarray(
-            [t[-1] for t in trans] if k > 0 else np.zeros(beam_size, dtype=np.int64), dtype=np.int64
-        )
-        probs = m.next_probs_fn(c, p_from_c, last_words, states)
-        log_probs = np.log(probs)
-        if ignore_unk:
-            log_probs[:, m.unk] = -np.inf
-        if k < minlen:
-            log_probs[:, m.eos] = -np.inf
-        next_costs = costs[:, None] - log_probs
-        flat = next_costs.flatten()
-        if n_samples >= flat.size:
-            raise Failed(f"kth(={n_samples}) out of bounds ({flat.size})")
-        best = np.argpartition(flat, n_samples)[:n_samples]
-        voc = probs.shape[1]
-        trans_indices, word_indices = best // voc, best % voc
-        new_costs = flat[best]
-        gathered = states[trans_indices]
-        new_states = m.next_states_fn(c, p_from_c, word_indices, gathered)
-        if record is not None:
-            record.append(
-                dict(
-                    k=k,
-                    n_samples=n_samples,
-                    last_words=last_words,
-                    states_in=states[None],
-                    next_probs=probs,
-                    flat_next_costs=flat,
-                    best_costs_indices=best,
-                    trans_indices=trans_indices,
-                    word_indices=word_indices,
-                    costs=new_costs,
-                    states_gathered=gathered[None],
-                    next_states=new_states[None],
-                )
-            )
-        new_trans = [trans[ti] + [wi] for ti, wi in zip(trans_indices, word_indices)]
-        trans, kept_costs, kept = [], [], []
-        for i in range(n_samples):
-            if word_indices[i] != m.eos:
-                trans.append(new_trans[i])
-                kept_costs.append(new_costs[i])
-                kept.append(i)
-            else:
-                fin_trans.append(new_trans[i])
-                fin_costs.append(new_costs[i])
-        costs = np.asarray(kept_costs)
-        states = new_states[kept]
-        n_samples = len(kept)
-    if not fin_trans:
-        if ignore_unk:
-            return beam_search(m, seq, n_samples, False, minlen, record)
-        if n_samples < 500:
-            return beam_search(m, seq, n_samples * 2, False, minlen, record)
-        raise Failed("Translation failed")
-    order = np.argsort(fin_costs)
-    return [fin_trans[i] for i in order], np.asarray(fin_costs)[order]
+#: the architectures ``parity_tests/parity/test_state_options.py`` records, by name: a
+#: prototype and the options changed from it (docs/options.md names the variants of a key)
+VARIANTS: dict[str, dict[str, object]] = {
+    # readout: no previous word, no initializer, the first-word check off
+    "no_bigram_no_bias_code": dict(prototype=SEARCH, bigram=False, bias_code=False),
+    "first_word_unchecked": dict(prototype=SEARCH, check_first_word=False),
+    # the output layer: no deep output; Maxout(3); a tanh readout over maxout_part=1
+    "shallow_output": dict(prototype=SEARCH, deep_out=False),
+    "maxout_3": dict(prototype=SEARCH, unary_activ="Maxout(3)", maxout_part=3),
+    "tanh_readout": dict(prototype=SEARCH, unary_activ="lambda x: TT.tanh(x)", maxout_part=1),
+    # activations: the embeddings', every layer's, then each layer's own
+    "rectified": dict(prototype=SEARCH, rank_n_activ=RELU, activ=RELU),
+    "prefixed_activations": dict(
+        prototype=SEARCH, enc_activ=HARD_TANH, dec_activ=RELU, back_enc_activ=HARD_SIGMOID
+    ),
+    # the gates' activations: un-prefixed (the backward encoder's), then each layer's own
+    "gate_activations": dict(
+        prototype=SEARCH,
+        rec_gater=HARD_SIGMOID,
+        rec_reseter=HARD_SIGMOID,
+        enc_rec_gater=HARD_SIGMOID,
+        dec_rec_reseter=HARD_SIGMOID,
+    ),
+    "prefixed_gate_activations": dict(
+        prototype=SEARCH,
+        enc_rec_reseter=HARD_SIGMOID,
+        dec_rec_gater=HARD_SIGMOID,
+        back_enc_rec_gater=HARD_TANH,
+        back_enc_rec_reseter=HARD_TANH,
+    ),
+    # gates removed from the encoders (the search decoder asserts both, encdec.py:209)
+    "encoder_gates_off": dict(prototype=SEARCH, enc_rec_gating=False, rec_reseting=False),
+    "encoder_resets_off": dict(prototype=SEARCH, enc_rec_reseting=False, rec_gating=False),
+    "backward_gates_prefixed_off": dict(
+        prototype=SEARCH, back_enc_rec_gating=False, back_enc_rec_reseting=False
+    ),
+    # RNNencdec's decoder: without update gate; without reset gate and context inputs
+    "encdec_decoder_ungated": dict(prototype=ENCDEC, dec_rec_gating=False),
+    "encdec_no_reset_no_inputs": dict(
+        prototype=ENCDEC, dec_rec_reseting=False, decoding_inputs=False
+    ),
+    # the annotations: every component alone or in pairs
+    "encdec_forward_states": dict(prototype=ENCDEC, forward=True, last_forward=False),
+    "encdec_last_backward": dict(prototype=ENCDEC, last_backward=True),
+    "search_last_backward": dict(prototype=SEARCH, backward=False, last_backward=True),
+    "search_over_last_forward": dict(
+        prototype=SEARCH, forward=False, backward=False, last_forward=True
+    ),
+}
 
 
 # -- the case folder -------------------------------------------------------------------------
 SIZES = {"full": dict(dim=1000, rank=620, vocab=30001), "mid": dict(dim=64, rank=48, vocab=501)}
 
 
-def make_case(out, dim, rank, vocab, sentences, seed, min_len=4, max_len=12):
-    """Random model + vocabularies + test sentences in ``out``; returns (state, params)."""
-    from bench_search import full_size_model
+def make_case(out, dim, rank, vocab, sentences, seed, min_len=4, max_len=12, variant=None):
+    """Random model + vocabularies + test sentences in ``out``; returns (state, params, src,
+    trg).
 
-    from groundhog_port.legacy.checkpoint import legacy_param_table
-    from legacy_states import prototype_search_state
+    Without ``variant``: ``prototype_search_state`` with :func:`bench_search.full_size_model`'s
+    weights (realistic sentence lengths at any size).  With ``variant`` (``{"prototype":
+    name, **state changes}``): that prototype changed so, its weights drawn by
+    :meth:`numpy_groundhog.NumpyGroundHog.draw_params` -- exactly the arrays the original
+    saves for that architecture, found without the port -- and the end-of-sequence output
+    bias raised by 2 so that searches end."""
+    import legacy_states
 
     out.mkdir(parents=True, exist_ok=True)
-    state = prototype_search_state()
+    changes = dict(variant or {})
+    state = getattr(legacy_states, changes.pop("prototype", "prototype_search_state"))()
     state.update(
         dim=dim,
         rank_n_approx=rank,
@@ -259,6 +135,7 @@ def make_case(out, dim, rank, vocab, sentences, seed, min_len=4, max_len=12):
         null_sym_target=vocab - 1,
         seed=seed,
     )
+    state.update(changes)
     words = {side: [f"{side}{i}" for i in range(2, vocab - 1)] for side in ("s", "t")}
     for side, key, ikey, lang in (
         ("s", "word_indx", "indx_word", "en"),
@@ -271,14 +148,12 @@ def make_case(out, dim, rank, vocab, sentences, seed, min_len=4, max_len=12):
         )
         state[key], state[ikey] = str(out / f"vocab.{lang}.pkl"), str(out / f"ivocab.{lang}.pkl")
     (out / "random_state.pkl").write_bytes(pickle.dumps(state, protocol=2))
-    model = full_size_model(seed=seed, state=state)
-    table, _ = legacy_param_table(model.cfg)
-    params = {}
-    for entry in table:
-        t = model
-        for part in entry.path.split("."):
-            t = getattr(t, part)
-        params[entry.name] = t.detach().cpu().numpy().astype(F32)
+    if variant is None:
+        params = full_size_params(state, seed)
+    else:
+        params = NumpyGroundHog(state, draw=np.random.RandomState(seed)).draw_params()
+        out_bias = "b_dec_deep_softmax" if state["deep_out"] else "b_dec_softmax"
+        params[out_bias][state["null_sym_target"]] += F32(2)
     np.savez(out / "random_model.npz", **params)
     rng = np.random.RandomState(seed)
     # frequent words (small ids) more often, as in real text
@@ -290,6 +165,23 @@ def make_case(out, dim, rank, vocab, sentences, seed, min_len=4, max_len=12):
     (out / "test.en").write_text("\n".join(src) + "\n", encoding="utf-8")
     (out / "test.fr").write_text("\n".join(trg) + "\n", encoding="utf-8")
     return state, params, src, trg
+
+
+def full_size_params(state, seed):
+    """:func:`bench_search.full_size_model`'s weights under their legacy names."""
+    from bench_search import full_size_model
+
+    from groundhog_port.legacy.checkpoint import legacy_param_table
+
+    model = full_size_model(seed=seed, state=state)
+    table, _ = legacy_param_table(model.cfg)
+    params = {}
+    for entry in table:
+        t = model
+        for part in entry.path.split("."):
+            t = getattr(t, part)
+        params[entry.name] = t.detach().cpu().numpy().astype(F32)
+    return params
 
 
 def ids(line, w2i, eos):
@@ -308,15 +200,19 @@ def produce(
     seed=1234,
     log=print,
     words=(4, 12),
+    variant=None,
 ):
-    """Build the case in ``out`` and record ``out/trace.h5`` with :class:`NumpySearch`;
-    ``words``: the fewest and most words of a test sentence (long sentences: sums of 64+
-    terms, docs/trace_format.md)."""
+    """Build the case in ``out`` and record ``out/trace.h5`` with
+    :class:`numpy_groundhog.NumpyGroundHog`; ``words``: the fewest and most words of a test
+    sentence (long sentences: sums of 64+ terms, docs/trace_format.md); ``variant``: another
+    architecture (:func:`make_case`)."""
     from groundhog_port.harness.trace import TraceWriter, parse_beam_label
 
     t0 = time.perf_counter()
-    state, params, src, trg = make_case(Path(out), dim, rank, vocab, sentences, seed, *words)
-    m = NumpySearch(params, dim, eos=vocab - 1, unk=1)
+    state, params, src, trg = make_case(
+        Path(out), dim, rank, vocab, sentences, seed, *words, variant=variant
+    )
+    m = NumpyGroundHog(state, params)
     w2i_s = {f"s{i}": i for i in range(2, vocab - 1)}
     w2i_t = {f"t{i}": i for i in range(2, vocab - 1)}
     path = Path(out) / "trace.h5"
@@ -347,7 +243,8 @@ def produce(
                 src_ids=x,
                 trg_ids=y,
                 word_probs=wp[:, None],
-                alignment=al[:, :, None],
+                # without search the original's alignment is TT.zeros((1,)) (encdec.py:1076)
+                alignment=np.zeros(1, F32) if al is None else al[:, :, None],
                 score=score,
                 src_line=s_line,
                 trg_line=t_line,

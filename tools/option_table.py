@@ -68,6 +68,9 @@ R = "recording"  # every shared case runs with it (parity --case; the default or
 D = "derivation"  # a test computes the original's formula independently
 X = "refused"  # a value the port cannot run is one error line (model/config.py UNSUPPORTED)
 N = "inert"  # cannot change an output of the port; why
+#: a tiny model with the key changed, recorded by the numpy stand-in, passes parity
+#: (``parity_tests/parity/test_state_options.py``; the variants are named in the table)
+V = "variant"
 
 #: key -> (kind, evidence).  A derivation names ``parity_tests/<file>::<test>``.
 EVIDENCE: dict[str, tuple[str, str]] = {
@@ -86,41 +89,53 @@ EVIDENCE: dict[str, tuple[str, str]] = {
     "n_sym_source": (R, "every case (embedding shapes; ids >= n_sym_source become UNK)"),
     "n_sym_target": (R, "every case (output layer shape)"),
     # -- architecture
-    "last_forward": (R, "encdec (True), search (False)"),
-    "last_backward": (R, "encdec, search (False); checked against the prototypes"),
-    "forward": (R, "search (True), encdec (False)"),
-    "backward": (R, "search (True), encdec (False)"),
+    "last_forward": (V, "encdec (True), search (False); RNNsearch attending over it"),
+    "last_backward": (V, "encdec, search (False); both with it"),
+    "forward": (
+        V,
+        "search (True), encdec (False); encdec's per-word context c[min(t, S-1)] (encdec.py:1019)",
+    ),
+    "backward": (V, "search (True), encdec (False); RNNsearch without it"),
     "search": (R, "search, search_variant, phrase (True); encdec, encdec_variant (False)"),
-    "bigram": (R, "every case (True)"),
-    "bias_code": (R, "every case (True)"),
-    "decoding_inputs": (R, "every case (True)"),
-    "deep_out": (R, "every case (True)"),
+    "bigram": (V, "the readout without the previous word (encdec.py:920)"),
+    "bias_code": (V, "a zero initial state (encdec.py:847)"),
+    "decoding_inputs": (V, "the decoder without the context's inputs (encdec.py:877)"),
+    "deep_out": (V, "dec_softmax on the dim readout units (encdec.py:947)"),
     "encoder_stack": (X, "values other than 1 refused (state.py:58)"),
     "decoder_stack": (X, "values other than 1 refused (state.py:58, encdec.py:841)"),
     "take_top": (N, "read only with stacked layers, which are refused"),
-    "check_first_word": (R, "every case (True): the bigram term masked where y_prev is 0"),
+    "check_first_word": (
+        V,
+        "the previous-word readout of word 0 kept in the one-step functions (encdec.py:1127)",
+    ),
     "eps": (N, "not read by the NMT graph (state.py: 'unused')"),
-    "rank_n_activ": (R, "every case (identity); parsed by a whitelist (model/activations.py)"),
-    "activ": (R, "every case (tanh); search_variant's own"),
-    "unary_activ": (R, "every case (Maxout(2))"),
+    "rank_n_activ": (
+        V,
+        "rectified low-rank embeddings (ff_layers.py:281; not in the softmax, cost_layers.py:38)",
+    ),
+    "activ": (V, "rectified candidates of every layer and the initializer"),
+    "unary_activ": (V, "Maxout(3), and a tanh readout"),
     "enc_rec_layer": (R, "RecurrentLayer in every case; grconv (pending_traces) the grConv"),
     "dec_rec_layer": (R, "RecurrentLayer in every case; LSTMLayer refused"),
-    "rec_layer": (R, "the backward encoder of every search case"),
-    "enc_rec_gating": (R, "every case (True)"),
-    "enc_rec_reseting": (R, "every case (True)"),
-    "enc_rec_gater": (R, "every case (sigmoid)"),
-    "enc_rec_reseter": (R, "every case (sigmoid)"),
-    "dec_rec_gating": (R, "every case (True)"),
-    "dec_rec_reseting": (R, "every case (True)"),
-    "dec_rec_gater": (R, "every case (sigmoid)"),
-    "dec_rec_reseter": (R, "every case (sigmoid)"),
-    "rec_gating": (R, "every case (True)"),
-    "rec_reseting": (R, "every case (True)"),
-    "rec_gater": (R, "every case (sigmoid)"),
-    "rec_reseter": (R, "every case (sigmoid)"),
+    "rec_layer": (
+        X,
+        "anything but RecurrentLayer refused for the backward encoder, which reads it",
+    ),
+    "enc_rec_gating": (V, "the forward encoder without update gate"),
+    "enc_rec_reseting": (V, "the forward encoder without reset gate"),
+    "enc_rec_gater": (V, "hard sigmoid"),
+    "enc_rec_reseter": (V, "hard sigmoid"),
+    "dec_rec_gating": (V, "RNNencdec's decoder without update gate"),
+    "dec_rec_reseting": (V, "RNNencdec's decoder without reset gate"),
+    "dec_rec_gater": (V, "hard sigmoid"),
+    "dec_rec_reseter": (V, "hard sigmoid"),
+    "rec_gating": (V, "the backward encoder (no back_enc_ key) without update gate"),
+    "rec_reseting": (V, "the backward encoder without reset gate"),
+    "rec_gater": (V, "hard sigmoid in the backward encoder"),
+    "rec_reseter": (V, "hard sigmoid in the backward encoder"),
     "dim": (R, "every case (the small recorded sizes; full size in tools/bench.py)"),
     "rank_n_approx": (R, "every case"),
-    "maxout_part": (R, "every case (2.0)"),
+    "maxout_part": (V, "3 and 1: the softmax's width dim / maxout_part (encdec.py:943)"),
     "bias": (R, "every case (0.0)"),
     "rec_weight_init_fn": (R, "pending_traces/init_draws (sample_weights_orth)"),
     "rec_weight_scale": (R, "pending_traces/init_draws"),
@@ -173,17 +188,14 @@ EVIDENCE: dict[str, tuple[str, str]] = {
     "n_examples": (N, "examples shown by the training hook"),
     "on_nan": (N, "raise in every prototype: the port raises too"),
     # -- read by the original through prefix_lookup (encdec.py:560) or as the layer's own
-    "enc_activ": (
-        R,
-        "absent from every prototype: activ is read (model/config.py's prefix_lookup)",
-    ),
-    "dec_activ": (R, "as enc_activ"),
-    "back_enc_activ": (R, "as enc_activ"),
-    "back_enc_rec_layer": (R, "as enc_activ: rec_layer"),
-    "back_enc_rec_gating": (R, "as enc_activ: rec_gating"),
-    "back_enc_rec_reseting": (R, "as enc_activ: rec_reseting"),
-    "back_enc_rec_gater": (R, "as enc_activ: rec_gater"),
-    "back_enc_rec_reseter": (R, "as enc_activ: rec_reseter"),
+    "enc_activ": (V, "absent from every prototype (activ is read, encdec.py:560); set: hard tanh"),
+    "dec_activ": (V, "as enc_activ; rectified (the initializer's too, encdec.py:856)"),
+    "back_enc_activ": (V, "as enc_activ; hard sigmoid"),
+    "back_enc_rec_layer": (X, "as rec_layer"),
+    "back_enc_rec_gating": (V, "as enc_activ: the backward encoder's own, off"),
+    "back_enc_rec_reseting": (V, "as enc_activ: the backward encoder's own, off"),
+    "back_enc_rec_gater": (V, "as enc_activ: hard tanh"),
+    "back_enc_rec_reseter": (V, "as enc_activ: hard tanh"),
     "enc_rec_weight_scale": (
         R,
         "pending_traces/init_draws (rec_weight_scale: the prefixed form, read through "
@@ -279,6 +291,19 @@ def all_keys() -> list[str]:
     return sorted(set(protos) | set(orig) | set(port_reads(protos)))
 
 
+def variants() -> dict[str, list[str]]:
+    """key -> the variants of ``tools/numpy_trace_producer.py`` that change it."""
+    sys.path.insert(0, str(REPO / "tools"))
+    from numpy_trace_producer import VARIANTS
+
+    out: dict[str, list[str]] = {}
+    for name, changes in sorted(VARIANTS.items()):
+        for key in changes:
+            if key != "prototype":
+                out.setdefault(key, []).append(name)
+    return out
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -295,16 +320,25 @@ def table() -> str:
         "`experiments/nmt/{state,encdec,sample,score,train}.py`, `SGD_adadelta.py`, `mainLoop.py`,",
         "`LM_model.py`), with what shows the port uses it as the original does: a **recording**",
         "(`parity --case`), a **derivation** test (the original's formula computed independently),",
-        "a **refusal** (a value the port cannot run is one error line), or why it is **inert**",
+        "a **variant** (a tiny model with the key changed, recorded by the numpy stand-in written",
+        "from the original, `tools/numpy_groundhog.py`, passes parity:",
+        "`parity_tests/parity/test_state_options.py`, the variants named in brackets), a",
+        "**refusal** (a value the port cannot run is one error line), or why it is **inert**",
         "(cannot change an output). Generated by `python tools/option_table.py --write`;",
-        "`parity_tests/packaging/test_option_table.py` fails when a key the port reads has no row.",
+        "`parity_tests/packaging/test_option_table.py` fails when a key the port reads has no row,",
+        "or a variant row has no variant. `python tools/mutation_sweep.py --state-keys` ignores",
+        "each recorded or varied key in turn (the prototype's value read instead) and shows the",
+        "recording or the variant's test fails.",
         "",
         "| key | default (prototype_state) | read by the port | in the original (state.py: defined; elsewhere: read) | evidence |",
         "|---|---|---|---|---|",
     ]
+    varied = variants()
     for key in all_keys():
         default = protos.get(key, {}).get("prototype_state", "-" if key not in protos else None)
         kind, why = EVIDENCE.get(key, ("MISSING", "no evidence"))
+        if kind == V:
+            why = f"{why} [{', '.join(varied.get(key, ['NO VARIANT']))}]"
         where = orig.get(key, [])
         shown = ", ".join(where[:2]) + (f" (+{len(where) - 2})" if len(where) > 2 else "")
         lines.append(
@@ -315,8 +349,15 @@ def table() -> str:
 
 
 def missing() -> list[str]:
-    """Keys of the table (a prototype's, the port's, the original's) with no evidence line."""
-    return [k for k in all_keys() if k not in EVIDENCE]
+    """Keys of the table (a prototype's, the port's, the original's) with no evidence line,
+    a variant row no variant changes, and a varied key whose row does not say so."""
+    varied = variants()
+    gaps = [k for k in all_keys() if k not in EVIDENCE]
+    gaps += [
+        f"{k} (no variant)" for k, (kind, _) in EVIDENCE.items() if kind == V and k not in varied
+    ]
+    gaps += [f"{k} (varied, not a variant row)" for k in varied if EVIDENCE.get(k, ("",))[0] != V]
+    return gaps
 
 
 def main(argv=None) -> int:
