@@ -777,7 +777,7 @@ def state_key_mutations():
     from legacy_states import load_stored_state, prototype_state
 
     proto = prototype_state()
-    varied = option_table.variants()
+    varied = option_table.variants(unlike_prototype_state=True)
     reads = option_table.port_reads(option_table.prototype_keys())
     recorded = {}
     for root in (LEGACY, PENDING):
@@ -1091,7 +1091,8 @@ Result = collections.namedtuple("Result", "name kind changed caught rows seconds
 def run_mutation(mutation, baseline, tmp_root, fast=False, check_outputs=True, source=REPO):
     """One mutation on a copy of ``source``'s package (the sweep's snapshot)."""
     t0 = time.time()
-    work = Path(tempfile.mkdtemp(prefix=mutation.name + "_", dir=tmp_root))
+    # no ":" in the path: it would split PYTHONPATH, and the installed package be imported
+    work = Path(tempfile.mkdtemp(prefix=mutation.name.replace(":", "_") + "_", dir=tmp_root))
     code = scratch_copy(work / "code", mutation, source)
     changed = None
     if check_outputs and mutation.cases:  # a mistake no recording shows has no outputs

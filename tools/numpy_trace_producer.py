@@ -100,6 +100,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     # the annotations: every component alone or in pairs
     "encdec_forward_states": dict(prototype=ENCDEC, forward=True, last_forward=False),
     "encdec_last_backward": dict(prototype=ENCDEC, last_backward=True),
+    "encdec_backward_states": dict(prototype=ENCDEC, backward=True),
     "search_last_backward": dict(prototype=SEARCH, backward=False, last_backward=True),
     "search_over_last_forward": dict(
         prototype=SEARCH, forward=False, backward=False, last_forward=True

@@ -291,16 +291,25 @@ def all_keys() -> list[str]:
     return sorted(set(protos) | set(orig) | set(port_reads(protos)))
 
 
-def variants() -> dict[str, list[str]]:
-    """key -> the variants of ``tools/numpy_trace_producer.py`` that change it."""
+def variants(unlike_prototype_state: bool = False) -> dict[str, list[str]]:
+    """key -> the variants of ``tools/numpy_trace_producer.py`` that change it; with
+    ``unlike_prototype_state``, only those giving it another value than
+    ``prototype_state()`` does (a port that read that default instead fails there)."""
     sys.path.insert(0, str(REPO / "tools"))
     from numpy_trace_producer import VARIANTS
 
+    from legacy_states import prototype_state
+
+    default = prototype_state()
     out: dict[str, list[str]] = {}
     for name, changes in sorted(VARIANTS.items()):
-        for key in changes:
-            if key != "prototype":
-                out.setdefault(key, []).append(name)
+        for key, value in changes.items():
+            if key == "prototype":
+                continue
+            # a prefixed key (in no prototype) is unlike by being there: it is read instead
+            if unlike_prototype_state and key in default and repr(value) == repr(default[key]):
+                continue
+            out.setdefault(key, []).append(name)
     return out
 
 
@@ -357,6 +366,12 @@ def missing() -> list[str]:
         f"{k} (no variant)" for k, (kind, _) in EVIDENCE.items() if kind == V and k not in varied
     ]
     gaps += [f"{k} (varied, not a variant row)" for k in varied if EVIDENCE.get(k, ("",))[0] != V]
+    unlike = variants(unlike_prototype_state=True)
+    gaps += [
+        f"{k} (no variant unlike prototype_state)"
+        for k, (kind, _) in EVIDENCE.items()
+        if kind == V and k in varied and k not in unlike
+    ]
     return gaps
 
 

@@ -53,6 +53,19 @@ def test_variant_rows_and_variants_agree(table, monkeypatch):
     assert table.missing() == ["bias_code (no variant)", "bias (varied, not a variant row)"]
 
 
+def test_a_variant_must_differ_from_prototype_state(table, monkeypatch):
+    """The port reads ``prototype_state()``'s value for a key it ignores: a key whose every
+    variant holds that value (``backward=False``) would not show it, and is named."""
+    import numpy_trace_producer
+
+    variants = {
+        n: v for n, v in numpy_trace_producer.VARIANTS.items() if v.get("backward") is not True
+    }
+    assert len(variants) < len(numpy_trace_producer.VARIANTS)
+    monkeypatch.setattr(numpy_trace_producer, "VARIANTS", variants)
+    assert table.missing() == ["backward (no variant unlike prototype_state)"]
+
+
 def test_derivations_name_tests_that_exist(table):
     """Each derivation row names ``<file>::<test>`` under parity_tests/ that is defined."""
     for key, (kind, why) in table.EVIDENCE.items():
