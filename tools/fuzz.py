@@ -31,7 +31,11 @@ points the output of every command that writes at what the run reads or checks
 ``compressed`` and ``plan`` targets (issue 51) draw packs, compressed texts and plans with
 the red team's lies (a header's size, pax digits, a zip's end record, a stream going on
 after its end, a plan's value of the wrong kind: ``fuzzing_containers``); seeds run before
-them replay with ``--targets`` set to ``fuzzing.TARGETS_BEFORE_ISSUE_51``.
+them replay with ``--targets`` set to ``fuzzing.TARGETS_BEFORE_ISSUE_51``.  The ``ties``
+and ``serve-batch`` targets (issue 53) draw tie-heavy costs, ordered against numpy 1.23 in
+``.venv-theano``, and concurrent server requests differing in every per-request option
+(``fuzzing_mixes``); seeds run before them replay with ``fuzzing.TARGETS_BEFORE_ISSUE_53``.
+A target that cannot run here (no recordings, no ``.venv-theano``) is named, with why.
 ``--seed fresh`` draws a new seed (printed first, and with every failure as the command
 that replays it); ``--time-budget S`` stops starting cases after S seconds (CI runs a fresh
 seed for about a minute on every run: ``.ci/run``).
@@ -210,6 +214,9 @@ def main(argv=None):
     root = Path(tempfile.mkdtemp(prefix="gh-fuzz-"))
     fx = fuzzing.Fixtures(scratch=root / "fixtures")
     (root / "fixtures").mkdir()
+    for target, why in fuzzing.unavailable_targets(fx).items():
+        if target in targets:
+            print(f"[fuzz] target {target} not run: {why}", file=sys.stderr)
     targets = [t for t in targets if t in fuzzing.available_targets(fx)]
     if fx.has_traces:
         fx.small_trace()

@@ -1765,8 +1765,12 @@ LOADERS = {
     "pack": lambda fx, paths, opts: _containers().load_pack(fx, paths, opts),
     "compressed": lambda fx, paths, opts: _containers().load_compressed(fx, paths, opts),
     "plan": lambda fx, paths, opts: _containers().load_plan(fx, paths, opts),
+    "ties": lambda fx, paths, opts: _mixes().load_ties(fx, paths, opts),
+    "serve-batch": lambda fx, paths, opts: _mixes().load_serve_batch(fx, paths, opts),
 }
 TARGETS = tuple(LOADERS)
+#: the targets before issue 53 added ``ties`` and ``serve-batch``
+TARGETS_BEFORE_ISSUE_53 = TARGETS[: TARGETS.index("ties")]
 #: the targets before issue 51 added ``pack``, ``compressed`` and ``plan``
 TARGETS_BEFORE_ISSUE_51 = TARGETS[: TARGETS.index("pack")]
 #: the targets before issue 40 added ``collisions``, ``checkpoint``, ``archive`` and
@@ -1779,6 +1783,13 @@ def _containers():
     from parity_tests.support import fuzzing_containers
 
     return fuzzing_containers
+
+
+def _mixes():
+    """The issue-53 targets (:mod:`parity_tests.support.fuzzing_mixes`)."""
+    from parity_tests.support import fuzzing_mixes
+
+    return fuzzing_mixes
 
 
 def _trees():
@@ -2310,18 +2321,29 @@ _GENERATORS = {
     "pack": lambda rng, fx, marker, workdir: _containers().gen_pack(rng, fx, workdir),
     "compressed": lambda rng, fx, marker, workdir: _containers().gen_compressed(rng, fx, workdir),
     "plan": lambda rng, fx, marker, workdir: _containers().gen_plan(rng, fx, workdir),
+    "ties": lambda rng, fx, marker, workdir: _mixes().gen_ties(rng, fx, workdir),
+    "serve-batch": lambda rng, fx, marker, workdir: _mixes().gen_serve_batch(rng, fx, workdir),
 }
 
 
-def available_targets(fx: Fixtures):
-    out = []
-    for t in TARGETS:
-        if t == "trace" and not fx.has_traces:
-            continue
-        if t == "bitext" and not fx.has_bitexts:
-            continue
-        out.append(t)
+def unavailable_targets(fx: Fixtures) -> dict[str, str]:
+    """target -> why it cannot run here (``tools/fuzz.py`` says so)."""
+    out = {}
+    if not fx.has_traces:
+        out["trace"] = f"no recorded traces under {fx.legacy}"
+    if not fx.has_bitexts:
+        out["bitext"] = f"no binarized corpora under {fx.legacy / 'data'}"
+    if _mixes().legacy_numpy_version() is None:
+        out["ties"] = (
+            f"its oracle is numpy 1.23 in {_mixes().LEGACY_PYTHON.parent.parent}, not built "
+            "(bash tools/theano_venv.sh)"
+        )
     return out
+
+
+def available_targets(fx: Fixtures):
+    missing = unavailable_targets(fx)
+    return [t for t in TARGETS if t not in missing]
 
 
 def case_rng(seed: int, index: int) -> random.Random:
@@ -2335,7 +2357,7 @@ def pick_target(rng: random.Random, targets, weights=None):
 
 
 #: tools/fuzz.py's default relative frequency of targets (the others count 1)
-DEFAULT_WEIGHTS = {"trace": 0.7, "cli": 0.5, "archive": 0.3}
+DEFAULT_WEIGHTS = {"trace": 0.7, "cli": 0.5, "archive": 0.3, "serve-batch": 0.3}
 
 
 def seeded_case(fx: Fixtures, seed: int, index: int, workdir, targets=None, weights=None) -> Case:
