@@ -283,7 +283,8 @@ class NumpyGroundHog:
                 alphas.append(alpha[:, 0])
             s = self.next_state(s, ctx, np.asarray([y]))
         p = np.asarray(probs, dtype=F32)
-        cost = -np.log(p)
+        with np.errstate(divide="ignore"):  # a probability 0 in float32: cost inf, as numpy gave
+            cost = -np.log(p)
         # the probabilities come out masked as p * mask + 1 - mask (mask 1): quantised to 2**-23
         mask = np.ones_like(p)
         word_probs = p * mask + F32(1) - mask
