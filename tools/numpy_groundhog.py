@@ -44,31 +44,31 @@ import numpy as np
 F32 = np.float32
 
 
-def sigmoid(x):
-    return F32(1) / (F32(1) + np.exp(-x))
+def activations(xp):
+    """The activation spellings of the prototypes and the variants recorded with this file,
+    in the array namespace ``xp`` (numpy, or ``autograd.numpy`` for the train step)."""
+    identity = lambda x: x
+    sigmoid = lambda x: F32(1) / (F32(1) + xp.exp(-x))
+    return {
+        "lambda x: x": identity,
+        "lambda x:x": identity,
+        "lambda x: TT.tanh(x)": xp.tanh,
+        "TT.tanh": xp.tanh,
+        "lambda x: TT.nnet.sigmoid(x)": sigmoid,
+        "TT.nnet.sigmoid": sigmoid,
+        "lambda x: x*(x>0)": lambda x: x * (x > 0),
+        "lambda x: x*(x>0)*(x<1)": lambda x: x * (x > 0) * (x < 1),
+        "lambda x: x*(x>-1)*(x<1)": lambda x: x * (x > -1) * (x < 1),
+    }
 
 
-#: the activation spellings of the prototypes and the variants recorded with this file
-ACTIVATIONS = {
-    "lambda x: x": lambda x: x,
-    "lambda x:x": lambda x: x,
-    "lambda x: TT.tanh(x)": np.tanh,
-    "TT.tanh": np.tanh,
-    "lambda x: TT.nnet.sigmoid(x)": sigmoid,
-    "TT.nnet.sigmoid": sigmoid,
-    "lambda x: x*(x>0)": lambda x: x * (x > 0),
-    "lambda x: x*(x>0)*(x<1)": lambda x: x * (x > 0) * (x < 1),
-    "lambda x: x*(x>-1)*(x<1)": lambda x: x * (x > -1) * (x < 1),
-}
-
-
-def activation(text):
+def activation(text, xp=np):
     """The function a state's activation string names; ``Maxout(k)`` (only readouts)."""
     found = re.fullmatch(r"\s*Maxout\((\d+)\)\s*", text)
     if found:
         k = int(found.group(1))
         return lambda x: x.reshape(len(x), -1, k).max(-1)
-    return ACTIVATIONS[text.strip()]
+    return activations(xp)[text.strip()]
 
 
 def prefix_lookup(state, prefix, key):
@@ -87,13 +87,20 @@ class NumpyGroundHog:
     file lacks ``KeyError`` (where the original would go on with a fresh draw, basic.py:180).
     """
 
-    def __init__(self, state, params=None, draw=None):
+    def __init__(self, state, params=None, draw=None, xp=np):
         self.state = state
-        self.p = {} if params is None else {k: np.asarray(v, F32) for k, v in params.items()}
+        self.xp = xp  # numpy; autograd.numpy when the params are traced (train_step)
+        self.p = {} if params is None else {k: self._f32(v) for k, v in params.items()}
         self.draw = draw
         self.dim = state["dim"]
         self.eos, self.unk = state["null_sym_target"], state["unk_sym_target"]
         self.search = bool(state["search"])
+
+    def _f32(self, value):
+        return value if self.xp is not np else np.asarray(value, F32)
+
+    def _act(self, text):
+        return activation(text, self.xp)
 
     def _w(self, name, *shape):
         if name not in self.p:
@@ -118,7 +125,7 @@ class NumpyGroundHog:
         n = self.state["n_sym_source" if side == "enc" else "n_sym_target"]
         rank = self.state["rank_n_approx"]
         w = self._w(f"W_0_{side}_approx_embdr", n, rank)[ids]
-        return activation(self.state["rank_n_activ"])(w + self._w(f"b_0_{side}_approx_embdr", rank))
+        return self._act(self.state["rank_n_activ"])(w + self._w(f"b_0_{side}_approx_embdr", rank))
 
     def _signals(self, prefix, emb):
         """Input, update and reset signals of the words (encdec.py:583-607); ``None`` for a
@@ -143,16 +150,16 @@ class NumpyGroundHog:
         RecurrentLayerWithSearch (encdec.py:382-397)."""
         dim, opt = self.dim, lambda key: self._opt(prefix, key)
         if x_r is not None:
-            r = activation(opt("rec_reseter"))(
+            r = self._act(opt("rec_reseter"))(
                 h @ self._w(f"R_{prefix}_transition_0", dim, dim) + x_r
             )
             hr = r * h
         else:
             hr = h
-        cand = activation(opt("activ"))(hr @ self._w(f"W_{prefix}_transition_0", dim, dim) + x)
+        cand = self._act(opt("activ"))(hr @ self._w(f"W_{prefix}_transition_0", dim, dim) + x)
         if x_z is None:
             return cand
-        z = activation(opt("rec_gater"))(h @ self._w(f"G_{prefix}_transition_0", dim, dim) + x_z)
+        z = self._act(opt("rec_gater"))(h @ self._w(f"G_{prefix}_transition_0", dim, dim) + x_z)
         return z * cand + (F32(1) - z) * h
 
     def _run(self, prefix, emb):
@@ -168,7 +175,7 @@ class NumpyGroundHog:
                 None if x_r is None else x_r[t : t + 1],
             )
             out.append(h[0])
-        return np.stack(out)
+        return self.xp.stack(out)
 
     # -- the annotations ----------------------------------------------------------------
     def encode(self, seq):
@@ -180,14 +187,14 @@ class NumpyGroundHog:
         if st["forward"]:
             parts.append(fwd)
         if st["last_forward"]:
-            parts.append(np.repeat(fwd[-1:], len(seq), 0))
+            parts.append(self.xp.repeat(fwd[-1:], len(seq), 0))
         if st["backward"] or st["last_backward"]:
             bwd = self._run("back_enc", emb[::-1].copy())[::-1]
             if st["backward"]:
                 parts.append(bwd)
             if st["last_backward"]:
-                parts.append(np.repeat(bwd[:1], len(seq), 0))
-        return np.concatenate(parts, axis=1)
+                parts.append(self.xp.repeat(bwd[:1], len(seq), 0))
+        return self.xp.concatenate(parts, axis=1)
 
     @property
     def c_dim(self):
@@ -202,7 +209,7 @@ class NumpyGroundHog:
         if not self.state["bias_code"]:
             return np.zeros((1, dim), F32)
         pre = c[:1, -dim:] @ self._w("W_0_dec_initializer_0", dim, dim)
-        return activation(self._opt("dec", "activ"))(pre + self._w("b_0_dec_initializer_0", dim))
+        return self._act(self._opt("dec", "activ"))(pre + self._w("b_0_dec_initializer_0", dim))
 
     def p_from_c(self, c):
         return c @ self._w("A_dec_transition_0", self.c_dim, self.dim) if self.search else None
@@ -212,10 +219,10 @@ class NumpyGroundHog:
         """The context at step ``k`` for the states ``s (n, dim)``: ``(ctx (n, c_dim),
         alpha (S, n) or None)``."""
         if not self.search:
-            return np.repeat(c[min(k, len(c) - 1)][None], len(s), 0), None
+            return self.xp.repeat(c[min(k, len(c) - 1)][None], len(s), 0), None
         dim = self.dim
-        p = np.tanh((s @ self._w("B_dec_transition_0", dim, dim))[None] + p_from_c[:, None])
-        energy = np.exp((p @ self._w("D_dec_transition_0", dim, 1))[..., 0])
+        p = self.xp.tanh((s @ self._w("B_dec_transition_0", dim, dim))[None] + p_from_c[:, None])
+        energy = self.xp.exp((p @ self._w("D_dec_transition_0", dim, 1))[..., 0])
         alpha = energy / energy.sum(0)
         return alpha.T @ c, alpha
 
@@ -236,14 +243,14 @@ class NumpyGroundHog:
                 prev = (y_prev > 0).astype(F32)[:, None] * prev
             t = t + prev
         if st["deep_out"]:
-            t = activation(st["unary_activ"])(t)
+            t = self._act(st["unary_activ"])(t)
             name, width = "dec_deep_softmax", int(dim / st["maxout_part"])
         else:
             name, width = "dec_softmax", dim
         rank, n = st["rank_n_approx"], st["n_sym_target"]
         z = (t @ self._w(f"W1_{name}", width, rank)) @ self._w(f"W2_{name}", rank, n)
         z = z + self._w(f"b_{name}", n)
-        e = np.exp(z - z.max(1, keepdims=True))
+        e = self.xp.exp(z - z.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
 
     def next_state(self, s, ctx, y):
@@ -267,21 +274,27 @@ class NumpyGroundHog:
         ctx, _ = self.context(s, c, p_from_c, k)
         return self.next_state(s, ctx, y)
 
-    def score(self, src, trg):
-        """Teacher forcing (EVALUATION mode, encdec.py:963): word probabilities, alignments
-        ``(T, S)`` (None without search) and the float32 sum of ``log p``."""
+    def teacher_forced(self, src, trg):
+        """Teacher forcing (EVALUATION mode, encdec.py:963): per target word ``t`` the
+        probability of ``trg[t]`` and the alignment ``(S,)`` (None without search)."""
         c = self.encode(src)
         p_from_c = self.p_from_c(c)
         s = self.initial_state(c)
-        probs, alphas = [], []
         for t, y in enumerate(trg):
             ctx, alpha = self.context(s, c, p_from_c, t)
             prev = None if t == 0 else np.asarray([trg[t - 1]])
             p = self.probs(s, ctx, prev, one_step=False)
-            probs.append(p[0, y])
-            if alpha is not None:
-                alphas.append(alpha[:, 0])
+            yield p[0, y], None if alpha is None else alpha[:, 0]
             s = self.next_state(s, ctx, np.asarray([y]))
+
+    def score(self, src, trg):
+        """Word probabilities, alignments ``(T, S)`` (None without search) and the float32
+        sum of ``log p`` of one pair."""
+        probs, alphas = [], []
+        for p, alpha in self.teacher_forced(src, trg):
+            probs.append(p)
+            if alpha is not None:
+                alphas.append(alpha)
         p = np.asarray(probs, dtype=F32)
         with np.errstate(divide="ignore"):  # a probability 0 in float32: cost inf, as numpy gave
             cost = -np.log(p)
@@ -290,6 +303,13 @@ class NumpyGroundHog:
         word_probs = p * mask + F32(1) - mask
         alignment = np.stack(alphas).astype(F32) if alphas else None
         return word_probs, alignment, F32(-cost.sum(dtype=F32))
+
+    def nll(self, src, trg):
+        """``sum_t -log p(trg[t])`` of one pair, in the namespace ``xp`` (differentiable)."""
+        total = F32(0)
+        for p, _ in self.teacher_forced(src, trg):
+            total = total - self.xp.log(p)
+        return total
 
     def draw_params(self):
         """Draw every weight this architecture reads (one pass over a two-word pair)."""

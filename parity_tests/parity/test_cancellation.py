@@ -9,17 +9,18 @@ rounding of the terms instead, uncorrelated from one implementation to another. 
 scaled by the float64 result's own largest value, ~0, and failed -- and must still catch a
 real error of the size of the terms.
 
-The other float32 implementation (the recording's stand-in): the port's float32 step with
-every weight moved by float32's backward error (``float32_probe(seed=1)`` rounded back to
-float32): each value of the step rounds otherwise, so the terms of the cancelling sums
-leave other residues, of the same size -- as Theano's did beside the port's (4.2e-19 /
-5.8e-19 / 1.0e-11 against 2.1e-19 / 5.7e-19 / 8.8e-12 on the hidden recording).  (Only the
-batch order would not do: each token's terms are then computed the same, and the results
-agree to 1e-17.)  The bound is judged against Theano itself on every shared case by
-``test_legacy_cases.py``.
+The other float32 implementation (the recording's stand-in) is numpy's:
+``tools/numpy_train_step.py`` runs the network written from the original
+(``tools/numpy_groundhog.py``) on ``autograd.numpy`` -- numpy's float32 kernels,
+differentiated in reverse, no torch -- then the clipping and Adadelta of SGD_adadelta.py.
+Its cancelling sums leave its own rounding residues, of the size of the port's and
+uncorrelated with them, as Theano's did beside the port's (4.2e-19 / 5.8e-19 / 1.0e-11
+against 2.1e-19 / 5.7e-19 / 8.8e-12 on the hidden recording).  The bound is judged against
+Theano itself on every shared case by ``test_legacy_cases.py``.
 """
 
 import copy
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -32,6 +33,10 @@ from groundhog_port.model.config import ModelConfig
 from groundhog_port.model.encdec import RNNEncoderDecoder
 from legacy_states import prototype_encdec_state
 from parity_tests.support.models import small_sizes
+from parity_tests.support.tools import REPO
+
+sys.path.insert(0, str(REPO / "tools"))
+from numpy_train_step import train_step as numpy_train_step  # noqa: E402
 
 #: the alignment model's weights (legacy names)
 ATTENTION = ("A_dec_transition_0", "B_dec_transition_0", "D_dec_transition_0")
@@ -61,13 +66,14 @@ def steps():
         "x_mask": np.ones((T, n), np.float32),
         "y_mask": np.ones((T + 2, n), np.float32),
     }
-    other = model.float32_probe(seed=1).float()
     out = {
         "32": ts._real_step(exp, copy.deepcopy(model), rec, torch.float32),
         "64": ts._real_step(exp, model.float64_shadow(), rec, torch.float64),
         "probe": ts._real_step(exp, model.float32_probe(backward=True), rec, torch.float64),
-        "recorded": ts._real_step(exp, other, rec, torch.float32),
     }
+    out["recorded"] = numpy_train_step(
+        state, out["32"]["before"], rec["x"], rec["x_mask"], rec["y"], rec["y_mask"]
+    )
     with Float32Rounding(seed=0):
         out["rounded"] = ts._real_step(exp, model.float64_shadow(), rec, torch.float64)
     return out
@@ -87,6 +93,20 @@ def test_the_attention_gradients_cancel(steps):
     g64, g32 = steps["64"]["clipped_grads"], steps["32"]["clipped_grads"]
     for n in ATTENTION:
         assert 1e7 * np.abs(g64[n]).max() < np.abs(g32[n]).max(), n
+
+
+def test_the_numpy_step_is_another_implementation_of_the_same_step(steps):
+    """numpy's step computes the same cost and norm as the port's float64 shadow to float32
+    rounding, and its cancelling gradients are rounding residues of their own: the size of
+    the port's float32 ones, not equal to them."""
+    num, p64, p32 = steps["recorded"], steps["64"], steps["32"]
+    assert num["cost"] == pytest.approx(p64["rvals"]["cost"], rel=1e-5)
+    assert num["grad_norm"] == pytest.approx(p64["rvals"]["grad_norm"], rel=1e-5)
+    for n in ATTENTION:
+        mine, port = num["clipped_grads"][n], p32["clipped_grads"][n]
+        assert 1e7 * np.abs(p64["clipped_grads"][n]).max() < np.abs(mine).max(), n
+        assert np.abs(mine).max() < 1e3 * np.abs(port).max(), n
+        assert not np.array_equal(mine, port), n
 
 
 @pytest.mark.parametrize("quantity", ("clipped_grads",) + ts.UPDATE)
