@@ -165,8 +165,8 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
     "score --n-batches": (T, ("cli/test_distributed.py::test_score_h5_two_processes_identical",)),
     "score --verbose": (T, ("cli/test_cli_interface.py::test_score_txt_writes_its_scores_file",)),
     "score --y-noise": (
-        U,
-        "score.py draws the noise from numpy's unseeded global generator (as the port): a test can show the scores change, not pin them; seeding numpy in-process and re-drawing the noisy targets would",
+        T,
+        ("cli/test_search_options.py::test_y_noise_replaces_target_words_as_score_py",),
     ),
     "score --resume": (T, ("cli/test_resume.py::test_score_batch_resume",)),
     "score --progress": (

@@ -162,3 +162,42 @@ def test_alpha_is_the_samplers_inverse_temperature(tmp_path):
 
     got = trans.read_text(encoding="utf-8")
     assert got == drawn(0.5) and got != drawn(1.0)
+
+
+def test_y_noise_replaces_target_words_as_score_py(tmp_path):
+    """``score --mode batch --y-noise P``: each batch's target ids, before scoring, are
+    replaced where ``numpy.random.binomial(1, P)`` is 1 by ``numpy.random.randint(0, 100)``
+    -- drawn in that order, over the whole ``y`` matrix, from numpy's global generator
+    (score.py:162-167).  With the generator seeded, the file is the scores of exactly those
+    targets (re-drawn here, scored without noise), not the clean ones."""
+    import numpy as np
+
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.search import scoring
+
+    fx = FIXTURES / "search"
+    state, model = fx / "search_state.pkl", fx / "search_model.npz"
+    exp = open_experiment(state, model)
+
+    def scored(noise, seed):
+        out = tmp_path / f"scores_{noise}_{seed}.txt"
+        argv = ["score", "--mode", "batch", "--state", state, model, "--src", fx / "test.en",
+                "--trg", fx / "test.fr", "--scores", out, "--allow-unk"]  # fmt: skip
+        np.random.seed(seed)
+        rc, _, err = run_cli_inprocess(main, [str(a) for a in argv + ["--y-noise", str(noise)]])
+        assert rc == 0, err
+        return out.read_text(encoding="utf-8")
+
+    def derived(noise, seed):
+        np.random.seed(seed)
+        lines = []
+        for batch in scoring.batches_for(exp, fx / "test.en", fx / "test.fr", allow_unk=True):
+            words = np.random.randint(0, 100, batch.y.shape).astype("int64")
+            change = np.random.binomial(1, noise, batch.y.shape).astype("int64")
+            batch.y = change * words + (1 - change) * batch.y
+            lines += [f"{float(s):.5e}\n" for s in -scoring.score_batch(exp.model, batch).cost]
+        return "".join(lines)
+
+    noisy = scored(0.5, 7)
+    assert noisy == derived(0.5, 7)
+    assert noisy != derived(0.0, 7)  # the noise changed the scores
