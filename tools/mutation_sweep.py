@@ -759,14 +759,14 @@ def flag_mutations():
 
 #: the kind of the generated state-key mutations: the state's value replaced by the prototype's
 STATE_KEY_IGNORED = "state key ignored"
-_LOADED = '    state = legacy_states.load_state(state_path, changes or "", data_dir, strict)\n'
+_LOADED = "    state.update(parsed)\n    return state\n"
 VARIANT_TEST = "parity_tests/parity/test_state_options.py::test_variant_passes_parity[{}]"
 
 
 def state_key_mutations():
-    """The "state key ignored" mutation of every variant row of ``tools/option_table.py``
-    (and of every recording row of an architecture key, ``model/config.py``'s): right after
-    the state is loaded, the key's value is replaced by ``prototype_state()``'s (a key no
+    """The "state key ignored" mutation of every variant and recording row of
+    ``tools/option_table.py``: right after the state is loaded
+    (``legacy_states.load_state``), the key's value is replaced by ``prototype_state()``'s (a key no
     prototype has is removed, so the un-prefixed one is read, as ``prefix_lookup``).  A
     variant row runs the parity tests of its variants; a recording row runs parity on the
     shared cases whose value differs from ``prototype_state()``'s (none: it cannot be
@@ -778,7 +778,6 @@ def state_key_mutations():
 
     proto = prototype_state()
     varied = option_table.variants(unlike_prototype_state=True)
-    reads = option_table.port_reads(option_table.prototype_keys())
     recorded = {}
     for root in (LEGACY, PENDING):
         for case in sorted(root.glob("*/trace.h5")):
@@ -786,18 +785,22 @@ def state_key_mutations():
             if states:
                 recorded[case.parent.name] = {**proto, **load_stored_state(states[0])}
     out = []
-    for key, (kind, _) in sorted(option_table.EVIDENCE.items()):
+    for key, (kind, why) in sorted(option_table.EVIDENCE.items()):
         ignore = (
-            f"    state[{key!r}] = legacy_states.prototype_state()[{key!r}]"
+            f"    state[{key!r}] = prototype_state()[{key!r}]"
             if key in proto
             else f"    state.pop({key!r}, None)"
         ) + f"  # mutation: state[{key!r}] ignored\n"
-        patch = [("legacy/loading.py", _LOADED, _LOADED + ignore)]
+        patch = [
+            ("legacy_states/load.py", _LOADED, _LOADED.replace("    return", ignore + "    return"))
+        ]
         name = "ignored-state:" + key
         if kind == option_table.V:
             tests = tuple(VARIANT_TEST.format(v) for v in varied.get(key, ()))
             out.append(m(name, STATE_KEY_IGNORED, patch, (), None, tests))
-        elif kind == option_table.R and reads.get(key, "").startswith("groundhog_port/model/"):
+        elif kind == option_table.D:  # the derivation test the row names
+            out.append(m(name, STATE_KEY_IGNORED, patch, (), None, ("parity_tests/" + why,)))
+        elif kind == option_table.R:
             cases = tuple(
                 c for c, st in recorded.items() if repr(st.get(key)) != repr(proto.get(key))
             )
@@ -805,18 +808,24 @@ def state_key_mutations():
     return out
 
 
+def patch_path(rel):
+    """A patch's file: under ``groundhog_port/``, or under another of :data:`PACKAGES` when
+    ``rel`` starts with its name (``legacy_states/load.py``)."""
+    return rel if rel.split("/", 1)[0] in PACKAGES else f"groundhog_port/{rel}"
+
+
 def check_patches(mutation, root=REPO):
     """Raise :class:`PatchError` unless every patch of ``mutation`` applies to ``root``."""
     texts = {}
     for rel, old, new in mutation.patches:
-        path = root / "groundhog_port" / rel
+        path = root / patch_path(rel)
         text = texts.get(rel, path.read_text(encoding="utf-8") if path.is_file() else None)
         if text is None:
-            raise PatchError(f"{mutation.name}: groundhog_port/{rel} does not exist")
+            raise PatchError(f"{mutation.name}: {patch_path(rel)} does not exist")
         n = text.count(old)
         if n != 1:
             raise PatchError(
-                f"{mutation.name}: groundhog_port/{rel}: the text to replace occurs "
+                f"{mutation.name}: {patch_path(rel)}: the text to replace occurs "
                 f"{n} times (expected once; did the code move?): {old!r}"
             )
         texts[rel] = text.replace(old, new)
@@ -836,7 +845,7 @@ def scratch_copy(dest, mutation=None, source=REPO):
         )
     if mutation is not None:
         for rel, text in check_patches(mutation, source).items():
-            (dest / "groundhog_port" / rel).write_text(text, encoding="utf-8")
+            (dest / patch_path(rel)).write_text(text, encoding="utf-8")
     return dest
 
 

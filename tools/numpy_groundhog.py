@@ -189,7 +189,7 @@ class NumpyGroundHog:
         if st["last_forward"]:
             parts.append(self.xp.repeat(fwd[-1:], len(seq), 0))
         if st["backward"] or st["last_backward"]:
-            bwd = self._run("back_enc", emb[::-1].copy())[::-1]
+            bwd = self._run("back_enc", emb[::-1])[::-1]
             if st["backward"]:
                 parts.append(bwd)
             if st["last_backward"]:
