@@ -294,6 +294,13 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         T,
         ("cli/test_search_options.py::test_n_best_lists_the_originals_hypotheses_in_its_order",),
     ),
+    "translate --workers": (
+        T,
+        (
+            "cli/test_workers.py::test_workers_write_what_one_process_and_the_literal_loop_write",
+            "cli/test_workers.py::test_workers_auto_counts_the_free_cores",
+        ),
+    ),
     "translate --batch-size": (
         T,
         (

@@ -66,15 +66,18 @@ def translate(
     world: distributed.World | None = None,
     n_best: str | os.PathLike[str] | None = None,
     verbose: bool = False,
+    workers: int = 1,
 ) -> int:
     """sample.py:249-281 on ``lines`` (read from ``source``): the chosen translations to
     ``output`` (every hypothesis to ``n_best``), then sample.py's ``Total cost`` line;
     ``verbose``: ``--verbose``; ``world``: the torchrun world (``None``: this process
-    alone).
+    alone); ``workers``: forked worker processes of this one (``--workers``).
 
     A unit is ``4 x batch size`` lines (the batched search groups a unit's sentences by
     length: it gets several batches), or one line for the literal loop (batch size 1) in
-    one process.  ``--resume`` keeps every complete line whose record reads back."""
+    one process; with workers, at most a quarter of a worker's share, so that a worker on
+    a busy core takes fewer units.  ``--resume`` keeps every complete line whose record
+    reads back."""
     world = world or distributed.SINGLE
     journal = _open_on_root(world, output, _readable_records)
     done = distributed.broadcast(world, len(journal.done_lines) if journal else None)
@@ -90,6 +93,8 @@ def translate(
         bar = output.bar(len(lines))
         bar.update(done)
     unit = 1 if translator.batch_size == 1 and world.size == 1 else 4 * translator.batch_size
+    if workers > 1:
+        unit = max(1, min(unit, -(-(len(lines) - done) // (4 * workers))))
 
     def compute(start):
         parsed = [exp.parse_source(line) for line in lines[start : start + unit]]
@@ -115,7 +120,7 @@ def translate(
     def commit():
         write_nbest_then_commit(n_best, results, journal)
 
-    _run(world, journal, range(done, len(lines), unit), compute, emit, bar, commit)
+    _run(world, journal, range(done, len(lines), unit), compute, emit, bar, commit, workers)
     if not world.is_root:
         return EXIT_OK
     print(
@@ -126,7 +131,8 @@ def translate(
     if report_failures(results, note=note):
         return code
     assert bar is not None  # rank 0's
-    logger.info("%d sentences%s, %.1f sentences/s", len(results), world.on_processes(), bar.rate())
+    on = f" on {workers} worker processes" if workers > 1 else world.on_processes()
+    logger.info("%d sentences%s, %.1f sentences/s", len(results), on, bar.rate())
     return EXIT_OK
 
 
@@ -200,12 +206,13 @@ def score(
     return EXIT_OK
 
 
-def _run(world, journal, units, compute, emit, bar, commit):
-    """``units`` across the world (:func:`~groundhog_port.distributed.world.run_units`);
-    once all are in, rank 0 closes ``bar`` and calls ``commit()``.  On any failure rank 0
-    leaves the journal unfinished, for ``--resume``.  Then the world waits for rank 0."""
+def _run(world, journal, units, compute, emit, bar, commit, workers=1):
+    """``units`` across the world, or ``workers`` forked processes of a world of one
+    (:func:`~groundhog_port.distributed.world.run_units`); once all are in, rank 0 closes
+    ``bar`` and calls ``commit()``.  On any failure rank 0 leaves the journal unfinished,
+    for ``--resume``.  Then the world waits for rank 0."""
     try:
-        distributed.run_units(world, units, compute, emit, bar)
+        distributed.run_units(world, units, compute, emit, bar, workers)
         if world.is_root:
             bar.close()
             commit()

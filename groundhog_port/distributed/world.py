@@ -193,14 +193,25 @@ def run_units(
     compute: Callable[[Any], tuple[Any, Any, int]],
     emit: Callable[[Any, Any, Any], object],
     progress: Any = None,
+    workers: int = 1,
 ) -> None:
     """Compute ``units`` (a sequence of keys) across the world, in rounds: in round ``r``
-    rank ``i`` computes ``units[r * size + i]``; a world of one computes them in turn.
+    rank ``i`` computes ``units[r * size + i]``; a world of one computes them in turn, or
+    with ``workers`` > 1 in that many forked worker processes, dealt out as they come free
+    (:func:`~groundhog_port.distributed.pool.imap_in_workers`).
 
     ``compute(unit) -> (lines, records, count)`` runs on the rank that owns ``unit``;
     ``emit(unit, lines, records)`` runs on rank 0 for every unit, in order; ``count``
     (sentences, pairs) advances rank 0's progress line.
     """
+    if world.size == 1 and workers > 1:
+        from .pool import imap_in_workers
+
+        for unit, (lines, records, count) in zip(units, imap_in_workers(workers, compute, units)):
+            emit(unit, lines, records)
+            if progress is not None:
+                progress.update(count)
+        return
     for start in range(0, len(units), world.size):
         k = start + world.rank
         mine = (units[k], *compute(units[k])) if k < len(units) else None

@@ -1,0 +1,103 @@
+"""Worker processes on one machine (``--workers N``): parallelism that survives a shared CPU.
+
+A torch operation with several threads waits for all of them, so a process of two threads
+on a machine where one core is busy waits for that core at every step (issue 54: 4 to 30
+times slower than alone).  Here the parallelism is between whole units of work instead:
+the model is loaded once, the process forks ``N`` workers of ONE torch thread each (the
+weights are shared copy-on-write, never copied), the units are dealt out as workers come
+free (``Pool.imap``: a worker on a busy core simply takes fewer units) and their outputs
+come back, and are written, in input order -- byte-identical to one worker, since a unit's
+lines do not depend on which process computed them (the batched search returns the
+literal search's numbers for any batch composition).
+
+The default number of workers is the number of cores *free* when the command starts
+(:class:`FreeCores`: the CPU time of the whole machine over the first moments of the run,
+less this process's own), not the number present.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: the unit function of the running pool, set before the fork (inherited, never pickled)
+_COMPUTE: Callable[[Any], Any] | None = None
+
+
+def cores_present() -> int:
+    """The cores this process may run on (its CPU affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _machine_busy_s() -> float | None:
+    """Seconds of CPU time the machine's cores have spent busy since boot (``/proc/stat``:
+    user, nice, system, irq, softirq, steal); ``None`` where there is no such file."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    ticks = [int(v) for v in fields[1:9]]
+    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+class FreeCores:
+    """How many cores no other process is using: started when the command starts, read when
+    the workers are about to start (the model's loading in between is the sample).
+
+    ``free = present - round((machine busy - this process's CPU) / elapsed)``, at least 1.
+    Without ``/proc/stat`` (not Linux) it says the cores present."""
+
+    def __init__(self) -> None:
+        self._t0 = time.monotonic()
+        self._busy0 = _machine_busy_s()
+        self._own0 = time.process_time()
+
+    def count(self, min_sample_s: float = 0.25) -> int:
+        present = cores_present()
+        if self._busy0 is None:
+            return present
+        elapsed = time.monotonic() - self._t0
+        if elapsed < min_sample_s:  # too short to tell: sample a little longer
+            time.sleep(min_sample_s - elapsed)
+            elapsed = time.monotonic() - self._t0
+        busy1 = _machine_busy_s()
+        assert busy1 is not None
+        others = (busy1 - self._busy0) - (time.process_time() - self._own0)
+        used = max(0, round(others / elapsed))
+        return max(1, present - used)
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _call(unit: Any) -> Any:
+    assert _COMPUTE is not None  # set by imap_in_workers before the fork
+    return _COMPUTE(unit)
+
+
+def imap_in_workers(n: int, compute: Callable[[Any], Any], units: Iterable[Any]) -> Iterator[Any]:
+    """``compute(unit)`` for every unit in ``n`` forked worker processes of one torch
+    thread each, yielded in the order of ``units``.  A worker's exception is raised here;
+    leaving the iteration early (or an interrupt) terminates the workers."""
+    global _COMPUTE
+    _COMPUTE = compute
+    context = multiprocessing.get_context("fork")
+    try:
+        with context.Pool(n, initializer=_one_thread) as pool:
+            yield from pool.imap(_call, units, chunksize=1)
+    finally:
+        _COMPUTE = None

@@ -1,0 +1,101 @@
+"""``translate --workers``: forked worker processes of one thread each (issue 54, item 1).
+
+The output of any number of workers is byte-identical to one process's and to the literal
+sample.py loop's (``--batch-size 1``), n-best lists included; ``auto`` counts the cores no
+other process is using (:class:`groundhog_port.distributed.pool.FreeCores`); what the
+option cannot do is refused in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from groundhog_port.cli.main import main
+from groundhog_port.distributed import pool
+from parity_tests.support.cases import FIXTURES
+from parity_tests.support.fuzzing import run_cli_inprocess
+
+FX = FIXTURES / "search"
+MODEL = ["--state", str(FX / "search_state.pkl"), str(FX / "search_model.npz")]
+
+
+def _translate(tmp_path, name, *extra, beam=5):
+    trans, nbest = tmp_path / f"{name}.txt", tmp_path / f"{name}.nbest"
+    argv = ["translate", "--beam-search", "--beam-size", str(beam), *MODEL,
+            "--source", str(FX / "test.en"), "--trans", str(trans), "--n-best", str(nbest),
+            *extra]  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "groundhog_port", *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    return trans.read_bytes(), nbest.read_bytes(), out.stderr
+
+
+@pytest.mark.parametrize("beam", [1, 10])
+def test_workers_write_what_one_process_and_the_literal_loop_write(tmp_path, beam):
+    one = _translate(tmp_path, "one", beam=beam)
+    literal = _translate(tmp_path, "literal", "--batch-size", "1", beam=beam)
+    two = _translate(tmp_path, "two", "--workers", "2", beam=beam)
+    three = _translate(tmp_path, "three", "--workers", "3", "--batch-size", "4", beam=beam)
+    assert one[:2] == literal[:2] == two[:2] == three[:2]
+    assert "on 2 worker processes" in two[2] and "on 3 worker processes" in three[2]
+    assert "worker processes" not in one[2]
+
+
+def test_workers_auto_counts_the_free_cores(tmp_path):
+    out = _translate(tmp_path, "auto", "--workers", "auto")
+    assert "--workers auto:" in out[2] and "cores free" in out[2], out[2]
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--workers", "2", "--verbose"], "not with --verbose"),
+        (["--workers", "0"], "at least 1 worker"),
+        (["--workers", "many"], "expected a number of workers or 'auto'"),
+    ],
+)
+def test_what_workers_cannot_do_is_refused(tmp_path, extra, said):
+    argv = ["translate", "--beam-search", "--beam-size", "2", *MODEL,
+            "--source", str(FX / "test.en"), "--trans", str(tmp_path / "t.txt"), *extra]  # fmt: skip
+    rc, _, err = run_cli_inprocess(main, argv)
+    assert rc == 2 and said in err, err
+    assert not (tmp_path / "t.txt").exists()
+
+
+def test_workers_without_a_source_file_is_refused():
+    rc, _, err = run_cli_inprocess(main, ["translate", *MODEL, "--workers", "2"])
+    assert rc == 2 and "--workers applies to the beam search of a --source file" in err, err
+
+
+def test_free_cores_subtracts_the_others_busy_time(monkeypatch):
+    """``present - round((machine busy - own CPU) / elapsed)``, at least 1: the arithmetic,
+    on a machine of 4 cores whose other processes kept 2.6 busy over the sample."""
+    clock = iter([100.0, 101.0])
+    busy = iter([50.0, 53.0])  # the machine: 3 core-seconds in 1 s
+    own = iter([7.0, 7.4])  # of which this process 0.4
+    monkeypatch.setattr(pool.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(pool.time, "process_time", lambda: next(own))
+    monkeypatch.setattr(pool, "_machine_busy_s", lambda: next(busy))
+    monkeypatch.setattr(pool, "cores_present", lambda: 4)
+    assert pool.FreeCores().count() == 4 - 3  # round(2.6) = 3 busy
+
+
+def test_free_cores_sees_a_busy_loop():
+    """A busy child process on this machine takes a core off the count."""
+    present = pool.cores_present()
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        free = pool.FreeCores()
+        time.sleep(0.5)
+        assert free.count() <= max(1, present - 1)
+    finally:
+        busy.kill()
+        busy.wait()
