@@ -185,13 +185,19 @@ EVIDENCE: dict[str, tuple[str, str]] = {
     "minlr": (N, "not read by the NMT main loop"),
     "bs": (R, "/train_step batches, the continued run's 30 updates"),
     "sort_k_batches": (R, "the continued run's batches (recorded ids)"),
-    "seqlen": (R, "the continued run's batches (pairs longer skipped)"),
-    "trim_batches": (D, "unit/test_data.py::test_create_padded_batch_without_trim"),
+    "seqlen": (D, "unit/test_state_derivations.py::test_seqlen_and_trim_batches_are_the_states"),
+    "trim_batches": (
+        D,
+        "unit/test_state_derivations.py::test_seqlen_and_trim_batches_are_the_states",
+    ),
     "use_infinite_loop": (R, "the continued run (the iterator restarts)"),
     "shuffle": (N, "False in every prototype and recording; True is read by the iterator"),
     "seed": (R, "pending_traces/init_draws (seed 1234) and the sampler's seed"),
     "level": (N, "logging level of the original's messages"),
-    "prefix": (R, "the file names of every case (<prefix>model.npz, state.pkl)"),
+    "prefix": (
+        D,
+        "parity/test_training.py::test_snapshots_numbered_from_0_in_each_run_with_overwrite_0",
+    ),
     "reload": (R, "the continued run (train --resume)"),
     "overwrite": (
         D,

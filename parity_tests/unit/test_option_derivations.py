@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+import legacy_states
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.legacy.vocab import indices_to_words
 from groundhog_port.training.adadelta import SGDAdadelta
@@ -45,6 +46,10 @@ def _numpy_clip(grads, params, cutoff, rescale, n_steps_x):
     return norm, list(grads)
 
 
+#: the clipping threshold the clipping tests give (the prototypes' is 1.0)
+CUTOFF = 2.0
+
+
 @pytest.mark.parametrize("rescale", [0, 1])
 @pytest.mark.parametrize("scale", [0.5, 3.0, 30.0])
 def test_clipping_with_and_without_cutoff_rescale_length(search_exp, rescale, scale):
@@ -52,18 +57,21 @@ def test_clipping_with_and_without_cutoff_rescale_length(search_exp, rescale, sc
     the threshold is ``7 * cutoff`` (a norm of 3 x cutoff is left alone, 30 x is scaled to
     7 x cutoff), without it ``cutoff`` (both scaled to it).  The port's clipped gradients
     equal the formula's to float32 rounding of the one division."""
-    state = dict(search_exp.state, cutoff=1.0, cutoff_rescale_length=rescale)
+    # read from the state file as train.py reads it, with a cutoff unlike the prototype's 1
+    state = legacy_states.load_state(
+        search_exp.state_path, f"cutoff={CUTOFF},cutoff_rescale_length={rescale}"
+    )
     trainer = SGDAdadelta(search_exp.model, state)
     rng = np.random.default_rng(7)
     raw = [rng.standard_normal(tuple(p.shape)).astype(np.float32) for p in trainer.params]
     total = np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in raw))
-    raw = [(g * np.float32(scale / total)).astype(np.float32) for g in raw]
+    raw = [(g * np.float32(scale * CUTOFF / total)).astype(np.float32) for g in raw]
     norm, clipped = trainer.clip([torch.from_numpy(g) for g in raw], n_steps_x=7)
     params = [p.detach().numpy() for p in trainer.params]
-    want_norm, want = _numpy_clip(raw, params, 1.0, rescale, 7)
+    want_norm, want = _numpy_clip(raw, params, CUTOFF, rescale, 7)
     assert float(norm) == pytest.approx(float(want_norm), rel=1e-6)
-    threshold = 7.0 if rescale else 1.0
-    expected_norm = min(scale, threshold)
+    threshold = CUTOFF * (7.0 if rescale else 1.0)
+    expected_norm = min(scale * CUTOFF, threshold)
     got_norm = np.sqrt(sum(float(np.sum(g.numpy().astype(np.float64) ** 2)) for g in clipped))
     assert got_norm == pytest.approx(expected_norm, rel=1e-5)
     for g, w in zip(clipped, want):
@@ -115,17 +123,18 @@ def test_target_oov_word_is_the_states(search_exp, legacy_root, oov):
     import pickle
 
     case = legacy_root / "search"
+    # another unknown id than the prototypes' 1, given as a change (read through load_state)
     exp = open_experiment(case / "search_state.pkl", case / "search_model.npz",
-                          changes=f"oov={oov!r}", data_dir=case)  # fmt: skip
+                          changes=f"oov={oov!r},unk_sym_target=5", data_dir=case)  # fmt: skip
     with open(case / "ivocab.fr.pkl", "rb") as f:  # the recorded pickle, Python 2 protocol
         expected = {int(k): (v.decode() if isinstance(v, bytes) else v)
                     for k, v in pickle.load(f, encoding="bytes").items()}  # fmt: skip
-    unk, eol = exp.state["unk_sym_target"], exp.state["null_sym_target"]
+    unk, eol = 5, exp.state["null_sym_target"]
     expected[eol] = "<eol>"
     expected[unk] = oov
     assert dict(exp.trg_idx2word) == expected
-    assert indices_to_words(exp.trg_idx2word, [5, unk, 7, eol, 9]) == [
-        expected[5],
+    assert indices_to_words(exp.trg_idx2word, [4, unk, 7, eol, 9]) == [
+        expected[4],
         oov,
         expected[7],
     ]

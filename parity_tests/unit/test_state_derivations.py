@@ -146,3 +146,24 @@ def test_adadelta_rho_and_eps_are_the_states_lr_is_not(tmp_path, one_thread):
         assert np.all(np.abs(step - want) <= 1e-5 * np.abs(want) + 2 * ulp), k
         biggest = max(biggest, float(np.abs(step).max()))
     assert biggest == pytest.approx(np.sqrt(1e-4 / 0.25), rel=0.05)
+
+
+def test_seqlen_and_trim_batches_are_the_states(legacy_root):
+    """``trim_batches=False``: a training batch is ``seqlen`` positions wide whatever its
+    sentences (encdec.py:58-62; trimmed it is ``min(seqlen, longest) + 1``), and holds no
+    pair longer than ``seqlen`` (encdec.py:51-56 skips them): the state's values, read from
+    the state file, not the prototypes' (30, True)."""
+    from groundhog_port.legacy.data import first_training_batch
+
+    case, data = legacy_root / "encdec", legacy_root / "data"
+    corpora = (data / "binarized_text.shuffled.en.h5", data / "binarized_text.shuffled.fr.h5")
+    for seqlen in (12, 13):
+        state = legacy_states.load_state(
+            case / "encdec_state.pkl", f"trim_batches=False,seqlen={seqlen},bs=8"
+        )
+        batch = first_training_batch(state, *corpora)
+        longest = int(max(batch.x_mask.sum(0).max(), batch.y_mask.sum(0).max())) - 1
+        if longest + 1 != seqlen:  # trimmed, the width would be longest + 1: not seqlen
+            break
+    assert batch.x.shape[0] == batch.y.shape[0] == seqlen
+    assert longest <= seqlen
