@@ -75,14 +75,14 @@ V = "variant"
 #: key -> (kind, evidence).  A derivation names ``parity_tests/<file>::<test>``.
 EVIDENCE: dict[str, tuple[str, str]] = {
     # -- files and vocabularies
-    "source": (R, "the .h5 path of score.py (scores_h5_train20.txt) and /train_step batches"),
-    "target": (R, "as source"),
+    "source": (D, "unit/test_state_derivations.py::test_the_training_corpora_are_the_states"),
+    "target": (D, "unit/test_state_derivations.py::test_the_training_corpora_are_the_states"),
     "word_indx": (R, "every case's vocab.en.pkl (parse_input, sample.py:237)"),
     "word_indx_trgt": (R, "every case's vocab.fr.pkl (score.py:130)"),
     "indx_word": (R, "every case's ivocab.en.pkl (sample.py:247)"),
     "indx_word_target": (R, "every case's ivocab.fr.pkl (LM_model.py:221)"),
     "oov": (D, "unit/test_option_derivations.py::test_target_oov_word_is_the_states"),
-    "unk_sym_source": (R, "pairs/repr of every case (ids of unknown words, 1)"),
+    "unk_sym_source": (D, "unit/test_state_derivations.py::test_unk_sym_source_is_the_states"),
     "unk_sym_target": (D, "unit/test_option_derivations.py::test_target_oov_word_is_the_states"),
     "null_sym_source": (R, "every case's end-of-sequence id (repr/seq)"),
     "null_sym_target": (D, "unit/test_option_derivations.py::test_target_oov_word_is_the_states"),

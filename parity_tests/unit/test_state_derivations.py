@@ -167,3 +167,41 @@ def test_seqlen_and_trim_batches_are_the_states(legacy_root):
             break
     assert batch.x.shape[0] == batch.y.shape[0] == seqlen
     assert longest <= seqlen
+
+
+def test_unk_sym_source_is_the_states(legacy_root):
+    """``parse_input`` (sample.py:28-46) maps an unknown source word, and an id at or past
+    ``n_sym_source``, to ``state['unk_sym_source']``: 3 here, given in the state file's
+    changes, not the prototypes' 1."""
+    from groundhog_port.legacy.loading import open_experiment
+
+    case = legacy_root / "encdec"
+    exp = open_experiment(
+        case / "encdec_state.pkl", case / "encdec_model.npz", "unk_sym_source=3", data_dir=case
+    )
+    seq, _ = exp.parse_source("zzunknownzz")
+    assert seq.tolist() == [3, exp.state["null_sym_source"]]
+
+
+def test_the_training_corpora_are_the_states(legacy_root):
+    """``score --mode batch`` without ``--src``/``--trg`` scores the corpora the state names
+    (score.py:136-141, ``state['source'][0]`` / ``state['target'][0]``): here the French file
+    as the source and the English as the target, given in the changes, so the batches are
+    those of the files read the other way round."""
+    from groundhog_port.legacy.data import iter_h5_batches
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.search import scoring
+
+    case, data = legacy_root / "encdec", legacy_root / "data"
+    fr, en = data / "binarized_text.shuffled.fr.h5", data / "binarized_text.shuffled.en.h5"
+    exp = open_experiment(
+        case / "encdec_state.pkl",
+        case / "encdec_model.npz",
+        f"source=[{str(fr)!r}],target=[{str(en)!r}]",
+        data_dir=case,
+    )
+    got = next(iter(scoring.batches_for(exp, None, None, allow_unk=True)))
+    want = next(iter(iter_h5_batches(exp.state, fr, en)))
+    other = next(iter(iter_h5_batches(exp.state, en, fr)))
+    assert np.array_equal(got.x, want.x) and np.array_equal(got.y, want.y)
+    assert not np.array_equal(got.x, other.x)
