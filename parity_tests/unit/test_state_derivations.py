@@ -205,3 +205,59 @@ def test_the_training_corpora_are_the_states(legacy_root):
     other = next(iter(iter_h5_batches(exp.state, en, fr)))
     assert np.array_equal(got.x, want.x) and np.array_equal(got.y, want.y)
     assert not np.array_equal(got.x, other.x)
+
+
+def test_use_infinite_loop_is_the_states(legacy_root):
+    """``use_infinite_loop=False`` (encdec.py:184, TM_dataset.py): the training loop's batches
+    end after one pass over the corpus (the loop then stops, "end of the training data");
+    the prototypes' True would start the pass again."""
+    import itertools
+
+    from groundhog_port.legacy.data import iter_h5_batches
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.training.loop import MainLoop, new_timings
+
+    corpora = lambda e: (e.path("source"), e.path("target"))  # noqa: E731
+
+    exp = open_experiment(
+        FIXTURE / "search_state.pkl",
+        FIXTURE / "search_model.npz",
+        "use_infinite_loop=False,bs=400,sort_k_batches=1",
+        data_dir=legacy_root / "data",
+    )
+    loop = MainLoop(
+        exp.model, exp.state, new_timings(exp.state), exp.path("source"), exp.path("target")
+    )
+    # at most 200 taken: an endless iterator fails here instead of hanging
+    taken = len(list(itertools.islice(loop.batches(-1), 200)))
+    one_pass = sum(1 for _ in iter_h5_batches(exp.state, *corpora(exp), sort_k_batches=1))
+    assert 0 < taken == one_pass < 200
+
+
+def test_loop_iters_is_the_states(legacy_root, tmp_path, one_thread):
+    """``loopIters=2`` (mainLoop.py:297: ``while step < loopIters``): the loop stops after 2
+    updates, its timings say step 2 (a cap of 4 updates keeps the prototypes' 3,000,000 from
+    running on)."""
+    import io
+
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.training.loop import MainLoop, new_timings
+
+    exp = open_experiment(
+        FIXTURE / "search_state.pkl",
+        FIXTURE / "search_model.npz",
+        f"loopIters=2,bs=4,prefix='{tmp_path}/l_',hookFreq=-1",
+        data_dir=legacy_root / "data",
+    )
+    timings = new_timings(exp.state)
+    loop = MainLoop(
+        exp.model,
+        exp.state,
+        timings,
+        exp.path("source"),
+        exp.path("target"),
+        out=io.StringIO(),
+        max_updates=4,
+    )
+    loop.run()
+    assert int(loop.timings["step"]) == 2
