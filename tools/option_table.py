@@ -201,7 +201,7 @@ EVIDENCE: dict[str, tuple[str, str]] = {
         D,
         "parity/test_training.py::test_snapshots_numbered_from_0_in_each_run_with_overwrite_0",
     ),
-    "reload": (R, "the continued run (train --resume)"),
+    "reload": (D, "unit/test_state_derivations.py::test_reload_false_starts_over"),
     "overwrite": (
         D,
         "parity/test_training.py::test_snapshots_numbered_from_0_in_each_run_with_overwrite_0",

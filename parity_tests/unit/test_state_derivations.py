@@ -261,3 +261,23 @@ def test_loop_iters_is_the_states(legacy_root, tmp_path, one_thread):
     )
     loop.run()
     assert int(loop.timings["step"]) == 2
+
+
+def test_reload_false_starts_over(legacy_root, tmp_path, one_thread):
+    """``reload=False`` (train.py:94: ``if state['reload']: main.load()``): a run on a prefix
+    that already holds a checkpoint starts from the given model again, so 2 updates after
+    an earlier run of 1 give the model of a fresh run of 2 updates, not the earlier run's
+    model updated once more (the prototypes' ``reload=True``)."""
+    from parity_tests.support.training import train_bundled_search
+
+    data = legacy_root / "data"
+    assert train_bundled_search(data, f"{tmp_path}/fresh_", "loopIters=2", "hookFreq=-1") == 0
+    assert train_bundled_search(data, f"{tmp_path}/again_", "loopIters=1", "hookFreq=-1") == 0
+    assert (
+        train_bundled_search(
+            data, f"{tmp_path}/again_", "loopIters=2", "hookFreq=-1", "reload=False"
+        )
+        == 0
+    )
+    fresh, again = (np.load(tmp_path / f"{p}_model.npz") for p in ("fresh", "again"))
+    assert all(np.array_equal(fresh[k], again[k]) for k in fresh.files)
