@@ -760,13 +760,14 @@ def flag_mutations():
 #: the kind of the generated state-key mutations: the state's value replaced by the prototype's
 STATE_KEY_IGNORED = "state key ignored"
 _LOADED = "    state.update(parsed)\n    return state\n"
+_BUILT = "    state.update(changes)\n    return state, frozenset(changes)\n"
 VARIANT_TEST = "parity_tests/parity/test_state_options.py::test_variant_passes_parity[{}]"
 
 
 def state_key_mutations():
     """The "state key ignored" mutation of every variant and recording row of
     ``tools/option_table.py``: right after the state is loaded
-    (``legacy_states.load_state``), the key's value is replaced by ``prototype_state()``'s (a key no
+    (``legacy_states.load_state``, and ``train``'s own ``build_state``), the key's value is replaced by ``prototype_state()``'s (a key no
     prototype has is removed, so the un-prefixed one is read, as ``prefix_lookup``).  A
     variant row runs the parity tests of its variants; a recording row runs parity on the
     shared cases whose value differs from ``prototype_state()``'s (none: it cannot be
@@ -792,7 +793,20 @@ def state_key_mutations():
             else f"    state.pop({key!r}, None)"
         ) + f"  # mutation: state[{key!r}] ignored\n"
         patch = [
-            ("legacy_states/load.py", _LOADED, _LOADED.replace("    return", ignore + "    return"))
+            (
+                "legacy_states/load.py",
+                _LOADED,
+                _LOADED.replace("    return", ignore + "    return"),
+            ),
+            (  # train's own state (train.py's prototype, the pickle, the changes)
+                "cli/commands/train.py",
+                _BUILT,
+                _BUILT.replace(
+                    "    return",
+                    ignore.replace("prototype_state()", "legacy_states.prototype_state()")
+                    + "    return",
+                ),
+            ),
         ]
         name = "ignored-state:" + key
         if kind == option_table.V:
