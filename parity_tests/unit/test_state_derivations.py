@@ -60,8 +60,9 @@ def test_init_scales_and_bias_are_the_states(tmp_path, changes):
     matrix (utils.py:107-141): on the same generator, a matrix drawn at scale ``s`` is the one
     drawn at ``s0`` times ``s / s0``.  ``weight_scale`` scales the feed-forward matrices,
     ``rec_weight_scale`` the transitions, each ``<prefix>_rec_weight_scale`` its own layer's
-    through ``prefix_lookup`` (encdec.py:649); the attention's ``A`` / ``B`` keep their
-    hard-coded 1e-3 (encdec.py:269-284); ``bias`` is the decoder initializer's bias
+    (the transition's scale, encdec.py:649, read with ``prefix_lookup``); the attention's
+    ``A`` / ``B`` keep their hard-coded 1e-3 (encdec.py:269-284); ``bias`` is the decoder
+    initializer's bias
     (encdec.py:853), every other bias 0."""
     want = SCALES[changes]
     drawn, drawn_varied = _drawn(tmp_path), _drawn(tmp_path, changes)
