@@ -5,12 +5,12 @@ on a machine where one core is busy waits for that core at every step (issue 54:
 times slower than alone).  Here the parallelism is between whole units of work instead:
 the model is loaded once, the process forks ``N`` workers of ONE torch thread each (the
 weights are shared copy-on-write, never copied), the units are dealt out as workers come
-free (``Pool.imap``: a worker on a busy core simply takes fewer units) and their outputs
+free (``Pool.imap``: on a long input a worker on a busy core takes fewer units) and their outputs
 come back, and are written, in input order -- byte-identical to one worker, since a unit's
 lines do not depend on which process computed them (the batched search returns the
 literal search's numbers for any batch composition).
 
-The default number of workers is the number of cores *free* when the command starts
+``--workers auto`` is the number of cores *free* when the command starts
 (:class:`FreeCores`: the CPU time of the whole machine over the first moments of the run,
 less this process's own), not the number present.
 """

@@ -75,9 +75,10 @@ def translate(
 
     A unit is ``4 x batch size`` lines (the batched search groups a unit's sentences by
     length: it gets several batches), or one line for the literal loop (batch size 1) in
-    one process; with workers, at most a quarter of a worker's share, so that a worker on
-    a busy core takes fewer units.  ``--resume`` keeps every complete line whose record
-    reads back."""
+    one process; with workers, at most a worker's even share (the batched search streams
+    the output layer once per step for all of a batch's rows: splitting a batch finer costs
+    more than it balances), so that long inputs are dealt out unit by unit as workers come
+    free.  ``--resume`` keeps every complete line whose record reads back."""
     world = world or distributed.SINGLE
     journal = _open_on_root(world, output, _readable_records)
     done = distributed.broadcast(world, len(journal.done_lines) if journal else None)
@@ -93,8 +94,8 @@ def translate(
         bar = output.bar(len(lines))
         bar.update(done)
     unit = 1 if translator.batch_size == 1 and world.size == 1 else 4 * translator.batch_size
-    if workers > 1:
-        unit = max(1, min(unit, -(-(len(lines) - done) // (4 * workers))))
+    if workers > 1:  # an even share each (a batch as full as can be), dealt out past 4 x bs
+        unit = max(1, min(unit, -(-(len(lines) - done) // workers)))
 
     def compute(start):
         parsed = [exp.parse_source(line) for line in lines[start : start + unit]]
