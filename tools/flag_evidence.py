@@ -168,6 +168,13 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
         T,
         ("cli/test_search_options.py::test_y_noise_replaces_target_words_as_score_py",),
     ),
+    "score --workers": (
+        T,
+        (
+            "cli/test_workers.py::test_score_workers_write_what_one_process_writes",
+            "cli/test_workers.py::test_what_score_workers_cannot_do_is_refused",
+        ),
+    ),
     "score --resume": (T, ("cli/test_resume.py::test_score_batch_resume",)),
     "score --progress": (
         N,

@@ -145,12 +145,14 @@ def score(
     world: distributed.World | None = None,
     print_probs: bool = False,
     y_noise: float | None = None,
+    workers: int = 1,
 ) -> int:
     """score.py:132-188: one ``{:.5e}`` line per sentence pair (the log-probability, or the
     probability with ``print_probs``), in batch order, to ``output``.  ``batches()``:
     score.py's batch iterator (:func:`~groundhog_port.search.scoring.batches_for`), made
     afresh on each call; ``y_noise``: ``--y-noise`` (numpy's global generator: one process
-    only); ``world``: the torchrun world (``None``: this process alone).
+    only); ``world``: the torchrun world (``None``: this process alone); ``workers``: forked
+    worker processes of this one (``--workers``), a batch each at a time.
 
     A unit is one batch: every rank walks the (model-free) batch iterator and scores only
     its own batches.  ``--resume`` keeps whole batches."""
@@ -194,13 +196,15 @@ def score(
         for line, record in zip(out_lines, records):
             journal.append(line, record)
 
-    _run(world, journal, range(first, len(sizes)), compute, emit, bar, lambda: journal.commit())
+    workers = max(1, min(workers, len(sizes) - first))
+    commit = lambda: journal.commit()  # noqa: E731  (rank 0's journal; None elsewhere)
+    _run(world, journal, range(first, len(sizes)), compute, emit, bar, commit, workers)
     if world.is_root:
         assert bar is not None  # rank 0's
         logger.info(
             "scored %d pairs%s%s, %.1f pairs/s",
             bar.count,
-            world.on_processes(),
+            f" on {workers} worker processes" if workers > 1 else world.on_processes(),
             f" (and kept {kept} from the interrupted run)" if kept else "",
             bar.rate(),
         )

@@ -99,3 +99,44 @@ def test_free_cores_sees_a_busy_loop():
     finally:
         busy.kill()
         busy.wait()
+
+
+def _score(tmp_path, name, src, trg, *extra):
+    scores = tmp_path / f"{name}.txt"
+    argv = ["score", "--mode", "batch", *MODEL, "--src", str(src), "--trg", str(trg),
+            "--scores", str(scores), "--allow-unk", *extra]  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "groundhog_port", *argv], capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    return scores.read_bytes(), out.stderr
+
+
+def test_score_workers_write_what_one_process_writes(tmp_path, legacy_root):
+    """``score --mode batch --workers 2``: score.py's batches dealt out, the file identical
+    to one process's, for text pairs and for GroundHog's .h5 corpora."""
+    data = legacy_root / "data"
+    for src, trg in (
+        (FX / "test.en", FX / "test.fr"),
+        (data / "binarized_text.shuffled.en.h5", data / "binarized_text.shuffled.fr.h5"),
+    ):
+        (one, _), (two, said) = (
+            _score(tmp_path, "one", src, trg),
+            _score(tmp_path, "two", src, trg, "--workers", "2"),
+        )
+        assert one == two and one.count(b"\n") > 10
+        assert "on 2 worker processes" in said, said
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--mode", "batch", "--y-noise", "0.5"], "not with --y-noise"),
+        (["--mode", "txt"], "not with --mode txt"),
+    ],
+)
+def test_what_score_workers_cannot_do_is_refused(tmp_path, extra, said):
+    argv = ["score", *MODEL, "--src", str(FX / "test.en"), "--trg", str(FX / "test.fr"),
+            "--scores", str(tmp_path / "s.txt"), "--workers", "2", *extra]  # fmt: skip
+    rc, _, err = run_cli_inprocess(main, argv)
+    assert rc == 2 and said in err, err

@@ -135,6 +135,66 @@ def add_case_argument(parser: argparse.ArgumentParser, contents: str) -> None:
     parser.add_argument("--case", metavar="DIR", help=contents)
 
 
+def add_workers_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--workers N|auto`` (:mod:`groundhog_port.distributed.pool`); ``what``: what is dealt
+    out to the workers, for the help."""
+    parser.add_argument(
+        "--workers",
+        type=workers_arg,
+        default=1,
+        metavar="N|auto",
+        help=f"{what} in N forked worker processes of one torch thread each (the model "
+        "loaded once, shared), dealt out as workers come free and written in order, "
+        "identical to one process; 'auto': the cores no other process is using when the "
+        "command starts (default 1)",
+    )
+
+
+def workers_arg(text: str) -> int | str:
+    """``--workers``: a whole number >= 1, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of workers or 'auto', got {text!r}"
+        ) from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 worker, got {n}")
+    return n
+
+
+def refuse_workers(args: argparse.Namespace, world: object, why: str | None) -> None:
+    """One line when ``--workers`` > 1 cannot run: under torchrun, on CUDA, or ``why``
+    (a reason of the command's own, or None)."""
+    if args.workers == 1:
+        return
+    if world or args.device != "cpu" or why:
+        raise LegacyInputError(
+            None,
+            "--workers forks CPU worker processes of one plain process: not under torchrun "
+            "(--nproc-per-node there), not with --device cuda" + (f", not {why}" if why else ""),
+        )
+
+
+def chosen_workers(asked: int | str, free: object, units: int) -> int:
+    """``--workers``: the number asked, or with ``auto`` the cores ``free`` counts (said in
+    the log); never more than the ``units`` of work."""
+    import logging
+
+    from ...distributed.pool import FreeCores, cores_present
+
+    if isinstance(free, FreeCores):
+        n = free.count()
+        logging.getLogger("groundhog_port.distributed.pool").info(
+            "--workers auto: %d of %d cores free", n, cores_present()
+        )
+    else:
+        n = int(asked)
+    return max(1, min(n, units))
+
+
 def add_progress_arguments(
     parser: argparse.ArgumentParser, resume: str | None = None, shown: str = "line"
 ) -> None:

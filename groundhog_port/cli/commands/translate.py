@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...distributed import world as distributed
-from ...distributed.pool import FreeCores, cores_present
+from ...distributed.pool import FreeCores
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 from .common import (
     add_model_arguments,
     add_progress_arguments,
+    add_workers_argument,
+    chosen_workers,
     experiment_reads,
     open_from_args,
+    refuse_workers,
     source_fingerprint,
 )
 
@@ -67,35 +70,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}); 1 runs the "
         "literal sample.py loop; every size gives identical output",
     )
-    p.add_argument(
-        "--workers",
-        type=workers_arg,
-        default=1,
-        metavar="N|auto",
-        help="beam search of --source in N forked worker processes of one torch thread each "
-        "(the model loaded once, shared), lines dealt out as workers come free and written "
-        "in order, identical to one process; 'auto': the cores no other process is using "
-        "when the command starts (default 1)",
-    )
+    add_workers_argument(p, "beam search of --source")
     add_progress_arguments(
         p, resume="continue an interrupted run from the lines already in TRANS.partial"
     )
     sampling_cli.add_arguments(p)
-
-
-def workers_arg(text: str) -> int | str:
-    """``--workers``: a whole number >= 1, or ``auto``."""
-    if text == "auto":
-        return text
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of workers or 'auto', got {text!r}"
-        ) from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"at least 1 worker, got {n}")
-    return n
 
 
 def run(args: argparse.Namespace) -> int:
@@ -137,13 +116,11 @@ def run(args: argparse.Namespace) -> int:
             "under torchrun, translate needs --source and --trans "
             "and does not take --verbose (only rank 0 writes)",
         )
-    if args.workers != 1 and (world or args.verbose or args.device != "cpu"):
-        raise LegacyInputError(
-            None,
-            "--workers forks CPU worker processes of one plain process: not under torchrun "
-            "(--nproc-per-node there), not with --verbose (their printed lines would "
-            "interleave), not with --device cuda",
-        )
+    refuse_workers(
+        args,
+        world,
+        "with --verbose (their printed lines would interleave)" if args.verbose else None,
+    )
     if args.workers != 1:
         set_threads(1)  # before the model loads: the workers fork from one thread
     exp = open_from_args(args)
@@ -189,17 +166,8 @@ def run(args: argparse.Namespace) -> int:
         world=world,
         n_best=args.n_best,
         verbose=args.verbose,
-        workers=_workers(args.workers, free, len(lines)),
+        workers=chosen_workers(args.workers, free, len(lines)),
     )
-
-
-def _workers(asked: int | str, free: FreeCores | None, n_lines: int) -> int:
-    """``--workers``: the number asked, or with ``auto`` the cores free (said in the log);
-    never more than the lines."""
-    n = free.count() if free is not None else int(asked)
-    if free is not None:
-        logger.info("--workers auto: %d of %d cores free", n, cores_present())
-    return max(1, min(n, n_lines))
 
 
 def beam_fingerprint(
