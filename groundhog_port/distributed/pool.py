@@ -78,6 +78,16 @@ class FreeCores:
         return max(1, present - used)
 
 
+def workers(asked: int | str, free: FreeCores | None) -> int:
+    """``--workers``: the number asked, or with ``auto`` the cores ``free`` counts (said in
+    the log).  The runners cap it at the units of work there are."""
+    if free is None:
+        return int(asked)
+    n = free.count()
+    logger.info("--workers auto: %d of %d cores free", n, cores_present())
+    return n
+
+
 def _one_thread() -> None:
     import torch
 

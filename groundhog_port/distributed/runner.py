@@ -94,8 +94,9 @@ def translate(
         bar = output.bar(len(lines))
         bar.update(done)
     unit = 1 if translator.batch_size == 1 and world.size == 1 else 4 * translator.batch_size
+    workers = max(1, min(workers, len(lines) - done))
     if workers > 1:  # an even share each (a batch as full as can be), dealt out past 4 x bs
-        unit = max(1, min(unit, -(-(len(lines) - done) // workers)))
+        unit = min(unit, -(-(len(lines) - done) // workers))
 
     def compute(start):
         parsed = [exp.parse_source(line) for line in lines[start : start + unit]]

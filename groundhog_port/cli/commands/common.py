@@ -178,23 +178,6 @@ def refuse_workers(args: argparse.Namespace, world: object, why: str | None) -> 
         )
 
 
-def chosen_workers(asked: int | str, free: object, units: int) -> int:
-    """``--workers``: the number asked, or with ``auto`` the cores ``free`` counts (said in
-    the log); never more than the ``units`` of work."""
-    import logging
-
-    from ...distributed.pool import FreeCores, cores_present
-
-    if isinstance(free, FreeCores):
-        n = free.count()
-        logging.getLogger("groundhog_port.distributed.pool").info(
-            "--workers auto: %d of %d cores free", n, cores_present()
-        )
-    else:
-        n = int(asked)
-    return max(1, min(n, units))
-
-
 def add_progress_arguments(
     parser: argparse.ArgumentParser, resume: str | None = None, shown: str = "line"
 ) -> None:

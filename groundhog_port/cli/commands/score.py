@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from ...distributed import pool
 from ...distributed import world as distributed
-from ...distributed.pool import FreeCores
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
@@ -31,7 +31,6 @@ from .common import (
     add_model_arguments,
     add_progress_arguments,
     add_workers_argument,
-    chosen_workers,
     experiment_reads,
     open_from_args,
     refuse_workers,
@@ -117,7 +116,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # the machine's load is sampled over the loading of the model (--workers auto)
-    free = FreeCores() if args.workers == "auto" else None
+    free = pool.FreeCores() if args.workers == "auto" else None
     for flag, value in (("--plot-alignment", args.plot_alignment), ("--plot-tree", args.plot_tree)):
         if value:
             if args.mode != "txt":
@@ -145,21 +144,18 @@ def run(args: argparse.Namespace) -> int:
         ],
     )
     world, args.device = distributed.setup(args.device, args.threads)
-    refuse_workers(
-        args,
-        world,
-        "with --y-noise (score.py draws it from numpy's global generator, in batch order)"
-        if args.y_noise
-        else None
-        if args.mode == "batch"
-        else f"with --mode {args.mode} (only batch is dealt out)",
-    )
+    why = None
+    if args.y_noise:
+        why = "with --y-noise (score.py draws it from numpy's global generator, in batch order)"
+    elif args.mode != "batch":
+        why = f"with --mode {args.mode} (only batch is dealt out)"
+    refuse_workers(args, world, why)
     if args.workers != 1:
         from ...legacy.experiment import set_threads
 
         set_threads(1)  # before the model loads: the workers fork from one thread
     exp = open_from_args(args)
-    args.workers = chosen_workers(args.workers, free, 1 << 30)
+    args.workers = pool.workers(args.workers, free)
     check_outputs(  # again with every file opening the model read (vocabularies...)
         [("--scores", args.scores)],
         inputs=[

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ...distributed import pool
 from ...distributed import world as distributed
-from ...distributed.pool import FreeCores
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
@@ -24,7 +24,6 @@ from .common import (
     add_model_arguments,
     add_progress_arguments,
     add_workers_argument,
-    chosen_workers,
     experiment_reads,
     open_from_args,
     refuse_workers,
@@ -79,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # the machine's load is sampled over the loading of the model (--workers auto)
-    free = FreeCores() if args.workers == "auto" else None
+    free = pool.FreeCores() if args.workers == "auto" else None
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...distributed import runner
         from ...legacy.experiment import set_threads
@@ -166,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         world=world,
         n_best=args.n_best,
         verbose=args.verbose,
-        workers=chosen_workers(args.workers, free, len(lines)),
+        workers=pool.workers(args.workers, free),
     )
 
 
