@@ -8,7 +8,8 @@ train; serve/preprocess as they come):
   ``PATH`` only ever holds a complete file (n-best lists, plots, JSON reports, checkpoints:
   ``np.savez(f, ...)`` with ``binary=True``).  On failure the partial file is removed.
   :func:`atomic_write_text` / :func:`atomic_write_bytes` for a file written at once;
-  :func:`write_together` for several files replaced together (a training checkpoint).
+  :mod:`groundhog_port.together` for several files replaced together (a training
+  checkpoint), with a rename journal.
 * :class:`Journal` -- for long line-per-item outputs that ``--resume`` continues: result
   lines go to ``PATH.partial`` and a matching record per line (a cost, a batch number...)
   to ``PATH.partial.journal``, each line written through to the OS as it comes;
@@ -49,10 +50,10 @@ import signal
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, TextIO
+from typing import IO, Any, TextIO
 
 from .errors import LegacyInputError
 
@@ -387,7 +388,7 @@ def _write_all(fd, data):
         view = view[os.write(fd, view) :]
 
 
-def _fsync_dir(path):
+def fsync_dir(path):
     """Make a rename durable; best effort (not every filesystem lets a directory be synced)."""
     try:
         fd = os.open(Path(path).parent, os.O_RDONLY)
@@ -415,7 +416,7 @@ def _commit(fd, partial, path, kept):
             f"cannot rename {Path(partial).name} to it "
             f"({err.strerror or err}); the complete output is in {partial}",
         ) from None
-    _fsync_dir(path)
+    fsync_dir(path)
 
 
 def _open_stream(target, binary=False):
@@ -512,60 +513,6 @@ def signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def write_together(
-    writers: Sequence[tuple[str | os.PathLike[str], Callable[[BinaryIO], object]]], kept: str
-) -> None:
-    """Several binary files replaced together (a training checkpoint: model, state, timings).
-
-    ``writers``: ``[(path, write)]``, ``write(f)`` writing one file.  Every ``PATH.partial``
-    is locked before any is written; only when every file is written and on disk are they
-    renamed, in the order given, with SIGINT/SIGTERM held back so that an interruption cannot
-    split the renames.  On any failure every partial file is removed, nothing is renamed,
-    and the :class:`OutputError` ends with ``kept`` (what the caller leaves as it was)."""
-    paths = []
-    for given, _ in writers:
-        target = output_target(given)
-        if target.stream:
-            raise OutputError(
-                given,
-                "is not a regular file: files replaced together (a checkpoint) cannot be streamed",
-            )
-        paths.append(target.path)
-    partials = [partial_path(p) for p in paths]
-    fds = []
-    try:
-        for partial, path in zip(partials, paths):
-            fds.append(open_locked(partial, path))
-        for fd, partial, (_, write) in zip(fds, partials, writers):
-            try:
-                os.ftruncate(fd, 0)
-                with open(fd, "wb", closefd=False) as f:
-                    write(f)
-                os.fsync(fd)
-            except OSError as err:
-                raise write_failure(partial, err, kept) from None
-        with signals_held():
-            for i, (partial, path) in enumerate(zip(partials, paths)):
-                try:
-                    os.replace(partial, path)
-                except OSError as err:
-                    done = ", ".join(str(p) for p in paths[:i]) or "nothing"
-                    raise OutputError(
-                        path,
-                        f"cannot rename {partial.name} to it "
-                        f"({err.strerror or err}); already replaced: {done}",
-                    ) from None
-            _fsync_dir(paths[0])
-    except BaseException:
-        for partial in partials[: len(fds)]:  # only the partial files this process locked
-            with contextlib.suppress(OSError):
-                os.unlink(partial)
-        raise
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 @contextlib.contextmanager

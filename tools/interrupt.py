@@ -21,7 +21,8 @@ the final rename are all hit), and then checks:
 during the run and resuming is not byte-identical in GroundHog (the Adadelta accumulators
 restart from zero).  The run saves before every update (``saveFreq=0``), so signals land
 in saves of every update; whenever ``<prefix>model.npz``, ``state.pkl`` or ``timing.npz`` exists,
-all three exist and form one checkpoint -- the model of update ``j`` (``timing['step']``) is
+all three exist and form one checkpoint -- as the next run finds it: a save SIGKILLed between
+its renames is completed from its rename journal first (groundhog_port/together.py) -- the model of update ``j`` (``timing['step']``) is
 the uninterrupted run's model of update ``j`` to the bit, its recorded costs are that run's
 first ``j``, ``state['step']`` is ``j - 1``; SIGINT/SIGTERM during the updates stop after
 the update in progress and save (exit 0, as train.py did); and running the same command
@@ -351,20 +352,33 @@ def run_train_reference(spec, root):
     return ref
 
 
+def _pending_renames(d):
+    """``{name: its partial file}`` of the files a save killed between its renames left to
+    rename: those its rename journal (``s_timing.npz.together``, one name per line) lists
+    whose ``.partial`` is still there -- the checkpoint as the next ``train`` completes it
+    (groundhog_port/together.py), read here without the port's code."""
+    journal = d / "s_timing.npz.together"
+    if not journal.exists():
+        return {}
+    names = journal.read_text().split()
+    return {n: d / f"{n}.partial" for n in names if (d / f"{n}.partial").exists()}
+
+
 def _checkpoint_problems(d, ref):
     """What is wrong with the checkpoint in ``d`` (none may be present); returns
     (problems, its update or None)."""
-    present = [n for n in CHECKPOINT if (d / n).exists()]
+    files = {n: d / n for n in CHECKPOINT} | _pending_renames(d)
+    present = [n for n in CHECKPOINT if files[n].exists()]
     if not present:
         return [], None
     if len(present) < len(CHECKPOINT):
         return [f"an incomplete checkpoint: only {', '.join(present)}"], None
-    timing = _npz(d / "s_timing.npz")
+    timing = _npz(files["s_timing.npz"])
     j = int(timing["step"])
     problems = []
     if not 0 <= j <= TRAIN_UPDATES:
         return [f"s_timing.npz: step {j}"], None
-    if not _same_arrays(_npz(d / "s_model.npz"), ref.files["models"][j]):
+    if not _same_arrays(_npz(files["s_model.npz"]), ref.files["models"][j]):
         problems.append(f"s_model.npz is not the model of update {j} (s_timing.npz's step)")
     want = ref.files["timing"]["cost"][:j]
     if not (timing["cost"][:j] == want).all():
@@ -372,7 +386,7 @@ def _checkpoint_problems(d, ref):
     import legacy_states
 
     try:
-        state = legacy_states.load_state(d / "s_state.pkl")
+        state = legacy_states.load_state(files["s_state.pkl"])
     except Exception as err:  # noqa: BLE001 - a finding, not a crash of the tool
         return problems + [f"s_state.pkl does not load: {err}"], j
     if j > 0 and state.get("step") != j - 1:

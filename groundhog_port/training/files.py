@@ -14,9 +14,11 @@
 
 A checkpoint is the three files together (:func:`save_checkpoint`): each is written to
 ``<name>.partial`` (locked), and only when all three are complete and on disk are they
-renamed, timings last -- so an interruption or a full disk never leaves a half-written file
-or a model of one update with the timings of another (the original ignored SIGINT while
-saving instead, and wrote the three one after the other).
+renamed, timings last, after a rename journal ``<prefix>timing.npz.together``
+(:mod:`groundhog_port.together`) -- so an interruption, a full disk or even SIGKILL never
+leaves a half-written file or, once ``train`` starts again (:func:`finish_checkpoint`), a
+model of one update with the timings of another (the original ignored SIGINT while saving
+instead, and wrote the three one after the other).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 from ..errors import LegacyInputError
 from ..legacy.checkpoint import legacy_param_table, read_npz_arrays
 from ..model.encdec import RNNEncoderDecoder
-from ..outputs import write_together
+from ..together import finish_together, write_together
 
 
 def model_arrays(model: RNNEncoderDecoder) -> dict[str, np.ndarray]:
@@ -58,7 +60,7 @@ def save_checkpoint(
     diverged: str = "nothing was saved",
 ) -> None:
     """mainLoop.py:222-239 (``MainLoop.save``): the model, the state and the timings, replaced
-    together (:func:`groundhog_port.outputs.write_together`); ``kept`` ends the error of a
+    together (:func:`groundhog_port.together.write_together`); ``kept`` ends the error of a
     failed save (which checkpoint is left as it was), ``diverged`` the refusal of a model
     with NaN/Inf weights over a finite one (:func:`refuse_nonfinite_over_finite`).  ``accumulators`` (``--keep-accumulators``,
     a deviation): ``(path, arrays)`` of Adadelta's accumulators, replaced with the others."""
@@ -75,6 +77,13 @@ def save_checkpoint(
         writers.append((acc_path, lambda f: np.savez(f, **acc)))
     writers.append((timing_path, lambda f: np.savez(f, **timings)))
     write_together(writers, kept)
+
+
+def finish_checkpoint(prefix: str) -> list[Path]:
+    """Complete a save killed between its renames (SIGKILL, a power cut): the files its
+    rename journal still lists replace the older ones (:func:`groundhog_port.together.
+    finish_together` on ``<prefix>timing.npz``, renamed last); returns the files replaced."""
+    return finish_together(prefix + "timing.npz")
 
 
 def nonfinite_counts(arrays: dict[str, np.ndarray]) -> dict[str, int]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundhog_port import outputs
+from groundhog_port import outputs, together
 from groundhog_port.errors import LegacyInputError
 from parity_tests.support.cases import LEGACY_ROOT
 from parity_tests.support.command_lines import (
@@ -206,36 +206,13 @@ def test_second_writer_is_refused(tmp_path):
     assert out.read_text() == "a\nb\n"
 
 
-def test_files_replaced_together_or_not_at_all(tmp_path):
-    """``write_together`` (a training checkpoint): past ``ulimit -f`` in the last file, none
-    of the three is replaced and no partial file is left; then all three are."""
-    paths = [tmp_path / n for n in ("m.npz", "s.pkl", "t.npz")]
-    for p in paths:
-        p.write_bytes(b"old " + p.name.encode())
-
-    def write(sizes):
-        outputs.write_together(
-            [(p, lambda f, n=n: f.write(b"x" * n)) for p, n in zip(paths, sizes)],
-            "the old checkpoint is left as it was",
-        )
-
-    msg = _in_child(lambda: _file_size_limit(1000) or write([10, 10, 5000]))
-    assert msg.startswith(f"OutputError {tmp_path}/t.npz.partial: cannot write"), msg
-    assert msg.endswith("the old checkpoint is left as it was"), msg
-    assert [p.read_bytes() for p in paths] == [b"old " + p.name.encode() for p in paths]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "s.pkl", "t.npz"]
-    write([1, 2, 3])
-    assert [p.read_bytes() for p in paths] == [b"x", b"xx", b"xxx"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "s.pkl", "t.npz"]
-
-
 def test_run_lock_refuses_a_second_run(tmp_path):
     lock = tmp_path / "s_train.lock"
     with outputs.run_lock(lock, "busy"):
         with pytest.raises(outputs.OutputBusyError, match="busy"):
             with outputs.run_lock(lock, "busy"):
                 pass
-        outputs.write_together([(tmp_path / "m", lambda f: f.write(b"m"))], "")  # its saves
+        together.write_together([(tmp_path / "m", lambda f: f.write(b"m"))], "")  # its saves
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # the lock file is gone
     with outputs.run_lock(lock, "busy"):  # and can be taken again
         pass

@@ -174,6 +174,65 @@ def test_continue_training_saves_resumes_and_scores(tmp_path, capsys):
     assert len(scores) == 40 and exp.cfg.search
 
 
+KILLED_AFTER_TWO_RENAMES = """
+import os, signal, sys
+from pathlib import Path
+real, renamed = os.replace, []
+
+def replace(src, dst):  # SIGKILL in the second save (the first is at the start, as
+    real(src, dst)      # mainLoop.py:263 saves), its model and state renamed, not its timings
+    if not str(dst).endswith(".together"):
+        renamed.append(dst)
+        if len(renamed) == 3 + 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = replace
+from parity_tests.support.training import train_bundled_search
+sys.exit(train_bundled_search(Path(sys.argv[1]), sys.argv[2], "loopIters=3"))
+"""
+
+
+def test_a_save_killed_between_its_renames_is_completed_on_the_next_start(tmp_path, capsys, caplog):
+    """SIGKILL between the renames of a save leaves the model and the state of update 3 beside
+    the timings of update 2; the next ``train`` completes the save from its rename journal
+    (groundhog_port/together.py) and continues at update 3, ending with the model of runs
+    that were never killed."""
+    import shutil
+    import subprocess
+    import sys
+
+    from groundhog_port.legacy.checkpoint import read_npz_arrays
+    from groundhog_port.together import journal_of
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    assert _train(a, "loopIters=2") == 0
+    shutil.copytree(a, b)
+    p = subprocess.run(
+        [sys.executable, "-c", KILLED_AFTER_TWO_RENAMES, str(DATA), f"{b}/s_"],
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == -9, p.stderr
+    assert int(load_timings(b / "s_timing.npz")["step"]) == 2  # split: the old timings
+    assert legacy_states.load_state(b / "s_state.pkl")["step"] == 2  # the new state
+    assert journal_of(b / "s_timing.npz").exists()
+    capsys.readouterr()
+    assert _train(b, "loopIters=4") == 0
+    out = capsys.readouterr().out
+    assert "stopped between its renames" in caplog.text and ".. iter    3 " in out, out
+    assert ".. iter    2 " not in out
+    assert not journal_of(b / "s_timing.npz").exists()
+    # never killed: 2 -> 3, then 3 -> 4 (each run starts Adadelta again, as GroundHog did)
+    assert _train(a, "loopIters=3") == 0 and _train(a, "loopIters=4") == 0
+    never_killed, completed = (read_npz_arrays(d / "s_model.npz", "model") for d in (a, b))
+    assert completed.keys() == never_killed.keys()
+    for k in never_killed:
+        np.testing.assert_array_equal(completed[k], never_killed[k], err_msg=k)
+    assert int(load_timings(b / "s_timing.npz")["step"]) == 4
+
+
 def test_bad_prefix_is_one_line(tmp_path, capsys):
     assert _train(tmp_path / "missing") == 2
     err = capsys.readouterr().err

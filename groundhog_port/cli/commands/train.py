@@ -97,8 +97,16 @@ def run(args: argparse.Namespace) -> int:
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...legacy.experiment import auto_threads, resolve_device
         from ...model.config import ModelConfig
+        from ...training.files import finish_checkpoint
     model_and_changes(args)
     state, explicit = build_state(args)
+    finished = finish_checkpoint(str(state["prefix"]))
+    if finished:
+        logger.warning(
+            "the last save was stopped between its renames (killed?): completed it (%s)",
+            ", ".join(str(p) for p in finished),
+        )
+        state, explicit = build_state(args)  # --state may be one of the files replaced
     cfg = ModelConfig.from_state(state, args.state)
     auto_threads(cfg)
     device = resolve_device(args.device)
