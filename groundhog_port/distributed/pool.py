@@ -5,7 +5,7 @@ on a machine where one core is busy waits for that core at every step (issue 54:
 times slower than alone).  Here the parallelism is between whole units of work instead:
 the model is loaded once, the process forks ``N`` workers of ONE torch thread each (the
 weights are shared copy-on-write, never copied), the units are dealt out as workers come
-free (``Pool.imap``: on a long input a worker on a busy core takes fewer units) and their outputs
+free (on a long input a worker on a busy core takes fewer units) and their outputs
 come back, and are written, in input order -- byte-identical to one worker, since a unit's
 lines do not depend on which process computed them (the batched search returns the
 literal search's numbers for any batch composition).
@@ -21,8 +21,12 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+from ..errors import LegacyInputError
 
 logger = logging.getLogger(__name__)
 
@@ -99,15 +103,41 @@ def _call(unit: Any) -> Any:
     return _COMPUTE(unit)
 
 
-def imap_in_workers(n: int, compute: Callable[[Any], Any], units: Iterable[Any]) -> Iterator[Any]:
+class WorkerLost(LegacyInputError):
+    """A worker process died (killed, out of memory) with units of work unfinished."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(None, problem)
+
+
+def imap_in_workers(n: int, compute: Callable[[Any], Any], units: Sequence[Any]) -> Iterator[Any]:
     """``compute(unit)`` for every unit in ``n`` forked worker processes of one torch
-    thread each, yielded in the order of ``units``.  A worker's exception is raised here;
-    leaving the iteration early (or an interrupt) terminates the workers."""
+    thread each, yielded in the order of ``units``.  A worker's exception is raised here; a
+    worker that dies is :class:`WorkerLost` (``ProcessPoolExecutor`` sees a dead worker, where
+    ``multiprocessing.Pool`` would wait for its unit forever); leaving the iteration early
+    (or an interrupt) stops the workers at once."""
     global _COMPUTE
     _COMPUTE = compute
-    context = multiprocessing.get_context("fork")
+    others = {p.pid for p in multiprocessing.active_children()}
+    executor = ProcessPoolExecutor(
+        n, mp_context=multiprocessing.get_context("fork"), initializer=_one_thread
+    )
+    finished = False
     try:
-        with context.Pool(n, initializer=_one_thread) as pool:
-            yield from pool.imap(_call, units, chunksize=1)
+        yield from executor.map(_call, units)
+        finished = True
+    except BrokenProcessPool:
+        raise WorkerLost(
+            f"a worker process died before its work was done (killed, or out of memory?): "
+            f"the output is incomplete; rerun the same command (with --resume where it has "
+            f"one), perhaps with fewer --workers than {n}"
+        ) from None
     finally:
         _COMPUTE = None
+        mine = [p for p in multiprocessing.active_children() if p.pid not in others]
+        executor.shutdown(wait=finished, cancel_futures=True)
+        if not finished:  # units still running: stopped, not waited for
+            for p in mine:
+                p.kill()
+            for p in mine:
+                p.join()

@@ -101,6 +101,39 @@ def test_free_cores_sees_a_busy_loop():
         busy.wait()
 
 
+WORKER_KILLED = """
+import multiprocessing, os, signal, sys, time
+from groundhog_port.distributed import pool
+
+def unit(u):  # unit 3's worker is SIGKILLed (the OOM killer, an operator) before it is done
+    if u == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.05)
+    return u
+
+try:
+    list(pool.imap_in_workers(2, unit, list(range(12))))
+except pool.WorkerLost as err:
+    gone = time.monotonic() + 5  # the executor's own thread may be reaping them too
+    while multiprocessing.active_children() and time.monotonic() < gone:
+        time.sleep(0.05)
+    print(f"{err} | children {len(multiprocessing.active_children())}")
+"""
+
+
+def test_a_worker_that_dies_is_one_error_not_a_hang():
+    """A worker killed with its unit unfinished: :class:`pool.WorkerLost` at once, saying what
+    to do, with no worker left behind (``multiprocessing.Pool`` waited for that unit forever:
+    a ``--workers 3`` run hung in CI).  In a child process so that a hang fails the test."""
+    p = subprocess.run(
+        [sys.executable, "-c", WORKER_KILLED], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr
+    said, children = p.stdout.strip().split(" | ")
+    assert said.startswith("a worker process died before its work was done") and "--resume" in said
+    assert children == "children 0"
+
+
 def _score(tmp_path, name, src, trg, *extra):
     scores = tmp_path / f"{name}.txt"
     argv = ["score", "--mode", "batch", *MODEL, "--src", str(src), "--trg", str(trg),
