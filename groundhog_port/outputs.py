@@ -388,7 +388,7 @@ def _write_all(fd, data):
         view = view[os.write(fd, view) :]
 
 
-def fsync_dir(path):
+def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Make a rename durable; best effort (not every filesystem lets a directory be synced)."""
     try:
         fd = os.open(Path(path).parent, os.O_RDONLY)
