@@ -9,6 +9,8 @@ rank 620, 30,001 words; written once), ``--sentences`` sources of 20-30 words, b
 ``--beam``, each run a fresh ``groundhog-port translate`` process whose decoding rate is
 the one it logs (sentences/s over the search alone, loading excluded).  Settings:
 
+* ``default``: no option (``--workers auto`` since issue 54: the cores free, one thread
+  each);
 * ``threads-N``: one process of N torch threads (``--threads N``);
 * ``workers-N``: ``--workers N``, N processes of one thread;
 * ``workers-auto``: ``--workers auto`` (the cores no other process is using).
@@ -42,7 +44,7 @@ RATE = re.compile(r"(\d+) sentences(?: on \d+ worker processes)?, ([0-9.]+) sent
 
 
 def settings(cores: int) -> dict[str, list[str]]:
-    out = {"threads-1": ["--threads", "1"]}
+    out = {"default": [], "threads-1": ["--threads", "1"]}
     if cores > 1:
         out[f"threads-{cores}"] = ["--threads", str(cores)]
         out[f"workers-{cores}"] = ["--workers", str(cores)]
@@ -61,12 +63,12 @@ def wait_quiet(limit: float = 0.5, patience_s: float = 120.0) -> float:
 def run_once(case: Path, extra: list[str], out: Path, beam: int) -> tuple[float, bytes]:
     """One ``translate`` process: its logged decoding rate and the file it wrote."""
     cmd = [sys.executable, "-m", "groundhog_port"]
-    if extra[0] == "--threads":  # a global option: before the command
+    if extra[:1] == ["--threads"]:  # a global option: before the command
         cmd += extra
     cmd += ["translate", "--state", str(case / "random_state.pkl"), str(case / "random_model.npz"),
             "--beam-search", "--beam-size", str(beam), "--source", str(case / "test.en"),
             "--trans", str(out)]  # fmt: skip
-    if extra[0] == "--workers":
+    if extra[:1] == ["--workers"]:
         cmd += extra
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("OMP_NUM_THREADS", None)

@@ -115,8 +115,10 @@ def _global_options(parser, suppress=False):
         "--threads",
         type=int,
         default=default(None),
-        help="torch CPU threads (default: 1 for small models, where more "
-        "threads only add synchronisation; torch's default otherwise)",
+        help="torch CPU threads of one process (default 1: translate and score use more "
+        "cores through --workers, which keeps its speed when another process shares the "
+        "machine; N threads wait for each other at every step). Given, translate and score "
+        "run one process",
     )
     parser.add_argument(
         BUDGET_FLAG,

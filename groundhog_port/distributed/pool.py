@@ -85,9 +85,9 @@ class FreeCores:
 def workers(asked: int | str, free: FreeCores | None) -> int:
     """``--workers``: the number asked, or with ``auto`` the cores ``free`` counts (said in
     the log).  The runners cap it at the units of work there are."""
-    if free is None:
+    if asked != "auto":
         return int(asked)
-    n = free.count()
+    n = (free or FreeCores()).count()
     logger.info("--workers auto: %d of %d cores free", n, cores_present())
     return n
 

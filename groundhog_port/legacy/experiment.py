@@ -29,9 +29,6 @@ from . import vocab
 if TYPE_CHECKING:
     from .checkpoint import LegacyParam
 
-#: below this ``dim`` the tensors are tiny: one CPU thread is fastest (measured 10x faster per
-#: score batch of the fixtures than two threads on a busy 2-core machine)
-SMALL_MODEL_DIM = 256
 _threads_chosen = False
 
 
@@ -44,8 +41,14 @@ def set_threads(n: int) -> None:
     _threads_chosen = True
 
 
-def auto_threads(cfg: ModelConfig) -> None:
-    if not _threads_chosen and "OMP_NUM_THREADS" not in os.environ and cfg.dim < SMALL_MODEL_DIM:
+def auto_threads() -> None:
+    """One torch thread unless ``--threads`` (or ``OMP_NUM_THREADS``) chose otherwise: a
+    torch operation of several threads waits for all of them, so on a machine where another
+    process keeps a core busy two threads ran 4 to 30 times slower than alone (issue 54).
+    More cores are used by worker processes of one thread each (``--workers``), whose
+    parallelism survives a shared machine; small models were fastest on one thread anyway
+    (10x faster per score batch of the fixtures than two threads on a busy machine)."""
+    if not _threads_chosen and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)
 
 

@@ -347,7 +347,7 @@ def open_checkpoint(
     legacy_states.check_change_keys(parsed, stored, strict)
     state.update(parsed)
     cfg = ModelConfig.from_state(state, cfg_path)
-    auto_threads(cfg)
+    auto_threads()
     weights_path = cfg_path.parent / str(config.get("weights", WEIGHTS_FILE))
     tensors, metadata = read_weights(weights_path)
     if metadata.get("format") != FORMAT_NAME:

@@ -70,7 +70,7 @@ def open_experiment(
     state_path = Path(state_path)
     state = legacy_states.load_state(state_path, changes or "", data_dir, strict)
     cfg = ModelConfig.from_state(state, state_path)
-    auto_threads(cfg)
+    auto_threads()
     # the model file is checked against the state before the model is allocated: a state
     # declaring absurd sizes then fails on the shapes instead of exhausting memory
     table, _ = checkpoint.legacy_param_table(cfg)

@@ -39,13 +39,30 @@ def _translate(tmp_path, name, *extra, beam=5):
 
 @pytest.mark.parametrize("beam", [1, 10])
 def test_workers_write_what_one_process_and_the_literal_loop_write(tmp_path, beam):
-    one = _translate(tmp_path, "one", beam=beam)
+    one = _translate(tmp_path, "one", "--workers", "1", beam=beam)
     literal = _translate(tmp_path, "literal", "--batch-size", "1", beam=beam)
     two = _translate(tmp_path, "two", "--workers", "2", beam=beam)
     three = _translate(tmp_path, "three", "--workers", "3", "--batch-size", "4", beam=beam)
     assert one[:2] == literal[:2] == two[:2] == three[:2]
     assert "on 2 worker processes" in two[2] and "on 3 worker processes" in three[2]
     assert "worker processes" not in one[2]
+
+
+def test_the_default_is_auto_unless_threads_are_given(tmp_path):
+    """No ``--workers``: ``auto`` for the beam search of a file and for score's batches (the
+    log line of the count); with ``--threads`` one process of that many threads; where
+    workers cannot run (``--verbose``) one process, not an error."""
+    default = _translate(tmp_path, "default", beam=1)
+    assert "--workers auto:" in default[2] and "cores free" in default[2], default[2]
+    threads = _translate(tmp_path, "threads", "--threads", "1", beam=1)
+    assert "--workers auto" not in threads[2] and "worker processes" not in threads[2]
+    assert default[:2] == threads[:2]
+    _, said = _score(tmp_path, "default", FX / "test.en", FX / "test.fr")
+    assert "--workers auto:" in said, said
+    argv = ["translate", "--beam-search", "--beam-size", "1", *MODEL,
+            "--source", str(FX / "test.en"), "--trans", str(tmp_path / "v.txt"), "--verbose"]  # fmt: skip
+    rc, _, err = run_cli_inprocess(main, argv)
+    assert rc == 0 and "--workers" not in err, err
 
 
 def test_workers_auto_counts_the_free_cores(tmp_path):
@@ -154,7 +171,7 @@ def test_score_workers_write_what_one_process_writes(tmp_path, legacy_root):
         (data / "binarized_text.shuffled.en.h5", data / "binarized_text.shuffled.fr.h5"),
     ):
         (one, _), (two, said) = (
-            _score(tmp_path, "one", src, trg),
+            _score(tmp_path, "one", src, trg, "--workers", "1"),
             _score(tmp_path, "two", src, trg, "--workers", "2"),
         )
         assert one == two and one.count(b"\n") > 10

@@ -100,7 +100,9 @@ def test_whole_corpus_progress_and_throughput(legacy_root, tmp_path, full_run, c
     assert f"{3 * BS}/{3 * BS} [" in err  # the progress bar knows the total
     assert re.search(r"[\d.]+ pairs/s\]", err)
     assert any(
-        re.fullmatch(rf"scored {3 * BS} pairs, [\d.]+ pairs/s", r.getMessage())
+        re.fullmatch(
+            rf"scored {3 * BS} pairs( on \d worker processes)?, [\d.]+ pairs/s", r.getMessage()
+        )
         for r in caplog.records
     )
     assert out.read_text().splitlines() == lines[: 3 * BS]

@@ -11,6 +11,7 @@ file) is taken as changes: ``inspect --state S "k=v"``.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,6 +27,8 @@ CHANGES_HELP = (
     "changes to the state, GroundHog syntax: \"key=value,key2='x'\" (one or several "
     "words, applied in turn; parsed as literals, never evaluated)"
 )
+
+logger = logging.getLogger(__name__)
 
 
 def add_data_dir_argument(parser: argparse.ArgumentParser, extra: str = "") -> None:
@@ -141,12 +144,13 @@ def add_workers_argument(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--workers",
         type=workers_arg,
-        default=1,
+        default=None,
         metavar="N|auto",
         help=f"{what} in N forked worker processes of one torch thread each (the model "
         "loaded once, shared), dealt out as workers come free and written in order, "
         "identical to one process; 'auto': the cores no other process is using when the "
-        "command starts (default 1)",
+        "command starts. Default: auto where workers can run (one plain CPU process, "
+        "--threads not given), else 1",
     )
 
 
@@ -165,17 +169,35 @@ def workers_arg(text: str) -> int | str:
     return n
 
 
-def refuse_workers(args: argparse.Namespace, world: object, why: str | None) -> None:
-    """One line when ``--workers`` > 1 cannot run: under torchrun, on CUDA, or ``why``
-    (a reason of the command's own, or None)."""
-    if args.workers == 1:
-        return
-    if world or args.device != "cpu" or why:
+def settle_workers(args: argparse.Namespace, world: object, why: str | None) -> None:
+    """``args.workers`` settled before the model loads.  Not given: ``auto`` where workers
+    can run, else 1 (said in the log at debug level: nothing was asked).  Given (N > 1 or
+    ``auto``) where they cannot -- under torchrun, on CUDA, or ``why`` (a reason of the
+    command's own, or None) -- one line.  With workers, this process keeps one thread: they
+    fork from it."""
+    cannot = (
+        "not under torchrun (--nproc-per-node there)"
+        if world
+        else "not with --device cuda"
+        if args.device != "cpu"
+        else f"not {why}"
+        if why
+        else None
+    )
+    if args.workers is None:
+        if cannot is None and args.threads is not None:
+            cannot = "--threads was given: one process of that many threads"
+        args.workers = "auto" if cannot is None else 1
+        if cannot is not None:
+            logger.debug("one process, no workers: %s", cannot)
+    elif args.workers != 1 and cannot is not None:
         raise LegacyInputError(
-            None,
-            "--workers forks CPU worker processes of one plain process: not under torchrun "
-            "(--nproc-per-node there), not with --device cuda" + (f", not {why}" if why else ""),
+            None, f"--workers forks CPU worker processes of one plain process: {cannot}"
         )
+    if args.workers != 1:
+        from ...legacy.experiment import set_threads
+
+        set_threads(1)
 
 
 def add_progress_arguments(

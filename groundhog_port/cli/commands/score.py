@@ -33,8 +33,8 @@ from .common import (
     add_workers_argument,
     experiment_reads,
     open_from_args,
-    refuse_workers,
     run_fingerprint,
+    settle_workers,
 )
 
 NAME = "score"
@@ -116,7 +116,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # the machine's load is sampled over the loading of the model (--workers auto)
-    free = pool.FreeCores() if args.workers == "auto" else None
+    free = pool.FreeCores() if args.workers in ("auto", None) else None
     for flag, value in (("--plot-alignment", args.plot_alignment), ("--plot-tree", args.plot_tree)):
         if value:
             if args.mode != "txt":
@@ -149,11 +149,7 @@ def run(args: argparse.Namespace) -> int:
         why = "with --y-noise (score.py draws it from numpy's global generator, in batch order)"
     elif args.mode != "batch":
         why = f"with --mode {args.mode} (only batch is dealt out)"
-    refuse_workers(args, world, why)
-    if args.workers != 1:
-        from ...legacy.experiment import set_threads
-
-        set_threads(1)  # before the model loads: the workers fork from one thread
+    settle_workers(args, world, why)  # before the model loads: workers fork from one thread
     exp = open_from_args(args)
     args.workers = pool.workers(args.workers, free)
     check_outputs(  # again with every file opening the model read (vocabularies...)

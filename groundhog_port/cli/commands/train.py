@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         )
         state, explicit = build_state(args)  # --state may be one of the files replaced
     cfg = ModelConfig.from_state(state, args.state)
-    auto_threads(cfg)
+    auto_threads()
     device = resolve_device(args.device)
     where = Path(args.state) if args.state else Path("state.pkl")
     dirs = lookup.data_dirs(args.data_dir)

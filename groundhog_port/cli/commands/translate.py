@@ -26,7 +26,7 @@ from .common import (
     add_workers_argument,
     experiment_reads,
     open_from_args,
-    refuse_workers,
+    settle_workers,
     source_fingerprint,
 )
 
@@ -78,12 +78,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # the machine's load is sampled over the loading of the model (--workers auto)
-    free = pool.FreeCores() if args.workers == "auto" else None
+    free = pool.FreeCores() if args.workers in ("auto", None) else None
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...distributed import runner
-        from ...legacy.experiment import set_threads
         from ...search.translator import SearchWarnings, Translator
-    if args.workers != 1 and not (args.beam_search and args.source):
+    if args.workers not in (None, 1) and not (args.beam_search and args.source):
         raise LegacyInputError(
             None, "--workers applies to the beam search of a --source file (--beam-search)"
         )
@@ -115,13 +114,15 @@ def run(args: argparse.Namespace) -> int:
             "under torchrun, translate needs --source and --trans "
             "and does not take --verbose (only rank 0 writes)",
         )
-    refuse_workers(
+    settle_workers(
         args,
         world,
-        "with --verbose (their printed lines would interleave)" if args.verbose else None,
+        "with --verbose (their printed lines would interleave)"
+        if args.verbose
+        else "without --source (lines typed one by one)"
+        if not args.source
+        else None,
     )
-    if args.workers != 1:
-        set_threads(1)  # before the model loads: the workers fork from one thread
     exp = open_from_args(args)
     # again with every file opening the model read (the vocabularies the state names, an
     # exported checkpoint's files): none may be an output
