@@ -30,6 +30,7 @@ Targets (issues #28, #37): scoring >= 80% of the peak, beam 1 >= 60%, beams 5 an
 
     python tools/bench.py [--threads N] [--repeat 3] [--json F] [--device cuda]
     python tools/bench.py --profile          # where the time goes, per workload
+    python tools/bench.py --peer marian --marian-python V/bin/python   # + beside Marian
 
 Threads: ``--threads``, else ``OMP_NUM_THREADS``, else one per core.  Run it alone: with
 other processes on the machine, every multi-threaded torch op waits for all its threads.
@@ -52,6 +53,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
+import bench_peer  # noqa: E402
 import bench_score  # noqa: E402
 import bench_search  # noqa: E402
 import benchlib  # noqa: E402
@@ -108,6 +110,13 @@ def parse_args(argv=None):
     p.add_argument(
         "--no-onnx", action="store_true", help="skip the ONNX path's rows (tools/bench_onnx.py)"
     )
+    p.add_argument(
+        "--peer",
+        choices=["marian"],
+        help="also time translate beside a peer decoder, same CPU and work (tools/bench_peer.py: "
+        "quiet and beside a busy core), its ratios in the same JSON",
+    )
+    bench_peer.add_arguments(p)
     p.add_argument(
         "--profile",
         action="store_true",
@@ -388,6 +397,8 @@ def verdict(load_before, others, peak0, peak1):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.peer:
+        bench_peer.check_marian(args.marian_python)
     t_start = time.perf_counter()
     threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", 0) or 0)
     if threads:
@@ -470,6 +481,17 @@ def main(argv=None):
                 f"{r['peak_rss_mib']:.0f} MiB |"
             )
     onnx = onnx_rows(args)
+    peer = None
+    if args.peer:
+        print(f"\nbeside {args.peer} (tools/bench_peer.py):")
+        peer = bench_peer.run(
+            args.marian_python,
+            args.peer_work.resolve(),
+            [int(b) for b in args.beams.split(",")],
+            args.peer_repeat,
+            args.peer_tool,
+        )
+        print(bench_peer.table(peer))
     elapsed = time.perf_counter() - t_start
     print(f"\n{elapsed / 60:.1f} minutes in all")
     if args.json:
@@ -490,6 +512,7 @@ def main(argv=None):
                     rows=rows,
                     startup=start,
                     onnx=onnx,
+                    peer=peer,
                     elapsed_s=elapsed,
                 ),
                 indent=1,
