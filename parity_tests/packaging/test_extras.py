@@ -2,8 +2,9 @@
 never a dependency, never in the test install that CI and ``tools/test.sh`` make."""
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 
