@@ -142,6 +142,18 @@ class BusyLoop:
         self.proc.wait()
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else the platform's word for it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def wait_quiet(patience_s: float = 90.0) -> float:
     end = time.monotonic() + patience_s
     while os.getloadavg()[0] >= LOAD_LIMIT and time.monotonic() < end:
@@ -206,7 +218,7 @@ def run(
     return dict(
         peer="marian (pymarian, --type amun)",
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        machine=f"{platform.processor() or platform.machine()}, {cores} cores",
+        machine=f"{cpu_name()}, {cores} cores",
         method=str(peer_tool),
         equal_work=every_equal,
         load_average_before_runs=loads,
