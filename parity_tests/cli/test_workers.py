@@ -15,7 +15,7 @@ import pytest
 
 from groundhog_port.cli.main import main
 from groundhog_port.distributed import pool
-from parity_tests.support.cases import FIXTURES
+from parity_tests.support.cases import CASES, FIXTURES
 from parity_tests.support.fuzzing import run_cli_inprocess
 
 FX = FIXTURES / "search"
@@ -46,6 +46,37 @@ def test_workers_write_what_one_process_and_the_literal_loop_write(tmp_path, bea
     assert one[:2] == literal[:2] == two[:2] == three[:2]
     assert "on 2 worker processes" in two[2] and "on 3 worker processes" in three[2]
     assert "worker processes" not in one[2]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_workers_write_what_the_literal_search_writes_on_the_shared_cases(
+    tmp_path, legacy_root, case
+):
+    """Issue 54's acceptance on every shared case (RNNsearch, RNNencdec, the phrase model and
+    the variants): ``--workers 2`` (batches of 4, so each worker decodes several) writes the
+    translations and n-best list of the literal sample.py loop (one process, ``--batch-size
+    1``) byte for byte, beam 5 with the case's recorded options."""
+    d = legacy_root / case
+    if not d.is_dir():
+        pytest.skip(f"no recordings at {d}")
+    state, model = next(d.glob("*_state.pkl")), next(d.glob("*_model.npz"))
+    files = {}
+    for name, extra in (("literal", ["--workers", "1", "--batch-size", "1"]),
+                        ("workers", ["--workers", "2", "--batch-size", "4"])):  # fmt: skip
+        trans, nbest = tmp_path / f"{name}.txt", tmp_path / f"{name}.nbest"
+        argv = ["translate", "--state", str(state), str(model), "--beam-search", "--beam-size",
+                "5", "--source", str(d / "test.en"), "--trans", str(trans), "--n-best",
+                str(nbest), *extra]  # fmt: skip
+        run = subprocess.run([sys.executable, "-m", "groundhog_port", *argv],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+        # 3: a sentence GroundHog crashed on (search_variant's line 36, as recorded)
+        assert run.returncode in (0, 3), run.stderr
+        written = [p.read_bytes() if p.exists() else None for p in (trans, nbest)]
+        files[name] = (run.returncode, *written, run.stderr)
+    said = files["workers"][3]
+    assert files["workers"][0] == 3 or "on 2 worker processes" in said, said
+    assert files["workers"][:3] == files["literal"][:3]
+    assert files["literal"][1].count(b"\n") == (d / "test.en").read_bytes().count(b"\n")
 
 
 def test_the_default_is_auto_unless_threads_are_given(tmp_path):
