@@ -10,9 +10,7 @@
 """
 
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -32,6 +30,7 @@ from parity_tests.support.command_lines import (
     source_file,
     translate_args,
 )
+from parity_tests.support.forking import file_size_limit, in_child
 from parity_tests.support.inprocess import journal_header, run_here
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,41 +127,16 @@ def test_memory_errors_are_not_hidden():
 # ---------------------------------------------------------------------------------------------
 
 
-def _in_child(fn):
-    """``fn()`` in a forked child (so a file-size limit stays there); returns its message."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            msg = f"ok {fn()}"
-        except BaseException as err:  # noqa: BLE001 - reported to the parent
-            msg = f"{type(err).__name__} {err}"
-        os.write(w, msg.encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        msg = f.read().decode()
-    os.waitpid(pid, 0)
-    return msg
-
-
-def _file_size_limit(n):
-    """``ulimit -f``: writes past ``n`` bytes fail with EFBIG (SIGXFSZ ignored)."""
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
-
-
 def test_journal_on_a_full_disk_keeps_a_resumable_prefix(tmp_path):
     out = tmp_path / "o.txt"
 
     def fill():
-        _file_size_limit(1000)
+        file_size_limit(1000)
         j = outputs.Journal(out)
         for i in range(10**4):
             j.append(f"line {i} é", f"record {i}")
 
-    msg = _in_child(fill)
+    msg, _ = in_child(fill)
     assert msg.startswith("OutputError ") and "cannot write" in msg and "--resume" in msg, msg
     assert not out.exists()
     j = outputs.Journal(out, resume=True)
@@ -180,10 +154,10 @@ def test_atomic_output_never_leaves_a_half_file(tmp_path):
     out.write_text("old\n")
 
     def write():
-        _file_size_limit(1000)
+        file_size_limit(1000)
         outputs.atomic_write_text(out, "x" * 5000)
 
-    msg = _in_child(write)
+    msg, _ = in_child(write)
     assert msg.startswith("OutputError ") and "left as it was" in msg, msg
     assert out.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
@@ -236,7 +210,7 @@ def _run(*argv, limit=None):
         text=True,
         env=ENV,
         cwd=REPO,
-        preexec_fn=(lambda: _file_size_limit(limit)) if limit else None,
+        preexec_fn=(lambda: file_size_limit(limit)) if limit else None,
         timeout=600,
     )
     return p.returncode, p.stdout, p.stderr

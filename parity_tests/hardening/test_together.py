@@ -5,13 +5,13 @@ between its renames, once :func:`finish_together` has run (``train`` runs it on 
 from __future__ import annotations
 
 import os
-import resource
 import signal
 
 import pytest
 
 from groundhog_port import together
 from groundhog_port.outputs import OutputError
+from parity_tests.support.forking import file_size_limit, in_child
 
 NAMES = ("m.npz", "s.pkl", "t.npz")
 
@@ -28,25 +28,6 @@ def _write(paths, sizes):
         [(p, lambda f, n=n: f.write(b"x" * n)) for p, n in zip(paths, sizes)],
         "the old checkpoint is left as it was",
     )
-
-
-def _in_child(fn):
-    """``fn()`` in a forked child; returns (its message, its wait status)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            msg = f"ok {fn()}"
-        except BaseException as err:  # noqa: BLE001 - reported to the parent
-            msg = f"{type(err).__name__} {err}"
-        os.write(w, msg.encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        msg = f.read().decode()
-    _, status = os.waitpid(pid, 0)
-    return msg, status
 
 
 def _killed_after_renames(k, paths, sizes):
@@ -67,7 +48,7 @@ def _killed_after_renames(k, paths, sizes):
         os.replace = replace
         _write(paths, sizes)
 
-    _, status = _in_child(child)
+    _, status = in_child(child)
     return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
 
 
@@ -77,11 +58,10 @@ def test_files_replaced_together_or_not_at_all(tmp_path):
     paths = _old_checkpoint(tmp_path)
 
     def limited():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+        file_size_limit(1000)
         _write(paths, [10, 10, 5000])
 
-    msg, _ = _in_child(limited)
+    msg, _ = in_child(limited)
     assert msg.startswith(f"OutputError {tmp_path}/t.npz.partial: cannot write"), msg
     assert msg.endswith("the old checkpoint is left as it was"), msg
     assert [p.read_bytes() for p in paths] == [b"old " + p.name.encode() for p in paths]
@@ -122,7 +102,7 @@ def test_killed_before_the_journal_keeps_the_old_files(tmp_path):
             "",
         )
 
-    _, status = _in_child(child)
+    _, status = in_child(child)
     assert os.WTERMSIG(status) == signal.SIGKILL
     assert together.finish_together(paths[1]) == []
     assert [p.read_bytes() for p in paths] == [b"old " + p.name.encode() for p in paths]
