@@ -311,6 +311,7 @@ EVIDENCE: dict[str, tuple[str, tuple[str, ...] | str]] = {
     "translate --batch-size": (
         T,
         (
+            "cli/test_search_options.py::test_translate_batch_size_default_follows_the_beam",
             "cli/test_distributed.py::test_dead_rank_fails_then_resume_finishes",
             "cli/test_distributed.py::test_resume_of_another_run_is_refused_on_every_rank",
         ),

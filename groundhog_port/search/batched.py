@@ -198,19 +198,30 @@ class BatchedBeamSearch:
         return done
 
     def _groups(self, jobs: Sequence[_Job], seqs: Sequence[np.ndarray]) -> Iterator[list[_Job]]:
-        """Jobs sorted by source length, cut into groups of at most ``batch_size``
-        sentences and (unless one sentence alone exceeds it) ``max_rows`` hypotheses."""
+        """Jobs sorted by source length, cut into ``round(len(jobs) / batch_size)`` groups
+        (at least one) of even sizes, each cut again where it would exceed ``max_rows``
+        hypotheses (unless one sentence alone does).
+
+        Even sizes, not ``batch_size`` and a remainder: a step streams the whole output
+        matrix whatever its rows, and a group lasts as long as its longest sentence, so a
+        small last group pays that for few rows.  Measured (issue 54, 40 sentences at
+        beam 1, one thread, full size): groups of 32 + 8 decoded in 10.6 s, 20 + 20 in
+        8.5 s, one of 40 in 6.9 s.  So a group holds between about ``2/3`` and ``3/2``
+        times ``batch_size`` sentences."""
         order = sorted(jobs, key=lambda j: (len(seqs[j.index]), j.index))
-        group: list[_Job] = []
-        rows = 0
-        for job in order:
-            if group and (len(group) >= self.batch_size or rows + job.beam_size > self.max_rows):
+        n_groups = max(1, round(len(order) / self.batch_size))
+        bounds = [len(order) * g // n_groups for g in range(n_groups + 1)]
+        for lo, hi in zip(bounds, bounds[1:]):
+            group: list[_Job] = []
+            rows = 0
+            for job in order[lo:hi]:
+                if group and rows + job.beam_size > self.max_rows:
+                    yield group
+                    group, rows = [], 0
+                group.append(job)
+                rows += job.beam_size
+            if group:
                 yield group
-                group, rows = [], 0
-            group.append(job)
-            rows += job.beam_size
-        if group:
-            yield group
 
     def release_buffers(self) -> None:
         """Drop the workspace's scratch tensors (after a run: they can be large)."""

@@ -42,6 +42,7 @@ from ..errors import LegacyInputError
 from ..file_names import TEST_SET_NAMES, TRANS_NAME, is_translation_name
 from ..legacy.data import first_text_lines, read_text_lines
 from ..outputs import atomic_output, file_in
+from ..search import defaults
 from ..search.defaults import MAX_RETRY_BEAM
 from ..search.translator import SearchWarnings, Translation, Translator, render, total_cost
 from ..untrusted import read_tail
@@ -642,7 +643,7 @@ def sentences_to_translate(files: list[ArchivedFile]) -> int:
 def reproduce(
     exp: Experiment,
     files: list[ArchivedFile],
-    batch_size: int = 1,
+    batch_size: int | None = 1,
     max_diffs: int = 5,
     tokenize: str = "13a",
     progress: Callable[[int], None] | None = None,
@@ -651,6 +652,8 @@ def reproduce(
 ) -> dict[str, Any]:  # a JSON-able report
     """Translate each distinct (source, settings) once and compare with every archived file.
 
+    ``batch_size``: sentences decoded at once, ``None``: translate's default at each
+    file's beam (:func:`~groundhog_port.search.defaults.batch_size`).
     ``max_lines``: only the first lines of each source (and of its archived files and
     reference) -- a cheap check of a large archive; ``None``: all of them.
 
@@ -677,8 +680,7 @@ def reproduce(
                     f"{len(refs[f.reference])} reference lines "
                     f"but the source {f.source} has {len(sources[f.source])}",
                 )
-    batch_size = effective_batch_size(batch_size)
-    done, seconds, sentences = {}, {}, 0
+    done, seconds, sentences, sizes = {}, {}, 0, {}
     start = time.monotonic()
     for f in files:
         key = (f.source, f.settings)
@@ -686,6 +688,7 @@ def reproduce(
             continue
         t0 = time.monotonic()
         s = f.settings
+        sizes[key] = size = effective_batch_size(defaults.batch_size(s.beam_size, batch_size))
         # sample.py's per-sentence retry warnings, summarised once per file and message
         warnings = SearchWarnings(f"{f.source} ({s.describe()})", summarise=True)
         translator = Translator(
@@ -693,11 +696,11 @@ def reproduce(
             s.beam_size,
             ignore_unk=s.ignore_unk,
             normalize=s.normalize,
-            batch_size=batch_size,
+            batch_size=size,
             warnings=warnings,
         )
         lines = sources[f.source]
-        step = batch_size
+        step = size
         out = []
         for i in range(0, len(lines), step):
             seqs = [exp.parse_source(line)[0] for line in lines[i : i + step]]
@@ -728,7 +731,7 @@ def reproduce(
             "source": str(f.source),
             "reference": str(f.reference) if f.reference else None,
             "settings": f.settings.as_dict(),
-            "batch_size": batch_size,
+            "batch_size": sizes[key],
             "seconds": seconds.pop(key, 0.0),
         }
         r.update(

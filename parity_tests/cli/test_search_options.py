@@ -201,3 +201,43 @@ def test_y_noise_replaces_target_words_as_score_py(tmp_path):
     noisy = scored(0.5, 7)
     assert noisy == derived(0.5, 7)
     assert noisy != derived(0.0, 7)  # the noise changed the scores
+
+
+@pytest.mark.parametrize(
+    "flags, batch_size",
+    [
+        (["--beam-size", "1"], 128),
+        (["--beam-size", "5"], 32),
+        (["--beam-size", "1", "--batch-size", "3"], 3),
+    ],
+)
+def test_translate_batch_size_default_follows_the_beam(
+    legacy_root, tmp_path, monkeypatch, flags, batch_size
+):
+    """``--batch-size`` by default: 128 sentences at beam 1 (128 hypotheses a group, issue
+    54), 32 from beam 4 on; given, it is kept.  Read where the search is built; the lines are
+    the recorded ones (the default changes no word)."""
+    from groundhog_port.search import translator
+
+    model, source, _, _ = _where_the_option_matters(legacy_root, tmp_path, "beam_size")
+    seen = []
+    init = translator.Translator.__init__
+
+    def record(self, *args, **kwargs):
+        seen.append(kwargs["batch_size"])
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(translator.Translator, "__init__", record)
+    trans = tmp_path / "trans.txt"
+    argv = ["translate", *model, "--beam-search", *flags, "--source", source, "--trans", trans]
+    argv += ["--workers", "1"]
+    rc, _, err = run_cli_inprocess(main, [str(a) for a in argv])
+    assert rc == 0, err
+    assert seen == [batch_size]
+    d = legacy_root / "search"
+    recorded = "trans_beam1.txt" if flags[1] == "1" else "trans_beam5.txt"
+    want = (d / recorded).read_text(encoding="utf-8").split("\n")
+    src = (d / "test.en").read_text(encoding="utf-8").split("\n")
+    got = trans.read_text(encoding="utf-8").split("\n")[:-1]
+    picked = [want[src.index(line)] for line in source.read_text(encoding="utf-8").split("\n")[:-1]]
+    assert got == picked

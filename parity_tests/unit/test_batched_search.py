@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.model import output
 from groundhog_port.model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
+from groundhog_port.search import batched as batched_module
+from groundhog_port.search import defaults
 from groundhog_port.search.batched import TRANSLATION_FAILED, BatchedBeamSearch
 from groundhog_port.search.common import SearchFailed, select_cheapest
 from groundhog_port.search.literal import BeamSearch, Hypotheses, sample
@@ -223,6 +225,38 @@ def test_translation_failed_at_beam_500():
     expected = literal(model, seqs, 1, minlens=minlens)
     assert [str(r) for r in expected] == [TRANSLATION_FAILED] * 2
     assert_same(expected, BatchedBeamSearch(model).search_many(seqs, 1, minlens=minlens))
+
+
+@pytest.mark.parametrize(
+    "n, batch_size, max_rows, sizes",
+    [
+        (10, 8, 2048, [10]),  # a remainder under half a batch joins: one group, not 8 + 2
+        (12, 8, 2048, [6, 6]),  # from half a batch on, even groups: not 8 + 4
+        (17, 4, 2048, [4, 4, 4, 5]),
+        (10, 8, 6, [3, 3, 3, 1]),  # max_rows (a memory cap; beam 2: 3 sentences) cuts greedily
+    ],
+)
+def test_groups_are_even_and_a_small_remainder_joins_them(n, batch_size, max_rows, sizes):
+    """``round(n / batch_size)`` groups of even sizes (issue 54: a small last group pays a
+    whole step for few rows), sorted by length, each cut at ``max_rows`` hypotheses; the
+    hypotheses are the literal search's whatever the grouping."""
+    model = build_model("search", 9, 11, 4, 3, SEARCH_FLAGS, 3, (1.0, 1.0, 3.0, 1.0, 0.0))
+    rng = np.random.default_rng(5)
+    seqs = [np.append(rng.integers(1, 8, size=1 + i % 5), 8) for i in range(n)]
+    search = BatchedBeamSearch(model, batch_size=batch_size, max_rows=max_rows)
+    jobs = [batched_module._Job(i, 2, False, 1) for i in range(n)]
+    groups = list(search._groups(jobs, seqs))
+    assert [len(g) for g in groups] == sizes
+    order = [j.index for g in groups for j in g]
+    assert order == sorted(range(n), key=lambda i: (len(seqs[i]), i))
+    assert_same(literal(model, seqs, 2), search.sample_many(seqs, 2))
+
+
+def test_default_batch_size_gives_small_beams_128_rows():
+    """translate's default ``--batch-size``: 32 sentences, or 128 hypotheses' worth under
+    beam 4; a size asked for is kept."""
+    assert [defaults.batch_size(b) for b in (1, 2, 3, 4, 5, 10)] == [128, 64, 42, 32, 32, 32]
+    assert defaults.batch_size(1, 7) == 7
 
 
 @pytest.mark.parametrize("family", ["search", "encdec"])

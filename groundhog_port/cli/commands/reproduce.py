@@ -80,9 +80,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch-size",
         type=int,
-        default=DEFAULT_BATCH_SIZE,
-        help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}, as translate); "
-        "1 runs the literal sample.py loop",
+        help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}, or more under beam 4, "
+        "as translate); 1 runs the literal sample.py loop",
     )
     p.add_argument(
         "--tokenize",
@@ -276,7 +275,7 @@ def _run(args, shown=None):
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...tasks.reproduce import format_report, reproduce, sentences_to_translate
     model_and_changes(args)
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")
     exp, files, skipped, case, state, model = _archived_files(args)
     if args.checkpoint:

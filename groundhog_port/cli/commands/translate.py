@@ -14,7 +14,7 @@ from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
 from ...outputs import check_outputs, signals_held
-from ...search.defaults import DEFAULT_BATCH_SIZE
+from ...search.defaults import DEFAULT_BATCH_SIZE, GROUP_ROWS, batch_size
 from .. import sample as sampling_cli
 
 if TYPE_CHECKING:
@@ -65,9 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch-size",
         type=int,
-        default=DEFAULT_BATCH_SIZE,
-        help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}); 1 runs the "
-        "literal sample.py loop; every size gives identical output",
+        help=f"sentences decoded at once (default {DEFAULT_BATCH_SIZE}; a beam search under "
+        f"beam 4 takes {GROUP_ROWS} hypotheses' worth: {GROUP_ROWS} sentences at beam 1); "
+        "1 runs the literal sample.py loop; every size gives identical output",
     )
     add_workers_argument(p, "beam search of --source")
     add_progress_arguments(
@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
             None, "--workers applies to the beam search of a --source file (--beam-search)"
         )
     if not args.beam_search:
+        if args.batch_size is None:  # sampling keeps its 32 sentences
+            args.batch_size = DEFAULT_BATCH_SIZE
         return sampling_cli.run(args)
     for flag, value in (
         ("--n-samples", args.n_samples),
@@ -99,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.beam_size is None or args.beam_size < 1:
         raise LegacyInputError(None, "--beam-size N (N >= 1) is required with --beam-search")
+    args.batch_size = batch_size(args.beam_size, args.batch_size)
     if args.batch_size < 1:
         raise LegacyInputError(None, "--batch-size must be at least 1")
     if bool(args.source) != bool(args.trans):
