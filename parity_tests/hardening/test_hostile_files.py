@@ -436,3 +436,40 @@ def test_error_lines_are_bounded():
     assert str(err).endswith(" end") and "characters cut]" in str(err)
     assert quoted(list(range(10**6))).endswith("(1000000 items)")
     assert quoted(b"\xff" * 500).endswith("(500 bytes)")
+
+
+@pytest.mark.parametrize("write_npz", [np.savez, np.savez_compressed], ids=["stored", "deflated"])
+def test_npz_members_read_as_numpy_reads_them(tmp_path, write_npz):
+    """``npzguard.read_array`` (the member's bytes into torch-allocated memory, issue 54)
+    gives what ``numpy.load`` gives: dtype with its byte order, shape, Fortran order, empty
+    and 0-d arrays, text; a flipped bit in a member's data is zipfile's CRC error, named."""
+    from groundhog_port.legacy import checkpoint
+
+    arrays = {
+        "big_endian": np.arange(12, dtype=">f4").reshape(3, 4),
+        "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+        "scalar": np.float32(3.5),
+        "empty": np.zeros((0, 5), np.float32),
+        "text": np.array(["ab", "é"]),
+        "ints": np.arange(7, dtype="<i8"),
+    }
+    p = tmp_path / "a_timing.npz"
+    write_npz(p, **arrays)
+    got = checkpoint.read_npz_arrays(p, kind="timing")
+    with np.load(p) as want:
+        assert sorted(got) == sorted(want.files)
+        for name in want.files:
+            a, b = got[name], want[name]
+            assert (a.dtype, a.shape, a.flags.f_contiguous) == (
+                b.dtype,
+                b.shape,
+                b.flags.f_contiguous,
+            )
+            assert np.array_equal(a, b)
+    if write_npz is np.savez:  # a stored member's data lies in the file as it is
+        data = bytearray(p.read_bytes())
+        at = data.index(np.arange(7, dtype="<i8")[3:5].tobytes())
+        data[at] ^= 1
+        p.write_bytes(bytes(data))
+        with pytest.raises(LegacyInputError, match=r"Bad CRC-32 for file 'ints\.npy'"):
+            checkpoint.read_npz_arrays(p, kind="timing")

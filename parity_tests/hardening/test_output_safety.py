@@ -97,10 +97,10 @@ def test_any_trace_failure_is_one_error(err, monkeypatch):
 @pytest.mark.parametrize("err", UNLISTED, ids=lambda e: type(e).__name__)
 def test_any_npz_or_pickle_failure_is_one_error(err, monkeypatch):
     import legacy_states.unpickle
-    from groundhog_port.legacy import checkpoint
+    from groundhog_port.legacy import checkpoint, npzguard
 
-    # numpy's .npy reader, as checkpoint.read_npz_arrays calls it (through npzguard)
-    monkeypatch.setattr(np.lib.format, "read_array", _raiser(err))
+    # the member's data reader, as checkpoint.read_npz_arrays calls it
+    monkeypatch.setattr(npzguard, "read_array", _raiser(err))
     with pytest.raises(LegacyInputError, match=type(err).__name__) as info:
         checkpoint.read_npz(MODEL)
     assert info.value.path == str(MODEL)
