@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -92,10 +93,30 @@ def workers(asked: int | str, free: FreeCores | None) -> int:
     return n
 
 
-def _one_thread() -> None:
+def _start_worker(parent: int) -> None:
+    """A worker's set-up: one torch thread, and death with its parent.
+
+    A parent killed outright (``kill -9``, the OOM killer) cannot stop its workers, which
+    would run their units to the end and then wait for more forever, holding the
+    command's stdout and stderr open (a caller reading them to the end hangs): Linux's
+    ``PR_SET_PDEATHSIG`` sends each worker SIGKILL when its parent dies, and a worker whose
+    parent died before that was set ends at once."""
     import torch
 
     torch.set_num_threads(1)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the workers outlive a killed parent
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+#: prctl(2)'s option: the signal this process gets when its parent dies (Linux)
+PR_SET_PDEATHSIG = 1
 
 
 def _call(unit: Any) -> Any:
@@ -120,7 +141,10 @@ def imap_in_workers(n: int, compute: Callable[[Any], Any], units: Sequence[Any])
     _COMPUTE = compute
     others = {p.pid for p in multiprocessing.active_children()}
     executor = ProcessPoolExecutor(
-        n, mp_context=multiprocessing.get_context("fork"), initializer=_one_thread
+        n,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(),),
     )
     finished = False
     try:

@@ -182,6 +182,54 @@ def test_a_worker_that_dies_is_one_error_not_a_hang():
     assert children == "children 0"
 
 
+PARENT_KILLED = """
+import os, sys, time
+from groundhog_port.distributed import pool
+
+def unit(u):  # each worker says its pid, then works long past its parent's death
+    print(os.getpid(), flush=True)
+    time.sleep(60)
+    return u
+
+for _ in pool.imap_in_workers(2, unit, [0, 1]):
+    pass
+"""
+
+
+def test_a_parent_killed_outright_takes_its_workers_with_it():
+    """``kill -9`` of the command (the OOM killer, an operator): its workers die too
+    (``PR_SET_PDEATHSIG``), instead of running on and holding its stdout open -- a caller
+    reading it to the end (a test harness, a pipeline) waited for them (a resume test hung
+    10 minutes on a quiet machine, where ``--workers auto`` forked two)."""
+    import os
+    import select
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARENT_KILLED], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    workers = [int(proc.stdout.readline()) for _ in range(2)]
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "a worker still holds the pipe 30 s after its parent was killed"
+        assert proc.stdout.read() == ""  # end of file: no worker holds the pipe any more
+        for pid in workers:
+            try:
+                with open(f"/proc/{pid}/stat") as f:  # only a zombie, never reaped, may remain
+                    assert f.read().rsplit(")", 1)[1].split()[0] == "Z", pid
+            except FileNotFoundError:
+                continue
+    finally:
+        for pid in workers:  # a worker that outlived its parent is not left running
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def _score(tmp_path, name, src, trg, *extra):
     scores = tmp_path / f"{name}.txt"
     argv = ["score", "--mode", "batch", *MODEL, "--src", str(src), "--trg", str(trg),
