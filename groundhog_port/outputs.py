@@ -569,6 +569,42 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     return "sha256:" + h.hexdigest()
 
 
+class DigestsAhead:
+    """:func:`file_digest` of some files, computed on a thread from construction on.
+
+    hashlib and file reads release the GIL, so the digest of a model (0.27 s for 337 MB on
+    the 2-core AMD EPYC, issue 54) is computed while the model loads instead of after it.
+    :meth:`get` waits for the thread (a file not given is digested there and then); a file
+    the thread could not read raises in :meth:`get` what :func:`file_digest` raises.
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str] | None]) -> None:
+        import threading
+
+        self._paths = [os.fspath(p) for p in paths if p is not None]
+        self._done: dict[str, str | BaseException] = {}
+        self._thread = threading.Thread(target=self._run, name="file-digests", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for path in self._paths:
+            try:
+                self._done[path] = file_digest(path)
+            except BaseException as err:  # raised in get(), in the caller's thread
+                self._done[path] = err
+
+    def get(self, path: str | os.PathLike[str]) -> str:
+        """``file_digest(path)``."""
+        key = os.fspath(path)
+        if key not in self._paths:
+            return file_digest(path)
+        self._thread.join()
+        done = self._done[key]
+        if isinstance(done, BaseException):
+            raise done
+        return done
+
+
 def text_digest(lines: Iterable[str]) -> str:
     """``sha256:HEX`` of text lines as read (what a run actually used, even from a pipe)."""
     h = hashlib.sha256()

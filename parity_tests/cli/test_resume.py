@@ -16,9 +16,10 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
-from parity_tests.support.command_lines import FX, score_args, source_file, translate_args
+from parity_tests.support.command_lines import FX, MODEL, score_args, source_file, translate_args
 from parity_tests.support.inprocess import interrupted_here, run_here
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUTF8="1")
@@ -224,8 +225,15 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     rc, _, err = run_here(*args)
     assert rc == 2
     _one_error(err, "3 complete lines", "--resume")
+    changed = tmp_path / "changed_model.npz"  # the same shapes, one weight changed
+    with np.load(MODEL) as arrays:
+        weights = dict(arrays)
+    first = sorted(weights)[0]
+    weights[first] = weights[first] + np.float32(1e-3)
+    np.savez(changed, **weights)
     refusals = {
         "source": translate_args(other, "--trans", out),
+        "model sha256:": translate_args(src, "--trans", out, model=changed),
         "beam_size 5 (now 6)": translate_args(src, "--trans", out, beam=6),
         "normalize False (now True)": translate_args(src, "--trans", out, "--normalize"),
         "changes '' (now 'bs=4')": translate_args(src, "--trans", out, changes=["bs=4"]),
@@ -243,6 +251,26 @@ def test_resume_checks_the_fingerprint(monkeypatch, tmp_path):
     rc_ref, _, err_ref = run_here(*translate_args(src, "--trans", tmp_path / "ref.fr"))
     assert rc_ref == 0, err_ref
     assert out.read_bytes() == (tmp_path / "ref.fr").read_bytes()
+
+
+def test_digests_ahead_are_the_files_digests(tmp_path):
+    """The state's and model's digests, computed on a thread while the model loads (issue
+    54), are ``file_digest``'s; a file not given is digested when asked; a file that cannot
+    be read raises where the digest is asked for."""
+    import hashlib
+
+    from groundhog_port import outputs
+    from groundhog_port.errors import LegacyInputError
+
+    big, small = tmp_path / "big", tmp_path / "small"
+    big.write_bytes(b"x" * 3_000_000)
+    small.write_bytes(b"y")
+    ahead = outputs.DigestsAhead([big, None, tmp_path / "missing"])
+    assert ahead.get(big) == "sha256:" + hashlib.sha256(b"x" * 3_000_000).hexdigest()
+    assert ahead.get(str(big)) == outputs.file_digest(big)
+    assert ahead.get(small) == "sha256:" + hashlib.sha256(b"y").hexdigest()
+    with pytest.raises(LegacyInputError, match="cannot read"):
+        ahead.get(tmp_path / "missing")
 
 
 def test_score_resume_checks_the_fingerprint(monkeypatch, tmp_path):

@@ -22,6 +22,7 @@ from ...file_names import VOCABULARY_FILE_KEYS
 
 if TYPE_CHECKING:
     from ...legacy.experiment import Experiment
+    from ...outputs import DigestsAhead
 
 CHANGES_HELP = (
     "changes to the state, GroundHog syntax: \"key=value,key2='x'\" (one or several "
@@ -280,14 +281,20 @@ def run_fingerprint(
     exp: Experiment,
     command: str,
     vocabularies: Iterable[str],
+    *,
+    digests: DigestsAhead | None = None,
     **settings: object,
 ) -> dict[str, object]:
     """What makes a resumable output (:class:`~groundhog_port.outputs.Journal`): the
     digests of the state, the model and the ``vocabularies`` (state keys) the run reads,
     the changes, the options that change numbers, and ``settings`` (the command's own:
     inputs' digests, beam size...).  ``--resume`` refuses a journal whose fingerprint
-    differs."""
+    differs.  ``digests``: the files' digests started before the model loaded
+    (:func:`digests_ahead`)."""
     from ...outputs import file_digest
+
+    if digests is not None:
+        file_digest = digests.get
 
     state, model, changes = args.state, args.model_path, " ".join(args.changes)
     weights = getattr(exp, "weights_path", None)  # an ExportedExperiment's
@@ -309,11 +316,21 @@ def run_fingerprint(
     return fp
 
 
+def digests_ahead(args: argparse.Namespace) -> DigestsAhead:
+    """The digests :func:`run_fingerprint` will need of the state and the model given
+    (``--state S MODEL``), computed while the model loads."""
+    from ...outputs import DigestsAhead
+
+    return DigestsAhead([args.state, args.model_path])
+
+
 def source_fingerprint(
     args: argparse.Namespace,
     exp: Experiment,
     command: str,
     lines: Iterable[str],
+    *,
+    digests: DigestsAhead | None = None,
     **settings: object,
 ) -> dict[str, object]:
     """:func:`run_fingerprint` of a ``translate`` run (either search) over the source
@@ -325,6 +342,7 @@ def source_fingerprint(
         exp,
         command,
         ("word_indx", "indx_word_target"),
+        digests=digests,
         source=text_digest(lines),
         **settings,
     )

@@ -22,7 +22,14 @@ from ...distributed import world as distributed
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
-from ...outputs import atomic_output, check_outputs, file_digest, file_in, write_failure
+from ...outputs import (
+    DigestsAhead,
+    atomic_output,
+    check_outputs,
+    file_digest,
+    file_in,
+    write_failure,
+)
 from ...tasks import plots
 
 if TYPE_CHECKING:
@@ -31,6 +38,7 @@ from .common import (
     add_model_arguments,
     add_progress_arguments,
     add_workers_argument,
+    digests_ahead,
     experiment_reads,
     open_from_args,
     run_fingerprint,
@@ -150,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.mode != "batch":
         why = f"with --mode {args.mode} (only batch is dealt out)"
     settle_workers(args, world, why)  # before the model loads: workers fork from one thread
+    # beside the model's loading; joined by batch_fingerprint, before any worker forks
+    digests = digests_ahead(args) if args.mode == "batch" and args.scores else None
     exp = open_from_args(args)
     args.workers = pool.workers(args.workers, free)
     check_outputs(  # again with every file opening the model read (vocabularies...)
@@ -161,13 +171,15 @@ def run(args: argparse.Namespace) -> int:
         ],
     )
     if args.mode == "batch":
-        return batch_mode(exp, args, world)
+        return batch_mode(exp, args, world, digests)
     if args.mode == "txt":
         return txt_mode(exp, args)
     return interact_mode(exp, args)
 
 
-def batch_fingerprint(args: argparse.Namespace, exp: Experiment) -> dict[str, object]:
+def batch_fingerprint(
+    args: argparse.Namespace, exp: Experiment, digests: DigestsAhead | None = None
+) -> dict[str, object]:
     """What ``--scores`` depends on (``--resume`` checks it).  Without ``--src/--trg`` the
     corpora are the state's (its digest covers their names)."""
     corpora = {"src": file_digest(args.src), "trg": file_digest(args.trg)} if args.src else {}
@@ -176,6 +188,7 @@ def batch_fingerprint(args: argparse.Namespace, exp: Experiment) -> dict[str, ob
         exp,
         "score --mode batch",
         ("word_indx", "word_indx_trgt"),
+        digests=digests,
         **corpora,
         allow_unk=args.allow_unk,
         print_probs=args.print_probs,
@@ -185,7 +198,10 @@ def batch_fingerprint(args: argparse.Namespace, exp: Experiment) -> dict[str, ob
 
 
 def batch_mode(
-    exp: Experiment, args: argparse.Namespace, world: distributed.World | None = None
+    exp: Experiment,
+    args: argparse.Namespace,
+    world: distributed.World | None = None,
+    digests: DigestsAhead | None = None,
 ) -> int:
     """score.py:132-188: one ``{:.5e}`` line per pair (the log-probability, or with
     ``--print-probs`` the probability), in batch order."""
@@ -215,7 +231,7 @@ def batch_mode(
             raise LegacyInputError(
                 None, "under torchrun, score --mode batch needs --scores FILE (rank 0 writes it)"
             )
-    fingerprint = batch_fingerprint(args, exp) if args.scores else None
+    fingerprint = batch_fingerprint(args, exp, digests) if args.scores else None
     return runner.score(
         exp,
         runner.Output(args.scores or "-", args.resume, fingerprint, args.progress),

@@ -13,7 +13,7 @@ from ...distributed import world as distributed
 from ...errors import EXIT_OK, LegacyInputError
 from ...legacy.data import read_text_lines
 from ...legacy.longlines import warn_long_lines
-from ...outputs import check_outputs, signals_held
+from ...outputs import DigestsAhead, check_outputs, signals_held
 from ...search.defaults import DEFAULT_BATCH_SIZE, GROUP_ROWS, batch_size
 from .. import sample as sampling_cli
 
@@ -24,6 +24,7 @@ from .common import (
     add_model_arguments,
     add_progress_arguments,
     add_workers_argument,
+    digests_ahead,
     experiment_reads,
     open_from_args,
     settle_workers,
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.source
         else None,
     )
+    digests = digests_ahead(args) if args.source else None  # beside the model's loading
     exp = open_from_args(args)
     # again with every file opening the model read (the vocabularies the state names, an
     # exported checkpoint's files): none may be an output
@@ -164,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
         exp,
         translator,
         lines,
-        runner.Output(args.trans, args.resume, beam_fingerprint(args, exp, lines), args.progress),
+        runner.Output(
+            args.trans, args.resume, beam_fingerprint(args, exp, lines, digests), args.progress
+        ),
         source=args.source,
         world=world,
         n_best=args.n_best,
@@ -174,7 +178,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def beam_fingerprint(
-    args: argparse.Namespace, exp: Experiment, lines: Sequence[str]
+    args: argparse.Namespace,
+    exp: Experiment,
+    lines: Sequence[str],
+    digests: DigestsAhead | None = None,
 ) -> dict[str, object]:
     """What a beam-search ``--trans`` depends on (``--resume`` checks it); the batch size
     and the number of processes do not change a line."""
@@ -183,6 +190,7 @@ def beam_fingerprint(
         exp,
         "translate --beam-search",
         lines,
+        digests=digests,
         beam_size=args.beam_size,
         normalize=args.normalize,
         ignore_unk=args.ignore_unk,
