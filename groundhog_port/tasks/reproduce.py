@@ -681,6 +681,7 @@ def reproduce(
                     f"but the source {f.source} has {len(sources[f.source])}",
                 )
     done, seconds, sentences, sizes = {}, {}, 0, {}
+    batched: bool | None = None  # whether this build has the batched search (asked once)
     start = time.monotonic()
     for f in files:
         key = (f.source, f.settings)
@@ -688,7 +689,10 @@ def reproduce(
             continue
         t0 = time.monotonic()
         s = f.settings
-        sizes[key] = size = effective_batch_size(defaults.batch_size(s.beam_size, batch_size))
+        size = defaults.batch_size(s.beam_size, batch_size)
+        if size > 1 and batched is None:  # its warning once per call, not once per file
+            batched = effective_batch_size(size) > 1
+        sizes[key] = size = size if batched is not False else 1
         # sample.py's per-sentence retry warnings, summarised once per file and message
         warnings = SearchWarnings(f"{f.source} ({s.describe()})", summarise=True)
         translator = Translator(
