@@ -341,9 +341,17 @@ class _Walk:
         self.push(self.memo[index])
 
     def op_text_index(self, arg, then):
-        if not arg.strip().isdigit():
+        text = arg.strip()
+        if not text.isdigit():
             raise _Stop
-        then(self, int(arg))
+        if len(text) > len(str(self.n)):  # past any memo; int() refuses 4300 digits
+            if then is not _Walk.op_put:
+                raise _Stop  # a GET: the unpickler reports it
+            raise LegacyInputError(
+                self.path,
+                f"corrupt pickle (memo index of {len(text)} digits in a file of {self.n} bytes)",
+            )
+        then(self, int(text))
 
     def op_put(self, index):
         if index >= self.n:

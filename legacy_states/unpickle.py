@@ -29,6 +29,7 @@ from groundhog_port import budget
 from groundhog_port.errors import LegacyInputError
 from groundhog_port.untrusted import check_special, describe, read_input, reading
 
+from .flat import flat_dict
 from .prescan import MAX_DEPTH, prescan
 
 #: files larger than this are refused before reading (a GroundHog state is a few kB, a
@@ -376,7 +377,9 @@ def safe_load_pickle(path: str | os.PathLike[str], max_bytes: int = MAX_PICKLE_B
         raise LegacyInputError(path, "file is empty, not a pickle")
     budget.check(path, f"a pickle of {size} bytes", size)
     data = read_input(path, "a pickle", max_bytes)
-    prescan(data, path)  # depth, hash keys, memo indices and memory, before building
+    flat = flat_dict(data, budget.budget_bytes())  # a vocabulary, checked in one quick pass
+    if flat is None:
+        prescan(data, path)  # depth, hash keys, memo indices and memory, before building
     try:
         with warnings.catch_warnings():  # e.g. invalid escapes in a damaged protocol-0 string
             warnings.simplefilter("ignore")
@@ -395,6 +398,8 @@ def safe_load_pickle(path: str | os.PathLike[str], max_bytes: int = MAX_PICKLE_B
         ) from None
     except Exception as err:  # anything the C unpickler raises on malformed input
         raise LegacyInputError(path, f"corrupt pickle ({describe(err)})") from None
+    if flat is not None:
+        return _finish_flat(raw, path) if flat.byte_strings else raw
     with reading(path, "corrupt pickle"):  # rebuilding numpy values from the raw bytes
         try:
             data = _finish(raw, path)
@@ -408,6 +413,27 @@ def safe_load_pickle(path: str | os.PathLike[str], max_bytes: int = MAX_PICKLE_B
             "containers referenced over and over): not GroundHog data",
         )
     return data
+
+
+def _finish_flat(raw: dict, path) -> dict:
+    """:func:`_finish` of a flat dict of scalars (:func:`.flat.flat_dict`): its byte strings
+    decoded, without the trail each item's message would need; a byte string that is not
+    UTF-8, or two keys that decode alike, go to :func:`_finish` for its message."""
+    out = {}
+    try:
+        for key, value in raw.items():
+            if type(key) is bytes:
+                key = key.decode("utf-8")
+            if type(value) is bytes:
+                value = value.decode("utf-8")
+            if key in out:
+                break
+            out[key] = value
+        else:
+            return out
+    except UnicodeDecodeError:
+        pass
+    return _finish(raw, path)  # raises, naming the item
 
 
 #: a container may be referenced from several places (the pickle memo), but data that
