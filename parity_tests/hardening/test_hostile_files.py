@@ -442,7 +442,8 @@ def test_error_lines_are_bounded():
 def test_npz_members_read_as_numpy_reads_them(tmp_path, write_npz):
     """``npzguard.read_array`` (the member's bytes into torch-allocated memory, issue 54)
     gives what ``numpy.load`` gives: dtype with its byte order, shape, Fortran order, empty
-    and 0-d arrays, text; a flipped bit in a member's data is zipfile's CRC error, named."""
+    and 0-d arrays, text; a flipped bit in a member's data is zipfile's CRC error, named;
+    a local header naming another member is zipfile's error too."""
     from groundhog_port.legacy import checkpoint
 
     arrays = {
@@ -469,7 +470,13 @@ def test_npz_members_read_as_numpy_reads_them(tmp_path, write_npz):
     if write_npz is np.savez:  # a stored member's data lies in the file as it is
         data = bytearray(p.read_bytes())
         at = data.index(np.arange(7, dtype="<i8")[3:5].tobytes())
+        clean = bytes(data)
         data[at] ^= 1
         p.write_bytes(bytes(data))
         with pytest.raises(LegacyInputError, match=r"Bad CRC-32 for file 'ints\.npy'"):
+            checkpoint.read_npz_arrays(p, kind="timing")
+        # the local header naming another member than the directory does: zipfile's refusal
+        # (a stored member is read past its local header, which is checked as zipfile does)
+        p.write_bytes(clean.replace(b"ints.npy", b"intz.npy", 1))
+        with pytest.raises(LegacyInputError, match=r"'ints\.npy' and header b'intz\.npy' differ"):
             checkpoint.read_npz_arrays(p, kind="timing")
