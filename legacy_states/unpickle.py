@@ -8,6 +8,10 @@ through a short whitelist of plain-data constructors (and our own re-implementat
 the numpy reconstructors); any other name is refused *when it is looked up*, before
 anything could be called.
 
+Before the C unpickler builds anything, :func:`.prescan.prescan` walks the opcodes and
+refuses what would blow up; a vocabulary (one flat dict of words and ids) is checked by
+the quicker :func:`.flat.flat_dict` instead, which leaves anything else to that walk.
+
 Byte strings are decoded as UTF-8 after loading (``encoding='bytes'``), so a bad byte is
 reported with the place it sits in (``['word_indx']``, ``key b'caf\\xe9'``) rather than as a
 bare ``UnicodeDecodeError`` from inside the pickle machinery.  Python-3 pickles (protocols
