@@ -196,6 +196,17 @@ for _ in pool.imap_in_workers(2, unit, [0, 1]):
 """
 
 
+def _process_state(pid):
+    """``(state letter, start time)`` of a process from ``/proc/PID/stat``; ``(None, None)``
+    once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None, None
+    return fields[0], fields[19]  # stat's 3rd and 22nd fields
+
+
 def test_a_parent_killed_outright_takes_its_workers_with_it():
     """``kill -9`` of the command (the OOM killer, an operator): its workers die too
     (``PR_SET_PDEATHSIG``), instead of running on and holding its stdout open -- a caller
@@ -210,18 +221,26 @@ def test_a_parent_killed_outright_takes_its_workers_with_it():
     )
     assert proc.stdout is not None
     workers = [int(proc.stdout.readline()) for _ in range(2)]
+    started = {pid: _process_state(pid)[1] for pid in workers}
+
+    def alive(pid):
+        # its state letter while it runs or sleeps; gone, a zombie, or another process
+        # that took its pid: not alive
+        state, start = _process_state(pid)
+        return state not in (None, "Z", "X") and start == started[pid]
+
     try:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         ready, _, _ = select.select([proc.stdout], [], [], 30)
         assert ready, "a worker still holds the pipe 30 s after its parent was killed"
         assert proc.stdout.read() == ""  # end of file: no worker holds the pipe any more
-        for pid in workers:
-            try:
-                with open(f"/proc/{pid}/stat") as f:  # only a zombie, never reaped, may remain
-                    assert f.read().rsplit(")", 1)[1].split()[0] == "Z", pid
-            except FileNotFoundError:
-                continue
+        # a dying process closes its files before it becomes a zombie (CI once saw a worker
+        # still "R" right after the end of file): give the exits a few seconds to finish
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in workers if alive(pid)], "a worker outlived its parent"
     finally:
         for pid in workers:  # a worker that outlived its parent is not left running
             try:
