@@ -438,6 +438,30 @@ def test_error_lines_are_bounded():
     assert quoted(b"\xff" * 500).endswith("(500 bytes)")
 
 
+def test_stored_npz_members_are_not_copied_through_zipfile(tmp_path, monkeypatch):
+    """A stored member's data goes straight from the archive into its array (issue 54:
+    zipfile's reader copied each piece twice, half a 337 MB model's loading); zipfile's
+    member reader hands out the .npy headers only."""
+    import zipfile
+
+    from groundhog_port.legacy import checkpoint
+
+    p = tmp_path / "a_timing.npz"
+    np.savez(p, big=np.arange(100_000, dtype="<f4"))
+    handed: list[int] = []
+    read = zipfile.ZipExtFile.read
+
+    def counted(self, n=-1):
+        piece = read(self, n)
+        handed.append(len(piece))
+        return piece
+
+    monkeypatch.setattr(zipfile.ZipExtFile, "read", counted)
+    got = checkpoint.read_npz_arrays(p, kind="timing")
+    assert np.array_equal(got["big"], np.arange(100_000, dtype="<f4"))
+    assert 0 < sum(handed) < 1000, handed  # the header's ~128 bytes, not the 400 kB
+
+
 @pytest.mark.parametrize("write_npz", [np.savez, np.savez_compressed], ids=["stored", "deflated"])
 def test_npz_members_read_as_numpy_reads_them(tmp_path, write_npz):
     """``npzguard.read_array`` (the member's bytes into torch-allocated memory, issue 54)
@@ -452,7 +476,9 @@ def test_npz_members_read_as_numpy_reads_them(tmp_path, write_npz):
         "scalar": np.float32(3.5),
         "empty": np.zeros((0, 5), np.float32),
         "text": np.array(["ab", "é"]),
-        "ints": np.arange(7, dtype="<i8"),
+        # larger than zipfile's read-ahead, which checks a small member's CRC-32 as soon
+        # as its header is read: a flip far into it is seen by read_array's own check
+        "ints": np.arange(70_000, dtype="<i8"),
     }
     p = tmp_path / "a_timing.npz"
     write_npz(p, **arrays)
@@ -469,7 +495,7 @@ def test_npz_members_read_as_numpy_reads_them(tmp_path, write_npz):
             assert np.array_equal(a, b)
     if write_npz is np.savez:  # a stored member's data lies in the file as it is
         data = bytearray(p.read_bytes())
-        at = data.index(np.arange(7, dtype="<i8")[3:5].tobytes())
+        at = data.index(np.arange(70_000, dtype="<i8")[60_000:60_002].tobytes())
         clean = bytes(data)
         data[at] ^= 1
         p.write_bytes(bytes(data))
