@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from .cli.main import run
 
-from .cli.main import main
-
-sys.exit(main())
+run()
