@@ -8,4 +8,5 @@
 * :mod:`.encoder` -- Forward / backward encoders and the annotation composition (encdec.py:659, :1296).
 * :mod:`.layers` -- GroundHog's layers, each a small module holding its legacy-named weights.
 * :mod:`.numerics` -- Float32 kernels whose result for one row does not depend on the other rows.
+* :mod:`.packed` -- Products by a weight matrix packed once: onnxruntime's MLAS ``sgemm`` on pre-packed ``W``.
 """

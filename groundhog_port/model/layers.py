@@ -288,14 +288,18 @@ class SoftmaxLayer(Layer):
         changes a probability only where the double sum lands within 1e-16 of a float32
         rounding boundary.
         """
-        cols = output_blocks(self.W2 if hasattr(self, "W2") else self.W)
+        W = self.W2 if hasattr(self, "W2") else self.W
+        cols = output_blocks(W)
         x2 = x.reshape(-1, x.shape[-1])
         y2 = y.reshape(-1)
         out = x2.new_empty(x2.shape[0])
         for i in range(0, x2.shape[0], block):
             h = x2[i : i + block]
             h = mm(h, self.W1) if hasattr(self, "W1") else h
-            z = [mm(h, Wj).add_(self.b[j0:j1]) for j0, j1, Wj in cols]
+            # one product, then its column blocks: a parameter's is the packed product the
+            # search multiplies by (numerics.mm); any other W's, MKL's by the same blocks
+            logits = mm(h, W)
+            z = [logits[:, j0:j1].add_(self.b[j0:j1]) for j0, j1, _ in cols]
             zmax = torch.stack([zj.amax(-1) for zj in z]).amax(0)[:, None]
             total = torch.zeros(h.shape[0], dtype=torch.float64, device=h.device)
             e_y = torch.empty(h.shape[0], dtype=h.dtype, device=h.device)

@@ -19,6 +19,12 @@ on a quiet machine: ``docs/speed.md``.)
 tail round differently -- which is one more reason the activations use
 ``1 / (1 + exp(-x))``, see :func:`groundhog_port.model.activations.theano_sigmoid`.)
 
+A product by one of the model's weights (a :class:`torch.nn.Parameter`) that needs no
+gradient -- every product of the search, scoring and sampling by a weight -- is not MKL's:
+it runs on onnxruntime's MLAS with the weight packed once (:mod:`.packed`), row-count
+invariant and the same on any thread count; what follows is for the other products (by
+activations, e.g. the attention's weighted context; with gradients; float64).
+
 ``parity_tests/unit/test_batched_search.py`` checks the property on random models.
 """
 
@@ -34,6 +40,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from . import packed
 
 ROW_BLOCK = 4
 #: inner dimensions above DEEP are multiplied ROW_CHUNK rows at a time (see :func:`mm`)
@@ -75,6 +83,8 @@ def mm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None) -> tor
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
     n = w.shape[1]
+    if packed.packs(x2, w):
+        return packed.product(x2, w, out).reshape(*lead, n)
     if _tasked(x2, w):
         return _tasks(x2, w, out).reshape(*lead, n)
     rows = x2.shape[0]

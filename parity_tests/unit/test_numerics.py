@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from groundhog_port.model import attention
+from groundhog_port.model import attention, packed
 from groundhog_port.model.numerics import _sum_positions_loop, mm, sum_positions
 
 
@@ -118,22 +118,111 @@ def test_tasked_products_are_row_count_invariant(threads):
 
 
 def test_parameters_with_and_without_gradients():
-    """Scoring multiplies by parameters (``requires_grad``) under ``no_grad``: the pool's
-    threads, whose grad mode is their own, must not refuse ``out=``; with gradients (training,
-    deep products of more than ROW_CHUNK rows) the product is recorded for autograd.  Both
-    give the same bits."""
+    """Scoring multiplies under ``no_grad`` by parameters that require gradients (training's
+    validation): the packed product (:mod:`~groundhog_port.model.packed`), on any thread
+    count the same bits; with gradients the product is torch's, recorded for autograd, and
+    the two agree to float32's rounding of a sum of k products (each within
+    ``k u sum_i |x_i w_i|`` of the exact one, ``u = 2^-24``).  A tensor that is no
+    parameter but requires a gradient goes through the pool of single-threaded MKL calls,
+    whose threads (their grad mode is their own) must not refuse ``out=``: the same bits as
+    the product autograd records."""
     before = torch.get_num_threads()
-    torch.set_num_threads(2)
     try:
         g = torch.Generator().manual_seed(5)
-        w = torch.nn.Parameter(torch.randn(1000, 1000, generator=g) / 1000**0.5)
-        x = torch.randn(300, 1000, generator=g)
+        k = 1000
+        w = torch.nn.Parameter(torch.randn(k, k, generator=g) / k**0.5)
+        x = torch.randn(300, k, generator=g)
+        torch.set_num_threads(1)
+        with torch.no_grad():
+            one = mm(x, w)
+        torch.set_num_threads(2)
         with torch.no_grad():
             fast = mm(x, w)
+            plain = w.detach().clone().requires_grad_()
+            pooled = mm(x, plain)
+        assert torch.equal(fast, one)
         slow = mm(x, w)
         slow.sum().backward()
-        assert torch.equal(fast, slow.detach())
+        bound = 2 * k * 2.0**-24 * (x.abs() @ w.detach().abs())
+        assert ((fast - slow.detach()).abs() <= bound).all()
+        assert not torch.equal(fast, slow.detach())  # two kernels: the bound is what holds
+        assert torch.equal(pooled, mm(x, plain).detach())
         # d(sum)/dw = column sums of x, whatever order autograd adds them in
-        assert torch.allclose(w.grad, x.sum(0)[:, None].expand(1000, 1000), atol=1e-3)
+        assert torch.allclose(w.grad, x.sum(0)[:, None].expand(k, k), atol=1e-3)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_products_are_row_count_invariant(threads):
+    """A product by a parameter (no gradient: search, scoring) is MLAS's on the packed
+    weight: a row has the same bits in a product of 1-1000 rows, and on 1 or 2 threads, for
+    the shapes of RNNsearch-50's products (k = 500, 620, 1000, 2000; 620 x 30,001 the output
+    layer) and narrow ones (the widths MKL needed widened, 5-11 columns)."""
+    before = torch.get_num_threads()
+    g = torch.Generator().manual_seed(threads)
+    try:
+        for k, n, R in (
+            (1000, 1000, 1000),
+            (2000, 1000, 600),
+            (620, 1000, 300),
+            (500, 620, 300),
+            (620, 30001, 260),
+            (1000, 7, 300),
+            (64, 11, 300),
+        ):
+            x = torch.randn(R, k, generator=g)
+            w = torch.nn.Parameter(torch.randn(k, n, generator=g) / k**0.5, False)
+            with torch.inference_mode():
+                torch.set_num_threads(1)
+                full = mm(x, w)
+                torch.set_num_threads(threads)
+                for rows in (1, 3, 4, 6, 12, 100, 130, 260, R):
+                    assert torch.equal(mm(x[:rows], w), full[:rows]), (k, n, rows)
+                assert torch.equal(mm(x, w), full), (k, n, threads)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_packed_weight_follows_its_parameter():
+    """The packed form is remade when its parameter changes: in place (training's updates,
+    the version counter) or given new memory (``param.data = ...``, how loading fills a
+    model); and it goes when its parameter goes."""
+    g = torch.Generator().manual_seed(7)
+    w = torch.nn.Parameter(torch.randn(64, 48, generator=g), requires_grad=False)
+    x = torch.randn(8, 64, generator=g)
+    with torch.no_grad():
+        before = mm(x, w)
+        w.mul_(2)
+        assert torch.allclose(mm(x, w), 2 * before, rtol=0, atol=0)
+        w.data = torch.randn(64, 48, generator=g)
+        assert torch.allclose(mm(x, w), x.double().mm(w.double()).float(), atol=1e-4)
+    key = id(w)
+    assert key in packed._PACKED
+    del w
+    assert key not in packed._PACKED
+
+
+def test_the_matmul_model_is_what_onnx_writes():
+    """:func:`packed.matmul_model` writes the ModelProto onnx's helpers build (without
+    importing onnx, a second): the same message, field for field."""
+    onnx = pytest.importorskip("onnx", reason="onnx is in the test and export extras")
+    from onnx import TensorProto, helper
+
+    k, n = 620, 30001
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "packed_matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["M", k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M", n])],
+    )
+    weight = graph.initializer.add()
+    weight.name, weight.data_type = "W", TensorProto.FLOAT
+    weight.dims.extend([k, n])
+    weight.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "W"), ("offset", "0"), ("length", str(4 * k * n))):
+        entry = weight.external_data.add()
+        entry.key, entry.value = key, value
+    want = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    got = onnx.load_model_from_string(packed.matmul_model(k, n))
+    assert got == want
