@@ -17,7 +17,7 @@ from torch import nn
 from . import functional
 from .activations import Activation, parse_activation
 from .config import RecurrentConfig
-from .numerics import ROW_BLOCK, mm, output_blocks
+from .numerics import ROW_BLOCK, column_blocks, mm
 from .workspace import Workspace
 
 #: ``'lambda x:x'``, the activation of every projection GroundHog builds without one
@@ -280,7 +280,7 @@ class SoftmaxLayer(Layer):
 
         At 4,080 rows x 30,001 words those are 490 MB of logits and twice that as
         doubles.  Here ``block`` rows go through at a time, their logits in column blocks
-        of the output matrix (:func:`~groundhog_port.model.numerics.output_blocks`), so that
+        of the output matrix (:func:`~groundhog_port.model.numerics.column_blocks`), so that
         they stay in the cache from the product to the sum.  Each logit is the same dot
         product (:func:`mm` gives a row the same bits in any block of rows), the maximum
         is exact, and ``exp`` is elementwise; only the order of the double sum differs
@@ -289,7 +289,7 @@ class SoftmaxLayer(Layer):
         rounding boundary.
         """
         W = self.W2 if hasattr(self, "W2") else self.W
-        cols = output_blocks(W)
+        cols = column_blocks(W.shape[1])
         x2 = x.reshape(-1, x.shape[-1])
         y2 = y.reshape(-1)
         out = x2.new_empty(x2.shape[0])
@@ -299,12 +299,12 @@ class SoftmaxLayer(Layer):
             # one product, then its column blocks: a parameter's is the packed product the
             # search multiplies by (numerics.mm); any other W's, MKL's by the same blocks
             logits = mm(h, W)
-            z = [logits[:, j0:j1].add_(self.b[j0:j1]) for j0, j1, _ in cols]
+            z = [logits[:, j0:j1].add_(self.b[j0:j1]) for j0, j1 in cols]
             zmax = torch.stack([zj.amax(-1) for zj in z]).amax(0)[:, None]
             total = torch.zeros(h.shape[0], dtype=torch.float64, device=h.device)
             e_y = torch.empty(h.shape[0], dtype=h.dtype, device=h.device)
             yb = y2[i : i + block]
-            for (j0, j1, _), zj in zip(cols, z):
+            for (j0, j1), zj in zip(cols, z):
                 e = zj.sub_(zmax).exp_()
                 total += e.sum(-1, dtype=torch.float64)
                 hit = (yb >= j0) & (yb < j1)

@@ -54,7 +54,7 @@ ROW_TILE = 128
 POOL_MIN_MACS = 1 << 22
 #: columns above which a product's columns are cut in two blocks (two tasks for two threads)
 SPLIT_COLUMNS = 512
-#: column block of the output matrix in :func:`output_blocks`; matrices of up to
+#: column block of the output matrix in :func:`column_blocks`; matrices of up to
 #: SINGLE_BLOCK_VOCAB columns stay whole
 OUT_BLOCK = 2048
 SINGLE_BLOCK_VOCAB = 4096
@@ -280,22 +280,6 @@ def _mm_padded(x2: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if pad:
         return torch.mm(torch.cat([x2, x2.new_zeros((pad, x2.shape[1]))]), w)[:rows]
     return torch.mm(x2, w)
-
-
-def output_blocks(W: torch.Tensor) -> list[tuple[int, int, torch.Tensor]]:
-    """``W (k, V)`` cut into column blocks of OUT_BLOCK words (one block up to
-    SINGLE_BLOCK_VOCAB words): ``[(j0, j1, W[:, j0:j1])]``, views of ``W`` (no copy).
-
-    MKL multiplies by a 620 x 30001 matrix at half the speed it multiplies by its
-    2048-column blocks; each output element is the same dot product either way
-    (``parity_tests/unit/test_batched_search.py`` checks it against :func:`mm`).  A block need
-    not be copied out: MKL reads it with the row stride of ``W``, at the speed of a
-    contiguous copy and with the same bits (a copy was 74 MB per batch at full size).
-    """
-    V = W.shape[1]
-    if V <= SINGLE_BLOCK_VOCAB:
-        return [(0, V, W)]
-    return [(j0, j1, W[:, j0:j1]) for j0, j1 in column_blocks(V)]
 
 
 def sum_positions(x: torch.Tensor) -> torch.Tensor:

@@ -103,7 +103,7 @@ class PackedWeight:
             matmul_model(k, n), options, providers=["CPUExecutionProvider"]
         )
         self.k, self.n = k, n
-        self.source = (w.untyped_storage().data_ptr(), w.data_ptr(), w._version)
+        self.source = _source(w)
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``x (rows, k) @ W`` written into ``out (rows, n)`` (both contiguous float32)."""
@@ -143,10 +143,15 @@ def _forgetter(key: int) -> Callable[[weakref.ref[torch.Tensor]], None]:
     return forget
 
 
+def _source(w: torch.Tensor) -> tuple[int, int, int]:
+    """What a packed form was made from: ``w``'s storage, its place in it, its version."""
+    return (w.untyped_storage().data_ptr(), w.data_ptr(), w._version)
+
+
 def packed(w: torch.Tensor, threads: int) -> PackedWeight:
     """The packed form of parameter ``w`` for products on ``threads`` threads, made on first
     use and remade when ``w`` has changed since."""
-    now = (w.untyped_storage().data_ptr(), w.data_ptr(), w._version)
+    now = _source(w)
     with _LOCK:
         key = id(w)
         entry = _PACKED.get(key)

@@ -39,9 +39,9 @@ sys.exit(rc)
 """
 
 
-def probe(*argv, env=ENV):
+def probe(*argv, env=ENV, script=IMPORTS_PROBE):
     r = subprocess.run(
-        [sys.executable, "-c", IMPORTS_PROBE, *map(str, argv)],
+        [sys.executable, "-c", script, *map(str, argv)],
         env=env,
         capture_output=True,
         text=True,
@@ -79,13 +79,7 @@ def test_the_executable_leaves_without_the_last_collection():
     the command's exit code is kept."""
     bleu = ("bleu", "--hyp", FX / "trans_beam10.txt", "--ref", FX / "test.fr")
     for argv, code in ((bleu, 0), ((), 2)):
-        r = subprocess.run(
-            [sys.executable, "-c", EXIT_PROBE, *map(str, argv)],
-            env=ENV,
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-        )
+        r, _ = probe(*argv, script=EXIT_PROBE)
         assert r.returncode == code, r.stderr
         assert "FROZEN True" in r.stdout, (argv, r.stdout[-300:])
     with open(REPO / "pyproject.toml", "rb") as f:

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from groundhog_port.legacy.loading import open_experiment
 from groundhog_port.model import output
-from groundhog_port.model.numerics import ROW_BLOCK, mm, output_blocks, sum_positions
+from groundhog_port.model.numerics import ROW_BLOCK, column_blocks, mm, sum_positions
 from groundhog_port.search import batched as batched_module
 from groundhog_port.search import defaults
 from groundhog_port.search.batched import TRANSLATION_FAILED, BatchedBeamSearch
@@ -318,12 +318,13 @@ def test_sum_positions_ignores_padding_and_neighbours():
 
 @pytest.mark.parametrize("k, V", [(6, 5003), (16, 4097 + 2048), (45, 2 * 2048 + 7), (620, 30001)])
 def test_output_blocks_equal_numerics_mm(k, V):
-    """Scoring multiplies by column blocks (views of W, ``output_blocks``) and the batched
-    search writes ``numerics.mm`` into a reused buffer of padded rows: the same bits as
-    ``numerics.mm`` in a new tensor."""
+    """Products by the output matrix's column blocks (views of a W that is no parameter:
+    MKL's path, which ``numerics.mm`` cuts the same way) and ``numerics.mm`` written into a
+    reused buffer of padded rows (the batched search): the same bits as ``numerics.mm`` in a
+    new tensor."""
     g = torch.Generator().manual_seed(k)
     W = torch.randn((k, V), generator=g)
-    blocks = output_blocks(W)
+    blocks = [(j0, j1, W[:, j0:j1]) for j0, j1 in column_blocks(V)]
     assert [b[0] for b in blocks][0] == 0 and blocks[-1][1] == V
     assert all(j1 - j0 > 16 for j0, j1, _ in blocks)
     for rows in (1, 3, 4, 9, 30):
