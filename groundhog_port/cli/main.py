@@ -21,6 +21,7 @@ import logging
 import re
 import signal
 import sys
+import tokenize
 from collections.abc import Collection, Sequence
 from typing import NoReturn
 
@@ -69,17 +70,25 @@ def _module_name(command):
 
 
 def command_help(command: str) -> str:
-    """The ``HELP`` string of a command module, read from its source (nothing imported)."""
+    """The ``HELP`` string of a command module, read from its source (nothing imported).
+
+    Only the ``HELP = ...`` statement is parsed: parsing every command module's whole
+    source took 0.09 s of each command's start (the list is built for every command line)."""
     spec = importlib.util.find_spec(_module_name(command))
     assert spec is not None and spec.origin is not None  # one of COMMANDS: a module file
     origin = spec.origin
     with open(origin, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), origin)
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            getattr(t, "id", None) == "HELP" for t in node.targets
-        ):
-            return ast.literal_eval(node.value)
+        source = f.read()
+    start = source.find("\nHELP = ") + 1
+    if start:
+        # the statement ends at the first NEWLINE token (a parenthesised literal spans lines)
+        lines = source[start:].splitlines(keepends=True)
+        feed = iter(lines)
+        for tok in tokenize.generate_tokens(lambda: next(feed, "")):
+            if tok.type == tokenize.NEWLINE:
+                node = ast.parse("".join(lines[: tok.end[0]])).body[0]
+                assert isinstance(node, ast.Assign)  # "HELP = ..." at a line's start
+                return ast.literal_eval(node.value)
     raise LookupError(f"{origin}: no HELP = '...' string literal")
 
 
