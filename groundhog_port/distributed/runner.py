@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL, LegacyInputError
 from ..legacy.data import Batch
 from ..legacy.experiment import Experiment
+from ..model import decoding
 from ..outputs import Journal, Progress
 from ..search import scoring
 from ..search.translator import (
@@ -97,6 +98,10 @@ def translate(
     workers = max(1, min(workers, len(lines) - done))
     if workers > 1:  # an even share each (a batch as full as can be), dealt out past 4 x bs
         unit = min(unit, -(-(len(lines) - done) // workers))
+        # read and made once here, for the workers forked next: the vocabularies a parse
+        # reads, the packed weights of the search's products
+        exp.parse_source(lines[done])
+        decoding.prepare(exp.model)
 
     def compute(start):
         parsed = [exp.parse_source(line) for line in lines[start : start + unit]]
@@ -198,6 +203,8 @@ def score(
             journal.append(line, record)
 
     workers = max(1, min(workers, len(sizes) - first))
+    if workers > 1:  # the packed weights of scoring's products, made once for the workers
+        decoding.prepare(exp.model)
     commit = lambda: journal.commit()  # noqa: E731  (rank 0's journal; None elsewhere)
     _run(world, journal, range(first, len(sizes)), compute, emit, bar, commit, workers)
     if world.is_root:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -304,13 +304,16 @@ def paper_symbol(path: str, cfg: ModelConfig) -> str:
 
 
 def read_npz(
-    path: str | os.PathLike[str], table: Sequence[LegacyParam] | None = None
+    path: str | os.PathLike[str],
+    table: Sequence[LegacyParam] | None = None,
+    on_array: Callable[[str, np.ndarray], object] | None = None,
 ) -> dict[str, Any]:
     """The arrays of a GroundHog model file (:func:`read_npz_arrays`); old vintages are
     converted in memory (:func:`compat.upgrade_model`).  With the state's ``table``, only
     its parameters (and an old vintage's ``*_back_*`` projections) are read; any other
     member is returned as its header (:class:`npzguard.Member`: name, shape, dtype), never
-    decompressed, so that :func:`check_arrays` can still name it."""
+    decompressed, so that :func:`check_arrays` can still name it.  ``on_array(name, array)``
+    is called as soon as an array is read (:class:`~groundhog_port.model.packed.PackingAhead`)."""
     expected: dict[str, tuple[int, ...] | None] | None = None
     if table is not None:
         expected = {p.name: p.shape for p in table}
@@ -324,7 +327,7 @@ def read_npz(
                 if name in expected or name.startswith("W_0_dec_back_")
             }
         )
-    return compat.upgrade_model(read_npz_arrays(path, expected=expected), path)
+    return compat.upgrade_model(read_npz_arrays(path, expected=expected, on_array=on_array), path)
 
 
 #: the arrays of a ``<prefix>timing.npz`` that mark it as one (mainLoop.py:132-148 starts
@@ -381,6 +384,7 @@ def read_npz_arrays(
     kind: str = "model",
     expected: Mapping[str, tuple[int, ...] | None] | None = None,
     allowance: int = 0,
+    on_array: Callable[[str, np.ndarray], object] | None = None,
 ) -> dict[str, Any]:
     """The arrays of a GroundHog ``*_{kind}.npz`` file (``model``, ``timing``, ``adadelta``),
     never unpickling anything.  Every member's header is checked before any data is
@@ -389,7 +393,8 @@ def read_npz_arrays(
     ``allowance`` bytes); members outside ``expected`` come back as headers only.  numpy's
     zip reader runs inside the untrusted-file guard: whatever it raises on a damaged archive
     (bad CRC, unsupported compression, encrypted member, damaged deflate data, malformed
-    ``.npy`` header...) is one error naming the file."""
+    ``.npy`` header...) is one error naming the file.  ``on_array(name, array)``: called
+    with each array as soon as it is read."""
     with reading(path, f"truncated or corrupt .npz {kind} file"):
         try:
             if Path(path).is_dir():  # before open_input's generic refusal: name an export
@@ -414,7 +419,11 @@ def read_npz_arrays(
                     if other:
                         raise LegacyInputError(path, other)
                 to_read, skipped = npzguard.read_members(zf, path, kind, expected, allowance)
-                arrays = {name: npzguard.read_array(zf, m) for name, m in to_read.items()}
+                arrays = {}
+                for name, member in to_read.items():
+                    arrays[name] = npzguard.read_array(zf, member)
+                    if on_array is not None:
+                        on_array(name, arrays[name])
             return {**arrays, **skipped}
         except FileNotFoundError:
             raise LegacyInputError(path, "no such file") from None

@@ -20,10 +20,15 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import torch
+
 import legacy_states
 
 from .. import lookup
 from ..model.config import ModelConfig
+from ..model.encdec import looked_up
+from ..model.packed import PackingAhead
 from . import checkpoint
 from .experiment import Experiment, allocate, auto_threads, resolve_device
 from .exported import open_checkpoint
@@ -41,6 +46,7 @@ def open_experiment(
     allow_nonfinite: bool = False,
     stable_softmax: bool = False,
     strict: bool = False,
+    pack: bool = False,
 ) -> Experiment:
     """Load state, build the model, load the weights; see the module docstring.
 
@@ -56,6 +62,9 @@ def open_experiment(
     by ``groundhog-port export --format safetensors``, or its ``config.json``):
     :func:`groundhog_port.legacy.exported.open_checkpoint`.
     ``data_dir``: one folder or a list of folders (``--data-dir``, in order).
+    ``pack``: the weights of the products are packed for this process's torch threads while
+    the model file is read (:class:`~groundhog_port.model.packed.PackingAhead`; CPU only):
+    for commands that search or score next (their products run without gradients).
     """
     if model_path is None:
         return open_checkpoint(
@@ -74,15 +83,34 @@ def open_experiment(
     # the model file is checked against the state before the model is allocated: a state
     # declaring absurd sizes then fails on the shapes instead of exhausting memory
     table, _ = checkpoint.legacy_param_table(cfg)
-    arrays = checkpoint.read_npz(model_path, table)
-    checkpoint.check_arrays(arrays, table, model_path, lenient)
-    model = allocate(
-        cfg, table, state_path, stable_softmax, filled={p.path for p in table if p.name in arrays}
-    )
-    checkpoint.load_into(
-        model, model_path, lenient=lenient, allow_nonfinite=allow_nonfinite, arrays=arrays
-    )
-    model.to(resolve_device(device))
+    device_ = resolve_device(device)
+    ahead = PackingAhead(torch.get_num_threads()) if pack and device_.type == "cpu" else None
+    multiplied = {p.name for p in table if len(p.shape) == 2 and p.shape[1] > 1}
+    multiplied -= {p.name for p in table if looked_up(p.path)}
+
+    def handed_over(name: str, a: np.ndarray) -> None:
+        if ahead is not None and name in multiplied:
+            ahead.submit(a)
+
+    try:
+        arrays = checkpoint.read_npz(model_path, table, handed_over)
+        checkpoint.check_arrays(arrays, table, model_path, lenient)
+        model = allocate(
+            cfg,
+            table,
+            state_path,
+            stable_softmax,
+            filled={p.path for p in table if p.name in arrays},
+        )
+        checkpoint.load_into(
+            model, model_path, lenient=lenient, allow_nonfinite=allow_nonfinite, arrays=arrays
+        )
+        if ahead is not None:
+            ahead.adopt(model.parameters())
+    finally:
+        if ahead is not None:
+            ahead.close()
+    model.to(device_)
     model.eval()
     explicit = frozenset(legacy_states.parse_changes(changes or ""))
     return Experiment(state_path, state, cfg, model, lookup.data_dirs(data_dir), explicit)

@@ -16,6 +16,9 @@ number of rows: hypotheses of a beam, or samples)::
     s'   = advance(model, y, s, ctx)            the GRU step with the step's context
     s'   = reorder(s', origin)                  the rows that survive, in their new order
 
+:func:`prepare` runs one such step on a one-word source, so that every product's packed
+weight (:mod:`.packed`) exists before worker processes fork and share it.
+
 Reusing the step's context in :func:`advance` equals GroundHog's ``next_states``, which
 attends again with the gathered states: a row's context depends only on its own state and
 sentence (:func:`~groundhog_port.model.attention.ragged_context`).  The one-sentence
@@ -187,3 +190,19 @@ def reorder(rows: torch.Tensor, origin: torch.Tensor) -> torch.Tensor:
     """The rows of ``rows`` (states, contexts) that survive a step, in their new order
     (``origin[i]``: the row new row ``i`` extends)."""
     return rows.index_select(0, origin)
+
+
+def prepare(model: Network) -> None:
+    """Make every product of decoding ready before the first sentence: one step of this
+    interface on a one-word source (the end-of-sequence symbol) packs each weight the
+    products multiply by (:mod:`.packed`, for torch's thread count now).  Worker processes
+    forked afterwards share those packed copies instead of each packing its own (issue 54:
+    two workers each packing RNNsearch-50's weights started decoding 0.25 s later)."""
+    device = model.device
+    with torch.inference_mode():
+        src = encode(model, [np.array([model.cfg.null_sym_source], dtype=np.int64)])
+        s = init_states(model, src)
+        ctx = context(model, src, 0, s, [(0, 1)])
+        y = torch.zeros(1, dtype=torch.int64, device=device)
+        logits(model, s, ctx, y)
+        advance(model, y, s, ctx)

@@ -23,6 +23,12 @@ from .encoder import Encoder, ragged_annotations
 from .encoder import annotations as compose_annotations  # (the name clashes with __future__'s)
 
 
+def looked_up(path: str) -> bool:
+    """Whether the parameter at ``path`` is a word-embedding table, whose rows are looked up
+    (every other matrix is the right operand of products ``x @ W``)."""
+    return "approx_embedder" in path
+
+
 @dataclass
 class Scores:
     """What ``score.py`` and ``create_probs_computer`` return for a batch.
@@ -100,8 +106,7 @@ class RNNEncoderDecoder(nn.Module):
         u = 2.0**-24
         with torch.no_grad():
             for name, p in probe.named_parameters():
-                lookup = "approx_embedder" in name
-                if p.dim() == 2 and not lookup:
+                if p.dim() == 2 and not looked_up(name):
                     n = max(p.shape) if backward else p.shape[0]
                 else:
                     n = 1

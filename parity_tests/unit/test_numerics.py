@@ -226,3 +226,76 @@ def test_the_matmul_model_is_what_onnx_writes():
     want = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     got = onnx.load_model_from_string(packed.matmul_model(k, n))
     assert got == want
+
+
+def test_weights_packed_while_the_model_is_read(legacy_root):
+    """``open_experiment(pack=True)`` packs every product's weight while the file is read
+    (:class:`packed.PackingAhead`): each parameter then has its form for this process's
+    threads, made from its own memory (not remade on use), and every product by it has the
+    bits of a form packed on first use.  The embedding tables (looked up) are not packed."""
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.model.encdec import looked_up
+
+    case = legacy_root / "search"
+    state, model_path = next(case.glob("*state.pkl")), next(case.glob("*model.npz"))
+    ahead = open_experiment(state, model_path, pack=True).model
+    lazy = open_experiment(state, model_path).model
+    threads = torch.get_num_threads()
+    g = torch.Generator().manual_seed(3)
+    products = 0
+    for (name, w), (_, v) in zip(ahead.named_parameters(), lazy.named_parameters()):
+        entry = packed._PACKED.get(id(w))
+        if w.dim() != 2 or w.shape[1] == 1 or looked_up(name):
+            assert entry is None, name
+            continue
+        assert entry is not None and threads in entry[1], f"{name} was not packed ahead"
+        form = entry[1][threads]
+        assert form.source == packed._source(w)
+        assert id(v) not in packed._PACKED  # the other model packs on first use
+        x = torch.randn(5, w.shape[0], generator=g)
+        with torch.no_grad():
+            assert torch.equal(packed.product(x, w), packed.product(x, v)), name
+        assert packed.packed(w, threads) is form  # used as made, not remade
+        products += 1
+    assert products >= 10
+
+
+def test_packing_ahead_adopts_only_a_parameter_on_the_arrays_memory():
+    """A parameter holding a copy of a submitted array (a converted old vintage, a dtype
+    change) gets no form from it: it would be packed from memory it does not read."""
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(32, 24, generator=g).numpy()
+    on_it = torch.nn.Parameter(torch.from_numpy(a), requires_grad=False)
+    copied = torch.nn.Parameter(torch.from_numpy(a.copy()), requires_grad=False)
+    other = torch.randn(32, 24, generator=g).numpy()
+    with packed.PackingAhead(1) as ahead:
+        ahead.submit(a)
+        ahead.submit(other)
+        ahead.adopt([copied, on_it])
+    assert id(copied) not in packed._PACKED
+    assert packed._PACKED[id(on_it)][1][1].source == packed._source(on_it)
+
+
+@pytest.mark.parametrize("case", ["search", "encdec"])
+def test_prepare_packs_every_weight_the_search_multiplies_by(legacy_root, case):
+    """``decoding.prepare`` (what the runner calls before forking workers, so that they
+    share the packed weights) packs every weight a whole search then multiplies by: the
+    search makes no packed form of its own."""
+    from groundhog_port.legacy.loading import open_experiment
+    from groundhog_port.model import decoding
+    from groundhog_port.search.batched import BatchedBeamSearch
+
+    case_dir = legacy_root / case
+    state, model_path = next(case_dir.glob("*state.pkl")), next(case_dir.glob("*model.npz"))
+    exp = open_experiment(state, model_path)
+    mine = {id(p) for p in exp.model.parameters()}
+
+    def forms() -> dict[int, set[int]]:
+        return {k: set(f) for k, (_, f) in packed._PACKED.items() if k in mine}
+
+    decoding.prepare(exp.model)
+    made = forms()
+    assert made
+    seqs = [exp.parse_source("the european union is a good thing .")[0]]
+    BatchedBeamSearch(exp.model).search_many(seqs, 3)
+    assert forms() == made

@@ -242,8 +242,10 @@ def open_from_args(
     model_path: str | os.PathLike[str] | None = None,
     state: str | os.PathLike[str] | None = None,
     data_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    pack: bool = False,
 ) -> Experiment:
-    """The experiment the command's arguments name (``data_dirs`` replaces ``--data-dir``)."""
+    """The experiment the command's arguments name (``data_dirs`` replaces ``--data-dir``;
+    ``pack``: :func:`~groundhog_port.legacy.loading.open_experiment`'s)."""
     from ...outputs import signals_held
 
     with signals_held():  # torch loads here for the lighter commands: cli.py says why
@@ -272,6 +274,7 @@ def open_from_args(
         data_dir=args.data_dir if data_dirs is None else data_dirs,
         device=args.device,
         strict=args.strict,
+        pack=pack,
         **{keyword: getattr(args, keyword) for keyword in LOADING_SWITCHES},
     )
 

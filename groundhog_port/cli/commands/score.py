@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     settle_workers(args, world, why)  # before the model loads: workers fork from one thread
     # beside the model's loading; joined by batch_fingerprint, before any worker forks
     digests = digests_ahead(args) if args.mode == "batch" and args.scores else None
-    exp = open_from_args(args)
+    exp = open_from_args(args, pack=True)  # the products' weights packed during the read
     args.workers = pool.workers(args.workers, free)
     check_outputs(  # again with every file opening the model read (vocabularies...)
         [("--scores", args.scores)],

@@ -78,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # the machine's load is sampled over the loading of the model (--workers auto)
+    # the machine's load is sampled over the import of torch (--workers auto)
     free = pool.FreeCores() if args.workers in ("auto", None) else None
     with signals_held():  # torch loads here: a Ctrl-C waits until it has (cli/main.py says why)
         from ...distributed import runner
@@ -128,7 +128,10 @@ def run(args: argparse.Namespace) -> int:
         else None,
     )
     digests = digests_ahead(args) if args.source else None  # beside the model's loading
-    exp = open_from_args(args)
+    workers = pool.workers(args.workers, free) if args.source else 1
+    # the products' weights packed while the model file is read, for this process's threads
+    # (one with workers: they fork from it)
+    exp = open_from_args(args, pack=True)
     # again with every file opening the model read (the vocabularies the state names, an
     # exported checkpoint's files): none may be an output
     check_outputs(
@@ -173,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         world=world,
         n_best=args.n_best,
         verbose=args.verbose,
-        workers=pool.workers(args.workers, free),
+        workers=workers,
     )
 
 
