@@ -31,6 +31,7 @@ of its own, never the test install).
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import datetime
 import importlib.util
@@ -172,6 +173,11 @@ def run(
     """The whole measurement; returns its record (also what ``bench.py --peer`` stores)."""
     tool = load_tool(peer_tool)
     build(tool, work)
+    # a user's Python writes the package's bytecode on its first run; where that is turned
+    # off (PYTHONDONTWRITEBYTECODE=1 on the machine of issue 54: 86 modules uncached), each
+    # timed run would compile them again, 0.09 s of a translate there: written once here
+    if not compileall.compile_dir(REPO / "groundhog_port", quiet=1):
+        raise SystemExit("bench_peer.py: the package's modules did not compile")
     lengths = [len(x.split()) for x in (work / "source.txt").read_text().splitlines()]
     cores = len(os.sched_getaffinity(0))
     a = argparse.Namespace(project=REPO, port_python=Path(sys.executable),

@@ -57,8 +57,9 @@ def _machine_busy_s() -> float | None:
 
 
 class FreeCores:
-    """How many cores no other process is using: started when the command starts, read when
-    the workers are about to start (the model's loading in between is the sample).
+    """How many cores no other process is using: started when the command starts, read
+    before the model loads (``translate``: ``import torch`` in between is the sample) or
+    after (``score``).
 
     ``free = present - round((machine busy - this process's CPU) / elapsed)``, at least 1.
     Without ``/proc/stat`` (not Linux) it says the cores present."""
