@@ -27,7 +27,7 @@ import legacy_states
 
 from .. import lookup
 from ..model.config import ModelConfig
-from ..model.encdec import looked_up
+from ..model.encdec import packed_product_weight
 from ..model.packed import PackingAhead
 from . import checkpoint
 from .experiment import Experiment, allocate, auto_threads, resolve_device
@@ -85,12 +85,13 @@ def open_experiment(
     table, _ = checkpoint.legacy_param_table(cfg)
     device_ = resolve_device(device)
     ahead = PackingAhead(torch.get_num_threads()) if pack and device_.type == "cpu" else None
-    multiplied = {p.name for p in table if len(p.shape) == 2 and p.shape[1] > 1}
-    multiplied -= {p.name for p in table if looked_up(p.path)}
+    handed_over = None
+    if ahead is not None:
+        packs = {p.name for p in table if packed_product_weight(p.path, p.shape)}
 
-    def handed_over(name: str, a: np.ndarray) -> None:
-        if ahead is not None and name in multiplied:
-            ahead.submit(a)
+        def handed_over(name: str, a: np.ndarray) -> None:
+            if name in packs:
+                ahead.submit(a)
 
     try:
         arrays = checkpoint.read_npz(model_path, table, handed_over)

@@ -29,6 +29,13 @@ def looked_up(path: str) -> bool:
     return "approx_embedder" in path
 
 
+def packed_product_weight(path: str, shape: Sequence[int]) -> bool:
+    """Whether the parameter at ``path`` of ``shape`` is multiplied as ``x @ W`` through a
+    packed product (:mod:`.packed`): a matrix that is not looked up, wider than the
+    alignment's one column ``D`` (summed, :func:`~.attention.energy_scores`)."""
+    return len(shape) == 2 and shape[1] > 1 and not looked_up(path)
+
+
 @dataclass
 class Scores:
     """What ``score.py`` and ``create_probs_computer`` return for a batch.

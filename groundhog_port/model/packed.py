@@ -149,32 +149,27 @@ def _source(w: torch.Tensor) -> tuple[int, int, int]:
     return (w.untyped_storage().data_ptr(), w.data_ptr(), w._version)
 
 
+def _forms_of(w: torch.Tensor) -> dict[int, PackedWeight]:
+    """Parameter ``w``'s packed forms by thread count (a new, empty entry the first time);
+    the caller holds ``_LOCK``."""
+    key = id(w)
+    entry = _PACKED.get(key)
+    if entry is None or entry[0]() is not w:
+        entry = _PACKED[key] = (weakref.ref(w, _forgetter(key)), {})
+    return entry[1]
+
+
 def packed(w: torch.Tensor, threads: int) -> PackedWeight:
     """The packed form of parameter ``w`` for products on ``threads`` threads, made on first
     use and remade when ``w`` has changed since."""
     now = _source(w)
     with _LOCK:
-        key = id(w)
-        entry = _PACKED.get(key)
-        if entry is None or entry[0]() is not w:
-            entry = _PACKED[key] = (weakref.ref(w, _forgetter(key)), {})
-        forms = entry[1]
+        forms = _forms_of(w)
         form = forms.get(threads)
         if form is None or form.source != now:
             form = forms[threads] = PackedWeight(np.ascontiguousarray(w.detach().numpy()), threads)
             form.source = now
         return form
-
-
-def _register(w: torch.Tensor, threads: int, form: PackedWeight) -> None:
-    """``form`` as parameter ``w``'s packed form for ``threads`` threads, made from ``w`` now."""
-    form.source = _source(w)
-    with _LOCK:
-        key = id(w)
-        entry = _PACKED.get(key)
-        if entry is None or entry[0]() is not w:
-            entry = _PACKED[key] = (weakref.ref(w, _forgetter(key)), {})
-        entry[1][threads] = form
 
 
 class PackingAhead:
@@ -184,8 +179,8 @@ class PackingAhead:
     making a packed form holds it.  So the reader hands each array over as it lands
     (:meth:`submit`), a thread packs it meanwhile, and once the parameters have taken the
     arrays' memory (``checkpoint.load_into``) :meth:`adopt` gives each parameter the form
-    packed from its own memory (issue 54: RNNsearch-50 read in 0.3 s, packed in 0.33 s,
-    both in about 0.4 s).  A parameter whose memory is not an array handed over here (a
+    packed from its own memory (issue 54, RNNsearch-50, one process: the read and the
+    packing one after the other 0.55-0.67 s, overlapped 0.42-0.50 s).  A parameter whose memory is not an array handed over here (a
     converted old vintage, a copy) is packed on first use as before; nothing handed over
     outlives :meth:`close`."""
 
@@ -194,6 +189,8 @@ class PackingAhead:
 
         self.threads = threads
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="packing")
+        # each array is kept with its form until adopted or closed: its memory cannot be
+        # freed and reused by another array at the same address meanwhile
         self._forms: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, Future[PackedWeight]]] = {}
 
     def submit(self, a: np.ndarray) -> None:
@@ -217,7 +214,10 @@ class PackingAhead:
                 and w.is_contiguous()
                 and not w.is_inference()
             ):
-                _register(w, self.threads, found[1].result())
+                form = found[1].result()
+                form.source = _source(w)
+                with _LOCK:
+                    _forms_of(w)[self.threads] = form
 
     def close(self) -> None:
         """Wait for the thread, drop whatever was not adopted."""
