@@ -73,7 +73,8 @@ def command_help(command: str) -> str:
     """The ``HELP`` string of a command module, read from its source (nothing imported).
 
     Only the ``HELP = ...`` statement is parsed: parsing every command module's whole
-    source took 0.09 s of each command's start (the list is built for every command line)."""
+    source took 0.022 s of each command's start in a fresh process (0.0045 s this way; the
+    list is built for every command line)."""
     spec = importlib.util.find_spec(_module_name(command))
     assert spec is not None and spec.origin is not None  # one of COMMANDS: a module file
     origin = spec.origin
